@@ -1,0 +1,108 @@
+package rebound
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+var (
+	// ErrInvalidPolicy is wrapped by every error Policy.Validate returns.
+	ErrInvalidPolicy = errors.New("rebound: invalid policy")
+	// ErrExhausted is wrapped by the error Retry returns when the policy
+	// allows no further attempt (MaxAttempts, MaxElapsed, or a Retry-After
+	// that does not fit in MaxElapsed).
+	ErrExhausted = errors.New("rebound: retries exhausted")
+	// ErrInvalidArgument is wrapped by the error Retry returns for a nil
+	// context or a nil operation.
+	ErrInvalidArgument = errors.New("rebound: invalid argument")
+)
+
+// RetryError is returned by Retry when it stops retrying an error that was
+// still considered transient: the policy was exhausted, the context was done,
+// or the next wait would have ended after the context's deadline.
+//
+// errors.Is(err, Reason) and errors.Is(err, Last) both hold, so a caller can
+// test for ErrExhausted, context.Canceled or context.DeadlineExceeded and for
+// the operation's own error.
+type RetryError struct {
+	// Attempts is how many times the operation was called.
+	Attempts int
+	// Last is the error of the last attempt.
+	Last error
+	// Reason says why retrying stopped: ErrExhausted, context.Canceled or
+	// context.DeadlineExceeded (possibly wrapped with detail).
+	Reason error
+}
+
+func (e *RetryError) Error() string {
+	return fmt.Sprintf("rebound: gave up after %d attempt%s: %v: %v",
+		e.Attempts, plural(e.Attempts), e.Reason, e.Last)
+}
+
+// Unwrap returns the reason and the last error.
+func (e *RetryError) Unwrap() []error { return []error{e.Reason, e.Last} }
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// Permanent marks err as not worth retrying: Retry returns it (unwrapped) at
+// once. It returns nil for a nil err. The result is a *backoff.PermanentError,
+// so it is understood by cenkalti/backoff's own loops too, and
+// errors.Is/errors.As see through it to err.
+func Permanent(err error) error {
+	return backoff.Permanent(err)
+}
+
+// IsPermanent reports whether err, or any error it wraps, was marked with
+// Permanent (or backoff.Permanent).
+func IsPermanent(err error) bool {
+	var p *backoff.PermanentError
+	return errors.As(err, &p)
+}
+
+// RetryAfterError carries a server's explicit instruction to wait at least
+// Delay before the next attempt. Create it with RetryAfter.
+type RetryAfterError struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("%v (retry after %v)", e.Err, e.Delay)
+}
+
+// Unwrap returns the wrapped error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter wraps err with a server's instruction to wait at least d before
+// the next attempt: the next wait is max(d, the policy's delay). It returns
+// nil for a nil err; a negative d counts as 0.
+//
+// If waiting d would end after the context's deadline, Retry returns at once
+// (an error wrapping context.DeadlineExceeded) instead of sleeping through
+// it. If it would end after the policy's MaxElapsed budget, Retry returns at
+// once with an error wrapping ErrExhausted whose text names the Retry-After:
+// the instruction is neither ignored nor allowed to stop retrying silently.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &RetryAfterError{Delay: max(d, 0), Err: err}
+}
+
+// RetryAfterDelay returns the Retry-After delay carried by err (or any error
+// it wraps), if any.
+func RetryAfterDelay(err error) (time.Duration, bool) {
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		return ra.Delay, true
+	}
+	return 0, false
+}
