@@ -1,0 +1,103 @@
+package logging_test
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
+)
+
+// productionLogger is built like zap.NewProduction (JSON, Info, sampling,
+// caller, stack traces at Error) but writes to io.Discard.
+func productionLogger(lvl zapcore.Level) *zap.Logger {
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), lvl)
+	core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel))
+}
+
+// The hot path: a failing loop's further attempts, logged at Debug, with a
+// production (Info) logger. Must not allocate.
+func BenchmarkLoopNotifyDebugPath(b *testing.B) {
+	lp := logging.NewLoop(productionLogger(zapcore.InfoLevel), "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))
+	lp.Failed(1, errBoom, time.Second) // enter the failing state
+	e := rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		lp.Notify(e)
+	}
+}
+
+func BenchmarkLoopNotifyDebugPathParallel(b *testing.B) {
+	lp := logging.NewLoop(productionLogger(zapcore.InfoLevel), "failback", zap.String("target", "10.0.0.7:20880"))
+	lp.Failed(1, errBoom, time.Second)
+	e := rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			lp.Notify(e)
+		}
+	})
+}
+
+// The same with Debug enabled: every attempt is encoded and written.
+func BenchmarkLoopNotifyDebugEnabled(b *testing.B) {
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.DebugLevel)
+	lp := logging.NewLoop(zap.New(core), "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))
+	lp.Failed(1, errBoom, time.Second)
+	e := rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		lp.Notify(e)
+	}
+}
+
+// The cost RedactCore adds to an Info line written by a JSON core.
+func BenchmarkRedactCore(b *testing.B) {
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel)
+	plain := zap.New(core)
+	red := logging.Redacted(plain)
+	clean := []zap.Field{zap.String("key", "DEFAULT_GROUP@@orders"), zap.Int("attempt", 3), zap.Duration("delay", time.Second)}
+	sensitive := []zap.Field{zap.String("key", "DEFAULT_GROUP@@orders"), zap.String("accessToken", "eyJhbGci"), zap.Duration("delay", time.Second)}
+	nested := []zap.Field{zap.Dict("auth", zap.String("user", "nacos"), zap.String("password", "hunter2"))}
+	reflected := []zap.Field{zap.Any("params", map[string]string{"serviceName": "orders", "accessToken": "eyJhbGci"})}
+	for _, bc := range []struct {
+		name   string
+		l      *zap.Logger
+		fields []zap.Field
+	}{
+		{"plain/clean", plain, clean},
+		{"redacted/clean", red, clean},
+		{"redacted/sensitive", red, sensitive},
+		{"plain/dict", plain, nested},
+		{"redacted/dict", red, nested},
+		{"plain/map", plain, reflected},
+		{"redacted/map", red, reflected},
+		{"redacted/debug-disabled", red, sensitive},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			lvl := zapcore.InfoLevel
+			if bc.name == "redacted/debug-disabled" {
+				lvl = zapcore.DebugLevel
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if ce := bc.l.Check(lvl, "subscribe failed"); ce != nil {
+					ce.Write(bc.fields...)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkIsSensitiveKey(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		logging.IsSensitiveKey("serviceName")
+		logging.IsSensitiveKey("X-Auth-Token")
+	}
+}
