@@ -304,11 +304,13 @@ func (b *policyBackOff) draw(n int) time.Duration {
 		c := b.p.ceiling(n)
 		d = c/2 + b.uniform(0, c-c/2)
 	case DecorrelatedJitter:
-		hi := b.p.Max
-		if b.prev <= b.p.Max/3 {
+		// min(Max, uniform[Initial, 3*prev]); 3*prev saturates instead
+		// of overflowing.
+		hi := time.Duration(math.MaxInt64)
+		if b.prev <= math.MaxInt64/3 {
 			hi = b.prev * 3
 		}
-		d = b.uniform(b.p.Initial, max(hi, b.p.Initial))
+		d = min(b.p.Max, b.uniform(b.p.Initial, max(hi, b.p.Initial)))
 		b.prev = d
 	default: // FullJitter
 		d = b.uniform(0, b.p.ceiling(n))

@@ -287,3 +287,24 @@ func BenchmarkNextBackOff(b *testing.B) {
 		}
 	})
 }
+
+// Once the previous delay reaches Max, decorrelated jitter draws from
+// [Initial, 3*Max] and caps at Max: about two draws in three (60s of the 89s
+// range, with the defaults) are then exactly Max.
+func TestDecorrelatedCapsAtMax(t *testing.T) {
+	p := rebound.Policy{Jitter: rebound.DecorrelatedJitter} // 1s .. 30s
+	maxD := p.Normalized().Max
+	ds := drawMany(t, p, 50000, 3)
+	afterMax, atMax := 0, 0
+	for i := 1; i < len(ds); i++ {
+		if ds[i-1] == maxD {
+			afterMax++
+			if ds[i] == maxD {
+				atMax++
+			}
+		}
+	}
+	if share := float64(atMax) / float64(afterMax); afterMax < 1000 || share < 0.62 || share > 0.72 {
+		t.Fatalf("after a delay at Max, %d of %d draws at Max (%.0f%%), want about 67%%", atMax, afterMax, share*100)
+	}
+}
