@@ -1,0 +1,267 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/rebound-go/rebound/examples/storm/sim"
+)
+
+const limiterSuffix = "+limiter"
+
+var (
+	retryColor    = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff} // blue
+	capacityColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff} // red
+	backUpColor   = color.RGBA{R: 0x70, G: 0x70, B: 0x70, A: 0xff} // grey
+)
+
+// writePNG draws the retries per 100 ms window over time, one panel per
+// strategy: strategies without a limiter in the left column, the same with
+// the shared limiter on the right. Every panel has the same axes: x from 0
+// to span (0 means up to the last event of any strategy), y on a log(1+y)
+// scale so that empty windows (0) can be drawn next to a 1,000-call spike.
+func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Result) error {
+	if len(results) == 0 {
+		return fmt.Errorf("no strategy to plot")
+	}
+	// Create the file first: a bad path fails before the rendering work.
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if span == 0 {
+		for _, r := range results {
+			span = max(span, r.End)
+		}
+		span = max(span, sim.Window)
+	}
+	peak := 1
+	for _, r := range results {
+		peak = max(peak, r.PeakRetries)
+	}
+	perWindow := cfg.Capacity * sim.Window.Seconds() // 0 if unlimited
+	yMax := math.Pow(10, math.Ceil(math.Log10(float64(max(float64(peak), perWindow)))))
+
+	grid := layout(results)
+	cols := len(grid[0])
+	plots := make([][]*plot.Plot, len(grid))
+	for row, line := range grid {
+		plots[row] = make([]*plot.Plot, cols)
+		for col, r := range line {
+			if r == nil {
+				continue
+			}
+			p, err := panel(r, cfg, span, yMax, perWindow)
+			if err != nil {
+				f.Close()
+				return err
+			}
+			plots[row][col] = p
+		}
+	}
+
+	const headerHeight = 44
+	width := vg.Length(cols) * 6 * vg.Inch
+	height := vg.Length(len(grid))*2.3*vg.Inch + headerHeight
+	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(100))
+	dc := draw.New(img)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+
+	header := plot.New().Title.TextStyle
+	header.Font.Size = 13
+	header.XAlign, header.YAlign = draw.XCenter, draw.YTop
+	capacity := "unlimited capacity"
+	if cfg.Capacity > 0 {
+		capacity = fmt.Sprintf("%g calls/s", cfg.Capacity)
+	}
+	dc.FillText(header, vg.Point{X: width / 2, Y: height - 6},
+		fmt.Sprintf("Retry storm: %d clients fail at t=0, server down for %v, then serves %s", cfg.Clients, cfg.Down, capacity))
+	key := "blue: retries per 100 ms (first calls at t=0 not shown; log scale)   grey dotted: server back up"
+	if perWindow > 0 {
+		key += fmt.Sprintf("   red dashed: capacity, %g per 100 ms", perWindow)
+	}
+	header.Font.Size = 10
+	dc.FillText(header, vg.Point{X: width / 2, Y: height - 24}, key)
+
+	tiles := draw.Tiles{
+		Rows: len(grid), Cols: cols,
+		PadX: 6 * vg.Millimeter, PadY: 4 * vg.Millimeter,
+		PadTop: headerHeight, PadBottom: 2 * vg.Millimeter,
+		PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter,
+	}
+	canvases := plot.Align(plots, tiles, dc)
+	for row := range plots {
+		for col, p := range plots[row] {
+			if p != nil {
+				p.Draw(canvases[row][col])
+			}
+		}
+	}
+
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// layout arranges the results in rows: a strategy and its "+limiter" twin
+// side by side (two columns when any limited strategy is present).
+func layout(results []sim.Result) [][]*sim.Result {
+	limited := false
+	for _, r := range results {
+		limited = limited || strings.HasSuffix(r.Strategy, limiterSuffix)
+	}
+	if !limited {
+		rows := make([][]*sim.Result, len(results))
+		for i := range results {
+			rows[i] = []*sim.Result{&results[i]}
+		}
+		return rows
+	}
+	var rows [][]*sim.Result
+	paired := make([]bool, len(results))
+	for i := range results {
+		if strings.HasSuffix(results[i].Strategy, limiterSuffix) {
+			continue
+		}
+		row := []*sim.Result{&results[i], nil}
+		for j := range results {
+			if results[j].Strategy == results[i].Strategy+limiterSuffix {
+				row[1], paired[j] = &results[j], true
+			}
+		}
+		rows = append(rows, row)
+	}
+	for j := range results {
+		if strings.HasSuffix(results[j].Strategy, limiterSuffix) && !paired[j] {
+			rows = append(rows, []*sim.Result{nil, &results[j]})
+		}
+	}
+	return rows
+}
+
+// panel draws one strategy.
+func panel(r *sim.Result, cfg sim.Config, span time.Duration, yMax, perWindow float64) (*plot.Plot, error) {
+	p := plot.New()
+	outcome := "all ok at " + doneAt(*r)
+	if !r.Converged {
+		horizon := cfg.Horizon
+		if horizon == 0 {
+			horizon = sim.DefaultHorizon
+		}
+		outcome = doneAt(*r) + " within " + horizon.String()
+	}
+	p.Title.Text = fmt.Sprintf("%s: %s, %d calls, %d rejected", r.Strategy, outcome, r.Calls, r.Rejected)
+	p.Title.TextStyle.Font.Size = 11
+	p.X.Label.Text = "seconds since the server went down"
+	p.Y.Label.Text = "retries / 100 ms"
+	p.X.Min, p.X.Max = 0, span.Seconds()
+	p.Y.Min, p.Y.Max = 0, yMax
+	p.Y.Scale = log1pScale{}
+	p.Y.Tick.Marker = log1pTicks{}
+	p.X.Tick.Marker = secondTicks{}
+	p.Add(plotter.NewGrid())
+
+	n := min(len(r.Retries), int(span/sim.Window)+1)
+	xys := make(plotter.XYs, n)
+	for k := range n {
+		xys[k].X = (float64(k) + 0.5) * sim.Window.Seconds()
+		xys[k].Y = float64(r.Retries[k])
+	}
+	if n > 0 {
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width = retryColor, vg.Points(1)
+		p.Add(l)
+	}
+	if perWindow > 0 {
+		c, err := plotter.NewLine(plotter.XYs{{X: 0, Y: perWindow}, {X: span.Seconds(), Y: perWindow}})
+		if err != nil {
+			return nil, err
+		}
+		c.Color, c.Width, c.Dashes = capacityColor, vg.Points(1.2), []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(c)
+	}
+	if cfg.Down > 0 && cfg.Down <= span {
+		b, err := plotter.NewLine(plotter.XYs{{X: cfg.Down.Seconds(), Y: 0}, {X: cfg.Down.Seconds(), Y: yMax}})
+		if err != nil {
+			return nil, err
+		}
+		b.Color, b.Width, b.Dashes = backUpColor, vg.Points(1), []vg.Length{vg.Points(2), vg.Points(2)}
+		p.Add(b)
+	}
+	return p, nil
+}
+
+// log1pScale is a logarithmic axis that can show 0: it places y at
+// log(1+y), so 0, 1, 10, 100 are almost evenly spaced.
+type log1pScale struct{}
+
+// Normalize implements plot.Normalizer.
+func (log1pScale) Normalize(lo, hi, x float64) float64 {
+	lo, hi = math.Log1p(max(lo, 0)), math.Log1p(max(hi, 0))
+	if hi == lo {
+		return 0
+	}
+	return (math.Log1p(max(x, 0)) - lo) / (hi - lo)
+}
+
+// log1pTicks labels 0 and the powers of ten, with minor ticks at 2..9 of
+// each decade. Above 1,000 the label 1 is left out: on a log(1+y) axis it
+// would sit on top of 0.
+type log1pTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (log1pTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := []plot.Tick{{Value: 0, Label: "0"}}
+	for decade := 1.0; decade <= hi; decade *= 10 {
+		if decade >= lo {
+			label := fmt.Sprintf("%g", decade)
+			if decade == 1 && hi > 1000 {
+				label = ""
+			}
+			ticks = append(ticks, plot.Tick{Value: decade, Label: label})
+		}
+		for m := 2.0; m < 10 && m*decade <= hi; m++ {
+			ticks = append(ticks, plot.Tick{Value: m * decade})
+		}
+	}
+	return ticks
+}
+
+// secondTicks labels the time axis every 10, 20, 50, 100, ... seconds
+// (about six labels), with unlabelled ticks in between.
+type secondTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := 1.0
+	for _, m := range []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000} {
+		step = m
+		if (hi-lo)/m <= 7 {
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: fmt.Sprintf("%g", v)})
+		if minor := v + step/2; minor < hi {
+			ticks = append(ticks, plot.Tick{Value: minor})
+		}
+	}
+	return ticks
+}
