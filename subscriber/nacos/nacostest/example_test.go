@@ -1,0 +1,83 @@
+package nacostest_test
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+)
+
+// A real nacos-sdk-go naming client subscribes to a service of the
+// in-process server and receives the instance the server registers.
+func Example() {
+	srv, err := nacostest.NewServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	dir, err := os.MkdirTemp("", "nacostest-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	client, err := clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig: &constant.ClientConfig{
+			TimeoutMs:            2000,
+			NotLoadCacheAtStart:  true,
+			UpdateCacheWhenEmpty: true,
+			CacheDir:             dir,
+			LogDir:               dir,
+			LogLevel:             "error",
+			TLSCfg:               constant.TLSConfig{Appointed: true},
+		},
+		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.CloseClient()
+
+	updates := make(chan []model.Instance, 16)
+	err = client.Subscribe(&vo.SubscribeParam{
+		ServiceName: "orders",
+		SubscribeCallback: func(instances []model.Instance, err error) {
+			updates <- instances
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	next := func() []model.Instance {
+		select {
+		case ins := <-updates:
+			return ins
+		case <-time.After(10 * time.Second):
+			log.Fatal("no update from the server")
+			return nil
+		}
+	}
+	fmt.Println("subscribed:", len(next()), "instances")
+
+	err = srv.RegisterInstance("", "", "orders", nacostest.Instance{
+		Ip: "10.0.0.1", Port: 8080, Weight: 1, Healthy: true, Enable: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, in := range next() {
+		fmt.Printf("pushed: %s:%d cluster %s\n", in.Ip, in.Port, in.ClusterName)
+	}
+
+	// Output:
+	// subscribed: 0 instances
+	// pushed: 10.0.0.1:8080 cluster DEFAULT
+}
