@@ -63,8 +63,8 @@ func Permanent(err error) error {
 // IsPermanent reports whether err, or any error it wraps, was marked with
 // Permanent (or backoff.Permanent).
 func IsPermanent(err error) bool {
-	var p *backoff.PermanentError
-	return errors.As(err, &p)
+	_, ok := errors.AsType[*backoff.PermanentError](err)
+	return ok
 }
 
 // RetryAfterError carries a server's explicit instruction to wait at least
@@ -100,8 +100,7 @@ func RetryAfter(d time.Duration, err error) error {
 // RetryAfterDelay returns the Retry-After delay carried by err (or any error
 // it wraps), if any.
 func RetryAfterDelay(err error) (time.Duration, bool) {
-	var ra *RetryAfterError
-	if errors.As(err, &ra) {
+	if ra, ok := errors.AsType[*RetryAfterError](err); ok {
 		return ra.Delay, true
 	}
 	return 0, false

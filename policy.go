@@ -231,13 +231,11 @@ func (p Policy) ceiling(n int) time.Duration {
 // Options used: WithSeed (deterministic draws) and WithClock (the time
 // MaxElapsed is measured with); others are ignored.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
+	if len(opts) == 0 {
+		var c config // stays on the stack
+		return newPolicyBackOff(p, &c)
 	}
-	return newPolicyBackOff(p, &c)
+	return newPolicyBackOff(p, newConfig(opts))
 }
 
 func newPolicyBackOff(p Policy, c *config) *policyBackOff {

@@ -308,3 +308,12 @@ func TestDecorrelatedCapsAtMax(t *testing.T) {
 		t.Fatalf("after a delay at Max, %d of %d draws at Max (%.0f%%), want about 67%%", atMax, afterMax, share*100)
 	}
 }
+
+func BenchmarkNewBackOff(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if (rebound.Policy{}).NewBackOff() == nil {
+			b.Fatal("nil BackOff")
+		}
+	}
+}

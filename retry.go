@@ -176,11 +176,8 @@ func retryLoop(ctx context.Context, p Policy, op func(context.Context) error, c 
 }
 
 func asPermanent(err error) *backoff.PermanentError {
-	var p *backoff.PermanentError
-	if errors.As(err, &p) {
-		return p
-	}
-	return nil
+	p, _ := errors.AsType[*backoff.PermanentError](err)
+	return p
 }
 
 // retryBackOff adds to the policy's BackOff what only a Retry call knows:
