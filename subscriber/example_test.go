@@ -1,0 +1,61 @@
+package subscriber_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+func Example() {
+	reg := subscribertest.New() // an in-memory registry; use subscriber/nacos for Nacos
+	key := subscriber.Key{Service: "orders"}
+	reg.Set(key, subscriber.Instance{IP: "10.0.0.1", Port: 8080, Healthy: true, Enabled: true})
+
+	m, err := subscriber.New(reg)
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	lists := make(chan []subscriber.Instance, 10)
+	sub, err := m.Subscribe(context.Background(), key, func(list []subscriber.Instance) {
+		lists <- list
+	})
+	if err != nil {
+		panic(err)
+	}
+	<-sub.Ready()
+	fmt.Println("first:", len(<-lists), "instance(s)", sub.Status().State)
+
+	reg.Set(key,
+		subscriber.Instance{IP: "10.0.0.2", Port: 8080, Healthy: true, Enabled: true},
+		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Healthy: true, Enabled: true})
+	for _, in := range <-lists {
+		fmt.Println(in.IP) // lists are sorted
+	}
+
+	if err := sub.Unsubscribe(); err != nil {
+		panic(err)
+	}
+	fmt.Println(sub.Err())
+	// Output:
+	// first: 1 instance(s) subscribed
+	// 10.0.0.1
+	// 10.0.0.2
+	// subscriber: unsubscribed
+}
+
+func ExampleManager_Status() {
+	reg := subscribertest.New()
+	m, _ := subscriber.New(reg)
+	defer m.Close()
+	sub, _ := m.Subscribe(context.Background(), subscriber.Key{Group: "pay", Service: "billing"}, func([]subscriber.Instance) {})
+	<-sub.Ready()
+	for _, st := range m.Status() {
+		fmt.Println(st.Key, st.State, st.Attempts, st.LastErr)
+	}
+	// Output:
+	// /pay/billing subscribed 1 <nil>
+}

@@ -1,0 +1,292 @@
+package nacos_test
+
+// End-to-end tests: the Manager over this adapter over the real
+// nacos-sdk-go v2.3.2 client against the in-process server of package
+// nacostest. They use real time with bounded deadlines (the SDK's goroutines
+// cannot run under testing/synctest). Tests in which the client is
+// disconnected or its requests fail are in e2e_reconnect_test.go, excluded
+// from -race builds: see there.
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+)
+
+// e2ePolicy keeps the end-to-end tests fast: 100 ms doubling to 1 s.
+var e2ePolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}
+
+const e2eTimeout = 20 * time.Second
+
+func newServer(t *testing.T) *nacostest.Server {
+	t.Helper()
+	srv, err := nacostest.NewServer()
+	if err != nil {
+		t.Fatalf("nacostest.NewServer: %v", err)
+	}
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newClient returns a real naming client on servers, closed at cleanup.
+func newClient(t *testing.T, servers ...*nacostest.Server) naming_client.INamingClient {
+	t.Helper()
+	var cfgs []constant.ServerConfig
+	for _, s := range servers {
+		cfgs = append(cfgs, s.ServerConfig())
+	}
+	c, err := clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig: &constant.ClientConfig{
+			TimeoutMs:            1000,
+			NotLoadCacheAtStart:  true,
+			UpdateCacheWhenEmpty: true,
+			CacheDir:             t.TempDir(),
+			LogDir:               logDir,
+			LogLevel:             "error",
+			TLSCfg:               constant.TLSConfig{Appointed: true},
+		},
+		ServerConfigs: cfgs,
+	})
+	if err != nil {
+		t.Fatalf("NewNamingClient: %v", err)
+	}
+	t.Cleanup(c.CloseClient)
+	return c
+}
+
+// counting wraps the adapter to count attempts and the lists the adapter
+// hands to the Manager.
+type counting struct {
+	*nacos.Registry
+	mu       sync.Mutex
+	attempts []time.Time
+	updates  int
+	sinks    map[subscriber.Sink]*countSink
+}
+
+type countSink struct {
+	subscriber.Sink
+	c *counting
+}
+
+func (s *countSink) Update(l []subscriber.Instance) {
+	s.c.mu.Lock()
+	s.c.updates++
+	s.c.mu.Unlock()
+	s.Sink.Update(l)
+}
+
+func (c *counting) wrap(s subscriber.Sink) *countSink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sinks == nil {
+		c.sinks = map[subscriber.Sink]*countSink{}
+	}
+	cs, ok := c.sinks[s]
+	if !ok {
+		cs = &countSink{Sink: s, c: c}
+		c.sinks[s] = cs
+	}
+	return cs
+}
+
+func (c *counting) Subscribe(ctx context.Context, k subscriber.Key, s subscriber.Sink) error {
+	c.mu.Lock()
+	c.attempts = append(c.attempts, time.Now())
+	c.mu.Unlock()
+	return c.Registry.Subscribe(ctx, k, c.wrap(s))
+}
+
+func (c *counting) Unsubscribe(ctx context.Context, k subscriber.Key, s subscriber.Sink) error {
+	return c.Registry.Unsubscribe(ctx, k, c.wrap(s))
+}
+
+func (c *counting) counts() (attempts, updates int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.attempts), c.updates
+}
+
+// newManager builds the stack over client; it is closed at cleanup.
+func newManager(t *testing.T, client naming_client.INamingClient, opts ...subscriber.Option) (*subscriber.Manager, *counting) {
+	t.Helper()
+	log := zaptest.NewLogger(t)
+	reg, err := nacos.NewRegistry(client, nacos.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counting{Registry: reg}
+	opts = append([]subscriber.Option{subscriber.WithLogger(log), subscriber.WithPolicy(e2ePolicy)}, opts...)
+	m, err := subscriber.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return m, c
+}
+
+// lists records what a listener receives, as sorted "ip:port" strings.
+type lists struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (l *lists) listen(in []subscriber.Instance) {
+	var s []string
+	for _, i := range in {
+		s = append(s, fmt.Sprintf("%s:%d", i.IP, i.Port))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, s)
+}
+
+func (l *lists) get() [][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+func (l *lists) last() []string {
+	c := l.get()
+	if len(c) == 0 {
+		return nil
+	}
+	return c[len(c)-1]
+}
+
+// eventually polls cond every 10 ms until it holds, failing after d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+func provider(ip string, port uint64) nacostest.Instance {
+	return model.Instance{Ip: ip, Port: port, Weight: 1, Healthy: true, Enable: true, Ephemeral: true}
+}
+
+func addrs(ins []nacostest.Instance) []string {
+	out := []string{}
+	for _, i := range ins {
+		out = append(out, fmt.Sprintf("%s:%d", i.Ip, i.Port))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The happy path, race-detector clean: subscribe, every change once, in
+// order, unsubscribe, close.
+func TestE2ESubscribeChangesUnsubscribe(t *testing.T) {
+	srv := newServer(t)
+	client := newClient(t, srv)
+	eventually(t, e2eTimeout, "the client to connect", client.ServerHealthy)
+	m, c := newManager(t, client)
+	var got lists
+	key := subscriber.Key{Group: "g", Service: "orders", Clusters: []string{"c1", "c2"}}
+	sub, err := m.Subscribe(context.Background(), key, got.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "Ready and the first list", func() bool { return isClosed(sub.Ready()) && len(got.get()) == 1 })
+	in := func(ip, cluster string) nacostest.Instance {
+		p := provider(ip, 8080)
+		p.ClusterName = cluster
+		return p
+	}
+	for i, inst := range []nacostest.Instance{in("10.0.0.1", "c1"), in("10.0.0.2", "c2"), in("10.0.0.3", "other")} {
+		if err := srv.RegisterInstance("", "g", "orders", inst); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			eventually(t, e2eTimeout, "the change", func() bool { return len(got.get()) == i+2 })
+		}
+	}
+	// The instance in cluster "other" is not part of the subscription:
+	// register one more in c1 and check the whole sequence.
+	if err := srv.RegisterInstance("", "g", "orders", in("10.0.0.4", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the last change", func() bool { return len(got.last()) == 3 })
+	want := [][]string{{}, {"10.0.0.1:8080"}, {"10.0.0.1:8080", "10.0.0.2:8080"}, {"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.4:8080"}}
+	if calls := got.get(); !slices.EqualFunc(calls, want, slices.Equal) {
+		t.Fatalf("listener calls %v, want %v", calls, want)
+	}
+	if attempts, updates := c.counts(); attempts != 1 || updates != len(want) {
+		t.Fatalf("%d attempts and %d lists from the adapter, want 1 and %d", attempts, updates, len(want))
+	}
+	if n := srv.SubscriberCount("", "g", "orders"); n != 1 {
+		t.Fatalf("server subscriber count %d, want 1", n)
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the server to drop the subscription", func() bool { return srv.SubscriberCount("", "g", "orders") == 0 })
+}
+
+// quiet waits until no subscribe attempt happened for a second.
+func quiet(t *testing.T, c *counting) {
+	t.Helper()
+	last, _ := c.counts()
+	since := time.Now()
+	eventually(t, e2eTimeout, "the subscriptions to settle", func() bool {
+		if n, _ := c.counts(); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= time.Second
+	})
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// ourGoroutines lists the goroutines running code of the subscriber
+// packages, other than the caller's.
+func ourGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 { // the caller
+			continue
+		}
+		if strings.Contains(g, "rebound-go/rebound/subscriber.") || strings.Contains(g, "rebound-go/rebound/subscriber/nacos.") {
+			out = append(out, g)
+		}
+	}
+	return out
+}

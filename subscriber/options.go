@@ -1,0 +1,118 @@
+package subscriber
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Defaults of a Manager.
+const (
+	// DefaultLimit and DefaultBurst size the default shared limiter: every
+	// retry, and every confirmation after a reconnect, takes a token, so a
+	// recovering registry sees at most DefaultBurst requests at once and
+	// DefaultLimit per second from one Manager (1,000 subscriptions are
+	// confirmed in about 10 s).
+	DefaultLimit rate.Limit = 100
+	DefaultBurst            = 10
+
+	// DefaultEmptyListHold is how long an empty list reported after a
+	// reconnect is held back (see WithEmptyListHold).
+	DefaultEmptyListHold = 30 * time.Second
+
+	// UnsubscribeTimeout bounds each Registry.Unsubscribe call the Manager
+	// makes when a subscription stops.
+	UnsubscribeTimeout = 10 * time.Second
+)
+
+// An Option configures a Manager (see New).
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	policy     rebound.Policy
+	log        *zap.Logger
+	limiter    *rate.Limiter
+	limiterSet bool
+	hold       time.Duration
+	errs       []error
+}
+
+// WithPolicy sets the backoff of every subscription's retry loop. The
+// default is the zero rebound.Policy: full jitter, first ceiling 1 s,
+// doubling, capped at 30 s, unlimited attempts. p must be valid
+// (rebound.Policy.Validate) and must leave MaxAttempts and MaxElapsed zero:
+// a subscription never gives up on a transient error, so New rejects a
+// policy that would make it.
+func WithPolicy(p rebound.Policy) Option {
+	return optionFunc(func(o *options) {
+		if err := p.Validate(); err != nil {
+			o.errs = append(o.errs, &ArgumentError{Func: "WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
+			return
+		}
+		if p.MaxAttempts != 0 {
+			o.errs = append(o.errs, argError("WithPolicy", "p.MaxAttempts", "must be 0: a subscription retries until it is stopped"))
+		}
+		if p.MaxElapsed != 0 {
+			o.errs = append(o.errs, argError("WithPolicy", "p.MaxElapsed", "must be 0: a subscription retries until it is stopped"))
+		}
+		o.policy = p
+	})
+}
+
+// WithLogger sets the logger. Default: none (zap.NewNop). Each subscription
+// logs through a throttled logging.Loop (a handful of lines per outage,
+// each attempt at Debug) with the fields component="subscriber" and
+// key=Key.String(). The global zap logger is never used.
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(o *options) { o.log = l })
+}
+
+// WithLimiter sets the limiter shared by all the Manager's subscriptions:
+// every retry, and the first attempt of every confirmation after a
+// reconnect or Sink.Resubscribe, waits for a token (a subscription's very
+// first attempt does not). Default: rate.NewLimiter(DefaultLimit,
+// DefaultBurst). nil disables the limit. A limiter may be shared with other
+// Managers or loops. A limiter with a finite rate must have a burst of at
+// least 1 (with burst 0 it would never grant a token).
+func WithLimiter(l *rate.Limiter) Option {
+	return optionFunc(func(o *options) {
+		if l != nil && l.Limit() != rate.Inf && l.Burst() < 1 {
+			o.errs = append(o.errs, argError("WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
+			return
+		}
+		o.limiter, o.limiterSet = l, true
+	})
+}
+
+// WithEmptyListHold sets how long an empty instance list is held back when
+// it arrives during reconnect churn, so that listeners keep the last known
+// good list while providers re-register on a restarted registry.
+//
+// An empty list is held back when the last delivered list was not empty
+// and the subscription was disrupted (the connection was lost or
+// reconnected, or the adapter asked to resubscribe) and either is not yet
+// confirmed again, or was confirmed less than d ago. A non-empty list that
+// arrives meanwhile replaces it (the empty list is never delivered); an
+// empty list that is still the latest d after the confirmation is
+// delivered then. Outside such churn an empty list is delivered at once.
+//
+// Default: DefaultEmptyListHold (30 s). 0 delivers empty lists at once.
+// d must not be negative.
+func WithEmptyListHold(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < 0 {
+			o.errs = append(o.errs, argError("WithEmptyListHold", "d", "must not be negative (0 disables the hold)"))
+			return
+		}
+		o.hold = d
+	})
+}

@@ -1,0 +1,295 @@
+package subscribertest
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+var (
+	// ErrUnavailable is returned by Subscribe while the registry is down.
+	// It is transient.
+	ErrUnavailable = errors.New("subscribertest: registry unavailable")
+	// ErrBroken is passed to Sink.Resubscribe by Break.
+	ErrBroken = errors.New("subscribertest: subscription broken")
+)
+
+// Stats counts the requests a Registry received.
+type Stats struct {
+	// Subscribes counts Subscribe calls; Acks those that succeeded.
+	Subscribes, Acks int
+	// Unsubscribes counts Unsubscribe calls.
+	Unsubscribes int
+	// Active is the number of sinks currently subscribed.
+	Active int
+	// Pushes counts the lists sent to sinks (Updates).
+	Pushes int
+}
+
+// Registry is an in-memory subscriber.Registry and
+// subscriber.ConnectionMonitor. The zero value is not usable: call New.
+// A Registry is safe for concurrent use. It calls Sink methods while
+// holding its lock, which keeps the lists of one key in order (Sink
+// methods never block).
+type Registry struct {
+	mu       sync.Mutex
+	down     bool
+	closed   bool
+	services map[string][]subscriber.Instance // by Key.String()
+	sinks    map[subscriber.Sink]string       // acknowledged sinks -> key
+	fail     func(key subscriber.Key) error
+	hook     func(key subscriber.Key)
+	stats    Stats
+	monitors map[*monitor]struct{}
+}
+
+type monitor struct {
+	queue  []subscriber.ConnState
+	signal chan struct{}
+}
+
+// New returns an up, empty Registry.
+func New() *Registry {
+	return &Registry{
+		services: make(map[string][]subscriber.Instance),
+		sinks:    make(map[subscriber.Sink]string),
+		monitors: make(map[*monitor]struct{}),
+	}
+}
+
+// Subscribe implements subscriber.Registry. It returns an error wrapping
+// subscriber.ErrRegistryClosed after Close, ErrUnavailable while down, the
+// failure hook's error if it returns one, and otherwise registers sink
+// (replacing a previous registration of the same sink) and sends it the
+// key's current list before returning nil.
+func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
+	r.mu.Lock()
+	r.stats.Subscribes++
+	hook, fail := r.hook, r.fail
+	r.mu.Unlock()
+	if hook != nil {
+		hook(key)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return subscriber.ErrRegistryClosed
+	case r.down:
+		return ErrUnavailable
+	}
+	if fail != nil {
+		r.mu.Unlock()
+		err := fail(key)
+		r.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
+	ks := key.String()
+	r.sinks[sink] = ks
+	r.stats.Acks++
+	r.pushLocked(sink, ks)
+	return nil
+}
+
+// Unsubscribe implements subscriber.Registry.
+func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Unsubscribes++
+	delete(r.sinks, sink)
+	if r.closed {
+		return subscriber.ErrRegistryClosed
+	}
+	return nil
+}
+
+// MonitorConnection implements subscriber.ConnectionMonitor: it reports
+// Disconnected first if the registry is down when it starts, then the
+// transitions made by SetDown and Restart, until ctx is done or the
+// Registry is closed.
+func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+	mon := &monitor{signal: make(chan struct{}, 1)}
+	r.mu.Lock()
+	if r.down {
+		mon.queue = append(mon.queue, subscriber.Disconnected)
+	}
+	r.monitors[mon] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.monitors, mon)
+		r.mu.Unlock()
+	}()
+	for {
+		r.mu.Lock()
+		queue, closed := mon.queue, r.closed
+		mon.queue = nil
+		r.mu.Unlock()
+		for _, st := range queue {
+			report(st)
+		}
+		if closed {
+			return subscriber.ErrRegistryClosed
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-mon.signal:
+		}
+	}
+}
+
+func (r *Registry) reportLocked(states ...subscriber.ConnState) {
+	for mon := range r.monitors {
+		mon.queue = append(mon.queue, states...)
+		select {
+		case mon.signal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Set makes instances the key's list and, unless the registry is down,
+// pushes it to every sink subscribed to key.
+func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks := key.String()
+	r.services[ks] = slices.Clone(instances)
+	if r.down {
+		return
+	}
+	for sink, k := range r.sinks {
+		if k == ks {
+			r.pushLocked(sink, ks)
+		}
+	}
+}
+
+func (r *Registry) pushLocked(sink subscriber.Sink, ks string) {
+	list := r.services[ks]
+	out := make([]subscriber.Instance, len(list))
+	for i, in := range list {
+		in.Metadata = maps.Clone(in.Metadata)
+		out[i] = in
+	}
+	r.stats.Pushes++
+	sink.Update(out)
+}
+
+// SetDown takes the registry down (Subscribe fails with ErrUnavailable, no
+// pushes; monitors see Disconnected) or brings it up again (monitors see
+// Connected). Subscriptions survive; lists changed while down are not
+// pushed until sinks subscribe again.
+func (r *Registry) SetDown(down bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down == down {
+		return
+	}
+	r.down = down
+	if down {
+		r.reportLocked(subscriber.Disconnected)
+	} else {
+		r.reportLocked(subscriber.Connected)
+	}
+}
+
+// Restart simulates a registry restart with fresh state: every
+// subscription is forgotten (sinks get no more pushes until they subscribe
+// again) and monitors see Disconnected then Connected. Lists set with Set
+// are kept (set them again to model providers re-registering).
+func (r *Registry) Restart() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.sinks)
+	r.reportLocked(subscriber.Disconnected, subscriber.Connected)
+}
+
+// Forget drops every subscription silently, with no monitor event: the
+// way a client's failed re-subscription loses them.
+func (r *Registry) Forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.sinks)
+}
+
+// Break drops the subscriptions to key and calls Resubscribe(ErrBroken) on
+// their sinks, as an etcd adapter does when a watch fails.
+func (r *Registry) Break(key subscriber.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks := key.String()
+	for sink, k := range r.sinks {
+		if k == ks {
+			delete(r.sinks, sink)
+			sink.Resubscribe(ErrBroken)
+		}
+	}
+}
+
+// Close closes the registry: Subscribe fails with
+// subscriber.ErrRegistryClosed from now on, and MonitorConnection returns.
+func (r *Registry) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	r.reportLocked()
+}
+
+// SetFailure sets a hook called by every Subscribe that would otherwise
+// succeed; a non-nil error is returned instead (wrap it with
+// rebound.Permanent or subscriber.ErrRegistryClosed to make it permanent).
+// The hook runs without the Registry's lock; it may block (for example on
+// a channel) to model a slow registry. nil removes it.
+func (r *Registry) SetFailure(fn func(key subscriber.Key) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = fn
+}
+
+// OnSubscribe sets a hook called at the start of every Subscribe, without
+// the Registry's lock (for example to record request times). nil removes it.
+func (r *Registry) OnSubscribe(fn func(key subscriber.Key)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hook = fn
+}
+
+// Stats returns the request counters.
+func (r *Registry) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.stats
+	st.Active = len(r.sinks)
+	return st
+}
+
+// Subscribed reports whether sinks subscribed to key are registered, and
+// how many.
+func (r *Registry) Subscribed(key subscriber.Key) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks := key.String()
+	n := 0
+	for _, k := range r.sinks {
+		if k == ks {
+			n++
+		}
+	}
+	return n
+}
+
+var (
+	_ subscriber.Registry          = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+)

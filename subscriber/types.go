@@ -1,0 +1,105 @@
+package subscriber
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Key names one registry subscription: a service in a group and namespace,
+// optionally restricted to some clusters. Empty Namespace and Group mean the
+// registry's defaults (for Nacos: the client's namespace, "public" unless
+// configured, and "DEFAULT_GROUP").
+//
+// A Key is a plain value; Subscribe copies Clusters, so the caller may reuse
+// the slice afterwards.
+type Key struct {
+	Namespace string
+	Group     string
+	// Service is the service name; it must not be empty.
+	Service string
+	// Clusters restricts the subscription to these clusters; empty means
+	// all. Order does not matter (String sorts them).
+	Clusters []string
+}
+
+// String returns a canonical, comparable form of k ("namespace/group/service"
+// followed by "[c1,c2]" when clusters are set, sorted), usable as a map key.
+func (k Key) String() string {
+	var b strings.Builder
+	b.WriteString(k.Namespace)
+	b.WriteByte('/')
+	b.WriteString(k.Group)
+	b.WriteByte('/')
+	b.WriteString(k.Service)
+	if len(k.Clusters) > 0 {
+		cs := slices.Clone(k.Clusters)
+		slices.Sort(cs)
+		b.WriteByte('[')
+		b.WriteString(strings.Join(cs, ","))
+		b.WriteByte(']')
+	}
+	return b.String()
+}
+
+// Instance is one registered instance of a service, as the registry reports
+// it. Two instances are the same when all their fields are equal (Metadata
+// compared as a map).
+type Instance struct {
+	// ID is the registry's instance id (may be empty for some registries).
+	ID string
+	// IP and Port are the instance's address.
+	IP   string
+	Port uint64
+	// Weight is the load-balancing weight the provider registered.
+	Weight float64
+	// Healthy, Enabled and Ephemeral are the registry's flags for the
+	// instance; the Manager delivers unhealthy and disabled instances too.
+	Healthy   bool
+	Enabled   bool
+	Ephemeral bool
+	// Cluster is the cluster the instance belongs to.
+	Cluster string
+	// Metadata is the provider's metadata. The Manager never modifies it;
+	// listeners must not either.
+	Metadata map[string]string
+}
+
+// Listener receives the full, current instance list of a subscription each
+// time it changes.
+//
+// The Manager calls a Listener from one goroutine per subscription, never
+// concurrently with itself, never while the Manager holds a lock. Lists are
+// full snapshots, delivered in the order the registry reported them; the
+// same list is never delivered twice in a row, and a burst of changes may be
+// coalesced into its latest list. Each list is sorted by IP, Port, Cluster
+// and ID.
+//
+// The slice (and the Metadata maps in it) belongs to the Manager, which never
+// modifies it after delivery: a Listener may keep it (for example as the
+// current list of a directory) but must not modify it. A Listener that
+// panics is recovered and logged; the subscription carries on.
+type Listener func(instances []Instance)
+
+// sortInstances sorts a list in place in the delivery order.
+func sortInstances(list []Instance) {
+	slices.SortFunc(list, func(a, b Instance) int {
+		return cmp.Or(
+			strings.Compare(a.IP, b.IP),
+			cmp.Compare(a.Port, b.Port),
+			strings.Compare(a.Cluster, b.Cluster),
+			strings.Compare(a.ID, b.ID),
+		)
+	})
+}
+
+// sameInstances reports whether two sorted lists hold the same instances.
+func sameInstances(a, b []Instance) bool {
+	return slices.EqualFunc(a, b, func(x, y Instance) bool {
+		return x.ID == y.ID && x.IP == y.IP && x.Port == y.Port &&
+			x.Weight == y.Weight && x.Healthy == y.Healthy && x.Enabled == y.Enabled &&
+			x.Ephemeral == y.Ephemeral && x.Cluster == y.Cluster &&
+			maps.Equal(x.Metadata, y.Metadata)
+	})
+}
