@@ -1,0 +1,27 @@
+// Package cluster defines what a cluster invoker (such as package failback)
+// needs to reach a service with several providers: the Invoker of one
+// provider, the Directory that lists the current providers, and the
+// LoadBalance that picks one of them for a call.
+//
+// It also provides:
+//
+//   - NewStaticDirectory: a fixed list of invokers, for tests and for
+//     services without a registry. Its List returns its internal slice and
+//     does not allocate.
+//   - RegistryDirectory: a Directory fed by a registry subscription. Its
+//     Update method is a subscriber.Listener: it turns instances into
+//     invokers through a user-supplied DialFunc, reuses the invokers of
+//     unchanged instances, closes those of instances that disappeared, and
+//     keeps the last known good list when a push would leave it empty.
+//   - Random and RoundRobin load balancers (zero values usable, safe for
+//     concurrent use). Both skip the invokers passed as exclude (compared by
+//     Target) while another invoker is left.
+//   - Transient and IsTransient: the way an Invoker says "this failure is
+//     worth retrying" when the error is not a network error; failback's
+//     default classifier honours it.
+//   - ErrNoInvokers: what every Directory and LoadBalance here returns when
+//     there is no provider to call; never a panic or a nil Invoker.
+//
+// Data flows one way: registry push -> subscriber.Manager ->
+// RegistryDirectory.Update -> List -> LoadBalance.Select -> Invoker.Invoke.
+package cluster

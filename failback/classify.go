@@ -1,0 +1,64 @@
+package failback
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+)
+
+// DefaultRetryable is the classifier New uses without WithRetryable. It
+// reports true for errors that a later attempt, possibly on another
+// provider, may not hit:
+//
+//   - errors marked by the invoker with cluster.Transient;
+//   - cluster.ErrNoInvokers: the directory is empty now, but providers come
+//     back (a closed directory, cluster.ErrClosed, is not retryable);
+//   - context.DeadlineExceeded: the Invoker applies this only to an
+//     attempt's own deadline (WithAttemptTimeout, or a timeout inside the
+//     invoker); when the caller's context is done the call is never queued,
+//     whatever the classifier says;
+//   - network errors: syscall.ECONNREFUSED, ECONNRESET and ECONNABORTED,
+//     io.ErrUnexpectedEOF, net.ErrClosed, and any net.Error (*net.OpError,
+//     *net.DNSError, *url.Error, timeouts, ...).
+//
+// Everything else, including context.Canceled and plain business errors,
+// is not retryable. A nil error and an error marked rebound.Permanent are
+// never retryable.
+//
+// Compose it in a custom classifier:
+//
+//	failback.WithRetryable(func(err error) bool {
+//		return errors.Is(err, errOverloaded) || failback.DefaultRetryable(err)
+//	})
+func DefaultRetryable(err error) bool {
+	switch {
+	case err == nil, rebound.IsPermanent(err):
+		return false
+	case cluster.IsTransient(err),
+		errors.Is(err, cluster.ErrNoInvokers),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed):
+		return true
+	case errors.Is(err, context.Canceled):
+		return false
+	}
+	_, ok := errors.AsType[net.Error](err)
+	return ok
+}
+
+// retryable applies the configured classifier; Permanent always wins.
+func (f *Invoker) retryable(err error) bool {
+	if rebound.IsPermanent(err) {
+		return false
+	}
+	return f.cfg.retryable(err)
+}

@@ -1,0 +1,89 @@
+package failback_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/failback"
+)
+
+// flaky refuses its first connection, then succeeds.
+type flaky struct{ calls atomic.Int32 }
+
+func (f *flaky) Target() string { return "10.0.0.7:20880" }
+func (f *flaky) Invoke(context.Context, *cluster.Invocation) (any, error) {
+	if f.calls.Add(1) == 1 {
+		return nil, fmt.Errorf("dial tcp 10.0.0.7:20880: %w", syscall.ECONNREFUSED)
+	}
+	return "ok", nil
+}
+
+func ExampleNew() {
+	done := make(chan struct{})
+	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
+		failback.WithRetries(3),
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}),
+		failback.WithHooks(failback.Hooks{
+			Queued: func(t failback.Task) { fmt.Println("queued:", t.Invocation.Method, "-", t.Err) },
+			Succeeded: func(t failback.Task) {
+				fmt.Printf("succeeded after %d attempts on %s\n", t.Attempts, t.Target)
+				close(done)
+			},
+		}))
+	if err != nil {
+		panic(err)
+	}
+	// The first attempt fails with a network error: the call is queued and
+	// the caller gets (nil, nil).
+	res, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: "Notify"})
+	fmt.Println("Invoke returned", res, err)
+	<-done
+	if err := fb.Close(context.Background()); err != nil {
+		panic(err)
+	}
+	s := fb.Stats()
+	fmt.Println("offered", s.Offered, "succeeded", s.Succeeded, "retried", s.Retried)
+	// Output:
+	// queued: Notify - dial tcp 10.0.0.7:20880: connection refused
+	// Invoke returned <nil> <nil>
+	// succeeded after 2 attempts on 10.0.0.7:20880
+	// offered 1 succeeded 1 retried 1
+}
+
+func ExampleDefaultRetryable() {
+	errOverloaded := errors.New("provider overloaded")
+	custom := func(err error) bool {
+		return errors.Is(err, errOverloaded) || failback.DefaultRetryable(err)
+	}
+	fmt.Println(failback.DefaultRetryable(syscall.ECONNRESET))
+	fmt.Println(failback.DefaultRetryable(errOverloaded), custom(errOverloaded))
+	fmt.Println(failback.DefaultRetryable(cluster.Transient(errOverloaded)))
+	fmt.Println(failback.DefaultRetryable(rebound.Permanent(syscall.ECONNRESET)))
+	// Output:
+	// true
+	// false true
+	// true
+	// false
+}
+
+func ExampleRejectedError() {
+	refuse := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
+	fb, _ := failback.New(refuse, failback.WithMaxTasks(1))
+	defer fb.Close(context.Background())
+
+	_, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: "A"})
+	fmt.Println("first:", err) // queued: an empty directory is retryable
+	_, err = fb.Invoke(context.Background(), &cluster.Invocation{Method: "B"})
+	fmt.Println("second:", errors.Is(err, failback.ErrQueueFull), errors.Is(err, cluster.ErrNoInvokers))
+	fmt.Println(err)
+	// Output:
+	// first: <nil>
+	// second: true true
+	// failback: call not queued for retry (queue_full): cluster: no invokers available
+}
