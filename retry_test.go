@@ -11,15 +11,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"go.uber.org/goleak"
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 var errBoom = errors.New("boom")
 
