@@ -27,7 +27,7 @@
 //     reconnect, or the adapter calls Sink.Resubscribe, the subscription is
 //     confirmed again by the same jittered loop. Every retry and every such
 //     confirmation takes a token from a shared rate.Limiter (WithLimiter,
-//     default 100/s, burst 10), so thousands of subscriptions do not hit a
+//     default 1,000/s, burst 100), so thousands of subscriptions do not hit a
 //     recovering registry at once.
 //   - Last-known-good: while a subscription is disrupted its listener keeps
 //     the last list; an empty list that arrives then is held back until the

@@ -15,9 +15,10 @@ const (
 	// retry, and every confirmation after a reconnect, takes a token, so a
 	// recovering registry sees at most DefaultBurst requests at once and
 	// DefaultLimit per second from one Manager (1,000 subscriptions are
-	// confirmed in about 10 s).
-	DefaultLimit rate.Limit = 100
-	DefaultBurst            = 10
+	// confirmed again in about 1 s, at most about 200 requests in any
+	// 100 ms, where a fixed-interval loop sends all 1,000 at once).
+	DefaultLimit rate.Limit = 1000
+	DefaultBurst            = 100
 
 	// DefaultEmptyListHold is how long an empty list reported after a
 	// reconnect is held back (see WithEmptyListHold).
