@@ -1,0 +1,67 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		err       error
+		closed    bool
+		permanent bool
+		regClosed bool
+	}{
+		{"no leader", rpctypes.ErrNoLeader, false, false, false},
+		{"leader changed", rpctypes.ErrLeaderChanged, false, false, false},
+		{"timeout", rpctypes.ErrTimeout, false, false, false},
+		{"timeout leader fail", rpctypes.ErrTimeoutDueToLeaderFail, false, false, false},
+		{"stopped", rpctypes.ErrStopped, false, false, false},
+		{"unhealthy", rpctypes.ErrUnhealthy, false, false, false},
+		{"compacted", rpctypes.ErrCompacted, false, false, false},
+		{"too many requests", rpctypes.ErrTooManyRequests, false, false, false},
+		{"grpc unavailable", status.Error(codes.Unavailable, "connection refused"), false, false, false},
+		{"grpc deadline", status.Error(codes.DeadlineExceeded, "deadline"), false, false, false},
+		{"attempt deadline", context.DeadlineExceeded, false, false, false},
+		{"cancelled", context.Canceled, false, false, false},
+		{"not connected", ErrNotConnected, false, false, false},
+		{"unknown", errors.New("something odd"), false, false, false},
+		{"auth old revision", rpctypes.ErrAuthOldRevision, false, false, false},
+		{"permission denied", rpctypes.ErrPermissionDenied, false, true, false},
+		{"auth failed", rpctypes.ErrAuthFailed, false, true, false},
+		{"wrapped permission denied", fmt.Errorf("x: %w", rpctypes.ErrPermissionDenied), false, true, false},
+		{"grpc permission denied", status.Error(codes.PermissionDenied, "no"), false, true, false},
+		{"closed client", status.Error(codes.Canceled, "grpc: the client connection is closing"), true, false, true},
+		{"closed, any error", rpctypes.ErrNoLeader, true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := classify("get", "/p/", tc.err, tc.closed)
+			var oe *OpError
+			if !errors.As(got, &oe) || oe.Op != "get" || oe.Key != "/p/" {
+				t.Fatalf("classify = %v, want an *OpError for get /p/", got)
+			}
+			if !errors.Is(got, tc.err) {
+				t.Errorf("classify = %v does not wrap %v", got, tc.err)
+			}
+			if p := rebound.IsPermanent(got); p != tc.permanent {
+				t.Errorf("permanent = %v, want %v (%v)", p, tc.permanent, got)
+			}
+			if c := errors.Is(got, subscriber.ErrRegistryClosed); c != tc.regClosed {
+				t.Errorf("registry closed = %v, want %v (%v)", c, tc.regClosed, got)
+			}
+		})
+	}
+	if classify("get", "/p/", nil, true) != nil {
+		t.Error("classify(nil) != nil")
+	}
+}

@@ -1,0 +1,74 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/rebound-go/rebound/subscriber"
+	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
+	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
+)
+
+func ExampleInstanceKey() {
+	key := subscriber.Key{Service: "orders"}
+	inst := subscriber.Instance{IP: "10.0.1.7", Port: 8080, Weight: 1, Healthy: true, Enabled: true}
+	k, _ := etcdreg.InstanceKey(etcdreg.DefaultPrefix, key, etcdreg.InstanceID(inst))
+	v, _ := etcdreg.EncodeInstance(inst)
+	fmt.Println(k)
+	fmt.Println(string(v))
+	// Output:
+	// /rebound/services/public/DEFAULT_GROUP/orders/10.0.1.7:8080
+	// {"id":"10.0.1.7:8080","ip":"10.0.1.7","port":8080,"weight":1,"healthy":true,"enabled":true,"ephemeral":false,"cluster":"DEFAULT"}
+}
+
+// A provider registers an instance; a consumer's Manager delivers it.
+func Example() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	cluster, err := etcdtest.NewCluster(1, etcdtest.WithDir(dir)) // a real etcd, in this process
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cluster.Close()
+	cli, err := clientv3.New(etcdreg.ClientConfig(nil, cluster.Endpoints()...))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cli.Close()
+
+	ctx := context.Background()
+	orders := subscriber.Key{Service: "orders"}
+	g, err := etcdreg.Register(ctx, cli, orders, subscriber.Instance{
+		IP: "10.0.1.7", Port: 8080, Weight: 1, Healthy: true, Enabled: true,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	reg, _ := etcdreg.New(cli)
+	m, _ := subscriber.New(reg)
+	lists := make(chan []subscriber.Instance, 10)
+	_, _ = m.Subscribe(ctx, orders, func(l []subscriber.Instance) { lists <- l })
+	for _, in := range <-lists {
+		fmt.Printf("%s:%d ephemeral=%v\n", in.IP, in.Port, in.Ephemeral)
+	}
+
+	_ = g.Close(ctx) // deregister
+	select {
+	case l := <-lists:
+		fmt.Println(len(l), "instances")
+	case <-time.After(20 * time.Second):
+	}
+	_ = m.Close()
+	_ = reg.Close()
+	// Output:
+	// 10.0.1.7:8080 ephemeral=true
+	// 0 instances
+}

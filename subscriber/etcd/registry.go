@@ -1,0 +1,408 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// Registry adapts an etcd v3 client to subscriber.Registry and
+// subscriber.ConnectionMonitor. Create it with New; the zero value is not
+// usable. It is safe for concurrent use.
+//
+// Each subscription runs one goroutine (its watch) from a successful
+// Subscribe to its Unsubscribe, the next Subscribe of the same Sink, the
+// end of the watch, or Close. The Registry does not own the client: close
+// the Manager, then the Registry, then the client.
+type Registry struct {
+	client *clientv3.Client
+	opts   options
+	log    *zap.Logger
+
+	ctx    context.Context // parent of every watch; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every watch goroutine
+
+	everReady atomic.Bool // the connection was ready once (see waitReady)
+
+	mu      sync.Mutex
+	closed  bool
+	watches map[subscriber.Sink]*watch
+}
+
+// New returns a Registry reading instances through client, under the
+// layout described in the package documentation. Options: WithPrefix,
+// WithLogger, WithAttemptTimeout (the others are for Register).
+//
+// It returns an *subscriber.ArgumentError for a nil client or a bad
+// option. New makes no request: a cluster that is down is reported by
+// the attempts (see Subscribe).
+func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
+	if client == nil {
+		return nil, &subscriber.ArgumentError{Func: "New", Arg: "client", Reason: "is nil"}
+	}
+	o, err := newOptions("New", opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		client:  client,
+		opts:    o,
+		log:     o.log.With(zap.String("component", "subscriber/etcd")),
+		watches: make(map[subscriber.Sink]*watch),
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Subscribe makes one attempt to subscribe sink to key's instances (see
+// subscriber.Registry): it reads the service's keys with a linearizable
+// Get, starts a watch from the Get's revision + 1, waits until the server
+// has created the watch, delivers the Get's list to sink and returns nil.
+// The watch then delivers the full list after every change.
+//
+// Calling it again for the same sink replaces the previous watch (it is
+// stopped first, so the two never both deliver). If the watch fails later
+// (the revision it needs was compacted, the member lost its leader, the
+// client's watch stream ended), the watch goroutine calls
+// sink.Resubscribe and ends: the Manager then calls Subscribe again,
+// through its jittered retry loop, and the fresh Get catches up.
+//
+// The attempt is bounded by ctx and by the attempt timeout
+// (WithAttemptTimeout). It fails at once with ErrNotConnected when the
+// client has no usable connection. Errors are classified as the package
+// documentation says: an invalid key and a closed client or Registry are
+// permanent, connection problems and server unavailability are transient.
+func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
+	if sink == nil {
+		return rebound.Permanent(&subscriber.ArgumentError{Func: "Subscribe", Arg: "sink", Reason: "is nil"})
+	}
+	prefix, err := servicePrefix("Subscribe", r.opts.prefix, key)
+	if err != nil {
+		return rebound.Permanent(err)
+	}
+	if r.isClosed() {
+		return &OpError{Op: "get", Key: prefix, Err: closedError{}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
+	defer cancel()
+	if err := r.waitReady(ctx); err != nil {
+		return r.classify("get", prefix, err)
+	}
+
+	// From here on the previous watch of sink, if any, is gone: if this
+	// attempt fails, the Manager tries again.
+	lastRev := r.stopWatch(sink)
+
+	resp, err := r.client.Get(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix())
+	if err != nil {
+		return r.classify("get", prefix, err)
+	}
+	st := newState(prefix, key.Clusters, r.log)
+	st.load(resp)
+	if lastRev > st.rev {
+		// Only a cluster restored from an older backup or wiped and
+		// recreated goes back in time; the Get's list is the truth now.
+		r.log.Warn("etcd revision went back; delivering the current list",
+			zap.String("prefix", prefix), zap.Int64("previous", lastRev), zap.Int64("current", st.rev))
+	}
+
+	wctx, wcancel := context.WithCancelCause(clientv3.WithRequireLeader(context.Background()))
+	wch := r.client.Watch(wctx, prefix, clientv3.WithPrefix(),
+		clientv3.WithRev(st.rev+1), clientv3.WithCreatedNotify())
+	if err := awaitCreated(ctx, wch); err != nil {
+		wcancel(nil)
+		return r.classify("watch", prefix, err)
+	}
+
+	w := &watch{cancel: wcancel, done: make(chan struct{}), st: st}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		wcancel(nil)
+		return &OpError{Op: "watch", Key: prefix, Err: closedError{}}
+	}
+	r.watches[sink] = w
+	r.wg.Add(1)
+	r.mu.Unlock()
+
+	// Deliver the snapshot before the goroutine reading the watch starts:
+	// updates reach the sink in revision order.
+	sink.Update(st.list())
+	go r.run(wctx, w, wch, sink)
+	return nil
+}
+
+// awaitCreated waits for the response that confirms the creation of a
+// watch started with WithCreatedNotify.
+func awaitCreated(ctx context.Context, wch clientv3.WatchChan) error {
+	select {
+	case wr, ok := <-wch:
+		if !ok {
+			return ErrWatchClosed
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		if !wr.Created {
+			// Cannot happen with WithCreatedNotify: the first response
+			// is the creation.
+			return errors.New("etcd: watch answered before it was created")
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Unsubscribe stops the watch of sink, if any, and waits for its goroutine
+// to end (bounded by ctx). After it returns, sink is not called again. It
+// makes no request to etcd (the watch's cancellation is sent by the
+// client) and returns nil, or ctx's error if ctx ended first.
+func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
+	r.mu.Lock()
+	w := r.watches[sink]
+	delete(r.watches, sink)
+	r.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	w.cancel(nil)
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopWatch stops the watch of sink, if any, waits for its goroutine and
+// returns the last revision it had applied (0 if none).
+func (r *Registry) stopWatch(sink subscriber.Sink) int64 {
+	r.mu.Lock()
+	w := r.watches[sink]
+	delete(r.watches, sink)
+	r.mu.Unlock()
+	if w == nil {
+		return 0
+	}
+	w.cancel(nil)
+	<-w.done // the goroutine never blocks: it ends promptly
+	return w.st.rev
+}
+
+// Close stops every watch and waits for their goroutines; each one tells
+// its sink to resubscribe, and Subscribe fails from now on with an error
+// wrapping subscriber.ErrRegistryClosed, so the Manager's subscriptions
+// stop for good. (Close the Manager first for a quiet shutdown.) Close
+// does not close the client. It is idempotent and always returns nil.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	watches := r.watches
+	r.watches = make(map[subscriber.Sink]*watch)
+	r.mu.Unlock()
+	r.cancel()
+	for _, w := range watches {
+		w.cancel(errDropped{&OpError{Op: "watch", Key: w.st.prefix, Err: closedError{}}})
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// errDropped is the cause of a watch cancelled by Close: its goroutine
+// passes err to Sink.Resubscribe. Other cancellations (Unsubscribe, a new
+// Subscribe, a lost connection) are silent.
+type errDropped struct{ err error }
+
+func (e errDropped) Error() string { return e.err.Error() }
+func (e errDropped) Unwrap() error { return e.err }
+
+// dropWatches cancels every running watch silently. The watches stay in
+// the map (stopped), so that the next Subscribe of each sink still
+// learns the revision it had reached.
+func (r *Registry) dropWatches() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.watches {
+		w.cancel(nil)
+	}
+}
+
+func (r *Registry) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed || r.client.Ctx().Err() != nil
+}
+
+func (r *Registry) classify(op, key string, err error) error {
+	return classify(op, key, err, r.isClosed())
+}
+
+// waitReady returns nil once the client's connection is ready, and an
+// error wrapping ErrRegistryClosed if it is shut down. Otherwise it
+// returns ErrNotConnected: at once when the connection is in
+// TRANSIENT_FAILURE, or when it was ready before (it is reconnecting: a
+// restarting member may accept connections long before it serves, and
+// attempts waiting for it would all proceed together the moment it does,
+// whatever limiter let them start); and when ctx ends while the client
+// makes its first connection.
+func (r *Registry) waitReady(ctx context.Context) error {
+	conn := r.client.ActiveConnection()
+	if conn == nil {
+		return nil // a client without a connection (NewCtxClient): let the call decide
+	}
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			r.everReady.Store(true)
+			return nil
+		case connectivity.TransientFailure:
+			return ErrNotConnected
+		case connectivity.Shutdown:
+			return closedError{}
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if r.everReady.Load() {
+			return ErrNotConnected
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return ErrNotConnected
+		}
+	}
+}
+
+// MonitorConnection implements subscriber.ConnectionMonitor from the
+// state of the client's gRPC connection, which is usable while any member
+// is reachable. It reports Disconnected when the connection stops being
+// usable after it was, and Connected when it is usable again; the Manager
+// then confirms every subscription (a fresh Get and watch each, paced by
+// its limiter). This matters after a full cluster restart: the client's
+// own watches resume by themselves, but from the revision they had seen,
+// and a cluster restored from a backup or recreated empty would leave
+// them silently waiting for revisions that no longer mean the same thing.
+//
+// Right after reporting Disconnected it stops every watch of the Registry
+// without calling its sink: the client would otherwise resume them all at
+// once when the connection is back, only for the confirmations to replace
+// them. No subscription is lost that way: this goroutine reports
+// Connected before it could see the connection usable again, and by the
+// contract of ConnectionMonitor the caller then confirms every
+// subscription (the Manager does), including one whose attempt was in
+// flight during the drop.
+//
+// It returns nil when ctx is done, the Registry is closed or the client's
+// connection is shut down.
+func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+	conn := r.client.ActiveConnection()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.ctx, cancel)
+	defer stop()
+	if conn == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return r.monitor(ctx, conn, report)
+}
+
+func (r *Registry) monitor(ctx context.Context, conn *grpc.ClientConn, report func(subscriber.ConnState)) error {
+	var seenReady, down bool
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			seenReady = true
+			r.everReady.Store(true)
+			if down {
+				down = false
+				report(subscriber.Connected)
+			}
+		case connectivity.Shutdown:
+			return nil
+		default:
+			if s == connectivity.Idle {
+				conn.Connect()
+			}
+			if seenReady && !down {
+				down = true
+				report(subscriber.Disconnected)
+				// The Manager confirms every subscription (paced by its
+				// limiter) after the Connected report that this loop
+				// makes before the connection is usable again: let the
+				// watches go now, or the client would resume them all at
+				// once on reconnection, only for them to be replaced.
+				r.dropWatches()
+			}
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			return nil
+		}
+	}
+}
+
+// watch is the running watch of one sink.
+type watch struct {
+	cancel context.CancelCauseFunc // a nil cause stops it silently
+	done   chan struct{}           // closed when the goroutine ends
+	st     *state                  // owned by the goroutine until done is closed
+}
+
+// run reads the watch of one sink until it is cancelled or fails.
+func (r *Registry) run(ctx context.Context, w *watch, wch clientv3.WatchChan, sink subscriber.Sink) {
+	defer r.wg.Done()
+	defer close(w.done)
+	for {
+		var (
+			wr clientv3.WatchResponse
+			ok bool
+		)
+		select {
+		case <-ctx.Done():
+		case wr, ok = <-wch:
+		}
+		if ctx.Err() != nil {
+			// Stopped: silently by Unsubscribe, a new Subscribe or a lost
+			// connection, with a resubscription request by Close.
+			var d errDropped
+			if errors.As(context.Cause(ctx), &d) {
+				sink.Resubscribe(d.err)
+			}
+			return
+		}
+		var reason error
+		switch {
+		case !ok:
+			reason = ErrWatchClosed
+		case wr.Err() != nil:
+			reason = wr.Err()
+		}
+		if reason != nil {
+			err := r.classify("watch", w.st.prefix, reason)
+			r.log.Warn("watch ended; resubscribing",
+				zap.String("prefix", w.st.prefix), zap.Int64("revision", w.st.rev), zap.Error(err))
+			sink.Resubscribe(err)
+			return
+		}
+		if w.st.apply(wr.Events) {
+			sink.Update(w.st.list())
+		}
+	}
+}
+
+// compile-time checks
+var (
+	_ subscriber.Registry          = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+)
