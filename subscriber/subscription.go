@@ -56,10 +56,12 @@ type Subscription struct {
 	stopAfter     func() bool
 
 	// retry loop
-	looping   bool               // the retry goroutine is running
-	restart   bool               // a disruption asked it for a new run
-	limited   bool               // the next run waits for the limiter first
-	cancelRun context.CancelFunc // cancels the current run
+	looping       bool               // the retry goroutine is running
+	restart       bool               // a disruption asked it for a new run
+	limited       bool               // the next run waits for the limiter first
+	runNeedsToken bool               // the next attempt of the current run waits for the limiter
+	awaitingToken bool               // an attempt is waiting for the limiter
+	cancelRun     context.CancelFunc // cancels the current run
 
 	// last-known-good
 	disrupted  bool      // disrupted and not confirmed since
@@ -265,6 +267,13 @@ func (s *Subscription) disrupt(reason error, lost bool) {
 	if s.looping && lost {
 		return // keep the current backoff
 	}
+	if s.looping && s.awaitingToken {
+		// The run is queued at the limiter and will make a fresh attempt
+		// as soon as its token is due: cancelling it would give up its
+		// place (a cancelled rate.Reservation cannot return its token once
+		// later ones exist) and queue it again behind everyone else.
+		return
+	}
 	s.limited = true
 	if s.looping {
 		s.restart = true
@@ -307,20 +316,15 @@ func (s *Subscription) runLoop() error {
 			s.mu.Unlock()
 			return nil
 		}
-		limited := s.limited
+		// A limited run (after a disruption) takes a token before its
+		// first attempt; every run takes one before each retry.
+		s.runNeedsToken = s.limited && lim != nil
 		s.limited, s.restart = false, false
 		runCtx, cancel := context.WithCancel(s.ctx)
 		s.cancelRun = cancel
 		s.mu.Unlock()
 
-		var err error
-		if limited && lim != nil {
-			err = waitLimiter(runCtx, lim)
-		}
-		if err == nil {
-			err = rebound.Retry(runCtx, s.m.opts.policy, s.attempt,
-				rebound.WithLimiter(lim), rebound.WithNotify(s.notify))
-		}
+		err := rebound.Retry(runCtx, s.m.opts.policy, s.attempt, rebound.WithNotify(s.notify))
 		cancel()
 
 		s.mu.Lock()
@@ -382,7 +386,30 @@ func waitLimiter(ctx context.Context, lim *rate.Limiter) error {
 }
 
 // attempt is one Registry.Subscribe call, the operation of rebound.Retry.
+//
+// It first takes a token from the shared limiter when the run needs one (a
+// retry, or the first attempt of a run started by a disruption). The
+// Manager waits for the limiter here rather than through
+// rebound.WithLimiter so that a disruption arriving while the subscription
+// is queued for a token does not cancel its place in the queue (see
+// disrupt).
 func (s *Subscription) attempt(ctx context.Context) (err error) {
+	if lim := s.m.opts.limiter; lim != nil {
+		s.mu.Lock()
+		need := s.runNeedsToken
+		s.runNeedsToken = true // every later attempt of this run is a retry
+		s.awaitingToken = need
+		s.mu.Unlock()
+		if need {
+			werr := waitLimiter(ctx, lim)
+			s.mu.Lock()
+			s.awaitingToken = false
+			s.mu.Unlock()
+			if werr != nil {
+				return werr
+			}
+		}
+	}
 	s.mu.Lock()
 	s.attempts++
 	s.totalAttempts++
