@@ -60,7 +60,8 @@ func TestInvokeArguments(t *testing.T) {
 	if _, err := f.Invoke(context.Background(), nil); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "inv") {
 		t.Errorf("Invoke(nil inv) = %v", err)
 	}
-	if err := f.Close(nil); !errors.Is(err, ErrInvalidArgument) { //nolint:staticcheck
+	//lint:ignore SA1012 testing the nil-context error on purpose
+	if err := f.Close(nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Close(nil) = %v", err)
 	}
 }

@@ -18,7 +18,7 @@ const (
 	// confirmed again in about 1 s, at most about 200 requests in any
 	// 100 ms, where a fixed-interval loop sends all 1,000 at once).
 	DefaultLimit rate.Limit = 1000
-	DefaultBurst            = 100
+	DefaultBurst int        = 100
 
 	// DefaultEmptyListHold is how long an empty list reported after a
 	// reconnect is held back (see WithEmptyListHold).

@@ -122,10 +122,3 @@ func (p *proxy) stop() {
 	}
 	p.wg.Wait()
 }
-
-// running reports whether the proxy listens.
-func (p *proxy) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.ln != nil
-}
