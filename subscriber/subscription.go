@@ -59,6 +59,7 @@ type Subscription struct {
 	looping       bool               // the retry goroutine is running
 	restart       bool               // a disruption asked it for a new run
 	limited       bool               // the next run waits for the limiter first
+	delayFirst    bool               // the next run waits a first backoff delay (connection lost)
 	runNeedsToken bool               // the next attempt of the current run waits for the limiter
 	awaitingToken bool               // an attempt is waiting for the limiter
 	cancelRun     context.CancelFunc // cancels the current run
@@ -267,6 +268,11 @@ func (s *Subscription) disrupt(reason error, lost bool) {
 	if s.looping && lost {
 		return // keep the current backoff
 	}
+	// A lost connection is not worth an attempt at once (it would fail):
+	// the new run starts after a first jittered delay. A reconnect or the
+	// adapter's request confirms at once (through the limiter; adapters
+	// such as subscriber/nacos spread their Connected reports).
+	s.delayFirst = lost
 	if s.looping && s.awaitingToken {
 		// The run is queued at the limiter and will make a fresh attempt
 		// as soon as its token is due: cancelling it would give up its
@@ -320,11 +326,19 @@ func (s *Subscription) runLoop() error {
 		// first attempt; every run takes one before each retry.
 		s.runNeedsToken = s.limited && lim != nil
 		s.limited, s.restart = false, false
+		delayFirst := s.delayFirst
+		s.delayFirst = false
 		runCtx, cancel := context.WithCancel(s.ctx)
 		s.cancelRun = cancel
 		s.mu.Unlock()
 
-		err := rebound.Retry(runCtx, s.m.opts.policy, s.attempt, rebound.WithNotify(s.notify))
+		var err error
+		if delayFirst {
+			err = sleepCtx(runCtx, s.m.opts.policy.NewBackOff().NextBackOff())
+		}
+		if err == nil {
+			err = rebound.Retry(runCtx, s.m.opts.policy, s.attempt, rebound.WithNotify(s.notify))
+		}
 		cancel()
 
 		s.mu.Lock()
@@ -360,6 +374,18 @@ func (s *Subscription) runLoop() error {
 		}
 		s.log.GaveUp(attempts, err)
 		return err
+	}
+}
+
+// sleepCtx waits d, or until ctx is done (then it returns ctx.Err()).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,13 @@ const (
 	// DefaultDownPollInterval is how often it polls while the client is
 	// not connected.
 	DefaultDownPollInterval = time.Second
+	// DefaultSettle is how long the client must have been connected again
+	// before MonitorConnection reports Connected and before the adapter
+	// confirms a subscription it already holds (see WithSettle).
+	DefaultSettle = time.Second
+
+	// shutdownProbeInterval: see Registry.lastProbe.
+	shutdownProbeInterval = 10 * time.Second
 )
 
 var (
@@ -40,6 +48,11 @@ var (
 	// ErrInvalidKey is wrapped by the (permanent) error for a key the
 	// client can never serve.
 	ErrInvalidKey = errors.New("nacos: invalid key")
+	// ErrNotConnected is wrapped by the (transient) error Subscribe returns
+	// without calling the SDK while the client is not connected, or while
+	// it has been connected again for less than the settle time. It wraps
+	// subscriber.ErrDisconnected.
+	ErrNotConnected = fmt.Errorf("nacos: client not connected: %w", subscriber.ErrDisconnected)
 )
 
 // Error is a failed SDK call, with the key it was for. Errors of the SDK
@@ -69,6 +82,7 @@ type config struct {
 	nsSet     bool
 	poll      time.Duration
 	downPoll  time.Duration
+	settle    time.Duration
 }
 
 // WithLogger sets the logger (default: none). The adapter logs at Debug
@@ -101,6 +115,28 @@ func WithPollInterval(up, down time.Duration) Option {
 	})
 }
 
+// WithSettle sets how long the client must have been connected again after
+// a disconnection before MonitorConnection reports Connected and before
+// Subscribe confirms a subscription the SDK already holds. Default
+// DefaultSettle; a negative d keeps the default, 0 disables the wait.
+//
+// Why: on every reconnect the SDK re-sends its cached subscriptions (its
+// "redo") from its own goroutine. Confirming a subscription means an SDK
+// Unsubscribe then Subscribe (the only way to make the SDK send a real
+// subscribe request); if that pair interleaves with the redo, the SDK can
+// skip the send (it believes the redo's request is in place) while the
+// server processes our unsubscribe after the redo's subscribe, leaving the
+// client unsubscribed. Waiting for the redo to finish first closes that
+// window in practice; the redo of a few thousand subscriptions takes well
+// under a second on a healthy connection.
+func WithSettle(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d >= 0 {
+			c.settle = d
+		}
+	})
+}
+
 // Registry is a subscriber.Registry and subscriber.ConnectionMonitor over
 // a nacos-sdk-go/v2 naming client. It is safe for concurrent use. It does
 // not own the client: closing the client (CloseClient) ends the
@@ -110,6 +146,18 @@ type Registry struct {
 	cfg    config
 	log    *zap.Logger
 	closed atomic.Bool
+
+	// Connection state, maintained by MonitorConnection while it runs:
+	// healthySince is when the client was last seen connecting (unix ns),
+	// 0 while it is not connected.
+	monitoring   atomic.Bool
+	healthySince atomic.Int64
+	// The SDK reports a closed client only through the error of a call:
+	// while disconnected, one Subscribe every shutdownProbeInterval still
+	// calls the SDK (lastProbe, unix ns) to find out; clientClosed
+	// remembers the answer for every subscription.
+	lastProbe    atomic.Int64
+	clientClosed atomic.Bool
 
 	mu     sync.Mutex
 	subs   map[subscriber.Sink]*sub
@@ -144,7 +192,7 @@ func NewRegistry(client naming_client.INamingClient, opts ...Option) (*Registry,
 	if client == nil {
 		return nil, ErrNilClient
 	}
-	cfg := config{poll: DefaultPollInterval, downPoll: DefaultDownPollInterval}
+	cfg := config{poll: DefaultPollInterval, downPoll: DefaultDownPollInterval, settle: DefaultSettle}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -189,7 +237,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if r.closed.Load() {
+	if r.closed.Load() || r.clientClosed.Load() {
 		return ErrClosed
 	}
 	if sink == nil {
@@ -201,12 +249,20 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	}
 	s.g.mu.Lock()
 	defer s.g.mu.Unlock()
+	if err := r.connected(s.registered); err != nil && !r.probeDue() {
+		// Calling the SDK while it is disconnected only produces errors
+		// after its request timeout, and a request that fails just as the
+		// client reconnects makes the SDK mark the new connection unhealthy
+		// again: do not call it (but for a rare probe, see lastProbe).
+		return &Error{Op: "subscribe", Key: key, Err: err}
+	}
 	if s.registered {
 		// Remove our callback (and the SDK's stale state) before adding it
 		// again. Its error is not the attempt's: the Subscribe below tells.
 		uerr := r.client.Unsubscribe(s.param)
 		s.registered = false
 		if isShutdown(uerr) {
+			r.clientClosed.Store(true)
 			return ErrClosed
 		}
 		r.log.Debug("unsubscribed before resubscribing", zap.Stringer("key", key), zap.Error(uerr))
@@ -219,12 +275,46 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	s.registered = true // the SDK appended the callback before sending
 	if err != nil {
 		if isShutdown(err) {
+			r.clientClosed.Store(true)
 			return ErrClosed
 		}
 		return &Error{Op: "subscribe", Key: key, Err: err}
 	}
 	r.ensureList(s, before)
 	return nil
+}
+
+// connected returns nil if the SDK may be called now: the client is
+// connected and, for a confirmation of a subscription the SDK already holds,
+// has been for the settle time (see WithSettle).
+func (r *Registry) connected(confirm bool) error {
+	if !r.monitoring.Load() {
+		if !r.client.ServerHealthy() {
+			return ErrNotConnected
+		}
+		return nil
+	}
+	since := r.healthySince.Load()
+	if since == 0 {
+		return ErrNotConnected
+	}
+	if confirm && time.Since(time.Unix(0, since)) < r.cfg.settle {
+		return fmt.Errorf("%w (reconnected %v ago, settling)", ErrNotConnected,
+			time.Since(time.Unix(0, since)).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// probeDue reports whether a Subscribe that found the client disconnected
+// should call the SDK anyway, to learn whether the client was closed: at
+// most once per shutdownProbeInterval for the whole Registry.
+func (r *Registry) probeDue() bool {
+	now := time.Now().UnixNano()
+	last := r.lastProbe.Load()
+	if now-last < int64(shutdownProbeInterval) {
+		return false
+	}
+	return r.lastProbe.CompareAndSwap(last, now)
 }
 
 // ensureList delivers the SDK's cached list to s.sink if the callback did
@@ -404,15 +494,33 @@ func isShutdown(err error) bool {
 
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
 // client's ServerHealthy (see the package documentation): it reports
-// Disconnected at once if the client is not connected when it starts, then
-// every transition, until ctx is done (it returns nil) or the Registry is
-// closed (ErrClosed).
+// Disconnected at once if the client is not connected when it starts and
+// whenever a connected client loses its connection, and Connected once a
+// client that was disconnected has stayed connected for the settle time
+// (WithSettle) plus a random part of it (up to once more), so that the
+// SDK's own redo has run before the Manager confirms its subscriptions and
+// clients reconnecting together do not confirm together. It runs until ctx is done (it returns nil) or
+// the Registry is closed (ErrClosed). While it runs, Subscribe consults its
+// view of the connection instead of calling ServerHealthy.
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
-	healthy := r.client.ServerHealthy()
-	if !healthy {
+	r.monitoring.Store(true)
+	defer r.monitoring.Store(false)
+	const (
+		down = iota
+		settling
+		up
+	)
+	state := up
+	var wait time.Duration // the settle time of the current reconnect
+	if r.client.ServerHealthy() {
+		// Connected before we looked: nothing to settle.
+		r.healthySince.Store(time.Now().Add(-r.cfg.settle).UnixNano())
+	} else {
+		state = down
+		r.healthySince.Store(0)
 		report(subscriber.Disconnected)
 	}
-	t := time.NewTimer(r.interval(healthy))
+	t := time.NewTimer(r.interval(state != down))
 	defer t.Stop()
 	for {
 		select {
@@ -423,16 +531,29 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 		if r.closed.Load() {
 			return ErrClosed
 		}
-		if h := r.client.ServerHealthy(); h != healthy {
-			healthy = h
-			r.log.Debug("connection state changed", zap.Bool("healthy", h))
-			if h {
-				report(subscriber.Connected)
-			} else {
+		h := r.client.ServerHealthy()
+		switch {
+		case !h && state != down:
+			r.log.Debug("connection lost")
+			r.healthySince.Store(0)
+			if state == up {
 				report(subscriber.Disconnected)
 			}
+			state = down
+		case h && state == down:
+			// Settle for a time drawn from [settle, 2*settle): clients
+			// that reconnect together (after a registry restart) then
+			// confirm their subscriptions at different times.
+			wait = r.cfg.settle + rand.N(r.cfg.settle+1)
+			r.log.Debug("connected again; settling", zap.Duration("settle", wait))
+			r.healthySince.Store(time.Now().UnixNano())
+			state = settling
 		}
-		t.Reset(r.interval(healthy))
+		if state == settling && time.Since(time.Unix(0, r.healthySince.Load())) >= wait {
+			state = up
+			report(subscriber.Connected)
+		}
+		t.Reset(r.interval(state != down))
 	}
 }
 
