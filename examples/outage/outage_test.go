@@ -1,0 +1,250 @@
+//go:build !race
+
+// This test makes nacos-sdk-go v2.3.2 clients reconnect (the registry is
+// stopped and restarted), which trips data races inside the SDK itself:
+// rpc_client.go's reconnect writes RpcClient.currentConnection while
+// notifyConnectionEvent and Request read it (upstream issue 833), and
+// Request formats its "client not connected" error with a plain read of a
+// status other goroutines change atomically. Neither involves this
+// module's code, so the test is left out of -race builds; the unit tests in
+// the other files run under -race.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// table is the printed table: cells by row label and run name.
+type table map[string]map[string]string
+
+// parseTable reads the rows of the table printed by printTable.
+func parseTable(t *testing.T, out string) (table, []string) {
+	t.Helper()
+	var runs []string
+	tab := table{}
+	labels := []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowConverged,
+		rowNotInPlace, rowProviders, rowLost, rowDuplicated, rowEmpties, rowGaveUp}
+	for line := range strings.Lines(out) {
+		trimmed := strings.TrimSpace(line)
+		if runs == nil {
+			if f := strings.Fields(trimmed); len(f) > 0 && len(f) <= 2 && (f[0] == "naive" || f[0] == "rebound") {
+				runs = f
+			}
+			continue
+		}
+		for _, l := range labels {
+			rest, ok := strings.CutPrefix(trimmed, l)
+			if !ok {
+				continue
+			}
+			cells := splitCells(rest)
+			if len(cells) != len(runs) {
+				t.Fatalf("row %q: %d cells %q, want %d", l, len(cells), cells, len(runs))
+			}
+			tab[l] = map[string]string{}
+			for i, r := range runs {
+				tab[l][r] = cells[i]
+			}
+		}
+	}
+	if runs == nil {
+		t.Fatalf("no table header in output:\n%s", out)
+	}
+	for _, l := range labels {
+		if tab[l] == nil {
+			t.Fatalf("row %q missing from the table:\n%s", l, out)
+		}
+	}
+	return tab, runs
+}
+
+func (tab table) int(t *testing.T, row, run string) int64 {
+	t.Helper()
+	v, err := strconv.ParseInt(tab[row][run], 10, 64)
+	if err != nil {
+		t.Fatalf("%s, %s: %q is not a number", row, run, tab[row][run])
+	}
+	return v
+}
+
+func (tab table) seconds(t *testing.T, row, run string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(tab[row][run])
+	if err != nil {
+		t.Fatalf("%s, %s: %q is not a duration", row, run, tab[row][run])
+	}
+	return d
+}
+
+// maxAttempts is the most attempts p allows in d when every delay is at
+// least half its ceiling (EqualJitter), ignoring the time attempts take.
+func maxAttempts(p rebound.Policy, d time.Duration) int64 {
+	n, elapsed := int64(1), time.Duration(0)
+	for i := 0; ; i++ {
+		elapsed += p.Ceiling(i) / 2
+		if elapsed > d {
+			return n
+		}
+		n++
+	}
+}
+
+// ourGoroutines returns the stacks of the goroutines running code of this
+// module, other than the caller's. nacos-sdk-go's own goroutines (some of
+// which it never stops) run only SDK and library code.
+func ourGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var ours []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 {
+			continue // the caller
+		}
+		for line := range strings.Lines(g) {
+			if strings.Contains(line, "github.com/rebound-go/rebound") && !strings.HasPrefix(line, "created by") {
+				ours = append(ours, g)
+				break
+			}
+		}
+	}
+	return ours
+}
+
+// TestRunReduced runs the whole program in a reduced configuration and
+// checks that the summary is consistent: both runs in the table, every
+// rebound subscription back with nothing lost or duplicated, rebound's
+// attempts during the outage within what its policy allows, the naive
+// loop's duplicates counted for the consumer restarted during the outage,
+// a PNG that decodes, and no goroutine of ours left behind.
+func TestRunReduced(t *testing.T) {
+	const (
+		clients = 2
+		subs    = 5
+		down    = 2 * time.Second
+	)
+	path := filepath.Join(t.TempDir(), "outage.png")
+	args := []string{
+		"-clients", strconv.Itoa(clients), "-subs", strconv.Itoa(subs), "-providers", "2",
+		"-down", down.String(), "-timeout", "8s", "-restarts", "1",
+		// EqualJitter: every delay is at least half its ceiling, so the
+		// policy bounds the attempts in an outage.
+		"-jitter", "equal",
+		"-out", path,
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q): %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	t.Logf("run took %v\n%s", time.Since(start).Round(time.Millisecond), stdout.String())
+	out := stdout.String()
+
+	// Every goroutine of ours has ended (run waits for them).
+	if g := ourGoroutines(); len(g) > 0 {
+		t.Errorf("%d goroutines of ours left after run returned:\n%s", len(g), strings.Join(g, "\n\n"))
+	}
+
+	tab, runs := parseTable(t, out)
+	if strings.Join(runs, ",") != "naive,rebound" {
+		t.Fatalf("table columns %q, want naive and rebound", runs)
+	}
+	const n = clients * subs
+
+	// rebound: every subscription back, nothing lost or duplicated.
+	if v := tab[rowConverged]["rebound"]; strings.HasPrefix(v, notConvergedIn) {
+		t.Errorf("rebound did not converge: %s\n%s", v, out)
+	} else if d := tab.seconds(t, rowConverged, "rebound"); d <= 0 || d > 8*time.Second {
+		t.Errorf("rebound converged in %v, want within (0, 8s]", d)
+	}
+	for _, row := range []string{rowNotInPlace, rowLost, rowDuplicated, rowEmpties, rowGaveUp} {
+		if v := tab.int(t, row, "rebound"); v != 0 {
+			t.Errorf("rebound: %s = %d, want 0", row, v)
+		}
+	}
+	// rebound: at least one attempt per subscription during the outage
+	// (the connection loss is noticed), at most what the policy allows,
+	// plus one for the restart of every loop when the loss is noticed.
+	p := rebound.Policy{Jitter: rebound.EqualJitter}
+	calls := tab.int(t, rowCallsDown, "rebound")
+	if bound := n * (maxAttempts(p, down) + 1); calls < n || calls > bound {
+		t.Errorf("rebound: %d subscribe calls during a %v outage for %d subscriptions; the policy allows %d..%d",
+			calls, down, n, n, bound)
+	}
+	if v := tab.int(t, rowCallsAfter, "rebound"); v < 1 {
+		t.Errorf("rebound: %d subscribe calls during the recovery, want every subscription confirmed again", v)
+	}
+
+	// naive: only the restarted consumer's loop runs during the outage: it
+	// makes calls for its first service, and each one adds a callback, so
+	// that service's later changes are duplicated.
+	if v := tab.int(t, rowCallsDown, "naive"); v < 2 || v > int64(down/time.Second)+1 {
+		t.Errorf("naive: %d subscribe calls during a %v outage, want 2..%d (one service, 1 s apart)", v, down, int64(down/time.Second)+1)
+	}
+	if v := tab.int(t, rowDuplicated, "naive"); v < 1 {
+		t.Errorf("naive: %d duplicated notifications, want at least 1 (the restarted consumer's first service)", v)
+	}
+
+	// Both runs: registry-side counts are observed, the peak is at most
+	// the total, the providers came back, and the CPU time is a duration.
+	for _, r := range runs {
+		total, peak := tab.int(t, rowRequests, r), tab.int(t, rowPeak, r)
+		if sub := tab.int(t, rowSubReqs, r); sub < 1 || sub > total {
+			t.Errorf("%s: %d SubscribeServiceRequests of %d requests during the recovery", r, sub, total)
+		}
+		if peak < 1 || peak > total {
+			t.Errorf("%s: peak %d requests in 100 ms, of %d in all", r, peak, total)
+		}
+		if d := tab.seconds(t, rowProviders, r); d <= 0 || d > 8*time.Second {
+			t.Errorf("%s: providers re-registered after %v", r, d)
+		}
+		if d := tab.seconds(t, rowDown, r); d < down || d > down+time.Second {
+			t.Errorf("%s: registry down for %v, want about %v", r, d, down)
+		}
+		if d := tab.seconds(t, rowCPU, r); d <= 0 {
+			t.Errorf("%s: CPU during the outage %v, want > 0", r, d)
+		}
+	}
+
+	// The PNG.
+	if !strings.Contains(out, "wrote "+path) {
+		t.Errorf("the output does not name the PNG %s", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 300 {
+		t.Errorf("PNG is %dx%d", b.Dx(), b.Dy())
+	}
+
+	// Progress went to stderr as plain lines (not a terminal).
+	if e := stderr.String(); strings.Contains(e, "\r") || !strings.Contains(e, "registry down") || !strings.Contains(e, "rebound run took") {
+		t.Errorf("stderr does not have the plain progress lines:\n%s", e)
+	}
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// Row labels of the table (the test looks rows up by these).
+const (
+	rowDown        = "registry down for (measured)"
+	rowCPU         = "CPU used by the process during the outage"
+	rowCPUAfter    = "CPU used by the process during recovery"
+	rowCallsDown   = "subscribe calls by consumers during the outage"
+	rowCallsAfter  = "subscribe calls by consumers during recovery"
+	rowSubReqs     = "SubscribeServiceRequests at the registry, recovery"
+	rowRequests    = "all requests at the registry during recovery"
+	rowPeak        = "peak registry requests in any 100 ms, recovery"
+	rowConverged   = "restart -> every subscription back, right list"
+	rowNotInPlace  = "subscriptions missing at the end of recovery"
+	rowProviders   = "restart -> providers re-registered"
+	rowLost        = "notifications lost (change after recovery)"
+	rowDuplicated  = "notifications duplicated"
+	rowEmpties     = "empty lists delivered (providers were up)"
+	rowGaveUp      = "subscriptions abandoned by the consumer code"
+	notAvailable   = "n/a"
+	notConvergedIn = "not within "
+)
+
+// printTable prints what the scenario was, then one row per measure and one
+// column per run.
+func printTable(w io.Writer, cfg config, results []result) error {
+	registry := "embedded Nacos (nacostest, real gRPC over loopback)"
+	if cfg.nacosAddr != "" {
+		registry = "Nacos at " + cfg.nacosAddr + ", restarted by hand"
+	}
+	fmt.Fprintf(w, "Registry outage: %d consumers x %d services = %d subscriptions, %d providers; %s\n",
+		cfg.clients, cfg.subs, cfg.clients*cfg.subs, cfg.providers, registry)
+	if cfg.nacosAddr == "" {
+		fmt.Fprintf(w, "down for %v, restarted empty; providers re-register by nacos-sdk-go's redo", cfg.down)
+	} else {
+		fmt.Fprintf(w, "restarted by hand (asked for about %v down); providers re-register by nacos-sdk-go's redo", cfg.down)
+	}
+	switch {
+	case cfg.restarts == 1:
+		fmt.Fprintf(w, "; 1 consumer restarts while it is down")
+	case cfg.restarts > 1:
+		fmt.Fprintf(w, "; %d consumers restart while it is down", cfg.restarts)
+	}
+	fmt.Fprintf(w, ".\nAll clients: nacos-sdk-go v2.3.2 defaults, UpdateCacheWhenEmpty=%t.\n", cfg.updateCacheWhenEmpty)
+	naive := "for { err := client.Subscribe(&vo.SubscribeParam{ServiceName: svc, SubscribeCallback: onChange}); if err == nil { break }; time.Sleep(time.Second) }"
+	if cfg.naiveNoSleep {
+		naive = fmt.Sprintf("for { err := client.Subscribe(&vo.SubscribeParam{ServiceName: svc, SubscribeCallback: onChange}); if err == nil { break } } (no sleep; capped at %d calls per service)", cfg.noSleepCap)
+	}
+	if slices.Contains(cfg.modes, naiveMode) {
+		fmt.Fprintf(w, "naive:   at start-up, per service: %s\n", naive)
+		fmt.Fprintf(w, "         then relies on nacos-sdk-go's own redo after a reconnect.\n")
+	}
+	if slices.Contains(cfg.modes, reboundMode) {
+		fmt.Fprintf(w, "rebound: one subscriber.Manager per consumer over subscriber/nacos; policy: %s; shared limiter %g/s, burst %d.\n",
+			policyText(cfg), float64(subscriber.DefaultLimit), subscriber.DefaultBurst)
+	}
+	fmt.Fprintf(w, "Recovery: from the restart until every subscription is back at the registry with the right list, at most -timeout (%v).\n\n", cfg.timeout)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	width := len(rowConverged)
+	for _, l := range []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowNotInPlace,
+		rowProviders, rowLost, rowDuplicated, rowEmpties, rowGaveUp} {
+		width = max(width, len(l))
+	}
+	row := func(label string, cell func(r result) string) {
+		fmt.Fprintf(tw, "%-*s\t", width, label)
+		for _, r := range results {
+			v := "no restart"
+			if r.restarted {
+				v = cell(r)
+			}
+			fmt.Fprintf(tw, "%s\t", v)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprintf(tw, "%-*s\t", width, "")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t", r.mode)
+	}
+	fmt.Fprintln(tw)
+	server := func(f func(r result) int64) func(r result) string {
+		return func(r result) string {
+			if !r.observed {
+				return notAvailable
+			}
+			return fmt.Sprint(f(r))
+		}
+	}
+	row(rowDown, func(r result) string { return seconds(r.downFor) })
+	row(rowCPU, func(r result) string {
+		if !r.cpuOK {
+			return notAvailable
+		}
+		return fmt.Sprintf("%.2fs", r.cpuDown.Seconds())
+	})
+	row(rowCPUAfter, func(r result) string {
+		if !r.cpuOK {
+			return notAvailable
+		}
+		return fmt.Sprintf("%.2fs", r.cpuAfter.Seconds())
+	})
+	row(rowCallsDown, func(r result) string { return fmt.Sprint(r.attemptsDown) })
+	row(rowCallsAfter, func(r result) string { return fmt.Sprint(r.attemptsAfter) })
+	row(rowSubReqs, server(func(r result) int64 { return r.subReqAfter }))
+	row(rowRequests, server(func(r result) int64 { return r.reqAfter }))
+	row(rowPeak, server(func(r result) int64 { return r.peakAfter }))
+	row(rowConverged, func(r result) string {
+		if r.converged {
+			return seconds(r.convergeIn)
+		}
+		return notConvergedIn + seconds(r.after)
+	})
+	row(rowNotInPlace, func(r result) string { return fmt.Sprint(r.notInPlace) })
+	row(rowProviders, func(r result) string {
+		switch {
+		case !r.observed:
+			return notAvailable
+		case r.providers == 0:
+			return notConvergedIn + seconds(r.after)
+		}
+		return seconds(r.providers)
+	})
+	row(rowLost, func(r result) string { return fmt.Sprint(r.lost) })
+	row(rowDuplicated, func(r result) string { return fmt.Sprint(r.duplicated) })
+	row(rowEmpties, func(r result) string { return fmt.Sprint(r.empties) })
+	row(rowGaveUp, func(r result) string { return fmt.Sprint(r.gaveUp) })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	notes := []string{
+		"subscribe calls: client.Subscribe calls (naive) or Registry.Subscribe attempts by the Managers (rebound).",
+		"missing: not subscribed at the registry (or, with -nacos, not confirmed by the consumer's code).",
+		"lost: listeners whose final list differs from the registry's after one more provider registered in every service once the recovery ended.",
+		"duplicated: listener calls with the same list as the previous call to that listener.",
+		"empty lists: listener calls with no instance, from the outage on.",
+	}
+	if cfg.nacosAddr != "" {
+		notes = append(notes,
+			"n/a: the program cannot count a real server's requests or read its instance lists.",
+			"The outage is timed from the moment a consumer's client saw the server go down to the moment it saw it back.",
+			"The naive code cannot tell whether its subscriptions are in place: for it, \"back\" only means that every listener has the right list; the change after recovery is the real test.")
+	}
+	fmt.Fprintln(w)
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+// policyText describes the Manager's policy.
+func policyText(cfg config) string {
+	p := cfg.policy().Normalized()
+	s := fmt.Sprintf("%s jitter, %v doubling to %v, unlimited attempts", jitterName(p.Jitter), p.Initial, p.Max)
+	if cfg.jitter == 0 {
+		s = "rebound's default (" + s + ")"
+	}
+	return strings.TrimSpace(s)
+}
