@@ -324,7 +324,9 @@ func TestManagerOverAdapter(t *testing.T) {
 		time.Sleep(time.Second)
 		f.restartSilently()
 		f.setConnected(true)
-		time.Sleep(2 * time.Second)
+		// Seen within the 1 s down poll, Connected after a settle time of
+		// at most 2 s, then confirmed.
+		time.Sleep(4 * time.Second)
 		synctest.Wait()
 		f.setServer(ordersKey, host("10.0.0.3"))
 		synctest.Wait()
