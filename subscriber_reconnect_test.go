@@ -127,7 +127,7 @@ func TestE2ECloseDuringOutage(t *testing.T) {
 	}
 	client.CloseClient()
 	srv.Close()
-	goleak.VerifyNone(t, append(sdkLeaks(), ignore)...)
+	goleak.VerifyNone(t, append(nacostest.SDKLeaks(), ignore)...)
 }
 
 // registerProvider registers an ephemeral instance through a provider

@@ -240,8 +240,11 @@ func TestE2ESubscribeChangesUnsubscribe(t *testing.T) {
 	if calls := got.get(); !slices.EqualFunc(calls, want, slices.Equal) {
 		t.Fatalf("listener calls %v, want %v", calls, want)
 	}
-	if attempts, updates := c.counts(); attempts != 1 || updates != len(want) {
-		t.Fatalf("%d attempts and %d lists from the adapter, want 1 and %d", attempts, updates, len(want))
+	// The adapter may report an unchanged list a second time (the SDK's
+	// start-up redo can answer while the first Subscribe is in flight);
+	// the Manager drops it, so the listener calls above are exact.
+	if attempts, updates := c.counts(); attempts != 1 || updates < len(want) {
+		t.Fatalf("%d attempts and %d lists from the adapter, want 1 and at least %d", attempts, updates, len(want))
 	}
 	if n := srv.SubscriberCount("", "g", "orders"); n != 1 {
 		t.Fatalf("server subscriber count %d, want 1", n)

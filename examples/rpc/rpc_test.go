@@ -32,26 +32,12 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(sdkLeaks()...); err != nil {
+		if err := goleak.Find(nacostest.SDKLeaks()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// sdkLeaks lists the goroutines nacos-sdk-go v2.3.2 itself leaves behind
-// (as in subscriber/nacos/nacostest's tests); none of them is ours.
-func sdkLeaks() []goleak.Option {
-	return []goleak.Option{
-		// naming_http.PushReceiver.startServer (push_receiver.go) runs a UDP
-		// read loop that checks its context only between reads:
-		// CloseClient never ends it.
-		goleak.IgnoreAnyFunction("github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_http.(*PushReceiver).startServer.func1"),
-		// The SDK's global file logger (lumberjack) is never closed; its
-		// first write starts this cleanup goroutine.
-		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
-	}
 }
 
 // common flags of the test runs: a short run, a fast backoff, shedding and

@@ -112,6 +112,6 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		Leaks: sdkLeaks(),
+		Leaks: nacostest.SDKLeaks(),
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
 
 // logDir receives the SDK's log file. The SDK's logger is global and every
@@ -22,25 +24,11 @@ func TestMain(m *testing.M) {
 	logDir = dir
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(sdkLeaks()...); err != nil {
+		if err := goleak.Find(nacostest.SDKLeaks()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// sdkLeaks lists the goroutines nacos-sdk-go v2.3.2 itself leaves behind;
-// none of them is ours.
-func sdkLeaks() []goleak.Option {
-	return []goleak.Option{
-		// naming_http.PushReceiver.startServer (push_receiver.go) runs a UDP
-		// read loop that checks its context only between reads:
-		// CloseClient never ends it. Its top frame is in the network poller.
-		goleak.IgnoreAnyFunction("github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_http.(*PushReceiver).startServer.func1"),
-		// The SDK's global file logger (lumberjack) is never closed; its
-		// first write starts this cleanup goroutine.
-		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
-	}
 }

@@ -35,29 +35,13 @@ func TestMain(m *testing.M) {
 	logDir = dir
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(sdkLeaks()...); err != nil {
+		if err := goleak.Find(nacostest.SDKLeaks()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// sdkLeaks lists the goroutines nacos-sdk-go v2.3.2 leaves behind by design.
-// None of them belongs to nacostest.
-func sdkLeaks() []goleak.Option {
-	return []goleak.Option{
-		// naming_http.PushReceiver.startServer starts a UDP listener loop
-		// that blocks in ReadFromUDP; CloseClient cancels its context but
-		// the read never returns, so the goroutine lives forever. Its top
-		// frame is in the runtime's network poller, hence IgnoreAnyFunction.
-		goleak.IgnoreAnyFunction("github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_http.(*PushReceiver).startServer.func1"),
-		// The SDK's global logger writes through a lumberjack.Logger that
-		// is never closed; its first write starts the file-cleanup
-		// goroutine, which only ends on Close.
-		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
-	}
 }
 
 // newClient connects a real nacos-sdk-go naming client to srv. It is closed
