@@ -88,13 +88,18 @@ func WithClassifier(transient func(error) bool) Option {
 // WithLimiter makes every retry (never the first attempt) wait for a token
 // from l, after the backoff delay, so that any number of loops sharing l
 // together never exceed its rate. A *rate.Limiter is safe for concurrent use.
-// The limiter reads the real clock (not WithClock's).
+// The limiter reads the real clock (not WithClock's). The time spent waiting
+// for a token comes on top of the delay an EventRetry reports; if the wait
+// would pass ctx's deadline, Retry returns at once (an error wrapping
+// context.DeadlineExceeded).
 func WithLimiter(l *rate.Limiter) Option {
 	return optionFunc(func(c *config) { c.limiter = l })
 }
 
 // WithClock sets the clock that Elapsed and MaxElapsed are measured with.
-// Default: time.Now (which testing/synctest virtualises).
+// Default: time.Now (which testing/synctest virtualises). Context deadlines
+// are always compared with the real clock (time.Now), as the context
+// package does.
 func WithClock(clk backoff.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
