@@ -73,7 +73,13 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, in := range next() {
+	// The SDK's start-up redo may deliver the empty list once more before
+	// the push: wait for the list with the instance.
+	pushed := next()
+	for len(pushed) == 0 {
+		pushed = next()
+	}
+	for _, in := range pushed {
 		fmt.Printf("pushed: %s:%d cluster %s\n", in.Ip, in.Port, in.ClusterName)
 	}
 
