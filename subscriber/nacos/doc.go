@@ -37,6 +37,23 @@
 //     SDK) and every second while not (the SDK then makes up to three HTTP
 //     requests per call). A reconnect or restart is reported as Connected
 //     and the Manager confirms every subscription again.
+//   - No calls while disconnected. A request made while the client is
+//     disconnected fails only after the SDK's timeout, and one that fails
+//     just as the client reconnects makes the SDK mark the new connection
+//     unhealthy and redo everything again. Subscribe therefore returns a
+//     transient error wrapping ErrNotConnected without calling the SDK
+//     while the client is down, except for one probe every 10 s that
+//     learns whether the client was closed.
+//   - No race with the SDK's redo. On every reconnect the SDK re-sends its
+//     cached subscriptions from its own goroutine; a confirmation
+//     (Unsubscribe then Subscribe) interleaved with that redo can leave the
+//     server unsubscribed while the SDK believes otherwise. The adapter
+//     reports Connected, and confirms subscriptions it already holds, only
+//     after the connection has been up for a settle time (WithSettle,
+//     default 1 s, plus a random share of it so that clients reconnecting
+//     together do not confirm together). This closes the window in
+//     practice, not in theory: a redo slower than the settle time could
+//     still interleave, and the SDK offers no way to observe it.
 //
 // Keys map to the SDK as follows: an empty Group is "DEFAULT_GROUP";
 // Clusters are sorted, de-duplicated and joined with ","; Namespace must be
