@@ -58,7 +58,7 @@ func newClient(t *testing.T, servers ...*nacostest.Server) naming_client.INaming
 			NotLoadCacheAtStart:  true,
 			UpdateCacheWhenEmpty: true,
 			CacheDir:             t.TempDir(),
-			LogDir:               logDir,
+			LogDir:               nacostest.LogDir(),
 			LogLevel:             "error",
 			TLSCfg:               constant.TLSConfig{Appointed: true},
 		},

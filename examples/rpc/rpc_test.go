@@ -16,7 +16,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,21 +23,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(nacostest.SDKLeaks()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
 
 // common flags of the test runs: a short run, a fast backoff, shedding and
 // malformed notifications on.

@@ -61,7 +61,7 @@ func TestConformance(t *testing.T) {
 					NotLoadCacheAtStart:  true,
 					UpdateCacheWhenEmpty: true,
 					CacheDir:             t.TempDir(),
-					LogDir:               logDir,
+					LogDir:               nacostest.LogDir(),
 					LogLevel:             "error",
 					TLSCfg:               constant.TLSConfig{Appointed: true},
 				},

@@ -62,7 +62,7 @@
 //			NotLoadCacheAtStart:  true,
 //			UpdateCacheWhenEmpty: true, // else an empty list is never delivered
 //			CacheDir:             t.TempDir(),
-//			LogDir:               logDir, // the SDK's logger is global: one dir per test binary
+//			LogDir:               nacostest.LogDir(), // the SDK's logger is global: one dir per test binary
 //			LogLevel:             "error",
 //			TLSCfg:               constant.TLSConfig{Appointed: true}, // ignore TLS environment variables
 //		},
@@ -93,6 +93,9 @@
 // succeed, timeouts) fails under the race detector; build such tests with
 // "//go:build !race". CloseClient does not stop the SDK's UDP push receiver
 // goroutine, and the SDK's log file writer starts a goroutine that never
-// ends: go.uber.org/goleak needs to ignore them. This package's own
-// goroutines all end before [Server.Stop] and [Server.Close] return.
+// ends: go.uber.org/goleak needs to ignore them ([SDKLeaks]). Use
+// [VerifyTestMain] as the TestMain of a package whose tests run the client:
+// it checks for leaks with those exceptions and removes [LogDir]. This
+// package's own goroutines all end before [Server.Stop] and [Server.Close]
+// return.
 package nacostest

@@ -2,7 +2,6 @@ package nacostest_test
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,35 +13,11 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
-	"go.uber.org/goleak"
 
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
 
-// logDir receives the SDK's log file. The SDK's logger is global and every
-// NewNamingClient re-points it at its own LogDir, where it keeps writing
-// after the test that made it has ended; a per-test t.TempDir could then be
-// removed under its feet. One directory for the whole test binary avoids
-// that.
-var logDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nacostest-log-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	logDir = dir
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(nacostest.SDKLeaks()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
 
 // newClient connects a real nacos-sdk-go naming client to srv. It is closed
 // when the test ends.
@@ -54,7 +29,7 @@ func newClient(t *testing.T, srv *nacostest.Server, namespace string) naming_cli
 		NotLoadCacheAtStart:  true,
 		UpdateCacheWhenEmpty: true,
 		CacheDir:             t.TempDir(),
-		LogDir:               logDir,
+		LogDir:               nacostest.LogDir(),
 		LogLevel:             "error",
 		TLSCfg:               constant.TLSConfig{Appointed: true},
 	}
