@@ -12,6 +12,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/rebound-go/rebound/examples/internal/chart"
 )
 
 var (
@@ -119,9 +121,9 @@ func panel(r *result, cfg config, xMin, xMax, yMax float64) (*plot.Plot, error) 
 	p.Y.Label.Text = "per 100 ms"
 	p.X.Min, p.X.Max = xMin, xMax
 	p.Y.Min, p.Y.Max = 0, yMax
-	p.Y.Scale = log1pScale{}
-	p.Y.Tick.Marker = log1pTicks{}
-	p.X.Tick.Marker = secondTicks{}
+	p.Y.Scale = chart.Log1pScale{}
+	p.Y.Tick.Marker = chart.Log1pTicks{}
+	p.X.Tick.Marker = chart.SecondTicks{MaxLabels: 9}
 	p.Add(plotter.NewGrid())
 
 	down := r.downFor.Seconds()
@@ -166,67 +168,4 @@ func panel(r *result, cfg config, xMin, xMax, yMax float64) (*plot.Plot, error) 
 		p.Add(b)
 	}
 	return p, nil
-}
-
-// log1pScale is a logarithmic axis that can show 0: it places y at
-// log(1+y), so 0, 1, 10, 100 are almost evenly spaced.
-type log1pScale struct{}
-
-// Normalize implements plot.Normalizer.
-func (log1pScale) Normalize(lo, hi, x float64) float64 {
-	lo, hi = math.Log1p(max(lo, 0)), math.Log1p(max(hi, 0))
-	if hi == lo {
-		return 0
-	}
-	return (math.Log1p(max(x, 0)) - lo) / (hi - lo)
-}
-
-// log1pTicks labels 0 and the powers of ten, with minor ticks at 2..9 of
-// each decade. Above 1,000 the label 1 is left out: on a log(1+y) axis it
-// would sit on top of 0.
-type log1pTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (log1pTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := []plot.Tick{{Value: 0, Label: "0"}}
-	for decade := 1.0; decade <= hi; decade *= 10 {
-		if decade >= lo {
-			label := fmt.Sprintf("%g", decade)
-			if decade == 1 && hi > 1000 {
-				label = ""
-			}
-			ticks = append(ticks, plot.Tick{Value: decade, Label: label})
-		}
-		for m := 2.0; m < 10 && m*decade <= hi; m++ {
-			ticks = append(ticks, plot.Tick{Value: m * decade})
-		}
-	}
-	return ticks
-}
-
-// secondTicks labels the time axis every 1, 2, 5, 10, ... seconds (about
-// eight labels), with unlabelled ticks in between.
-type secondTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
-	step := 1.0
-	for _, m := range []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000} {
-		step = m
-		if (hi-lo)/m <= 9 {
-			break
-		}
-	}
-	var ticks []plot.Tick
-	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
-		label := fmt.Sprintf("%g", v)
-		if math.Abs(v) < step/1e6 {
-			label = "0" // not "-0"
-		}
-		ticks = append(ticks, plot.Tick{Value: v, Label: label})
-		if minor := v + step/2; minor < hi {
-			ticks = append(ticks, plot.Tick{Value: minor})
-		}
-	}
-	return ticks
 }

@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/rebound-go/rebound/examples/internal/chart"
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
@@ -169,9 +170,9 @@ func panel(r *sim.Result, cfg sim.Config, span time.Duration, yMax, perWindow fl
 	p.Y.Label.Text = "retries / 100 ms"
 	p.X.Min, p.X.Max = 0, span.Seconds()
 	p.Y.Min, p.Y.Max = 0, yMax
-	p.Y.Scale = log1pScale{}
-	p.Y.Tick.Marker = log1pTicks{}
-	p.X.Tick.Marker = secondTicks{}
+	p.Y.Scale = chart.Log1pScale{}
+	p.Y.Tick.Marker = chart.Log1pTicks{}
+	p.X.Tick.Marker = chart.SecondTicks{MaxLabels: 7}
 	p.Add(plotter.NewGrid())
 
 	n := min(len(r.Retries), int(span/sim.Window)+1)
@@ -205,63 +206,4 @@ func panel(r *sim.Result, cfg sim.Config, span time.Duration, yMax, perWindow fl
 		p.Add(b)
 	}
 	return p, nil
-}
-
-// log1pScale is a logarithmic axis that can show 0: it places y at
-// log(1+y), so 0, 1, 10, 100 are almost evenly spaced.
-type log1pScale struct{}
-
-// Normalize implements plot.Normalizer.
-func (log1pScale) Normalize(lo, hi, x float64) float64 {
-	lo, hi = math.Log1p(max(lo, 0)), math.Log1p(max(hi, 0))
-	if hi == lo {
-		return 0
-	}
-	return (math.Log1p(max(x, 0)) - lo) / (hi - lo)
-}
-
-// log1pTicks labels 0 and the powers of ten, with minor ticks at 2..9 of
-// each decade. Above 1,000 the label 1 is left out: on a log(1+y) axis it
-// would sit on top of 0.
-type log1pTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (log1pTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := []plot.Tick{{Value: 0, Label: "0"}}
-	for decade := 1.0; decade <= hi; decade *= 10 {
-		if decade >= lo {
-			label := fmt.Sprintf("%g", decade)
-			if decade == 1 && hi > 1000 {
-				label = ""
-			}
-			ticks = append(ticks, plot.Tick{Value: decade, Label: label})
-		}
-		for m := 2.0; m < 10 && m*decade <= hi; m++ {
-			ticks = append(ticks, plot.Tick{Value: m * decade})
-		}
-	}
-	return ticks
-}
-
-// secondTicks labels the time axis every 10, 20, 50, 100, ... seconds
-// (about six labels), with unlabelled ticks in between.
-type secondTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
-	step := 1.0
-	for _, m := range []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000} {
-		step = m
-		if (hi-lo)/m <= 7 {
-			break
-		}
-	}
-	var ticks []plot.Tick
-	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
-		ticks = append(ticks, plot.Tick{Value: v, Label: fmt.Sprintf("%g", v)})
-		if minor := v + step/2; minor < hi {
-			ticks = append(ticks, plot.Tick{Value: minor})
-		}
-	}
-	return ticks
 }
