@@ -298,9 +298,8 @@ func (r *Registry) connected(confirm bool) error {
 	if since == 0 {
 		return ErrNotConnected
 	}
-	if confirm && time.Since(time.Unix(0, since)) < r.cfg.settle {
-		return fmt.Errorf("%w (reconnected %v ago, settling)", ErrNotConnected,
-			time.Since(time.Unix(0, since)).Round(time.Millisecond))
+	if up := time.Since(time.Unix(0, since)); confirm && up < r.cfg.settle {
+		return fmt.Errorf("%w (reconnected %v ago, settling)", ErrNotConnected, up.Round(time.Millisecond))
 	}
 	return nil
 }
