@@ -56,3 +56,27 @@ func (e *ArgumentError) Unwrap() []error {
 func argError(fn, arg, reason string) error {
 	return &ArgumentError{Func: fn, Arg: arg, Reason: reason}
 }
+
+// OpError reports a failed registry operation of an adapter. Every adapter
+// (subscriber/nacos, subscriber/etcd) returns this one shape, wrapping the
+// cause: match it with errors.As, and the cause with errors.Is (for example
+// ErrDisconnected, ErrRegistryClosed or context.DeadlineExceeded).
+type OpError struct {
+	// Registry names the adapter: "nacos" or "etcd".
+	Registry string
+	// Op is the operation, for example "subscribe", "unsubscribe", "get",
+	// "watch", "grant", "put".
+	Op string
+	// Key is what the operation was about, as the adapter names it (a
+	// Key's String form, or an etcd key or prefix).
+	Key string
+	// Err is the cause.
+	Err error
+}
+
+func (e *OpError) Error() string {
+	return e.Registry + ": " + e.Op + " " + e.Key + ": " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *OpError) Unwrap() error { return e.Err }
