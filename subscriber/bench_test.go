@@ -35,6 +35,7 @@ type nopSink struct{}
 
 func (nopSink) Update([]subscriber.Instance) {}
 func (nopSink) Resubscribe(error)            {}
+func (nopSink) Confirmed(string)             {}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage

@@ -21,6 +21,11 @@ var (
 	// ConnectionMonitor reported the connection lost, until the next
 	// attempt.
 	ErrDisconnected = errors.New("subscriber: registry connection lost")
+	// ErrNotConfirmed is a subscription's last error when a
+	// ReconnectConfirmer neither confirmed nor handed back the
+	// subscription within WithConfirmTimeout of a reconnect: the Manager
+	// confirms it itself.
+	ErrNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
 )
 
 // ArgumentError reports a bad argument or option. It wraps

@@ -67,6 +67,15 @@ type Status struct {
 	Instances int
 	// Deliveries counts the listener calls.
 	Deliveries int
+	// ConfirmedAt is when the adapter last reported evidence that the
+	// registry holds the subscription (Sink.Confirmed), and ConfirmReason
+	// the evidence it named; zero and empty if it never did.
+	ConfirmedAt   time.Time
+	ConfirmReason string
+	// ConfirmDeadline is set while the Manager waits for a
+	// ReconnectConfirmer's evidence after a reconnect: when the safety cap
+	// (WithConfirmTimeout) ends the wait. Zero otherwise.
+	ConfirmDeadline time.Time
 }
 
 // Manager keeps subscriptions to a service registry alive: each
@@ -78,9 +87,10 @@ type Status struct {
 // safe for concurrent use. It owns every goroutine it starts: Close stops
 // them all and waits for them.
 type Manager struct {
-	reg  Registry
-	opts options
-	log  *zap.Logger
+	reg      Registry
+	opts     options
+	log      *zap.Logger
+	confirms bool // reg is a ReconnectConfirmer that confirms reconnects
 
 	ctx    context.Context // cancelled by Close: stops the connection monitor
 	cancel context.CancelFunc
@@ -107,7 +117,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("New", "reg", "is nil")
 	}
-	o := options{hold: DefaultEmptyListHold}
+	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -132,6 +142,9 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if mon, ok := reg.(ConnectionMonitor); ok {
+		if rc, ok := reg.(ReconnectConfirmer); ok {
+			m.confirms = rc.ConfirmsReconnects()
+		}
 		m.wg.Add(1)
 		go m.monitor(mon)
 	}
@@ -316,6 +329,9 @@ func (m *Manager) onConnection(st ConnState) {
 	subs := m.snapshot()
 	m.log.Info("registry connection changed", zap.Stringer("state", st), zap.Int("subscriptions", len(subs)))
 	for _, s := range subs {
+		if m.confirms && s.awaitEvidence(st) {
+			continue
+		}
 		s.disrupt(reason, st == Disconnected)
 	}
 }

@@ -24,6 +24,17 @@ const (
 	// reconnect is held back (see WithEmptyListHold).
 	DefaultEmptyListHold = 30 * time.Second
 
+	// DefaultConfirmTimeout is the Manager's safety cap on a
+	// ReconnectConfirmer: a subscription the adapter neither confirms nor
+	// hands back within it after a Connected report is confirmed by the
+	// Manager itself (see WithConfirmTimeout).
+	DefaultConfirmTimeout = 15 * time.Second
+
+	// DefaultRefreshInterval is the shortest time between two
+	// re-confirmations of one subscription asked for by
+	// Subscription.Refresh (see WithRefreshInterval).
+	DefaultRefreshInterval = 5 * time.Second
+
 	// UnsubscribeTimeout bounds each Registry.Unsubscribe call the Manager
 	// makes when a subscription stops.
 	UnsubscribeTimeout = 10 * time.Second
@@ -44,6 +55,8 @@ type options struct {
 	limiter    *rate.Limiter
 	limiterSet bool
 	hold       time.Duration
+	confirmCap time.Duration
+	refreshMin time.Duration
 	errs       []error
 }
 
@@ -115,5 +128,37 @@ func WithEmptyListHold(d time.Duration) Option {
 			return
 		}
 		o.hold = d
+	})
+}
+
+// WithConfirmTimeout sets the Manager's safety cap on a Registry that
+// implements ReconnectConfirmer: after a Connected report, a subscription
+// that the adapter has neither confirmed (Sink.Confirmed) nor handed back
+// (Sink.Resubscribe) within d is confirmed by the Manager itself, through
+// its paced loop, with the reason ErrNotConfirmed. It has no effect on
+// other registries. Default: DefaultConfirmTimeout (15 s). d must be
+// positive.
+func WithConfirmTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, argError("WithConfirmTimeout", "d", "must be positive"))
+			return
+		}
+		o.confirmCap = d
+	})
+}
+
+// WithRefreshInterval sets the shortest time between two
+// re-confirmations of one subscription started by Subscription.Refresh:
+// calls within d of the last one started, or while one is pending or in
+// flight, do nothing. Default: DefaultRefreshInterval (5 s). d must be
+// positive.
+func WithRefreshInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, argError("WithRefreshInterval", "d", "must be positive"))
+			return
+		}
+		o.refreshMin = d
 	})
 }

@@ -66,6 +66,21 @@ type Sink interface {
 	// calls Subscribe again, through its retry loop and shared limiter.
 	// err says why; it is shown in the subscription's Status.
 	Resubscribe(err error)
+	// Confirmed reports evidence that the registry holds this
+	// subscription right now: for example a push or a cache refresh for
+	// its key that is newer than the last reconnect, or a successful
+	// read of the key made for this purpose. reason names the evidence in
+	// a few words ("push", "cache refresh", "watch progress"); it is
+	// shown in Status.ConfirmReason and passed to Hooks.OnConfirmed.
+	//
+	// The Manager records it (Status.ConfirmedAt) and cancels any
+	// confirmation of the subscription that is pending but not yet sent
+	// (one waiting for a ReconnectConfirmer's evidence, a Refresh, a
+	// reconciliation), so the registry is not asked again. It does not end
+	// a retry loop whose Registry.Subscribe calls are failing: only an
+	// acknowledged Subscribe does. An adapter may call Confirmed at any
+	// time, as often as it likes; a call after Unsubscribe is ignored.
+	Confirmed(reason string)
 }
 
 // ConnState is a registry connection state reported by a
@@ -97,7 +112,10 @@ func (s ConnState) String() string {
 // On Connected, the Manager confirms every subscription again (calls
 // Subscribe for each, paced by the shared limiter), because a client's own
 // re-subscription after a reconnect can fail silently; a retry loop that
-// is waiting has its wait cut short. On Disconnected it marks every
+// is waiting has its wait cut short. An adapter that can tell from
+// evidence whether the client's own re-subscription worked implements
+// ReconnectConfirmer instead, and the Manager then sends nothing for the
+// subscriptions the adapter confirms. On Disconnected it marks every
 // subscription as retrying, keeps the last delivered lists (see
 // WithEmptyListHold) and starts confirming the subscribed ones with backoff
 // (loops already retrying keep their backoff).
@@ -109,4 +127,64 @@ type ConnectionMonitor interface {
 	// transitions only; reporting Connected more often than needed is
 	// harmless but costs every subscription a confirmation.
 	MonitorConnection(ctx context.Context, report func(ConnState)) error
+}
+
+// ReconnectConfirmer is implemented by a Registry whose client
+// re-subscribes on its own after a reconnect (as nacos-sdk-go's redo does)
+// and whose adapter can tell, from evidence, whether that worked. It is
+// optional and only matters together with ConnectionMonitor. New calls
+// ConfirmsReconnects once; when it returns true the Manager follows this
+// contract, otherwise (or when the Registry does not implement it) it
+// confirms every subscription itself after a reconnect (calls Subscribe
+// for each, paced by the shared limiter).
+//
+// With ConfirmsReconnects true:
+//
+//   - On Disconnected, a subscription that was subscribed is marked
+//     retrying (LastErr ErrDisconnected, the listener keeps its list) but
+//     the Manager calls nothing: the connection is down, the client's own
+//     redo will run when it is back.
+//   - On Connected, the Manager does not call Subscribe for those
+//     subscriptions. It waits, for each, for the adapter to call either
+//     Sink.Confirmed (evidence that the registry holds it: the
+//     subscription is subscribed again) or Sink.Resubscribe (no evidence
+//     within the adapter's own bounded window, or the redo was rejected
+//     or lost: the Manager confirms that subscription alone through its
+//     jittered, limiter-paced loop). The adapter must answer for every
+//     Sink it holds, within a bounded time that it documents.
+//   - Safety cap: if the adapter says nothing for a subscription within
+//     WithConfirmTimeout (default DefaultConfirmTimeout) of the Connected
+//     report, the Manager treats it as Resubscribe(ErrNotConfirmed).
+//     Status.ConfirmDeadline shows the pending deadline.
+//   - Subscriptions that were still pending or retrying (their Subscribe
+//     calls failing) are not the adapter's to confirm: their loop
+//     continues, its backoff wait cut short by the Connected report as
+//     without a ReconnectConfirmer.
+//   - A second Disconnected/Connected before the answer restarts the wait
+//     (and the cap) for the subscriptions still waiting.
+type ReconnectConfirmer interface {
+	// ConfirmsReconnects reports whether the adapter confirms every
+	// subscription after a reconnect (see the type's contract). New calls
+	// it once.
+	ConfirmsReconnects() bool
+}
+
+// Reconciler is implemented by a Registry that can read a key's current
+// instance list from the server in one request, bypassing every cache.
+// It is optional; the Manager uses it for periodic reconciliation
+// (WithReconcile) and for Subscription.Refresh.
+type Reconciler interface {
+	// Lookup makes one read of key's full instance list from the server
+	// (never from a client cache) and returns it; the Manager takes
+	// ownership of the slice. It makes one attempt and never retries; its
+	// errors are classified like Subscribe's (a failed Lookup is not
+	// retried by itself: the next period or Refresh tries again). ctx
+	// bounds the call.
+	//
+	// The Manager compares the result with the last list it received
+	// from the adapter for that subscription: if they differ (and no newer
+	// Update arrived meanwhile) it delivers the Lookup's list to the
+	// listener and resubscribes the subscription through its paced loop,
+	// because a subscription whose pushes went missing cannot be trusted.
+	Lookup(ctx context.Context, key Key) ([]Instance, error)
 }

@@ -64,6 +64,14 @@ type Subscription struct {
 	awaitingToken bool               // an attempt is waiting for the limiter
 	cancelRun     context.CancelFunc // cancels the current run
 
+	// evidence-based confirmation (ReconnectConfirmer, Sink.Confirmed)
+	awaiting      bool        // waiting for the adapter's Confirmed or Resubscribe
+	awaitDeadline time.Time   // when the safety cap ends the wait (zero while disconnected)
+	awaitTimer    *time.Timer // fires at awaitDeadline
+	confirmedAt   time.Time
+	confirmReason string
+	lastRefresh   time.Time // when Refresh last started a re-confirmation
+
 	// last-known-good
 	disrupted  bool      // disrupted and not confirmed since
 	churnUntil time.Time // empty lists are held back until then
@@ -86,8 +94,11 @@ func (k *sink) Resubscribe(err error) {
 	if err == nil {
 		err = errResubscribe
 	}
+	k.s.endAwait()
 	k.s.disrupt(err, false)
 }
+
+func (k *sink) Confirmed(reason string) { k.s.confirmed(reason) }
 
 func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subscription {
 	s := &Subscription{
@@ -156,6 +167,11 @@ func (s *Subscription) Status() Status {
 		LastErr:       s.lastErr,
 		Instances:     len(s.last),
 		Deliveries:    s.deliveries,
+		ConfirmedAt:   s.confirmedAt,
+		ConfirmReason: s.confirmReason,
+	}
+	if s.awaiting {
+		st.ConfirmDeadline = s.awaitDeadline
 	}
 	if s.stopped {
 		st.LastErr = s.stopErr
@@ -190,6 +206,10 @@ func (s *Subscription) stop(cause error) bool {
 	s.stopErr = cause
 	s.setStateLocked(StateStopped)
 	s.latest, s.hasLatest = nil, false
+	s.awaiting = false
+	if s.awaitTimer != nil {
+		s.awaitTimer.Stop()
+	}
 	s.mu.Unlock()
 	s.cancel(cause) // ends the current attempt or wait, wakes the delivery goroutine
 	return true
@@ -593,4 +613,102 @@ func (s *Subscription) call(list []Instance) {
 		}
 	}()
 	s.listener(list)
+}
+
+// errRefresh is the reason of a re-confirmation asked for by Refresh.
+var errRefresh = errors.New("subscriber: refresh requested")
+
+// awaitEvidence handles a connection report for a ReconnectConfirmer: a
+// subscription that was subscribed (or already waiting) waits for the
+// adapter's evidence instead of being confirmed by the Manager. It
+// returns false when the subscription is not the adapter's to confirm
+// (pending, retrying, stopped): the caller disrupts it as usual.
+func (s *Subscription) awaitEvidence(st ConnState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.looping || (s.state != StateSubscribed && !s.awaiting) {
+		return false
+	}
+	s.awaiting = true
+	s.disrupted = true
+	s.attempts = 0
+	s.setStateLocked(StateRetrying)
+	if s.awaitTimer != nil {
+		s.awaitTimer.Stop()
+	}
+	if st == Disconnected {
+		s.lastErr = ErrDisconnected
+		s.awaitDeadline = time.Time{}
+		return true
+	}
+	d := s.m.opts.confirmCap
+	s.awaitDeadline = time.Now().Add(d)
+	if s.awaitTimer == nil {
+		s.awaitTimer = time.AfterFunc(d, s.confirmTimedOut)
+	} else {
+		s.awaitTimer.Reset(d)
+	}
+	return true
+}
+
+// confirmTimedOut is the safety cap: the adapter said nothing.
+func (s *Subscription) confirmTimedOut() {
+	s.mu.Lock()
+	if s.stopped || !s.awaiting || s.awaitDeadline.IsZero() || time.Now().Before(s.awaitDeadline) {
+		s.mu.Unlock()
+		return
+	}
+	s.awaiting = false
+	s.mu.Unlock()
+	s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
+	s.disrupt(ErrNotConfirmed, false)
+}
+
+// endAwait ends a wait for evidence (the adapter answered).
+func (s *Subscription) endAwait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.awaiting = false
+	if s.awaitTimer != nil {
+		s.awaitTimer.Stop()
+	}
+}
+
+// confirmed is Sink.Confirmed.
+func (s *Subscription) confirmed(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	s.confirmedAt, s.confirmReason = time.Now(), reason
+	if s.awaiting {
+		s.awaiting = false
+		if s.awaitTimer != nil {
+			s.awaitTimer.Stop()
+		}
+		s.ackLocked()
+	}
+}
+
+// Refresh asks for a paced re-confirmation of the subscription: the
+// registry is asked again (Registry.Subscribe through the shared limiter)
+// whether it holds the subscription. It returns at once. Calls are
+// coalesced: a call does nothing while the subscription is pending,
+// retrying, stopped or already re-confirming, or within
+// WithRefreshInterval (default 5 s) of the last re-confirmation Refresh
+// started, so that any number of calls costs at most one registry request
+// per subscription per interval. The state stays subscribed unless the
+// request fails. A gRPC resolver's ResolveNow calls it.
+func (s *Subscription) Refresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.stopped || s.looping || s.awaiting || s.state != StateSubscribed ||
+		(!s.lastRefresh.IsZero() && now.Sub(s.lastRefresh) < s.m.opts.refreshMin) {
+		return
+	}
+	s.lastRefresh = now
+	s.limited = true
+	s.startLoopLocked()
 }

@@ -168,6 +168,7 @@ type nopSink struct{}
 
 func (nopSink) Update([]subscriber.Instance) {}
 func (nopSink) Resubscribe(error)            {}
+func (nopSink) Confirmed(string)             {}
 
 // sinkRecorder is a Sink that records what the adapter sends it.
 type sinkRecorder struct {
@@ -181,6 +182,7 @@ func newSinkRecorder() *sinkRecorder {
 
 func (s *sinkRecorder) Update(l []subscriber.Instance) { s.updates <- l }
 func (s *sinkRecorder) Resubscribe(err error)          { s.resubscribe <- err }
+func (s *sinkRecorder) Confirmed(string)               {}
 
 func TestCloseIsPermanent(t *testing.T) {
 	c := newCluster(t, 1)

@@ -277,6 +277,7 @@ func startFixedInterval(tb testing.TB, reg *tracked, keys []subscriber.Key, inte
 type wakeSink struct{ wake chan struct{} }
 
 func (s *wakeSink) Update([]subscriber.Instance) {}
+func (s *wakeSink) Confirmed(string)             {}
 func (s *wakeSink) Resubscribe(error) {
 	select {
 	case s.wake <- struct{}{}:

@@ -31,6 +31,8 @@ func (s *sink) Update(l []subscriber.Instance) {
 	s.updates = append(s.updates, l)
 }
 
+func (s *sink) Confirmed(string) {}
+
 func (s *sink) Resubscribe(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -635,16 +635,43 @@ func (s *countedSink) Update(list []subscriber.Instance) {
 	s.sink.Update(list)
 }
 
-func (s *countedSink) Resubscribe(err error) { s.sink.Resubscribe(err) }
+func (s *countedSink) Resubscribe(err error)   { s.sink.Resubscribe(err) }
+func (s *countedSink) Confirmed(reason string) { s.sink.Confirmed(reason) }
 
 func wrap(inner subscriber.Registry) *counted {
 	return &counted{inner: inner, wraps: make(map[subscriber.Sink]*countedSink)}
 }
 
-// registry returns the wrapper, a ConnectionMonitor too if inner is one.
+// registry returns the wrapper, with the optional interfaces of inner
+// (ConnectionMonitor, ReconnectConfirmer, Reconciler) forwarded.
 func (c *counted) registry() subscriber.Registry {
-	if mon, ok := c.inner.(subscriber.ConnectionMonitor); ok {
+	mon, isMon := c.inner.(subscriber.ConnectionMonitor)
+	rc, isRC := c.inner.(subscriber.ReconnectConfirmer)
+	lk, isLk := c.inner.(subscriber.Reconciler)
+	switch {
+	case isMon && isRC && isLk:
+		return struct {
+			countedMonitor
+			subscriber.ReconnectConfirmer
+			subscriber.Reconciler
+		}{countedMonitor{c, mon}, rc, lk}
+	case isMon && isRC:
+		return struct {
+			countedMonitor
+			subscriber.ReconnectConfirmer
+		}{countedMonitor{c, mon}, rc}
+	case isMon && isLk:
+		return struct {
+			countedMonitor
+			subscriber.Reconciler
+		}{countedMonitor{c, mon}, lk}
+	case isMon:
 		return countedMonitor{c, mon}
+	case isLk:
+		return struct {
+			*counted
+			subscriber.Reconciler
+		}{c, lk}
 	}
 	return c
 }

@@ -28,6 +28,11 @@ type Stats struct {
 	Active int
 	// Pushes counts the lists sent to sinks (Updates).
 	Pushes int
+	// Redos counts the re-subscriptions the modelled client made on its
+	// own after a reconnect (EnableRedo), rejected ones included.
+	Redos int
+	// Lookups counts Lookup calls.
+	Lookups int
 }
 
 // Registry is an in-memory subscriber.Registry and
@@ -45,7 +50,30 @@ type Registry struct {
 	hook     func(key subscriber.Key)
 	stats    Stats
 	monitors map[*monitor]struct{}
+	redo     map[subscriber.Sink]subscriber.Key // client-side subscriptions, when redo is on
+	redoFn   func(key subscriber.Key) RedoOutcome
+	redoOn   bool
 }
+
+// RedoOutcome is what the modelled client's re-subscription after a
+// reconnect does for one subscription (see EnableRedo).
+type RedoOutcome int
+
+const (
+	// RedoConfirm: the redo works; the adapter pushes the list and calls
+	// Sink.Confirmed("push").
+	RedoConfirm RedoOutcome = iota
+	// RedoReject: the server rejects the redo; the adapter calls
+	// Sink.Resubscribe(ErrRejected).
+	RedoReject
+	// RedoSilent: the redo is lost and the adapter says nothing (the
+	// Manager's safety cap must catch it).
+	RedoSilent
+)
+
+// ErrRejected is passed to Sink.Resubscribe for a redo rejected by
+// EnableRedo's outcome.
+var ErrRejected = errors.New("subscribertest: re-subscription rejected")
 
 type monitor struct {
 	queue  []subscriber.ConnState
@@ -58,6 +86,7 @@ func New() *Registry {
 		services: make(map[string][]subscriber.Instance),
 		sinks:    make(map[subscriber.Sink]string),
 		monitors: make(map[*monitor]struct{}),
+		redo:     make(map[subscriber.Sink]subscriber.Key),
 	}
 }
 
@@ -95,6 +124,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	}
 	ks := key.String()
 	r.sinks[sink] = ks
+	r.redo[sink] = key
 	r.stats.Acks++
 	r.pushLocked(sink, ks)
 	return nil
@@ -106,6 +136,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	defer r.mu.Unlock()
 	r.stats.Unsubscribes++
 	delete(r.sinks, sink)
+	delete(r.redo, sink)
 	if r.closed {
 		return subscriber.ErrRegistryClosed
 	}
@@ -136,6 +167,9 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 		r.mu.Unlock()
 		for _, st := range queue {
 			report(st)
+			if st == subscriber.Connected {
+				r.redoAll()
+			}
 		}
 		if closed {
 			return subscriber.ErrRegistryClosed
@@ -289,7 +323,83 @@ func (r *Registry) Subscribed(key subscriber.Key) int {
 	return n
 }
 
+// EnableRedo makes the Registry model a client that re-subscribes on its
+// own after a reconnect and an adapter that confirms from evidence (as
+// nacos-sdk-go's redo and subscriber/nacos do): ConfirmsReconnects returns
+// true, and after each Connected report (SetDown(false), Restart) the
+// monitor re-registers every subscription the client holds and, per
+// outcome(key) (nil: always RedoConfirm), pushes the list and calls
+// Sink.Confirmed("push"), calls Sink.Resubscribe(ErrRejected), or does
+// nothing. Call it before subscriber.New (which asks ConfirmsReconnects
+// once). The redo runs in the MonitorConnection goroutine right after the
+// report; with several Managers on one Registry each monitor redoes every
+// subscription.
+func (r *Registry) EnableRedo(outcome func(key subscriber.Key) RedoOutcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.redoOn, r.redoFn = true, outcome
+}
+
+// ConfirmsReconnects implements subscriber.ReconnectConfirmer: true after
+// EnableRedo.
+func (r *Registry) ConfirmsReconnects() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.redoOn
+}
+
+// redoAll is the modelled client's redo after a reconnect.
+func (r *Registry) redoAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.redoOn || r.down || r.closed {
+		return
+	}
+	for sink, key := range r.redo {
+		out := RedoConfirm
+		if r.redoFn != nil {
+			r.mu.Unlock()
+			out = r.redoFn(key)
+			r.mu.Lock()
+		}
+		switch out {
+		case RedoConfirm:
+			r.stats.Redos++
+			ks := key.String()
+			r.sinks[sink] = ks
+			r.pushLocked(sink, ks)
+			sink.Confirmed("push")
+		case RedoReject:
+			r.stats.Redos++
+			sink.Resubscribe(ErrRejected)
+		}
+	}
+}
+
+// Lookup implements subscriber.Reconciler: the key's current list, or
+// ErrUnavailable while down.
+func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats.Lookups++
+	switch {
+	case r.closed:
+		return nil, subscriber.ErrRegistryClosed
+	case r.down:
+		return nil, ErrUnavailable
+	}
+	list := r.services[key.String()]
+	out := make([]subscriber.Instance, len(list))
+	for i, in := range list {
+		in.Metadata = maps.Clone(in.Metadata)
+		out[i] = in
+	}
+	return out, nil
+}
+
 var (
-	_ subscriber.Registry          = (*Registry)(nil)
-	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Registry           = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
+	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
+	_ subscriber.Reconciler         = (*Registry)(nil)
 )

@@ -1,0 +1,141 @@
+package subscriber_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+// With a ReconnectConfirmer whose redo works, a registry restart costs the
+// Manager no request at all: the adapter's evidence confirms every
+// subscription.
+func TestReconnectConfirmerSendsNothingWhenTheRedoWorked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		reg := subscribertest.New()
+		reg.EnableRedo(nil)
+		m := newManager(t, reg)
+		subs := make([]*subscriber.Subscription, n)
+		for i := range subs {
+			subs[i] = mustSubscribe(t, m, subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {})
+			<-subs[i].Ready()
+		}
+		synctest.Wait() // the monitor is running
+		before := reg.Stats()
+		for range 3 {
+			reg.Restart()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+		}
+		after := reg.Stats()
+		if got := after.Subscribes - before.Subscribes; got != 0 {
+			t.Errorf("Manager sent %d Subscribe requests over 3 restarts, want 0 (the redo worked)", got)
+		}
+		if after.Active != n {
+			t.Errorf("active = %d, want %d", after.Active, n)
+		}
+		for _, st := range m.Status() {
+			if st.State != subscriber.StateSubscribed || st.ConfirmReason != "push" || st.ConfirmedAt.IsZero() || !st.ConfirmDeadline.IsZero() {
+				t.Errorf("status %+v, want subscribed, confirmed by push, no deadline", st)
+			}
+		}
+	})
+}
+
+// A rejected redo (the adapter calls Resubscribe) is confirmed by the
+// Manager for that subscription alone, once.
+func TestReconnectConfirmerRejectedRedoIsRetriedAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		bad := subscriber.Key{Service: "bad"}
+		reg.EnableRedo(func(k subscriber.Key) subscribertest.RedoOutcome {
+			if k.Service == bad.Service {
+				return subscribertest.RedoReject
+			}
+			return subscribertest.RedoConfirm
+		})
+		m := newManager(t, reg)
+		var bads atomic.Int64
+		reg.OnSubscribe(func(k subscriber.Key) {
+			if k.Service == bad.Service {
+				bads.Add(1)
+			}
+		})
+		for _, k := range []subscriber.Key{orders, bad} {
+			<-mustSubscribe(t, m, k, func([]subscriber.Instance) {}).Ready()
+		}
+		synctest.Wait() // the monitor is running
+		bads.Store(0)
+		before := reg.Stats()
+		reg.Restart()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		after := reg.Stats()
+		if got := after.Subscribes - before.Subscribes; got != 1 || bads.Load() != 1 {
+			t.Errorf("Manager sent %d Subscribe requests (%d for %v), want exactly 1, for the rejected one", got, bads.Load(), bad)
+		}
+		if reg.Subscribed(bad) != 1 || reg.Subscribed(orders) != 1 {
+			t.Errorf("subscribed at the registry: bad %d, orders %d; want 1 and 1", reg.Subscribed(bad), reg.Subscribed(orders))
+		}
+	})
+}
+
+// A lost redo that the adapter never reports is caught by the Manager's
+// safety cap.
+func TestReconnectConfirmerSafetyCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.EnableRedo(func(subscriber.Key) subscribertest.RedoOutcome { return subscribertest.RedoSilent })
+		m := newManager(t, reg, subscriber.WithConfirmTimeout(10*time.Second))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		synctest.Wait() // the monitor is running
+		reg.Restart()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st := s.Status()
+		if st.State != subscriber.StateRetrying || st.ConfirmDeadline.IsZero() {
+			t.Fatalf("status before the cap %+v, want retrying with a deadline", st)
+		}
+		if reg.Subscribed(orders) != 0 {
+			t.Fatal("Manager confirmed before the cap")
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		st = s.Status()
+		if st.State != subscriber.StateSubscribed || reg.Subscribed(orders) != 1 {
+			t.Fatalf("status after the cap %+v (registry holds %d), want subscribed", st, reg.Subscribed(orders))
+		}
+	})
+}
+
+// Refresh is coalesced and paced: 1,000 calls make a bounded number of
+// registry requests.
+func TestRefreshIsCoalesced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		m := newManager(t, reg, subscriber.WithRefreshInterval(5*time.Second))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		before := reg.Stats().Subscribes
+		for i := range 1000 {
+			s.Refresh()
+			if i%100 == 0 {
+				time.Sleep(time.Second) // 10 s in all
+			}
+		}
+		synctest.Wait()
+		got := reg.Stats().Subscribes - before
+		if got < 1 || got > 3 {
+			t.Errorf("1,000 Refresh calls over 10 s made %d requests, want 1..3 (one per 5 s)", got)
+		}
+		if st := s.Status(); st.State != subscriber.StateSubscribed {
+			t.Errorf("state %v after refreshes, want subscribed", st.State)
+		}
+	})
+}
