@@ -1,7 +1,6 @@
 // Package logging integrates rebound with go.uber.org/zap: retry-loop
-// logging that stays quiet during long outages, redaction of credentials,
-// and a bridge that sends nacos-sdk-go/v2's own log output into a zap
-// logger.
+// logging that stays quiet during long outages, and redaction of
+// credentials.
 //
 // # Throttled retry logs
 //
@@ -26,18 +25,17 @@
 //
 // # Redaction
 //
-// RedactCore wraps a zapcore.Core so that fields whose key looks like a
-// credential (see IsSensitiveKey) are written as "[REDACTED]", also inside
-// zap.Object, zap.Dict, zap.Objects, zap.Inline and zap.Any values (maps,
-// slices and structs). Redacted applies it to a *zap.Logger. Every Loop logs
-// through it.
+// Scrub removes credentials from free text: the value after a sensitive
+// key ("password=x", `"accessToken":"x"`, "SecretKey:x") and the password
+// in a URL ("http://user:x@host"). RedactCore (and Redacted for a
+// *zap.Logger) applies it to what rebound writes: every message, every
+// error text and string field; a field whose key is sensitive is redacted
+// whole. Every Loop logs through it, and so does the nacos-sdk-go bridge in
+// package github.com/rebound-go/rebound/subscriber/nacos/nacoslog, which
+// is where the SDK's own messages are scrubbed.
 //
-// # nacos-sdk-go
-//
-// InstallNacosLogger points nacos-sdk-go/v2's process-wide logger at a zap
-// logger. It must be called after every clients.NewNamingClient or
-// clients.NewConfigClient call, because each of those replaces the SDK's
-// global logger with a file logger (see InstallNacosLogger).
+// This package imports no registry client: the bridge for nacos-sdk-go's
+// logger lives beside the Nacos adapter (subscriber/nacos/nacoslog).
 //
 // Nothing in this package uses zap's global logger. A nil *zap.Logger
 // argument always means zap.NewNop().

@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	nacoslogger "github.com/nacos-group/nacos-sdk-go/v2/common/logger"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -58,24 +57,12 @@ func exampleLogger() *zap.Logger {
 
 func ExampleRedacted() {
 	logger := logging.Redacted(exampleLogger())
-	logger.Info("connecting",
+	err := errors.New(`Post "http://nacos:hunter2@10.0.0.7:8848/nacos/v1/auth/login": connection refused`)
+	logger.Warn("login failed",
 		zap.String("user", "nacos"),
 		zap.String("password", "hunter2"),
-		zap.Any("headers", map[string]string{"Accept": "application/json", "X-Auth-Token": "eyJhbGci"}),
+		zap.Error(err),
 	)
 	// Output:
-	// {"level":"info","msg":"connecting","user":"nacos","password":"[REDACTED]","headers":{"Accept":"application/json","X-Auth-Token":"[REDACTED]"}}
-}
-
-func ExampleInstallNacosLogger() {
-	defer nacoslogger.SetLogger(nacoslogger.GetLogger()) // (restore the SDK's logger after the example)
-
-	// After clients.NewNamingClient(...) has returned:
-	logging.InstallNacosLogger(exampleLogger().Named("nacos"), zapcore.WarnLevel)
-
-	// What the SDK logs from now on:
-	nacoslogger.Infof("subscribe service %s", "orders") // below Warn: dropped
-	nacoslogger.Warnf("login failed, password:[%s]", "hunter2")
-	// Output:
-	// {"level":"warn","logger":"nacos","msg":"login failed, password:[[REDACTED]]"}
+	// {"level":"warn","msg":"login failed","user":"nacos","password":"[REDACTED]","error":"Post \"http://nacos:[REDACTED]@10.0.0.7:8848/nacos/v1/auth/login\": connection refused"}
 }

@@ -3,6 +3,8 @@ package logging
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +77,9 @@ func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 	if l == nil {
 		l = zap.NewNop()
 	}
-	l = Redacted(l)
+	// Frames between the caller that matters and l.Check: the exported
+	// method (Failed, Notify, ...) and the unexported one that logs.
+	l = Redacted(l).WithOptions(zap.AddCallerSkip(2))
 	if component != "" {
 		l = l.With(zap.String("component", component))
 	}
@@ -94,14 +98,51 @@ func RetryNotify(l *zap.Logger, component string, fields ...zap.Field) func(rebo
 // Notify logs a rebound.Event: EventRetry as Failed, EventSuccess as
 // Succeeded and EventGiveUp as GaveUp, with the event's Attempt. Events of
 // any other kind are ignored. Use it as rebound.WithNotify(lp.Notify).
+//
+// The caller a line reports (if the logger records callers) is the first
+// one outside package rebound (and the backoff loop it runs): the code that called rebound.Retry, not the
+// retry loop that called Notify.
 func (lp *Loop) Notify(e rebound.Event) {
 	switch e.Kind {
 	case rebound.EventRetry:
-		lp.Failed(e.Attempt, e.Err, e.Delay)
+		lp.failed(e.Attempt, e.Err, e.Delay, true)
 	case rebound.EventSuccess:
-		lp.Succeeded(e.Attempt)
+		lp.succeeded(e.Attempt, true)
 	case rebound.EventGiveUp:
-		lp.GaveUp(e.Attempt, e.Err)
+		lp.gaveUp(e.Attempt, e.Err, true)
+	}
+}
+
+// write writes ce with fields; if viaNotify, it first moves the entry's
+// caller out of package rebound.
+func write(ce *zapcore.CheckedEntry, viaNotify bool, fields ...zap.Field) {
+	if viaNotify && ce.Caller.Defined {
+		ce.Caller = callerOutsideRebound(ce.Caller)
+	}
+	ce.Write(fields...)
+}
+
+// callerOutsideRebound returns the first frame of the current stack that
+// is neither in package rebound, nor in this package, nor in
+// cenkalti/backoff (which rebound.Retry runs on), or c if there is
+// none. It runs only for lines that are written.
+func callerOutsideRebound(c zapcore.EntryCaller) zapcore.EntryCaller {
+	const (
+		root    = "github.com/rebound-go/rebound."
+		self    = "github.com/rebound-go/rebound/logging."
+		backoff = "github.com/cenkalti/backoff/" // rebound.Retry's loop
+	)
+	var pcs [32]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if f.Function != "" && !strings.HasPrefix(f.Function, root) && !strings.HasPrefix(f.Function, self) &&
+			!strings.HasPrefix(f.Function, backoff) {
+			return zapcore.EntryCaller{Defined: true, PC: f.PC, File: f.File, Line: f.Line, Function: f.Function}
+		}
+		if !more {
+			return c
+		}
 	}
 }
 
@@ -110,6 +151,10 @@ func (lp *Loop) Notify(e rebound.Event) {
 // was not failing, MsgStillFailing at Warn if a reminder is due, and
 // MsgRetry at Debug otherwise.
 func (lp *Loop) Failed(attempt int, err error, delay time.Duration) {
+	lp.failed(attempt, err, delay, false)
+}
+
+func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaNotify bool) {
 	if lp == nil || lp.log == nil {
 		return
 	}
@@ -134,16 +179,16 @@ func (lp *Loop) Failed(attempt int, err error, delay time.Duration) {
 	switch {
 	case first:
 		if ce := lp.log.Check(zapcore.WarnLevel, MsgFailing); ce != nil {
-			ce.Write(zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
+			write(ce, viaNotify, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 		}
 	case remind:
 		if ce := lp.log.Check(zapcore.WarnLevel, MsgStillFailing); ce != nil {
-			ce.Write(zap.Int("attempt", attempt), zap.Duration("delay", delay),
+			write(ce, viaNotify, zap.Int("attempt", attempt), zap.Duration("delay", delay),
 				zap.Duration("downtime", downtime), zap.Error(err))
 		}
 	default:
 		if ce := lp.log.Check(zapcore.DebugLevel, MsgRetry); ce != nil {
-			ce.Write(zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
+			write(ce, viaNotify, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 		}
 	}
 }
@@ -152,19 +197,21 @@ func (lp *Loop) Failed(attempt int, err error, delay time.Duration) {
 // successful one included). After failures it logs MsgRecovered at Info
 // with attempts and the downtime, and ends the outage; otherwise it logs
 // MsgSucceeded at Debug.
-func (lp *Loop) Succeeded(attempts int) {
+func (lp *Loop) Succeeded(attempts int) { lp.succeeded(attempts, false) }
+
+func (lp *Loop) succeeded(attempts int, viaNotify bool) {
 	if lp == nil || lp.log == nil {
 		return
 	}
 	wasFailing, downtime := lp.end()
 	if !wasFailing {
 		if ce := lp.log.Check(zapcore.DebugLevel, MsgSucceeded); ce != nil {
-			ce.Write(zap.Int("attempts", attempts))
+			write(ce, viaNotify, zap.Int("attempts", attempts))
 		}
 		return
 	}
 	if ce := lp.log.Check(zapcore.InfoLevel, MsgRecovered); ce != nil {
-		ce.Write(zap.Int("attempts", attempts), zap.Duration("downtime", downtime))
+		write(ce, viaNotify, zap.Int("attempts", attempts), zap.Duration("downtime", downtime))
 	}
 }
 
@@ -176,7 +223,9 @@ func (lp *Loop) Succeeded(attempts int) {
 // If err is or wraps context.Canceled, the loop's owner stopped it (a
 // Close, a shutdown): that is no failure, and GaveUp logs MsgStopped at
 // Info with the same fields instead. context.DeadlineExceeded is a give-up.
-func (lp *Loop) GaveUp(attempts int, err error) {
+func (lp *Loop) GaveUp(attempts int, err error) { lp.gaveUp(attempts, err, false) }
+
+func (lp *Loop) gaveUp(attempts int, err error, viaNotify bool) {
 	if lp == nil || lp.log == nil {
 		return
 	}
@@ -186,7 +235,7 @@ func (lp *Loop) GaveUp(attempts int, err error) {
 		lvl, msg = zapcore.InfoLevel, MsgStopped
 	}
 	if ce := lp.log.Check(lvl, msg); ce != nil {
-		ce.Write(zap.Int("attempts", attempts), zap.Duration("downtime", downtime), zap.Error(err))
+		write(ce, viaNotify, zap.Int("attempts", attempts), zap.Duration("downtime", downtime), zap.Error(err))
 	}
 }
 

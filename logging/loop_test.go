@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -479,5 +481,35 @@ func TestLoopConcurrentUse(t *testing.T) {
 	recovered := logs.FilterMessage(logging.MsgRecovered).Len()
 	if failing == 0 || failing != recovered {
 		t.Errorf("%d %q vs %d %q lines: want equal and > 0", failing, logging.MsgFailing, recovered, logging.MsgRecovered)
+	}
+}
+
+// Every line reports the caller that matters: the code that called a Loop
+// method, or for Notify the code that called rebound.Retry (not
+// logging/loop.go, not the retry loop inside package rebound).
+func TestLoopCaller(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := zap.New(core, zap.AddCaller())
+	_, file, line, _ := runtime.Caller(0)
+	lp := logging.NewLoop(l, "subscriber")
+	lp.Failed(1, errBoom, time.Second) // line+2
+	lp.Succeeded(2)                    // line+3
+	lp.GaveUp(3, errBoom)              // line+4
+	calls := 0
+	_ = rebound.Retry(t.Context(), rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, func(context.Context) error { // line+6
+		if calls++; calls < 2 {
+			return errBoom
+		}
+		return nil
+	}, rebound.WithNotify(logging.RetryNotify(l, "sync")))
+	want := []int{line + 2, line + 3, line + 4, line + 6, line + 6}
+	got := logs.All()
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d", len(got), len(want))
+	}
+	for i, e := range got {
+		if !e.Caller.Defined || e.Caller.File != file || e.Caller.Line != want[i] {
+			t.Errorf("%q: caller %s, want %s:%d", e.Message, e.Caller.String(), filepath.Base(file), want[i])
+		}
 	}
 }

@@ -2,8 +2,8 @@ package logging_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,216 +46,87 @@ func TestIsSensitiveKey(t *testing.T) {
 	}
 }
 
-type stringer string
-
-func (s stringer) String() string { return string(s) }
-
-// Every key form is redacted, whatever the field type; other fields pass.
-func TestRedactedKeyForms(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	l := logging.Redacted(zap.New(core))
-
-	keys := []string{"password", "Password", "secretKey", "accessKey", "token", "x-auth-token", "X-Auth-Token", "credential", "accessToken"}
-	for _, k := range keys {
-		l.Info("login", zap.String(k, secret), zap.String("user", "nacos"))
-	}
-	for i, e := range logs.TakeAll() {
-		want := map[string]any{keys[i]: logging.RedactedValue, "user": "nacos"}
-		if cm := e.ContextMap(); !reflect.DeepEqual(cm, want) {
-			t.Errorf("key %q: fields = %v, want %v", keys[i], cm, want)
+func TestScrub(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                  "",
+		"no pairs here":                     "no pairs here",
+		"user: nacos":                       "user: nacos",
+		"password: hunter2 user: nacos":     "password: [REDACTED] user: nacos",
+		"Password=hunter2":                  "Password=[REDACTED]",
+		"secretKey = 'abc', region=cn":      "secretKey = '[REDACTED]', region=cn",
+		`{"x-auth-token":"abc","n":1}`:      `{"x-auth-token":"[REDACTED]","n":1}`,
+		"GET /v1?accessToken=abc&ns=public": "GET /v1?accessToken=[REDACTED]&ns=public",
+		"credentials:<abc>":                 "credentials:<[REDACTED]>",
+		"token:(abc); next":                 "token:([REDACTED]); next",
+		// Go's %+v of a struct such as the SDK's ClientConfig.
+		"{Username:nacos Password:hunter2 AccessKey:AK SecretKey:SK Endpoint:}": "{Username:nacos Password:[REDACTED] AccessKey:[REDACTED] SecretKey:[REDACTED] Endpoint:}",
+		// User information in URLs, also inside error texts.
+		`Post "http://nacos:hunter2@10.0.0.1:8848/nacos/v1/auth/login": dial tcp: refused`: `Post "http://nacos:[REDACTED]@10.0.0.1:8848/nacos/v1/auth/login": dial tcp: refused`,
+		"etcd://root:s3cr3t@host:2379 and https://u:p@x/?password=q":                       "etcd://root:[REDACTED]@host:2379 and https://u:[REDACTED]@x/?password=[REDACTED]",
+		"no userinfo: http://host:8848/path@x":                                             "no userinfo: http://host:8848/path@x",
+	} {
+		if got := logging.Scrub(in); got != want {
+			t.Errorf("Scrub(%q) =\n  %q\nwant\n  %q", in, got, want)
 		}
 	}
+}
 
-	l.Warn("types",
-		zap.Int("token", 42),
-		zap.Stringer("password", stringer(secret)),
-		zap.ByteString("secret", []byte(secret)),
-		zap.Binary("privateKey", []byte(secret)),
-		zap.NamedError("credentials", errors.New(secret)),
-		zap.Strings("apiKeys", []string{secret}),
-		zap.Duration("tokenTTL", time.Hour),
-		zap.Skip(),
-		zap.String("host", "127.0.0.1"),
-		zap.Int("port", 8848),
-		zap.Duration("delay", time.Second),
-		zap.Strings("servers", []string{"a", "b"}),
+// What rebound itself writes: messages, error texts and string fields are
+// scrubbed; a field with a sensitive key is redacted whole.
+func TestRedactedScrubsMessagesErrorsAndStrings(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := logging.Redacted(zap.New(core)).With(zap.String("endpoint", "http://nacos:"+secret+"@host:8848"))
+	wrapped := fmt.Errorf("subscribe orders: %w", errors.New(`Get "http://host/v1?accessToken=`+secret+`": refused`))
+	l.Warn("login with password="+secret+" failed",
+		zap.Error(wrapped),
+		zap.NamedError("cause", errors.New("auth nacos:"+secret+"@host")),
+		zap.String("dsn", "mysql://root:"+secret+"@db/x"),
+		zap.String("password", secret),
+		zap.String("user", "nacos"),
+		zap.Int("attempt", 3),
 	)
-	want := map[string]any{
-		"token": logging.RedactedValue, "password": logging.RedactedValue, "secret": logging.RedactedValue,
-		"privateKey": logging.RedactedValue, "credentials": logging.RedactedValue, "apiKeys": logging.RedactedValue,
-		"tokenTTL": logging.RedactedValue,
-		"host":     "127.0.0.1", "port": int64(8848), "delay": time.Second, "servers": []any{"a", "b"},
-	}
-	if cm := logs.TakeAll()[0].ContextMap(); !reflect.DeepEqual(cm, want) {
-		t.Errorf("fields =\n  %#v\nwant\n  %#v", cm, want)
-	}
-}
-
-// The caller's field slice is never modified.
-func TestRedactedDoesNotModifyCallerFields(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	l := logging.Redacted(zap.New(core))
-	fs := []zap.Field{zap.String("token", secret), zap.String("user", "u")}
-	l.Info("m", fs...)
-	if fs[0].String != secret {
-		t.Errorf("caller's field was modified: %v", fs[0])
-	}
-	if got := logs.All()[0].ContextMap()["token"]; got != logging.RedactedValue {
-		t.Errorf("token = %v, want redacted", got)
-	}
-}
-
-type credentials struct {
-	User      string `json:"user"`
-	Password  string `json:"password"`
-	AccessKey string
-}
-
-type loginObject struct {
-	user, password string
-	nested         *loginObject
-}
-
-func (o loginObject) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("user", o.user)
-	enc.AddString("password", o.password)
-	enc.AddInt("tokenCount", 3)
-	if err := enc.AddReflected("headers", map[string]string{"X-Auth-Token": o.password, "Accept": "json"}); err != nil {
-		return err
-	}
-	if o.nested != nil {
-		if err := enc.AddObject("nested", o.nested); err != nil {
-			return err
-		}
-	}
-	enc.OpenNamespace("secrets")
-	enc.AddString("anything", o.password)
-	return nil
-}
-
-func TestRedactedNested(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	l := logging.Redacted(zap.New(core))
-
-	obj := loginObject{user: "nacos", password: secret, nested: &loginObject{user: "inner", password: secret}}
-	plainMap := map[string]string{"Accept": "json"}
-	l.Info("nested",
-		zap.Object("login", obj),
-		zap.Dict("db", zap.String("host", "db1"), zap.String("password", secret), zap.Dict("tls", zap.String("privateKey", secret))),
-		zap.Objects("logins", []loginObject{{user: "a", password: secret}}),
-		zap.Inline(zapcore.ObjectMarshalerFunc(func(enc zapcore.ObjectEncoder) error {
-			enc.AddString("inlineToken", secret)
-			enc.AddString("inlineUser", "u")
-			return nil
-		})),
-		zap.Any("params", map[string]any{
-			"serviceName": "orders",
-			"accessToken": secret,
-			"meta":        map[string]any{"secretKey": secret, "zone": "a"},
-			"list":        []any{map[string]any{"password": secret, "n": 1}},
-		}),
-		zap.Any("creds", credentials{User: "nacos", Password: secret, AccessKey: secret}),
-		zap.Any("credPtrs", []*credentials{{User: "x", Password: secret}}),
-		zap.Any("plain", plainMap),
-		zap.Any("nums", []int{1, 2}),
-	)
-
-	redactedHeaders := map[string]any{"Accept": "json", "X-Auth-Token": logging.RedactedValue}
-	innerLogin := map[string]any{
-		"user": "inner", "password": logging.RedactedValue, "tokenCount": logging.RedactedValue,
-		"headers": redactedHeaders, "secrets": map[string]any{"anything": logging.RedactedValue},
-	}
-	want := map[string]any{
-		"login": map[string]any{
-			"user": "nacos", "password": logging.RedactedValue, "tokenCount": logging.RedactedValue,
-			"headers": redactedHeaders, "nested": innerLogin,
-			"secrets": map[string]any{"anything": logging.RedactedValue},
-		},
-		"db": map[string]any{"host": "db1", "password": logging.RedactedValue, "tls": map[string]any{"privateKey": logging.RedactedValue}},
-		"logins": []any{map[string]any{
-			"user": "a", "password": logging.RedactedValue, "tokenCount": logging.RedactedValue,
-			"headers": redactedHeaders, "secrets": map[string]any{"anything": logging.RedactedValue},
-		}},
-		"inlineToken": logging.RedactedValue,
-		"inlineUser":  "u",
-		"params": map[string]any{
-			"serviceName": "orders", "accessToken": logging.RedactedValue,
-			"meta": map[string]any{"secretKey": logging.RedactedValue, "zone": "a"},
-			"list": []any{map[string]any{"password": logging.RedactedValue, "n": json.Number("1")}},
-		},
-		"creds":    map[string]any{"user": "nacos", "password": logging.RedactedValue, "AccessKey": logging.RedactedValue},
-		"credPtrs": []any{map[string]any{"user": "x", "password": logging.RedactedValue, "AccessKey": logging.RedactedValue}},
-		"plain":    plainMap, // nothing sensitive: the original value, type and all
-		"nums":     []any{1, 2},
-	}
-	got := logs.TakeAll()[0].ContextMap()
-	for k, w := range want {
-		if !reflect.DeepEqual(got[k], w) {
-			t.Errorf("%s =\n  %#v\nwant\n  %#v", k, got[k], w)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("got fields %v, want %d of them", got, len(want))
-	}
-}
-
-func TestRedactedNamespaceAndWith(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	l := logging.Redacted(zap.New(core))
-
-	l.Info("ns", zap.String("user", "u"), zap.Namespace("credentials"), zap.String("name", "n"), zap.Int("id", 1))
-	want := map[string]any{"user": "u", "credentials": map[string]any{"name": logging.RedactedValue, "id": logging.RedactedValue}}
-	if cm := logs.TakeAll()[0].ContextMap(); !reflect.DeepEqual(cm, want) {
-		t.Errorf("fields = %#v, want %#v", cm, want)
-	}
-
-	// With: redacted once, at With; a sensitive namespace opened by With
-	// covers every later field.
-	wl := l.With(zap.String("accessKey", secret), zap.String("namespaceId", "public"))
-	wl.Info("with", zap.String("secretKey", secret), zap.String("group", "g"))
-	want = map[string]any{"accessKey": logging.RedactedValue, "namespaceId": "public", "secretKey": logging.RedactedValue, "group": "g"}
-	if cm := logs.TakeAll()[0].ContextMap(); !reflect.DeepEqual(cm, want) {
-		t.Errorf("fields = %#v, want %#v", cm, want)
-	}
-	nl := l.With(zap.Namespace("auth_token")).With(zap.String("a", "1"))
-	nl.Info("ns with", zap.String("b", "2"))
-	want = map[string]any{"auth_token": map[string]any{"a": logging.RedactedValue, "b": logging.RedactedValue}}
-	if cm := logs.TakeAll()[0].ContextMap(); !reflect.DeepEqual(cm, want) {
-		t.Errorf("fields = %#v, want %#v", cm, want)
-	}
-}
-
-// End to end through zap's real JSON encoder: the secret appears nowhere
-// in the output, and the normal fields are intact.
-func TestRedactedJSONOutput(t *testing.T) {
+	e := logs.TakeAll()[0]
 	var buf bytes.Buffer
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	l := logging.Redacted(zap.New(zapcore.NewCore(enc, zapcore.AddSync(&buf), zapcore.DebugLevel)))
-	l = l.With(zap.String("password", secret), zap.String("component", "nacos"))
-	l.Info("connect",
-		zap.String("X-Auth-Token", secret),
-		zap.Object("login", loginObject{user: "nacos", password: secret}),
-		zap.Any("params", map[string]any{"accessToken": secret, "serviceName": "orders"}),
-		zap.Any("creds", &credentials{User: "nacos", Password: secret, AccessKey: secret}),
-		zap.Namespace("secret"), zap.String("x", secret),
-	)
-	out := buf.String()
-	if strings.Contains(out, secret) {
-		t.Fatalf("output contains the secret: %s", out)
+	out, err := enc.EncodeEntry(e.Entry, e.Context)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
-		t.Fatalf("output is not JSON: %v: %s", err, out)
+	buf.Write(out.Bytes())
+	if strings.Contains(buf.String(), secret) {
+		t.Errorf("the secret reached the output: %s", buf.String())
 	}
-	if m["component"] != "nacos" || m["msg"] != "connect" || m["password"] != logging.RedactedValue ||
-		m["X-Auth-Token"] != logging.RedactedValue {
-		t.Errorf("unexpected output: %s", out)
+	cm := e.ContextMap()
+	want := map[string]any{
+		"endpoint": "http://nacos:[REDACTED]@host:8848",
+		"error":    `subscribe orders: Get "http://host/v1?accessToken=[REDACTED]": refused`,
+		"cause":    "auth nacos:[REDACTED]@host",
+		"dsn":      "mysql://root:[REDACTED]@db/x",
+		"password": logging.RedactedValue,
+		"user":     "nacos",
+		"attempt":  int64(3),
 	}
-	if p := m["params"].(map[string]any); p["serviceName"] != "orders" || p["accessToken"] != logging.RedactedValue {
-		t.Errorf("params = %v", p)
+	if !reflect.DeepEqual(cm, want) {
+		t.Errorf("fields =\n  %#v\nwant\n  %#v", cm, want)
 	}
-	if n := strings.Count(out, logging.RedactedValue); n != 10 {
-		t.Errorf("%d redactions, want 10: %s", n, out)
+	if e.Message != "login with password=[REDACTED] failed" {
+		t.Errorf("message = %q", e.Message)
+	}
+}
+
+// An error without a credential keeps its type (and so zap's errorVerbose).
+func TestRedactedKeepsCleanErrors(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	l := logging.Redacted(zap.New(core))
+	errClean := errors.New("registry unreachable")
+	fs := []zap.Field{zap.Error(errClean), zap.String("key", "orders")}
+	l.Info("x", fs...)
+	got := logs.TakeAll()[0].Context
+	if got[0].Type != zapcore.ErrorType || got[0].Interface != errClean {
+		t.Errorf("clean error became %v", got[0])
+	}
+	if fs[0].Type != zapcore.ErrorType {
+		t.Error("the caller's fields were modified")
 	}
 }
 
@@ -324,85 +195,4 @@ func TestRedactCoreNilAndIdempotent(t *testing.T) {
 		t.Error("Redacted wrapped a redacted logger again")
 	}
 	l.Info("through zaptest", zap.String("password", secret)) // shows in -v output as [REDACTED]
-}
-
-// everyType adds one value of every ObjectEncoder type under key+suffix.
-type everyType struct{ key string }
-
-func (o everyType) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	k := o.key
-	enc.AddBinary(k+"Binary", []byte("b"))
-	enc.AddByteString(k+"ByteString", []byte("bs"))
-	enc.AddBool(k+"Bool", true)
-	enc.AddComplex128(k+"Complex128", 1)
-	enc.AddComplex64(k+"Complex64", 1)
-	enc.AddDuration(k+"Duration", time.Second)
-	enc.AddFloat64(k+"Float64", 1.5)
-	enc.AddFloat32(k+"Float32", 1.5)
-	enc.AddInt(k+"Int", 1)
-	enc.AddInt64(k+"Int64", 1)
-	enc.AddInt32(k+"Int32", 1)
-	enc.AddInt16(k+"Int16", 1)
-	enc.AddInt8(k+"Int8", 1)
-	enc.AddString(k+"String", "s")
-	enc.AddTime(k+"Time", time.Unix(0, 0).UTC())
-	enc.AddUint(k+"Uint", 1)
-	enc.AddUint64(k+"Uint64", 1)
-	enc.AddUint32(k+"Uint32", 1)
-	enc.AddUint16(k+"Uint16", 1)
-	enc.AddUint8(k+"Uint8", 1)
-	enc.AddUintptr(k+"Uintptr", 1)
-	if err := enc.AddArray(k+"Array", zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
-		if err := ae.AppendObject(zapcore.ObjectMarshalerFunc(func(oe zapcore.ObjectEncoder) error {
-			oe.AddString("secret", "s")
-			return nil
-		})); err != nil {
-			return err
-		}
-		if err := ae.AppendArray(zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
-			return ae.AppendReflected(map[string]string{"password": "p", "n": "1"})
-		})); err != nil {
-			return err
-		}
-		ae.AppendString("plain")
-		return nil
-	})); err != nil {
-		return err
-	}
-	return enc.AddObject(k+"Object", zapcore.ObjectMarshalerFunc(func(oe zapcore.ObjectEncoder) error {
-		oe.AddString("user", "u")
-		return nil
-	}))
-}
-
-func TestRedactedEveryEncoderMethod(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	l := logging.Redacted(zap.New(core))
-	l.Info("all types", zap.Object("normal", everyType{key: "k"}), zap.Object("sensitive", everyType{key: "token"}))
-	cm := logs.All()[0].ContextMap()
-	normal, sensitive := cm["normal"].(map[string]any), cm["sensitive"].(map[string]any)
-	if len(normal) != 23 || len(sensitive) != 23 {
-		t.Fatalf("got %d and %d keys, want 23: %v", len(normal), len(sensitive), cm)
-	}
-	for k, v := range sensitive {
-		if v != logging.RedactedValue {
-			t.Errorf("sensitive.%s = %#v, want redacted", k, v)
-		}
-	}
-	for k, v := range normal {
-		if v == logging.RedactedValue {
-			t.Errorf("normal.%s redacted", k)
-		}
-	}
-	wantArray := []any{
-		map[string]any{"secret": logging.RedactedValue},
-		[]any{map[string]any{"password": logging.RedactedValue, "n": "1"}},
-		"plain",
-	}
-	if !reflect.DeepEqual(normal["kArray"], wantArray) {
-		t.Errorf("kArray = %#v, want %#v", normal["kArray"], wantArray)
-	}
-	if !reflect.DeepEqual(normal["kObject"], map[string]any{"user": "u"}) || normal["kInt"] != 1 || normal["kString"] != "s" {
-		t.Errorf("normal values changed: %v", normal)
-	}
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
-	"go.uber.org/zap/zapcore"
 
-	"github.com/rebound-go/rebound/logging"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacoslog"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
 
@@ -297,7 +296,7 @@ func (s *scenario) newClients(ctx context.Context, n int) ([]naming_client.INami
 	wg.Wait()
 	// Every NewNamingClient points the SDK's global logger at a file;
 	// discard what it logs from now on (its log is not what is measured).
-	logging.InstallNacosLogger(nil, zapcore.InfoLevel)
+	_ = nacoslog.Install(nil) // a nil logger discards; no option can fail
 	s.mu.Lock()
 	for _, c := range out {
 		if c != nil {

@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/rebound-go/rebound/logging"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacoslog"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
 
@@ -29,7 +29,7 @@ type registry struct {
 	sdkLevel zapcore.Level // zapcore.InvalidLevel: discard the SDK's log
 
 	// mu serializes client creation: clients.NewNamingClient replaces the
-	// SDK's process-wide logger, which logging.InstallNacosLogger then
+	// SDK's process-wide logger, which nacoslog.Install then
 	// points back at ours.
 	mu      sync.Mutex
 	clients int
@@ -90,9 +90,9 @@ func (r *registry) newClient(name string) (naming_client.INamingClient, error) {
 		ServerConfigs: []constant.ServerConfig{r.server},
 	})
 	if r.sdkLevel == zapcore.InvalidLevel {
-		logging.InstallNacosLogger(nil, zapcore.FatalLevel) // discard
-	} else {
-		logging.InstallNacosLogger(r.log.Named("nacos-sdk"), r.sdkLevel)
+		_ = nacoslog.Install(nil) // discard
+	} else if lerr := nacoslog.Install(r.log.Named("nacos-sdk"), nacoslog.WithLevel(r.sdkLevel)); lerr != nil && err == nil {
+		err = lerr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("naming client %s: %w", name, err)
