@@ -1,0 +1,95 @@
+package reboundgrpc
+
+import (
+	"maps"
+	"math"
+	"net"
+	"strconv"
+
+	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/resolver"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// WeightScale converts a registry weight (a float, 1.0 by default in Nacos)
+// into the integer weight grpc-go's balancers read
+// (experimental/balancer/weight: ring_hash and pick_first's weighted
+// shuffling): round(Weight * WeightScale), at least 1. A registry weight of
+// 0.5 becomes 50, 1 becomes 100.
+const WeightScale = 100
+
+type instanceKey struct{}
+
+// instanceAttr carries an Instance in attributes; Equal makes attribute
+// comparison (which grpc-go does to detect changes) work on its map field.
+type instanceAttr struct{ in subscriber.Instance }
+
+func (a instanceAttr) Equal(o any) bool {
+	b, ok := o.(instanceAttr)
+	if !ok {
+		return false
+	}
+	x, y := a.in, b.in
+	return x.ID == y.ID && x.IP == y.IP && x.Port == y.Port && x.Weight == y.Weight &&
+		x.Healthy == y.Healthy && x.Enabled == y.Enabled && x.Ephemeral == y.Ephemeral &&
+		x.Cluster == y.Cluster && maps.Equal(x.Metadata, y.Metadata)
+}
+
+// InstanceFromEndpoint returns the registry instance an endpoint was made
+// from (its ID, cluster, weight, flags and metadata), for balancers and
+// interceptors. It reports false for an endpoint this package did not
+// produce. The Metadata map is shared: do not modify it.
+func InstanceFromEndpoint(ep resolver.Endpoint) (subscriber.Instance, bool) {
+	a, ok := ep.Attributes.Value(instanceKey{}).(instanceAttr)
+	return a.in, ok
+}
+
+// InstanceFromAddress returns the registry instance an address was made
+// from; the resolver puts it in the address's BalancerAttributes (which do
+// not affect how grpc-go identifies sub-connections, so a metadata change
+// does not reconnect). It reports false for an address this package did not
+// produce.
+func InstanceFromAddress(addr resolver.Address) (subscriber.Instance, bool) {
+	a, ok := addr.BalancerAttributes.Value(instanceKey{}).(instanceAttr)
+	return a.in, ok
+}
+
+// scaledWeight returns the grpc-go weight of a registry weight.
+func scaledWeight(w float64) uint32 {
+	if !(w > 0) { // also NaN
+		return 1
+	}
+	s := math.Round(w * WeightScale)
+	if s >= math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return max(uint32(s), 1)
+}
+
+// endpoints converts a list into the endpoints and addresses of a
+// resolver.State, keeping the instances keep admits and have an address.
+func endpoints(list []subscriber.Instance, keep func(subscriber.Instance) bool) (resolver.State, int) {
+	var st resolver.State
+	filtered := 0
+	for _, in := range list {
+		if in.IP == "" || in.Port == 0 || in.Port > math.MaxUint16 || !keep(in) {
+			filtered++
+			continue
+		}
+		attr := instanceAttr{in}
+		addr := resolver.Address{
+			Addr:               net.JoinHostPort(in.IP, strconv.FormatUint(in.Port, 10)),
+			BalancerAttributes: attributes.New(instanceKey{}, attr),
+		}
+		ep := resolver.Endpoint{
+			Addresses:  []resolver.Address{addr},
+			Attributes: attributes.New(instanceKey{}, attr),
+		}
+		ep = weight.Set(ep, weight.EndpointInfo{Weight: scaledWeight(in.Weight)})
+		st.Endpoints = append(st.Endpoints, ep)
+		st.Addresses = append(st.Addresses, addr)
+	}
+	return st, filtered
+}

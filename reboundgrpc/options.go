@@ -1,0 +1,176 @@
+package reboundgrpc
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// Defaults of a Builder.
+const (
+	// DefaultScheme is the scheme of a Builder without WithScheme.
+	DefaultScheme = "rebound"
+
+	// DefaultLinger is how long a shared subscription outlives its last
+	// resolver (see WithLinger).
+	DefaultLinger = 30 * time.Second
+
+	// DefaultResolveNowInterval is the least time between two
+	// re-confirmations of one subscription asked for by ResolveNow (see
+	// WithResolveNowInterval).
+	DefaultResolveNowInterval = 5 * time.Second
+
+	// DefaultUnresolvedReport is when a ClientConn that has no address yet
+	// first hears the registry's error (see WithUnresolvedReport).
+	DefaultUnresolvedReport = time.Second
+)
+
+// DefaultFilter is the instance filter of a Builder without WithFilter: it
+// keeps instances that are both Healthy and Enabled.
+func DefaultFilter(in subscriber.Instance) bool { return in.Healthy && in.Enabled }
+
+// An Option configures NewBuilder.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	scheme     string
+	linger     time.Duration
+	filter     func(subscriber.Instance) bool
+	policy     rebound.Policy
+	rnInterval time.Duration
+	unresolved time.Duration
+	log        *zap.Logger
+	errs       []error
+}
+
+func (o *options) bad(fn, arg, reason string) {
+	o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundgrpc." + fn, Arg: arg, Reason: reason})
+}
+
+// WithScheme sets the target scheme the Builder answers to. Default:
+// DefaultScheme ("rebound"). It must be a valid URL scheme (a letter, then
+// letters, digits, '+', '-' or '.'); grpc-go lower-cases schemes, so it must
+// be lower case.
+func WithScheme(s string) Option {
+	return optionFunc(func(o *options) {
+		if !validScheme(s) {
+			o.bad("WithScheme", "s", "must be a lower-case URL scheme (a letter, then letters, digits, '+', '-' or '.')")
+			return
+		}
+		o.scheme = s
+	})
+}
+
+func validScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// WithLinger sets how long a subscription stays after the last resolver
+// using it is closed (a ClientConn closed or gone idle), so that a resolver
+// built again within d (the ClientConn leaving idle mode, a new ClientConn
+// to the same target) gets the last list at once and costs the registry
+// nothing. Default: DefaultLinger (30 s). 0 unsubscribes as soon as the
+// last resolver is closed. d must not be negative.
+func WithLinger(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < 0 {
+			o.bad("WithLinger", "d", "must not be negative (0 unsubscribes at once)")
+			return
+		}
+		o.linger = d
+	})
+}
+
+// WithFilter sets which instances reach the ClientConn. Default:
+// DefaultFilter (Healthy and Enabled). A nil keep admits every instance.
+// keep is called from the subscription's delivery goroutine, once per
+// instance per list, and must not block.
+func WithFilter(keep func(subscriber.Instance) bool) Option {
+	return optionFunc(func(o *options) {
+		if keep == nil {
+			keep = func(subscriber.Instance) bool { return true }
+		}
+		o.filter = keep
+	})
+}
+
+// WithPolicy sets the backoff with which a resolver sends a state again
+// after the ClientConn rejected it (UpdateState returned an error). Default:
+// the zero rebound.Policy (full jitter, 1 s doubling to 30 s). The retries
+// never give up while the resolver lives: p must be valid and leave
+// MaxAttempts and MaxElapsed zero. A newer list replaces the one being
+// retried at once.
+func WithPolicy(p rebound.Policy) Option {
+	return optionFunc(func(o *options) {
+		if err := p.Validate(); err != nil {
+			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundgrpc.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
+			return
+		}
+		if p.MaxAttempts != 0 || p.MaxElapsed != 0 {
+			o.bad("WithPolicy", "p", "must leave MaxAttempts and MaxElapsed 0: a resolver retries until it is closed")
+			return
+		}
+		o.policy = p
+	})
+}
+
+// WithResolveNowInterval sets the least time between two re-confirmations
+// of one subscription that ResolveNow asks for. ResolveNow calls of every
+// ClientConn sharing the subscription are coalesced: the first one after a
+// quiet interval is served at once, the others in the interval are served
+// by one re-confirmation at its end. Default: DefaultResolveNowInterval
+// (5 s). d must be positive.
+func WithResolveNowInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.bad("WithResolveNowInterval", "d", "must be > 0")
+			return
+		}
+		o.rnInterval = d
+	})
+}
+
+// WithUnresolvedReport sets when a ClientConn that has received no address
+// yet (the registry is slow or down at Build) hears the subscription's last
+// error through ReportError, so that fail-fast RPCs fail with Unavailable
+// instead of waiting for their deadline; RPCs with grpc.WaitForReady(true)
+// keep waiting. The check repeats with doubling intervals (capped at 30 s)
+// until the first list arrives. Default: DefaultUnresolvedReport (1 s).
+// 0 never reports (every RPC waits for the first list or its deadline). d
+// must not be negative.
+func WithUnresolvedReport(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < 0 {
+			o.bad("WithUnresolvedReport", "d", "must not be negative (0 never reports)")
+			return
+		}
+		o.unresolved = d
+	})
+}
+
+// WithLogger sets the logger (Info for subscriptions started and stopped,
+// Warn for rejected states, Debug for each state sent). Default: none. The
+// global zap logger is never used.
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(o *options) { o.log = l })
+}
