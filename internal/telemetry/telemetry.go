@@ -1,0 +1,361 @@
+// Package telemetry holds rebound's OpenTelemetry instruments: the one
+// table of names, units and attributes, and the small recorders the public
+// packages embed behind their WithMeterProvider options.
+//
+// Nothing here is global and nothing runs in init(): every recorder is
+// built from the metric.MeterProvider its owner was given, and a nil
+// provider yields a nil recorder whose methods do nothing (the default,
+// no-op path costs a nil check).
+//
+// Counts on hot paths (retry attempts, failback outcomes) are kept in
+// atomics and reported by an observable counter's callback when the
+// reader collects, so recording costs one atomic add and no allocation,
+// whatever the SDK.
+//
+// # Instruments
+//
+// Meter (instrumentation scope): "github.com/rebound-go/rebound".
+//
+//	name                                 kind                    unit            attributes
+//	rebound.retry.attempts               counter (observable)    {attempt}       outcome=success|retry|gave_up, component
+//	rebound.retry.delay                  histogram               s               component
+//	rebound.limiter.wait                 histogram               s               component
+//	rebound.subscriber.subscriptions     gauge (observable)      {subscription}  state=pending|subscribed|retrying|stopped
+//	rebound.subscriber.updates           counter                 {update}        result=delivered|duplicate|empty_held|stale
+//	rebound.subscriber.confirmations     counter                 {confirmation}  reason
+//	rebound.subscriber.registry.connected gauge (observable)     1               (none): 1 connected, 0 not
+//	rebound.failback.queue               gauge (observable)      {call}          (none): calls waiting for a retry
+//	rebound.failback.calls               counter (observable)    {call}          outcome=succeeded|gave_up|dropped
+//
+// The failback instruments are read from failback.Invoker.Stats when the
+// reader collects: they cost the call path nothing.
+//
+// rebound.retry.attempts counts every attempt a retry loop made: success
+// (the attempt succeeded), retry (it failed and another follows after
+// rebound.retry.delay), gave_up (it failed and the loop stopped: a
+// permanent error, the policy exhausted or the context done).
+// rebound.limiter.wait is the time an attempt waited for the shared
+// limiter on top of the delay. component names the loop's owner
+// ("subscriber", "failback", "etcd.register", or what the user set); it is
+// omitted when empty.
+package telemetry
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// ScopeName is the instrumentation scope of every rebound instrument.
+const ScopeName = "github.com/rebound-go/rebound"
+
+// Instrument names.
+const (
+	RetryAttempts           = "rebound.retry.attempts"
+	RetryDelay              = "rebound.retry.delay"
+	LimiterWait             = "rebound.limiter.wait"
+	SubscriberSubscriptions = "rebound.subscriber.subscriptions"
+	SubscriberUpdates       = "rebound.subscriber.updates"
+	SubscriberConfirmations = "rebound.subscriber.confirmations"
+	SubscriberConnected     = "rebound.subscriber.registry.connected"
+	FailbackQueue           = "rebound.failback.queue"
+	FailbackCalls           = "rebound.failback.calls"
+)
+
+// delayBuckets are the histogram boundaries of delays and waits, in
+// seconds: from 1 ms to 5 min.
+var delayBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func meter(mp metric.MeterProvider) metric.Meter { return mp.Meter(ScopeName) }
+
+// Outcome of a retry attempt.
+type Outcome int
+
+// Retry attempt outcomes.
+const (
+	OutcomeSuccess Outcome = iota
+	OutcomeRetry
+	OutcomeGaveUp
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"success", "retry", "gave_up"}
+
+// Retry records a retry loop's attempts, delays and limiter waits. A nil
+// *Retry records nothing. Safe for concurrent use.
+type Retry struct {
+	attempts [numOutcomes]atomic.Int64
+	delay    metric.Float64Histogram
+	wait     metric.Float64Histogram
+	opts     []metric.RecordOption // the component attribute, or none
+	reg      metric.Registration
+}
+
+// NewRetry returns a Retry on mp's rebound meter, its measurements carrying
+// component (omitted if empty). A nil mp returns nil, nil.
+func NewRetry(mp metric.MeterProvider, component string) (*Retry, error) {
+	if mp == nil {
+		return nil, nil
+	}
+	m := meter(mp)
+	r := &Retry{}
+	var comp []attribute.KeyValue
+	if component != "" {
+		comp = []attribute.KeyValue{attribute.String("component", component)}
+		r.opts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(comp...))}
+	}
+	var err error
+	if r.delay, err = m.Float64Histogram(RetryDelay, metric.WithUnit("s"),
+		metric.WithDescription("Delay before the next attempt of a retry loop."),
+		metric.WithExplicitBucketBoundaries(delayBuckets...)); err != nil {
+		return nil, err
+	}
+	if r.wait, err = m.Float64Histogram(LimiterWait, metric.WithUnit("s"),
+		metric.WithDescription("Time an attempt waited for the shared retry limiter, on top of its delay."),
+		metric.WithExplicitBucketBoundaries(delayBuckets...)); err != nil {
+		return nil, err
+	}
+	attempts, err := m.Int64ObservableCounter(RetryAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts made by retry loops, by outcome: success, retry (another attempt follows), gave_up (the loop stopped)."))
+	if err != nil {
+		return nil, err
+	}
+	var obs [numOutcomes]metric.ObserveOption
+	for o := range numOutcomes {
+		obs[o] = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{
+			attribute.String("outcome", outcomeNames[o])}, comp...)...))
+	}
+	r.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i := range numOutcomes {
+			o.ObserveInt64(attempts, r.attempts[i].Load(), obs[i])
+		}
+		return nil
+	}, attempts)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Attempt counts one attempt with outcome o.
+func (r *Retry) Attempt(o Outcome) {
+	if r != nil {
+		r.attempts[o].Add(1)
+	}
+}
+
+// Delay records the delay before the next attempt.
+func (r *Retry) Delay(ctx context.Context, d time.Duration) {
+	if r != nil {
+		r.delay.Record(ctx, d.Seconds(), r.opts...)
+	}
+}
+
+// LimiterWait records a wait for the shared limiter.
+func (r *Retry) LimiterWait(ctx context.Context, d time.Duration) {
+	if r != nil {
+		r.wait.Record(ctx, d.Seconds(), r.opts...)
+	}
+}
+
+// Close unregisters the callback of rebound.retry.attempts.
+func (r *Retry) Close() error {
+	if r == nil || r.reg == nil {
+		return nil
+	}
+	return r.reg.Unregister()
+}
+
+// Subscription states, in the order of subscriber.State (pending = 1).
+var stateNames = [...]string{"pending", "subscribed", "retrying", "stopped"}
+
+// Subscriber records a subscriber.Manager's instruments. A nil *Subscriber
+// records nothing. Safe for concurrent use.
+type Subscriber struct {
+	states    [len(stateNames)]atomic.Int64
+	connected atomic.Int64 // 1 connected, 0 not; -1 unknown (no monitor): not reported
+	updates   metric.Int64Counter
+	updOpts   [numUpdates][]metric.AddOption
+	confirms  metric.Int64Counter
+	reasons   sync.Map // reason string -> []metric.AddOption
+	reg       metric.Registration
+}
+
+// Update results.
+type Update int
+
+// Results of an update pushed by the registry.
+const (
+	UpdateDelivered Update = iota // passed to the listener
+	UpdateDuplicate               // same list as the last one: dropped
+	UpdateEmptyHeld               // an empty list held back (last-known-good kept)
+	UpdateStale                   // older than what was delivered: dropped
+	numUpdates
+)
+
+var updateNames = [numUpdates]string{"delivered", "duplicate", "empty_held", "stale"}
+
+// NewSubscriber returns a Subscriber on mp's rebound meter. A nil mp
+// returns nil, nil. The connection gauge is reported only after the first
+// Connected call.
+func NewSubscriber(mp metric.MeterProvider) (*Subscriber, error) {
+	if mp == nil {
+		return nil, nil
+	}
+	m := meter(mp)
+	s := &Subscriber{}
+	s.connected.Store(-1)
+	var err error
+	if s.updates, err = m.Int64Counter(SubscriberUpdates, metric.WithUnit("{update}"),
+		metric.WithDescription("Instance lists the registry sent, by result: delivered, duplicate, empty_held, stale.")); err != nil {
+		return nil, err
+	}
+	for u := range numUpdates {
+		s.updOpts[u] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", updateNames[u])))}
+	}
+	if s.confirms, err = m.Int64Counter(SubscriberConfirmations, metric.WithUnit("{confirmation}"),
+		metric.WithDescription("Evidence that the registry holds a subscription, by reason.")); err != nil {
+		return nil, err
+	}
+	subs, err := m.Int64ObservableGauge(SubscriberSubscriptions, metric.WithUnit("{subscription}"),
+		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, stopped."))
+	if err != nil {
+		return nil, err
+	}
+	conn, err := m.Int64ObservableGauge(SubscriberConnected, metric.WithUnit("1"),
+		metric.WithDescription("1 while the registry client reports a connection, 0 while it does not."))
+	if err != nil {
+		return nil, err
+	}
+	var obs [len(stateNames)]metric.ObserveOption
+	for i, n := range stateNames {
+		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", n)))
+	}
+	s.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i := range stateNames {
+			o.ObserveInt64(subs, s.states[i].Load(), obs[i])
+		}
+		if c := s.connected.Load(); c >= 0 {
+			o.ObserveInt64(conn, c)
+		}
+		return nil
+	}, subs, conn)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// StateChange moves one subscription from state from to state to (the
+// subscriber.State values: 1 pending ... 4 stopped; 0 for "none", when a
+// subscription starts or is removed).
+func (s *Subscriber) StateChange(from, to int) {
+	if s == nil {
+		return
+	}
+	if from >= 1 && from <= len(stateNames) {
+		s.states[from-1].Add(-1)
+	}
+	if to >= 1 && to <= len(stateNames) {
+		s.states[to-1].Add(1)
+	}
+}
+
+// Updated counts one update with result u.
+func (s *Subscriber) Updated(ctx context.Context, u Update) {
+	if s != nil {
+		s.updates.Add(ctx, 1, s.updOpts[u]...)
+	}
+}
+
+// Confirmed counts one confirmation with reason.
+func (s *Subscriber) Confirmed(ctx context.Context, reason string) {
+	if s == nil {
+		return
+	}
+	opts, ok := s.reasons.Load(reason)
+	if !ok {
+		opts, _ = s.reasons.LoadOrStore(reason,
+			[]metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reason)))})
+	}
+	s.confirms.Add(ctx, 1, opts.([]metric.AddOption)...)
+}
+
+// Connected records the registry connection state.
+func (s *Subscriber) Connected(up bool) {
+	if s == nil {
+		return
+	}
+	var v int64
+	if up {
+		v = 1
+	}
+	s.connected.Store(v)
+}
+
+// Close unregisters the callbacks.
+func (s *Subscriber) Close() error {
+	if s == nil || s.reg == nil {
+		return nil
+	}
+	return s.reg.Unregister()
+}
+
+// FailbackStats is what a failback.Invoker reports when the reader
+// collects: its queue and its running totals of ended calls.
+type FailbackStats struct {
+	Queue                      int64
+	Succeeded, GaveUp, Dropped int64
+}
+
+// Failback reports a failback.Invoker's instruments, all observable: the
+// call path records nothing. A nil *Failback does nothing.
+type Failback struct{ reg metric.Registration }
+
+// NewFailback registers rebound.failback.queue and rebound.failback.calls
+// on mp's rebound meter; stats is called (concurrently with the Invoker's
+// work) each time the reader collects. A nil mp returns nil, nil.
+func NewFailback(mp metric.MeterProvider, stats func() FailbackStats) (*Failback, error) {
+	if mp == nil {
+		return nil, nil
+	}
+	m := meter(mp)
+	q, err := m.Int64ObservableGauge(FailbackQueue, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls waiting for a retry (queued or running)."))
+	if err != nil {
+		return nil, err
+	}
+	calls, err := m.Int64ObservableCounter(FailbackCalls, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls handed to the background that ended, by outcome: succeeded, gave_up, dropped."))
+	if err != nil {
+		return nil, err
+	}
+	var obs [3]metric.ObserveOption
+	for i, n := range []string{"succeeded", "gave_up", "dropped"} {
+		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", n)))
+	}
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := stats()
+		o.ObserveInt64(q, st.Queue)
+		o.ObserveInt64(calls, st.Succeeded, obs[0])
+		o.ObserveInt64(calls, st.GaveUp, obs[1])
+		o.ObserveInt64(calls, st.Dropped, obs[2])
+		return nil
+	}, q, calls)
+	if err != nil {
+		return nil, err
+	}
+	return &Failback{reg: reg}, nil
+}
+
+// Close unregisters the callback.
+func (f *Failback) Close() error {
+	if f == nil || f.reg == nil {
+		return nil
+	}
+	return f.reg.Unregister()
+}
