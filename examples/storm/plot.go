@@ -5,7 +5,6 @@ import (
 	"image/color"
 	"math"
 	"os"
-	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -18,8 +17,6 @@ import (
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
-const limiterSuffix = "+limiter"
-
 var (
 	retryColor    = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff} // blue
 	capacityColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff} // red
@@ -27,12 +24,12 @@ var (
 )
 
 // writePNG draws the retries per 100 ms window over time, one panel per
-// strategy: strategies without a limiter in the left column, the same with
-// the shared limiter on the right. Every panel has the same axes: x from 0
-// to span (0 means up to the last event of any strategy), y on a log(1+y)
-// scale so that empty windows (0) can be drawn next to a 1,000-call spike.
-func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Result) error {
-	if len(results) == 0 {
+// strategy (rows) and scenario (columns). Every panel has the same axes: x
+// from 0 to span (0 means up to the last event of any run), y on a
+// log(1+y) scale so that empty windows (0) can be drawn next to a spike of
+// thousands.
+func writePNG(path string, scenarios []sim.Config, span time.Duration, results [][]sim.Result) error {
+	if len(results) == 0 || len(results[0]) == 0 {
 		return fmt.Errorf("no strategy to plot")
 	}
 	// Create the file first: a bad path fails before the rendering work.
@@ -41,28 +38,29 @@ func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Res
 		return err
 	}
 	if span == 0 {
-		for _, r := range results {
-			span = max(span, r.End)
+		for _, rs := range results {
+			for _, r := range rs {
+				span = max(span, r.End)
+			}
 		}
 		span = max(span, sim.Window)
 	}
 	peak := 1
-	for _, r := range results {
-		peak = max(peak, r.PeakRetries)
+	for _, rs := range results {
+		for _, r := range rs {
+			peak = max(peak, r.PeakRetries)
+		}
 	}
+	cfg := scenarios[0]
 	perWindow := cfg.Capacity * sim.Window.Seconds() // 0 if unlimited
 	yMax := math.Pow(10, math.Ceil(math.Log10(float64(max(float64(peak), perWindow)))))
 
-	grid := layout(results)
-	cols := len(grid[0])
-	plots := make([][]*plot.Plot, len(grid))
-	for row, line := range grid {
+	cols, rows := len(results), len(results[0])
+	plots := make([][]*plot.Plot, rows)
+	for row := range rows {
 		plots[row] = make([]*plot.Plot, cols)
-		for col, r := range line {
-			if r == nil {
-				continue
-			}
-			p, err := panel(r, cfg, span, yMax, perWindow)
+		for col := range cols {
+			p, err := panel(&results[col][row], scenarios[col], span, yMax, perWindow)
 			if err != nil {
 				f.Close()
 				return err
@@ -73,7 +71,7 @@ func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Res
 
 	const headerHeight = 44
 	width := vg.Length(cols) * 6 * vg.Inch
-	height := vg.Length(len(grid))*2.3*vg.Inch + headerHeight
+	height := vg.Length(rows)*2.3*vg.Inch + headerHeight
 	img := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(100))
 	dc := draw.New(img)
 	dc.SetColor(color.White)
@@ -87,7 +85,8 @@ func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Res
 		capacity = fmt.Sprintf("%g calls/s", cfg.Capacity)
 	}
 	dc.FillText(header, vg.Point{X: width / 2, Y: height - 6},
-		fmt.Sprintf("Retry storm: %d clients fail at t=0, server down for %v, then serves %s", cfg.Clients, cfg.Down, capacity))
+		fmt.Sprintf("Retry storm in fleets of independent processes (%d call(s) each, nothing shared): server down for %v, then serves %s",
+			cfg.Tasks()/cfg.Processes, cfg.Down, capacity))
 	key := "blue: retries per 100 ms (first calls at t=0 not shown; log scale)   grey dotted: server back up"
 	if perWindow > 0 {
 		key += fmt.Sprintf("   red dashed: capacity, %g per 100 ms", perWindow)
@@ -96,7 +95,7 @@ func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Res
 	dc.FillText(header, vg.Point{X: width / 2, Y: height - 24}, key)
 
 	tiles := draw.Tiles{
-		Rows: len(grid), Cols: cols,
+		Rows: rows, Cols: cols,
 		PadX: 6 * vg.Millimeter, PadY: 4 * vg.Millimeter,
 		PadTop: headerHeight, PadBottom: 2 * vg.Millimeter,
 		PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter,
@@ -117,42 +116,6 @@ func writePNG(path string, cfg sim.Config, span time.Duration, results []sim.Res
 	return f.Close()
 }
 
-// layout arranges the results in rows: a strategy and its "+limiter" twin
-// side by side (two columns when any limited strategy is present).
-func layout(results []sim.Result) [][]*sim.Result {
-	limited := false
-	for _, r := range results {
-		limited = limited || strings.HasSuffix(r.Strategy, limiterSuffix)
-	}
-	if !limited {
-		rows := make([][]*sim.Result, len(results))
-		for i := range results {
-			rows[i] = []*sim.Result{&results[i]}
-		}
-		return rows
-	}
-	var rows [][]*sim.Result
-	paired := make([]bool, len(results))
-	for i := range results {
-		if strings.HasSuffix(results[i].Strategy, limiterSuffix) {
-			continue
-		}
-		row := []*sim.Result{&results[i], nil}
-		for j := range results {
-			if results[j].Strategy == results[i].Strategy+limiterSuffix {
-				row[1], paired[j] = &results[j], true
-			}
-		}
-		rows = append(rows, row)
-	}
-	for j := range results {
-		if strings.HasSuffix(results[j].Strategy, limiterSuffix) && !paired[j] {
-			rows = append(rows, []*sim.Result{nil, &results[j]})
-		}
-	}
-	return rows
-}
-
 // panel draws one strategy.
 func panel(r *sim.Result, cfg sim.Config, span time.Duration, yMax, perWindow float64) (*plot.Plot, error) {
 	p := plot.New()
@@ -164,7 +127,7 @@ func panel(r *sim.Result, cfg sim.Config, span time.Duration, yMax, perWindow fl
 		}
 		outcome = doneAt(*r) + " within " + horizon.String()
 	}
-	p.Title.Text = fmt.Sprintf("%s: %s, %d calls, %d rejected", r.Strategy, outcome, r.Calls, r.Rejected)
+	p.Title.Text = fmt.Sprintf("N=%d %s: %s, %d calls, %d rejected", r.Processes, r.Strategy, outcome, r.Calls, r.Rejected)
 	p.Title.TextStyle.Font.Size = 11
 	p.X.Label.Text = "seconds since the server went down"
 	p.Y.Label.Text = "retries / 100 ms"

@@ -10,34 +10,37 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
-// row is one parsed line of the printed table.
+// row is one parsed line of a printed table.
 type row struct {
-	name                                       string
-	calls, down, rejected, peak, p99, attempts int64
-	doneAt                                     string
+	name                                                string
+	calls, down, rejected, throttled, dropped, attempts int64
+	doneAt, physical, peak                              string
 }
 
-// parseTable returns the rows of the table printed by run.
-func parseTable(t *testing.T, out string) []row {
+// parseTables returns the rows of every table printed by run, in order.
+func parseTables(t *testing.T, out string) [][]row {
 	t.Helper()
-	var rows []row
+	var tables [][]row
 	inTable := false
 	for line := range strings.Lines(out) {
 		f := strings.Fields(line)
 		switch {
 		case len(f) > 0 && f[0] == "strategy":
 			inTable = true
+			tables = append(tables, nil)
 			continue
 		case !inTable:
 			continue
 		case len(f) == 0:
-			return rows
-		case len(f) != 8:
-			t.Fatalf("table row %q: %d fields, want 8", line, len(f))
+			inTable = false
+			continue
+		case len(f) != 10:
+			t.Fatalf("table row %q: %d fields, want 10", line, len(f))
 		}
 		n := func(i int) int64 {
 			v, err := strconv.ParseInt(f[i], 10, 64)
@@ -46,13 +49,13 @@ func parseTable(t *testing.T, out string) []row {
 			}
 			return v
 		}
-		rows = append(rows, row{name: f[0], calls: n(1), down: n(2), rejected: n(3), doneAt: f[4],
-			peak: n(5), p99: n(6), attempts: n(7)})
+		tables[len(tables)-1] = append(tables[len(tables)-1], row{name: f[0], calls: n(1), down: n(2), rejected: n(3),
+			throttled: n(4), dropped: n(5), doneAt: f[6], physical: f[7], peak: f[8], attempts: n(9)})
 	}
-	if !inTable {
+	if len(tables) == 0 {
 		t.Fatalf("no table in output:\n%s", out)
 	}
-	return rows
+	return tables
 }
 
 func runOK(t *testing.T, args ...string) (stdout string) {
@@ -65,36 +68,45 @@ func runOK(t *testing.T, args ...string) (stdout string) {
 }
 
 func TestRunReduced(t *testing.T) {
-	const clients = 200
 	path := filepath.Join(t.TempDir(), "storm.png")
-	out := runOK(t, "-clients", strconv.Itoa(clients), "-out", path)
+	out := runOK(t, "-processes", "100,400", "-out", path)
 
-	rows := parseTable(t, out)
-	want := sim.Strategies(sim.DefaultInterval, sim.DefaultLimit, sim.DefaultBurst)
-	if len(rows) != len(want) {
-		t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), out)
+	tables := parseTables(t, out)
+	want := sim.Strategies(sim.DefaultInterval)
+	if len(tables) != 2 {
+		t.Fatalf("%d tables, want 2:\n%s", len(tables), out)
 	}
-	for i, r := range rows {
-		if r.name != want[i].Name {
-			t.Errorf("row %d is %q, want %q", i, r.name, want[i].Name)
+	for k, n := range []int64{100, 400} {
+		rows := tables[k]
+		if len(rows) != len(want) {
+			t.Fatalf("N=%d: %d rows, want %d:\n%s", n, len(rows), len(want), out)
 		}
-		// Every client converged: one successful call each.
-		if r.down+r.rejected+clients != r.calls {
-			t.Errorf("%s: %d down + %d rejected + %d ok != %d calls", r.name, r.down, r.rejected, clients, r.calls)
-		}
-		if _, err := strconv.ParseFloat(strings.TrimSuffix(r.doneAt, "s"), 64); err != nil || !strings.HasSuffix(r.doneAt, "s") {
-			t.Errorf("%s: all ok at %q, want seconds", r.name, r.doneAt)
-		}
-		if r.p99 > r.peak || r.peak > clients || r.attempts < 2 {
-			t.Errorf("%s: p99 %d, peak %d, max calls %d", r.name, r.p99, r.peak, r.attempts)
-		}
-		if strings.HasSuffix(r.name, limiterSuffix) && r.peak > int64(float64(sim.DefaultLimit)/10)+sim.DefaultBurst {
-			t.Errorf("%s: peak %d above the limiter's", r.name, r.peak)
+		for i, r := range rows {
+			if r.name != want[i].Name {
+				t.Errorf("row %d is %q, want %q", i, r.name, want[i].Name)
+			}
+			if strings.HasSuffix(r.doneAt, "-left") {
+				continue // the throttled strategies may need more than the horizon
+			}
+			// Every call converged: one successful call each.
+			if r.down+r.rejected+n != r.calls {
+				t.Errorf("N=%d %s: %d down + %d rejected + %d ok != %d calls", n, r.name, r.down, r.rejected, n, r.calls)
+			}
+			if _, err := strconv.ParseFloat(strings.TrimSuffix(r.doneAt, "s"), 64); err != nil || !strings.HasSuffix(r.doneAt, "s") {
+				t.Errorf("N=%d %s: all ok at %q, want seconds", n, r.name, r.doneAt)
+			}
+			if x, err := strconv.ParseFloat(r.physical, 64); err != nil || x < 1 {
+				t.Errorf("N=%d %s: /physical %q, want a ratio >= 1", n, r.name, r.physical)
+			}
+			if x, err := strconv.ParseFloat(r.peak, 64); err != nil || x <= 0 {
+				t.Errorf("N=%d %s: peak %q, want a positive ratio", n, r.name, r.peak)
+			}
 		}
 	}
-
-	if !strings.Contains(out, "wrote "+path) {
-		t.Errorf("output does not name the PNG %s:\n%s", path, out)
+	for _, s := range []string{"targets:", "N=100    rebound  converge", "N=400    fleet    converge", "N=100 converging by", "wrote " + path} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -105,14 +117,14 @@ func TestRunReduced(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s is not a PNG: %v", path, err)
 	}
-	// 2 columns of 6 in, 5 rows of 2.3 in, at 100 dpi.
-	if img.Width != 1200 || img.Height < 1150 {
-		t.Errorf("PNG is %dx%d, want 1200 wide and at least 1150 high", img.Width, img.Height)
+	// 2 columns of 6 in, 7 rows of 2.3 in, at 100 dpi.
+	if img.Width != 1200 || img.Height < 1600 {
+		t.Errorf("PNG is %dx%d, want 1200 wide and at least 1600 high", img.Width, img.Height)
 	}
 }
 
 func TestRunIsDeterministic(t *testing.T) {
-	args := []string{"-clients", "300", "-out", ""}
+	args := []string{"-processes", "300", "-out", ""}
 	a, b := runOK(t, args...), runOK(t, args...)
 	if a != b {
 		t.Errorf("two runs differ:\n%s\n%s", a, b)
@@ -120,42 +132,54 @@ func TestRunIsDeterministic(t *testing.T) {
 	if strings.Contains(a, "wrote") {
 		t.Errorf("-out \"\" wrote a PNG:\n%s", a)
 	}
-	if c := runOK(t, "-clients", "300", "-out", "", "-seed", "2"); c == a {
+	if c := runOK(t, "-processes", "300", "-out", "", "-seed", "2"); c == a {
 		t.Errorf("seeds 1 and 2 printed the same table")
 	}
 }
 
 func TestRunSelectsStrategies(t *testing.T) {
-	rows := parseTable(t, runOK(t, "-clients", "100", "-strategies", "jitter, fixed", "-out", ""))
+	rows := parseTables(t, runOK(t, "-processes", "100", "-strategies", "jitter, fixed", "-out", ""))[0]
 	var names []string
 	for _, r := range rows {
 		names = append(names, r.name)
 	}
-	want := "fixed-5s full-jitter equal-jitter fixed-5s+limiter full-jitter+limiter equal-jitter+limiter"
-	if got := strings.Join(names, " "); got != want {
+	if got, want := strings.Join(names, " "), "fixed-5s full-jitter"; got != want {
 		t.Errorf("rows %s, want %s", got, want)
 	}
 
-	// Two panels, drawn up to the last call.
-	path := filepath.Join(t.TempDir(), "decorrelated.png")
-	rows = parseTable(t, runOK(t, "-clients", "100", "-strategies", "decorr", "-out", path, "-plot-span", "0"))
-	if len(rows) != 2 {
-		t.Errorf("-strategies decorr: %d rows, want 2", len(rows))
+	path := filepath.Join(t.TempDir(), "fleet.png")
+	tables := parseTables(t, runOK(t, "-processes", "50,60,70", "-calls", "2", "-strategies", "fleet", "-out", path, "-plot-span", "0"))
+	if len(tables) != 3 || len(tables[0]) != 1 || tables[2][0].calls < 140 {
+		t.Errorf("-processes 50,60,70 -calls 2 -strategies fleet: %d tables", len(tables))
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		t.Errorf("PNG: %v", err)
 	}
 
-	rows = parseTable(t, runOK(t, "-clients", "100", "-limit", "0", "-interval", "1s", "-out", ""))
-	if len(rows) != 5 || rows[0].name != "fixed-1s" {
-		t.Errorf("-limit 0 -interval 1s: %d rows, first %q; want 5, fixed-1s", len(rows), rows[0].name)
+	rows = parseTables(t, runOK(t, "-processes", "100", "-interval", "1s", "-retry-after=false", "-out", ""))[0]
+	if rows[0].name != "fixed-1s" {
+		t.Errorf("-interval 1s: first row %q, want fixed-1s", rows[0].name)
 	}
 }
 
 func TestRunNotConverged(t *testing.T) {
-	out := runOK(t, "-clients", "1000", "-capacity", "100", "-horizon", "1m", "-strategies", "fixed-5s", "-limit", "0", "-out", "")
-	if !strings.Contains(out, "not converged (890 left)") {
+	out := runOK(t, "-processes", "1000", "-capacity", "100", "-horizon", "1m", "-strategies", "fixed-5s", "-out", "")
+	if !strings.Contains(out, "890-left") {
 		t.Errorf("want fixed-5s not converged with 890 left:\n%s", out)
+	}
+}
+
+func TestPeakBound(t *testing.T) {
+	small := sim.Config{Processes: 1000, Calls: 1, Down: 10 * time.Second, Capacity: 500}
+	big := small
+	big.Processes = 10000
+	// 18 s - 10 s = 80 windows for 10,000 first attempts: 125 = 2.5 x 50.
+	if got := peakBound(small, big); got != 2.5 {
+		t.Errorf("peakBound = %v, want 2.5", got)
+	}
+	small.Calls, big.Calls = 10, 10 // 45 s - 10 s = 350 windows: ceil(28.6) / 50
+	if got := peakBound(small, big); got != 29.0/50 {
+		t.Errorf("peakBound with 10 calls = %v, want 0.58", got)
 	}
 }
 
@@ -164,16 +188,16 @@ func TestRunErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-clients", "0"}, "Clients"},
+		{[]string{"-processes", "0"}, "-processes"},
+		{[]string{"-processes", "10,x"}, "-processes"},
+		{[]string{"-calls", "-1"}, "Calls"},
 		{[]string{"-capacity", "-1"}, "Capacity"},
-		{[]string{"-burst", "0"}, "Burst"},
-		{[]string{"-limit", "-1"}, "-limit"},
 		{[]string{"-interval", "0s"}, "-interval"},
 		{[]string{"-plot-span", "-1s"}, "-plot-span"},
 		{[]string{"-strategies", "nope"}, `"nope" matches none`},
 		{[]string{"-nope"}, "not defined"},
 		{[]string{"extra"}, "unexpected arguments"},
-		{[]string{"-clients", "10", "-out", filepath.Join(os.DevNull, "x.png")}, "x.png"},
+		{[]string{"-processes", "10", "-out", filepath.Join(os.DevNull, "x.png")}, "x.png"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
@@ -183,28 +207,7 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if err := run([]string{"-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut.String(), "-clients") {
+	if err := run([]string{"-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut.String(), "-processes") {
 		t.Errorf("-h: %v, usage %q", err, errOut.String())
-	}
-}
-
-func TestLayoutPairsLimitedStrategies(t *testing.T) {
-	rs := []sim.Result{{Strategy: "a"}, {Strategy: "b"}, {Strategy: "b+limiter"}, {Strategy: "c+limiter"}}
-	grid := layout(rs)
-	name := func(r *sim.Result) string {
-		if r == nil {
-			return "-"
-		}
-		return r.Strategy
-	}
-	var got []string
-	for _, line := range grid {
-		got = append(got, name(line[0])+"|"+name(line[1]))
-	}
-	if want := "a|- b|b+limiter -|c+limiter"; strings.Join(got, " ") != want {
-		t.Errorf("layout = %v, want %s", got, want)
-	}
-	if g := layout(rs[:2]); len(g) != 2 || len(g[0]) != 1 {
-		t.Errorf("without limiter: %d rows of %d, want 2 of 1", len(g), len(g[0]))
 	}
 }

@@ -1,12 +1,13 @@
-// Package sim is a discrete-event simulation of a retry storm, in virtual
-// time: a crowd of clients lose their server at the same instant, the
-// server comes back after a while with a limited capacity, and every client
-// retries with its own BackOff built from a rebound.Policy — the real one,
-// not a model of it — until it succeeds.
+// Package sim is a discrete-event simulation of a retry storm in a fleet
+// of independent processes, in virtual time: every process loses the
+// server at the same instant, the server comes back after a while with a
+// limited capacity, and every call retries with its own BackOff built from
+// a rebound.Policy — the real one, not a model of it — until it succeeds.
 //
 // # The model
 //
-//   - At t = 0 every one of Config.Clients clients makes its first call.
+//   - At t = 0 each of Config.Processes processes makes Config.Calls calls
+//     (one task each, as a failback invoker queues them).
 //   - The server fails every call made at t < Config.Down ("down").
 //   - From t = Config.Down on it serves at most Config.Capacity calls per
 //     second, counted per fixed 100 ms window aligned on t = 0 (Window):
@@ -15,25 +16,41 @@
 //     multiple of 10), first come first served in virtual time. A call
 //     beyond that fails ("rejected for overload"); it costs nothing else
 //     (no goodput collapse, no queueing). Capacity 0 means unlimited.
-//   - A client whose call fails asks its BackOff for the next delay and
-//     calls again after it. With a shared limiter (Strategy.Limit > 0), a
-//     retry — never the first call — then waits for a token of one
-//     golang.org/x/time/rate.Limiter shared by all clients, reserved with
-//     ReserveN(t, 1) at the end of the backoff delay and waited for with
-//     the reservation's DelayFrom(t): the semantics of rebound.WithLimiter.
-//   - A client stops at its first success, when its BackOff returns
-//     backoff.Stop (it gave up), or at Config.Horizon, the safety cap on
-//     virtual time: a strategy that leaves clients unserved by then has
-//     not converged.
+//   - With Config.RetryAfter the server answers a rejection with a
+//     Retry-After: it keeps a virtual queue that drains at its capacity,
+//     starting at the end of the full window; the n-th caller turned away
+//     is told to come back when its place comes, (n−1)/C after that. A
+//     server that is down says nothing (a refused connection).
+//   - A call that fails asks its BackOff for the next delay and, with
+//     Strategy.HonorRetryAfter, waits max(delay, Retry-After) — what
+//     rebound.Retry and failback do.
+//   - A process owns the state its calls share, and only that: a
+//     golang.org/x/time/rate.Limiter that a retry waits for after its
+//     backoff delay (Strategy.Limit, the semantics of rebound.WithLimiter),
+//     a retry budget (Strategy.NewBudget: a retry it refuses is dropped,
+//     as failback drops it) and an adaptive throttle (Strategy.NewThrottle:
+//     an attempt it refuses is not sent and backs off like a failure). They
+//     read the run's virtual clock (Env.Now) and learn only from the
+//     process's own calls: no process knows the fleet's size or shares
+//     anything with another.
+//   - A call stops at its first success, when its BackOff returns
+//     backoff.Stop (it gave up), when its budget drops it, or at
+//     Config.Horizon, the safety cap on virtual time: a strategy that
+//     leaves calls unserved by then has not converged.
 //
-// There is no goroutine per client and no sleeping: events (a call, or the
-// end of a backoff delay that reserves a limiter token) are kept in a
-// container/heap priority queue ordered by (virtual time, client index),
-// so a run is deterministic for a given Config.Seed. Client i's BackOff is
-// seeded with a value derived from Config.Seed and i only, so every
-// strategy sees the same random stream per client (common random numbers).
+// There is no goroutine per call and no sleeping: events (an attempt, or
+// the end of a backoff delay that reserves a limiter token) are kept in a
+// container/heap priority queue ordered by (virtual time, call index), so
+// a run is deterministic for a given Config.Seed. Call j of process i has
+// its BackOff seeded with TaskSeed(Seed, i, j) and the process its own
+// random draws with ClientSeed(Seed, i), whatever the strategy (common
+// random numbers).
 //
-// Everything is counted in 100 ms windows: calls, retries (calls after the
-// first: the N simultaneous first calls at t = 0 are the same for every
-// strategy and are left out of the per-window figures), rejections.
+// Config.PhysicalLimit, Down + Processes·Calls/Capacity, is the earliest
+// time every call can have succeeded; Result.Converge is the run's time to
+// converge over it. Result.PeakUp is the busiest window at the server
+// while it is up, rejected calls included. Everything else is counted in
+// 100 ms windows too: retries (calls after a call's first attempt; the
+// simultaneous first calls at t = 0 are the same for every strategy and
+// are left out of the per-window figures).
 package sim

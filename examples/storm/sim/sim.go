@@ -24,15 +24,19 @@ const windowsPerSecond = int64(time.Second / Window)
 // Defaults used by DefaultConfig (and, for DefaultHorizon, by a zero
 // Config.Horizon).
 const (
-	DefaultClients  = 1000
-	DefaultDown     = 10 * time.Second
-	DefaultCapacity = 500.0 // calls per second: 50 per 100 ms window
-	DefaultSeed     = 1
-	DefaultHorizon  = time.Hour
+	DefaultProcesses = 1000
+	DefaultCalls     = 1
+	DefaultDown      = 10 * time.Second
+	DefaultCapacity  = 500.0 // calls per second: 50 per 100 ms window
+	DefaultSeed      = 1
+	DefaultHorizon   = time.Hour
 )
 
 // MaxCapacity bounds Config.Capacity, so per-window arithmetic stays exact.
 const MaxCapacity = 1e9
+
+// MaxTasks bounds Processes × Calls (the simulator keeps one event per call).
+const MaxTasks = 1 << 26
 
 // ErrInvalid is wrapped by the errors Simulate returns for a bad Config or
 // Strategy.
@@ -40,11 +44,16 @@ var ErrInvalid = errors.New("sim: invalid argument")
 
 // Config describes the scenario: who calls, when the server is down, how
 // much it serves once it is back, and the safety cap. The zero Config is
-// not runnable (it has no clients); start from DefaultConfig.
+// not runnable (it has no processes); start from DefaultConfig.
 type Config struct {
-	// Clients is the number of clients, all making their first call at
-	// t = 0. It must be at least 1.
-	Clients int
+	// Processes is the number of independent client processes. Each has
+	// its own limiter, budget and throttle (Strategy) and learns only from
+	// its own calls. It must be at least 1.
+	Processes int
+	// Calls is the number of calls each process makes at t = 0 (each then
+	// retried on its own, with its own BackOff, as failback does). 0 means
+	// DefaultCalls; it must not be negative.
+	Calls int
 	// Down is how long the server is down: every call made at t < Down
 	// fails. 0 means the server is up from the start (an overload-only
 	// scenario); it must not be negative.
@@ -53,34 +62,69 @@ type Config struct {
 	// up, enforced per Window (see the package doc). 0 means unlimited. It
 	// must be a finite number in [0, MaxCapacity].
 	Capacity float64
-	// Seed determines every jitter draw: client i's BackOff is seeded with
-	// ClientSeed(Seed, i).
+	// RetryAfter makes the server answer a call it rejects for overload
+	// with a Retry-After: its queue position divided by its capacity (see
+	// the package doc). A server that is down says nothing.
+	RetryAfter bool
+	// Seed determines every random draw: call j of process i has its
+	// BackOff seeded with TaskSeed(Seed, i, j), and process i's throttle
+	// with ClientSeed(Seed, i).
 	Seed uint64
 	// Horizon is the safety cap on virtual time: events after it are not
-	// simulated, and clients that have not succeeded by then count as not
+	// simulated, and calls that have not succeeded by then count as not
 	// converged. 0 means DefaultHorizon; it must not be negative.
 	Horizon time.Duration
-	// Observe, if not nil, is called synchronously for every call, in
-	// virtual-time order (ties in client order). For tests and tracing.
+	// Observe, if not nil, is called synchronously for every call sent to
+	// the server, in virtual-time order (ties in call order). For tests
+	// and tracing.
 	Observe func(Call)
 }
 
-// DefaultConfig returns the default scenario: 1,000 clients, server down
-// for 10 s, then 500 calls/s (50 per 100 ms window), seed 1, horizon 1 h.
+// DefaultConfig returns the default scenario: 1,000 processes with one call
+// each, server down for 10 s, then 500 calls/s (50 per 100 ms window), no
+// Retry-After, seed 1, horizon 1 h.
 func DefaultConfig() Config {
 	return Config{
-		Clients:  DefaultClients,
-		Down:     DefaultDown,
-		Capacity: DefaultCapacity,
-		Seed:     DefaultSeed,
-		Horizon:  DefaultHorizon,
+		Processes: DefaultProcesses,
+		Calls:     DefaultCalls,
+		Down:      DefaultDown,
+		Capacity:  DefaultCapacity,
+		Seed:      DefaultSeed,
+		Horizon:   DefaultHorizon,
 	}
+}
+
+func (c Config) calls() int {
+	if c.Calls == 0 {
+		return DefaultCalls
+	}
+	return c.Calls
+}
+
+// Tasks returns Processes × Calls: how many calls the fleet must get
+// through.
+func (c Config) Tasks() int { return c.Processes * c.calls() }
+
+// PhysicalLimit returns the earliest time at which every call can possibly
+// have succeeded: Down + Tasks/Capacity (Down alone with unlimited
+// capacity). No strategy can converge sooner.
+func (c Config) PhysicalLimit() time.Duration {
+	if c.Capacity == 0 {
+		return c.Down
+	}
+	return c.Down + time.Duration(float64(c.Tasks())/c.Capacity*float64(time.Second))
 }
 
 func (c Config) validate() error {
 	var errs []error
-	if c.Clients < 1 {
-		errs = append(errs, fmt.Errorf("Clients = %d: must be at least 1", c.Clients))
+	if c.Processes < 1 {
+		errs = append(errs, fmt.Errorf("Processes = %d: must be at least 1", c.Processes))
+	}
+	if c.Calls < 0 {
+		errs = append(errs, fmt.Errorf("Calls = %d: must not be negative (0 means %d)", c.Calls, DefaultCalls))
+	}
+	if c.Processes >= 1 && c.Calls >= 0 && c.Processes > MaxTasks/c.calls() {
+		errs = append(errs, fmt.Errorf("Processes × Calls = %d × %d: must be at most %d", c.Processes, c.calls(), MaxTasks))
 	}
 	if c.Down < 0 {
 		errs = append(errs, fmt.Errorf("Down = %v: must not be negative", c.Down))
@@ -97,49 +141,11 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Strategy is how every client retries: a rebound.Policy (each client
-// builds its own BackOff from it) and, optionally, a rate limiter shared by
-// all clients that every retry waits for after its backoff delay.
-type Strategy struct {
-	// Name labels the strategy in results.
-	Name string
-	// Policy is validated with Policy.Validate. Leave MaxElapsed 0: the
-	// BackOff would measure it with the real clock. A MaxAttempts makes
-	// clients give up (counted in Result.GaveUp).
-	Policy rebound.Policy
-	// Limit is the rate (retries per second) of the shared limiter; 0
-	// means no limiter. rate.Inf is allowed (a limiter that never waits).
-	Limit rate.Limit
-	// Burst is the shared limiter's bucket size; at least 1 when Limit is
-	// set and finite.
-	Burst int
-}
-
-func (s Strategy) validate() error {
-	var errs []error
-	if err := s.Policy.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Policy: %w", err))
-	}
-	if s.Policy.MaxElapsed != 0 {
-		errs = append(errs, fmt.Errorf("Policy.MaxElapsed = %v: must be 0 (it would read the real clock)", s.Policy.MaxElapsed))
-	}
-	if !(s.Limit >= 0) { // also catches NaN
-		errs = append(errs, fmt.Errorf("Limit = %v: must not be negative (0 means no limiter)", s.Limit))
-	}
-	if s.Limit > 0 && s.Limit != rate.Inf && s.Burst < 1 {
-		errs = append(errs, fmt.Errorf("Burst = %d: must be at least 1 with a finite Limit", s.Burst))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: Strategy %q: %w", ErrInvalid, s.Name, errors.Join(errs...))
-	}
-	return nil
-}
-
 // Outcome is what happened to one call.
 type Outcome uint8
 
 const (
-	// OK: the server served the call; the client is done.
+	// OK: the server served the call; it is done.
 	OK Outcome = iota + 1
 	// Down: the call was made while the server was down.
 	Down
@@ -160,64 +166,104 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
 
-// Call describes one call, for Config.Observe.
+// Call describes one call sent to the server, for Config.Observe.
 type Call struct {
-	Client  int           // client index, from 0
-	Attempt int           // 1 for the first call
+	Process int           // process index, from 0
+	Task    int           // the call's index within its process, from 0
+	Attempt int           // 1 for the first attempt (local refusals count)
 	At      time.Duration // virtual time since the server went down
 	Outcome Outcome
+	// RetryAfter is the server's Retry-After (Rejected with
+	// Config.RetryAfter only).
+	RetryAfter time.Duration
 }
 
 // Result sums up one simulation run.
 type Result struct {
 	// Strategy is the Strategy's Name.
 	Strategy string
-	// Clients is Config.Clients.
-	Clients int
-	// Calls counts every call, first calls included:
+	// Processes and Tasks are Config.Processes and Config.Tasks().
+	Processes, Tasks int
+	// PhysicalLimit is Config.PhysicalLimit().
+	PhysicalLimit time.Duration
+	// Calls counts every call sent to the server, first attempts included:
 	// Calls == FailedDown + Rejected + Succeeded.
 	Calls int64
 	// FailedDown counts calls made while the server was down.
 	FailedDown int64
 	// Rejected counts calls failed for overload once the server was up.
 	Rejected int64
-	// Succeeded counts clients that succeeded (one call each).
+	// Throttled counts attempts the process's throttle refused locally
+	// (never sent; the call backs off as after a failure).
+	Throttled int64
+	// Succeeded counts calls that succeeded (one server call each).
 	Succeeded int
-	// GaveUp counts clients whose BackOff returned backoff.Stop.
+	// Dropped counts calls whose retry the process's budget refused: they
+	// are never retried again (failback drops them with a budget reason).
+	Dropped int
+	// GaveUp counts calls whose BackOff returned backoff.Stop.
 	GaveUp int
-	// Converged reports whether every client succeeded within the Horizon.
+	// Converged reports whether every call succeeded within the Horizon.
 	Converged bool
 	// DoneAt is the virtual time of the last success: when Converged, the
-	// time until every client succeeded.
+	// time until every call succeeded.
 	DoneAt time.Duration
 	// End is the virtual time of the last event simulated.
 	End time.Duration
-	// PeakRetries is the largest number of retries (calls after the first)
-	// in one Window.
+	// PeakUp is the largest number of calls the server received in one
+	// Window while it was up (t >= Down): the load it had to turn away
+	// or serve. 0 if no call reached it up.
+	PeakUp int
+	// PeakRetries is the largest number of retries (calls after a call's
+	// first attempt) in one Window, outage included.
 	PeakRetries int
 	// P99Retries is the 99th percentile (nearest rank) of retries per
 	// Window, over the windows from t = 0 to the last call's.
 	P99Retries int
-	// MaxAttempts is the largest number of calls one client made.
+	// MaxAttempts is the largest number of attempts one call made (local
+	// refusals included).
 	MaxAttempts int
 	// LimiterWait is the total time retries waited for limiter tokens.
 	LimiterWait time.Duration
-	// Retries[k] counts the retries made in window k, [k·Window,
+	// Retries[k] counts the retries sent in window k, [k·Window,
 	// (k+1)·Window), up to the last call's window.
 	Retries []int32
 }
 
-// NotConverged returns how many clients did not succeed.
-func (r Result) NotConverged() int { return r.Clients - r.Succeeded }
+// NotConverged returns how many calls did not succeed.
+func (r Result) NotConverged() int { return r.Tasks - r.Succeeded }
 
-// epoch anchors virtual time for the rate limiter, which takes time.Time.
-var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// Converge returns DoneAt / PhysicalLimit (0 if the limit is 0), the
+// figure the target bounds at 1.5. It is meaningful only when
+// Converged.
+func (r Result) Converge() float64 {
+	if r.PhysicalLimit <= 0 {
+		return 0
+	}
+	return float64(r.DoneAt) / float64(r.PhysicalLimit)
+}
 
-// ClientSeed returns the seed of client i's BackOff in a run seeded with
-// seed: a SplitMix64 mix, so neighbouring clients and seeds get unrelated
-// streams. It does not depend on the strategy.
+// Epoch anchors virtual time for the clocks handed to limiters, budgets and
+// throttles, which take time.Time: virtual time t is Epoch.Add(t).
+var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// ClientSeed returns the seed of process i's own random draws (its
+// throttle) in a run seeded with seed: a SplitMix64 mix, so neighbouring
+// processes and seeds get unrelated streams. It does not depend on the
+// strategy.
 func ClientSeed(seed uint64, i int) uint64 {
 	return splitmix64(seed ^ splitmix64(uint64(i)+1))
+}
+
+// TaskSeed returns the seed of the BackOff of call j of process i. Call 0
+// of process i uses ClientSeed(seed, i) itself, so one call per process
+// draws what one client drew in earlier versions of this simulator.
+func TaskSeed(seed uint64, i, j int) uint64 {
+	s := ClientSeed(seed, i)
+	if j == 0 {
+		return s
+	}
+	return splitmix64(s ^ splitmix64(uint64(j)<<32|0x5bd1e995))
 }
 
 func splitmix64(x uint64) uint64 {
@@ -227,24 +273,33 @@ func splitmix64(x uint64) uint64 {
 	return z ^ z>>31
 }
 
-// client is the state of one client between its events.
-type client struct {
+// task is the state of one call between its events.
+type task struct {
 	bo       backoff.BackOff
+	proc     int32
+	idx      int32
 	attempts int32
 	// reserving: the pending event is the end of a backoff delay, where
-	// the retry reserves a limiter token; otherwise it is a call.
+	// the retry reserves a limiter token; otherwise it is an attempt.
 	reserving bool
 }
 
-// event is a client's single pending event.
+// process is the state one process shares among its calls.
+type process struct {
+	lim      *rate.Limiter
+	budget   Budget
+	throttle Throttle
+}
+
+// event is a task's single pending event.
 type event struct {
 	at time.Duration
 	id int32
 }
 
 // queue is a min-heap of events by (at, id), for container/heap. Each
-// client has at most one pending event, so the heap holds at most
-// Config.Clients entries and the top is rescheduled in place (heap.Fix).
+// task has at most one pending event, so the heap holds at most Tasks
+// entries and the top is rescheduled in place (heap.Fix).
 type queue []event
 
 // Pointer receivers throughout: heap calls them through a *queue, and a
@@ -268,19 +323,23 @@ func (q *queue) Pop() any {
 
 // server enforces the capacity per window; calls arrive in time order.
 type server struct {
-	down     time.Duration
-	capacity float64 // 0: unlimited
-	window   int64
-	served   int64
-	allowed  int64
+	down       time.Duration
+	capacity   float64 // 0: unlimited
+	retryAfter bool
+	window     int64
+	served     int64
+	allowed    int64
+	// next is the virtual time of the next free place in the server's
+	// virtual queue (RetryAfter): each rejection takes one place, 1/C long.
+	next time.Duration
 }
 
-func (s *server) serve(t time.Duration) Outcome {
+func (s *server) serve(t time.Duration) (Outcome, time.Duration) {
 	if t < s.down {
-		return Down
+		return Down, 0
 	}
 	if s.capacity == 0 {
-		return OK
+		return OK, 0
 	}
 	if w := int64(t / Window); w != s.window || s.allowed < 0 {
 		s.window, s.served = w, 0
@@ -291,15 +350,25 @@ func (s *server) serve(t time.Duration) Outcome {
 	}
 	if s.served < s.allowed {
 		s.served++
-		return OK
+		return OK, 0
 	}
-	return Rejected
+	if !s.retryAfter {
+		return Rejected, 0
+	}
+	// Queue position / capacity: the n-th caller turned away (counted
+	// from now) is told to come back n/C from now, and the virtual queue
+	// drains at the capacity.
+	s.next = max(s.next, (time.Duration(s.window)+1)*Window)
+	ra := s.next - t
+	s.next += time.Duration(float64(time.Second) / s.capacity)
+	return Rejected, ra
 }
 
 // Simulate runs strategy s in scenario cfg and returns its figures. It is
-// deterministic: the same cfg and s give the same Result. It returns an
-// error wrapping ErrInvalid for an invalid cfg or s. Simulate is safe to
-// call concurrently (runs share nothing), as long as cfg.Observe is.
+// deterministic: the same cfg and s give the same Result (as long as the
+// strategy's budgets and throttles are). It returns an error wrapping
+// ErrInvalid for an invalid cfg or s. Simulate is safe to call
+// concurrently (runs share nothing), as long as cfg.Observe is.
 func Simulate(cfg Config, s Strategy) (Result, error) {
 	if err := errors.Join(cfg.validate(), s.validate()); err != nil {
 		return Result{}, err
@@ -308,22 +377,60 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	if horizon == 0 {
 		horizon = DefaultHorizon
 	}
-	n := cfg.Clients
-	clients := make([]client, n)
+	m := cfg.calls()
+	n := cfg.Tasks()
+
+	// now is the virtual clock every budget and throttle reads.
+	var vnow time.Duration
+	clock := func() time.Time { return Epoch.Add(vnow) }
+
+	procs := make([]process, cfg.Processes)
+	for i := range procs {
+		p := &procs[i]
+		if s.Limit > 0 {
+			p.lim = rate.NewLimiter(s.Limit, s.Burst)
+		}
+		env := Env{Now: clock, Seed: ClientSeed(cfg.Seed, i)}
+		if s.NewBudget != nil {
+			p.budget = s.NewBudget(env)
+		}
+		if s.NewThrottle != nil {
+			p.throttle = s.NewThrottle(env)
+		}
+	}
+	tasks := make([]task, n)
 	q := make(queue, n)
-	for i := range clients {
-		clients[i].bo = s.Policy.NewBackOff(rebound.WithSeed(ClientSeed(cfg.Seed, i)))
-		q[i] = event{at: 0, id: int32(i)}
+	for id := range tasks {
+		i, j := id/m, id%m
+		tasks[id] = task{
+			bo:   s.Policy.NewBackOff(rebound.WithSeed(TaskSeed(cfg.Seed, i, j))),
+			proc: int32(i), idx: int32(j),
+		}
+		q[id] = event{at: 0, id: int32(id)}
 	}
 	heap.Init(&q)
 
-	var lim *rate.Limiter
-	if s.Limit > 0 {
-		lim = rate.NewLimiter(s.Limit, s.Burst)
-	}
-	srv := server{down: cfg.Down, capacity: cfg.Capacity, allowed: -1}
-	res := Result{Strategy: s.Name, Clients: n}
+	srv := server{down: cfg.Down, capacity: cfg.Capacity, retryAfter: cfg.RetryAfter, allowed: -1}
+	res := Result{Strategy: s.Name, Processes: cfg.Processes, Tasks: n, PhysicalLimit: cfg.PhysicalLimit()}
 	retries := make([]int32, 0, 1024)
+	upWindow, upCount := int64(-1), 0
+
+	// next schedules the top task's next attempt after a failure (ra: the
+	// server's Retry-After, if any) and reports false if it gave up.
+	next := func(t time.Duration, c *task, p *process, ra time.Duration) bool {
+		d := c.bo.NextBackOff()
+		if d == backoff.Stop {
+			res.GaveUp++
+			return false
+		}
+		if s.HonorRetryAfter && ra > d {
+			d = ra
+		}
+		c.reserving = p.lim != nil
+		q[0].at = t + d
+		heap.Fix(&q, 0)
+		return true
+	}
 
 	for len(q) > 0 {
 		e := q[0]
@@ -331,12 +438,14 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		if t > horizon {
 			break
 		}
+		vnow = t
 		res.End = t
-		c := &clients[e.id]
+		c := &tasks[e.id]
+		p := &procs[c.proc]
 
 		if c.reserving {
-			at := epoch.Add(t)
-			d := lim.ReserveN(at, 1).DelayFrom(at)
+			at := Epoch.Add(t)
+			d := p.lim.ReserveN(at, 1).DelayFrom(at)
 			res.LimiterWait += d
 			c.reserving = false
 			q[0].at = t + d
@@ -345,17 +454,47 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		}
 
 		c.attempts++
+		retry := c.attempts > 1
+		if p.budget != nil {
+			if !retry {
+				p.budget.Deposit()
+			} else if !p.budget.Withdraw() {
+				res.Dropped++
+				c.bo = nil
+				heap.Pop(&q)
+				continue
+			}
+		}
+		if p.throttle != nil && !p.throttle.Allow() {
+			res.Throttled++
+			if !next(t, c, p, 0) {
+				c.bo = nil
+				heap.Pop(&q)
+			}
+			continue
+		}
+
 		res.Calls++
-		if c.attempts > 1 {
+		if retry {
 			w := int(t / Window)
 			for len(retries) <= w {
 				retries = append(retries, 0)
 			}
 			retries[w]++
 		}
-		out := srv.serve(t)
+		out, ra := srv.serve(t)
+		if out != Down {
+			if w := int64(t / Window); w != upWindow {
+				upWindow, upCount = w, 0
+			}
+			upCount++
+			res.PeakUp = max(res.PeakUp, upCount)
+		}
+		if p.throttle != nil {
+			p.throttle.Record(out == OK)
+		}
 		if cfg.Observe != nil {
-			cfg.Observe(Call{Client: int(e.id), Attempt: int(c.attempts), At: t, Outcome: out})
+			cfg.Observe(Call{Process: int(c.proc), Task: int(c.idx), Attempt: int(c.attempts), At: t, Outcome: out, RetryAfter: ra})
 		}
 		switch out {
 		case OK:
@@ -366,20 +505,13 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		case Rejected:
 			res.Rejected++
 		}
-		if out != OK {
-			d := c.bo.NextBackOff()
-			if d != backoff.Stop {
-				c.reserving = lim != nil
-				q[0].at = t + d
-				heap.Fix(&q, 0)
-				continue
-			}
-			res.GaveUp++
+		if out != OK && next(t, c, p, ra) {
+			continue
 		}
 		c.bo = nil
 		heap.Pop(&q)
 	}
-	for _, c := range clients {
+	for _, c := range tasks {
 		res.MaxAttempts = max(res.MaxAttempts, int(c.attempts))
 	}
 

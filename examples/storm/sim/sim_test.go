@@ -14,10 +14,15 @@ import (
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
-// strategy returns the named strategy of sim.Strategies with the defaults.
+// strategy returns the named strategy of sim.Strategies with the defaults,
+// or one of the extra policies "exponential" and "equal-jitter".
 func strategy(t testing.TB, name string) sim.Strategy {
 	t.Helper()
-	for _, s := range sim.Strategies(sim.DefaultInterval, sim.DefaultLimit, sim.DefaultBurst) {
+	extra := []sim.Strategy{
+		{Name: "exponential", Policy: rebound.Policy{Jitter: rebound.NoJitter}},
+		{Name: "equal-jitter", Policy: rebound.Policy{Jitter: rebound.EqualJitter}},
+	}
+	for _, s := range append(sim.Strategies(sim.DefaultInterval), extra...) {
 		if s.Name == name {
 			return s
 		}
@@ -35,18 +40,18 @@ func simulate(t testing.TB, cfg sim.Config, s sim.Strategy) sim.Result {
 	return r
 }
 
-// recorder collects the calls of a run, per client.
+// recorder collects the calls of a run, per process.
 type recorder struct {
-	calls    []sim.Call
-	byClient map[int][]sim.Call
+	calls  []sim.Call
+	byProc map[int][]sim.Call
 }
 
 func (r *recorder) observe(c sim.Call) {
-	if r.byClient == nil {
-		r.byClient = map[int][]sim.Call{}
+	if r.byProc == nil {
+		r.byProc = map[int][]sim.Call{}
 	}
 	r.calls = append(r.calls, c)
-	r.byClient[c.Client] = append(r.byClient[c.Client], c)
+	r.byProc[c.Process] = append(r.byProc[c.Process], c)
 }
 
 // checkTotals checks the identities every Result satisfies.
@@ -60,11 +65,16 @@ func checkTotals(t *testing.T, r sim.Result) {
 	for _, n := range r.Retries {
 		retries += int64(n)
 	}
-	if want := r.Calls - int64(r.Clients); retries != want {
-		t.Errorf("%s: sum of Retries = %d, want Calls - Clients = %d", r.Strategy, retries, want)
+	if r.Throttled == 0 && r.Dropped == 0 {
+		if want := r.Calls - int64(r.Tasks); retries != want {
+			t.Errorf("%s: sum of Retries = %d, want Calls - Tasks = %d", r.Strategy, retries, want)
+		}
 	}
-	if r.Converged != (r.Succeeded == r.Clients) {
-		t.Errorf("%s: Converged = %v with %d/%d succeeded", r.Strategy, r.Converged, r.Succeeded, r.Clients)
+	if r.Converged != (r.Succeeded == r.Tasks) {
+		t.Errorf("%s: Converged = %v with %d/%d succeeded", r.Strategy, r.Converged, r.Succeeded, r.Tasks)
+	}
+	if r.Succeeded+r.Dropped+r.GaveUp > r.Tasks {
+		t.Errorf("%s: %d succeeded + %d dropped + %d gave up > %d calls", r.Strategy, r.Succeeded, r.Dropped, r.GaveUp, r.Tasks)
 	}
 	if r.P99Retries > r.PeakRetries {
 		t.Errorf("%s: P99 %d > peak %d", r.Strategy, r.P99Retries, r.PeakRetries)
@@ -81,8 +91,8 @@ func TestFixedIntervalUnlimitedCapacity(t *testing.T) {
 	for _, down := range []time.Duration{0, time.Nanosecond, 4900 * time.Millisecond, 5 * time.Second, 10 * time.Second, 12 * time.Second} {
 		t.Run(down.String(), func(t *testing.T) {
 			var rec recorder
-			cfg := sim.Config{Clients: n, Down: down, Capacity: 0, Seed: 1, Observe: rec.observe}
-			r := simulate(t, cfg, sim.Strategies(interval, 0, 0)[0])
+			cfg := sim.Config{Processes: n, Down: down, Capacity: 0, Seed: 1, Observe: rec.observe}
+			r := simulate(t, cfg, sim.Strategies(interval)[0])
 			checkTotals(t, r)
 
 			k := int64(math.Ceil(float64(down) / float64(interval))) // failed calls per client
@@ -96,7 +106,7 @@ func TestFixedIntervalUnlimitedCapacity(t *testing.T) {
 					r.Converged, r.DoneAt, r.MaxAttempts, successAt, k+1)
 			}
 			for c := range n {
-				calls := rec.byClient[c]
+				calls := rec.byProc[c]
 				if len(calls) != int(k+1) {
 					t.Fatalf("client %d made %d calls, want %d", c, len(calls), k+1)
 				}
@@ -122,12 +132,12 @@ func TestFixedIntervalUnlimitedCapacity(t *testing.T) {
 // capped at 30 s): calls at 0, 1, 3, 7, 15, 31, 61, 91, 121 s.
 func TestExponentialNoJitterCallTimes(t *testing.T) {
 	var rec recorder
-	cfg := sim.Config{Clients: 25, Down: 100 * time.Second, Seed: 9, Observe: rec.observe}
+	cfg := sim.Config{Processes: 25, Down: 100 * time.Second, Seed: 9, Observe: rec.observe}
 	r := simulate(t, cfg, strategy(t, "exponential"))
 	checkTotals(t, r)
 	want := []time.Duration{0, 1, 3, 7, 15, 31, 61, 91, 121}
-	for c := range cfg.Clients {
-		calls := rec.byClient[c]
+	for c := range cfg.Processes {
+		calls := rec.byProc[c]
 		if len(calls) != len(want) {
 			t.Fatalf("client %d: %d calls, want %d", c, len(calls), len(want))
 		}
@@ -140,8 +150,8 @@ func TestExponentialNoJitterCallTimes(t *testing.T) {
 			t.Errorf("client %d: last call %v, want ok", c, last.Outcome)
 		}
 	}
-	if r.DoneAt != 121*time.Second || r.Calls != int64(cfg.Clients*len(want)) {
-		t.Errorf("DoneAt %v, Calls %d; want 2m1s, %d", r.DoneAt, r.Calls, cfg.Clients*len(want))
+	if r.DoneAt != 121*time.Second || r.Calls != int64(cfg.Processes*len(want)) {
+		t.Errorf("DoneAt %v, Calls %d; want 2m1s, %d", r.DoneAt, r.Calls, cfg.Processes*len(want))
 	}
 }
 
@@ -150,7 +160,7 @@ func TestExponentialNoJitterCallTimes(t *testing.T) {
 // order (ties in virtual time go to the lower index).
 func TestFixedIntervalCapacityRounds(t *testing.T) {
 	var rec recorder
-	cfg := sim.Config{Clients: 200, Down: 10 * time.Second, Capacity: 500, Seed: 1, Observe: rec.observe}
+	cfg := sim.Config{Processes: 200, Down: 10 * time.Second, Capacity: 500, Seed: 1, Observe: rec.observe}
 	r := simulate(t, cfg, strategy(t, "fixed-5s"))
 	checkTotals(t, r)
 	// t=0, 5: 400 down; t=10: 150 rejected; t=15: 100; t=20: 50; t=25: done.
@@ -158,8 +168,8 @@ func TestFixedIntervalCapacityRounds(t *testing.T) {
 		t.Errorf("down %d, rejected %d, calls %d, done at %v; want 400, 300, 900, 25s",
 			r.FailedDown, r.Rejected, r.Calls, r.DoneAt)
 	}
-	for c := range cfg.Clients {
-		calls := rec.byClient[c]
+	for c := range cfg.Processes {
+		calls := rec.byProc[c]
 		last := calls[len(calls)-1]
 		if want := 10*time.Second + time.Duration(c/50)*5*time.Second; last.At != want || last.Outcome != sim.OK {
 			t.Errorf("client %d: last call %+v, want ok at %v", c, last, want)
@@ -172,7 +182,7 @@ func TestFixedIntervalCapacityRounds(t *testing.T) {
 // every failure before Down is a "down" failure.
 func TestFullJitterCapacity(t *testing.T) {
 	var rec recorder
-	cfg := sim.Config{Clients: 2000, Down: 10 * time.Second, Capacity: 100, Seed: 3, Observe: rec.observe}
+	cfg := sim.Config{Processes: 2000, Down: 10 * time.Second, Capacity: 100, Seed: 3, Observe: rec.observe}
 	r := simulate(t, cfg, strategy(t, "full-jitter"))
 	checkTotals(t, r)
 	if !r.Converged {
@@ -202,39 +212,43 @@ func TestFullJitterCapacity(t *testing.T) {
 	}
 }
 
-// A shared limiter caps the retries in every window at rate·100ms + burst,
-// and never delays a first call.
-func TestLimiterCapsRetriesPerWindow(t *testing.T) {
-	cfg := sim.Config{Clients: 3000, Down: 10 * time.Second, Capacity: 500, Seed: 5}
-	for _, s := range sim.Strategies(sim.DefaultInterval, 100, 7)[5:] {
-		t.Run(s.Name, func(t *testing.T) {
-			first := 0
-			c := cfg
-			c.Observe = func(call sim.Call) {
-				if call.Attempt == 1 && call.At == 0 {
-					first++
-				}
-			}
-			r := simulate(t, c, s)
-			checkTotals(t, r)
-			if first != cfg.Clients {
-				t.Errorf("%d first calls at t=0, want %d", first, cfg.Clients)
-			}
-			bound := int(float64(s.Limit)*sim.Window.Seconds()) + s.Burst // 10 + 7
-			if r.PeakRetries > bound || r.PeakRetries < bound/2 {
-				t.Errorf("peak retries per window = %d, want in [%d, %d]", r.PeakRetries, bound/2, bound)
-			}
-			if r.Rejected != 0 || r.LimiterWait <= 0 {
-				t.Errorf("rejected %d, limiter wait %v; want 0 and > 0", r.Rejected, r.LimiterWait)
-			}
-		})
+// A per-process limiter caps each process's retries at rate·100ms + burst
+// per window, and never delays a first call.
+func TestLimiterCapsRetriesPerProcess(t *testing.T) {
+	cfg := sim.Config{Processes: 3, Calls: 1000, Down: 10 * time.Second, Capacity: 500, Seed: 5}
+	s := sim.Strategy{Name: "limited", Policy: rebound.Policy{}, Limit: 100, Burst: 7}
+	first := 0
+	perWindow := map[[2]int64]int{}
+	cfg.Observe = func(call sim.Call) {
+		if call.Attempt == 1 && call.At == 0 {
+			first++
+		}
+		if call.Attempt > 1 {
+			perWindow[[2]int64{int64(call.Process), int64(call.At / sim.Window)}]++
+		}
+	}
+	r := simulate(t, cfg, s)
+	checkTotals(t, r)
+	if first != cfg.Tasks() {
+		t.Errorf("%d first calls at t=0, want %d", first, cfg.Tasks())
+	}
+	bound := int(float64(s.Limit)*sim.Window.Seconds()) + s.Burst // 10 + 7
+	peak := 0
+	for _, n := range perWindow {
+		peak = max(peak, n)
+	}
+	if peak > bound || peak < bound/2 {
+		t.Errorf("peak retries of one process per window = %d, want in [%d, %d]", peak, bound/2, bound)
+	}
+	if r.LimiterWait <= 0 {
+		t.Errorf("limiter wait %v, want > 0", r.LimiterWait)
 	}
 }
 
 // A limiter with an infinite rate never delays anything: same run as no
 // limiter at all.
 func TestInfiniteLimiterIsNoLimiter(t *testing.T) {
-	cfg := sim.Config{Clients: 300, Down: 10 * time.Second, Capacity: 200, Seed: 11}
+	cfg := sim.Config{Processes: 300, Down: 10 * time.Second, Capacity: 200, Seed: 11}
 	plain := strategy(t, "equal-jitter")
 	inf := plain
 	inf.Limit = rate.Inf
@@ -247,8 +261,8 @@ func TestInfiniteLimiterIsNoLimiter(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	cfg := sim.DefaultConfig()
-	cfg.Clients = 500
-	for _, s := range sim.Strategies(sim.DefaultInterval, sim.DefaultLimit, sim.DefaultBurst) {
+	cfg.Processes = 500
+	for _, s := range sim.Strategies(sim.DefaultInterval) {
 		a, b := simulate(t, cfg, s), simulate(t, cfg, s)
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: two runs with seed %d differ", s.Name, cfg.Seed)
@@ -267,21 +281,21 @@ func TestDeterministic(t *testing.T) {
 func TestJitterFlattensThePeak(t *testing.T) {
 	cfg := sim.DefaultConfig()
 	results := map[string]sim.Result{}
-	for _, s := range sim.Strategies(sim.DefaultInterval, sim.DefaultLimit, sim.DefaultBurst) {
+	for _, s := range append(sim.Strategies(sim.DefaultInterval), strategy(t, "exponential"), strategy(t, "equal-jitter")) {
 		r := simulate(t, cfg, s)
 		checkTotals(t, r)
-		if !r.Converged {
+		if !r.Converged && !strings.Contains(s.Name, "throttle") {
 			t.Errorf("%s did not converge", s.Name)
 		}
 		results[s.Name] = r
 	}
 	for _, lockstep := range []string{"fixed-5s", "exponential"} {
-		if got := results[lockstep].PeakRetries; got != cfg.Clients {
-			t.Errorf("%s peak = %d, want every client in one window (%d)", lockstep, got, cfg.Clients)
+		if got := results[lockstep].PeakRetries; got != cfg.Processes {
+			t.Errorf("%s peak = %d, want every client in one window (%d)", lockstep, got, cfg.Processes)
 		}
 	}
 	fixed := results["fixed-5s"]
-	for _, name := range []string{"full-jitter", "equal-jitter", "decorrelated"} {
+	for _, name := range []string{"full-jitter", "equal-jitter", "fleet"} {
 		r := results[name]
 		if r.PeakRetries*4 > fixed.PeakRetries {
 			t.Errorf("%s peak %d not far below fixed-interval peak %d", name, r.PeakRetries, fixed.PeakRetries)
@@ -296,7 +310,7 @@ func TestJitterFlattensThePeak(t *testing.T) {
 }
 
 func TestHorizonStopsANonConvergingStrategy(t *testing.T) {
-	cfg := sim.Config{Clients: 1000, Down: 10 * time.Second, Capacity: 100, Seed: 1, Horizon: time.Minute}
+	cfg := sim.Config{Processes: 1000, Down: 10 * time.Second, Capacity: 100, Seed: 1, Horizon: time.Minute}
 	r := simulate(t, cfg, strategy(t, "fixed-5s"))
 	checkTotals(t, r)
 	// Rounds at 10, 15, ..., 60 s serve 10 clients each.
@@ -308,7 +322,7 @@ func TestHorizonStopsANonConvergingStrategy(t *testing.T) {
 
 func TestGiveUp(t *testing.T) {
 	s := sim.Strategy{Name: "three", Policy: rebound.Policy{Jitter: rebound.NoJitter, MaxAttempts: 3}}
-	r := simulate(t, sim.Config{Clients: 10, Down: time.Hour}, s)
+	r := simulate(t, sim.Config{Processes: 10, Down: time.Hour}, s)
 	checkTotals(t, r)
 	if r.GaveUp != 10 || r.Converged || r.Calls != 30 || r.MaxAttempts != 3 || r.End != 3*time.Second {
 		t.Errorf("gave up %d, converged %v, calls %d, max attempts %d, end %v; want 10, false, 30, 3, 3s",
@@ -320,7 +334,7 @@ func TestGiveUp(t *testing.T) {
 // floor(C(k+1)/10) - floor(Ck/10): 15/s alternates 1 and 2 per window.
 func TestFractionalCapacity(t *testing.T) {
 	var rec recorder
-	cfg := sim.Config{Clients: 200, Down: 0, Capacity: 15, Seed: 2, Observe: rec.observe}
+	cfg := sim.Config{Processes: 200, Down: 0, Capacity: 15, Seed: 2, Observe: rec.observe}
 	r := simulate(t, cfg, strategy(t, "full-jitter"))
 	checkTotals(t, r)
 	served := map[int64]int{}
@@ -349,7 +363,9 @@ func TestInvalid(t *testing.T) {
 		s    func(*sim.Strategy)
 		want string
 	}{
-		{"no clients", func(c *sim.Config) { c.Clients = 0 }, nil, "Clients"},
+		{"no processes", func(c *sim.Config) { c.Processes = 0 }, nil, "Processes"},
+		{"negative calls", func(c *sim.Config) { c.Calls = -1 }, nil, "Calls"},
+		{"too many calls", func(c *sim.Config) { c.Processes, c.Calls = 1 << 20, 1 << 10 }, nil, "Processes × Calls"},
 		{"negative down", func(c *sim.Config) { c.Down = -1 }, nil, "Down"},
 		{"NaN capacity", func(c *sim.Config) { c.Capacity = math.NaN() }, nil, "Capacity"},
 		{"huge capacity", func(c *sim.Config) { c.Capacity = 2e9 }, nil, "Capacity"},
@@ -377,24 +393,23 @@ func TestInvalid(t *testing.T) {
 }
 
 func TestStrategies(t *testing.T) {
-	all := sim.Strategies(sim.DefaultInterval, sim.DefaultLimit, sim.DefaultBurst)
+	all := sim.Strategies(sim.DefaultInterval)
 	names := make([]string, len(all))
 	for i, s := range all {
 		names[i] = s.Name
 		if err := s.Policy.Validate(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 		}
-		if limited := strings.HasSuffix(s.Name, "+limiter"); limited != (s.Limit > 0) {
-			t.Errorf("%s: Limit %v", s.Name, s.Limit)
+		if (s.NewBudget != nil) != strings.Contains(s.Name, "+budget") || (s.NewThrottle != nil) != strings.Contains(s.Name, "+throttle") {
+			t.Errorf("%s: budget %v, throttle %v", s.Name, s.NewBudget != nil, s.NewThrottle != nil)
+		}
+		if s.HonorRetryAfter != (s.Name != "fixed-5s" && s.Name != "full-jitter") {
+			t.Errorf("%s: HonorRetryAfter %v", s.Name, s.HonorRetryAfter)
 		}
 	}
-	want := "fixed-5s exponential full-jitter equal-jitter decorrelated " +
-		"fixed-5s+limiter exponential+limiter full-jitter+limiter equal-jitter+limiter decorrelated+limiter"
+	want := "fixed-5s full-jitter rebound rebound+budget rebound+throttle rebound+budget+throttle fleet"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("names = %s\nwant %s", got, want)
-	}
-	if n := len(sim.Strategies(time.Second, 0, 0)); n != 5 {
-		t.Errorf("without a limiter: %d strategies, want 5", n)
 	}
 }
 
@@ -423,8 +438,8 @@ func TestOutcomeString(t *testing.T) {
 // scenario (500 calls/s after 10 s down).
 func BenchmarkSimulate(b *testing.B) {
 	cfg := sim.DefaultConfig()
-	cfg.Clients = 10000
-	for _, name := range []string{"full-jitter", "full-jitter+limiter", "fixed-5s"} {
+	cfg.Processes = 10000
+	for _, name := range []string{"full-jitter", "rebound+budget+throttle", "fixed-5s", "fleet"} {
 		s := strategy(b, name)
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
