@@ -365,7 +365,7 @@ func TestInvalid(t *testing.T) {
 	}{
 		{"no processes", func(c *sim.Config) { c.Processes = 0 }, nil, "Processes"},
 		{"negative calls", func(c *sim.Config) { c.Calls = -1 }, nil, "Calls"},
-		{"too many calls", func(c *sim.Config) { c.Processes, c.Calls = 1 << 20, 1 << 10 }, nil, "Processes × Calls"},
+		{"too many calls", func(c *sim.Config) { c.Processes, c.Calls = 1<<20, 1<<10 }, nil, "Processes × Calls"},
 		{"negative down", func(c *sim.Config) { c.Down = -1 }, nil, "Down"},
 		{"NaN capacity", func(c *sim.Config) { c.Capacity = math.NaN() }, nil, "Capacity"},
 		{"huge capacity", func(c *sim.Config) { c.Capacity = 2e9 }, nil, "Capacity"},
