@@ -426,9 +426,6 @@ func (b *Builder) release(r *ccResolver) {
 	b.mu.Unlock()
 }
 
-// refresher is the re-confirmation a subscription may offer.
-type refresher interface{ Refresh() }
-
 // resolveNow coalesces ResolveNow calls of every resolver of e into at most
 // one re-confirmation per interval.
 func (b *Builder) resolveNow(e *entry) {
@@ -464,22 +461,20 @@ func (b *Builder) resolveNow(e *entry) {
 	b.mu.Unlock()
 }
 
-// refresh asks the Manager to confirm e's subscription again, unless it is
-// already doing so (not subscribed: pending or retrying). Without a
-// Subscription.Refresh in package subscriber this counts the request only:
-// the Manager confirms subscriptions again by itself after every reconnect.
+// refresh asks the Manager to confirm e's subscription again
+// (Subscription.Refresh: one limiter-paced registry request, and nothing
+// while the subscription is pending, retrying or within the Manager's own
+// refresh interval), unless the Manager is confirming it anyway.
 func (b *Builder) refresh(e *entry) {
 	if e.sub.Status().State != subscriber.StateSubscribed {
 		return
 	}
 	b.refreshes.Add(1)
-	if rf, ok := any(e.sub).(refresher); ok {
-		rf.Refresh()
-	}
+	e.sub.Refresh()
 }
 
-// keyName describes a key in error messages: "service orders (group G,
-// namespace N, clusters [a b])", the parts that are set.
+// keyName describes a key in error messages: "service "orders" (group
+// "G", namespace "N", clusters a,b)", the parts that are set.
 func keyName(k subscriber.Key) string {
 	s := "service " + strconv.Quote(k.Service)
 	var parts []string

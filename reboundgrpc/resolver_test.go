@@ -223,20 +223,36 @@ func TestResolveNowStorm(t *testing.T) {
 		eventually(t, "first state", func() bool { s, _ := f.snapshot(); return len(s) > 0 })
 	}
 	env.srv.ResetStats()
+	// 1,000 calls spread over about 2 s (a balancer calls ResolveNow on
+	// every failed connection), then wait past the trailing re-confirmation.
 	start := time.Now()
+	tick := time.NewTicker(2 * time.Millisecond)
 	for i := range 1000 {
 		rs[i%conns].ResolveNow(resolver.ResolveNowOptions{})
+		if i%2 == 0 {
+			<-tick.C
+		}
 	}
+	tick.Stop()
 	elapsed := time.Since(start)
+	eventually(t, "trailing re-confirmation", func() bool { return time.Since(start) > elapsed+1500*time.Millisecond })
 	st := env.b.Stats()
 	reqs := env.srv.Stats().Requests
-	t.Logf("1,000 ResolveNow in %v: %d re-confirmations; registry requests %v", elapsed, st.Refreshes, reqs)
+	t.Logf("1,000 ResolveNow over %v: %d re-confirmations asked of the Manager; registry requests %v", elapsed, st.Refreshes, reqs)
 	// At most one at once and one at the end of each interval.
 	if max := 2 + uint64(elapsed/time.Second); st.Refreshes > max {
 		t.Fatalf("%d re-confirmations for 1,000 ResolveNow calls in %v, want at most %d", st.Refreshes, elapsed, max)
 	}
-	if n := reqs["SubscribeServiceRequest"]; n > 4 {
-		t.Fatalf("%d SubscribeServiceRequest for 1,000 ResolveNow calls", n)
+	if st.Refreshes == 0 {
+		t.Fatal("no re-confirmation asked for")
+	}
+	// Each re-confirmation is at most one adapter Subscribe (an SDK
+	// unsubscribe and subscribe: two SubscribeServiceRequests).
+	if n := reqs["SubscribeServiceRequest"]; n > int64(2*st.Refreshes) {
+		t.Fatalf("%d SubscribeServiceRequest for %d re-confirmations", n, st.Refreshes)
+	}
+	if st.ResolveNows != 1000 {
+		t.Fatalf("ResolveNows = %d", st.ResolveNows)
 	}
 }
 
