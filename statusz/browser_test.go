@@ -1,0 +1,209 @@
+package statusz_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/png"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/statusz"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+// chromium finds a Chromium binary: $CHROMIUM, or chromium,
+// chromium-browser, google-chrome on PATH.
+func chromium() (string, []string) {
+	names := []string{"chromium", "chromium-browser", "google-chrome"}
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		names = append([]string{p}, names...)
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, names
+		}
+	}
+	return "", names
+}
+
+// eventually polls cond (real time: a real browser and real timers) until
+// it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func countState(m *subscriber.Manager, st subscriber.State) int {
+	n := 0
+	for _, s := range m.Status() {
+		if s.State == st {
+			n++
+		}
+	}
+	return n
+}
+
+// The page in a real browser (headless Chromium driven over the DevTools
+// protocol): it renders, lists the subscriptions a registry outage left
+// retrying first, and a screenshot of it is not blank. Set
+// STATUSZ_SCREENSHOT=file.png to keep the screenshot.
+func TestBrowser(t *testing.T) {
+	exe, names := chromium()
+	if exe == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Chromium on PATH (looked for %v): CI must install Debian's chromium package (.ci/run does)", names)
+		}
+		t.Skipf("no Chromium on PATH (looked for %v): install Debian's chromium package (apt-get install chromium) or set CHROMIUM to run this test in a real browser", names)
+	}
+
+	// A Manager over the in-memory registry, three subscriptions.
+	reg := subscribertest.New()
+	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}),
+		subscriber.WithLimiter(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := t.Context()
+	for _, svc := range []string{"orders", "payments", "stock"} {
+		k := subscriber.Key{Group: "DEFAULT_GROUP", Service: svc}
+		reg.Set(k, subscribertest.Instance("10.0.0.1", 8080), subscribertest.Instance("10.0.0.2", 8080))
+		if _, err := m.Subscribe(ctx, k, func([]subscriber.Instance) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "3 subscribed", func() bool { return countState(m, subscriber.StateSubscribed) == 3 })
+
+	// The outage: the registry goes down; when it comes back, it keeps
+	// refusing "payments".
+	reg.SetDown(true)
+	eventually(t, "3 retrying", func() bool { return countState(m, subscriber.StateRetrying) == 3 })
+	reg.SetFailure(func(k subscriber.Key) error {
+		if k.Service == "payments" {
+			return errors.New("subscribe payments: server busy, password=hunter2")
+		}
+		return nil
+	})
+	reg.SetDown(false)
+	eventually(t, "2 subscribed, 1 retrying", func() bool {
+		return countState(m, subscriber.StateSubscribed) == 2 && countState(m, subscriber.StateRetrying) == 1
+	})
+
+	h, err := statusz.New(statusz.WithSubscriptions("nacos", m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 60*time.Second)
+	defer cancelTimeout()
+
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(srv.URL+"/debug/rebound"),
+		chromedp.WaitVisible(chromedp.CSS(`table.subs tbody tr`)),
+	); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	title, err := chromedp.Run(bctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := text(`table.subs`)
+	firstKey := text(`table.subs tbody tr:first-child td.key`)
+	firstState := text(`table.subs tbody tr:first-child td:nth-child(2)`)
+	firstErr := text(`table.subs tbody tr:first-child td.err`)
+	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title != "rebound status" {
+		t.Errorf("title %q", title)
+	}
+	if rows != 3 {
+		t.Errorf("%d rows, want 3:\n%s", rows, table)
+	}
+	if !strings.HasSuffix(firstKey, "payments") || firstState != "retrying" {
+		t.Errorf("first row %q %q, want the retrying payments subscription first:\n%s", firstKey, firstState, table)
+	}
+	if !strings.Contains(firstErr, "server busy") || strings.Contains(firstErr, "hunter2") {
+		t.Errorf("first row's error %q", firstErr)
+	}
+
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+	if n := colors(img); n < 16 {
+		t.Errorf("screenshot has %d colours: blank?", n)
+	}
+	if p := os.Getenv("STATUSZ_SCREENSHOT"); p != "" {
+		if err := os.WriteFile(p, shot, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("screenshot %dx%d, %d colours", img.Bounds().Dx(), img.Bounds().Dy(), colors(img))
+}
+
+// colors counts the distinct colours of img (up to 1,000).
+func colors(img image.Image) int {
+	seen := map[[4]uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r, g, bl, a := img.At(x, y).RGBA()
+			seen[[4]uint32{r, g, bl, a}] = true
+			if len(seen) >= 1000 {
+				return len(seen)
+			}
+		}
+	}
+	return len(seen)
+}

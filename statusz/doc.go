@@ -1,0 +1,33 @@
+// Package statusz serves a status page for rebound: an http.Handler a
+// service mounts (for example at /debug/rebound), in the spirit of grpc's
+// channelz and x/net/trace, with a small HTML page for people and JSON for
+// machines.
+//
+// It shows every subscription of each subscriber.Manager given with
+// WithSubscriptions (key, state, how long in it, attempts, last error,
+// instances, deliveries, last delivery, last confirmation), the registry
+// connection when the source reports it (ConnectionSource), and each
+// failback.Invoker given with WithFailback (queue, in flight, totals).
+// Stuck subscriptions come first: retrying, pending, stopped, each the
+// longest in its state first; then subscribed ones by key.
+//
+// The HTML page has no JavaScript. It stays readable at 10,000
+// subscriptions: counts per state at the top (links that filter), a state
+// filter and a key search, and DefaultPageSize rows per page
+// (WithPageSize). JSON (?format=json, or an Accept header preferring
+// application/json) lists every matching subscription unless limit is
+// given. The handler reads its sources on each request and keeps no state;
+// rendering 10,000 subscriptions takes a few milliseconds of server time
+// (BenchmarkRender10000).
+//
+//	h, err := statusz.New(
+//		statusz.WithSubscriptions("nacos", manager),
+//		statusz.WithFailback("notify", invoker),
+//	)
+//	if err != nil { ... }
+//	mux.Handle("/debug/rebound", h)
+//
+// Mount it where only operators can reach it: it shows service names,
+// instance counts and error texts (error texts pass through logging.Scrub,
+// which removes the credentials it recognises).
+package statusz

@@ -1,0 +1,128 @@
+package statusz
+
+import (
+	"html/template"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+type htmlData struct {
+	Page
+	q    query
+	Path string
+}
+
+// Link returns the page's URL with the query changed: state and q kept,
+// page set.
+func (d htmlData) Link(state string, page int) string {
+	v := url.Values{}
+	if state != "" {
+		v.Set("state", state)
+	}
+	if d.q.q != "" {
+		v.Set("q", d.q.q)
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	if len(v) == 0 {
+		return d.Path
+	}
+	return d.Path + "?" + v.Encode()
+}
+
+// JSONLink is the same view as JSON.
+func (d htmlData) JSONLink() string {
+	v := url.Values{"format": {"json"}}
+	if d.q.state != "" {
+		v.Set("state", d.q.state)
+	}
+	if d.q.q != "" {
+		v.Set("q", d.q.q)
+	}
+	return d.Path + "?" + v.Encode()
+}
+
+func (d htmlData) State() string { return d.q.state }
+func (d htmlData) Query() string { return d.q.q }
+
+var funcs = template.FuncMap{
+	"age": func(d time.Duration) string {
+		switch {
+		case d <= 0:
+			return ""
+		case d < time.Second:
+			return d.Round(time.Millisecond).String()
+		case d < time.Hour:
+			return d.Round(time.Second).String()
+		}
+		return d.Round(time.Minute).String()
+	},
+	"ts": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	},
+	"since": func(now, t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return now.Sub(t).Round(time.Second).String() + " ago"
+	},
+	"add":    func(a, b int) int { return a + b },
+	"states": func() []string { return []string{"retrying", "pending", "stopped", "subscribed"} },
+}
+
+var page = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>rebound status</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1f24;background:#fff}
+h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.15em;margin:1.4em 0 .4em}
+.muted{color:#57606a}table{border-collapse:collapse;width:100%;margin:.4em 0}
+th,td{border-bottom:1px solid #d0d7de;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f6f8fa;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{background:#eaeef2;color:#57606a}
+.badge{display:inline-block;padding:.05em .6em;border-radius:1em;font-weight:600}
+.connected{background:#dafbe1;color:#116329}.disconnected{background:#ffebe9;color:#a40e26}.unknown{background:#eaeef2}
+.err{font-family:ui-monospace,monospace;font-size:.9em;word-break:break-word;max-width:40em}
+.key{font-family:ui-monospace,monospace}nav a,nav b{margin-right:.6em}form{margin:.6em 0}
+</style></head><body>
+<h1>rebound status</h1>
+<p class="muted">Generated {{ts .Generated}} · <a href="{{.JSONLink}}">JSON</a> · stuck subscriptions first (retrying, pending, stopped; longest first)</p>
+<form method="get" action="{{.Path}}">
+<label>state <select name="state"><option value="">all</option>
+<option value="stuck"{{if eq .State "stuck"}} selected{{end}}>stuck (not subscribed)</option>
+{{range states}}<option value="{{.}}"{{if eq $.State .}} selected{{end}}>{{.}}</option>{{end}}
+</select></label>
+<label>key contains <input name="q" value="{{.Query}}" size="24"></label>
+<button type="submit">filter</button></form>
+{{range $m := .Managers}}
+<section class="manager" data-name="{{$m.Name}}">
+<h2>Subscriptions: {{$m.Name}}</h2>
+<p>Registry:
+{{if $m.Registry}}<span class="badge {{$m.Registry}}" id="registry-{{$m.Name}}">{{$m.Registry}}</span> <span class="muted">since {{ts $m.RegistrySince}} ({{since $.Generated $m.RegistrySince}})</span>
+{{else}}<span class="badge unknown">not reported</span>{{end}}</p>
+<p class="counts">{{range states}}<a href="{{$.Link . 1}}">{{.}}: <b class="count-{{.}}">{{index $m.Counts .}}</b></a> · {{end}}<a href="{{$.Link "" 1}}">all</a></p>
+<p class="muted">{{$m.Total}} matching{{if gt $m.Pages 1}}, page {{$m.Page}} of {{$m.Pages}}{{end}}</p>
+{{if gt $m.Pages 1}}<nav>{{if gt $m.Page 1}}<a href="{{$.Link $.State (add $m.Page -1)}}">« previous</a>{{end}}{{if lt $m.Page $m.Pages}}<a href="{{$.Link $.State (add $m.Page 1)}}">next »</a>{{end}}</nav>{{end}}
+<table class="subs"><thead><tr><th>key</th><th>state</th><th>for</th><th>attempts</th><th>last error</th><th>instances</th><th>deliveries</th><th>last delivery</th><th>confirmed</th></tr></thead><tbody>
+{{range $m.Subscriptions}}<tr class="{{.State}}"><td class="key">{{.Key}}</td><td>{{.State}}</td><td title="since {{ts .Since}}">{{age .Age}}</td><td class="n">{{.Attempts}} <span class="muted">/ {{.TotalAttempts}}</span></td><td class="err">{{.LastError}}</td><td class="n">{{.Instances}}</td><td class="n">{{.Deliveries}}</td><td>{{since $.Generated .LastDelivery}}</td><td>{{if .ConfirmReason}}{{.ConfirmReason}} <span class="muted">{{since $.Generated .ConfirmedAt}}</span>{{end}}</td></tr>
+{{else}}<tr><td colspan="9" class="muted">no subscription matches</td></tr>{{end}}
+</tbody></table>
+</section>
+{{end}}
+{{range .Failback}}
+<section class="failback" data-name="{{.Name}}">
+<h2>Failback queue: {{.Name}}</h2>
+<table class="fb"><thead><tr><th>queued</th><th>in flight</th><th>offered</th><th>retried</th><th>succeeded</th><th>gave up</th><th>dropped</th></tr></thead><tbody>
+<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td>{{range $r, $n := .Dropped}}{{$r}}: {{$n}} {{end}}</td></tr>
+</tbody></table>
+</section>
+{{end}}
+{{if and (not .Managers) (not .Failback)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
+</body></html>
+`))

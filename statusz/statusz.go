@@ -1,0 +1,383 @@
+package statusz
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/logging"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// DefaultPageSize is the number of subscriptions an HTML page shows.
+const DefaultPageSize = 100
+
+// A StatusSource lists subscriptions: *subscriber.Manager is one.
+type StatusSource interface {
+	Status() []subscriber.Status
+}
+
+// A ConnectionSource reports a registry connection: its state (0 if not
+// known yet) and since when. A StatusSource that also implements it gets
+// its connection shown.
+type ConnectionSource interface {
+	Connection() (state subscriber.ConnState, since time.Time)
+}
+
+// A StatsSource reports a failback invoker's counters: *failback.Invoker
+// is one.
+type StatsSource interface {
+	Stats() failback.Stats
+}
+
+// An Option configures New. A nil Option is ignored.
+type Option interface{ apply(*Handler) error }
+
+type optionFunc func(*Handler) error
+
+func (f optionFunc) apply(h *Handler) error { return f(h) }
+
+// WithSubscriptions adds a section for src (for example a
+// *subscriber.Manager) under name. Names must be unique and not empty. If
+// src also implements ConnectionSource, its registry connection is shown.
+func WithSubscriptions(name string, src StatusSource) Option {
+	return optionFunc(func(h *Handler) error {
+		if err := h.checkName("statusz.WithSubscriptions", name, src == nil); err != nil {
+			return err
+		}
+		h.subs = append(h.subs, namedSubs{name, src})
+		return nil
+	})
+}
+
+// WithFailback adds a section for src (for example a *failback.Invoker)
+// under name. Names must be unique and not empty.
+func WithFailback(name string, src StatsSource) Option {
+	return optionFunc(func(h *Handler) error {
+		if err := h.checkName("statusz.WithFailback", name, src == nil); err != nil {
+			return err
+		}
+		h.fbs = append(h.fbs, namedStats{name, src})
+		return nil
+	})
+}
+
+// WithPageSize sets how many subscriptions an HTML page shows (default
+// DefaultPageSize); it must be at least 1.
+func WithPageSize(n int) Option {
+	return optionFunc(func(h *Handler) error {
+		if n < 1 {
+			return &rebound.ArgumentError{Func: "statusz.WithPageSize", Arg: "n", Reason: "must be at least 1", Err: rebound.ErrInvalidArgument}
+		}
+		h.pageSize = n
+		return nil
+	})
+}
+
+type namedSubs struct {
+	name string
+	src  StatusSource
+}
+
+type namedStats struct {
+	name string
+	src  StatsSource
+}
+
+// Handler serves the status page. Create it with New; it is safe for
+// concurrent use. Each request reads its sources afresh (Status, Stats):
+// the handler holds no state of its own.
+type Handler struct {
+	subs     []namedSubs
+	fbs      []namedStats
+	names    map[string]bool
+	pageSize int
+	now      func() time.Time
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler showing the given sources.
+//
+// GET serves HTML unless the query has format=json or the Accept header
+// prefers application/json; other methods get 405. Query parameters (HTML
+// and JSON alike): state (pending, subscribed, retrying, stopped, or
+// "stuck" for all but subscribed), q (a substring of the key), page (from
+// 1) and, for JSON, limit (default: every subscription). Subscriptions are
+// ordered stuck first: retrying, pending, stopped, each the longest in its
+// state first, then subscribed by key.
+func New(opts ...Option) (*Handler, error) {
+	h := &Handler{pageSize: DefaultPageSize, names: map[string]bool{}, now: time.Now}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(h); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func (h *Handler) checkName(fn, name string, nilSrc bool) error {
+	switch {
+	case nilSrc:
+		return &rebound.ArgumentError{Func: fn, Arg: "src", Reason: "must not be nil", Err: rebound.ErrInvalidArgument}
+	case strings.TrimSpace(name) == "":
+		return &rebound.ArgumentError{Func: fn, Arg: "name", Reason: "must not be empty", Err: rebound.ErrInvalidArgument}
+	case h.names[name]:
+		return &rebound.ArgumentError{Func: fn, Arg: "name", Reason: fmt.Sprintf("%q is used twice", name), Err: rebound.ErrInvalidArgument}
+	}
+	h.names[name] = true
+	return nil
+}
+
+// Page is the JSON document the handler serves (format=json).
+type Page struct {
+	Generated time.Time      `json:"generated"`
+	Managers  []ManagerPage  `json:"managers"`
+	Failback  []FailbackPage `json:"failback"`
+}
+
+// ManagerPage is one subscription source.
+type ManagerPage struct {
+	Name string `json:"name"`
+	// Registry is the connection state ("connected", "disconnected") and
+	// RegistrySince when it began; empty if not known.
+	Registry      string    `json:"registry,omitempty"`
+	RegistrySince time.Time `json:"registry_since,omitzero"`
+	// Counts has every state, also at 0.
+	Counts map[string]int `json:"counts"`
+	// Total is the number of subscriptions that match the filter; Page and
+	// Pages say which slice of them Subscriptions is.
+	Total         int            `json:"total"`
+	Page          int            `json:"page"`
+	Pages         int            `json:"pages"`
+	Subscriptions []Subscription `json:"subscriptions"`
+}
+
+// Subscription is one row.
+type Subscription struct {
+	Key           string    `json:"key"`
+	State         string    `json:"state"`
+	Since         time.Time `json:"since,omitzero"`
+	Attempts      int       `json:"attempts"`
+	TotalAttempts int       `json:"total_attempts"`
+	LastError     string    `json:"last_error,omitempty"`
+	Instances     int       `json:"instances"`
+	Deliveries    int       `json:"deliveries"`
+	LastDelivery  time.Time `json:"last_delivery,omitzero"`
+	ConfirmedAt   time.Time `json:"confirmed_at,omitzero"`
+	ConfirmReason string    `json:"confirm_reason,omitempty"`
+
+	age time.Duration // in its state, for the HTML page (Age)
+}
+
+// FailbackPage is one failback invoker.
+type FailbackPage struct {
+	Name      string            `json:"name"`
+	Queued    int               `json:"queued"`
+	InFlight  int               `json:"in_flight"`
+	Offered   uint64            `json:"offered"`
+	Retried   uint64            `json:"retried"`
+	Succeeded uint64            `json:"succeeded"`
+	GaveUp    uint64            `json:"gave_up"`
+	Dropped   map[string]uint64 `json:"dropped"`
+}
+
+var states = []subscriber.State{subscriber.StateRetrying, subscriber.StatePending, subscriber.StateStopped, subscriber.StateSubscribed}
+
+// rank orders states stuck first.
+func rank(s subscriber.State) int {
+	if i := slices.Index(states, s); i >= 0 {
+		return i
+	}
+	return len(states)
+}
+
+type query struct {
+	state string // "" all, "stuck", or a state name
+	q     string
+	page  int // from 1
+	limit int // 0: all
+}
+
+func parseQuery(r *http.Request, jsonOut bool, pageSize int) (query, error) {
+	v := r.URL.Query()
+	q := query{state: v.Get("state"), q: v.Get("q"), page: 1}
+	switch q.state {
+	case "", "stuck", "pending", "subscribed", "retrying", "stopped":
+	default:
+		return q, fmt.Errorf("state=%q: want pending, subscribed, retrying, stopped or stuck", q.state)
+	}
+	if p := v.Get("page"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return q, fmt.Errorf("page=%q: want a number from 1", p)
+		}
+		q.page = n
+	}
+	if !jsonOut {
+		q.limit = pageSize
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return q, fmt.Errorf("limit=%q: want a number from 0 (all)", l)
+		}
+		q.limit = n
+	}
+	return q, nil
+}
+
+func (q query) match(st subscriber.Status, key string) bool {
+	switch q.state {
+	case "":
+	case "stuck":
+		if st.State == subscriber.StateSubscribed {
+			return false
+		}
+	default:
+		if st.State.String() != q.state {
+			return false
+		}
+	}
+	return q.q == "" || strings.Contains(key, q.q)
+}
+
+// Snapshot builds the page for a query (the JSON document); exported
+// through ServeHTTP only.
+func (h *Handler) snapshot(q query) Page {
+	now := h.now()
+	p := Page{Generated: now, Managers: []ManagerPage{}, Failback: []FailbackPage{}}
+	for _, ns := range h.subs {
+		p.Managers = append(p.Managers, h.managerPage(ns, q, now))
+	}
+	for _, nf := range h.fbs {
+		st := nf.src.Stats()
+		fp := FailbackPage{Name: nf.name, Queued: st.Queued, InFlight: st.InFlight, Offered: st.Offered,
+			Retried: st.Retried, Succeeded: st.Succeeded, GaveUp: st.GaveUp, Dropped: map[string]uint64{}}
+		for r, n := range st.Dropped {
+			fp.Dropped[string(r)] = n
+		}
+		p.Failback = append(p.Failback, fp)
+	}
+	return p
+}
+
+type row struct {
+	st  *subscriber.Status
+	key string
+}
+
+func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage {
+	all := ns.src.Status()
+	mp := ManagerPage{Name: ns.name, Counts: map[string]int{}}
+	for _, s := range states {
+		mp.Counts[s.String()] = 0
+	}
+	if cs, ok := ns.src.(ConnectionSource); ok {
+		if st, since := cs.Connection(); st != 0 {
+			mp.Registry, mp.RegistrySince = st.String(), since
+		}
+	}
+	rows := make([]row, 0, len(all))
+	for i := range all {
+		st := &all[i]
+		mp.Counts[st.State.String()]++
+		key := st.Key.String()
+		if q.match(*st, key) {
+			rows = append(rows, row{st, key})
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if c := cmp.Compare(rank(a.st.State), rank(b.st.State)); c != 0 {
+			return c
+		}
+		if a.st.State != subscriber.StateSubscribed {
+			if c := a.st.Since.Compare(b.st.Since); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	mp.Total, mp.Page, mp.Pages = len(rows), q.page, 1
+	if q.limit > 0 {
+		mp.Pages = max(1, (len(rows)+q.limit-1)/q.limit)
+		lo := min(len(rows), (q.page-1)*q.limit)
+		rows = rows[lo:min(len(rows), lo+q.limit)]
+	} else if q.page > 1 {
+		rows = nil
+	}
+	mp.Subscriptions = make([]Subscription, len(rows))
+	for i, r := range rows {
+		st := r.st
+		s := Subscription{Key: r.key, State: st.State.String(), Since: st.Since, Attempts: st.Attempts,
+			TotalAttempts: st.TotalAttempts, Instances: st.Instances, Deliveries: st.Deliveries,
+			ConfirmedAt: st.ConfirmedAt, ConfirmReason: st.ConfirmReason, LastDelivery: lastDelivery(st)}
+		if st.LastErr != nil {
+			s.LastError = logging.Scrub(st.LastErr.Error())
+		}
+		if !st.Since.IsZero() {
+			s.age = now.Sub(st.Since)
+		}
+		mp.Subscriptions[i] = s
+	}
+	return mp
+}
+
+// ServeHTTP serves the page; see New.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	jsonOut := wantsJSON(r)
+	q, err := parseQuery(r, jsonOut, h.pageSize)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	p := h.snapshot(q)
+	w.Header().Set("Cache-Control", "no-store")
+	if jsonOut {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(p)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = page.Execute(w, htmlData{Page: p, q: q, Path: r.URL.Path})
+}
+
+func wantsJSON(r *http.Request) bool {
+	if f := r.URL.Query().Get("format"); f != "" {
+		return f == "json"
+	}
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		switch mt {
+		case "application/json":
+			return true
+		case "text/html", "application/xhtml+xml":
+			return false
+		}
+	}
+	return false
+}
+
+// lastDelivery is when the listener was last called, if the Status says.
+func lastDelivery(st *subscriber.Status) time.Time { return time.Time{} }
+
+// Age is how long the subscription has been in its state when the page was
+// generated.
+func (s Subscription) Age() time.Duration { return s.age }
