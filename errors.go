@@ -15,14 +15,17 @@ var (
 	// allows no further attempt (MaxAttempts, MaxElapsed, or a Retry-After
 	// that does not fit in MaxElapsed).
 	ErrExhausted = errors.New("rebound: retries exhausted")
-	// ErrInvalidArgument is wrapped by the error Retry returns for a nil
-	// context or a nil operation.
+	// ErrInvalidArgument is matched by every *ArgumentError: a bad
+	// argument or option value, in any package of rebound.
 	ErrInvalidArgument = errors.New("rebound: invalid argument")
 )
 
-// RetryError is returned by Retry when it stops retrying an error that was
-// still considered transient: the policy was exhausted, the context was done,
-// or the next wait would have ended after the context's deadline.
+// RetryError is returned by Retry (and Retrier.Do, Schedule.Next and
+// Schedule.Wait) when a loop stops retrying an error that was still
+// considered transient: the policy was exhausted, the context was done, or
+// the next wait would have ended after the context's deadline. A loop whose
+// context was done before its first attempt returns one with Attempts 0 and
+// a nil Last.
 //
 // errors.Is(err, Reason) and errors.Is(err, Last) both hold, so a caller can
 // test for ErrExhausted, context.Canceled or context.DeadlineExceeded and for
@@ -38,12 +41,24 @@ type RetryError struct {
 }
 
 func (e *RetryError) Error() string {
+	if e.Last == nil {
+		if e.Attempts == 0 {
+			return fmt.Sprintf("rebound: not attempted: %v", e.Reason)
+		}
+		return fmt.Sprintf("rebound: gave up after %d attempt%s: %v",
+			e.Attempts, plural(e.Attempts), e.Reason)
+	}
 	return fmt.Sprintf("rebound: gave up after %d attempt%s: %v: %v",
 		e.Attempts, plural(e.Attempts), e.Reason, e.Last)
 }
 
-// Unwrap returns the reason and the last error.
-func (e *RetryError) Unwrap() []error { return []error{e.Reason, e.Last} }
+// Unwrap returns the reason and the last error (if any).
+func (e *RetryError) Unwrap() []error {
+	if e.Last == nil {
+		return []error{e.Reason}
+	}
+	return []error{e.Reason, e.Last}
+}
 
 func plural(n int) string {
 	if n == 1 {
@@ -82,8 +97,10 @@ func (e *RetryAfterError) Error() string {
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // RetryAfter wraps err with a server's instruction to wait at least d before
-// the next attempt: the next wait is max(d, the policy's delay). It returns
-// nil for a nil err; a negative d counts as 0.
+// the next attempt: the next wait is max(min(d, Policy.MaxRetryAfter), the
+// policy's delay), so a huge d (a parsed "Retry-After: 4294967295") waits
+// at most MaxRetryAfter (default 5 min) instead of pinning the loop. It
+// returns nil for a nil err; a negative d counts as 0.
 //
 // If waiting d would end after the context's deadline, Retry returns at once
 // (an error wrapping context.DeadlineExceeded) instead of sleeping through

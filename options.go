@@ -1,13 +1,17 @@
 package rebound
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 )
 
-// An Option configures Retry (and, for WithSeed and WithClock, NewBackOff).
+// An Option configures Retry and NewRetrier (and, for WithSeed and
+// WithClock, NewBackOff). A nil Option is ignored. An option given a bad
+// value makes Retry (without calling the operation) and NewRetrier return an
+// *ArgumentError naming the option and the rule.
 type Option interface {
 	apply(*config)
 }
@@ -16,102 +20,126 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
+// config is the compiled form of a set of options (a Retrier holds one).
 type config struct {
-	notify    []func(Event)
+	hooks     []Hooks
+	notify    []func(Event) // WithNotify: retry, success, give-up
 	transient func(error) bool
 	limiter   *rate.Limiter
 	clock     backoff.Clock
 	newTimer  func() backoff.Timer
 	seed      uint64
 	seeded    bool
+	errs      []error
 }
 
-// EventKind says what happened in a retry loop.
-type EventKind int
-
-const (
-	// EventRetry: an attempt failed with a transient error and the loop
-	// will wait Delay before the next one.
-	EventRetry EventKind = iota + 1
-	// EventSuccess: an attempt succeeded (Attempt may be 1).
-	EventSuccess
-	// EventGiveUp: the loop ended with an error (Err is what Retry returns).
-	EventGiveUp
-)
-
-func (k EventKind) String() string {
-	switch k {
-	case EventRetry:
-		return "retry"
-	case EventSuccess:
-		return "success"
-	case EventGiveUp:
-		return "give-up"
-	}
-	return "unknown"
-}
-
-// Event describes one step of a retry loop, for WithNotify hooks.
-type Event struct {
-	Kind EventKind
-	// Attempt is the number of attempts made so far (1 for the first).
-	Attempt int
-	// Err is the failed attempt's error (EventRetry) or the error Retry
-	// returns (EventGiveUp); nil for EventSuccess.
-	Err error
-	// Delay is the wait before the next attempt, Retry-After included
-	// (EventRetry only).
-	Delay time.Duration
-	// Elapsed is the time since the loop started.
-	Elapsed time.Duration
-}
-
-// WithNotify adds a hook called synchronously, from the goroutine running
-// Retry, on every retry, on success and on give-up. Several hooks are called
-// in the order given. A nil fn is ignored.
-func WithNotify(fn func(Event)) Option {
-	return optionFunc(func(c *config) {
-		if fn != nil {
-			c.notify = append(c.notify, fn)
+func newConfig(opts []Option) *config {
+	c := &config{}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
 		}
-	})
+	}
+	return c
 }
 
-// WithClassifier sets which errors are transient (worth retrying): Retry
+func (c *config) bad(option, arg, reason string) {
+	c.errs = append(c.errs, &ArgumentError{Func: "rebound." + option, Arg: arg, Reason: reason})
+}
+
+// now reads the configured clock; it works on a nil *config.
+func (c *config) now() time.Time {
+	if c != nil && c.clock != nil {
+		return c.clock.Now()
+	}
+	return time.Now()
+}
+
+// WithNotify adds fn as a hook for every retry (EventRetry), success
+// (EventSuccess, first attempt included) and give-up (EventGiveUp). It is
+// the one-function form of WithHooks:
+//
+//	WithNotify(fn) ≈ WithHooks(Hooks{Retried: fn, GaveUp: fn, Attempted: fn on success, as EventSuccess})
+//
+// (the functions are called directly, with no wrapper in between, so a
+// logger can find the caller of the loop on the stack). Hooks are called synchronously from the goroutine running the loop, in
+// the order given. A nil fn is ignored.
+func WithNotify(fn func(Event)) Option {
+	if fn == nil {
+		return nil
+	}
+	return optionFunc(func(c *config) { c.notify = append(c.notify, fn) })
+}
+
+// WithHooks adds h's functions as hooks of the loop (see Hooks). Several
+// WithHooks (and WithNotify) options add up; each event calls them in the
+// order given. Nil fields are skipped.
+func WithHooks(h Hooks) Option {
+	if h.isZero() {
+		return nil
+	}
+	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h) })
+}
+
+// WithClassifier sets which errors are transient (worth retrying): a loop
 // returns an error for which transient reports false at once, unchanged.
-// Without a classifier every error not marked Permanent is retried. Errors
-// marked Permanent stop the loop whatever the classifier says.
+// Without a classifier (or with a nil one) every error not marked Permanent
+// is retried. Errors marked Permanent stop the loop whatever the classifier
+// says.
 func WithClassifier(transient func(error) bool) Option {
 	return optionFunc(func(c *config) { c.transient = transient })
 }
 
-// WithLimiter makes every retry (never the first attempt) wait for a token
-// from l, after the backoff delay, so that any number of loops sharing l
-// together never exceed its rate. A *rate.Limiter is safe for concurrent use.
-// The limiter reads the real clock (not WithClock's). The time spent waiting
-// for a token comes on top of the delay an EventRetry reports; if the wait
-// would pass ctx's deadline, Retry returns at once (an error wrapping
-// context.DeadlineExceeded).
+// WithLimiter makes every retry (never the first attempt) take a token from
+// l when its backoff delay is over, so that any number of loops sharing l
+// together never start retries faster than its rate. A *rate.Limiter is
+// safe for concurrent use. The token is reserved at the moment the retry is
+// due (Schedule.Admit), never ahead of time: reservations made at future
+// times out of order would let a shared rate.Limiter grant several times
+// its rate. The limiter reads the loop's clock (WithClock; default
+// time.Now). The time spent waiting for a token comes on top of the delay
+// an EventRetry reports and is reported as LimiterWait on the next
+// attempt's event; if the wait would pass ctx's deadline, the loop returns
+// at once (an error wrapping context.DeadlineExceeded), and a wait that
+// would start the attempt after MaxElapsed stops the loop (ErrExhausted).
+//
+// l must not be nil, and must be able to grant a token: a finite rate with
+// burst 0 (rate.NewLimiter(10, 0)) never does, and is rejected.
 func WithLimiter(l *rate.Limiter) Option {
-	return optionFunc(func(c *config) { c.limiter = l })
+	return optionFunc(func(c *config) {
+		switch {
+		case l == nil:
+			c.bad("WithLimiter", "l", "must not be nil (omit the option for no limiter)")
+		case l.Burst() < 1 && l.Limit() != rate.Inf:
+			c.bad("WithLimiter", "l", fmt.Sprintf(
+				"has burst %d at limit %v: it can never grant a token; the burst must be >= 1", l.Burst(), l.Limit()))
+		default:
+			c.limiter = l
+		}
+	})
 }
 
-// WithClock sets the clock that Elapsed and MaxElapsed are measured with.
-// Default: time.Now (which testing/synctest virtualises). Context deadlines
-// are always compared with the real clock (time.Now), as the context
-// package does.
+// WithClock sets the clock that Elapsed, MaxElapsed, the limiter, the
+// budget and the throttle are read with. Default (and for a nil clk):
+// time.Now, which testing/synctest virtualises. Context deadlines are
+// always compared with the real clock (time.Now), as the context package
+// does.
 func WithClock(clk backoff.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
 
-// WithTimer sets a factory for the timer Retry waits on; each Retry call
-// makes one timer. Default: a time.Timer. Use it with a fake clock.
+// WithTimer sets a factory for the timer a loop waits on; each Retry call
+// (or Retrier.Do that retries) makes one timer. Default (and for nil): a
+// time.Timer. Use it with a fake clock.
 func WithTimer(newTimer func() backoff.Timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })
 }
 
-// WithSeed makes the jitter draws deterministic: each BackOff built with the
-// same seed produces the same sequence. Default: a random seed per BackOff.
+// WithSeed makes the jitter draws deterministic. A BackOff built with seed
+// s, and the first Schedule of a Retrier (so every Retry call) built with
+// it, draw the same sequence; the k-th Schedule of a Retrier (k from 0)
+// draws from seed s + k*0x9e3779b97f4a7c15, so that loops of one Retrier
+// never retry in lockstep. Default: a random seed per BackOff or Schedule.
 func WithSeed(seed uint64) Option {
 	return optionFunc(func(c *config) { c.seed, c.seeded = seed, true })
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"time"
 
@@ -20,6 +21,14 @@ const (
 	// Full jitter draws from [0, ceiling]; a draw below MinDelay is raised to
 	// it, so no configuration can turn a retry loop into a busy-spin.
 	MinDelay = 500 * time.Microsecond
+
+	// DefaultMaxRetryAfter is the largest Retry-After a loop honours when
+	// Policy.MaxRetryAfter is 0 (or Max, if Max is larger): a server's
+	// longer instruction is clamped to it. Envoy discards rate-limit
+	// headers beyond the same 300 s; rebound clamps instead, so that the
+	// wait is still at least as long as the formula's and the server's
+	// intent ("much later") survives.
+	DefaultMaxRetryAfter = 5 * time.Minute
 )
 
 // Jitter selects how a delay is drawn below the exponential ceiling.
@@ -58,11 +67,20 @@ func (j Jitter) String() string {
 }
 
 // Policy describes capped exponential backoff with jitter. It is a plain
-// value: copy it freely, share it between goroutines, and build one BackOff
-// per retry loop with NewBackOff.
+// value: copy it freely, share it between goroutines, and build one
+// Schedule (through a Retrier) or one BackOff (NewBackOff) per retry loop.
 //
-// The zero Policy is usable and means: first ceiling 1 s, doubling, capped at
-// 30 s, full jitter, unlimited attempts, no time limit.
+// The zero Policy is usable and means the same in every package of
+// rebound: first ceiling 1 s, doubling, capped at 30 s, full jitter,
+// unlimited attempts, no time limit, Retry-After honoured up to 5 min.
+//
+// Invalid policies: Retry, NewRetrier (and the constructors of rebound's
+// other packages) reject a policy that breaks a rule of Validate, with an
+// error naming the field and the rule, before anything runs. NewBackOff has
+// no error return (it is a cenkalti/backoff building block, like
+// backoff.NewExponentialBackOff): it runs the Normalized policy instead,
+// which never panics and never spins. Validate first when the policy comes
+// from configuration.
 //
 // The ceiling of the n-th delay (n = 0 for the wait after the first failed
 // attempt) is
@@ -93,11 +111,17 @@ type Policy struct {
 	// MaxAttempts is the total number of attempts including the first;
 	// 0 means unlimited. MaxAttempts 1 means no retry.
 	MaxAttempts int
-	// MaxElapsed bounds the time from the last Reset of a BackOff (for
-	// Retry: from the start of the call) to the start of any attempt: the
-	// BackOff returns backoff.Stop when the next delay would end past it.
-	// 0 means unlimited.
+	// MaxElapsed bounds the time from the start of a loop (the start of
+	// the Retry call, Schedule.Reset, or the last Reset of a BackOff) to
+	// the START of any attempt: a loop stops, rather than wait, when the
+	// next attempt would start after start+MaxElapsed, limiter wait and
+	// Retry-After included. 0 means unlimited.
 	MaxElapsed time.Duration
+	// MaxRetryAfter caps a server's Retry-After (see RetryAfter): a longer
+	// one is clamped to MaxRetryAfter, so that "Retry-After: 4294967295"
+	// cannot pin a loop or a queue slot for 136 years. 0 means
+	// DefaultMaxRetryAfter (5 min), or Max if Max is larger.
+	MaxRetryAfter time.Duration
 }
 
 // Validate reports every field that breaks its rule, as an error wrapping
@@ -139,6 +163,9 @@ func (p Policy) Validate() error {
 	if p.MaxElapsed < 0 {
 		bad("MaxElapsed", p.MaxElapsed, "must not be negative (0 means unlimited)")
 	}
+	if p.MaxRetryAfter < 0 {
+		bad("MaxRetryAfter", p.MaxRetryAfter, "must not be negative (0 means the default, 5m0s)")
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -151,7 +178,7 @@ func (p Policy) validFast() bool {
 		(p.Max == 0 || p.Max >= MinDelay) &&
 		(p.Initial == 0 || p.Max == 0 || p.Max >= p.Initial) &&
 		p.Jitter >= FullJitter && p.Jitter <= NoJitter &&
-		p.MaxAttempts >= 0 && p.MaxElapsed >= 0
+		p.MaxAttempts >= 0 && p.MaxElapsed >= 0 && p.MaxRetryAfter >= 0
 }
 
 // Normalized returns the policy NewBackOff actually runs: every zero field
@@ -164,6 +191,7 @@ func (p Policy) validFast() bool {
 //   - Max below Initial is raised to Initial.
 //   - An unknown Jitter becomes FullJitter.
 //   - Negative MaxAttempts and MaxElapsed mean unlimited (0).
+//   - MaxRetryAfter 0 or negative takes max(DefaultMaxRetryAfter, Max).
 func (p Policy) Normalized() Policy {
 	switch {
 	case p.Initial > 0 && p.Initial < MinDelay:
@@ -199,6 +227,9 @@ func (p Policy) Normalized() Policy {
 	if p.MaxElapsed < 0 {
 		p.MaxElapsed = 0
 	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = max(DefaultMaxRetryAfter, p.Max)
+	}
 	return p
 }
 
@@ -228,6 +259,10 @@ func (p Policy) ceiling(n int) time.Duration {
 // MaxAttempts attempts have failed or when the next delay would end more
 // than MaxElapsed after the last Reset (which NewBackOff performs).
 //
+// A BackOff knows nothing of Retry-After, limiters or budgets: loops that
+// need those use a Schedule (Retrier.NewSchedule), which draws the same
+// delays.
+//
 // Options used: WithSeed (deterministic draws) and WithClock (the time
 // MaxElapsed is measured with); others are ignored.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
@@ -239,27 +274,17 @@ func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 }
 
 func newPolicyBackOff(p Policy, c *config) *policyBackOff {
-	b := &policyBackOff{p: p.Normalized(), clock: c.clock}
-	var s1, s2 uint64
-	if c.seeded {
-		s1, s2 = c.seed, c.seed^0x9e3779b97f4a7c15
-	} else {
-		s1, s2 = rand.Uint64(), rand.Uint64()
-	}
-	b.pcg.Seed(s1, s2)
-	b.rnd = rand.New(&b.pcg)
+	b := &policyBackOff{clock: c.clock}
+	b.d.init(p.Normalized(), c.seed, c.seeded)
 	b.Reset()
 	return b
 }
 
 // policyBackOff implements backoff.BackOff for a normalized Policy.
 type policyBackOff struct {
-	p     Policy
+	d     drawer
 	clock backoff.Clock // nil: time.Now
-	pcg   rand.PCG
-	rnd   *rand.Rand
 	n     int           // NextBackOff calls since Reset = failed attempts
-	prev  time.Duration // previous delay (DecorrelatedJitter)
 	start time.Time
 }
 
@@ -273,8 +298,8 @@ func (b *policyBackOff) now() time.Time {
 // Reset restarts the sequence and the MaxElapsed clock.
 func (b *policyBackOff) Reset() {
 	b.n = 0
-	b.prev = b.p.Initial
-	if b.p.MaxElapsed > 0 {
+	b.d.reset()
+	if b.d.p.MaxElapsed > 0 {
 		b.start = b.now()
 	}
 }
@@ -282,49 +307,88 @@ func (b *policyBackOff) Reset() {
 // NextBackOff returns the delay before the next attempt, or backoff.Stop.
 func (b *policyBackOff) NextBackOff() time.Duration {
 	b.n++
-	if b.p.MaxAttempts > 0 && b.n >= b.p.MaxAttempts {
+	if b.d.p.MaxAttempts > 0 && b.n >= b.d.p.MaxAttempts {
 		return backoff.Stop
 	}
-	d := b.draw(b.n - 1)
-	if b.p.MaxElapsed > 0 && b.now().Sub(b.start)+d > b.p.MaxElapsed {
+	d := b.d.draw(b.n - 1)
+	if b.d.p.MaxElapsed > 0 && b.now().Sub(b.start)+d > b.d.p.MaxElapsed {
 		return backoff.Stop
 	}
 	return d
 }
 
+// drawer draws the delays of one loop from a normalized policy: the one
+// piece of backoff arithmetic in rebound, shared by BackOff and Schedule.
+// Not safe for concurrent use.
+type drawer struct {
+	p    Policy // normalized
+	pcg  rand.PCG
+	prev time.Duration // previous delay (DecorrelatedJitter)
+}
+
+// init seeds the drawer: with seed when seeded, else at random.
+func (d *drawer) init(p Policy, seed uint64, seeded bool) {
+	d.p = p
+	if seeded {
+		d.pcg.Seed(seed, seed^0x9e3779b97f4a7c15)
+	} else {
+		d.pcg.Seed(rand.Uint64(), rand.Uint64())
+	}
+	d.reset()
+}
+
+func (d *drawer) reset() { d.prev = d.p.Initial }
+
 // draw returns the n-th delay (n from 0), always in [MinDelay, Max].
-func (b *policyBackOff) draw(n int) time.Duration {
-	var d time.Duration
-	switch b.p.Jitter {
+func (d *drawer) draw(n int) time.Duration {
+	var v time.Duration
+	switch d.p.Jitter {
 	case NoJitter:
-		d = b.p.ceiling(n)
+		v = d.p.ceiling(n)
 	case EqualJitter:
-		c := b.p.ceiling(n)
-		d = c/2 + b.uniform(0, c-c/2)
+		c := d.p.ceiling(n)
+		v = c/2 + d.uniform(0, c-c/2)
 	case DecorrelatedJitter:
 		// min(Max, uniform[Initial, 3*prev]); 3*prev saturates instead
 		// of overflowing.
 		hi := time.Duration(math.MaxInt64)
-		if b.prev <= math.MaxInt64/3 {
-			hi = b.prev * 3
+		if d.prev <= math.MaxInt64/3 {
+			hi = d.prev * 3
 		}
-		d = min(b.p.Max, b.uniform(b.p.Initial, max(hi, b.p.Initial)))
-		b.prev = d
+		v = min(d.p.Max, d.uniform(d.p.Initial, max(hi, d.p.Initial)))
+		d.prev = v
 	default: // FullJitter
-		d = b.uniform(0, b.p.ceiling(n))
+		v = d.uniform(0, d.p.ceiling(n))
 	}
-	return max(d, MinDelay)
+	return max(v, MinDelay)
 }
 
 // uniform returns a duration drawn uniformly from [lo, hi]; lo <= hi, and
 // hi-lo < MaxInt64 because lo >= 0 and hi <= Max.
-func (b *policyBackOff) uniform(lo, hi time.Duration) time.Duration {
+func (d *drawer) uniform(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
 	span := uint64(hi - lo)
 	if span == math.MaxUint64 {
-		return lo + time.Duration(b.rnd.Uint64()>>1)
+		return lo + time.Duration(d.pcg.Uint64()>>1)
 	}
-	return lo + time.Duration(b.rnd.Uint64N(span+1))
+	return lo + time.Duration(d.uint64n(span+1))
+}
+
+// uint64n is math/rand/v2's Rand.Uint64N (64-bit platforms) over the PCG,
+// without the *rand.Rand (and its allocation): the same draws for the same
+// seed, so seeded sequences did not change when the drawer replaced it.
+func (d *drawer) uint64n(n uint64) uint64 {
+	if n&(n-1) == 0 { // a power of two: mask
+		return d.pcg.Uint64() & (n - 1)
+	}
+	hi, lo := bits.Mul64(d.pcg.Uint64(), n)
+	if lo < n {
+		thresh := -n % n
+		for lo < thresh {
+			hi, lo = bits.Mul64(d.pcg.Uint64(), n)
+		}
+	}
+	return hi
 }

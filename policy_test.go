@@ -14,7 +14,7 @@ import (
 
 func TestZeroPolicyDefaults(t *testing.T) {
 	got := rebound.Policy{}.Normalized()
-	want := rebound.Policy{Initial: time.Second, Multiplier: 2, Max: 30 * time.Second, Jitter: rebound.FullJitter}
+	want := rebound.Policy{Initial: time.Second, Multiplier: 2, Max: 30 * time.Second, Jitter: rebound.FullJitter, MaxRetryAfter: 5 * time.Minute}
 	if got != want {
 		t.Fatalf("Policy{}.Normalized() = %+v, want %+v", got, want)
 	}

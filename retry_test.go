@@ -355,7 +355,8 @@ func TestLimiterCapsGlobalRetryRate(t *testing.T) {
 }
 
 func TestFirstAttemptSkipsLimiter(t *testing.T) {
-	lim := rate.NewLimiter(0, 0) // would block forever
+	lim := rate.NewLimiter(0, 1) // rate 0: once its token is taken, it would block forever
+	lim.Allow()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := rebound.Retry(ctx, rebound.Policy{}, func(context.Context) error { return nil }, rebound.WithLimiter(lim)); err != nil {
@@ -435,6 +436,27 @@ func BenchmarkRetrySuccess(b *testing.B) {
 			}
 		}
 	})
+	b.Run("rebound.Retrier", func(b *testing.B) {
+		r, _ := rebound.NewRetrier(rebound.Policy{})
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := r.Do(ctx, op); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("rebound.Retrier+hooks", func(b *testing.B) {
+		ev := func(rebound.Event) {}
+		r, _ := rebound.NewRetrier(rebound.Policy{},
+			rebound.WithHooks(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev}),
+			rebound.WithNotify(ev))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := r.Do(ctx, op); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("backoff.Retry", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -443,4 +465,32 @@ func BenchmarkRetrySuccess(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkScheduleNext is the step function: one failed attempt's decision.
+func BenchmarkScheduleNext(b *testing.B) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		err  error
+		opts []rebound.Option
+	}{
+		{"plain", errBoom, nil},
+		{"retry-after", rebound.RetryAfter(time.Second, errBoom), nil},
+		{"classifier", errBoom, []rebound.Option{rebound.WithClassifier(func(error) bool { return true })}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			r, _ := rebound.NewRetrier(rebound.Policy{}, tc.opts...)
+			s := r.NewSchedule(now)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if i%64 == 0 {
+					s.Reset(now)
+				}
+				if _, stop := s.Next(tc.err, now); stop != nil {
+					b.Fatal(stop)
+				}
+			}
+		})
+	}
 }

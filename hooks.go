@@ -1,0 +1,148 @@
+package rebound
+
+import "time"
+
+// EventKind says what happened in a retry loop.
+type EventKind int
+
+const (
+	// EventRetry: an attempt failed with a transient error and the loop
+	// will wait Delay before the next one (Hooks.Retried).
+	EventRetry EventKind = iota + 1
+	// EventSuccess: an attempt succeeded (Attempt may be 1); only
+	// WithNotify reports it, from Hooks.Attempted.
+	EventSuccess
+	// EventGiveUp: the loop ended with an error (Err is what the loop
+	// returns) (Hooks.GaveUp).
+	EventGiveUp
+	// EventAttempt: an attempt ended, with Err its outcome (nil: success)
+	// (Hooks.Attempted).
+	EventAttempt
+	// EventRecovered: an attempt succeeded after at least one failure
+	// (Hooks.Recovered).
+	EventRecovered
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventRetry:
+		return "retry"
+	case EventSuccess:
+		return "success"
+	case EventGiveUp:
+		return "give-up"
+	case EventAttempt:
+		return "attempt"
+	case EventRecovered:
+		return "recovered"
+	}
+	return "unknown"
+}
+
+// Event describes one step of a retry loop. It is passed by value: hooks
+// cost no allocation.
+type Event struct {
+	Kind EventKind
+	// Attempt is the number of attempts made so far (1 for the first).
+	Attempt int
+	// Err is the attempt's error (EventAttempt: nil for a success;
+	// EventRetry), or the error the loop returns (EventGiveUp); nil for
+	// EventSuccess and EventRecovered.
+	Err error
+	// Delay is the wait before the next attempt, Retry-After included,
+	// limiter wait not included (EventRetry only).
+	Delay time.Duration
+	// LimiterWait is the time the attempt waited for a limiter token after
+	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 for a first
+	// attempt and without WithLimiter).
+	LimiterWait time.Duration
+	// Elapsed is the time since the loop started: since the start of its
+	// first attempt when the policy has a MaxElapsed (which needs it),
+	// otherwise since that attempt failed, so that the success path never
+	// reads the clock (time.Now costs more than the rest of it). It is 0
+	// for the first attempt's own event.
+	Elapsed time.Duration
+}
+
+// Hooks observe a retry loop (Retry, Retrier.Do, and, for what a Schedule
+// decides, loops built on Schedule that call them themselves). Every field
+// is optional. Hooks are called synchronously from the goroutine running
+// the loop, never under a lock of rebound's, in this order for one attempt:
+// Attempted, then Retried or Recovered or GaveUp. A slow hook slows only
+// its own loop. They are the one hooks shape of rebound (failback.Hooks and
+// subscriber's follow it): a struct of funcs taking a value.
+//
+// For metrics (see the obs package): Attempted gives every attempt and its
+// outcome (Err nil, transient, or final), and the limiter wait before it;
+// Retried gives each backoff delay; Recovered and GaveUp end an episode.
+type Hooks struct {
+	// Attempted is called after every attempt, Kind EventAttempt, Err the
+	// attempt's outcome (nil: it succeeded).
+	Attempted func(Event)
+	// Retried is called when an attempt failed with a transient error and
+	// the loop will wait Delay; Kind EventRetry.
+	Retried func(Event)
+	// Recovered is called when an attempt succeeded after at least one
+	// failure; Kind EventRecovered.
+	Recovered func(Event)
+	// GaveUp is called when the loop ends with an error; Kind EventGiveUp,
+	// Err the error the loop returns.
+	GaveUp func(Event)
+}
+
+func (h Hooks) isZero() bool {
+	return h.Attempted == nil && h.Retried == nil && h.Recovered == nil && h.GaveUp == nil
+}
+
+// The emitters allocate nothing; WithNotify's functions are called after
+// the Hooks of the same event.
+
+func (c *config) observed() bool { return len(c.hooks) > 0 || len(c.notify) > 0 }
+
+func (c *config) emitAttempted(e Event) {
+	e.Kind = EventAttempt
+	for i := range c.hooks {
+		if f := c.hooks[i].Attempted; f != nil {
+			f(e)
+		}
+	}
+	if e.Err == nil && len(c.notify) > 0 {
+		e.Kind = EventSuccess
+		for _, f := range c.notify {
+			f(e)
+		}
+	}
+}
+
+func (c *config) emitRetried(e Event) {
+	e.Kind = EventRetry
+	for i := range c.hooks {
+		if f := c.hooks[i].Retried; f != nil {
+			f(e)
+		}
+	}
+	for _, f := range c.notify {
+		f(e)
+	}
+}
+
+func (c *config) emitRecovered(e Event) {
+	e.Kind = EventRecovered
+	for i := range c.hooks {
+		if f := c.hooks[i].Recovered; f != nil {
+			f(e)
+		}
+	}
+}
+
+func (c *config) emitGaveUp(e Event) {
+	e.Kind = EventGiveUp
+	for i := range c.hooks {
+		if f := c.hooks[i].GaveUp; f != nil {
+			f(e)
+		}
+	}
+	for _, f := range c.notify {
+		f(e)
+	}
+}

@@ -1,0 +1,165 @@
+package rebound
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// A Retrier is a Policy and a set of options compiled and validated once:
+// the prebuilt form of Retry for hot paths and the factory of Schedules for
+// loops that run themselves. Do costs no allocation when the first attempt
+// succeeds, hooks included.
+//
+// A Retrier is safe for concurrent use by any number of goroutines; it
+// holds no per-loop state (each Do, each Schedule has its own).
+type Retrier struct {
+	c     config
+	p     Policy // normalized
+	seq   atomic.Uint64
+	start bool // the first attempt needs the time (MaxElapsed)
+}
+
+// NewRetrier validates p and opts and compiles them. It returns an
+// *ArgumentError (matching ErrInvalidArgument) naming the bad option and
+// its rule, or naming p and wrapping p.Validate()'s error (which matches
+// ErrInvalidPolicy).
+func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
+	r := &Retrier{}
+	if err := r.init("rebound.NewRetrier", p, opts); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Retrier) init(fn string, p Policy, opts []Option) error {
+	if err := p.Validate(); err != nil {
+		return &ArgumentError{Func: fn, Arg: "p", Reason: "breaks a Policy rule", Err: err}
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&r.c)
+		}
+	}
+	switch len(r.c.errs) {
+	case 0:
+	case 1:
+		return r.c.errs[0]
+	default:
+		return joinArgErrors(r.c.errs)
+	}
+	r.p = p.Normalized()
+	r.start = r.p.MaxElapsed > 0
+	return nil
+}
+
+// Policy returns the normalized policy r runs.
+func (r *Retrier) Policy() Policy { return r.p }
+
+// NewSchedule returns a new Schedule for one loop whose first run starts at
+// now (see Schedule). Each Schedule has its own random source (see
+// WithSeed).
+func (r *Retrier) NewSchedule(now time.Time) *Schedule {
+	s := &Schedule{}
+	r.initSchedule(s, now)
+	return s
+}
+
+func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
+	k := r.seq.Add(1) - 1
+	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
+}
+
+// Do calls op until it succeeds, returns a permanent or non-transient
+// error, the policy (or budget) allows no further attempt, or ctx is done,
+// exactly as Retry does (see Retry for what it returns), with r's policy
+// and options. ctx must not be nil; an already-done ctx returns at once
+// without calling op.
+func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) error {
+	if ctx == nil {
+		return &ArgumentError{Func: "rebound.Retrier.Do", Arg: "ctx", Reason: "must not be nil"}
+	}
+	if op == nil {
+		return &ArgumentError{Func: "rebound.Retrier.Do", Arg: "op", Reason: "must not be nil"}
+	}
+	return r.do(ctx, op)
+}
+
+func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return &RetryError{Reason: err}
+	}
+	var start time.Time
+	if r.start {
+		start = r.c.now()
+	}
+	err := op(ctx)
+	if err == nil {
+		if r.c.observed() {
+			// No clock read on the success path (time.Now costs more
+			// than the rest of it): Elapsed is 0 for a first attempt.
+			r.c.emitAttempted(Event{Attempt: 1})
+		}
+		return nil
+	}
+	if !r.start {
+		start = r.c.now()
+	}
+	return r.loop(ctx, op, start, err)
+}
+
+// loop runs the retries after a failed first attempt.
+func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, err error) error {
+	c := &r.c
+	var s Schedule
+	r.initSchedule(&s, start)
+	var timer backoff.Timer
+	if c.newTimer != nil {
+		timer = c.newTimer()
+	}
+	for {
+		now := c.now()
+		attempt := s.attempts + 1
+		if c.observed() {
+			c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: s.limWait, Elapsed: now.Sub(start)})
+		}
+		var stop error
+		if cerr := ctx.Err(); cerr != nil {
+			s.attempts++
+			s.last = err
+			stop = s.stop(cerr)
+		}
+		var d time.Duration
+		if stop == nil {
+			d, stop = s.Next(err, now)
+		}
+		if stop == nil {
+			stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
+		}
+		if stop == nil && c.observed() {
+			c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: now.Sub(start)})
+		}
+		if stop == nil {
+			stop = s.Wait(ctx, d, timer)
+		}
+		if stop != nil {
+			s.Cancel(c.now())
+			if c.observed() {
+				c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Elapsed: c.now().Sub(start)})
+			}
+			return stop
+		}
+		err = op(ctx)
+		if err == nil {
+			s.res = nil
+			if c.observed() {
+				e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: c.now().Sub(start)}
+				c.emitAttempted(e)
+				c.emitRecovered(e)
+			}
+			return nil
+		}
+	}
+}

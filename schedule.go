@@ -1,0 +1,309 @@
+package rebound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/time/rate"
+)
+
+// A Schedule decides, for one retry loop, whether and when the next attempt
+// runs: it is the one step function of rebound. Retry and Retrier.Do run on
+// it, and so do the loops of subscriber, failback and the etcd
+// registration; none of them computes a delay itself.
+//
+// A loop with a goroutine of its own:
+//
+//	s := r.NewSchedule(time.Now()) // r is a *Retrier; one Schedule per loop
+//	for {
+//		err := attempt(ctx)
+//		if err == nil {
+//			s.Succeeded(time.Now()) // like grpc-go's reconnect loop: reset once connected
+//			... wait for the next reason to run, then s.Reset(time.Now())
+//			continue
+//		}
+//		d, stop := s.Next(err, time.Now())
+//		if stop != nil {
+//			return stop
+//		}
+//		if err := s.Wait(ctx, d, nil); err != nil { // the delay, then the limiter
+//			return err
+//		}
+//	}
+//
+// A scheduler with a heap of due times (failback) calls Next when an
+// attempt fails, queues the task for now+d, and calls Admit when it is due:
+// Admit takes the limiter token at that moment and says how much longer to
+// wait (0: run now; a reserved token is then held for the task).
+//
+// Next decides everything in one place, in this order:
+//
+//  1. an error marked Permanent stops the loop with the unwrapped error; an
+//     error the classifier (WithClassifier) does not call transient stops it
+//     with the error unchanged;
+//  2. MaxAttempts reached: stop with a *RetryError (Reason ErrExhausted);
+//  3. the delay: the policy's jittered draw, raised to the error's
+//     Retry-After (RetryAfter), which is first clamped to
+//     Policy.MaxRetryAfter (default 5 min);
+//  4. MaxElapsed: if the next attempt would START after start+MaxElapsed,
+//     stop (ErrExhausted; the text names a Retry-After that caused it).
+//
+// Admit adds the shared limiter (WithLimiter): a token reserved when the
+// retry is due, and MaxElapsed checked again against the attempt's real
+// start (the delay plus the token wait).
+//
+// Time is passed in (like golang.org/x/time/rate), so a Schedule runs in
+// virtual time too (a simulator, testing/synctest, a fake clock); only Wait
+// reads the clock (WithClock, default time.Now). Next and Admit without a
+// limiter allocate nothing.
+//
+// A Schedule is not safe for concurrent use: one per loop. Build it with
+// Retrier.NewSchedule; the zero Schedule is not usable.
+type Schedule struct {
+	c        *config
+	d        drawer
+	start    time.Time
+	attempts int   // failed attempts reported to Next since Reset
+	last     error // the last error given to Next
+	res      *rate.Reservation
+	limWait  time.Duration
+}
+
+// init prepares s for a loop of r starting at now. k numbers the
+// schedules of r (see WithSeed).
+func (s *Schedule) init(c *config, p Policy, seed uint64, seeded bool, now time.Time) {
+	s.c = c
+	s.d.init(p, seed, seeded)
+	s.start = now
+}
+
+// Reset starts a new run of the loop at now: no attempt counted, the delay
+// sequence from its first step, MaxElapsed measured from now, a token
+// reserved by Admit for an attempt that will not run given back. Call it
+// before the first attempt of every run (a subscription confirming itself
+// again after a disruption); Succeeded calls it after a success.
+func (s *Schedule) Reset(now time.Time) {
+	s.Cancel(now)
+	s.attempts = 0
+	s.last = nil
+	s.limWait = 0
+	s.d.reset()
+	s.start = now
+}
+
+// Succeeded reports that the last attempt succeeded at now, and resets the
+// schedule (see Reset) for the next run.
+func (s *Schedule) Succeeded(now time.Time) {
+	s.res = nil // the token was used by the attempt
+	s.Reset(now)
+}
+
+// Attempts returns the number of failed attempts reported to Next since
+// the last Reset (each Next call reports one).
+func (s *Schedule) Attempts() int { return s.attempts }
+
+// Start returns the start of the current run: the time given to
+// NewSchedule or to the last Reset. MaxElapsed is measured from it.
+func (s *Schedule) Start() time.Time { return s.start }
+
+// LimiterWait returns how long the last Admit asked the attempt to wait
+// for its limiter token (0 without a limiter). Hooks report it as
+// Event.LimiterWait.
+func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
+
+// Next reports that an attempt failed with err at now, and returns the
+// delay before the next attempt, or a non-nil stop error (then the loop
+// ends and returns stop). stop is the attempt's own error (unwrapped from
+// Permanent) when it is not worth retrying, and a *RetryError otherwise
+// (Reason ErrExhausted). A nil err counts as a transient failure of unknown
+// cause. The delay is always at least MinDelay. See Schedule for the rules.
+func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
+	s.attempts++
+	s.limWait = 0
+	s.res = nil // a token reserved for the attempt that just failed was used
+	if err != nil {
+		s.last = err
+		if perm := asPermanent(err); perm != nil {
+			return 0, perm.Err
+		}
+		if s.c.transient != nil && !s.c.transient(err) {
+			return 0, err
+		}
+	}
+	p := &s.d.p
+	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+		return 0, s.stop(ErrExhausted)
+	}
+	d := s.d.draw(s.attempts - 1)
+	var ra time.Duration
+	if err != nil {
+		if v, ok := RetryAfterDelay(err); ok && v > d {
+			ra = min(v, p.MaxRetryAfter)
+			d = max(d, ra)
+		}
+	}
+	if p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
+		if ra > 0 {
+			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
+		}
+		return 0, s.stop(ErrExhausted)
+	}
+	return d, nil
+}
+
+// retryAfterBeyond is the reason of a stop caused by a Retry-After.
+func retryAfterBeyond(ra, maxElapsed time.Duration) error {
+	return fmt.Errorf("%w: server asked to retry after %v, beyond MaxElapsed %v", ErrExhausted, ra, maxElapsed)
+}
+
+// stop returns the *RetryError ending the loop for reason.
+func (s *Schedule) stop(reason error) error {
+	return &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}
+}
+
+// FirstDelay returns a wait before the first attempt of a run, for loops
+// that do not start at once (a subscription whose connection was just lost
+// would fail at once): one draw of the policy's first delay, the same
+// jitter as a first retry. It does not count an attempt and does not move
+// the sequence. Call Admit when it is over, as for a retry, if the first
+// attempt must also take a limiter token.
+func (s *Schedule) FirstDelay() time.Duration {
+	if s.d.p.Jitter == DecorrelatedJitter {
+		prev := s.d.prev
+		d := s.d.draw(0)
+		s.d.prev = prev
+		return d
+	}
+	return s.d.draw(0)
+}
+
+// Admit is called when an attempt is due, at now: it reserves the
+// attempt's limiter token (WithLimiter) and returns how much longer the
+// attempt must wait for it (0: run now). The token is held for the attempt
+// until it runs; Cancel (or Reset) gives it back if it will not. A non-nil
+// stop error (a *RetryError, Reason ErrExhausted) means the attempt would
+// start after MaxElapsed: the token is given back and the loop ends. Without
+// a limiter Admit returns (0, nil).
+//
+// Calling Admit again before the attempt runs (a heap scheduler whose task
+// came due a second time, after the token wait) returns the time left on
+// the token already held; it never takes a second one.
+func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
+	lim := s.c.limiter
+	if lim == nil {
+		return 0, nil
+	}
+	if s.res == nil {
+		s.res = lim.ReserveN(now, 1)
+		if !s.res.OK() { // cannot happen: WithLimiter rejects limiters that never grant
+			s.res = nil
+			return 0, s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted))
+		}
+		s.limWait = s.res.DelayFrom(now)
+	}
+	w := s.res.DelayFrom(now)
+	if me := s.d.p.MaxElapsed; me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+		s.Cancel(now)
+		return 0, s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
+			ErrExhausted, now.Add(w).Sub(s.start)-me, me))
+	}
+	return w, nil
+}
+
+// Cancel gives back, at now, the limiter token Admit reserved for an
+// attempt that will not run (the loop stops, or restarts). It does nothing
+// when no token is held.
+func (s *Schedule) Cancel(now time.Time) {
+	if s.res != nil {
+		s.res.CancelAt(now)
+		s.res = nil
+	}
+}
+
+// Wait is the blocking form of a step, for loops with a goroutine of their
+// own: it waits d (the delay Next returned, or FirstDelay), then takes the
+// limiter token (Admit) and waits for it, reading the clock of WithClock.
+// It returns nil when the attempt may start, or the error that ends the
+// loop, a *RetryError whose Reason is ctx.Err() (ctx done: a token held is
+// given back), an error wrapping context.DeadlineExceeded (a wait that
+// would end after ctx's deadline, checked before sleeping), or ErrExhausted
+// (see Admit). t is the timer to wait on; nil means a new time.Timer.
+func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if d > 0 {
+		if err := s.deadline(ctx, d, "next attempt in %v would start after the context deadline"); err != nil {
+			return err
+		}
+		if err := Wait(ctx, d, t); err != nil {
+			return s.stop(err)
+		}
+	}
+	if s.c.limiter == nil {
+		return nil
+	}
+	now := s.c.now()
+	w, stop := s.Admit(now)
+	if stop != nil {
+		return stop
+	}
+	if w <= 0 {
+		return nil
+	}
+	if err := s.deadline(ctx, w, "retry limiter: next token in %v would come after the context deadline"); err != nil {
+		s.Cancel(now)
+		return err
+	}
+	if err := Wait(ctx, w, t); err != nil {
+		s.Cancel(s.c.now())
+		return s.stop(err)
+	}
+	return nil
+}
+
+// deadline returns a stop error when waiting d would end at or after ctx's
+// deadline (compared with the real clock, as the context package does).
+func (s *Schedule) deadline(ctx context.Context, d time.Duration, format string) error {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(d).Before(dl) {
+		return s.stop(fmt.Errorf("%w: "+format, context.DeadlineExceeded, d))
+	}
+	return nil
+}
+
+// Wait waits d, or until ctx is done: the one sleep-with-context of
+// rebound (every wait of every loop ends when its context is done). It
+// returns nil after d, and ctx.Err() if ctx is done first (or already).
+// A d <= 0 does not wait. t is the timer to wait on (a fake one in
+// tests); nil means a new time.Timer, stopped before Wait returns.
+func Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	if t == nil {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.Start(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func asPermanent(err error) *backoff.PermanentError {
+	p, _ := errors.AsType[*backoff.PermanentError](err)
+	return p
+}

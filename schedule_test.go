@@ -1,0 +1,351 @@
+package rebound_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func mustRetrier(t testing.TB, p rebound.Policy, opts ...rebound.Option) *rebound.Retrier {
+	t.Helper()
+	r, err := rebound.NewRetrier(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestScheduleStopsOnPermanentAndClassifier(t *testing.T) {
+	errT := errors.New("transient")
+	r := mustRetrier(t, fast, rebound.WithClassifier(func(err error) bool { return errors.Is(err, errT) }))
+	s := r.NewSchedule(t0)
+	if d, stop := s.Next(errT, t0); stop != nil || d < rebound.MinDelay {
+		t.Fatalf("Next(transient) = %v, %v", d, stop)
+	}
+	if _, stop := s.Next(errBoom, t0); stop != errBoom {
+		t.Fatalf("Next(non-transient) stop = %v, want the error unchanged", stop)
+	}
+	if _, stop := s.Next(rebound.Permanent(errT), t0); stop != errT {
+		t.Fatalf("Next(Permanent) stop = %v, want the unwrapped error", stop)
+	}
+}
+
+func TestScheduleMaxAttemptsAndReset(t *testing.T) {
+	p := fast
+	p.MaxAttempts = 3
+	s := mustRetrier(t, p).NewSchedule(t0)
+	for i := 1; i <= 2; i++ {
+		if _, stop := s.Next(errBoom, t0); stop != nil {
+			t.Fatalf("failure %d: stop %v", i, stop)
+		}
+	}
+	_, stop := s.Next(errBoom, t0)
+	var re *rebound.RetryError
+	if !errors.As(stop, &re) || re.Attempts != 3 || !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, errBoom) {
+		t.Fatalf("third failure: stop = %v", stop)
+	}
+	if s.Attempts() != 3 {
+		t.Fatalf("Attempts = %d", s.Attempts())
+	}
+	s.Reset(t0.Add(time.Hour))
+	if s.Attempts() != 0 || !s.Start().Equal(t0.Add(time.Hour)) {
+		t.Fatalf("after Reset: attempts %d, start %v", s.Attempts(), s.Start())
+	}
+	if _, stop := s.Next(errBoom, t0); stop != nil {
+		t.Fatalf("after Reset: stop %v", stop)
+	}
+}
+
+// MaxElapsed bounds the START of the next attempt: now+delay.
+func TestScheduleMaxElapsedAtStartOfNextAttempt(t *testing.T) {
+	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 10 * time.Second}
+	s := mustRetrier(t, p).NewSchedule(t0)
+	if d, stop := s.Next(errBoom, t0.Add(9*time.Second)); stop != nil || d != time.Second {
+		t.Fatalf("attempt at 10s allowed: got %v, %v", d, stop)
+	}
+	if _, stop := s.Next(errBoom, t0.Add(9*time.Second+1)); !errors.Is(stop, rebound.ErrExhausted) {
+		t.Fatalf("attempt after 10s: stop = %v, want ErrExhausted", stop)
+	}
+}
+
+func TestScheduleRetryAfterClampedToMax(t *testing.T) {
+	for _, tc := range []struct {
+		p    rebound.Policy
+		want time.Duration
+	}{
+		{rebound.Policy{}, rebound.DefaultMaxRetryAfter},
+		{rebound.Policy{MaxRetryAfter: time.Minute}, time.Minute},
+		{rebound.Policy{Max: time.Hour}, time.Hour}, // Max above the default cap
+	} {
+		s := mustRetrier(t, tc.p).NewSchedule(t0)
+		huge := rebound.RetryAfter(4294967295*time.Second, errBoom)
+		if d, stop := s.Next(huge, t0); stop != nil || d != tc.want {
+			t.Fatalf("%+v: Next(Retry-After 136 years) = %v, %v; want %v", tc.p, d, stop, tc.want)
+		}
+		// A Retry-After below the cap is honoured exactly.
+		if d, _ := s.Next(rebound.RetryAfter(7*time.Second, errBoom), t0); d < 7*time.Second {
+			t.Fatalf("Retry-After 7s: delay %v", d)
+		}
+	}
+	// Beyond MaxElapsed: stop, saying so.
+	s := mustRetrier(t, rebound.Policy{MaxElapsed: time.Minute}).NewSchedule(t0)
+	_, stop := s.Next(rebound.RetryAfter(2*time.Minute, errBoom), t0)
+	if !errors.Is(stop, rebound.ErrExhausted) || !strings.Contains(stop.Error(), "retry after 2m0s, beyond MaxElapsed 1m0s") {
+		t.Fatalf("stop = %v", stop)
+	}
+}
+
+func TestScheduleLimiterAdmitInVirtualTime(t *testing.T) {
+	lim := rate.NewLimiter(1, 1) // 1 token per second
+	r := mustRetrier(t, fast, rebound.WithLimiter(lim))
+	a, b := r.NewSchedule(t0), r.NewSchedule(t0)
+	due := t0.Add(time.Second)
+	if w, stop := a.Admit(due); stop != nil || w != 0 {
+		t.Fatalf("a: Admit = %v, %v; want the burst token now", w, stop)
+	}
+	w, stop := b.Admit(due)
+	if stop != nil || w != time.Second || b.LimiterWait() != time.Second {
+		t.Fatalf("b: Admit = %v, %v; want 1s", w, stop)
+	}
+	// Admit again halfway: the same token, half the wait.
+	if w, _ := b.Admit(due.Add(500 * time.Millisecond)); w != 500*time.Millisecond {
+		t.Fatalf("b: second Admit = %v, want the remaining 500ms", w)
+	}
+	// b stops: its token comes back, so a third loop gets it.
+	b.Cancel(due)
+	c := r.NewSchedule(t0)
+	if w, _ := c.Admit(due); w != time.Second {
+		t.Fatalf("c: Admit = %v, want 1s (b's cancelled token)", w)
+	}
+}
+
+func TestScheduleAdmitPastMaxElapsedStops(t *testing.T) {
+	lim := rate.NewLimiter(rate.Every(time.Minute), 1)
+	lim.AllowN(t0, 1)
+	p := fast
+	p.MaxElapsed = 10 * time.Second
+	s := mustRetrier(t, p, rebound.WithLimiter(lim)).NewSchedule(t0)
+	_, stop := s.Admit(t0.Add(time.Second))
+	if !errors.Is(stop, rebound.ErrExhausted) || !strings.Contains(stop.Error(), "limiter") {
+		t.Fatalf("Admit = %v, want ErrExhausted naming the limiter", stop)
+	}
+	// The token was given back.
+	if w := lim.ReserveN(t0.Add(time.Second), 1).DelayFrom(t0.Add(time.Second)); w != 59*time.Second {
+		t.Fatalf("next token in %v, want 59s (the cancelled one)", w)
+	}
+}
+
+func TestScheduleFirstDelay(t *testing.T) {
+	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}
+	s := mustRetrier(t, p).NewSchedule(t0)
+	if d := s.FirstDelay(); d != time.Second {
+		t.Fatalf("FirstDelay = %v", d)
+	}
+	if d, _ := s.Next(errBoom, t0); d != time.Second {
+		t.Fatalf("Next after FirstDelay = %v: the sequence moved", d)
+	}
+}
+
+func TestScheduleNextDoesNotAllocate(t *testing.T) {
+	s := mustRetrier(t, rebound.Policy{}).NewSchedule(t0)
+	ra := rebound.RetryAfter(time.Second, errBoom)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, stop := s.Next(ra, t0); stop != nil {
+			t.Fatal(stop)
+		}
+		if _, stop := s.Admit(t0); stop != nil {
+			t.Fatal(stop)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Next+Admit: %v allocs, want 0", allocs)
+	}
+}
+
+func TestWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if err := rebound.Wait(t.Context(), 3*time.Second, nil); err != nil || time.Since(start) != 3*time.Second {
+			t.Fatalf("Wait = %v after %v", err, time.Since(start))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { time.Sleep(time.Second); cancel() }()
+		start = time.Now()
+		if err := rebound.Wait(ctx, time.Hour, nil); !errors.Is(err, context.Canceled) || time.Since(start) != time.Second {
+			t.Fatalf("Wait = %v after %v, want Canceled after 1s", err, time.Since(start))
+		}
+		if err := rebound.Wait(ctx, 0, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait(done ctx, 0) = %v", err)
+		}
+	})
+}
+
+// Schedule.Wait: the delay, then the limiter; ctx done gives the token back.
+func TestScheduleWaitDelayThenToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lim := rate.NewLimiter(rate.Every(10*time.Second), 1)
+		lim.Allow()
+		p := rebound.Policy{Initial: 2 * time.Second, Jitter: rebound.NoJitter}
+		r := mustRetrier(t, p, rebound.WithLimiter(lim))
+		s := r.NewSchedule(time.Now())
+		start := time.Now()
+		d, _ := s.Next(errBoom, start)
+		if err := s.Wait(t.Context(), d, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := time.Since(start); got != 10*time.Second || s.LimiterWait() != 8*time.Second {
+			t.Fatalf("waited %v (limiter %v), want 2s delay then 8s for the token", got, s.LimiterWait())
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { time.Sleep(5 * time.Second); cancel() }()
+		d, _ = s.Next(errBoom, time.Now())
+		err := s.Wait(ctx, d, nil)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) {
+			t.Fatalf("Wait = %v", err)
+		}
+		if w := lim.Reserve().Delay(); w < 4990*time.Millisecond || w > 5*time.Second { // float rounding in rate
+			t.Fatalf("next token in %v, want 5s: the cancelled token was not given back", w)
+		}
+	})
+}
+
+func TestRetryCancelledContextDoesNotCallOp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	op := func(context.Context) error { called = true; return nil }
+	for name, f := range map[string]func() error{
+		"Retry":      func() error { return rebound.Retry(ctx, rebound.Policy{}, op) },
+		"Retry+opts": func() error { return rebound.Retry(ctx, rebound.Policy{}, op, rebound.WithSeed(1)) },
+		"Retrier.Do": func() error { return mustRetrier(t, rebound.Policy{}).Do(ctx, op) },
+		"MaxElapsed": func() error { return rebound.Retry(ctx, rebound.Policy{MaxElapsed: time.Second}, op) },
+	} {
+		err := f()
+		var re *rebound.RetryError
+		if called || !errors.Is(err, context.Canceled) || !errors.As(err, &re) || re.Attempts != 0 {
+			t.Fatalf("%s: called %v, err %v", name, called, err)
+		}
+		if err.Error() != "rebound: not attempted: context canceled" {
+			t.Fatalf("%s: %q", name, err)
+		}
+	}
+}
+
+func TestBadLimiterRejectedUpFront(t *testing.T) {
+	for name, opt := range map[string]rebound.Option{
+		"burst 0": rebound.WithLimiter(rate.NewLimiter(10, 0)),
+		"nil":     rebound.WithLimiter(nil),
+	} {
+		called := false
+		err := rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { called = true; return nil }, opt)
+		var ae *rebound.ArgumentError
+		if called || !errors.As(err, &ae) || ae.Func != "rebound.WithLimiter" || !errors.Is(err, rebound.ErrInvalidArgument) {
+			t.Fatalf("%s: Retry = %v (called %v)", name, err, called)
+		}
+		if _, err := rebound.NewRetrier(rebound.Policy{}, opt); !errors.As(err, &ae) || ae.Func != "rebound.WithLimiter" {
+			t.Fatalf("%s: NewRetrier = %v", name, err)
+		}
+	}
+	if !strings.Contains(rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { return nil },
+		rebound.WithLimiter(rate.NewLimiter(10, 0))).Error(), "burst 0") {
+		t.Fatal("error does not state the rule")
+	}
+	// rate.Inf ignores the burst: accepted.
+	if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithLimiter(rate.NewLimiter(rate.Inf, 0))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidPolicySameErrorEverywhere(t *testing.T) {
+	bad := rebound.Policy{Multiplier: 0.1}
+	_, err1 := rebound.NewRetrier(bad)
+	err2 := rebound.Retry(context.Background(), bad, func(context.Context) error { return nil })
+	for _, err := range []error{err1, err2} {
+		if !errors.Is(err, rebound.ErrInvalidPolicy) || !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "Multiplier = 0.1") {
+			t.Fatalf("err = %v", err)
+		}
+	}
+}
+
+func TestRetryHugeRetryAfterClamped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		start := time.Now()
+		err := rebound.Retry(t.Context(), fast, func(context.Context) error {
+			calls++
+			if calls == 1 {
+				return rebound.RetryAfter(4294967295*time.Second, errBoom)
+			}
+			return nil
+		})
+		if err != nil || time.Since(start) != rebound.DefaultMaxRetryAfter {
+			t.Fatalf("Retry = %v after %v, want success after the 5m cap", err, time.Since(start))
+		}
+	})
+}
+
+func TestRetrierHooksOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		rec := func(e rebound.Event) { got = append(got, e.Kind.String()) }
+		h := rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}
+		r := mustRetrier(t, fast, rebound.WithHooks(h))
+		calls := 0
+		if err := r.Do(t.Context(), func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return errBoom
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := "attempt retry attempt retry attempt recovered"
+		if s := strings.Join(got, " "); s != want {
+			t.Fatalf("hooks: %s, want %s", s, want)
+		}
+		got = nil
+		_ = r.Do(t.Context(), func(context.Context) error { return rebound.Permanent(errBoom) })
+		if s := strings.Join(got, " "); s != "attempt give-up" {
+			t.Fatalf("hooks: %s", s)
+		}
+	})
+}
+
+func TestRetrierDoNoAllocsWithHooks(t *testing.T) {
+	n := 0
+	r := mustRetrier(t, rebound.Policy{},
+		rebound.WithHooks(rebound.Hooks{Attempted: func(rebound.Event) { n++ }}),
+		rebound.WithNotify(func(rebound.Event) { n++ }))
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	if allocs := testing.AllocsPerRun(1000, func() { _ = r.Do(ctx, op) }); allocs != 0 {
+		t.Fatalf("Retrier.Do success with hooks: %v allocs, want 0", allocs)
+	}
+	if n == 0 {
+		t.Fatal("hooks not called")
+	}
+}
+
+func TestRetrierSchedulesDrawDifferently(t *testing.T) {
+	r := mustRetrier(t, rebound.Policy{}, rebound.WithSeed(1))
+	a, b := r.NewSchedule(t0), r.NewSchedule(t0)
+	same := true
+	for i := 0; i < 10; i++ {
+		da, _ := a.Next(errBoom, t0)
+		db, _ := b.Next(errBoom, t0)
+		same = same && da == db
+	}
+	if same {
+		t.Fatal("two schedules of one seeded Retrier retry in lockstep")
+	}
+}
