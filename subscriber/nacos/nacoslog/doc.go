@@ -1,6 +1,7 @@
 // Package nacoslog sends nacos-sdk-go/v2's own log output into a zap
 // logger, under control: the SDK's lines are throttled per call site
-// (one per interval, the next one with the count of what was dropped),
+// (the first, then one per interval with the spacing doubling while the
+// site keeps logging, each with the count of what was dropped),
 // stack traces are kept to Debug, credentials are scrubbed from the
 // messages (logging.Scrub), and the caller is the SDK code that logged.
 //
@@ -9,11 +10,12 @@
 // replace that logger (see Install). New returns the bridge itself.
 //
 // During a registry outage nacos-sdk-go v2.3.2 logs a reconnect Warn about
-// every 5 s and, for each request made while disconnected, three Errors
-// with a stack trace in the message. With the defaults (Warn, one line per
-// call site per minute) a 10-minute outage writes a few dozen lines
-// instead of hundreds (see TestTenMinuteOutageReplay and the figures in
-// the README).
+// every 5 s, health-check and request Errors with a stack trace in the
+// message, about 10 lines a second in all with a rebound Manager
+// retrying 20 subscriptions (TestRealOutageLineCount). With the defaults
+// (Warn; lines of a call site at 0, 1m, 3m, 7m, ...) a 10-minute outage
+// writes at most 4 lines per call site (TestTenMinuteOutageReplay,
+// TestThrottleSpacingDoubles; figures in the README).
 //
 // This package lives beside the Nacos adapter so that package logging, and
 // so failback, cluster and subscriber, do not import nacos-sdk-go (whose

@@ -18,6 +18,8 @@ import (
 const (
 	DefaultLevel    = zapcore.WarnLevel
 	DefaultInterval = time.Minute
+	// MaxInterval caps the spacing of one call site's lines.
+	MaxInterval = time.Hour
 )
 
 // maxKeys bounds the throttle's memory: past it, expired keys are dropped,
@@ -52,12 +54,15 @@ func WithLevel(level zapcore.Level) Option {
 	})
 }
 
-// WithInterval sets the throttle interval (default DefaultInterval, 1m):
-// a line is written at most once per interval for each SDK call site (its
-// level and format string; for the unformatted calls, its message with
-// digits ignored). The first line after the interval carries the field
-// "dropped" with the number of lines left out since the previous one. Zero
-// turns throttling off; a negative interval is an error.
+// WithInterval sets the throttle interval (default DefaultInterval, 1m).
+// Each SDK call site (its level and format string; for the unformatted
+// calls, its message with digits ignored) writes its first line, then at
+// most one line per interval; while the site keeps logging the spacing
+// doubles (1m, 2m, 4m, ... up to MaxInterval), and a site that stays quiet
+// for a whole spacing starts over. A line written after others were left
+// out carries the field "dropped" with their number. So a 10-minute
+// outage writes at most 4 lines per call site. Zero turns throttling off;
+// a negative interval is an error.
 func WithInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
@@ -112,8 +117,10 @@ type throttleKey struct {
 }
 
 type throttled struct {
-	next    time.Time // when the next line of this key may be written
-	dropped int       // lines left out since the last one written
+	next    time.Time     // when the next line of this key may be written
+	last    time.Time     // the last call, written or not
+	gap     time.Duration // the current spacing
+	dropped int           // lines left out since the last one written
 }
 
 var _ nacoslogger.Logger = (*Logger)(nil)
@@ -241,20 +248,27 @@ func (b *Logger) admit(k throttleKey) (dropped int, ok bool) {
 		if len(b.seen) >= maxKeys {
 			b.evict(now)
 		}
-		b.seen[k] = &throttled{next: now.Add(b.interval)}
+		b.seen[k] = &throttled{next: now.Add(b.interval), last: now, gap: b.interval}
 		return 0, true
 	}
-	if now.Before(t.next) {
+	quiet := now.Sub(t.last) >= t.gap // a new episode: start over
+	t.last = now
+	switch {
+	case quiet:
+		t.gap = b.interval
+	case now.Before(t.next):
 		t.dropped++
 		return 0, false
+	default:
+		t.gap = min(2*t.gap, MaxInterval)
 	}
-	dropped, t.dropped, t.next = t.dropped, 0, now.Add(b.interval)
+	dropped, t.dropped, t.next = t.dropped, 0, now.Add(t.gap)
 	return dropped, true
 }
 
 func (b *Logger) evict(now time.Time) {
 	for k, t := range b.seen {
-		if !now.Before(t.next) && t.dropped == 0 {
+		if now.Sub(t.last) >= t.gap && t.dropped == 0 {
 			delete(b.seen, k)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -279,6 +280,40 @@ func TestThrottle(t *testing.T) {
 		b.Warnf("other %d", 1) // another call site is not throttled by the first
 		if logs.Len() != 1 {
 			t.Errorf("another call site was throttled")
+		}
+	})
+}
+
+// While a call site keeps logging, its spacing doubles: one line a second
+// for 10 minutes is written at 0, 1m, 3m and 7m. After a quiet spell it
+// starts over.
+func TestThrottleSpacingDoubles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, logs := newObserved(zapcore.DebugLevel)
+		b := mustNew(t, l)
+		start := time.Now()
+		var at []time.Duration
+		for range 600 {
+			b.Warnf("fail to connect server, after trying %d times", 1)
+			if n := logs.Len(); n > len(at) {
+				at = append(at, time.Since(start))
+			}
+			time.Sleep(time.Second)
+		}
+		want := []time.Duration{0, time.Minute, 3 * time.Minute, 7 * time.Minute}
+		if !slices.Equal(at, want) {
+			t.Errorf("lines at %v, want %v", at, want)
+		}
+		if d := logs.All()[3].ContextMap()["dropped"]; d != int64(239) {
+			t.Errorf("dropped before the 7m line = %v, want 239", d)
+		}
+		logs.TakeAll()
+		time.Sleep(30 * time.Minute) // quiet for longer than the spacing (8m)
+		b.Warnf("fail to connect server, after trying %d times", 1)
+		time.Sleep(time.Minute)
+		b.Warnf("fail to connect server, after trying %d times", 1)
+		if got := logs.TakeAll(); len(got) != 2 {
+			t.Errorf("after a quiet spell: %d lines, want 2 (the spacing starts over at 1m)", len(got))
 		}
 	})
 }
