@@ -3,6 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/rebound-go/rebound"
 )
 
 var (
@@ -10,12 +14,44 @@ var (
 	// by a LoadBalance's Select when there is no invoker to call.
 	ErrNoInvokers = errors.New("cluster: no invokers available")
 	// ErrClosed is returned by the List of a RegistryDirectory after Close.
-	// It does not wrap ErrNoInvokers: a closed directory will not recover.
-	ErrClosed = errors.New("cluster: directory closed")
-	// ErrInvalidArgument is wrapped by the errors returned for a bad
-	// argument (for example a nil DialFunc); the message names it.
-	ErrInvalidArgument = errors.New("cluster: invalid argument")
+	// It matches rebound.ErrClosed. It does not wrap ErrNoInvokers: a
+	// closed directory will not recover.
+	ErrClosed = rebound.NewClosedError("cluster: directory closed")
+	// ErrInvalidArgument is rebound.ErrInvalidArgument, matched by the
+	// *rebound.ArgumentError this package returns for a bad argument.
+	//
+	// Deprecated: match rebound.ErrInvalidArgument.
+	ErrInvalidArgument = rebound.ErrInvalidArgument
 )
+
+// PanicError is the error a recovered panic becomes: a DialFunc that
+// panics in RegistryDirectory.Update, or (in package failback) an Invoker,
+// Directory, LoadBalance or hook that panics on a background goroutine.
+// errors.Is and errors.As see through it to Value when Value is an error.
+type PanicError struct {
+	// Op names what panicked, for example "cluster.DialFunc" or
+	// "Invoker.Invoke".
+	Op string
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the stack of the panicking goroutine (runtime/debug.Stack).
+	Stack []byte
+}
+
+// NewPanicError returns a *PanicError for the value v recovered from op,
+// with the current goroutine's stack. Call it in the deferred function that
+// recovered v.
+func NewPanicError(op string, v any) *PanicError {
+	return &PanicError{Op: op, Value: v, Stack: debug.Stack()}
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("%s panicked: %v", e.Op, e.Value) }
+
+// Unwrap returns Value if it is an error, else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
 
 // Invocation describes one call: the method, its arguments and string
 // attachments (headers). Invokers and load balancers must treat it as read

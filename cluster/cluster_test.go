@@ -226,3 +226,22 @@ func BenchmarkSelect(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSelectParallel is Select from every P at once (issue 14 item
+// 12): RoundRobin's one shared counter is a contended cache line, Random
+// draws from math/rand/v2's per-thread source. Run with -cpu 1,2,... to see
+// how each scales.
+func BenchmarkSelectParallel(b *testing.B) {
+	all := invokers("a:1", "b:2", "c:3", "d:4")
+	for _, name := range []string{"random", "roundrobin"} {
+		lb := map[string]LoadBalance{"random": &Random{}, "roundrobin": &RoundRobin{}}[name]
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, _ = lb.Select(all, nil, nil)
+				}
+			})
+		})
+	}
+}

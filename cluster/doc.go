@@ -16,9 +16,12 @@
 //   - Random and RoundRobin load balancers (zero values usable, safe for
 //     concurrent use). Both skip the invokers passed as exclude (compared by
 //     Target) while another invoker is left.
-//   - Transient and IsTransient: the way an Invoker says "this failure is
+//   - Transient and IsTransient: deprecated forwards to rebound.Transient
+//     and rebound.IsTransient, the way an Invoker says "this failure is
 //     worth retrying" when the error is not a network error; failback's
 //     default classifier honours it.
+//   - PanicError: what a recovered panic of user code (a DialFunc here; an
+//     Invoker, Directory, LoadBalance or hook in package failback) becomes.
 //   - ErrNoInvokers: what every Directory and LoadBalance here returns when
 //     there is no provider to call; never a panic or a nil Invoker.
 //

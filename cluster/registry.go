@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -22,7 +24,10 @@ import (
 // held, once per new or changed instance. It should not block for long: the
 // registry's next push waits for it. A returned Invoker that implements
 // io.Closer is closed when its instance disappears or changes, or when the
-// directory is closed.
+// directory is closed. A DialFunc that returns (nil, nil) or panics is
+// reported as a *DialError (wrapping a *PanicError for a panic) and its
+// instance is left out; the invokers already dialled by the same update are
+// kept as if the instance had failed to dial.
 type DialFunc func(subscriber.Instance) (Invoker, error)
 
 // DialError reports an instance that could not be dialled. The instance is
@@ -105,6 +110,12 @@ func WithErrorHandler(fn func(error)) DirectoryOption {
 //
 //	dir, err := cluster.NewRegistryDirectory(dial)
 //	sub, err := manager.Subscribe(ctx, key, dir.Update)
+//	err = dir.WaitReady(ctx) // the first invokers are listed
+//
+// Weights are normalised at the edge: a NaN or negative Weight is taken as
+// 0 and +Inf as math.MaxFloat64, both for comparing instances and in what
+// the DialFunc receives, so that a provider publishing a NaN weight is not
+// re-dialled on every push.
 //
 // Each instance is identified by its ID, or by IP:Port when the ID is empty;
 // duplicates in one push keep the first. An update:
@@ -138,6 +149,8 @@ type RegistryDirectory struct {
 	seq        uint64               // updates started
 	appliedSeq uint64               // seq of the last applied update
 	closed     bool
+	ready      chan struct{} // closed once the list first has an invoker, or by Close
+	readyDone  bool
 }
 
 type dirSnapshot struct {
@@ -152,10 +165,12 @@ type dirEntry struct {
 
 // NewRegistryDirectory returns an empty directory that turns instances into
 // invokers with dial. Until the first update with instances, List returns
-// ErrNoInvokers. A nil dial is an error wrapping ErrInvalidArgument.
+// ErrNoInvokers (see Ready and WaitReady). A nil dial is a
+// *rebound.ArgumentError (matching rebound.ErrInvalidArgument).
 func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDirectory, error) {
 	if dial == nil {
-		return nil, fmt.Errorf("%w: NewRegistryDirectory: dial is nil: a DialFunc is required to turn instances into invokers", ErrInvalidArgument)
+		return nil, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
+			Reason: "must not be nil: a DialFunc is required to turn instances into invokers"}
 	}
 	d := &RegistryDirectory{
 		dial: dial,
@@ -165,6 +180,7 @@ func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDire
 			keepOnEmpty: true,
 		},
 		entries: map[string]*dirEntry{},
+		ready:   make(chan struct{}),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -188,6 +204,46 @@ func (d *RegistryDirectory) List(_ context.Context, _ *Invocation) ([]Invoker, e
 	return s.invokers, nil
 }
 
+// Ready returns a channel that is closed once the directory first lists
+// an invoker, or when it is closed (then List returns ErrClosed). Like
+// ctx.Done, it is the same channel on every call.
+func (d *RegistryDirectory) Ready() <-chan struct{} { return d.ready }
+
+// WaitReady waits until the directory first lists an invoker, so that the
+// first call of a program that has just subscribed is not queued for lack
+// of providers. It returns nil once the directory has listed an invoker
+// (even if the list is empty again now), ErrClosed if the directory was
+// closed before that, and ctx.Err() if ctx is done first.
+func (d *RegistryDirectory) WaitReady(ctx context.Context) error {
+	select {
+	case <-d.ready:
+	default:
+		select {
+		case <-d.ready:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed && !d.readyDone {
+		return ErrClosed
+	}
+	return nil
+}
+
+// markReadyLocked closes ready the first time; listed says whether the
+// directory has listed an invoker (false: closed first).
+func (d *RegistryDirectory) markReadyLocked(listed bool) {
+	select {
+	case <-d.ready:
+		return
+	default:
+	}
+	d.readyDone = listed
+	close(d.ready)
+}
+
 // Update replaces the directory's list with the given instances (see
 // RegistryDirectory for the rules). It has the signature of a
 // subscriber.Listener. It does not keep or modify instances (it copies what
@@ -207,6 +263,7 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		}
 		seen[k] = struct{}{}
 		in.Metadata = maps.Clone(in.Metadata)
+		in.Weight = normalWeight(in.Weight)
 		wanted = append(wanted, in)
 		keys = append(keys, k)
 	}
@@ -243,7 +300,7 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 				list = append(list, old.invoker)
 				continue
 			}
-			iv, err := d.dial(in)
+			iv, err := d.safeDial(in)
 			if err == nil && iv == nil {
 				err = errors.New("dial returned a nil Invoker and no error")
 			}
@@ -294,6 +351,9 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		d.version++
 		d.appliedSeq = mySeq
 		d.snap.Store(&dirSnapshot{invokers: list})
+		if len(list) > 0 {
+			d.markReadyLocked(true)
+		}
 		d.mu.Unlock()
 
 		d.report(reports)
@@ -321,8 +381,30 @@ func (d *RegistryDirectory) Close() error {
 	d.entries = nil
 	d.version++
 	d.snap.Store(&dirSnapshot{closed: true})
+	d.markReadyLocked(false)
 	d.mu.Unlock()
 	return errors.Join(d.closeEntries(all, "directory closed")...)
+}
+
+// safeDial calls the DialFunc, turning a panic into a *PanicError so that
+// the invokers already dialled by the same update are not leaked.
+func (d *RegistryDirectory) safeDial(in subscriber.Instance) (iv Invoker, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			iv, err = nil, NewPanicError("cluster.DialFunc", r)
+		}
+	}()
+	return d.dial(in)
+}
+
+// safeClose closes c, turning a panic into a *PanicError.
+func safeClose(c io.Closer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = NewPanicError("io.Closer.Close", r)
+		}
+	}()
+	return c.Close()
 }
 
 // closeEntries closes the invokers that implement io.Closer and reports
@@ -334,7 +416,7 @@ func (d *RegistryDirectory) closeEntries(es []*dirEntry, why string) []error {
 		if !ok {
 			continue
 		}
-		if err := c.Close(); err != nil {
+		if err := safeClose(c); err != nil {
 			errs = append(errs, fmt.Errorf("cluster: closing invoker %s (%s): %w", e.invoker.Target(), why, err))
 		}
 	}
@@ -366,6 +448,18 @@ func instanceKey(in subscriber.Instance) string {
 
 func hostPort(in subscriber.Instance) string {
 	return net.JoinHostPort(in.IP, strconv.FormatUint(in.Port, 10))
+}
+
+// normalWeight maps a NaN or negative weight to 0 and +Inf to
+// math.MaxFloat64, so that weights compare equal to themselves.
+func normalWeight(w float64) float64 {
+	switch {
+	case math.IsNaN(w) || w < 0:
+		return 0
+	case math.IsInf(w, 1):
+		return math.MaxFloat64
+	}
+	return w
 }
 
 func instanceEqual(a, b subscriber.Instance) bool {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -113,10 +114,11 @@ func TestRegistryDirectoryIsListener(t *testing.T) {
 
 func TestNewRegistryDirectoryNilDial(t *testing.T) {
 	d, err := NewRegistryDirectory(nil)
-	if d != nil || !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("NewRegistryDirectory(nil) = %v, %v; want an error wrapping ErrInvalidArgument", d, err)
+	var ae *rebound.ArgumentError
+	if d != nil || !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Func != "cluster.NewRegistryDirectory" || ae.Arg != "dial" {
+		t.Fatalf("NewRegistryDirectory(nil) = %v, %v; want a *rebound.ArgumentError naming dial", d, err)
 	}
-	if want := "dial is nil"; !strings.Contains(err.Error(), want) {
+	if want := "dial must not be nil"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not name the argument (%q)", err, want)
 	}
 }
