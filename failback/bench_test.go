@@ -79,7 +79,7 @@ func BenchmarkInvoke(b *testing.B) {
 func BenchmarkEnqueue(b *testing.B) {
 	pol := rebound.Policy{Initial: time.Hour, Max: time.Hour, Jitter: rebound.EqualJitter}
 	f := mustNew(b, cluster.NewStaticDirectory(nopInvoker{}), WithMaxTasks(1<<30), WithPolicy(pol))
-	defer func() { _ = f.Close(context.Background()) }()
+	defer func() { _ = f.Close() }()
 	inv := &cluster.Invocation{Method: "Notify"}
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -264,7 +264,7 @@ func (s *heapSched) lateness(count int) []time.Duration {
 	return s.rec.wait(count)
 }
 
-func (s *heapSched) close() { _ = s.f.Close(context.Background()) }
+func (s *heapSched) close() { _ = s.f.Close() }
 
 // tickerSched is the baseline: a FIFO scanned by a 1 s ticker.
 type tickerSched struct {

@@ -2,6 +2,8 @@ package failback
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -15,7 +17,8 @@ import (
 // reports true for errors that a later attempt, possibly on another
 // provider, may not hit:
 //
-//   - errors marked by the invoker with cluster.Transient;
+//   - errors marked by the invoker with rebound.Transient (or the
+//     deprecated cluster.Transient);
 //   - cluster.ErrNoInvokers: the directory is empty now, but providers come
 //     back (a closed directory, cluster.ErrClosed, is not retryable);
 //   - context.DeadlineExceeded: the Invoker applies this only to an
@@ -28,7 +31,13 @@ import (
 //
 // Everything else, including context.Canceled and plain business errors,
 // is not retryable. A nil error and an error marked rebound.Permanent are
-// never retryable.
+// never retryable, and neither are TLS and certificate failures, wherever
+// they are in the chain (inside a *url.Error or *net.OpError, and even
+// under a Transient mark, since invokers often mark every transport error):
+// x509 verification errors (unknown authority, bad host name, invalid or
+// expired certificate, no system roots, ...), *tls.CertificateVerificationError,
+// tls.RecordHeaderError (the server does not speak TLS) and tls.AlertError
+// (the peer refused the handshake). They do not heal by retrying.
 //
 // Compose it in a custom classifier:
 //
@@ -37,9 +46,9 @@ import (
 //	})
 func DefaultRetryable(err error) bool {
 	switch {
-	case err == nil, rebound.IsPermanent(err):
+	case err == nil, rebound.IsPermanent(err), isTLSFailure(err):
 		return false
-	case cluster.IsTransient(err),
+	case rebound.IsTransient(err),
 		errors.Is(err, cluster.ErrNoInvokers),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, syscall.ECONNREFUSED),
@@ -61,4 +70,38 @@ func (f *Invoker) retryable(err error) bool {
 		return false
 	}
 	return f.cfg.retryable(err)
+}
+
+// isTLSFailure reports whether err is, or wraps, a TLS handshake or
+// certificate verification failure.
+func isTLSFailure(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[tls.AlertError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.SystemRootsError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.ConstraintViolationError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnhandledCriticalExtension](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[x509.InsecureAlgorithmError](err)
+	return ok
 }

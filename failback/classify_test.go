@@ -2,6 +2,8 @@ package failback
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +47,14 @@ func TestDefaultRetryable(t *testing.T) {
 		{"Permanent network error", rebound.Permanent(fmt.Errorf("x: %w", syscall.ECONNREFUSED)), false},
 		{"Permanent over Transient", rebound.Permanent(cluster.Transient(business)), false},
 		{"Transient over Permanent", cluster.Transient(rebound.Permanent(business)), false},
+		// TLS and certificate failures never heal by retrying (issue 14).
+		{"url.Error over unknown authority", &url.Error{Op: "Post", URL: "https://x", Err: x509.UnknownAuthorityError{}}, false},
+		{"url.Error over verification", &url.Error{Op: "Post", URL: "https://x", Err: &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired}}}, false},
+		{"url.Error over host name", &url.Error{Op: "Get", URL: "https://x", Err: x509.HostnameError{Host: "x"}}, false},
+		{"url.Error over plain HTTP", &url.Error{Op: "Get", URL: "https://x", Err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}}, false},
+		{"net.OpError over TLS alert", &net.OpError{Op: "remote error", Net: "tcp", Err: tls.AlertError(42)}, false},
+		{"Transient over TLS failure", rebound.Transient(&url.Error{Op: "Post", URL: "https://x", Err: x509.UnknownAuthorityError{}}), false},
+		{"rebound.Transient", rebound.Transient(business), true},
 	} {
 		if got := DefaultRetryable(tc.err); got != tc.want {
 			t.Errorf("%s: DefaultRetryable(%v) = %v, want %v", tc.name, tc.err, got, tc.want)

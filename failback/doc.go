@@ -5,7 +5,7 @@
 // cache invalidations.
 //
 //	fb, err := failback.New(dir) // dir: a cluster.Directory
-//	defer fb.Close(ctx)
+//	defer fb.Shutdown(ctx)       // drains pending retries, bounded by ctx
 //	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify", Args: args})
 //	// err == nil: delivered, or queued for retry
 //	// err != nil: not delivered and not queued (see below)
@@ -20,18 +20,21 @@
 // pending retries at shutdown without telling anyone. This package:
 //
 //   - gives each task its own jittered BackOff (rebound.Policy, full jitter,
-//     1 s doubling to 60 s by default) and honours a Retry-After carried by
-//     the error (rebound.RetryAfter);
+//     1 s doubling to 60 s by default: DefaultPolicy) and honours a
+//     Retry-After carried by the error (rebound.RetryAfter), capped at 5 min;
 //   - schedules tasks by due time on a min-heap (container/heap) served by
 //     one goroutine sleeping on one timer set to the earliest due time: no
 //     polling, no head-of-line blocking, O(log n) per task;
 //   - runs retries on a fixed pool of workers (WithConcurrency, default 8);
 //   - bounds the tasks queued plus running under one lock (WithMaxTasks,
 //     default 100);
-//   - makes exactly WithRetries(n) retries (default 3), 0 meaning none;
+//   - makes exactly Policy.MaxAttempts-1 retries (default 3; the policy is
+//     the one knob), and checks MaxElapsed and the call's TTL (WithTTL,
+//     WithCallTTL) when a retry starts, time waiting for a worker included;
 //   - retries only what the classifier calls retryable (DefaultRetryable:
-//     network errors, the attempt's own deadline, cluster.Transient, an
-//     empty directory); rebound.Permanent always wins;
+//     network errors, the attempt's own deadline, rebound.Transient, an
+//     empty directory; never TLS or certificate failures);
+//     rebound.Permanent always wins;
 //   - re-lists the Directory for every retry and avoids the invokers that
 //     already failed for the task while another one exists;
 //   - runs retries under a fresh context (the caller's values only with
@@ -39,26 +42,44 @@
 //     WithAttemptTimeout (default 10 s);
 //   - accounts for every call: Invoke returns the error of any call that
 //     will not be retried, and each queued call ends in exactly one of the
-//     Succeeded, GaveUp or Dropped hooks and Stats counters, Close
-//     included.
+//     Succeeded, GaveUp or Dropped hooks and Stats counters, Shutdown and
+//     Close included, with its hooks called in order, never concurrently;
+//   - survives panics: a panic of the Directory, LoadBalance, Invoker or a
+//     hook on a background goroutine ends that call with GaveUp (a
+//     *PanicError with the value and stack) and the worker lives on.
 //
 // # Invoke's result
 //
 // Invoke returns the result of a successful first attempt. Otherwise:
 //
 //	not retryable, or caller's ctx done     the error, unchanged
-//	retryable, WithRetries(0)               the error, unchanged
+//	retryable, Policy.MaxAttempts 1         the error, unchanged
 //	retryable, queued                       (nil, nil)
 //	retryable, task limit reached           *RejectedError: ErrQueueFull + the error
-//	retryable, Close has begun              *RejectedError: ErrClosed + the error
-//	after Close                             ErrClosed (no attempt)
+//	retryable, TTL shorter than first wait  *RejectedError: ErrExpired + the error
+//	retryable, Shutdown/Close has begun     *RejectedError: ErrClosed + the error
+//	after Shutdown or Close began           ErrClosed (no attempt)
 //
 // # Goroutines and hooks
 //
-// New starts one scheduler goroutine and the worker pool; Close cancels
-// running attempts, reports queued tasks as dropped, and waits for the
-// goroutines (bounded by its context). Hooks are called with no lock held;
-// see Hooks for which goroutine calls each.
+// New starts one scheduler goroutine and the worker pool. Like
+// net/http.Server, Shutdown(ctx) drains (queued calls keep being retried
+// until each has ended, or ctx is done) and then stops; Close stops at
+// once: it cancels running attempts and reports queued tasks as dropped.
+// Both return after every call has been reported and the goroutines have
+// exited. Hooks are called with no lock held; see Hooks for which
+// goroutine calls each.
+//
+// # Teardown order
+//
+// Stop the producers of calls first, then the failback invoker (Shutdown,
+// or Close), then what feeds its Directory (the subscriber.Manager), then
+// the Directory (RegistryDirectory.Close closes the invokers), then the
+// registry client:
+//
+//	_ = fb.Shutdown(ctx) // drain, bounded by ctx
+//	_ = mgr.Shutdown(ctx)
+//	_ = dir.Close()
 //
 // # Logging
 //

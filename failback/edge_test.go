@@ -3,7 +3,6 @@ package failback
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -42,27 +41,9 @@ func TestEdgeCases(t *testing.T) {
 			}
 		})
 	})
-	t.Run("huge retry-after saturates", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			p := newProvider("a:1", alwaysFail(rebound.RetryAfter(math.MaxInt64, errRefused)))
-			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()))
-			time.Sleep(time.Second)
-			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
-			time.Sleep(time.Hour)
-			synctest.Wait()
-			if s := f.Stats(); s.Queued != 1 || s.Retried != 0 {
-				t.Fatalf("stats %+v; want the task waiting (due time saturated, not wrapped negative)", s)
-			}
-			mustClose(t, f)
-			if rec.dropped[DropClosed] != 1 {
-				t.Errorf("dropped %v", rec.dropped)
-			}
-		})
-	})
 	t.Run("nil selection counts as no invokers", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", nil)), WithLoadBalance(nilLB{}), WithRetries(1))
+			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", nil)), WithLoadBalance(nilLB{}), retries(1))
 			defer mustClose(t, f)
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
 				t.Fatalf("Invoke = %v; want queued", err)

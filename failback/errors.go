@@ -3,6 +3,9 @@ package failback
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
 )
 
 var (
@@ -10,25 +13,39 @@ var (
 	// with a retryable error but could not be queued because the task limit
 	// (WithMaxTasks) was reached. The call will not be retried.
 	ErrQueueFull = errors.New("failback: retry queue full")
-	// ErrClosed is returned by Invoke after Close (the call is not
-	// attempted), and wrapped by the error Invoke returns when a failed call
-	// could not be queued because Close had begun.
-	ErrClosed = errors.New("failback: invoker closed")
-	// ErrInvalidArgument is wrapped by the errors New, Invoke and Close
-	// return for a bad argument or option; the message names it and the
-	// rule it breaks.
-	ErrInvalidArgument = errors.New("failback: invalid argument")
-	// ErrRetriesExhausted is the Reason of a GiveUpError when the task made
-	// all the retries WithRetries allows.
-	ErrRetriesExhausted = errors.New("failback: retries exhausted")
+	// ErrClosed is returned by Invoke once Shutdown or Close has begun (the
+	// call is not attempted), and wrapped by the error Invoke returns when a
+	// failed call could not be queued because Shutdown or Close had begun.
+	// It matches rebound.ErrClosed.
+	ErrClosed = rebound.NewClosedError("failback: invoker closed")
+	// ErrExpired is wrapped by the error Invoke returns when a call's
+	// time-to-live (WithTTL, WithCallTTL) would end before its first retry;
+	// DropExpired is the matching drop reason.
+	ErrExpired = errors.New("failback: call expired")
+	// ErrInvalidArgument is rebound.ErrInvalidArgument, matched by the
+	// *rebound.ArgumentError that New, Invoke and Shutdown return for a bad
+	// argument or option.
+	//
+	// Deprecated: match rebound.ErrInvalidArgument.
+	ErrInvalidArgument = rebound.ErrInvalidArgument
 	// ErrNotRetryable is the Reason of a GiveUpError when a retry failed
 	// with an error the classifier (WithRetryable) does not retry, or one
 	// marked rebound.Permanent.
 	ErrNotRetryable = errors.New("failback: error not retryable")
+	// ErrPanicked is the Reason of a GiveUpError when a retry attempt (the
+	// Directory's List, the LoadBalance's Select or the Invoker's Invoke)
+	// or a hook reporting a non-final event (Queued, Retried) panicked; Last
+	// is then a *PanicError with the panic value and stack.
+	ErrPanicked = errors.New("failback: panicked")
 )
 
+// PanicError is the error a recovered panic becomes (see cluster.PanicError):
+// the Last of a GiveUpError whose Reason is ErrPanicked.
+type PanicError = cluster.PanicError
+
 // DropReason says why a call that failed with a retryable error will not
-// be retried (any further).
+// be retried (any further) although its own outcome did not decide it.
+// Each reason is a label safe for metrics.
 type DropReason string
 
 const (
@@ -36,23 +53,35 @@ const (
 	// reached; the call was never queued and Invoke returned an error
 	// wrapping ErrQueueFull.
 	DropQueueFull DropReason = "queue_full"
-	// DropClosed: the invoker was closed while the task was queued or
-	// running, or before a failed call could be queued (then Invoke
-	// returned an error wrapping ErrClosed).
+	// DropClosed: Close (or Shutdown's deadline) stopped the invoker while
+	// the task was queued or while its attempt ran (the attempt's context
+	// was cancelled), or Shutdown or Close had begun before a failed call
+	// could be queued (then Invoke returned an error wrapping ErrClosed).
 	DropClosed DropReason = "closed"
+	// DropExpired: the call's time-to-live (WithTTL, WithCallTTL) ended, or
+	// would end, before its next attempt could start. If that was already
+	// so for the first retry, the call was never queued and Invoke returned
+	// an error wrapping ErrExpired.
+	DropExpired DropReason = "expired"
 )
 
+// dropReasons lists every DropReason, in the order Stats reports them.
+var dropReasons = [...]DropReason{DropQueueFull, DropClosed, DropExpired}
+
 func (r DropReason) sentinel() error {
-	if r == DropQueueFull {
+	switch r {
+	case DropQueueFull:
 		return ErrQueueFull
+	case DropExpired:
+		return ErrExpired
 	}
 	return ErrClosed
 }
 
 // RejectedError is returned by Invoke when the first attempt failed with a
 // retryable error and the call could not be queued for retry. errors.Is
-// holds for ErrQueueFull or ErrClosed (by Reason) and for the attempt's own
-// error, Err.
+// holds for ErrQueueFull, ErrClosed or ErrExpired (by Reason) and for the
+// attempt's own error, Err.
 type RejectedError struct {
 	Reason DropReason
 	Err    error
@@ -62,14 +91,18 @@ func (e *RejectedError) Error() string {
 	return fmt.Sprintf("failback: call not queued for retry (%s): %v", e.Reason, e.Err)
 }
 
-// Unwrap returns ErrQueueFull or ErrClosed, and the attempt's error.
+// Unwrap returns the Reason's sentinel and the attempt's error.
 func (e *RejectedError) Unwrap() []error { return []error{e.Reason.sentinel(), e.Err} }
 
 // GiveUpError is the Err a Hooks.GaveUp receives: why the task stopped and
-// the last attempt's error. errors.Is holds for Reason (ErrRetriesExhausted,
-// ErrNotRetryable or rebound.ErrExhausted, the latter when the Policy's
-// MaxAttempts or MaxElapsed ended the task, possibly with detail) and for
-// Last.
+// the last attempt's error. errors.Is holds for Reason and for Last.
+// Reason is one of:
+//
+//   - rebound.ErrExhausted (with detail): the Policy's MaxAttempts or
+//     MaxElapsed ended the task, or a Retry-After would end past
+//     MaxElapsed;
+//   - ErrNotRetryable: the last error is not retryable;
+//   - ErrPanicked: Last is a *PanicError.
 type GiveUpError struct {
 	// Attempts counts every attempt, the first (in Invoke) included.
 	Attempts int

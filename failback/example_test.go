@@ -27,8 +27,7 @@ func (f *flaky) Invoke(context.Context, *cluster.Invocation) (any, error) {
 func ExampleNew() {
 	done := make(chan struct{})
 	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
-		failback.WithRetries(3),
-		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}),
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}),
 		failback.WithHooks(failback.Hooks{
 			Queued: func(t failback.Task) { fmt.Println("queued:", t.Invocation.Method, "-", t.Err) },
 			Succeeded: func(t failback.Task) {
@@ -44,7 +43,7 @@ func ExampleNew() {
 	res, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: "Notify"})
 	fmt.Println("Invoke returned", res, err)
 	<-done
-	if err := fb.Close(context.Background()); err != nil {
+	if err := fb.Shutdown(context.Background()); err != nil { // nothing left to drain
 		panic(err)
 	}
 	s := fb.Stats()
@@ -63,7 +62,7 @@ func ExampleDefaultRetryable() {
 	}
 	fmt.Println(failback.DefaultRetryable(syscall.ECONNRESET))
 	fmt.Println(failback.DefaultRetryable(errOverloaded), custom(errOverloaded))
-	fmt.Println(failback.DefaultRetryable(cluster.Transient(errOverloaded)))
+	fmt.Println(failback.DefaultRetryable(rebound.Transient(errOverloaded)))
 	fmt.Println(failback.DefaultRetryable(rebound.Permanent(syscall.ECONNRESET)))
 	// Output:
 	// true
@@ -75,7 +74,7 @@ func ExampleDefaultRetryable() {
 func ExampleRejectedError() {
 	refuse := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
 	fb, _ := failback.New(refuse, failback.WithMaxTasks(1))
-	defer fb.Close(context.Background())
+	defer fb.Close()
 
 	_, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: "A"})
 	fmt.Println("first:", err) // queued: an empty directory is retryable

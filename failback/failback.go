@@ -39,35 +39,45 @@ type Task struct {
 }
 
 // Hooks are called on the life events of calls handed to the background.
-// Each call that is queued ends in exactly one of Succeeded, GaveUp or
-// Dropped; Queued comes first, then one Retried per failed retry that is
-// followed by another. A call that could not be queued gets only Dropped.
+//
+// Each call that is queued gets Queued first, then one Retried per failed
+// retry that is followed by another, and ends in exactly one of Succeeded,
+// GaveUp or Dropped; the hooks of one call are called one at a time, in
+// that order, never concurrently (those of different calls may be). A call
+// that could not be queued gets only Dropped. Close and Shutdown return
+// only after every call's final hook has returned.
 //
 // Hooks are called with no lock held, so they may call Stats. They must be
 // safe for concurrent use, should return quickly (they hold up the
 // goroutine that calls them: a caller of Invoke, a retry worker, or Close)
-// and must not call Close. Nil fields are skipped.
+// and must not call Close or Shutdown (that deadlocks). Nil fields are
+// skipped. A hook that panics is recovered and logged at Error; if it was
+// Queued or Retried, the call then ends with GaveUp (Reason ErrPanicked,
+// Last a *PanicError); the process and the workers survive.
 type Hooks struct {
 	// Queued: the call's first attempt failed with a retryable error and it
-	// was queued; Invoke is about to return (nil, nil). Called from the
-	// goroutine calling Invoke, before the task can run.
+	// was queued; Invoke returns (nil, nil). Called from the goroutine
+	// calling Invoke, before the task can run.
 	Queued func(Task)
 	// Retried: a retry attempt failed with a retryable error and the next
-	// one is scheduled after Delay. Called from a retry worker.
+	// one is scheduled after Delay. Called from a retry worker, before the
+	// task can run again.
 	Retried func(Task)
 	// Succeeded: a retry attempt succeeded. Called from a retry worker.
 	Succeeded func(Task)
-	// GaveUp: the task stopped: retries or policy exhausted, or an error
-	// that is not retryable; Err is a *GiveUpError. Called from a retry
-	// worker.
+	// GaveUp: the task stopped because of its own outcome: the policy is
+	// exhausted, an error that is not retryable, or a panic; Err is a
+	// *GiveUpError. Called from a retry worker (or, for a Queued hook that
+	// panicked, from the goroutine calling Invoke). A task whose last
+	// attempt gives up while Close runs is reported here too.
 	GaveUp func(Task)
 	// Dropped: the call will not be retried (any further) for a reason
-	// other than its own outcome. DropQueueFull, and DropClosed for a call
-	// that failed while Close began: from the goroutine calling Invoke
-	// (Invoke also returns a *RejectedError). DropClosed for tasks queued
-	// at Close: from the first goroutine calling Close, before Close waits.
-	// DropClosed for a task whose running attempt failed after Close began
-	// (its context is cancelled by Close): from its retry worker.
+	// other than its own outcome (see DropReason). DropQueueFull,
+	// DropExpired before the first retry, and DropClosed for a call that
+	// failed after Shutdown or Close began: from the goroutine calling
+	// Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
+	// queued when Close stops the invoker: from the goroutine calling Close
+	// (or Shutdown). Otherwise from the retry worker that held the task.
 	Dropped func(Task, DropReason)
 }
 
@@ -76,15 +86,16 @@ type Hooks struct {
 // counted in Offered, and is at any moment in exactly one of the other
 // buckets, so:
 //
-//	Offered == Queued + InFlight + Succeeded + GaveUp + Dropped[DropQueueFull] + Dropped[DropClosed]
+//	Offered == Queued + InFlight + Succeeded + GaveUp + sum(Dropped)
 //
 // Calls that succeed on their first attempt, or fail with an error that is
 // not retryable, are not counted.
 type Stats struct {
 	// Queued is the number of tasks waiting now, for their due time or for
-	// a worker.
+	// a worker (or being reported to Hooks.Queued).
 	Queued int
-	// InFlight is the number of retry attempts running now.
+	// InFlight is the number of tasks held by a retry worker now: their
+	// attempt is running or its outcome is being reported.
 	InFlight int
 	// Offered counts the calls whose first attempt failed with a retryable
 	// error.
@@ -96,10 +107,19 @@ type Stats struct {
 	Succeeded uint64
 	// GaveUp counts tasks that stopped with an error (see Hooks.GaveUp).
 	GaveUp uint64
-	// Dropped counts calls dropped, by reason; it always has an entry for
-	// DropQueueFull and DropClosed.
+	// Dropped counts calls dropped, by reason; it has an entry for every
+	// DropReason.
 	Dropped map[DropReason]uint64
 }
+
+// state is the life stage of an Invoker.
+type state int
+
+const (
+	stateOpen     state = iota
+	stateDraining       // Shutdown began: no new calls, queued ones still retried
+	stateClosed         // Close began: nothing runs any more
+)
 
 // Invoker is a failback cluster invoker: a call whose first attempt fails
 // with a retryable error is queued and retried in the background, and the
@@ -118,14 +138,16 @@ type Stats struct {
 // exactly one of the Succeeded, GaveUp or Dropped hooks and the matching
 // Stats counter.
 //
+// An *Invoker is itself a cluster.Invoker (Target returns "failback").
 // Create it with New; the zero value is not usable. All methods are safe
-// for concurrent use. Close stops the goroutines New starts.
+// for concurrent use. Shutdown drains and stops, Close stops at once; both
+// stop the goroutines New starts.
 type Invoker struct {
 	dir cluster.Directory
 	lb  cluster.LoadBalance
 	cfg config
 
-	closedFlag atomic.Bool // mirrors closed, for Invoke's lock-free check
+	closedFlag atomic.Bool // state != stateOpen, for Invoke's lock-free check
 
 	log         *zap.Logger
 	fullLoop    *logging.Loop // queue-full episodes
@@ -143,28 +165,33 @@ type Invoker struct {
 	ready     []*task   // due, waiting for a worker (FIFO from readyHead)
 	readyHead int
 	reserved  int   // accepted, being reported to Hooks.Queued, not pushed yet
-	inflight  int   // running a retry attempt
+	inflight  int   // held by a worker
 	timerAt   int64 // due time the scheduler's timer is set for; MaxInt64 if none
-	closed    bool
-	offered, retried, succeeded, gaveUp,
-	droppedFull, droppedClosed uint64
+	state     state
+	drained   chan struct{} // Shutdown: closed when nothing is pending
+	offered, retried, succeeded, gaveUp uint64
+	dropped                             [len(dropReasons)]uint64
 
-	wake    chan struct{} // buffered(1): an earlier due time was pushed
-	done    chan struct{} // closed by Close
-	stopped chan struct{} // closed when the last goroutine has exited
-	live    atomic.Int32  // goroutines not exited yet
+	reservers sync.WaitGroup // Invoke calls between accepting a task and filing it
+	wake      chan struct{}  // buffered(1): an earlier due time was pushed
+	done      chan struct{}  // closed by Close
+	stopped   chan struct{}  // closed when the last goroutine has exited
+	closeDone chan struct{}  // closed when Close has reported everything
+	live      atomic.Int32   // goroutines not exited yet
 }
 
+var _ cluster.Invoker = (*Invoker)(nil)
+
 // New returns a failback invoker over dir and starts its goroutines: one
-// scheduler and WithConcurrency workers, all stopped by Close. It returns
-// an error wrapping ErrInvalidArgument (naming the option and its rule)
-// for a nil dir or a bad option, and starts nothing then. Without options:
-// 3 retries, at most 100 tasks, DefaultPolicy(), 8 workers, a 10 s timeout
-// per retry attempt, DefaultRetryable, a *cluster.Random load balance, no
-// hooks, no logging.
+// scheduler and WithConcurrency workers, all stopped by Shutdown or Close.
+// It returns a *rebound.ArgumentError (matching rebound.ErrInvalidArgument,
+// naming the option and its rule) for a nil dir or a bad option value, and
+// starts nothing then; nil options are ignored. Without options:
+// DefaultPolicy() (3 retries), at most 100 tasks, 8 workers, a 10 s
+// timeout per retry attempt, no TTL, DefaultRetryable, a *cluster.Random
+// load balance, no hooks, no logging.
 func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	cfg := config{
-		retries:        DefaultRetries,
 		maxTasks:       DefaultMaxTasks,
 		policy:         DefaultPolicy(),
 		concurrency:    DefaultConcurrency,
@@ -174,30 +201,29 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		lb:             &cluster.Random{},
 	}
 	if dir == nil {
-		cfg.bad("New: dir is nil: a cluster.Directory is required")
+		cfg.bad("New", "dir", "must not be nil: a cluster.Directory is required", nil)
 	}
 	for _, o := range opts {
-		if o == nil {
-			cfg.bad("New: option is nil")
-			continue
+		if o != nil {
+			o.apply(&cfg)
 		}
-		o.apply(&cfg)
 	}
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
 	log := logging.Redacted(cfg.logger).With(zap.String("component", "failback"))
 	f := &Invoker{
-		dir:      dir,
-		lb:       cfg.lb,
-		cfg:      cfg,
-		log:      log,
-		fullLoop: logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
-		epoch:    time.Now(),
-		timerAt:  math.MaxInt64,
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		stopped:  make(chan struct{}),
+		dir:       dir,
+		lb:        cfg.lb,
+		cfg:       cfg,
+		log:       log,
+		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
+		epoch:     time.Now(),
+		timerAt:   math.MaxInt64,
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		closeDone: make(chan struct{}),
 	}
 	f.cond.L = &f.mu
 	f.baseCtx, f.cancelBase = context.WithCancel(context.Background())
@@ -211,25 +237,32 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 
 var errNilInvoker = fmt.Errorf("%w: the load balance selected a nil invoker", cluster.ErrNoInvokers)
 
+// Target returns "failback": an *Invoker is a cluster.Invoker, so it can be
+// used wherever one is expected (for example behind another Directory).
+func (f *Invoker) Target() string { return "failback" }
+
 // Invoke makes the first attempt of a call in the calling goroutine, with
 // ctx, and returns its result if it succeeds. If it fails:
 //
 //   - with an error that is not retryable (see WithRetryable), or after ctx
-//     is done, or when retries are disabled (WithRetries(0)) or the policy
-//     allows none: Invoke returns the error unchanged;
+//     is done, or when the policy allows no retry (MaxAttempts 1): Invoke
+//     returns the error unchanged;
 //   - with a retryable error: the call is queued for retry and Invoke
-//     returns (nil, nil); if it cannot be queued, Invoke returns a
-//     *RejectedError wrapping ErrQueueFull or ErrClosed and the error.
+//     returns (nil, nil) (then, and only then, Hooks.Queued is called); if
+//     it cannot be queued, Invoke returns a *RejectedError wrapping
+//     ErrQueueFull, ErrClosed or ErrExpired and the error.
 //
 // An empty directory (cluster.ErrNoInvokers) is retryable by default: the
 // call is queued until a provider appears or its retries run out.
 //
-// After Close, Invoke returns ErrClosed without attempting the call. A nil
-// ctx or inv is an error wrapping ErrInvalidArgument. inv is kept by a
-// queued task and sent again on every retry: it must not be modified after
-// Invoke. On success with a Directory and LoadBalance that do not allocate
-// (NewStaticDirectory, cluster.Random, cluster.RoundRobin), Invoke adds no
-// allocation to the invoker's own.
+// The first attempt runs in the caller's goroutine: a panic in it reaches
+// the caller, as with a direct call. Once Shutdown or Close has begun,
+// Invoke returns ErrClosed without attempting the call. A nil ctx or inv is
+// a *rebound.ArgumentError. inv is kept by a queued task and sent again on
+// every retry: it must not be modified after Invoke. On success with a
+// Directory and LoadBalance that do not allocate (NewStaticDirectory,
+// cluster.Random, cluster.RoundRobin), Invoke adds no allocation to the
+// invoker's own.
 func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, error) {
 	if ctx == nil || inv == nil {
 		return nil, invalidInvoke(ctx == nil)
@@ -246,9 +279,9 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 
 func invalidInvoke(nilCtx bool) error {
 	if nilCtx {
-		return fmt.Errorf("%w: Invoke: ctx is nil", ErrInvalidArgument)
+		return &rebound.ArgumentError{Func: "failback.Invoker.Invoke", Arg: "ctx", Reason: "must not be nil"}
 	}
-	return fmt.Errorf("%w: Invoke: inv is nil", ErrInvalidArgument)
+	return &rebound.ArgumentError{Func: "failback.Invoker.Invoke", Arg: "inv", Reason: "must not be nil"}
 }
 
 // attempt lists, selects and invokes once. target is nil if no invoker was
@@ -269,18 +302,33 @@ func (f *Invoker) attempt(ctx context.Context, inv *cluster.Invocation, exclude 
 	return target, res, err
 }
 
+type callTTLKey struct{}
+
+// WithCallTTL returns a copy of ctx that gives the call Invoked with it a
+// time-to-live of d, counted from the failure of its first attempt: if its
+// next retry would start after that, the call is dropped with DropExpired
+// instead. It overrides WithTTL for that call; d <= 0 means no TTL for it.
+func WithCallTTL(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, callTTLKey{}, d)
+}
+
 // firstFailure decides the fate of a call whose first attempt failed and
 // returns what Invoke returns.
 func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, target cluster.Invoker, err error) error {
-	if ctx.Err() != nil || f.cfg.retries == 0 || !f.retryable(err) {
+	if ctx.Err() != nil || !f.retryable(err) {
 		return err
 	}
 	t := &task{inv: inv, attempts: 1, lastErr: err}
 	if target != nil {
 		t.failed = []cluster.Invoker{target}
+		t.lastTarget = target.Target()
 	}
 	if f.cfg.contextValues {
 		t.values = context.WithoutCancel(ctx)
+	}
+	ttl := f.cfg.ttl
+	if d, ok := ctx.Value(callTTLKey{}).(time.Duration); ok {
+		ttl = d
 	}
 
 	seq := f.nextSeq.Add(1) - 1
@@ -291,6 +339,10 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	}
 	now := f.now()
 	t.born = now
+	t.expires = math.MaxInt64
+	if ttl > 0 {
+		t.expires = satAdd(now, ttl)
+	}
 	d, reason := f.nextDelay(t, now)
 	if reason != nil { // the policy allows no retry at all
 		return err
@@ -298,48 +350,60 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	return f.offer(t, d, seq)
 }
 
-// offer queues t to run after d, or refuses it.
+// offer queues t to run after d, or refuses it. Queued is reported, and
+// the task filed, by this goroutine before the task can run; Close waits
+// for it (reservers).
 func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 	t.seq = seq
 	t.due = satAdd(t.born, d)
-	hookQueued := f.cfg.hooks.Queued != nil
 
 	f.mu.Lock()
 	f.offered++
-	if f.closed {
-		f.droppedClosed++
+	switch {
+	case f.state != stateOpen:
+		f.dropped[dropIndex(DropClosed)]++
 		f.mu.Unlock()
 		return f.reject(t, DropClosed)
-	}
-	if f.pendingLocked() >= f.cfg.maxTasks {
-		f.droppedFull++
+	case f.pendingLocked() >= f.cfg.maxTasks:
+		f.dropped[dropIndex(DropQueueFull)]++
 		f.mu.Unlock()
 		return f.reject(t, DropQueueFull)
-	}
-	if hookQueued {
-		// Report before the task can run, so that Queued comes first.
-		f.reserved++
+	case t.due > t.expires:
+		f.dropped[dropIndex(DropExpired)]++
 		f.mu.Unlock()
-		f.noteAccepted(t, d)
-		f.mu.Lock()
-		f.reserved--
-		if f.closed {
-			f.droppedClosed++
-			f.mu.Unlock()
-			return f.reject(t, DropClosed)
-		}
+		return f.reject(t, DropExpired)
+	}
+	f.reserved++
+	f.reservers.Add(1)
+	f.mu.Unlock()
+	defer f.reservers.Done()
+
+	// The task is ours until it is pushed: report it first.
+	pe := f.noteAccepted(t, d)
+
+	f.mu.Lock()
+	f.reserved--
+	switch {
+	case pe != nil:
+		f.gaveUp++
+		f.endLocked()
+		f.mu.Unlock()
+		f.gaveUpReport(t, ErrPanicked, pe, f.now())
+	case f.state == stateClosed:
+		f.dropped[dropIndex(DropClosed)]++
+		f.endLocked()
+		f.mu.Unlock()
+		f.droppedReport(t, DropClosed, f.now())
+	default:
 		f.pushLocked(t)
 		f.mu.Unlock()
-		return nil
 	}
-	f.pushLocked(t)
-	f.mu.Unlock()
-	f.noteAccepted(t, d)
 	return nil
 }
 
-// noteAccepted ends a queue-full episode and reports a queued task.
-func (f *Invoker) noteAccepted(t *task, d time.Duration) {
+// noteAccepted ends a queue-full episode and reports a queued task; it
+// returns the panic of the Queued hook, if any.
+func (f *Invoker) noteAccepted(t *task, d time.Duration) *PanicError {
 	if f.dropping.Load() && f.dropping.CompareAndSwap(true, false) {
 		f.fullLoop.Succeeded(int(f.fullEpisode.Swap(0)) + 1)
 	}
@@ -348,86 +412,135 @@ func (f *Invoker) noteAccepted(t *task, d time.Duration) {
 			zap.Duration("delay", d), zap.Error(t.lastErr))
 	}
 	if h := f.cfg.hooks.Queued; h != nil {
-		h(f.info(t, t.lastErr, d, t.born))
+		return f.callHook("Queued", h, f.info(t, t.lastErr, d, t.born))
 	}
+	return nil
 }
 
 func (f *Invoker) reject(t *task, reason DropReason) error {
 	err := &RejectedError{Reason: reason, Err: t.lastErr}
-	if reason == DropQueueFull {
+	switch reason {
+	case DropQueueFull:
 		n := f.fullEpisode.Add(1)
 		f.dropping.Store(true)
 		f.fullLoop.Failed(int(n), fmt.Errorf("%w (%d tasks): call to %q dropped: %w", ErrQueueFull, f.cfg.maxTasks, t.inv.Method, t.lastErr), 0)
-	} else {
-		if ce := f.log.Check(zapcore.WarnLevel, "failback: call not queued: invoker closed"); ce != nil {
-			ce.Write(zap.String("method", t.inv.Method), zap.String("target", t.target()), zap.Error(t.lastErr))
+	default:
+		if ce := f.log.Check(zapcore.WarnLevel, "failback: call not queued"); ce != nil {
+			ce.Write(zap.String("reason", string(reason)), zap.String("method", t.inv.Method),
+				zap.String("target", t.target()), zap.Error(t.lastErr))
 		}
 	}
 	if h := f.cfg.hooks.Dropped; h != nil {
-		h(f.info(t, err, 0, t.born), reason)
+		f.callDropHook(h, f.info(t, err, 0, t.born), reason)
 	}
 	return err
 }
 
-// Close stops the invoker: Invoke returns ErrClosed from then on, running
-// retry attempts are cancelled (their context is done), and every task
-// still queued is reported through Hooks.Dropped with DropClosed (and
-// logged at Warn) before Close waits. A task whose running attempt then
-// fails is reported the same way by its worker; one whose attempt
-// succeeds anyway is reported as Succeeded. Close does not close the
-// Directory.
+// Shutdown stops the invoker gracefully, like net/http.Server's Shutdown:
+// Invoke returns ErrClosed from then on (a call whose first attempt fails
+// afterwards gets a *RejectedError wrapping ErrClosed), and the tasks
+// already queued keep being retried on their schedule until every one has
+// ended (Succeeded, GaveUp or Dropped), or until ctx is done. Then it stops
+// the invoker as Close does, dropping what is left with DropClosed, and
+// returns after every call has been reported: nil if everything ended
+// before ctx was done, ctx.Err() otherwise. (Retries that Close cancels
+// return when their invoker honours its ctx, as cluster.Invoker requires.)
 //
-// Close then waits until the scheduler and the workers have exited, or
-// until ctx is done, and returns ctx.Err() in that case (the goroutines
-// still exit once the running attempts return). Close is idempotent: later
-// calls only wait again. A nil ctx is an error wrapping ErrInvalidArgument
-// (and closes nothing).
-func (f *Invoker) Close(ctx context.Context) error {
+// Calling Shutdown or Close again, or concurrently, waits for the same
+// end. A nil ctx is a *rebound.ArgumentError (and stops nothing).
+func (f *Invoker) Shutdown(ctx context.Context) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: Close: ctx is nil", ErrInvalidArgument)
+		return &rebound.ArgumentError{Func: "failback.Invoker.Shutdown", Arg: "ctx", Reason: "must not be nil"}
 	}
-	var pending []*task
 	f.mu.Lock()
-	first := !f.closed
-	if first {
-		f.closed = true
+	if f.state == stateOpen {
+		f.state = stateDraining
 		f.closedFlag.Store(true)
-		pending = make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead)
-		pending = append(pending, f.ready[f.readyHead:]...)
-		pending = append(pending, f.heap...)
-		f.ready, f.readyHead, f.heap = nil, 0, nil
-		f.droppedClosed += uint64(len(pending))
+		f.drained = make(chan struct{})
+		f.endLocked()
 	}
+	drained := f.drained
 	f.mu.Unlock()
-	if first {
-		f.cancelBase()
-		close(f.done)
-		f.cond.Broadcast()
-		if len(pending) > 0 {
-			f.log.Warn("failback: closing: dropping queued calls", zap.Int("tasks", len(pending)))
-		}
-		for _, t := range pending {
-			f.dropped(t, DropClosed)
+	var err error
+	if drained != nil {
+		select {
+		case <-drained:
+		default:
+			select {
+			case <-drained:
+			case <-ctx.Done():
+				select {
+				case <-drained: // both happened: the drain counts
+				default:
+					err = ctx.Err()
+				}
+			}
 		}
 	}
-	select {
-	case <-f.stopped:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	f.stop()
+	return err
 }
 
-// dropped reports a queued task dropped.
-func (f *Invoker) dropped(t *task, reason DropReason) {
-	now := f.now()
-	if ce := f.log.Check(zapcore.WarnLevel, "failback: dropped queued call"); ce != nil {
-		ce.Write(zap.String("reason", string(reason)),
-			zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-			zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
+// Close stops the invoker at once: Invoke returns ErrClosed from then on,
+// running retry attempts are cancelled (their context is done), and every
+// task still queued is reported through Hooks.Dropped with DropClosed (and
+// logged at Warn). A task whose cancelled attempt then fails is reported
+// Dropped(DropClosed) by its worker, unless it failed for a reason of its
+// own (an error that is not retryable, or the policy exhausted): that is
+// GaveUp; one whose attempt succeeds anyway is Succeeded. Close does not
+// close the Directory.
+//
+// Close returns once every call has been reported and the goroutines New
+// started have exited; it waits for the cancelled attempts to return (an
+// invoker must return when its ctx is done). It always returns nil. It is
+// idempotent: a later or concurrent call waits for the first one to finish.
+// To let queued calls finish first, use Shutdown.
+func (f *Invoker) Close() error {
+	f.stop()
+	return nil
+}
+
+// stop is Close; the first caller does the work, the others wait for it.
+func (f *Invoker) stop() {
+	f.mu.Lock()
+	if f.state == stateClosed {
+		f.mu.Unlock()
+		<-f.closeDone
+		return
 	}
-	if h := f.cfg.hooks.Dropped; h != nil {
-		h(f.info(t, t.lastErr, 0, now), reason)
+	f.state = stateClosed
+	f.closedFlag.Store(true)
+	pending := make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead)
+	pending = append(pending, f.ready[f.readyHead:]...)
+	pending = append(pending, f.heap...)
+	f.ready, f.readyHead, f.heap = nil, 0, nil
+	f.dropped[dropIndex(DropClosed)] += uint64(len(pending))
+	f.mu.Unlock()
+
+	f.cancelBase()
+	close(f.done)
+	f.cond.Broadcast()
+	if len(pending) > 0 {
+		f.log.Warn("failback: closing: dropping queued calls", zap.Int("tasks", len(pending)))
+	}
+	now := f.now()
+	for _, t := range pending {
+		f.droppedReport(t, DropClosed, now)
+	}
+	f.reservers.Wait()
+	<-f.stopped
+	close(f.closeDone)
+}
+
+// endLocked is called when a task may have left the invoker: it ends a
+// Shutdown's drain once nothing is pending.
+func (f *Invoker) endLocked() {
+	if f.state == stateDraining && f.pendingLocked() == 0 {
+		select {
+		case <-f.drained:
+		default:
+			close(f.drained)
+		}
 	}
 }
 
@@ -435,15 +548,28 @@ func (f *Invoker) dropped(t *task, reason DropReason) {
 func (f *Invoker) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Stats{
+	s := Stats{
 		Queued:    f.queuedLocked(),
 		InFlight:  f.inflight,
 		Offered:   f.offered,
 		Retried:   f.retried,
 		Succeeded: f.succeeded,
 		GaveUp:    f.gaveUp,
-		Dropped:   map[DropReason]uint64{DropQueueFull: f.droppedFull, DropClosed: f.droppedClosed},
+		Dropped:   make(map[DropReason]uint64, len(dropReasons)),
 	}
+	for i, r := range dropReasons {
+		s.Dropped[r] = f.dropped[i]
+	}
+	return s
+}
+
+func dropIndex(r DropReason) int {
+	for i, x := range dropReasons {
+		if x == r {
+			return i
+		}
+	}
+	panic("failback: unknown DropReason " + string(r))
 }
 
 func (f *Invoker) queuedLocked() int  { return len(f.heap) + len(f.ready) - f.readyHead + f.reserved }
@@ -453,24 +579,29 @@ func (f *Invoker) pendingLocked() int { return f.queuedLocked() + f.inflight }
 func (f *Invoker) now() int64 { return int64(time.Since(f.epoch)) }
 
 // nextDelay draws the wait before t's next attempt, stretched to the last
-// error's Retry-After. A non-nil reason means the policy allows no further
-// attempt.
+// error's Retry-After (capped, see maxDelay). A non-nil reason means
+// the policy allows no further attempt.
 func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	d := t.bo.NextBackOff()
 	if d == backoff.Stop {
-		return 0, rebound.ErrExhausted
+		return 0, fmt.Errorf("%w: policy allows no further attempt after %d", rebound.ErrExhausted, t.attempts)
 	}
 	if ra, ok := rebound.RetryAfterDelay(t.lastErr); ok && ra > d {
-		d = ra
+		ra = min(ra, f.maxDelay())
 		if me := f.cfg.policy.MaxElapsed; me > 0 {
-			if age := time.Duration(now - t.born); age+d > me {
+			if age := time.Duration(now - t.born); age+ra > me {
 				return 0, fmt.Errorf("%w: server asked to retry after %v, beyond MaxElapsed %v (%v elapsed)",
 					rebound.ErrExhausted, ra, me, age)
 			}
 		}
+		d = max(d, ra)
 	}
 	return d, nil
 }
+
+// maxDelay caps a Retry-After: 5 min, or the policy's Max if larger (the
+// rule of package rebound's Policy.MaxRetryAfter default).
+func (f *Invoker) maxDelay() time.Duration { return max(5*time.Minute, f.cfg.policy.Normalized().Max) }
 
 func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task {
 	return Task{
@@ -480,6 +611,57 @@ func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task 
 		Err:        err,
 		Delay:      delay,
 		Age:        time.Duration(now - t.born),
+	}
+}
+
+// callHook calls h, recovering a panic (returned, and logged at Error).
+func (f *Invoker) callHook(name string, h func(Task), info Task) (pe *PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = cluster.NewPanicError("failback.Hooks."+name, r)
+			f.logPanic(pe, info.Invocation)
+		}
+	}()
+	h(info)
+	return nil
+}
+
+func (f *Invoker) callDropHook(h func(Task, DropReason), info Task, reason DropReason) {
+	defer func() {
+		if r := recover(); r != nil {
+			f.logPanic(cluster.NewPanicError("failback.Hooks.Dropped", r), info.Invocation)
+		}
+	}()
+	h(info, reason)
+}
+
+func (f *Invoker) logPanic(pe *PanicError, inv *cluster.Invocation) {
+	f.log.Error("failback: recovered a panic", zap.String("op", pe.Op), zap.String("method", inv.Method),
+		zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+}
+
+// droppedReport reports a task that was accepted as dropped.
+func (f *Invoker) droppedReport(t *task, reason DropReason, now int64) {
+	if ce := f.log.Check(zapcore.WarnLevel, "failback: dropped queued call"); ce != nil {
+		ce.Write(zap.String("reason", string(reason)),
+			zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
+			zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
+	}
+	if h := f.cfg.hooks.Dropped; h != nil {
+		f.callDropHook(h, f.info(t, t.lastErr, 0, now), reason)
+	}
+}
+
+// gaveUpReport reports a task that gave up.
+func (f *Invoker) gaveUpReport(t *task, reason, last error, now int64) {
+	gerr := &GiveUpError{Attempts: int(t.attempts), Reason: reason, Last: last}
+	if ce := f.log.Check(zapcore.WarnLevel, "failback: gave up on call"); ce != nil {
+		ce.Write(zap.String("method", t.inv.Method),
+			zap.Int("attempts", int(t.attempts)), zap.String("target", t.target()),
+			zap.Duration("age", time.Duration(now-t.born)), zap.NamedError("reason", reason), zap.Error(last))
+	}
+	if h := f.cfg.hooks.GaveUp; h != nil {
+		_ = f.callHook("GaveUp", h, f.info(t, gerr, 0, now))
 	}
 }
 

@@ -24,18 +24,18 @@ func TestNewValidation(t *testing.T) {
 		opts []Option
 		want []string
 	}{
-		{"nil dir", nil, nil, []string{"dir is nil"}},
-		{"negative retries", dir, []Option{WithRetries(-1)}, []string{"WithRetries(-1)", ">= 0"}},
-		{"zero tasks", dir, []Option{WithMaxTasks(0)}, []string{"WithMaxTasks(0)", ">= 1"}},
-		{"zero workers", dir, []Option{WithConcurrency(0)}, []string{"WithConcurrency(0)", ">= 1"}},
-		{"negative timeout", dir, []Option{WithAttemptTimeout(-time.Second)}, []string{"WithAttemptTimeout(-1s)", ">= 0"}},
-		{"bad policy", dir, []Option{WithPolicy(rebound.Policy{Multiplier: 0.5})}, []string{"WithPolicy", "Multiplier = 0.5"}},
-		{"nil option", dir, []Option{nil}, []string{"option is nil"}},
-		{"all named", dir, []Option{WithRetries(-2), WithMaxTasks(-3)}, []string{"WithRetries(-2)", "WithMaxTasks(-3)"}},
+		{"nil dir", nil, nil, []string{"failback.New: dir must not be nil"}},
+		{"zero tasks", dir, []Option{WithMaxTasks(0)}, []string{"failback.WithMaxTasks: n must be >= 1"}},
+		{"zero workers", dir, []Option{WithConcurrency(0)}, []string{"failback.WithConcurrency: n must be >= 1"}},
+		{"negative timeout", dir, []Option{WithAttemptTimeout(-time.Second)}, []string{"failback.WithAttemptTimeout: d must be >= 0"}},
+		{"negative TTL", dir, []Option{WithTTL(-time.Second)}, []string{"failback.WithTTL: d must be >= 0"}},
+		{"bad policy", dir, []Option{WithPolicy(rebound.Policy{Multiplier: 0.5})}, []string{"failback.WithPolicy", "Multiplier = 0.5"}},
+		{"all named", dir, []Option{WithConcurrency(-2), WithMaxTasks(-3)}, []string{"WithConcurrency", "WithMaxTasks"}},
 	} {
 		f, err := New(tc.dir, tc.opts...)
-		if f != nil || !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("%s: New = %v, %v; want an error wrapping ErrInvalidArgument", tc.name, f, err)
+		var ae *rebound.ArgumentError
+		if f != nil || !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) {
+			t.Errorf("%s: New = %v, %v; want a *rebound.ArgumentError", tc.name, f, err)
 			continue
 		}
 		for _, w := range tc.want {
@@ -48,6 +48,12 @@ func TestNewValidation(t *testing.T) {
 	if !errors.Is(err, rebound.ErrInvalidPolicy) {
 		t.Errorf("bad policy error %v does not wrap rebound.ErrInvalidPolicy", err)
 	}
+	// A nil option is ignored.
+	f, err := New(dir, nil, WithMaxTasks(2), nil)
+	if err != nil {
+		t.Fatalf("New with nil options = %v; want them ignored", err)
+	}
+	mustClose(t, f)
 }
 
 func TestInvokeArguments(t *testing.T) {
@@ -61,8 +67,8 @@ func TestInvokeArguments(t *testing.T) {
 		t.Errorf("Invoke(nil inv) = %v", err)
 	}
 	//lint:ignore SA1012 testing the nil-context error on purpose
-	if err := f.Close(nil); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("Close(nil) = %v", err)
+	if err := f.Shutdown(nil); !errors.Is(err, rebound.ErrInvalidArgument) { //nolint:staticcheck
+		t.Errorf("Shutdown(nil) = %v", err)
 	}
 }
 
@@ -118,7 +124,7 @@ func TestPermanentWins(t *testing.T) {
 	})
 }
 
-// TestExactRetryCounts: WithRetries(n) means exactly n retries, n+1
+// TestExactRetryCounts: MaxAttempts n+1 means exactly n retries, n+1
 // attempts (dubbo-go made 4 retries of retries=3).
 func TestExactRetryCounts(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
@@ -126,7 +132,7 @@ func TestExactRetryCounts(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := newProvider("a:1", alwaysFail(errRefused))
 				rec := newRecorder()
-				f := mustNew(t, cluster.NewStaticDirectory(p), WithRetries(n), WithHooks(rec.hooks()))
+				f := mustNew(t, cluster.NewStaticDirectory(p), retries(n), WithHooks(rec.hooks()))
 				defer mustClose(t, f)
 
 				_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
@@ -161,7 +167,7 @@ func TestExactRetryCounts(t *testing.T) {
 				g := rec.get("gaveup")[0]
 				var gerr *GiveUpError
 				if !errors.As(g.Err, &gerr) || gerr.Attempts != n+1 || g.Attempts != n+1 ||
-					!errors.Is(g.Err, ErrRetriesExhausted) || !errors.Is(g.Err, syscall.ECONNREFUSED) {
+					!errors.Is(g.Err, rebound.ErrExhausted) || !errors.Is(g.Err, syscall.ECONNREFUSED) {
 					t.Errorf("GaveUp task %+v; want a GiveUpError after %d attempts, retries exhausted, wrapping the last error", g, n+1)
 				}
 			})
@@ -175,7 +181,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			pol := rebound.Policy{Initial: time.Second, Multiplier: 2, Max: 4 * time.Second, Jitter: rebound.NoJitter}
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(pol), WithRetries(5))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(withAttempts(pol, 6)))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)
@@ -193,8 +199,8 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 	t.Run("default full jitter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
-			const retries = 8
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithRetries(retries))
+			const nRetries = 8
+			f := mustNew(t, cluster.NewStaticDirectory(p), retries(nRetries))
 			defer mustClose(t, f)
 			for range 50 {
 				if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
@@ -210,8 +216,8 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 			pol := DefaultPolicy()
 			distinct := map[time.Duration]bool{}
 			for _, at := range byTask {
-				if len(at) != retries+1 {
-					t.Fatalf("%d attempts, want %d", len(at), retries+1)
+				if len(at) != nRetries+1 {
+					t.Fatalf("%d attempts, want %d", len(at), nRetries+1)
 				}
 				for n := 1; n < len(at); n++ {
 					gap := at[n] - at[n-1]
@@ -235,7 +241,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 				return nil, errRefused
 			})
 			pol := rebound.Policy{Initial: time.Second, Max: time.Second, Multiplier: 1, Jitter: rebound.NoJitter}
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(pol), WithRetries(2))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(withAttempts(pol, 3)))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)
@@ -254,7 +260,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithRetries(10),
+			f := mustNew(t, cluster.NewStaticDirectory(p),
 				WithPolicy(rebound.Policy{MaxAttempts: 3}), WithHooks(rec.hooks()))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
@@ -266,7 +272,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 			if g := rec.get("gaveup"); len(g) != 1 || !errors.Is(g[0].Err, rebound.ErrExhausted) {
 				t.Errorf("gave up %+v; want one, for rebound.ErrExhausted", g)
 			}
-			// A policy that allows no retry at all behaves like WithRetries(0).
+			// A policy that allows no retry at all returns the error.
 			f2 := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(rebound.Policy{MaxAttempts: 1}))
 			defer mustClose(t, f2)
 			if _, err := f2.Invoke(callerCtx(), &cluster.Invocation{}); err != errRefused {
@@ -392,7 +398,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 			t.Fatalf("before Close: stats %+v; want 2 in flight, 50 queued", s)
 		}
 
-		if err := f.Close(context.Background()); err != nil {
+		if err := f.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 		if rec.count("dropped") != 52 || rec.dropped[DropClosed] != 52 {
@@ -425,7 +431,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 		}
 
 		// Idempotent; Invoke after Close is refused without an attempt.
-		if err := f.Close(context.Background()); err != nil {
+		if err := f.Close(); err != nil {
 			t.Errorf("second Close: %v", err)
 		}
 		before := len(p.snapshot())
@@ -438,17 +444,16 @@ func TestCloseReportsEveryTask(t *testing.T) {
 	})
 }
 
-// TestCloseBoundedByContext: an attempt that ignores its context keeps a
-// worker busy; Close gives up waiting when its context is done, and the
-// task is still reported when the attempt returns.
-func TestCloseBoundedByContext(t *testing.T) {
+// TestShutdownBoundedByContext: an attempt that ignores its context keeps a
+// worker busy; Shutdown's ctx ends the drain, and Shutdown returns (with
+// ctx.Err()) once that attempt has returned and been reported.
+func TestShutdownBoundedByContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		release := make(chan struct{})
 		p := newProvider("a:1", func(_ context.Context, c call) (any, error) {
 			if c.first {
 				return nil, errRefused
 			}
-			<-release // ignores ctx
+			time.Sleep(time.Minute) // ignores ctx
 			return nil, errRefused
 		})
 		rec := newRecorder()
@@ -461,24 +466,16 @@ func TestCloseBoundedByContext(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		start := time.Now()
-		if err := f.Close(ctx); err != context.DeadlineExceeded {
-			t.Fatalf("Close = %v; want context.DeadlineExceeded", err)
-		}
-		if waited := time.Since(start); waited != time.Second {
-			t.Errorf("Close waited %v (virtual), want exactly its context's 1s", waited)
-		}
-		if rec.count("dropped") != 0 {
-			t.Fatal("running task reported before its attempt returned")
-		}
-		close(release)
-		if err := f.Close(context.Background()); err != nil {
-			t.Fatalf("second Close: %v", err)
+		if err := f.Shutdown(ctx); err != context.DeadlineExceeded {
+			t.Fatalf("Shutdown = %v; want context.DeadlineExceeded", err)
 		}
 		if rec.dropped[DropClosed] != 1 || rec.count("gaveup") != 0 {
-			t.Errorf("hooks %v; want the stuck task dropped (closed)", rec.events)
+			t.Errorf("hooks %v; want the stuck task dropped (closed) before Shutdown returned", rec.events)
 		}
 		checkStats(t, f.Stats())
+		if err := f.Close(); err != nil {
+			t.Fatalf("Close after Shutdown: %v", err)
+		}
 	})
 }
 
@@ -566,8 +563,8 @@ func TestDeadlines(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithAttemptTimeout(2*time.Second), WithRetries(2),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithAttemptTimeout(2*time.Second),
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}))
 		defer mustClose(t, f)
 
 		ctx, cancel := context.WithTimeout(callerCtx(), 500*time.Millisecond)
@@ -651,8 +648,8 @@ func TestHooksOrder(t *testing.T) {
 			return nil, errRefused
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()), WithRetries(3),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()),
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 4}))
 		defer mustClose(t, f)
 		for _, m := range []string{"recovers", "exhausts", "business"} {
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: m})

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 )
 
@@ -120,16 +121,27 @@ func mustNew(t testing.TB, dir cluster.Directory, opts ...Option) *Invoker {
 
 func mustClose(t testing.TB, f *Invoker) {
 	t.Helper()
-	if err := f.Close(context.Background()); err != nil {
+	if err := f.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+}
+
+// retries is the default policy with n retries (n+1 attempts).
+func retries(n int) Option { return WithPolicy(withAttempts(DefaultPolicy(), n+1)) }
+
+func withAttempts(p rebound.Policy, n int) rebound.Policy {
+	p.MaxAttempts = n
+	return p
 }
 
 // checkStats asserts that the counters add up.
 func checkStats(t testing.TB, s Stats) {
 	t.Helper()
-	sum := uint64(s.Queued) + uint64(s.InFlight) + s.Succeeded + s.GaveUp + s.Dropped[DropQueueFull] + s.Dropped[DropClosed]
-	if sum != s.Offered || len(s.Dropped) != 2 {
+	sum := uint64(s.Queued) + uint64(s.InFlight) + s.Succeeded + s.GaveUp
+	for _, n := range s.Dropped {
+		sum += n
+	}
+	if sum != s.Offered || len(s.Dropped) != len(dropReasons) {
 		t.Fatalf("stats do not add up: %+v (Queued+InFlight+Succeeded+GaveUp+Dropped = %d, Offered %d)", s, sum, s.Offered)
 	}
 }

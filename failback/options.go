@@ -1,7 +1,6 @@
 package failback
 
 import (
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,29 +11,30 @@ import (
 
 // Defaults of New.
 const (
-	// DefaultRetries is the number of retries after the first attempt.
-	DefaultRetries = 3
 	// DefaultMaxTasks bounds the tasks queued and running at once.
 	DefaultMaxTasks = 100
 	// DefaultConcurrency is the number of retry workers.
 	DefaultConcurrency = 8
 	// DefaultAttemptTimeout bounds each retry attempt.
 	DefaultAttemptTimeout = 10 * time.Second
-	// DefaultInitial and DefaultMax are the Initial and Max of the default
-	// policy (full jitter, doubling).
-	DefaultInitial = 1 * time.Second
-	DefaultMax     = 60 * time.Second
 )
 
 // DefaultPolicy returns the policy New uses without WithPolicy: full jitter
-// below a ceiling that starts at 1 s, doubles, and is capped at 60 s, so the
+// below a ceiling that starts at 1 s, doubles, and is capped at 60 s, and
+// at most 4 attempts (the first one, in Invoke, and 3 retries), so the
 // n-th retry (n from 0) waits a uniform draw from
-// [rebound.MinDelay, min(60s, 1s*2^n)].
+// [rebound.MinDelay, min(60s, 1s*2^n)]:
+//
+//	rebound.Policy{Initial: time.Second, Multiplier: 2, Max: time.Minute, MaxAttempts: 4}
+//
+// A Policy given to WithPolicy means what it means in package rebound: its
+// zero fields take rebound's defaults (Max 30 s; MaxAttempts 0 is
+// unlimited), not these.
 func DefaultPolicy() rebound.Policy {
-	return rebound.Policy{Initial: DefaultInitial, Multiplier: 2, Max: DefaultMax}
+	return rebound.Policy{Initial: time.Second, Multiplier: 2, Max: time.Minute, MaxAttempts: 4}
 }
 
-// An Option configures New.
+// An Option configures New. A nil Option is ignored.
 type Option interface {
 	apply(*config)
 }
@@ -44,11 +44,11 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	retries        int
 	maxTasks       int
 	policy         rebound.Policy
 	concurrency    int
 	attemptTimeout time.Duration
+	ttl            time.Duration
 	retryable      func(error) bool
 	logger         *zap.Logger
 	lb             cluster.LoadBalance
@@ -59,58 +59,49 @@ type config struct {
 	errs           []error
 }
 
-func (c *config) bad(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
-}
-
-// WithRetries sets how many times a failed call is retried after its first
-// attempt: exactly n retries, n+1 attempts in all (unless the policy's
-// MaxAttempts or MaxElapsed stops the task earlier). Default: 3. 0 disables
-// retries: Invoke then returns every error of the first attempt unchanged.
-// A negative n makes New fail.
-func WithRetries(n int) Option {
-	return optionFunc(func(c *config) {
-		if n < 0 {
-			c.bad("WithRetries(%d): the number of retries must be >= 0 (0 disables retries)", n)
-			return
-		}
-		c.retries = n
-	})
+func (c *config) bad(fn, arg, reason string, err error) {
+	c.errs = append(c.errs, &rebound.ArgumentError{Func: "failback." + fn, Arg: arg, Reason: reason, Err: err})
 }
 
 // WithMaxTasks bounds the tasks the invoker holds at once: queued (waiting
 // for their due time or for a worker) plus running. A call that fails when
 // the limit is reached is not queued: Invoke returns an error wrapping
 // ErrQueueFull and Hooks.Dropped reports DropQueueFull. Default: 100. n
-// must be at least 1 (to disable retries use WithRetries(0)).
+// must be at least 1 (to disable retries use a Policy with MaxAttempts 1).
 func WithMaxTasks(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
-			c.bad("WithMaxTasks(%d): the task limit must be >= 1 (use WithRetries(0) to disable retries)", n)
+			c.bad("WithMaxTasks", "n", "must be >= 1 (to disable retries use a Policy with MaxAttempts 1)", nil)
 			return
 		}
 		c.maxTasks = n
 	})
 }
 
-// WithPolicy sets the backoff policy. Each task gets its own BackOff from
-// p.NewBackOff, created when the call is queued: the first retry waits its
-// first delay, and so on. A zero Max means failback's DefaultMax (60 s, or
-// Initial if larger) rather than rebound's; other zero fields take
-// rebound's defaults. p.MaxAttempts (which counts the first attempt) and
-// p.MaxElapsed (counted from the first failure) can end a task before
-// WithRetries does. A Retry-After carried by an attempt's error
-// (rebound.RetryAfter) lengthens the next wait to at least that delay.
-// Default: DefaultPolicy(). An invalid p makes New fail with an error that
-// wraps rebound.ErrInvalidPolicy.
+// WithPolicy sets the backoff policy, the one knob for how long and how
+// often a call is retried. Each task gets its own BackOff from the policy,
+// created when the call is queued: the first retry waits its first delay,
+// and so on. p means what it means in package rebound (zero fields take
+// rebound's defaults: Max 30 s, MaxAttempts and MaxElapsed unlimited):
+//
+//   - MaxAttempts counts every attempt, the first one (made in Invoke)
+//     included: 1 disables retries (Invoke then returns every error of the
+//     first attempt unchanged), 4 means 3 retries, 0 retries until success,
+//     MaxElapsed, the call's TTL or Close;
+//   - MaxElapsed bounds the start of every retry, counted from the first
+//     failure; the time a due task waits for a free worker counts too;
+//   - a Retry-After carried by an attempt's error (rebound.RetryAfter)
+//     lengthens the next wait to at least that delay, capped at 5 min (or
+//     Max if larger), so that "Retry-After: 4294967295" cannot pin a task
+//     slot for ever.
+//
+// Default: DefaultPolicy() (3 retries). An invalid p makes New fail with a
+// *rebound.ArgumentError wrapping rebound.ErrInvalidPolicy.
 func WithPolicy(p rebound.Policy) Option {
 	return optionFunc(func(c *config) {
 		if err := p.Validate(); err != nil {
-			c.errs = append(c.errs, fmt.Errorf("%w: WithPolicy: %w", ErrInvalidArgument, err))
+			c.bad("WithPolicy", "p", "must be a valid rebound.Policy", err)
 			return
-		}
-		if p.Max == 0 {
-			p.Max = max(DefaultMax, p.Initial)
 		}
 		c.policy = p
 	})
@@ -122,7 +113,7 @@ func WithPolicy(p rebound.Policy) Option {
 func WithConcurrency(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
-			c.bad("WithConcurrency(%d): the number of retry workers must be >= 1", n)
+			c.bad("WithConcurrency", "n", "must be >= 1", nil)
 			return
 		}
 		c.concurrency = n
@@ -138,10 +129,26 @@ func WithConcurrency(n int) Option {
 func WithAttemptTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < 0 {
-			c.bad("WithAttemptTimeout(%v): the timeout must be >= 0 (0 means none)", d)
+			c.bad("WithAttemptTimeout", "d", "must be >= 0 (0 means no timeout)", nil)
 			return
 		}
 		c.attemptTimeout = d
+	})
+}
+
+// WithTTL sets the time-to-live of every queued call, counted from the
+// failure of its first attempt: a call whose next attempt would start
+// after its TTL is dropped with DropExpired instead of retried (a
+// notification an hour late is often worse than none). WithCallTTL sets
+// it per call. Default: 0, no TTL (the Policy alone bounds retries). A
+// negative d makes New fail.
+func WithTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d < 0 {
+			c.bad("WithTTL", "d", "must be >= 0 (0 means no time-to-live)", nil)
+			return
+		}
+		c.ttl = d
 	})
 }
 
@@ -155,21 +162,20 @@ func WithAttemptTimeout(d time.Duration) Option {
 // use. Default (and for a nil retryable): DefaultRetryable.
 func WithRetryable(retryable func(error) bool) Option {
 	return optionFunc(func(c *config) {
-		if retryable == nil {
-			retryable = DefaultRetryable
+		if retryable != nil {
+			c.retryable = retryable
 		}
-		c.retryable = retryable
 	})
 }
 
 // WithLogger sets the logger. Lines carry component=failback and are
 // redacted (logging.Redacted). Queued calls, failed retries and successes
 // are logged at Debug, each give-up and each task dropped by Close at Warn
-// (method, attempts, target, age, error); calls refused because the queue
-// is full are logged like a failing retry loop (logging.Loop): one Warn
-// when the queue starts refusing, Debug for each further refusal,
-// reminders during long episodes, one Info when a call is queued again.
-// Default (and for nil): no logging.
+// (method, attempts, target, age, error), each recovered panic at Error;
+// calls refused because the queue is full are logged like a failing retry
+// loop (logging.Loop): one Warn when the queue starts refusing, Debug for
+// each further refusal, reminders during long episodes, one Info when a
+// call is queued again. Default (and for nil): no logging.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {

@@ -3,6 +3,8 @@ package failback
 import (
 	"container/heap"
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -10,31 +12,30 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 )
 
 // task is one call waiting for, or running, a retry. It is owned by
-// whichever structure holds it: the heap or the ready queue (under f.mu),
-// or the worker running it.
+// whichever holds it: the goroutine queueing it (until it is pushed), the
+// heap or the ready queue (under f.mu), or the worker running it. Only its
+// owner reads or writes it; hooks get a copy (Task) made by the owner.
 type task struct {
-	inv      *cluster.Invocation
-	values   context.Context // WithContextValues: the caller's values, no cancel
-	bo       backoff.BackOff
-	failed   []cluster.Invoker // invokers that failed for this task
-	lastErr  error
-	due      int64 // nanoseconds since f.epoch
-	born     int64 // first failure, nanoseconds since f.epoch
-	seq      uint64
-	attempts int32
-	index    int32 // position in the heap
+	inv        *cluster.Invocation
+	values     context.Context // WithContextValues: the caller's values, no cancel
+	bo         backoff.BackOff
+	failed     []cluster.Invoker // invokers that failed for this task
+	lastErr    error
+	lastTarget string // Target of the last attempt's invoker; "" if none
+	due        int64  // nanoseconds since f.epoch
+	born       int64  // first failure, nanoseconds since f.epoch
+	expires    int64  // end of the TTL; MaxInt64 if none
+	seq        uint64
+	attempts   int32
+	index      int32 // position in the heap
 }
 
-func (t *task) target() string {
-	if len(t.failed) == 0 {
-		return ""
-	}
-	return t.failed[len(t.failed)-1].Target()
-}
+func (t *task) target() string { return t.lastTarget }
 
 // taskHeap is a min-heap of tasks by due time, then by seq (FIFO among equal
 // due times), for container/heap.
@@ -80,12 +81,21 @@ func (f *Invoker) pushLocked(t *task) {
 	}
 }
 
+// popReadyLocked takes the oldest ready task. The queue is compacted once
+// its consumed head is at least half of it, so that its backing array
+// stays within a small multiple of the live tasks (at most the task limit)
+// under a sustained backlog, at amortised O(1) per task.
 func (f *Invoker) popReadyLocked() *task {
 	t := f.ready[f.readyHead]
 	f.ready[f.readyHead] = nil
 	f.readyHead++
-	if f.readyHead == len(f.ready) {
+	switch {
+	case f.readyHead == len(f.ready):
 		f.ready, f.readyHead = f.ready[:0], 0
+	case f.readyHead >= 16 && 2*f.readyHead >= len(f.ready):
+		n := copy(f.ready, f.ready[f.readyHead:])
+		clear(f.ready[n:])
+		f.ready, f.readyHead = f.ready[:n], 0
 	}
 	return t
 }
@@ -106,7 +116,7 @@ func (f *Invoker) schedule() {
 	defer timer.Stop()
 	for {
 		f.mu.Lock()
-		if f.closed {
+		if f.state == stateClosed {
 			f.mu.Unlock()
 			return
 		}
@@ -145,23 +155,44 @@ func (f *Invoker) schedule() {
 	}
 }
 
-// work is a retry worker: it runs ready tasks one at a time.
+// work is a retry worker: it runs ready tasks one at a time. It never dies
+// of a panic in user code: run recovers them.
 func (f *Invoker) work() {
 	defer f.exit()
 	for {
 		f.mu.Lock()
-		for f.readyHead == len(f.ready) && !f.closed {
+		for f.readyHead == len(f.ready) && f.state != stateClosed {
 			f.cond.Wait()
 		}
-		if f.closed {
+		if f.state == stateClosed {
 			f.mu.Unlock()
 			return
 		}
 		t := f.popReadyLocked()
 		f.inflight++
-		f.retried++
+		now := f.now()
+		// MaxElapsed and the TTL bound the start of an attempt: time spent
+		// waiting for a worker counts.
+		var reason error
+		drop := DropReason("")
+		switch me := f.cfg.policy.MaxElapsed; {
+		case now > t.expires:
+			drop = DropExpired
+		case me > 0 && time.Duration(now-t.born) > me:
+			reason = fmt.Errorf("%w: the next attempt would start %v after the first failure, beyond MaxElapsed %v",
+				rebound.ErrExhausted, time.Duration(now-t.born), me)
+		default:
+			f.retried++
+		}
 		f.mu.Unlock()
-		f.run(t)
+		switch {
+		case drop != "":
+			f.finish(t, outDropped, drop, nil, nil, now)
+		case reason != nil:
+			f.finish(t, outGaveUp, "", reason, t.lastErr, now)
+		default:
+			f.run(t)
+		}
 	}
 }
 
@@ -174,99 +205,134 @@ const (
 	outDropped
 )
 
-// run makes one retry attempt of t and files the task by its outcome.
+// safeAttempt is attempt with panics of the Directory, the LoadBalance and
+// the Invoker recovered as a *PanicError.
+func (f *Invoker) safeAttempt(ctx context.Context, t *task) (target cluster.Invoker, pe *PanicError, err error) {
+	op := "cluster.Directory.List"
+	defer func() {
+		if r := recover(); r != nil {
+			pe = cluster.NewPanicError(op, r)
+			err = pe
+		}
+	}()
+	invokers, err := f.dir.List(ctx, t.inv)
+	if err != nil {
+		return nil, nil, err
+	}
+	op = "cluster.LoadBalance.Select"
+	target, err = f.lb.Select(invokers, t.inv, t.failed)
+	if err != nil {
+		return nil, nil, err
+	}
+	if target == nil {
+		return nil, nil, errNilInvoker
+	}
+	op = "cluster.Invoker.Invoke"
+	_, err = target.Invoke(ctx, t.inv)
+	return target, nil, err
+}
+
+// run makes one retry attempt of t (held by this worker, counted in
+// inflight) and files the task by its outcome.
 func (f *Invoker) run(t *task) {
 	t.attempts++
 	ctx, cancel, stop := f.attemptContext(t)
-	target, _, err := f.attempt(ctx, t.inv, t.failed)
+	target, pe, err := f.safeAttempt(ctx, t)
 	if stop != nil {
 		stop()
 	}
 	cancel()
+	t.lastTarget = targetOf(target)
 
 	now := f.now()
 	var (
-		out    outcome
+		out    = outSucceeded
+		drop   DropReason
 		delay  time.Duration
 		reason error
 	)
-	switch {
-	case err == nil:
-		out = outSucceeded
-	default:
+	if pe != nil {
+		f.logPanic(pe, t.inv)
+		out, reason = outGaveUp, ErrPanicked
+	} else if err != nil {
 		t.lastErr = err
 		if target != nil {
 			t.addFailed(target)
 		}
+		closing := f.baseCtx.Err() != nil
 		switch {
-		case f.baseCtx.Err() != nil: // cancelled by Close
-			out = outDropped
+		case closing && errors.Is(err, context.Canceled):
+			out, drop = outDropped, DropClosed // cancelled by Close: not the call's own outcome
 		case !f.retryable(err):
 			out, reason = outGaveUp, ErrNotRetryable
-		case int(t.attempts) > f.cfg.retries:
-			out, reason = outGaveUp, ErrRetriesExhausted
 		default:
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
+			} else if due := satAdd(now, delay); due > t.expires {
+				out, drop = outDropped, DropExpired
+			} else if closing {
+				out, drop = outDropped, DropClosed // would retry, but Close began
 			} else {
 				out = outRequeued
-				t.due = satAdd(now, delay)
+				t.due = due
 			}
 		}
 	}
 
+	if out == outRequeued {
+		// Report before the task can run again, so that the hooks of one
+		// call never overlap.
+		if ce := f.log.Check(zapcore.DebugLevel, "failback: retry failed"); ce != nil {
+			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
+				zap.String("target", t.target()), zap.Duration("delay", delay), zap.Error(err))
+		}
+		if h := f.cfg.hooks.Retried; h != nil {
+			if pe := f.callHook("Retried", h, f.info(t, err, delay, now)); pe != nil {
+				f.finish(t, outGaveUp, "", ErrPanicked, pe, now)
+				return
+			}
+		}
+		f.mu.Lock()
+		if f.state != stateClosed {
+			f.inflight--
+			f.pushLocked(t)
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		out, drop = outDropped, DropClosed
+	}
+	f.finish(t, out, drop, reason, err, now)
+}
+
+// finish counts and reports the end of a task held by this worker.
+func (f *Invoker) finish(t *task, out outcome, drop DropReason, reason, err error, now int64) {
 	f.mu.Lock()
 	f.inflight--
-	if out != outSucceeded && f.closed {
-		out = outDropped
-	}
 	switch out {
 	case outSucceeded:
 		f.succeeded++
-	case outRequeued:
-		f.pushLocked(t)
 	case outGaveUp:
 		f.gaveUp++
 	case outDropped:
-		f.droppedClosed++
+		f.dropped[dropIndex(drop)]++
 	}
+	f.endLocked()
 	f.mu.Unlock()
 
 	switch out {
 	case outSucceeded:
 		if ce := f.log.Check(zapcore.DebugLevel, "failback: retry succeeded"); ce != nil {
 			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-				zap.String("target", targetOf(target)), zap.Duration("age", time.Duration(now-t.born)))
+				zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)))
 		}
 		if h := f.cfg.hooks.Succeeded; h != nil {
-			info := f.info(t, nil, 0, now)
-			info.Target = targetOf(target)
-			h(info)
-		}
-	case outRequeued:
-		if ce := f.log.Check(zapcore.DebugLevel, "failback: retry failed"); ce != nil {
-			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-				zap.String("target", targetOf(target)), zap.Duration("delay", delay), zap.Error(err))
-		}
-		if h := f.cfg.hooks.Retried; h != nil {
-			info := f.info(t, err, delay, now)
-			info.Target = targetOf(target)
-			h(info)
+			_ = f.callHook("Succeeded", h, f.info(t, nil, 0, now))
 		}
 	case outGaveUp:
-		gerr := &GiveUpError{Attempts: int(t.attempts), Reason: reason, Last: err}
-		if ce := f.log.Check(zapcore.WarnLevel, "failback: gave up on call"); ce != nil {
-			ce.Write(zap.String("method", t.inv.Method),
-				zap.Int("attempts", int(t.attempts)), zap.String("target", targetOf(target)),
-				zap.Duration("age", time.Duration(now-t.born)), zap.NamedError("reason", reason), zap.Error(err))
-		}
-		if h := f.cfg.hooks.GaveUp; h != nil {
-			info := f.info(t, gerr, 0, now)
-			info.Target = targetOf(target)
-			h(info)
-		}
+		f.gaveUpReport(t, reason, err, now)
 	case outDropped:
-		f.dropped(t, DropClosed)
+		f.droppedReport(t, drop, now)
 	}
 }
 

@@ -28,11 +28,12 @@ const (
 
 // storm makes stormCalls calls fail at the same instant against a provider
 // that is down for stormDown, then recovers, and records every retry.
-func storm(t *testing.T, opts ...Option) stormResult {
+func storm(t *testing.T, pol rebound.Policy, opts ...Option) stormResult {
 	var res stormResult
 	synctest.Test(t, func(t *testing.T) {
 		p := newProvider("10.0.0.7:20880", downUntil(stormDown))
-		opts = append([]Option{WithRetries(30)}, opts...)
+		pol.MaxAttempts = 31
+		opts = append([]Option{WithPolicy(pol)}, opts...)
 		f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
 		defer mustClose(t, f)
 
@@ -82,10 +83,10 @@ func storm(t *testing.T, opts ...Option) stormResult {
 // policies apart: a fixed interval makes 6 waves of 100 retries, so even
 // its busiest window holds only 1/6 of all retries, but 100% of the calls.
 func TestStorm(t *testing.T) {
-	jittered := storm(t, WithSeed(1)) // the default policy: full jitter, 1 s doubling to 60 s
-	baseline := storm(t, WithPolicy(rebound.Policy{
+	jittered := storm(t, DefaultPolicy(), WithSeed(1)) // full jitter, 1 s doubling to 60 s
+	baseline := storm(t, rebound.Policy{
 		Initial: 5 * time.Second, Max: 5 * time.Second, Multiplier: 1, Jitter: rebound.NoJitter,
-	}))
+	})
 	for name, r := range map[string]stormResult{"jittered": jittered, "fixed 5s": baseline} {
 		t.Logf("%-8s: %4d retries, busiest 100 ms window: %3d retries = %5.1f%% of retries, %5.1f%% of the calls; successes %v..%v",
 			name, len(r.retries), r.peak, 100*r.shareOfRetries(), 100*float64(r.peak)/stormCalls,
@@ -96,7 +97,7 @@ func TestStorm(t *testing.T) {
 		t.Errorf("jittered: busiest 100 ms window holds %.1f%% of the retries, want <= 20%%", 100*s)
 	}
 	// The same with random seeds (observed: 3-5%, far from the bound).
-	if r := storm(t); r.shareOfRetries() > 0.20 {
+	if r := storm(t, DefaultPolicy()); r.shareOfRetries() > 0.20 {
 		t.Errorf("jittered, random seeds: busiest 100 ms window holds %.1f%% of the retries, want <= 20%%", 100*r.shareOfRetries())
 	}
 	// Per call: with the default policy the first wave spreads 100 calls
@@ -118,8 +119,8 @@ func TestStorm(t *testing.T) {
 	if len(jittered.successes) != stormCalls {
 		t.Fatalf("%d successes, want %d", len(jittered.successes), stormCalls)
 	}
-	if last := jittered.successes[len(jittered.successes)-1]; last > stormDown+DefaultMax {
-		t.Errorf("last success at %v, after recovery (%v) + Max (%v)", last, stormDown, DefaultMax)
+	if last, max := jittered.successes[len(jittered.successes)-1], DefaultPolicy().Max; last > stormDown+max {
+		t.Errorf("last success at %v, after recovery (%v) + Max (%v)", last, stormDown, max)
 	}
 	if first := baseline.successes[0]; first != stormDown {
 		t.Errorf("baseline: first success at %v, want %v (the sixth wave)", first, stormDown)

@@ -133,8 +133,8 @@ func (c *httpInvoker) Close() error {
 // inv.Args[0] as JSON. Its errors say what a retry could fix:
 //
 //   - no answer (connection refused or reset, EOF, this call's own timeout):
-//     cluster.Transient, wrapping the transport error;
-//   - HTTP 5xx, 408 and 429: cluster.Transient, and wrapped with
+//     rebound.Transient, wrapping the transport error;
+//   - HTTP 5xx, 408 and 429: rebound.Transient, and wrapped with
 //     rebound.RetryAfter when the answer carries a Retry-After header, so
 //     that failback waits at least that long;
 //   - any other non-2xx status (4xx: the request itself is wrong), a
@@ -188,7 +188,7 @@ func (c *httpInvoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any,
 		return json.RawMessage(data), nil
 	case code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
 		ce := fail(code, errors.New(message(data, resp.Status)))
-		var err error = cluster.Transient(ce)
+		var err error = rebound.Transient(ce)
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			ce.RetryAfter = d
 			err = rebound.RetryAfter(d, err)
@@ -228,7 +228,7 @@ func classifyTransport(ce *CallError) error {
 		errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():
-		return cluster.Transient(ce)
+		return rebound.Transient(ce)
 	}
 	return ce
 }

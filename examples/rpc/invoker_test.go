@@ -102,7 +102,7 @@ func TestInvokerClassifiesAnswers(t *testing.T) {
 			if got := failback.DefaultRetryable(err); got != tc.retryable {
 				t.Errorf("DefaultRetryable(%v) = %v, want %v", err, got, tc.retryable)
 			}
-			if got := cluster.IsTransient(err); got != tc.retryable {
+			if got := rebound.IsTransient(err); got != tc.retryable {
 				t.Errorf("IsTransient(%v) = %v, want %v", err, got, tc.retryable)
 			}
 			if got := rebound.IsPermanent(err); got == tc.retryable {
@@ -130,7 +130,7 @@ func TestInvokerNoAnswer(t *testing.T) {
 		addr := ln.Addr().String()
 		_ = ln.Close()
 		_, err = dialTest(t, addr, 5*time.Second).Invoke(context.Background(), notifyInv(1))
-		if !cluster.IsTransient(err) || !failback.DefaultRetryable(err) {
+		if !rebound.IsTransient(err) || !failback.DefaultRetryable(err) {
 			t.Fatalf("refused: %v, want transient", err)
 		}
 	})
@@ -147,7 +147,7 @@ func TestInvokerNoAnswer(t *testing.T) {
 
 	t.Run("own timeout", func(t *testing.T) {
 		_, err := dialTest(t, srv.Listener.Addr().String(), 50*time.Millisecond).Invoke(context.Background(), notifyInv(2))
-		if !cluster.IsTransient(err) || !failback.DefaultRetryable(err) {
+		if !rebound.IsTransient(err) || !failback.DefaultRetryable(err) {
 			t.Fatalf("timeout: %v, want transient", err)
 		}
 	})
@@ -161,7 +161,7 @@ func TestInvokerNoAnswer(t *testing.T) {
 		}()
 		cancel()
 		err := <-errc
-		if !errors.Is(err, context.Canceled) || cluster.IsTransient(err) || failback.DefaultRetryable(err) {
+		if !errors.Is(err, context.Canceled) || rebound.IsTransient(err) || failback.DefaultRetryable(err) {
 			t.Fatalf("cancelled: %v, want context.Canceled, not retryable", err)
 		}
 	})

@@ -160,7 +160,7 @@ func (l *ledger) hooks() failback.Hooks {
 			defer l.mu.Unlock()
 			l.hGaveUp++
 			o := outGaveUpOther
-			if errors.Is(t.Err, failback.ErrRetriesExhausted) {
+			if errors.Is(t.Err, rebound.ErrExhausted) {
 				o = outGaveUpRetries
 			}
 			l.settleLocked(idOf(t.Invocation), o, t.Err)

@@ -24,9 +24,10 @@
 // The crash closes every provider's HTTP server (calls in flight fail, new
 // ones are refused) and its registry client (the registry drops the
 // instances); -down later as many providers start on new ports and
-// register. At the end the program drains pending retries (up to -drain),
-// shuts everything down (failback Close bounded by -shutdown-timeout,
-// manager, clients, servers) and prints how many notifications were sent,
+// register. At the end the program drains pending retries (failback
+// Shutdown, up to -drain), shuts everything down in the documented order
+// (failback, manager bounded by -shutdown-timeout, clients, directory,
+// servers) and prints how many notifications were sent,
 // delivered on the first attempt, retried, delivered after retry and dropped,
 // with the reason; the duplicates and missing IDs seen by the providers; and
 // whether the accounting identity holds: sent = delivered + reported dropped,

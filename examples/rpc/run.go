@@ -205,10 +205,9 @@ func (s *scenario) startConsumer(ctx context.Context) error {
 	}
 
 	s.fb, err = failback.New(s.dir,
-		failback.WithRetries(cfg.retries),
 		failback.WithMaxTasks(cfg.maxTasks),
 		failback.WithConcurrency(cfg.workers),
-		failback.WithPolicy(rebound.Policy{Initial: cfg.backoff, Max: cfg.backoffMax}),
+		failback.WithPolicy(rebound.Policy{Initial: cfg.backoff, Max: cfg.backoffMax, MaxAttempts: cfg.retries + 1}),
 		failback.WithAttemptTimeout(cfg.callTimeout),
 		failback.WithLoadBalance(&cluster.RoundRobin{}),
 		failback.WithHooks(s.led.hooks()),
@@ -218,25 +217,19 @@ func (s *scenario) startConsumer(ctx context.Context) error {
 	}
 
 	// Wait, bounded, until the directory lists the first providers.
-	deadline := time.NewTimer(cfg.startup)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if l, err := s.dir.List(ctx, nil); err == nil && len(l) >= cfg.providers {
-			s.out.event("consumer ready: subscription %s, directory lists %d providers", sub.Status().State, len(l))
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			st := sub.Status()
-			return fmt.Errorf("consumer: the directory did not list %d providers within %v (subscription %s, last error %v)",
-				cfg.providers, cfg.startup, st.State, st.LastErr)
-		case <-ctx.Done():
+	wctx, cancel := context.WithTimeout(ctx, cfg.startup)
+	defer cancel()
+	if err := s.dir.WaitReady(wctx); err != nil {
+		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		st := sub.Status()
+		return fmt.Errorf("consumer: the directory listed no provider within %v (subscription %s, last error %v): %w",
+			cfg.startup, st.State, st.LastErr, err)
 	}
+	l, _ := s.dir.List(ctx, nil)
+	s.out.event("consumer ready: subscription %s, directory lists %d providers", sub.Status().State, len(l))
+	return nil
 }
 
 func describeInstances(ins []subscriber.Instance) string {
@@ -463,76 +456,59 @@ func (s *scenario) printProgress() {
 		p.sent, s.cfg.n, p.first, p.retried, p.dropped, p.waiting, st.Queued, st.InFlight, listed)
 }
 
-// drain waits, up to cfg.drain, for failback to finish its pending retries.
+// drain lets failback finish its pending retries, up to cfg.drain
+// (failback.Invoker.Shutdown); what is still pending then is reported
+// dropped with DropClosed, and failback is stopped.
 func (s *scenario) drain(ctx context.Context) {
-	pending := func() int { st := s.fb.Stats(); return st.Queued + st.InFlight }
-	n := pending()
-	if n == 0 {
-		return
+	st := s.fb.Stats()
+	if n := st.Queued + st.InFlight; n > 0 {
+		s.out.event("draining: %d notifications awaiting retry (up to %v)", n, s.cfg.drain)
 	}
-	s.out.event("draining: %d notifications awaiting retry (up to %v)", n, s.cfg.drain)
-	start := time.Now()
-	deadline := time.NewTimer(s.cfg.drain)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			if pending() == 0 {
-				s.out.event("drained in %.2fs", time.Since(start).Seconds())
-				return
-			}
-		case <-deadline.C:
-			s.out.event("drain timed out: %d notifications still awaiting retry; Close reports them dropped", pending())
-			return
-		case <-ctx.Done():
-			s.out.event("interrupted: %d notifications awaiting retry; Close reports them dropped", pending())
-			return
-		}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.drain)
+	defer cancel()
+	start, before := time.Now(), st.Dropped[failback.DropClosed]
+	err := s.fb.Shutdown(dctx)
+	switch dropped := s.fb.Stats().Dropped[failback.DropClosed] - before; {
+	case err == nil:
+		s.out.event("drained in %.2fs", time.Since(start).Seconds())
+	case ctx.Err() != nil:
+		s.out.event("interrupted: %d notifications awaiting retry reported dropped (closed)", dropped)
+	default:
+		s.out.event("drain timed out: %d notifications still awaiting retry reported dropped (closed)", dropped)
 	}
 }
 
-// shutdown stops everything that was started, in dependency order: the
-// failback invoker (bounded), the subscription manager (bounded), the
-// consumer's registry adapter and client, the directory and its invokers,
-// the providers (bounded) and the registry. With verbose it prints each
-// step. It runs once; later calls return nil.
+// shutdown stops everything that was started, in the documented order
+// (README, "Teardown"): failback first (it calls the directory's
+// invokers), then the subscription manager (it calls the directory's
+// Update), the consumer's registry adapter and client, the directory and
+// its invokers, the providers and the registry. Each step that can block
+// is bounded by cfg.shutdown. With verbose it prints each step. It runs
+// once; later calls return nil.
 func (s *scenario) shutdown(verbose bool) error {
 	s.mu.Lock()
-	if s.reg == nil {
-		s.mu.Unlock()
+	reg, serving := s.reg, s.serving
+	s.reg, s.serving = nil, nil
+	s.mu.Unlock()
+	if reg == nil {
 		return nil
 	}
-	reg := s.reg
-	s.reg = nil
-	serving := s.serving
-	s.serving = nil
-	s.mu.Unlock()
-
-	var errs []error
-	bounded := func(f func(context.Context) error) (time.Duration, error) {
+	step := func(name string, stop func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.shutdown)
 		defer cancel()
 		start := time.Now()
-		err := f(ctx)
-		return time.Since(start), err
-	}
-	if s.fb != nil {
-		before := s.fb.Stats().Dropped[failback.DropClosed]
-		d, err := bounded(s.fb.Close)
-		errs = append(errs, err)
-		if verbose {
-			s.out.event("shutdown: failback closed in %v (%d tasks dropped at close)", d.Round(time.Microsecond),
-				s.fb.Stats().Dropped[failback.DropClosed]-before)
+		err := stop(ctx)
+		if verbose && name != "" {
+			s.out.event("shutdown: %s in %v", name, time.Since(start).Round(time.Microsecond))
 		}
+		return err
+	}
+	var errs []error
+	if s.fb != nil { // already drained by drain on the normal path: Close only waits
+		errs = append(errs, step("failback closed", func(context.Context) error { return s.fb.Close() }))
 	}
 	if s.mgr != nil {
-		d, err := bounded(s.mgr.Shutdown)
-		errs = append(errs, err)
-		if verbose {
-			s.out.event("shutdown: subscription manager closed in %v", d.Round(time.Microsecond))
-		}
+		errs = append(errs, step("subscription manager closed", s.mgr.Shutdown))
 	}
 	if s.nreg != nil {
 		s.nreg.Close()
@@ -543,12 +519,10 @@ func (s *scenario) shutdown(verbose bool) error {
 	if s.dir != nil {
 		errs = append(errs, s.dir.Close())
 	}
-	var wg sync.WaitGroup
 	perr := make([]error, len(serving))
+	var wg sync.WaitGroup
 	for i, p := range serving {
-		wg.Go(func() {
-			_, perr[i] = bounded(p.stop)
-		})
+		wg.Go(func() { perr[i] = step("", p.stop) })
 	}
 	wg.Wait()
 	errs = append(errs, perr...)
