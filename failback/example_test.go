@@ -11,6 +11,8 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // flaky refuses its first connection, then succeeds.
@@ -85,4 +87,47 @@ func ExampleRejectedError() {
 	// first: <nil>
 	// second: true true
 	// failback: call not queued for retry (queue_full): cluster: no invokers available
+}
+
+// Example_registry is the README's "Fire-and-forget calls with failback":
+// a directory that follows a registry subscription (here an in-memory
+// registry), waited on for its first providers, a failback invoker over
+// it, and the documented teardown order.
+func Example_registry() {
+	ctx := context.Background()
+	reg := subscribertest.New()
+	key := subscriber.Key{Service: "orders"}
+	reg.Set(key, subscriber.Instance{IP: "10.0.0.7", Port: 20880, Weight: 1, Healthy: true, Enabled: true})
+	m, err := subscriber.New(reg)
+	if err != nil {
+		panic(err)
+	}
+	dial := func(subscriber.Instance) (cluster.Invoker, error) { return &flaky{}, nil }
+	reportDropped := func(t failback.Task, r failback.DropReason) { fmt.Println("dropped:", r, t.Err) }
+
+	dir, err := cluster.NewRegistryDirectory(dial) // dial: Instance -> cluster.Invoker
+	_, err = m.Subscribe(ctx, key, dir.Update)     // the directory follows the registry
+	err = dir.WaitReady(ctx)                       // the first providers are listed
+	fb, err := failback.New(dir,
+		failback.WithPolicy(failback.DefaultPolicy()), // 3 retries, 1 s doubling to 60 s, full jitter
+		failback.WithHooks(failback.Hooks{Dropped: reportDropped}))
+
+	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})
+	// nil: delivered or queued for retry; non-nil: not delivered and will not be retried
+	fmt.Println("Invoke:", err)
+
+	// Teardown: failback (Shutdown drains, bounded by ctx), then the
+	// manager that feeds the directory, then the directory (it closes the
+	// invokers).
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fmt.Println("Shutdown:", fb.Shutdown(sctx))
+	s := fb.Stats()
+	fmt.Println("offered", s.Offered, "succeeded", s.Succeeded)
+	_ = m.Shutdown(sctx)
+	_ = dir.Close()
+	// Output:
+	// Invoke: <nil>
+	// Shutdown: <nil>
+	// offered 1 succeeded 1
 }

@@ -159,16 +159,16 @@ type Invoker struct {
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
-	mu        sync.Mutex
-	cond      sync.Cond // workers wait on it for ready tasks or close; L is &mu
-	heap      taskHeap  // waiting for their due time
-	ready     []*task   // due, waiting for a worker (FIFO from readyHead)
-	readyHead int
-	reserved  int   // accepted, being reported to Hooks.Queued, not pushed yet
-	inflight  int   // held by a worker
-	timerAt   int64 // due time the scheduler's timer is set for; MaxInt64 if none
-	state     state
-	drained   chan struct{} // Shutdown: closed when nothing is pending
+	mu                                  sync.Mutex
+	cond                                sync.Cond // workers wait on it for ready tasks or close; L is &mu
+	heap                                taskHeap  // waiting for their due time
+	ready                               []*task   // due, waiting for a worker (FIFO from readyHead)
+	readyHead                           int
+	reserved                            int   // accepted, being reported to Hooks.Queued, not pushed yet
+	inflight                            int   // held by a worker
+	timerAt                             int64 // due time the scheduler's timer is set for; MaxInt64 if none
+	state                               state
+	drained                             chan struct{} // Shutdown: closed when nothing is pending
 	offered, retried, succeeded, gaveUp uint64
 	dropped                             [len(dropReasons)]uint64
 

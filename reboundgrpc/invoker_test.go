@@ -81,12 +81,12 @@ func TestFailbackOverClientConn(t *testing.T) {
 
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)),
-		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}),
+		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 4}),
 		failback.WithHooks(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fb.Close(context.Background())
+	defer fb.Close()
 
 	res, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: checkMethod, Args: []any{&healthpb.HealthCheckRequest{}}})
 	if err != nil || res != nil {
@@ -133,7 +133,7 @@ func TestFailbackPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fb.Close(context.Background())
+	defer fb.Close()
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: checkMethod, Args: []any{&healthpb.HealthCheckRequest{}}})
 	if status.Code(err) != codes.InvalidArgument || !rebound.IsPermanent(err) {
 		t.Fatalf("InvalidArgument: %v, want it returned at once, marked permanent", err)
@@ -152,12 +152,12 @@ func TestFailbackPushback(t *testing.T) {
 	defer cc.Close()
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
-		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}),
+		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, MaxAttempts: 4}),
 		failback.WithHooks(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fb.Close(context.Background())
+	defer fb.Close()
 	if _, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: checkMethod, Args: []any{&healthpb.HealthCheckRequest{}}}); err != nil {
 		t.Fatalf("Invoke: %v, want queued", err)
 	}
