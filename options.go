@@ -26,6 +26,8 @@ type config struct {
 	notify    []func(Event) // WithNotify: retry, success, give-up
 	transient func(error) bool
 	limiter   *rate.Limiter
+	budget    *RetryBudget
+	throttle  *AdaptiveThrottle
 	clock     backoff.Clock
 	newTimer  func() backoff.Timer
 	seed      uint64
@@ -119,6 +121,39 @@ func WithLimiter(l *rate.Limiter) Option {
 	})
 }
 
+// WithBudget makes the loop's retries draw from b (see RetryBudget), which
+// any number of loops may share: each first attempt of Retry or
+// Retrier.Do is a deposit, each retry a withdrawal, and a retry the budget
+// refuses ends the loop with a *RetryError whose Reason is
+// ErrBudgetExhausted (and whose text says so). b must not be nil. With a
+// budget, the first attempt reads the clock (WithClock).
+func WithBudget(b *RetryBudget) Option {
+	return optionFunc(func(c *config) {
+		if b == nil {
+			c.bad("WithBudget", "b", "must not be nil (omit the option for no budget)")
+			return
+		}
+		c.budget = b
+	})
+}
+
+// WithThrottle makes every attempt of the loop, the first included, ask t
+// first (see AdaptiveThrottle), which any number of loops may share: an
+// attempt t rejects locally is not made, and ends the loop with a
+// *RetryError whose Reason is ErrThrottled. Outcomes are recorded: a
+// success or an error that is not transient (Permanent, or refused by the
+// classifier) is an accept. t must not be nil. With a throttle, the first
+// attempt reads the clock (WithClock).
+func WithThrottle(t *AdaptiveThrottle) Option {
+	return optionFunc(func(c *config) {
+		if t == nil {
+			c.bad("WithThrottle", "t", "must not be nil (omit the option for no throttle)")
+			return
+		}
+		c.throttle = t
+	})
+}
+
 // WithClock sets the clock that Elapsed, MaxElapsed, the limiter, the
 // budget and the throttle are read with. Default (and for a nil clk):
 // time.Now, which testing/synctest virtualises. Context deadlines are
@@ -142,4 +177,40 @@ func WithTimer(newTimer func() backoff.Timer) Option {
 // never retry in lockstep. Default: a random seed per BackOff or Schedule.
 func WithSeed(seed uint64) Option {
 	return optionFunc(func(c *config) { c.seed, c.seeded = seed, true })
+}
+
+// isTransient reports whether the loop would retry err.
+func (c *config) isTransient(err error) bool {
+	return asPermanent(err) == nil && (c.transient == nil || c.transient(err))
+}
+
+// begin accounts for a run's first attempt at now: a deposit in the
+// budget, a request for the throttle. It returns ErrThrottled when the
+// throttle rejects the attempt.
+func (c *config) begin(now time.Time) error {
+	if c.budget != nil {
+		c.budget.Deposit(now)
+	}
+	if c.throttle != nil && !c.throttle.Allow(now) {
+		return ErrThrottled
+	}
+	return nil
+}
+
+// record gives the throttle an attempt's outcome.
+func (c *config) record(err error, now time.Time) {
+	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
+		c.throttle.Accepted(now)
+	}
+}
+
+// admitRetry asks the budget and the throttle for a retry at now.
+func (c *config) admitRetry(now time.Time) error {
+	if c.budget != nil && !c.budget.TryWithdraw(now) {
+		return ErrBudgetExhausted
+	}
+	if c.throttle != nil && !c.throttle.Allow(now) {
+		return ErrThrottled
+	}
+	return nil
 }

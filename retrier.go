@@ -19,7 +19,7 @@ type Retrier struct {
 	c     config
 	p     Policy // normalized
 	seq   atomic.Uint64
-	start bool // the first attempt needs the time (MaxElapsed)
+	start bool // the first attempt needs the time (MaxElapsed, budget, throttle)
 }
 
 // NewRetrier validates p and opts and compiles them. It returns an
@@ -51,7 +51,7 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 		return joinArgErrors(r.c.errs)
 	}
 	r.p = p.Normalized()
-	r.start = r.p.MaxElapsed > 0
+	r.start = r.p.MaxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil
 	return nil
 }
 
@@ -71,6 +71,25 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 	k := r.seq.Add(1) - 1
 	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
 }
+
+// Begin accounts for the first attempt of a call that the caller makes
+// itself, without Do (failback's Invoke), about to start at now: a deposit
+// in the RetryBudget, a request for the AdaptiveThrottle. It returns a
+// *RetryError with Reason ErrThrottled when the throttle rejects the
+// attempt locally: do not make it. Without a budget or throttle it does
+// nothing. Report the attempt's outcome with Record.
+func (r *Retrier) Begin(now time.Time) error {
+	if reason := r.c.begin(now); reason != nil {
+		return &RetryError{Reason: reason}
+	}
+	return nil
+}
+
+// Record reports the outcome of an attempt made outside Do and outside a
+// Schedule (a first attempt after Begin) to the AdaptiveThrottle: nil or
+// an error that is not transient is an accept. Without a throttle it does
+// nothing. Schedule.Next and Schedule.Succeeded record for themselves.
+func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a permanent or non-transient
 // error, the policy (or budget) allows no further attempt, or ctx is done,
@@ -94,8 +113,18 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	var start time.Time
 	if r.start {
 		start = r.c.now()
+		if reason := r.c.begin(start); reason != nil {
+			err := &RetryError{Reason: reason}
+			if r.c.observed() {
+				r.c.emitGaveUp(Event{Err: err})
+			}
+			return err
+		}
 	}
 	err := op(ctx)
+	if r.c.throttle != nil {
+		r.c.record(err, start)
+	}
 	if err == nil {
 		if r.c.observed() {
 			// No clock read on the success path (time.Now costs more
@@ -154,6 +183,9 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		err = op(ctx)
 		if err == nil {
 			s.res = nil
+			if c.throttle != nil {
+				c.record(nil, c.now())
+			}
 			if c.observed() {
 				e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: c.now().Sub(start)}
 				c.emitAttempted(e)

@@ -49,7 +49,11 @@ import (
 //     Retry-After (RetryAfter), which is first clamped to
 //     Policy.MaxRetryAfter (default 5 min);
 //  4. MaxElapsed: if the next attempt would START after start+MaxElapsed,
-//     stop (ErrExhausted; the text names a Retry-After that caused it).
+//     stop (ErrExhausted; the text names a Retry-After that caused it);
+//  5. the RetryBudget (WithBudget) must allow the retry (else stop with
+//     Reason ErrBudgetExhausted), then the AdaptiveThrottle (WithThrottle)
+//     (else ErrThrottled). A non-transient error counts as an accept for
+//     the throttle, a transient one as a rejection.
 //
 // Admit adds the shared limiter (WithLimiter): a token reserved when the
 // retry is due, and MaxElapsed checked again against the attempt's real
@@ -94,11 +98,26 @@ func (s *Schedule) Reset(now time.Time) {
 	s.start = now
 }
 
-// Succeeded reports that the last attempt succeeded at now, and resets the
-// schedule (see Reset) for the next run.
+// Succeeded reports that the last attempt succeeded at now (an accept for
+// the AdaptiveThrottle), and resets the schedule (see Reset) for the next
+// run.
 func (s *Schedule) Succeeded(now time.Time) {
 	s.res = nil // the token was used by the attempt
+	s.c.record(nil, now)
 	s.Reset(now)
+}
+
+// Begin accounts for the first attempt of a run, about to start at now:
+// a deposit in the RetryBudget, a request for the AdaptiveThrottle. It
+// returns a *RetryError with Reason ErrThrottled when the throttle rejects
+// the attempt locally: do not make it (wait a delay and try Begin again, or
+// give up). Without a budget or throttle it does nothing. Loops whose
+// retries go through Next call it so that the budget knows their traffic.
+func (s *Schedule) Begin(now time.Time) error {
+	if err := s.c.begin(now); err != nil {
+		return s.stop(err)
+	}
+	return nil
 }
 
 // Attempts returns the number of failed attempts reported to Next since
@@ -127,9 +146,11 @@ func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
 	if err != nil {
 		s.last = err
 		if perm := asPermanent(err); perm != nil {
+			s.c.record(err, now)
 			return 0, perm.Err
 		}
 		if s.c.transient != nil && !s.c.transient(err) {
+			s.c.record(err, now)
 			return 0, err
 		}
 	}
@@ -150,6 +171,11 @@ func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
 			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
 		}
 		return 0, s.stop(ErrExhausted)
+	}
+	if s.c.budget != nil || s.c.throttle != nil {
+		if reason := s.c.admitRetry(now); reason != nil {
+			return 0, s.stop(reason)
+		}
 	}
 	return d, nil
 }

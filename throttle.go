@@ -1,0 +1,171 @@
+package rebound
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// ErrThrottled is the Reason of the *RetryError a loop returns when its
+// AdaptiveThrottle rejected an attempt locally, without sending it.
+var ErrThrottled = errors.New("rebound: throttled: the backend is rejecting most requests, so this one was rejected locally (adaptive throttling)")
+
+// Defaults of NewAdaptiveThrottle (the Google SRE book's values).
+const (
+	DefaultThrottleK      = 2.0
+	DefaultThrottleWindow = 2 * time.Minute
+)
+
+const throttleSlots = 20
+
+// An AdaptiveThrottle rejects requests locally when the backend has been
+// rejecting them: client-side throttling as in the Google SRE book
+// ("Handling Overload"). Over a sliding Window (default 2 min, as in the
+// book) it counts requests (every attempt the application makes, the
+// locally rejected ones included) and accepts (attempts the backend
+// accepted), and rejects a new request with probability
+//
+//	max(0, (requests - K×accepts) / (requests + 1))
+//
+// with K default 2: nothing is rejected while at least half of the
+// requests are accepted; when the backend rejects everything, the client
+// sends a shrinking share of its requests, without any shared state, so a
+// fleet of independent processes backs off a server that is rejecting
+// them, and recovers as soon as its requests are accepted again.
+//
+// Give it to loops with WithThrottle: Retry, Retrier.Do and Schedule.Next
+// ask it before every attempt (a rejected one ends the loop with a
+// *RetryError whose Reason is ErrThrottled, without calling the
+// operation) and record accepts from the outcomes: a success, or an error
+// that is not transient (the backend answered), is an accept; a transient
+// error is a rejection. Loops that run attempts themselves use Allow and
+// Accepted directly, or Schedule.Begin and Retrier.Record.
+//
+// An AdaptiveThrottle is safe for concurrent use and meant to be shared
+// (one per backend, per process). Time is passed in, so it runs in virtual
+// time too; ThrottleSeed makes its draws deterministic. Its methods
+// allocate nothing. The zero value is not usable: use NewAdaptiveThrottle.
+type AdaptiveThrottle struct {
+	mu     sync.Mutex
+	w      window // a: requests, b: accepts
+	k      float64
+	window time.Duration
+	rnd    *rand.PCG // nil: math/rand/v2's global source
+}
+
+// A ThrottleOption configures NewAdaptiveThrottle.
+type ThrottleOption interface{ applyThrottle(*throttleConfig) }
+
+type throttleConfig struct {
+	k      float64
+	window time.Duration
+	seed   uint64
+	seeded bool
+	errs   []error
+}
+
+type throttleOptionFunc func(*throttleConfig)
+
+func (f throttleOptionFunc) applyThrottle(c *throttleConfig) { f(c) }
+
+// ThrottleK sets the multiplier K: the client starts rejecting when
+// requests exceed K × accepts. Default 2 (the book's value; 1.1 is
+// aggressive, larger is lenient). It must be a finite number >= 1.
+func ThrottleK(k float64) ThrottleOption {
+	return throttleOptionFunc(func(c *throttleConfig) {
+		if math.IsNaN(k) || math.IsInf(k, 0) || k < 1 {
+			c.errs = append(c.errs, &ArgumentError{Func: "rebound.ThrottleK", Arg: "k",
+				Reason: fmt.Sprintf("= %v: must be a finite number >= 1", k)})
+			return
+		}
+		c.k = k
+	})
+}
+
+// ThrottleWindow sets the length of the history (kept in 20 slots).
+// Default 2 min. It must be at least 10 ms.
+func ThrottleWindow(d time.Duration) ThrottleOption {
+	return throttleOptionFunc(func(c *throttleConfig) {
+		if d < 10*time.Millisecond {
+			c.errs = append(c.errs, &ArgumentError{Func: "rebound.ThrottleWindow", Arg: "d",
+				Reason: fmt.Sprintf("= %v: must be at least 10ms", d)})
+			return
+		}
+		c.window = d
+	})
+}
+
+// ThrottleSeed makes the rejection draws deterministic (simulations,
+// tests). Default: math/rand/v2's global source.
+func ThrottleSeed(seed uint64) ThrottleOption {
+	return throttleOptionFunc(func(c *throttleConfig) { c.seed, c.seeded = seed, true })
+}
+
+// NewAdaptiveThrottle returns an AdaptiveThrottle with the given options
+// (see AdaptiveThrottle for the defaults). A bad option value is an
+// *ArgumentError naming the option and its rule.
+func NewAdaptiveThrottle(opts ...ThrottleOption) (*AdaptiveThrottle, error) {
+	c := throttleConfig{k: DefaultThrottleK, window: DefaultThrottleWindow}
+	for _, o := range opts {
+		if o != nil {
+			o.applyThrottle(&c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	t := &AdaptiveThrottle{w: newWindow(c.window, throttleSlots), k: c.k, window: c.window}
+	if c.seeded {
+		t.rnd = rand.NewPCG(c.seed, c.seed^0x9e3779b97f4a7c15)
+	}
+	return t, nil
+}
+
+// Allow counts a request at now and reports whether to send it (true) or
+// reject it locally (false, with the probability above).
+func (t *AdaptiveThrottle) Allow(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.probLocked(now)
+	t.w.addA(now)
+	if p <= 0 {
+		return true
+	}
+	var u float64
+	if t.rnd != nil {
+		u = float64(t.rnd.Uint64()>>11) / (1 << 53)
+	} else {
+		u = rand.Float64()
+	}
+	return u >= p
+}
+
+// Accepted counts, at now, a request the backend accepted (it answered,
+// even with an error that is not about overload).
+func (t *AdaptiveThrottle) Accepted(now time.Time) {
+	t.mu.Lock()
+	t.w.addB(now)
+	t.mu.Unlock()
+}
+
+// Probability returns the probability that a request at now is rejected
+// locally.
+func (t *AdaptiveThrottle) Probability(now time.Time) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.probLocked(now)
+}
+
+func (t *AdaptiveThrottle) probLocked(now time.Time) float64 {
+	t.w.advance(now)
+	req, acc := t.w.ta, t.w.tb
+	return max(0, (req-t.k*acc)/(req+1))
+}
+
+// String describes the throttle's settings.
+func (t *AdaptiveThrottle) String() string {
+	return fmt.Sprintf("AdaptiveThrottle(K %v, window %v)", t.k, t.window)
+}
