@@ -2,6 +2,7 @@ package failback
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -243,7 +244,8 @@ func newHeapSched(b *testing.B, n int) sched {
 }
 
 func (s *heapSched) task(inv *cluster.Invocation) *task {
-	return &task{inv: inv, attempts: 1, lastErr: errRefused, bo: s.pol.NewBackOff(), born: s.f.now()}
+	now := s.f.now()
+	return &task{inv: inv, attempts: 1, lastErr: errRefused, sched: s.f.retrier.NewSchedule(s.f.at(now)), born: now, expires: math.MaxInt64}
 }
 
 func (s *heapSched) enqueue(d time.Duration) {
@@ -268,10 +270,11 @@ func (s *heapSched) close() { _ = s.f.Close() }
 
 // tickerSched is the baseline: a FIFO scanned by a 1 s ticker.
 type tickerSched struct {
-	pol   rebound.Policy
-	inv   *cluster.Invocation
-	rec   *latenessRecorder
-	epoch time.Time
+	pol     rebound.Policy
+	retrier *rebound.Retrier
+	inv     *cluster.Invocation
+	rec     *latenessRecorder
+	epoch   time.Time
 
 	mu sync.Mutex
 	q  []*task
@@ -284,6 +287,7 @@ func newTickerSched(*testing.B, int) sched {
 	s := &tickerSched{pol: rebound.Policy{Initial: time.Second, Max: time.Second},
 		inv: &cluster.Invocation{Method: "Notify"}, rec: newLatenessRecorder(lateTasks),
 		epoch: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	s.retrier, _ = rebound.NewRetrier(s.pol)
 	go s.run()
 	return s
 }
@@ -291,7 +295,7 @@ func newTickerSched(*testing.B, int) sched {
 func (s *tickerSched) now() int64 { return int64(time.Since(s.epoch)) }
 
 func (s *tickerSched) enqueueAt(inv *cluster.Invocation, d time.Duration) *task {
-	t := &task{inv: inv, attempts: 1, lastErr: errRefused, bo: s.pol.NewBackOff(), born: s.now()}
+	t := &task{inv: inv, attempts: 1, lastErr: errRefused, sched: s.retrier.NewSchedule(time.Now()), born: s.now(), expires: math.MaxInt64}
 	t.due = t.born + int64(d)
 	s.mu.Lock()
 	s.q = append(s.q, t)

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -155,7 +154,8 @@ type Invoker struct {
 	fullEpisode atomic.Int64  // calls refused in the current queue-full episode
 	nextSeq     atomic.Uint64 // tasks created; seeds and FIFO order of equal due times
 
-	epoch      time.Time // due times are nanoseconds since epoch (monotonic)
+	retrier    *rebound.Retrier // the policy, compiled once; one Schedule per task
+	epoch      time.Time        // due times are nanoseconds since epoch (monotonic)
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
@@ -211,11 +211,20 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
+	ropts := []rebound.Option{}
+	if cfg.seeded {
+		ropts = append(ropts, rebound.WithSeed(cfg.seed))
+	}
+	retrier, err := rebound.NewRetrier(cfg.policy, ropts...)
+	if err != nil { // WithPolicy validated it already
+		return nil, err
+	}
 	log := logging.Redacted(cfg.logger).With(zap.String("component", "failback"))
 	f := &Invoker{
 		dir:       dir,
 		lb:        cfg.lb,
 		cfg:       cfg,
+		retrier:   retrier,
 		log:       log,
 		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
 		epoch:     time.Now(),
@@ -332,12 +341,8 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	}
 
 	seq := f.nextSeq.Add(1) - 1
-	if f.cfg.seeded {
-		t.bo = f.cfg.policy.NewBackOff(rebound.WithSeed(f.cfg.seed + seq*0x9e3779b97f4a7c15))
-	} else {
-		t.bo = f.cfg.policy.NewBackOff()
-	}
 	now := f.now()
+	t.sched = f.retrier.NewSchedule(f.at(now))
 	t.born = now
 	t.expires = math.MaxInt64
 	if ttl > 0 {
@@ -578,30 +583,24 @@ func (f *Invoker) pendingLocked() int { return f.queuedLocked() + f.inflight }
 // now returns the monotonic time since epoch in nanoseconds.
 func (f *Invoker) now() int64 { return int64(time.Since(f.epoch)) }
 
-// nextDelay draws the wait before t's next attempt, stretched to the last
-// error's Retry-After (capped, see maxDelay). A non-nil reason means
-// the policy allows no further attempt.
+// nextDelay asks the task's rebound.Schedule (the one step function:
+// policy, Retry-After capped by Policy.MaxRetryAfter, MaxAttempts,
+// MaxElapsed) for the wait before t's next attempt. A non-nil reason (the
+// Reason of the Schedule's *rebound.RetryError, wrapping
+// rebound.ErrExhausted) means the policy allows no further attempt.
 func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
-	d := t.bo.NextBackOff()
-	if d == backoff.Stop {
-		return 0, fmt.Errorf("%w: policy allows no further attempt after %d", rebound.ErrExhausted, t.attempts)
+	d, stop := t.sched.Next(t.lastErr, f.at(now))
+	if stop == nil {
+		return d, nil
 	}
-	if ra, ok := rebound.RetryAfterDelay(t.lastErr); ok && ra > d {
-		ra = min(ra, f.maxDelay())
-		if me := f.cfg.policy.MaxElapsed; me > 0 {
-			if age := time.Duration(now - t.born); age+ra > me {
-				return 0, fmt.Errorf("%w: server asked to retry after %v, beyond MaxElapsed %v (%v elapsed)",
-					rebound.ErrExhausted, ra, me, age)
-			}
-		}
-		d = max(d, ra)
+	if re, ok := errors.AsType[*rebound.RetryError](stop); ok {
+		return 0, re.Reason
 	}
-	return d, nil
+	return 0, stop
 }
 
-// maxDelay caps a Retry-After: 5 min, or the policy's Max if larger (the
-// rule of package rebound's Policy.MaxRetryAfter default).
-func (f *Invoker) maxDelay() time.Duration { return max(5*time.Minute, f.cfg.policy.Normalized().Max) }
+// at converts a time since epoch to a time.Time for the Schedule.
+func (f *Invoker) at(now int64) time.Time { return f.epoch.Add(time.Duration(now)) }
 
 func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task {
 	return Task{

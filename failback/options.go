@@ -91,9 +91,12 @@ func WithMaxTasks(n int) Option {
 //   - MaxElapsed bounds the start of every retry, counted from the first
 //     failure; the time a due task waits for a free worker counts too;
 //   - a Retry-After carried by an attempt's error (rebound.RetryAfter)
-//     lengthens the next wait to at least that delay, capped at 5 min (or
-//     Max if larger), so that "Retry-After: 4294967295" cannot pin a task
-//     slot for ever.
+//     lengthens the next wait to at least that delay, capped at
+//     Policy.MaxRetryAfter (default 5 min, or Max if larger), so that
+//     "Retry-After: 4294967295" cannot pin a task slot for ever.
+//
+// Delays are decided by rebound's step function (rebound.Schedule, one
+// per task, from a rebound.Retrier compiled by New), not by failback.
 //
 // Default: DefaultPolicy() (3 retries). An invalid p makes New fail with a
 // *rebound.ArgumentError wrapping rebound.ErrInvalidPolicy.

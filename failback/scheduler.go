@@ -8,7 +8,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -23,7 +22,7 @@ import (
 type task struct {
 	inv        *cluster.Invocation
 	values     context.Context // WithContextValues: the caller's values, no cancel
-	bo         backoff.BackOff
+	sched      *rebound.Schedule // the task's retry schedule (owner only)
 	failed     []cluster.Invoker // invokers that failed for this task
 	lastErr    error
 	lastTarget string // Target of the last attempt's invoker; "" if none
