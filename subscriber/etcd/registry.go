@@ -77,9 +77,13 @@ func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 // sink.Resubscribe and ends: the Manager then calls Subscribe again,
 // through its jittered retry loop, and the fresh Get catches up.
 //
-// The attempt is bounded by ctx and by the attempt timeout
-// (WithAttemptTimeout). It fails at once with ErrNotConnected when the
-// client has no usable connection. Errors are classified as the package
+// The attempt is bounded by ctx, by the attempt timeout
+// (WithAttemptTimeout) and by Close: it returns within moments of the
+// first of them ending, whatever etcd does (a server that never answers
+// the watch creation, a member that dies meanwhile and a watch stream
+// waiting to reconnect included), and a watch created as the attempt
+// ends is cancelled, not used. It fails at once with ErrNotConnected
+// when the client has no usable connection. Errors are classified as the package
 // documentation says: an invalid key and a closed client or Registry are
 // permanent, connection problems and server unavailability are transient.
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
@@ -95,6 +99,8 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
 	defer cancel()
+	// Close ends the attempt too.
+	defer context.AfterFunc(r.ctx, cancel)()
 	if err := r.waitReady(ctx); err != nil {
 		return r.classify("get", prefix, err)
 	}
@@ -116,10 +122,24 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 			zap.String("prefix", prefix), zap.Int64("previous", lastRev), zap.Int64("current", st.rev))
 	}
 
-	wctx, wcancel := context.WithCancelCause(clientv3.WithRequireLeader(context.Background()))
+	// The watch outlives the attempt, so its context is the Registry's,
+	// but until it is created the attempt's ctx bounds it: clientv3's
+	// Watch blocks until the server answers the creation, and while its
+	// stream reconnects it waits for a connection on a context nothing
+	// else cancels (issue 14, item 13).
+	wctx, wcancel := context.WithCancelCause(clientv3.WithRequireLeader(r.ctx))
+	stopBound := context.AfterFunc(ctx, func() { wcancel(nil) })
 	wch := r.client.Watch(wctx, prefix, clientv3.WithPrefix(),
 		clientv3.WithRev(st.rev+1), clientv3.WithCreatedNotify())
-	if err := awaitCreated(ctx, wch); err != nil {
+	err = awaitCreated(ctx, wch)
+	if !stopBound() {
+		// ctx ended first: the watch is being cancelled, whatever
+		// awaitCreated saw. A creation that raced with the end of the
+		// attempt is not used.
+		wcancel(nil)
+		return r.classify("watch", prefix, ctx.Err())
+	}
+	if err != nil {
 		wcancel(nil)
 		return r.classify("watch", prefix, err)
 	}
@@ -160,8 +180,8 @@ func awaitCreated(ctx context.Context, wch clientv3.WatchChan) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return ctx.Err()
 }
 
 // Unsubscribe stops the watch of sink, if any, and waits for its goroutine
@@ -211,10 +231,13 @@ func (r *Registry) Close() error {
 	watches := r.watches
 	r.watches = make(map[subscriber.Sink]*watch)
 	r.mu.Unlock()
-	r.cancel()
+	// Each running watch first, with its reason (a cancelled parent would
+	// hide it), then the Registry's context: attempts in flight and
+	// watches being created end too.
 	for _, w := range watches {
 		w.cancel(errDropped{&OpError{Op: "watch", Key: w.st.prefix, Err: closedError{}}})
 	}
+	r.cancel()
 	r.wg.Wait()
 	return nil
 }
