@@ -3,41 +3,96 @@
 // that hand-written retry loops tend to have: busy-spins, fixed-interval
 // retry waves, sleeps that ignore cancellation, exponential delays that
 // overflow into negative numbers, retries of errors that can never succeed,
-// and ignoring a server's Retry-After.
+// retry storms that multiply an outage, and ignoring (or blindly obeying) a
+// server's Retry-After.
 //
-// This package is the retry core. Every loop in rebound runs on it:
+// # The retry engine
 //
-//   - Policy describes capped exponential backoff with jitter. Its zero value
-//     is usable (1 s, doubling, capped at 30 s, full jitter, no limits).
-//     Validate names every bad field; NewBackOff builds a fresh
-//     backoff.BackOff (github.com/cenkalti/backoff/v4) for one loop, from
-//     the normalized policy, so no configuration can panic or spin.
-//   - Retry runs an operation under a Policy on cenkalti/backoff's
-//     RetryNotifyWithTimer. Every attempt gets the context; every wait ends
-//     when it is done. Errors say why the loop stopped and wrap the last
-//     attempt's error.
-//   - Permanent marks an error that retrying cannot fix; WithClassifier
-//     decides which other errors are transient.
-//   - RetryAfter carries a server's "retry after d" instruction, which beats
-//     the formula.
-//   - WithLimiter shares a golang.org/x/time/rate limiter between loops, so
-//     that thousands of loops recovering at once cannot exceed a global
-//     retry rate.
-//   - WithClock, WithTimer and WithSeed make time and randomness injectable;
-//     the tests use testing/synctest instead of sleeping.
+// This package owns every retry decision in rebound; subscriber, failback
+// and the etcd registration consume it and compute no delay themselves.
 //
-// The other packages build on it:
+//   - Policy describes capped exponential backoff with jitter. The zero
+//     Policy is usable and means the same in every package: 1 s, doubling,
+//     capped at 30 s, full jitter, unlimited attempts, no time limit,
+//     Retry-After honoured up to 5 min (MaxRetryAfter). Validate names
+//     every bad field.
+//   - Schedule is the one step function: per loop, Next(err, now) says how
+//     long to wait before the next attempt or why to stop (Permanent,
+//     classifier, MaxAttempts, Retry-After, MaxElapsed at the start of the
+//     next attempt, RetryBudget, AdaptiveThrottle); Admit(now) takes the
+//     shared limiter's token when the attempt is due; Wait is the blocking
+//     form for loops with a goroutine; Reset and Succeeded restart a loop.
+//     Time is passed in, so schedulers with a heap and simulators in
+//     virtual time use the same code as goroutine loops.
+//   - Retrier is a Policy plus options, validated and compiled once: the
+//     factory of Schedules, and Do, the retry loop whose success path costs
+//     no allocation, hooks included. Retry is the one-call form (it builds
+//     what it needs on every call).
+//   - Wait is the one sleep-with-context of rebound.
+//   - RetryBudget (retries at most a ratio of first attempts plus a floor,
+//     Finagle-style) and AdaptiveThrottle (the SRE book's client-side
+//     throttling) are shared, concurrency-safe values that any number of
+//     loops use through WithBudget and WithThrottle.
+//   - NewBackOff builds a plain cenkalti/backoff BackOff from a Policy, for
+//     code that runs backoff's own loops. It has no error return, so it runs
+//     the Normalized policy; Retry, NewRetrier and the constructors of the
+//     other packages reject an invalid policy instead.
+//
+// # One vocabulary
+//
+// Every package of rebound follows the same rules; this is where they are
+// written down.
+//
+// Stopping. Something that only stops implements io.Closer: Close() error,
+// idempotent, returns when its goroutines are gone. Something that has work
+// in flight to finish also has Shutdown(ctx) error, like net/http.Server:
+// it stops taking work, drains, and returns ctx.Err() if ctx ends first
+// (then Close stops what is left).
+//
+// Errors. Sentinels plus typed errors that wrap their cause; match with
+// errors.Is and errors.As. Two families cross package lines:
+// ErrInvalidArgument, matched by every *ArgumentError{Func, Arg, Reason,
+// Err} (Func qualified: "rebound.WithLimiter", "failback.New"), and
+// ErrClosed, matched by every package's own "closed" sentinel (made with
+// NewClosedError). Permanent marks an error retrying cannot fix (it stops
+// any loop at once, whatever a classifier says); Transient marks one worth
+// retrying. A loop that stops retrying a transient error returns a
+// *RetryError whose Reason is ErrExhausted, ErrBudgetExhausted,
+// ErrThrottled or the context's error, and which also matches the last
+// attempt's error.
+//
+// Options. Each constructor has its own option type, an interface with an
+// unexported method (Option for Retry and NewRetrier, BudgetOption,
+// ThrottleOption, failback.Option, ...). A nil option is ignored. A bad
+// value is an error from the constructor (an *ArgumentError naming the
+// option and the rule), never a silent default and never a panic later.
+//
+// Observation. One hooks shape: a struct of funcs that take a value (Hooks
+// here, failback.Hooks, the subscriber's hooks), called synchronously from
+// the goroutine that runs the loop and never under a lock, so a hook may
+// call back into rebound. Metrics are OpenTelemetry instruments built from a
+// metric.MeterProvider given as an option (no-op by default, nothing
+// global, nothing in init()), recorded from these hooks. Logging is zap
+// through an injected *zap.Logger (package logging turns hooks into a
+// handful of lines per outage).
+//
+// Time. Every wait selects on its context. Functions that decide take the
+// time as an argument (like golang.org/x/time/rate); loops read it from a
+// clock option (WithClock, default time.Now, which testing/synctest
+// virtualises). Context deadlines are compared with the real clock.
+//
+// # The other packages
 //
 //   - subscriber: a Manager that subscribes until the registry acknowledges,
 //     and confirms every subscription again after the registry restarts;
-//     subscriber/nacos adapts nacos-sdk-go/v2, and subscriber/nacos/nacostest
-//     is an in-process Nacos server for tests and examples.
+//     subscriber/nacos and subscriber/etcd adapt the registry clients, with
+//     in-process servers for tests (nacostest, etcdtest).
 //   - cluster and failback: a failback cluster invoker whose retries are
-//     scheduled by due time with per-task jittered backoff, bounded tasks and
-//     workers, and no silent loss.
+//     scheduled by due time with per-task jittered backoff, bounded tasks
+//     and workers, and no silent loss.
 //   - logging: zap hooks that log a failing loop in a handful of lines.
 //
-// Concurrency: Policy is a value and safe to share; a backoff.BackOff from
-// NewBackOff is not safe for concurrent use (build one per loop); Retry may
-// be called from any number of goroutines.
+// Concurrency: Policy is a value and safe to share; Retrier, RetryBudget,
+// AdaptiveThrottle and Retry are safe for concurrent use; a Schedule and a
+// backoff.BackOff from NewBackOff belong to one loop and are not.
 package rebound

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 )
@@ -78,4 +79,106 @@ func ExampleRetryAfter() {
 	// Output:
 	// true
 	// rebound: gave up after 1 attempt: rebound: retries exhausted: server asked to retry after 1m0s, beyond MaxElapsed 1s: 503 overloaded (retry after 1m0s)
+}
+
+func ExampleRetrier() {
+	// Build once (policy and options validated here), use from any goroutine.
+	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+		rebound.WithHooks(rebound.Hooks{
+			Retried:   func(e rebound.Event) { fmt.Printf("attempt %d failed: %v\n", e.Attempt, e.Err) },
+			Recovered: func(e rebound.Event) { fmt.Printf("recovered at attempt %d\n", e.Attempt) },
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	calls := 0
+	err = r.Do(context.Background(), func(ctx context.Context) error {
+		calls++
+		if calls < 3 {
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	fmt.Println("err:", err)
+
+	_, err = rebound.NewRetrier(rebound.Policy{}, rebound.WithLimiter(rate.NewLimiter(10, 0)))
+	fmt.Println(err)
+	// Output:
+	// attempt 1 failed: connection refused
+	// attempt 2 failed: connection refused
+	// recovered at attempt 3
+	// err: <nil>
+	// rebound.WithLimiter: l has burst 0 at limit 10: it can never grant a token; the burst must be >= 1
+}
+
+// A Schedule is the step function of one loop. Time is passed in: this one
+// runs in made-up time, as a scheduler with a heap of due times or a
+// simulator would.
+func ExampleSchedule() {
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := r.NewSchedule(now)
+	errs := []error{
+		errors.New("refused"),
+		rebound.RetryAfter(4294967295*time.Second, errors.New("503")), // clamped to MaxRetryAfter (5m)
+		errors.New("refused"),
+		errors.New("refused"),
+		errors.New("refused"),
+	}
+	for _, err := range errs {
+		d, stop := s.Next(err, now)
+		if stop != nil {
+			fmt.Println("stop:", stop)
+			break
+		}
+		w, _ := s.Admit(now.Add(d)) // due: take the limiter token (none here)
+		now = now.Add(d + w)
+		fmt.Printf("attempt %d failed, next in %v\n", s.Attempts(), d)
+	}
+	// Output:
+	// attempt 1 failed, next in 1s
+	// attempt 2 failed, next in 5m0s
+	// attempt 3 failed, next in 4s
+	// attempt 4 failed, next in 8s
+	// stop: rebound: gave up after 5 attempts: rebound: retries exhausted: refused
+}
+
+func ExampleRetryBudget() {
+	// Retries at most 20% of the first attempts, no floor, over 10 s.
+	b, _ := rebound.NewRetryBudget(rebound.BudgetRatio(0.2), rebound.BudgetMinPerSecond(0))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 10; i++ {
+		b.Deposit(now) // ten calls
+	}
+	fmt.Println(b.TryWithdraw(now), b.TryWithdraw(now), b.TryWithdraw(now))
+
+	// Shared by loops through WithBudget: a refused retry says so.
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond}, rebound.WithBudget(b))
+	err := r.Do(context.Background(), func(ctx context.Context) error { return errors.New("refused") })
+	fmt.Println(errors.Is(err, rebound.ErrBudgetExhausted))
+	fmt.Println(err)
+	// Output:
+	// true true false
+	// true
+	// rebound: gave up after 1 attempt: rebound: retry budget exhausted: too many retries for the requests sent recently: refused
+}
+
+func ExampleAdaptiveThrottle() {
+	th, _ := rebound.NewAdaptiveThrottle() // K = 2, 2 min window
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < 10; i++ { // 10 requests, half accepted
+		th.Allow(now)
+		if i%2 == 0 {
+			th.Accepted(now)
+		}
+	}
+	fmt.Printf("%.3f\n", th.Probability(now)) // (10 - 2*5) / 11
+	for i := 0; i < 10; i++ {                 // 10 more, all rejected by the backend
+		th.Allow(now)
+	}
+	fmt.Printf("%.3f\n", th.Probability(now)) // (20 - 2*5) / 21
+	// Output:
+	// 0.000
+	// 0.476
 }

@@ -21,7 +21,10 @@ import (
 //     not call transient;
 //   - a *RetryError when it stops retrying a transient error, or does not
 //     start: Reason is ErrExhausted (MaxAttempts, MaxElapsed, a Retry-After
-//     beyond MaxElapsed), ctx.Err() (ctx done, also before the first
+//     beyond MaxElapsed, a limiter token after MaxElapsed),
+//     ErrBudgetExhausted (WithBudget refused the retry), ErrThrottled
+//     (WithThrottle rejected the attempt locally; for the first attempt,
+//     op was not called), ctx.Err() (ctx done, also before the first
 //     attempt: then Attempts is 0 and op was not called), or an error
 //     wrapping context.DeadlineExceeded when the next wait would end after
 //     ctx's deadline (Retry returns at once instead of sleeping through
