@@ -57,7 +57,7 @@ func newClient(t *testing.T, servers ...*nacostest.Server) naming_client.INaming
 			TimeoutMs:            1000,
 			NotLoadCacheAtStart:  true,
 			UpdateCacheWhenEmpty: true,
-			CacheDir:             t.TempDir(),
+			CacheDir:             nacostest.CacheDir(t),
 			LogDir:               nacostest.LogDir(),
 			LogLevel:             "error",
 			TLSCfg:               constant.TLSConfig{Appointed: true},

@@ -716,7 +716,7 @@ func (s *scenario) close() error {
 		s.srv.Close()
 	}
 	if s.dir != "" {
-		errs[len(slots)] = os.RemoveAll(s.dir)
+		errs[len(slots)] = nacostest.RemoveDir(s.dir) // the SDK may write after CloseClient
 	}
 	return errors.Join(errs...)
 }

@@ -113,10 +113,11 @@ func (r *registry) reconnects() (clients int, opened int64, ok bool) {
 	return clients, r.embedded.Stats().ConnectionsOpened, true
 }
 
-// close stops the embedded server and removes the SDK's files.
+// close stops the embedded server and removes the SDK's files. The SDK may
+// still write its cache after CloseClient: nacostest.RemoveDir tolerates it.
 func (r *registry) close() error {
 	if r.embedded != nil {
 		r.embedded.Close()
 	}
-	return os.RemoveAll(r.dir)
+	return nacostest.RemoveDir(r.dir)
 }

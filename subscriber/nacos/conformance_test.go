@@ -60,7 +60,7 @@ func TestConformance(t *testing.T) {
 					TimeoutMs:            1000,
 					NotLoadCacheAtStart:  true,
 					UpdateCacheWhenEmpty: true,
-					CacheDir:             t.TempDir(),
+					CacheDir:             nacostest.CacheDir(t),
 					LogDir:               nacostest.LogDir(),
 					LogLevel:             "error",
 					TLSCfg:               constant.TLSConfig{Appointed: true},

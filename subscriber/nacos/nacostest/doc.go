@@ -35,13 +35,22 @@
 //     process, restarts included, so the SDK never drops a push as stale.
 //   - A change to a service is pushed to every connection subscribed to it;
 //     several changes in a row coalesce into one push with the latest list.
+//   - After a subscribe the service is pushed to that connection, changed
+//     or not (Nacos 2.x's ServiceSubscribedEvent; see [WithSubscribePush]
+//     and [WithoutSubscribePush]).
 //
 // # Faults and observation
 //
 // [Server.Stop] and [Server.Start] simulate a crash and a restart on the
 // same address. [Server.SetRefuseConnections], [Server.SetDelay],
 // [Server.SetRequestError] and [Server.DropStreams] inject faults at run
-// time. [Server.Stats] counts requests by type, pushes and connections, and
+// time. The faults users meet with a real Nacos 2.x are there too:
+// [Server.SetRejection] rejects requests of one type the way Nacos' TPS
+// control and auth filter do, in the handler's own response type (which
+// nacos-sdk-go v2.3.2 reports as success), for the first N requests of
+// every new connection (a reconnect storm) or a fraction of them;
+// [Server.ForgetSubscribers] drops subscriptions without telling the
+// clients; [Server.LoseNextPush] loses the next push of a service. [Server.Stats] counts requests by type, pushes and connections, and
 // [WithRequestHook] observes each request as it arrives.
 //
 // # Using it with nacos-sdk-go
@@ -61,7 +70,7 @@
 //			TimeoutMs:            2000,
 //			NotLoadCacheAtStart:  true,
 //			UpdateCacheWhenEmpty: true, // else an empty list is never delivered
-//			CacheDir:             t.TempDir(),
+//			CacheDir:             nacostest.CacheDir(t), // not t.TempDir(): the SDK may write after CloseClient
 //			LogDir:               nacostest.LogDir(), // the SDK's logger is global: one dir per test binary
 //			LogLevel:             "error",
 //			TLSCfg:               constant.TLSConfig{Appointed: true}, // ignore TLS environment variables

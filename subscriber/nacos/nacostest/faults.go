@@ -1,7 +1,10 @@
 package nacostest
 
 import (
-	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	nacospb "github.com/nacos-group/nacos-sdk-go/v2/api/grpc"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -13,8 +16,31 @@ type faults struct {
 	refuse atomic.Bool
 	delay  atomic.Int64 // nanoseconds
 
-	mu   sync.Mutex
-	errs map[string]int // request type -> errorCode
+	mu      sync.Mutex
+	errs    map[string]int       // request type -> errorCode
+	rejects map[string]Rejection // request type -> rejection
+}
+
+// responseTypes maps every request type a fault can apply to onto the
+// response type the SDK expects for it (the handler's own response type).
+var responseTypes = map[string]string{
+	RequestServerCheck:      typeServerCheckResponse,
+	RequestHealthCheck:      typeHealthCheckResponse,
+	RequestInstance:         typeInstanceResponse,
+	RequestBatchInstance:    typeBatchInstanceResponse,
+	RequestSubscribeService: typeSubscribeServiceResponse,
+	RequestServiceQuery:     typeQueryServiceResponse,
+	RequestServiceList:      typeServiceListResponse,
+}
+
+func checkRequestType(fn, requestType string) error {
+	if requestType == "" {
+		return fmt.Errorf("nacostest: %s: requestType is empty", fn)
+	}
+	if _, ok := responseTypes[requestType]; !ok {
+		return fmt.Errorf("nacostest: %s: unknown request type %q (want one of the Request* constants)", fn, requestType)
+	}
+	return nil
 }
 
 // SetRefuseConnections makes the server refuse (true) or accept (false, the
@@ -49,10 +75,15 @@ func (s *Server) SetDelay(d time.Duration) {
 // (the SDK ignores that reply's status, except codes 300..399 which make it
 // wait a second and retry, for up to 30 s): use
 // [Server.SetRefuseConnections]. It returns an error if requestType is
-// empty. Safe for concurrent use.
+// not one of the Request* constants the server answers (a misspelt type
+// would otherwise inject nothing), or errorCode is negative. Safe for
+// concurrent use.
 func (s *Server) SetRequestError(requestType string, errorCode int) error {
-	if requestType == "" {
-		return errors.New("nacostest: SetRequestError: requestType is empty")
+	if err := checkRequestType("SetRequestError", requestType); err != nil {
+		return err
+	}
+	if errorCode < 0 {
+		return fmt.Errorf("nacostest: SetRequestError: errorCode %d is negative", errorCode)
 	}
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
@@ -64,13 +95,15 @@ func (s *Server) SetRequestError(requestType string, errorCode int) error {
 	return nil
 }
 
-// ClearFaults removes every injected fault: refusal, delay and request
-// errors. Safe for concurrent use.
+// ClearFaults removes every injected fault: refusal, delay, request
+// errors and rejections (SetRejection). Forgotten subscribers and pushes
+// already lost stay forgotten and lost. Safe for concurrent use.
 func (s *Server) ClearFaults() {
 	s.faults.refuse.Store(false)
 	s.faults.delay.Store(0)
 	s.faults.mu.Lock()
 	clear(s.faults.errs)
+	clear(s.faults.rejects)
 	s.faults.mu.Unlock()
 }
 
@@ -121,6 +154,15 @@ type Stats struct {
 	// injected by [Server.SetRequestError], from an unregistered
 	// connection, malformed or of an unknown type.
 	ErrorResponses int64
+	// Rejected counts the requests rejected by [Server.SetRejection], by
+	// request type (answered with the handler's own response type and
+	// success false).
+	Rejected map[string]int64
+	// TotalRejected is the sum of Rejected.
+	TotalRejected int64
+	// PushesLost counts the pushes [Server.LoseNextPush] made the server
+	// skip.
+	PushesLost int64
 	// Connections is the number of connections open at the time of the
 	// snapshot, like [Server.ConnectionCount].
 	Connections int
@@ -129,7 +171,19 @@ type Stats struct {
 type counters struct {
 	mu                                         sync.Mutex
 	byType                                     map[string]int64
+	rejected                                   map[string]int64
 	total, pushes, acks, opened, refused, errs int64
+	rejectedTotal, lost                        int64
+}
+
+func (c *counters) reject(typ string) {
+	c.mu.Lock()
+	if c.rejected == nil {
+		c.rejected = map[string]int64{}
+	}
+	c.rejected[typ]++
+	c.rejectedTotal++
+	c.mu.Unlock()
 }
 
 func (c *counters) add(field *int64) {
@@ -160,6 +214,9 @@ func (s *Server) Stats() Stats {
 		ConnectionsOpened:  c.opened,
 		ConnectionsRefused: c.refused,
 		ErrorResponses:     c.errs,
+		Rejected:           maps.Clone(c.rejected),
+		TotalRejected:      c.rejectedTotal,
+		PushesLost:         c.lost,
 		Connections:        n,
 	}
 }
@@ -170,5 +227,159 @@ func (s *Server) ResetStats() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.byType)
+	clear(c.rejected)
 	c.total, c.pushes, c.acks, c.opened, c.refused, c.errs = 0, 0, 0, 0, 0, 0
+	c.rejectedTotal, c.lost = 0, 0
+}
+
+// Rejection describes how the server rejects requests of one type the way
+// Nacos 2.x's TPS control (TpsControlRequestFilter) and its auth filter do:
+// with the handler's own response type (for a subscribe, a
+// SubscribeServiceResponse) carrying resultCode 500, success false and
+// ErrorCode, not with an ErrorResponse. A rejected request changes no
+// state. nacos-sdk-go v2.3.2 only logs such a reply and returns it with a nil
+// error: NamingClient.Subscribe returns nil although the server holds no
+// subscription, and the SDK's redo after a reconnect counts the key as done.
+//
+// A request is rejected if it is among the first FirstPerConnection requests
+// of its type on its connection, or else with probability Fraction.
+type Rejection struct {
+	// FirstPerConnection rejects the first N requests of the type on every
+	// new connection (each reconnect starts a new count): a reconnect storm
+	// that trips TPS control. 0: none.
+	FirstPerConnection int
+	// Fraction rejects this share of the other requests, drawn at random
+	// for each request: 0 none, 1 all.
+	Fraction float64
+	// ErrorCode is the response's errorCode. 0 means
+	// [ErrorCodeOverThreshold] (503, TPS control); auth uses 403.
+	ErrorCode int
+	// Message is the response's message. Empty means "Tps Flow
+	// restricted:nacostest".
+	Message string
+}
+
+// ErrorCodeOverThreshold is the errorCode of Nacos' TPS control rejection
+// (Java's OVER_THRESHOLD).
+const ErrorCodeOverThreshold = 503
+
+// SetRejection makes the server reject requests of requestType as r says
+// (see [Rejection]); the zero Rejection removes the fault. Connections
+// opened before the call start counting from the call. It returns an error
+// for a request type other than the Request* constants the server answers,
+// for [RequestServerCheck] (the SDK ignores that reply's status: use
+// [Server.SetRefuseConnections]), for a negative FirstPerConnection or
+// ErrorCode, or a Fraction outside [0, 1]. Safe for concurrent use.
+func (s *Server) SetRejection(requestType string, r Rejection) error {
+	if err := checkRequestType("SetRejection", requestType); err != nil {
+		return err
+	}
+	switch {
+	case requestType == RequestServerCheck:
+		return fmt.Errorf("nacostest: SetRejection: %s replies are not checked by the SDK; use SetRefuseConnections", requestType)
+	case r.FirstPerConnection < 0:
+		return fmt.Errorf("nacostest: SetRejection: FirstPerConnection %d is negative", r.FirstPerConnection)
+	case !(r.Fraction >= 0 && r.Fraction <= 1):
+		return fmt.Errorf("nacostest: SetRejection: Fraction %v is outside [0, 1]", r.Fraction)
+	case r.ErrorCode < 0:
+		return fmt.Errorf("nacostest: SetRejection: ErrorCode %d is negative", r.ErrorCode)
+	}
+	if r.ErrorCode == 0 {
+		r.ErrorCode = ErrorCodeOverThreshold
+	}
+	if r.Message == "" {
+		r.Message = "Tps Flow restricted:nacostest"
+	}
+	s.faults.mu.Lock()
+	defer s.faults.mu.Unlock()
+	if r.FirstPerConnection == 0 && r.Fraction == 0 {
+		delete(s.faults.rejects, requestType)
+	} else {
+		s.faults.rejects[requestType] = r
+	}
+	// Restart the per-connection counts of this type.
+	s.mu.Lock()
+	for _, c := range s.conns {
+		delete(c.seen, requestType)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// rejection decides whether a request of typ on c is rejected, and returns
+// the reply if so. c may be nil (no stream yet): it then only draws the
+// fraction.
+func (s *Server) rejection(c *conn, typ, requestID string) *nacospb.Payload {
+	s.faults.mu.Lock()
+	r, ok := s.faults.rejects[typ]
+	s.faults.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	reject := false
+	if c != nil {
+		s.mu.Lock()
+		c.seen[typ]++
+		reject = c.seen[typ] <= r.FirstPerConnection
+		s.mu.Unlock()
+	}
+	if !reject && r.Fraction > 0 {
+		reject = r.Fraction >= 1 || rand.Float64() < r.Fraction
+	}
+	if !reject {
+		return nil
+	}
+	s.stats.reject(typ)
+	return encode(responseTypes[typ], response{
+		ResultCode: codeFail,
+		ErrorCode:  r.ErrorCode,
+		Success:    false,
+		Message:    r.Message,
+		RequestID:  requestID,
+	})
+}
+
+// ForgetSubscribers makes the server drop every connection's subscription
+// to service (in the namespace and group; empty means the defaults) without
+// telling the clients, as a server that lost its state for one service
+// would: the clients keep believing they are subscribed and receive no
+// further pushes for it. It returns how many subscriptions it dropped. Safe
+// for concurrent use.
+func (s *Server) ForgetSubscribers(namespace, group, service string) int {
+	k := makeSvcKey(namespace, group, service)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.conns {
+		for sub := range c.subs {
+			if sub.svc == k {
+				delete(c.subs, sub)
+				delete(c.dirty, sub)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// LoseNextPush makes the server lose the next push of service (in the
+// namespace and group; empty means the defaults) to every connection
+// subscribed to it now: that push is counted in [Stats.PushesLost] but not
+// sent, so those clients keep their old list until a later push. It returns
+// how many connections will lose a push. Safe for concurrent use.
+func (s *Server) LoseNextPush(namespace, group, service string) int {
+	k := makeSvcKey(namespace, group, service)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.conns {
+		for sub := range c.subs {
+			if sub.svc == k {
+				c.lose[k]++
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

@@ -28,6 +28,8 @@ type conn struct {
 	published map[svcKey][]published    // ephemeral instances, by service
 	subs      map[subscription]subEcho  // subscriptions
 	dirty     map[subscription]struct{} // subscriptions to push
+	seen      map[string]int            // requests by type, for Rejection.FirstPerConnection
+	lose      map[svcKey]int            // pushes to lose, by service (LoseNextPush)
 	wake      chan struct{}             // capacity 1: dirty is not empty
 	drop      chan struct{}             // closed by DropStreams
 	dropOnce  sync.Once
@@ -39,6 +41,8 @@ func newConn(addr string) *conn {
 		published: map[svcKey][]published{},
 		subs:      map[subscription]subEcho{},
 		dirty:     map[subscription]struct{}{},
+		seen:      map[string]int{},
+		lose:      map[svcKey]int{},
 		wake:      make(chan struct{}, 1),
 		drop:      make(chan struct{}),
 	}
@@ -118,6 +122,11 @@ func (h requestService) Request(ctx context.Context, p *nacospb.Payload) (*nacos
 	if c == nil {
 		return s.fail(head.RequestID, ErrorCodeUnregistered, "Connection is unregistered."), nil
 	}
+	if _, known := responseTypes[typ]; known {
+		if p := s.rejection(c, typ, head.RequestID); p != nil {
+			return p, nil
+		}
+	}
 	return s.dispatch(c, typ, head, body), nil
 }
 
@@ -177,6 +186,9 @@ func (s *Server) dispatch(c *conn, typ string, head namingRequest, body []byte) 
 			delete(c.dirty, sub)
 		}
 		info := s.serviceInfoLocked(k, echo, req.Clusters, false)
+		if req.Subscribe {
+			s.pushAfterSubscribeLocked(c, sub)
+		}
 		s.mu.Unlock()
 		return encode(typeSubscribeServiceResponse, serviceInfoResponse{response: okResponse(id), ServiceInfo: info})
 
@@ -404,6 +416,14 @@ func (s *Server) takePushes(c *conn) []*nacospb.Payload {
 		if !ok {
 			continue // unsubscribed meanwhile
 		}
+		if c.lose[sub.svc] > 0 {
+			c.lose[sub.svc]--
+			if c.lose[sub.svc] == 0 {
+				delete(c.lose, sub.svc)
+			}
+			s.stats.add(&s.stats.lost)
+			continue
+		}
 		info := s.serviceInfoLocked(sub.svc, echo, sub.clusters, false)
 		out = append(out, encode(typeNotifySubscriber, notifySubscriberRequest{
 			namingRequest: namingRequest{
@@ -441,5 +461,31 @@ func equalHosts(a, b []model.Instance) bool {
 		return x.InstanceId == y.InstanceId && x.Ip == y.Ip && x.Port == y.Port &&
 			x.Weight == y.Weight && x.Healthy == y.Healthy && x.Enable == y.Enable &&
 			x.ClusterName == y.ClusterName && maps.Equal(x.Metadata, y.Metadata)
+	})
+}
+
+// pushAfterSubscribeLocked schedules the push Nacos 2.x sends a client
+// after it subscribes (ServiceSubscribedEvent, then a push task after
+// pushTaskDelay): see [WithSubscribePush]. s.mu must be held.
+func (s *Server) pushAfterSubscribeLocked(c *conn, sub subscription) {
+	d := s.opts.subscribePush
+	switch {
+	case d < 0:
+		return
+	case d == 0:
+		c.dirty[sub] = struct{}{}
+		c.wakeUp()
+		return
+	}
+	time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.conns[c.addr] != c {
+			return // the connection ended, or the server stopped
+		}
+		if _, ok := c.subs[sub]; ok {
+			c.dirty[sub] = struct{}{}
+			c.wakeUp()
+		}
 	})
 }

@@ -28,7 +28,7 @@ func newClient(t *testing.T, srv *nacostest.Server, namespace string) naming_cli
 		TimeoutMs:            1000,
 		NotLoadCacheAtStart:  true,
 		UpdateCacheWhenEmpty: true,
-		CacheDir:             t.TempDir(),
+		CacheDir:             nacostest.CacheDir(t),
 		LogDir:               nacostest.LogDir(),
 		LogLevel:             "error",
 		TLSCfg:               constant.TLSConfig{Appointed: true},

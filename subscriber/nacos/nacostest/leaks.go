@@ -3,8 +3,12 @@ package nacostest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -25,12 +29,78 @@ func SDKLeaks() []goleak.Option {
 		// first write starts this cleanup goroutine, which only ends on
 		// Close.
 		goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"),
+		// rpc.(*RpcClient).notifyConnectionChange (rpc_client.go) sends a
+		// connection event on a channel of capacity 1 whose only reader
+		// ends when CloseClient cancels the client's context: a client
+		// closed while it reconnects (or right after) leaves the sender
+		// blocked for good. IgnoreAnyFunction: its top frame is the
+		// runtime's channel send.
+		goleak.IgnoreAnyFunction("github.com/nacos-group/nacos-sdk-go/v2/common/remote/rpc.(*RpcClient).notifyConnectionChange"),
 	}
 }
 
 var logDir struct {
 	once sync.Once
 	path string
+}
+
+var cacheDir struct {
+	once sync.Once
+	root string
+	n    atomic.Int64
+}
+
+// CacheDir returns a new, empty directory for a client's cache
+// (ClientConfig.CacheDir), for the test t. Use it instead of t.TempDir():
+// nacos-sdk-go writes its cache from its own goroutines (a push, its redo)
+// and may still do so after CloseClient returns, so t.TempDir's cleanup can
+// fail with "directory not empty". The directories live under one root per
+// test binary, which VerifyTestMain removes at the end. It panics if the
+// directory cannot be created.
+func CacheDir(t testing.TB) string {
+	cacheDir.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nacostest-cache-")
+		if err != nil {
+			panic(fmt.Sprintf("nacostest: creating the SDK cache directory: %v", err))
+		}
+		cacheDir.root = dir
+	})
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == ':' || r == ' ' || r < 32 {
+			return '_'
+		}
+		return r
+	}, t.Name())
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	dir := filepath.Join(cacheDir.root, fmt.Sprintf("%s-%d", name, cacheDir.n.Add(1)))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		panic(fmt.Sprintf("nacostest: creating the SDK cache directory: %v", err))
+	}
+	return dir
+}
+
+// RemoveDir removes dir, a directory nacos-sdk-go clients wrote their cache
+// or logs to, like os.RemoveAll, but tolerates the SDK writing to it while
+// it is being removed (it may, after CloseClient: see CacheDir): it tries
+// again for up to a second, then returns the last error. For programs that
+// keep the SDK's files in a temporary directory and remove it on exit.
+func RemoveDir(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for range 20 {
+		t.Reset(50 * time.Millisecond)
+		<-t.C
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // LogDir returns a directory for the SDK's log file (ClientConfig.LogDir),
@@ -53,8 +123,8 @@ func LogDir() string {
 
 // VerifyTestMain runs the tests of a package that uses the real
 // nacos-sdk-go client, then fails the run if any goroutine other than the
-// SDK's own (SDKLeaks) is left, removes LogDir and exits. Use it as the
-// package's TestMain:
+// SDK's own (SDKLeaks) is left, removes LogDir and the CacheDir
+// directories, and exits. Use it as the package's TestMain:
 //
 //	func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
 //
@@ -62,7 +132,10 @@ func LogDir() string {
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
 	opts = append(append(SDKLeaks(), opts...), goleak.Cleanup(func(code int) {
 		if logDir.path != "" {
-			_ = os.RemoveAll(logDir.path)
+			_ = RemoveDir(logDir.path)
+		}
+		if cacheDir.root != "" {
+			_ = RemoveDir(cacheDir.root)
 		}
 		os.Exit(code)
 	}))

@@ -394,7 +394,6 @@ func TestBadArguments(t *testing.T) {
 		{"ipv6", nacostest.WithAddr("[::1]:0"), "IPv4"},
 		{"hostname", nacostest.WithAddr("example.invalid:0"), "IPv4"},
 		{"cache millis", nacostest.WithCacheMillis(0), "WithCacheMillis"},
-		{"nil option", nil, "nil Option"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := nacostest.NewServer(tc.opt)

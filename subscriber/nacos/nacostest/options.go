@@ -17,10 +17,11 @@ type optionFunc func(*options) error
 func (f optionFunc) apply(o *options) error { return f(o) }
 
 type options struct {
-	addr        string
-	cacheMillis int64
-	hook        func(requestType string)
-	logger      *zap.Logger
+	addr          string
+	cacheMillis   int64
+	hook          func(requestType string)
+	logger        *zap.Logger
+	subscribePush time.Duration // < 0: none
 }
 
 func defaultOptions() options {
@@ -79,6 +80,34 @@ func WithLogger(l *zap.Logger) Option {
 			l = zap.NewNop()
 		}
 		o.logger = l
+		return nil
+	})
+}
+
+// WithSubscribePush sets the delay of the push the server sends a
+// connection after each subscribe request, as Nacos 2.x does (it publishes
+// a ServiceSubscribedEvent and pushes the service to that client after
+// pushTaskDelay, 500 ms by default). The push carries the current list with
+// a new lastRefTime, so the SDK's cached lastRefTime of the key moves
+// forward although nothing changed (no callback runs). The default is 0:
+// the push is queued with the reply. d must not be negative; use
+// [WithoutSubscribePush] for a server that does not push on subscribe.
+func WithSubscribePush(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("nacostest: WithSubscribePush: delay %v is negative", d)
+		}
+		o.subscribePush = d
+		return nil
+	})
+}
+
+// WithoutSubscribePush makes the server push only on changes, never after a
+// subscribe (Nacos 1.x behaviour, and nacostest's before it learnt the
+// Nacos 2.x push).
+func WithoutSubscribePush() Option {
+	return optionFunc(func(o *options) error {
+		o.subscribePush = -1
 		return nil
 	})
 }

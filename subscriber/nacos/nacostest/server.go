@@ -64,7 +64,7 @@ func NewServer(opts ...Option) (*Server, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, errors.New("nacostest: NewServer: nil Option")
+			continue // a nil Option is ignored, as everywhere in rebound
 		}
 		if err := opt.apply(&o); err != nil {
 			return nil, err
@@ -83,6 +83,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		own:      map[svcKey]map[instKey]published{},
 	}
 	s.faults.errs = map[string]int{}
+	s.faults.rejects = map[string]Rejection{}
 	s.stats.byType = map[string]int64{}
 	lis, err := net.Listen("tcp4", listenOn)
 	if err != nil {

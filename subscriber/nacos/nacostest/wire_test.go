@@ -368,7 +368,7 @@ func TestServerLeaksNothing(t *testing.T) {
 // on the same connection replaces the first, whose instances go (and the
 // change is pushed).
 func TestSecondStreamReplacesFirst(t *testing.T) {
-	srv := newServer(t)
+	srv := newServer(t, nacostest.WithoutSubscribePush())
 	watcher := dialRaw(t, srv)
 	watcher.connect(srv)
 	watcher.call(nacostest.RequestSubscribeService, subscribeReq("public", "DEFAULT_GROUP", "svc", "", true))
