@@ -88,7 +88,7 @@ func TestE2ECloseDuringOutage(t *testing.T) {
 	srv.SetRefuseConnections(true) // the client never connects
 	client := newClient(t, srv)
 	log := zaptest.NewLogger(t)
-	reg, err := nacos.NewRegistry(client, nacos.WithLogger(log))
+	reg, err := nacos.New(client, nacos.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,6 +235,7 @@ func TestE2ERegistryRestart(t *testing.T) {
 	eventually(t, e2eTimeout, "the first list", func() bool { return slices.Equal(got.last(), []string{"10.0.0.1:8080"}) })
 	before, _ := c.counts()
 
+	stopped := time.Now()
 	srv.Stop()
 	eventually(t, e2eTimeout, "the subscription to notice the outage", func() bool {
 		return sub.Status().State == subscriber.StateRetrying
@@ -242,12 +243,17 @@ func TestE2ERegistryRestart(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The SDK's redo re-subscribes; the adapter confirms from the SDK's
+	// cache (ConfirmedAt) without a Subscribe of its own.
 	eventually(t, e2eTimeout, "re-registration and re-confirmation", func() bool {
-		after, _ := c.counts()
-		return after > before && sub.Status().State == subscriber.StateSubscribed &&
+		st := sub.Status()
+		return st.State == subscriber.StateSubscribed && st.ConfirmedAt.After(stopped) &&
 			srv.SubscriberCount("", "", "orders") >= 1 &&
 			len(srv.Instances("", "", "orders")) == 1
 	})
+	if after, _ := c.counts(); after != before {
+		t.Errorf("the adapter was asked %d times to subscribe after a clean restart, want 0 (the redo worked)", after-before)
+	}
 	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.2", 8080)); err != nil {
 		t.Fatal(err)
 	}
@@ -358,4 +364,78 @@ func TestE2EFlapping(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestE2ERestartWithTPSRejections: the restarted registry's TPS control
+// rejects the first 4 subscribes of every new connection, in the handler's
+// own response type, which nacos-sdk-go reports as success: its redo
+// believes every subscription is back. The adapter finds no evidence for
+// the rejected ones and hands them back; every subscription ends up held
+// by the server and receives the next change. The Manager does not
+// re-subscribe the others.
+func TestE2ERestartWithTPSRejections(t *testing.T) {
+	const n = 10
+	srv := newServer(t)
+	consumer := newClient(t, srv)
+	m, c := newManager(t, consumer)
+	svc := func(i int) string { return fmt.Sprintf("svc-%d", i) }
+	var got [n]lists
+	var subs [n]*subscriber.Subscription
+	for i := range n {
+		if err := srv.RegisterInstance("", "", svc(i), provider("10.0.0.1", 8080)); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: svc(i)}, got[i].listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[i] = sub
+	}
+	for i := range n {
+		eventually(t, e2eTimeout, "the first lists", func() bool { return slices.Equal(got[i].last(), []string{"10.0.0.1:8080"}) })
+	}
+	if err := srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{FirstPerConnection: 4}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := c.counts()
+	srv.Stop()
+	eventually(t, e2eTimeout, "the subscriptions to notice the outage", func() bool {
+		return subs[0].Status().State == subscriber.StateRetrying
+	})
+	for i := range n { // the registry comes back with the providers
+		if err := srv.RegisterInstance("", "", svc(i), provider("10.0.0.1", 8080)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "every subscription held by the server", func() bool {
+		for i := range n {
+			if srv.SubscriberCount("", "", svc(i)) != 1 || subs[i].Status().State != subscriber.StateSubscribed {
+				return false
+			}
+		}
+		return true
+	})
+	if r := srv.Stats().Rejected[nacostest.RequestSubscribeService]; r < 4 {
+		t.Fatalf("%d subscribes rejected, want at least 4", r)
+	}
+	// Only the rejected ones went through the Manager again (the redo's
+	// request order is the SDK's; a repair may itself be rejected while
+	// the connection's first 4 are not used up).
+	if after, _ := c.counts(); after-before < 1 || after-before > 8 {
+		t.Errorf("%d Subscribe calls after the restart, want 1..8 (the rejected ones only)", after-before)
+	}
+	for i := range n {
+		if err := srv.RegisterInstance("", "", svc(i), provider("10.0.0.2", 8080)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		eventually(t, e2eTimeout, "the change after the restart", func() bool {
+			return slices.Equal(got[i].last(), []string{"10.0.0.1:8080", "10.0.0.2:8080"})
+		})
+		noEmptyAfterFirst(t, got[i].get())
+	}
 }

@@ -128,7 +128,7 @@ func (c *counting) counts() (attempts, updates int) {
 func newManager(t *testing.T, client naming_client.INamingClient, opts ...subscriber.Option) (*subscriber.Manager, *counting) {
 	t.Helper()
 	log := zaptest.NewLogger(t)
-	reg, err := nacos.NewRegistry(client, nacos.WithLogger(log))
+	reg, err := nacos.New(client, nacos.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func newNacosEnv(t testing.TB, bopts ...reboundgrpc.Option) *nacosEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(client.CloseClient)
-	reg, err := nacos.NewRegistry(client)
+	reg, err := nacos.New(client)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ type reboundConsumer struct {
 // policy and the default shared limiter; onAttempt is called before every
 // Registry.Subscribe call the Manager makes.
 func newReboundConsumer(client naming_client.INamingClient, policy rebound.Policy, onAttempt func()) (*reboundConsumer, error) {
-	reg, err := nacos.NewRegistry(client)
+	reg, err := nacos.New(client)
 	if err != nil {
 		return nil, err
 	}

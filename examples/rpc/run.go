@@ -179,7 +179,7 @@ func (s *scenario) startConsumer(ctx context.Context) error {
 	if s.client, err = s.reg.newClient("consumer"); err != nil {
 		return err
 	}
-	if s.nreg, err = nacos.NewRegistry(s.client, nacos.WithLogger(s.log)); err != nil {
+	if s.nreg, err = nacos.New(s.client, nacos.WithLogger(s.log)); err != nil {
 		return err
 	}
 	s.mgr, err = subscriber.New(s.nreg,

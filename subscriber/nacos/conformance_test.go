@@ -70,7 +70,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg, err := nacos.NewRegistry(client)
+			reg, err := nacos.New(client)
 			if err != nil {
 				client.CloseClient()
 				t.Fatal(err)

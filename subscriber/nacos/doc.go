@@ -3,7 +3,7 @@
 // so that a subscriber.Manager keeps its Nacos subscriptions alive:
 //
 //	client, _ := clients.NewNamingClient(vo.NacosClientParam{...})
-//	reg, _ := nacos.NewRegistry(client, nacos.WithLogger(log))
+//	reg, _ := nacos.New(client, nacos.WithLogger(log))
 //	m, _ := subscriber.New(reg, subscriber.WithLogger(log))
 //	sub, _ := m.Subscribe(ctx, subscriber.Key{Service: "orders"}, listener)
 //
@@ -14,15 +14,17 @@
 //     passed to Subscribe, and appends one on every call, even a failed one
 //     (it registers the callback and the redo entry before sending). A
 //     naive retry therefore multiplies notifications. The adapter keeps one
-//     *vo.SubscribeParam per subscription for its whole life, and before
-//     calling Subscribe again for it removes the previous registration with
-//     Unsubscribe (which removes exactly that pointer).
-//   - A real confirmation. While the SDK believes a service is subscribed
-//     (redo entry and cached list present), its Subscribe sends nothing to
-//     the server, even if the server forgot the subscription after a
-//     restart and the SDK's own redo failed. The Unsubscribe that precedes
-//     every repeated Subscribe clears both, so each confirmation is a real
-//     SubscribeServiceRequest whose reply is delivered as the current list.
+//     *vo.SubscribeParam per subscription for its whole life and never
+//     calls Subscribe twice for it without an Unsubscribe in between
+//     (which removes exactly that pointer).
+//   - A real request when one is needed. While the SDK believes a service
+//     is subscribed (redo entry and cached list present), its Subscribe
+//     sends nothing to the server, even if the server forgot the
+//     subscription and the SDK's own redo failed. When the Manager asks
+//     again for such a subscription, the adapter unsubscribes first, which
+//     clears both, so the Subscribe is a real SubscribeServiceRequest; when
+//     the SDK holds the callback but no list, a GetService sends the
+//     request without touching the callbacks.
 //   - Shared keys. Unsubscribe in the SDK unsubscribes the whole client
 //     from the service on the server. When one of several subscriptions of
 //     the same key stops, the adapter asks the others to resubscribe
@@ -34,26 +36,54 @@
 //   - Reconnects. The connection events of the SDK's RPC client are not
 //     reachable from outside it, so the adapter's MonitorConnection polls
 //     ServerHealthy: every 100 ms while connected (an atomic load in the
-//     SDK) and every second while not (the SDK then makes up to three HTTP
-//     requests per call). A reconnect or restart is reported as Connected
-//     and the Manager confirms every subscription again.
+//     SDK) and every second while not (the SDK then makes HTTP requests);
+//     in between, new server data in the SDK's cache also tells that the
+//     client is back. A reconnect is reported as Connected at once.
 //   - No calls while disconnected. A request made while the client is
 //     disconnected fails only after the SDK's timeout, and one that fails
 //     just as the client reconnects makes the SDK mark the new connection
 //     unhealthy and redo everything again. Subscribe therefore returns a
-//     transient error wrapping ErrNotConnected without calling the SDK
-//     while the client is down, except for one probe every 10 s that
-//     learns whether the client was closed.
-//   - No race with the SDK's redo. On every reconnect the SDK re-sends its
-//     cached subscriptions from its own goroutine; a confirmation
-//     (Unsubscribe then Subscribe) interleaved with that redo can leave the
-//     server unsubscribed while the SDK believes otherwise. The adapter
-//     reports Connected, and confirms subscriptions it already holds, only
-//     after the connection has been up for a settle time (WithSettle,
-//     default 1 s, plus a random share of it so that clients reconnecting
-//     together do not confirm together). This closes the window in
-//     practice, not in theory: a redo slower than the settle time could
-//     still interleave, and the SDK offers no way to observe it.
+//     transient *subscriber.OpError wrapping ErrNotConnected without
+//     calling the SDK while the client is down, except for one probe every
+//     10 s that learns whether the client was closed.
+//   - Confirmation from evidence, not by re-sending (the Registry is a
+//     subscriber.ReconnectConfirmer). On every reconnect the SDK re-sends
+//     its cached subscriptions once (its "redo"); a failed one is only
+//     logged. Nacos 2.x stamps every subscribe reply and every push with a
+//     new lastRefTime, and the SDK stores it in its cache even when the
+//     list did not change; a rejected request (TPS control, auth) carries
+//     none. So after a reconnect the adapter reads each key's cached
+//     LastRefTime (GetService on a cached key: no server call) and calls
+//     Sink.Confirmed for the subscriptions whose key has data newer than
+//     when the disconnection was seen: where the redo worked, nothing more
+//     is sent. The subscriptions still without evidence once none has
+//     arrived for any key for the evidence window (WithEvidenceWindow,
+//     default 2 s, at most 10 s after the reconnect) are handed back with
+//     Sink.Resubscribe(ErrNoEvidence): the Manager subscribes each of them
+//     again through its jittered, limiter-paced loop. There is no settle
+//     time: the adapter never sends anything for a subscription the redo
+//     confirmed, and hands one back only after the redo has gone quiet.
+//   - Rejections reported as success. nacos-sdk-go v2.3.2 returns nil from
+//     Subscribe when the server rejected the request in the handler's own
+//     response type (Nacos' TPS control answers "Tps Flow restricted" with
+//     a SubscribeServiceResponse, errorCode 503). Subscribe checks that the
+//     server answered with data (its callback ran with a new list, or the
+//     SDK's cache holds the key; else one GetService, which on a cache miss
+//     is itself a subscribe request) and returns a transient
+//     *subscriber.OpError wrapping ErrRejected otherwise, so the Manager
+//     tries again.
+//   - Empty lists. With the SDK's default UpdateCacheWhenEmpty=false, an
+//     empty instance list is never stored nor delivered (the callback does
+//     not run; the SDK only logs "instance list is empty"): a subscription
+//     keeps its last non-empty list when every provider goes away, and a
+//     key that is empty has no cached data, so its confirmation costs one
+//     subscribe request. Set UpdateCacheWhenEmpty true to see empty lists.
+//
+// What remains out of reach: a server that forgets a subscription, or a
+// lost push, without any connection change leaves no trace in the SDK;
+// a redo so slow that it reaches a key only after the evidence window
+// (during the adapter's own resubscription of it) can still interleave
+// with it. Pair the Manager with periodic reconciliation for those.
 //
 // Keys map to the SDK as follows: an empty Group is "DEFAULT_GROUP";
 // Clusters are sorted, de-duplicated and joined with ","; Namespace must be

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -25,51 +25,61 @@ import (
 // Defaults of a Registry.
 const (
 	// DefaultPollInterval is how often MonitorConnection polls
-	// ServerHealthy while the client is connected.
+	// ServerHealthy (and, after a reconnect, the SDK's cache for evidence)
+	// while the client is connected.
 	DefaultPollInterval = 100 * time.Millisecond
 	// DefaultDownPollInterval is how often it polls while the client is
 	// not connected.
 	DefaultDownPollInterval = time.Second
-	// DefaultSettle is how long the client must have been connected again
-	// before MonitorConnection reports Connected and before the adapter
-	// confirms a subscription it already holds (see WithSettle).
-	DefaultSettle = time.Second
+	// DefaultEvidenceWindow is how long, after a reconnect, the adapter
+	// waits for evidence while none arrives for any subscription, before it
+	// hands the subscriptions still without evidence back to the Manager
+	// (see WithEvidenceWindow).
+	DefaultEvidenceWindow = 2 * time.Second
+	// DefaultEvidenceCap bounds the whole wait after a reconnect, however
+	// steadily evidence keeps arriving (see WithEvidenceWindow). It is
+	// below subscriber.DefaultConfirmTimeout, the Manager's own cap.
+	DefaultEvidenceCap = 10 * time.Second
 
 	// shutdownProbeInterval: see Registry.lastProbe.
 	shutdownProbeInterval = 10 * time.Second
 )
 
+// sentinel is an error with its own text that matches other errors with
+// errors.Is (through Unwrap), so that its text is not repeated after theirs.
+type sentinel struct {
+	msg string
+	is  []error
+}
+
+func (e *sentinel) Error() string   { return e.msg }
+func (e *sentinel) Unwrap() []error { return e.is }
+
 var (
-	// ErrNilClient is returned by NewRegistry for a nil client.
-	ErrNilClient = errors.New("nacos: naming client is nil")
-	// ErrClosed is returned after Registry.Close and when the SDK client
-	// was closed. It wraps subscriber.ErrRegistryClosed.
-	ErrClosed = fmt.Errorf("nacos: client closed: %w", subscriber.ErrRegistryClosed)
+	// ErrClosed is returned by Subscribe after Registry.Close and when the
+	// SDK client was closed. It matches rebound.ErrClosed and
+	// subscriber.ErrRegistryClosed (which stops a subscription for good).
+	ErrClosed error = &sentinel{"nacos: registry closed", []error{rebound.NewClosedError("nacos: registry closed"), subscriber.ErrRegistryClosed}}
 	// ErrInvalidKey is wrapped by the (permanent) error for a key the
 	// client can never serve.
 	ErrInvalidKey = errors.New("nacos: invalid key")
-	// ErrNotConnected is wrapped by the (transient) error Subscribe returns
-	// without calling the SDK while the client is not connected, or while
-	// it has been connected again for less than the settle time. It wraps
-	// subscriber.ErrDisconnected.
-	ErrNotConnected = fmt.Errorf("nacos: client not connected: %w", subscriber.ErrDisconnected)
+	// ErrNotConnected is the cause of the (transient) *subscriber.OpError
+	// Subscribe returns without calling the SDK while the client is not
+	// connected. It matches subscriber.ErrDisconnected.
+	ErrNotConnected error = &sentinel{"client not connected", []error{subscriber.ErrDisconnected}}
+	// ErrRejected is the cause of the (transient) *subscriber.OpError
+	// Subscribe returns when the server rejected the subscribe request in
+	// the handler's own response type (Nacos' TPS control, its auth
+	// filter), which nacos-sdk-go v2.3.2 reports as success.
+	ErrRejected = errors.New("subscribe rejected by the server (reported as success by nacos-sdk-go)")
+	// ErrNoEvidence is the reason passed to Sink.Resubscribe for a
+	// subscription that showed no evidence of being held by the server
+	// within the evidence window after a reconnect: the SDK's redo of it
+	// failed, was rejected, or was lost.
+	ErrNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
 )
 
-// Error is a failed SDK call, with the key it was for. Errors of the SDK
-// are transient unless they wrap ErrClosed.
-type Error struct {
-	// Op is the SDK call: "subscribe" or "unsubscribe".
-	Op  string
-	Key subscriber.Key
-	Err error
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("nacos: %s %s: %v", e.Op, e.Key, e.Err) }
-
-// Unwrap returns Err.
-func (e *Error) Unwrap() error { return e.Err }
-
-// An Option configures a Registry.
+// An Option configures a Registry. A nil Option is ignored.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -82,11 +92,18 @@ type config struct {
 	nsSet     bool
 	poll      time.Duration
 	downPoll  time.Duration
-	settle    time.Duration
+	window    time.Duration
+	cap       time.Duration
+	errs      []error
 }
 
-// WithLogger sets the logger (default: none). The adapter logs at Debug
-// only; the Manager logs the retries.
+func (c *config) bad(fn, arg, reason string) {
+	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos." + fn, Arg: arg, Reason: reason})
+}
+
+// WithLogger sets the logger (default: none; nil means none). The adapter
+// logs at Debug, and at Info the subscriptions it hands back after a
+// reconnect; the Manager logs the retries.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) { c.log = l })
 }
@@ -101,57 +118,63 @@ func WithNamespace(ns string) Option {
 }
 
 // WithPollInterval sets how often MonitorConnection polls the client's
-// ServerHealthy while connected (up) and while not (down). Zero or
-// negative values keep the defaults, DefaultPollInterval and
-// DefaultDownPollInterval.
+// ServerHealthy while connected (up) and while not (down). Defaults:
+// DefaultPollInterval and DefaultDownPollInterval. Both must be positive:
+// New returns an *rebound.ArgumentError otherwise.
 func WithPollInterval(up, down time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if up > 0 {
-			c.poll = up
+		if up <= 0 {
+			c.bad("WithPollInterval", "up", "must be positive")
 		}
-		if down > 0 {
-			c.downPoll = down
+		if down <= 0 {
+			c.bad("WithPollInterval", "down", "must be positive")
 		}
+		c.poll, c.downPoll = up, down
 	})
 }
 
-// WithSettle sets how long the client must have been connected again after
-// a disconnection before MonitorConnection reports Connected and before
-// Subscribe confirms a subscription the SDK already holds. Default
-// DefaultSettle; a negative d keeps the default, 0 disables the wait.
-//
-// Why: on every reconnect the SDK re-sends its cached subscriptions (its
-// "redo") from its own goroutine. Confirming a subscription means an SDK
-// Unsubscribe then Subscribe (the only way to make the SDK send a real
-// subscribe request); if that pair interleaves with the redo, the SDK can
-// skip the send (it believes the redo's request is in place) while the
-// server processes our unsubscribe after the redo's subscribe, leaving the
-// client unsubscribed. Waiting for the redo to finish first closes that
-// window in practice; the redo of a few thousand subscriptions takes well
-// under a second on a healthy connection.
-func WithSettle(d time.Duration) Option {
+// WithEvidenceWindow sets how long, after a reconnect, the adapter waits
+// for evidence that the server holds each subscription (see the package
+// documentation): a subscription still without evidence once no
+// subscription at all has shown any for window, or once total has passed
+// since the reconnect, is handed back to the Manager (Sink.Resubscribe with
+// ErrNoEvidence), which subscribes it again through its paced loop.
+// Defaults: DefaultEvidenceWindow and DefaultEvidenceCap. Both must be
+// positive and window must not exceed total; keep total below the
+// Manager's subscriber.WithConfirmTimeout. New returns an
+// *rebound.ArgumentError otherwise.
+func WithEvidenceWindow(window, total time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if d >= 0 {
-			c.settle = d
+		switch {
+		case window <= 0:
+			c.bad("WithEvidenceWindow", "window", "must be positive")
+		case total <= 0:
+			c.bad("WithEvidenceWindow", "total", "must be positive")
+		case window > total:
+			c.bad("WithEvidenceWindow", "window", "must not exceed total")
 		}
+		c.window, c.cap = window, total
 	})
 }
 
-// Registry is a subscriber.Registry and subscriber.ConnectionMonitor over
-// a nacos-sdk-go/v2 naming client. It is safe for concurrent use. It does
-// not own the client: closing the client (CloseClient) ends the
-// subscriptions using it with ErrClosed, and so does Close.
+// Registry is a subscriber.Registry, subscriber.ConnectionMonitor and
+// subscriber.ReconnectConfirmer over a nacos-sdk-go/v2 naming client. It
+// is safe for concurrent use. It does not own the client: closing the
+// client (CloseClient) ends the subscriptions using it with ErrClosed, and
+// so does Close.
 type Registry struct {
 	client naming_client.INamingClient
 	cfg    config
 	log    *zap.Logger
-	closed atomic.Bool
+	// emptyCached: the client stores empty lists in its cache
+	// (ClientConfig.UpdateCacheWhenEmpty). Assumed true when the client
+	// does not tell: that errs on the side of a subscribe request.
+	emptyCached bool
+	closed      atomic.Bool
 
-	// Connection state, maintained by MonitorConnection while it runs:
-	// healthySince is when the client was last seen connecting (unix ns),
-	// 0 while it is not connected.
-	monitoring   atomic.Bool
-	healthySince atomic.Int64
+	// Connection state, maintained by MonitorConnection while it runs.
+	monitoring atomic.Bool
+	up         atomic.Bool
 	// The SDK reports a closed client only through the error of a call:
 	// while disconnected, one Subscribe every shutdownProbeInterval still
 	// calls the SDK (lastProbe, unix ns) to find out; clientClosed
@@ -164,11 +187,24 @@ type Registry struct {
 	groups map[string]*group // by SDK cache key
 }
 
-// group serializes the SDK calls of one key.
+// group is the adapter's state for one SDK cache key, shared by the
+// subscriptions of that key.
 type group struct {
-	mu   sync.Mutex // held during SDK Subscribe/Unsubscribe calls
+	mu   sync.Mutex // held during SDK calls and cache reads of the key
 	refs int        // subs + operations in flight, under Registry.mu
 	subs map[*sub]struct{}
+	get  vo.GetServiceParam
+
+	// cached: the SDK's cache holds the key, so GetService reads it
+	// without a server call. Set when a list is stored (our callback ran,
+	// or a read returned one the SDK keeps), cleared before our Unsubscribe
+	// (which deletes the entry).
+	cached atomic.Bool
+	// lastRef is the LastRefTime last read from the SDK's cache.
+	lastRef atomic.Uint64
+	// baseline is lastRef when the disconnection was seen (monitor
+	// goroutine only).
+	baseline uint64
 }
 
 // sub is the adapter's state for one Sink.
@@ -180,29 +216,37 @@ type sub struct {
 	param *vo.SubscribeParam // stable: the SDK identifies the callback by &param.SubscribeCallback
 
 	registered bool // our callback is in the SDK's list (guarded by g.mu)
+	// ok: the last Subscribe succeeded, so after a reconnect the adapter
+	// owes the Manager a Confirmed or a Resubscribe for it.
+	ok atomic.Bool
 
 	active atomic.Bool
 	mu     sync.Mutex // serializes deliveries to sink
 	calls  uint64     // callback invocations, under mu
 }
 
-// NewRegistry returns a Registry over client. It returns ErrNilClient for a
-// nil client.
-func NewRegistry(client naming_client.INamingClient, opts ...Option) (*Registry, error) {
-	if client == nil {
-		return nil, ErrNilClient
+// New returns a Registry over client. It returns an *rebound.ArgumentError
+// for a nil client (a typed nil included) or a bad option value.
+func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) {
+	if isNil(client) {
+		return nil, &rebound.ArgumentError{Func: "nacos.New", Arg: "client", Reason: "is nil"}
 	}
-	cfg := config{poll: DefaultPollInterval, downPoll: DefaultDownPollInterval, settle: DefaultSettle}
+	cfg := config{poll: DefaultPollInterval, downPoll: DefaultDownPollInterval, window: DefaultEvidenceWindow, cap: DefaultEvidenceCap}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
 		}
 	}
-	if !cfg.nsSet {
-		if cc, ok := client.(interface {
-			GetClientConfig() (constant.ClientConfig, error)
-		}); ok {
-			if c, err := cc.GetClientConfig(); err == nil {
+	if err := errors.Join(cfg.errs...); err != nil {
+		return nil, err
+	}
+	emptyCached := true
+	if cc, ok := client.(interface {
+		GetClientConfig() (constant.ClientConfig, error)
+	}); ok {
+		if c, err := cc.GetClientConfig(); err == nil {
+			emptyCached = c.UpdateCacheWhenEmpty
+			if !cfg.nsSet {
 				cfg.namespace, cfg.nsSet = c.NamespaceId, true
 			}
 		}
@@ -215,24 +259,72 @@ func NewRegistry(client naming_client.INamingClient, opts ...Option) (*Registry,
 		log = zap.NewNop()
 	}
 	return &Registry{
-		client: client,
-		cfg:    cfg,
-		log:    log.With(zap.String("component", "subscriber/nacos")),
-		subs:   make(map[subscriber.Sink]*sub),
-		groups: make(map[string]*group),
+		client:      client,
+		cfg:         cfg,
+		log:         log.With(zap.String("component", "subscriber/nacos")),
+		emptyCached: emptyCached,
+		subs:        make(map[subscriber.Sink]*sub),
+		groups:      make(map[string]*group),
 	}, nil
+}
+
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Interface, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Close marks the Registry closed: Subscribe returns ErrClosed from now on
 // (which stops the Manager's subscriptions for good) and MonitorConnection
-// returns. It does not close the SDK client. Idempotent.
-func (r *Registry) Close() { r.closed.Store(true) }
+// returns. It does not close the SDK client. It is idempotent and always
+// returns nil.
+func (r *Registry) Close() error {
+	r.closed.Store(true)
+	return nil
+}
 
-// Subscribe implements subscriber.Registry: one SDK Subscribe call for
-// sink, preceded by an SDK Unsubscribe of sink's previous registration if
-// there is one (so the SDK holds exactly one callback for sink, and the
-// call reaches the server). It returns nil when the SDK returns nil, after
-// making sure sink got the current list.
+// ConfirmsReconnects implements subscriber.ReconnectConfirmer: it returns
+// true. After every reconnect the adapter confirms, from evidence in the
+// SDK's cache, each subscription whose last Subscribe succeeded, or hands
+// it back with Sink.Resubscribe, within the evidence window (see
+// WithEvidenceWindow; at most DefaultEvidenceCap by default).
+func (r *Registry) ConfirmsReconnects() bool { return true }
+
+func opError(op string, key subscriber.Key, err error) error {
+	if err != ErrNotConnected && strings.Contains(err.Error(), "client not connected") {
+		// The SDK's own "client not connected, current status:..." error.
+		err = &sdkError{err: err, is: ErrNotConnected}
+	}
+	return &subscriber.OpError{Registry: "nacos", Op: op, Key: key.String(), Err: err}
+}
+
+// sdkError is an SDK error that also matches one of this package's
+// sentinels, keeping the SDK's text.
+type sdkError struct {
+	err, is error
+}
+
+func (e *sdkError) Error() string   { return e.err.Error() }
+func (e *sdkError) Unwrap() []error { return []error{e.is, e.err} }
+
+// Subscribe implements subscriber.Registry: one attempt to have the server
+// hold a subscription for sink, and sink its current list. Depending on
+// what the SDK already holds, that is one SDK Subscribe (a first
+// subscription: the SDK sends a request unless it has the key subscribed
+// and cached), one GetService (the SDK holds sink's callback but no cached
+// list: GetService then sends a subscribe request), or an SDK Unsubscribe
+// then Subscribe (the SDK holds both: the only way to make it send a
+// request). It returns nil only with evidence that the server accepted:
+// sink's callback ran with a new list, or the SDK's cache holds the key; a
+// rejection that the SDK reports as success (Nacos TPS control) is returned
+// as ErrRejected. It never calls the SDK while the client is disconnected
+// (but for a rare probe of a closed client).
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -241,7 +333,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 		return ErrClosed
 	}
 	if sink == nil {
-		return rebound.Permanent(fmt.Errorf("%w: nil sink", ErrInvalidKey))
+		return rebound.Permanent(&rebound.ArgumentError{Func: "nacos.Registry.Subscribe", Arg: "sink", Reason: "is nil"})
 	}
 	s, err := r.acquire(key, sink)
 	if err != nil {
@@ -249,57 +341,129 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	}
 	s.g.mu.Lock()
 	defer s.g.mu.Unlock()
-	if err := r.connected(s.registered); err != nil && !r.probeDue() {
+	if err := r.connected(); err != nil && !r.probeDue() {
 		// Calling the SDK while it is disconnected only produces errors
 		// after its request timeout, and a request that fails just as the
 		// client reconnects makes the SDK mark the new connection unhealthy
 		// again: do not call it (but for a rare probe, see lastProbe).
-		return &Error{Op: "subscribe", Key: key, Err: err}
+		return opError("subscribe", key, err)
 	}
-	if s.registered {
-		// Remove our callback (and the SDK's stale state) before adding it
-		// again. Its error is not the attempt's: the Subscribe below tells.
+	s.ok.Store(false)
+	if err := r.subscribeLocked(s); err != nil {
+		return err
+	}
+	s.ok.Store(true)
+	return nil
+}
+
+func (r *Registry) subscribeLocked(s *sub) error {
+	g := s.g
+	s.mu.Lock()
+	before := s.calls
+	s.mu.Unlock()
+	s.active.Store(true)
+	switch {
+	case s.registered && !g.cached.Load():
+		// The SDK holds our callback and its redo entry but no list: a
+		// GetService sends a subscribe request, without adding a callback.
+		return r.verifyLocked(s, before)
+	case s.registered:
+		// The SDK holds our callback, the redo entry and a list: its
+		// Subscribe would send nothing. Unsubscribe (which removes exactly
+		// our callback, the list and the redo entry) so that it does.
+		g.cached.Store(false)
 		uerr := r.client.Unsubscribe(s.param)
 		s.registered = false
 		if isShutdown(uerr) {
 			r.clientClosed.Store(true)
 			return ErrClosed
 		}
-		r.log.Debug("unsubscribed before resubscribing", zap.Stringer("key", key), zap.Error(uerr))
+		r.log.Debug("unsubscribed before resubscribing", zap.Stringer("key", s.key), zap.Error(uerr))
+		s.mu.Lock()
+		before = s.calls
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	before := s.calls
-	s.mu.Unlock()
-	s.active.Store(true)
-	err = r.client.Subscribe(s.param)
+	err := r.client.Subscribe(s.param)
 	s.registered = true // the SDK appended the callback before sending
 	if err != nil {
 		if isShutdown(err) {
 			r.clientClosed.Store(true)
 			return ErrClosed
 		}
-		return &Error{Op: "subscribe", Key: key, Err: err}
+		return opError("subscribe", s.key, err)
 	}
-	r.ensureList(s, before)
+	return r.verifyLocked(s, before)
+}
+
+// verifyLocked checks, after an SDK call that returned nil, that the server
+// accepted the subscription, and makes sure s.sink has the current list.
+// before is s.calls before the call.
+func (r *Registry) verifyLocked(s *sub, before uint64) error {
+	g := s.g
+	s.mu.Lock()
+	fired := s.calls != before
+	s.mu.Unlock()
+	if fired {
+		// Our callback ran: the SDK stored a list it had not cached, from
+		// the reply (or a push): the server answered with data. Read the
+		// stored LastRefTime (a cache hit).
+		r.peekLocked(g)
+		return nil
+	}
+	// Not under s.mu: on a cache miss GetService sends a subscribe request
+	// and the SDK runs the callbacks (ours too) from this goroutine.
+	svc, err := r.client.GetService(g.get)
+	if err != nil {
+		if isShutdown(err) {
+			r.clientClosed.Store(true)
+			return ErrClosed
+		}
+		return opError("subscribe", s.key, err)
+	}
+	if svc.LastRefTime == 0 {
+		// Neither the cache nor the reply had data from the server: the
+		// SDK got a failure reply of the handler's own type (TPS control,
+		// auth), which it reports as success.
+		return opError("subscribe", s.key, ErrRejected)
+	}
+	g.lastRef.Store(svc.LastRefTime)
+	if len(svc.Hosts) > 0 || r.emptyCached {
+		g.cached.Store(true)
+	}
+	list := convert(svc.Hosts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A callback that ran meanwhile delivered a list at least as new.
+	if s.calls == before && s.active.Load() {
+		s.sink.Update(list)
+	}
 	return nil
 }
 
-// connected returns nil if the SDK may be called now: the client is
-// connected and, for a confirmation of a subscription the SDK already holds,
-// has been for the settle time (see WithSettle).
-func (r *Registry) connected(confirm bool) error {
-	if !r.monitoring.Load() {
-		if !r.client.ServerHealthy() {
+// peekLocked reads the LastRefTime of g's key from the SDK's cache, without
+// a server call (g.cached), and records it. g.mu must be held.
+func (r *Registry) peekLocked(g *group) (uint64, bool) {
+	if !g.cached.Load() {
+		return 0, false
+	}
+	svc, err := r.client.GetService(g.get)
+	if err != nil || svc.LastRefTime == 0 {
+		return 0, false
+	}
+	g.lastRef.Store(svc.LastRefTime)
+	return svc.LastRefTime, true
+}
+
+// connected returns nil if the SDK may be called now.
+func (r *Registry) connected() error {
+	if r.monitoring.Load() {
+		if !r.up.Load() {
 			return ErrNotConnected
 		}
 		return nil
 	}
-	since := r.healthySince.Load()
-	if since == 0 {
+	if !r.client.ServerHealthy() {
 		return ErrNotConnected
-	}
-	if up := time.Since(time.Unix(0, since)); confirm && up < r.cfg.settle {
-		return fmt.Errorf("%w (reconnected %v ago, settling)", ErrNotConnected, up.Round(time.Millisecond))
 	}
 	return nil
 }
@@ -314,34 +478,6 @@ func (r *Registry) probeDue() bool {
 		return false
 	}
 	return r.lastProbe.CompareAndSwap(last, now)
-}
-
-// ensureList delivers the SDK's cached list to s.sink if the callback did
-// not fire during Subscribe (the SDK skips the callback when it already
-// had the service cached, for example for a second subscription of a key).
-func (r *Registry) ensureList(s *sub, before uint64) {
-	s.mu.Lock()
-	fired := s.calls != before
-	s.mu.Unlock()
-	if fired {
-		return
-	}
-	// Not under s.mu: on a cache miss GetService subscribes again and the
-	// SDK runs the callbacks (ours too) from this goroutine.
-	svc, err := r.client.GetService(vo.GetServiceParam{
-		ServiceName: s.param.ServiceName, GroupName: s.param.GroupName, Clusters: s.param.Clusters,
-	})
-	if err != nil {
-		r.log.Debug("reading the cached list failed", zap.Stringer("key", s.key), zap.Error(err))
-		return
-	}
-	list := convert(svc.Hosts)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// A callback that ran meanwhile delivered a list at least as new.
-	if s.calls == before && s.active.Load() {
-		s.sink.Update(list)
-	}
 }
 
 // Unsubscribe implements subscriber.Registry: it stops deliveries to sink,
@@ -359,9 +495,11 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 		return nil
 	}
 	s.active.Store(false)
+	s.ok.Store(false)
 	s.g.mu.Lock()
 	var err error
 	if s.registered {
+		s.g.cached.Store(false)
 		err = r.client.Unsubscribe(s.param)
 		s.registered = false
 	}
@@ -376,7 +514,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	r.releaseLocked(s.g, s.gkey)
 	r.mu.Unlock()
 	for _, o := range others {
-		o.Resubscribe(fmt.Errorf("nacos: another subscription of %s unsubscribed", key))
+		o.Resubscribe(fmt.Errorf("another subscription of %s unsubscribed (the SDK unsubscribes the whole key)", key))
 	}
 	switch {
 	case err == nil:
@@ -384,7 +522,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	case isShutdown(err):
 		return ErrClosed
 	default:
-		return &Error{Op: "unsubscribe", Key: key, Err: err}
+		return opError("unsubscribe", key, err)
 	}
 }
 
@@ -403,7 +541,10 @@ func (r *Registry) acquire(key subscriber.Key, sink subscriber.Sink) (*sub, erro
 	s.gkey = param.GroupName + "@@" + param.ServiceName + "@@" + strings.Join(param.Clusters, ",")
 	g, ok := r.groups[s.gkey]
 	if !ok {
-		g = &group{subs: make(map[*sub]struct{})}
+		g = &group{
+			subs: make(map[*sub]struct{}),
+			get:  vo.GetServiceParam{ServiceName: param.ServiceName, GroupName: param.GroupName, Clusters: param.Clusters},
+		}
 		r.groups[s.gkey] = g
 	}
 	g.refs++
@@ -426,7 +567,7 @@ func (r *Registry) param(key subscriber.Key) (*vo.SubscribeParam, error) {
 	bad := func(format string, args ...any) error {
 		return rebound.Permanent(fmt.Errorf("%w %s: "+format, append([]any{ErrInvalidKey, key}, args...)...))
 	}
-	if key.Service == "" {
+	if strings.TrimSpace(key.Service) == "" {
 		return nil, bad("empty service name")
 	}
 	if strings.Contains(key.Service, "@@") || strings.Contains(key.Group, "@@") {
@@ -452,11 +593,13 @@ func (r *Registry) param(key subscriber.Key) (*vo.SubscribeParam, error) {
 }
 
 // callback is the SDK callback of one subscription (one func value per
-// subscription, at one stable address).
+// subscription, at one stable address). The SDK runs it after it stored a
+// new list for the key.
 func (s *sub) callback(hosts []model.Instance, err error) {
 	if err != nil || !s.active.Load() {
 		return
 	}
+	s.g.cached.Store(true)
 	list := convert(hosts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -494,32 +637,25 @@ func isShutdown(err error) bool {
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
 // client's ServerHealthy (see the package documentation): it reports
 // Disconnected at once if the client is not connected when it starts and
-// whenever a connected client loses its connection, and Connected once a
-// client that was disconnected has stayed connected for the settle time
-// (WithSettle) plus a random part of it (up to once more), so that the
-// SDK's own redo has run before the Manager confirms its subscriptions and
-// clients reconnecting together do not confirm together. It runs until ctx is done (it returns nil) or
-// the Registry is closed (ErrClosed). While it runs, Subscribe consults its
-// view of the connection instead of calling ServerHealthy.
+// whenever a connected client loses its connection, and Connected as soon
+// as it is connected again. After reporting Connected it confirms, from
+// evidence, every subscription whose last Subscribe succeeded (see
+// ConfirmsReconnects and WithEvidenceWindow). It runs until ctx is done (it
+// returns nil) or the Registry is closed (ErrClosed). While it runs,
+// Subscribe consults its view of the connection instead of calling
+// ServerHealthy.
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
 	r.monitoring.Store(true)
 	defer r.monitoring.Store(false)
-	const (
-		down = iota
-		settling
-		up
-	)
-	state := up
-	var wait time.Duration // the settle time of the current reconnect
-	if r.client.ServerHealthy() {
-		// Connected before we looked: nothing to settle.
-		r.healthySince.Store(time.Now().Add(-r.cfg.settle).UnixNano())
-	} else {
-		state = down
-		r.healthySince.Store(0)
+	var ep *episode
+	up := r.client.ServerHealthy()
+	lastCheck := time.Now()
+	r.up.Store(up)
+	if !up {
+		r.takeBaselines()
 		report(subscriber.Disconnected)
 	}
-	t := time.NewTimer(r.interval(state != down))
+	t := time.NewTimer(r.cfg.poll)
 	defer t.Stop()
 	for {
 		select {
@@ -530,40 +666,163 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 		if r.closed.Load() {
 			return ErrClosed
 		}
-		h := r.client.ServerHealthy()
-		switch {
-		case !h && state != down:
-			r.log.Debug("connection lost")
-			r.healthySince.Store(0)
-			if state == up {
-				report(subscriber.Disconnected)
+		var h bool
+		if up {
+			h = r.client.ServerHealthy() // an atomic load in the SDK while connected
+		} else {
+			// While the client is down, ServerHealthy makes HTTP requests:
+			// call it every downPoll only. In between, new data from the
+			// server in the SDK's cache (its redo ran) also tells that the
+			// client is connected again.
+			if time.Since(lastCheck) >= r.cfg.downPoll {
+				h, lastCheck = r.client.ServerHealthy(), time.Now()
 			}
-			state = down
-		case h && state == down:
-			// Settle for a time drawn from [settle, 2*settle): clients
-			// that reconnect together (after a registry restart) then
-			// confirm their subscriptions at different times.
-			wait = r.cfg.settle + rand.N(r.cfg.settle+1)
-			r.log.Debug("connected again; settling", zap.Duration("settle", wait))
-			r.healthySince.Store(time.Now().UnixNano())
-			state = settling
+			if !h && r.evidenceWhileDown() {
+				r.log.Debug("new data from the server in the SDK's cache: connected again")
+				h = true
+			}
 		}
-		if state == settling && time.Since(time.Unix(0, r.healthySince.Load())) >= wait {
-			state = up
+		switch {
+		case !h && up:
+			r.log.Debug("connection lost")
+			up, ep = false, nil
+			r.up.Store(false)
+			lastCheck = time.Now()
+			r.takeBaselines()
+			report(subscriber.Disconnected)
+		case h && !up:
+			r.log.Debug("connected again")
+			up = true
+			r.up.Store(true)
 			report(subscriber.Connected)
+			ep = r.startEpisode()
 		}
-		t.Reset(r.interval(state != down))
+		if ep != nil && r.checkEpisode(ep) {
+			ep = nil
+		}
+		t.Reset(r.cfg.poll)
 	}
 }
 
-func (r *Registry) interval(healthy bool) time.Duration {
-	if healthy {
-		return r.cfg.poll
+// evidenceWhileDown looks at a few keys the SDK has cached (map order: a
+// different sample each time) for data newer than their baseline.
+func (r *Registry) evidenceWhileDown() bool {
+	const sample = 4
+	var gs [sample]*group
+	n := 0
+	r.mu.Lock()
+	for _, g := range r.groups {
+		if n == sample {
+			break
+		}
+		if g.baseline > 0 {
+			gs[n] = g
+			n++
+		}
 	}
-	return r.cfg.downPoll
+	r.mu.Unlock()
+	for _, g := range gs[:n] {
+		if !g.mu.TryLock() {
+			continue
+		}
+		ref, ok := r.peekLocked(g)
+		g.mu.Unlock()
+		if ok && ref > g.baseline {
+			return true
+		}
+	}
+	return false
+}
+
+// groupsSnapshot returns the current groups.
+func (r *Registry) groupsSnapshot() []*group {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Values(r.groups))
+}
+
+// takeBaselines records, for every key, the LastRefTime the SDK's cache
+// holds when the disconnection is seen: after the reconnect, a newer one is
+// evidence from the new connection. A key busy in an SDK call keeps the
+// last value read.
+func (r *Registry) takeBaselines() {
+	for _, g := range r.groupsSnapshot() {
+		if g.mu.TryLock() {
+			r.peekLocked(g)
+			g.mu.Unlock()
+		}
+		g.baseline = g.lastRef.Load()
+	}
+}
+
+// episode is the wait for evidence after one reconnect.
+type episode struct {
+	start, progress time.Time
+	pending         map[*group][]*sub
+}
+
+// startEpisode collects the subscriptions the adapter owes the Manager an
+// answer for: those whose last Subscribe succeeded.
+func (r *Registry) startEpisode() *episode {
+	now := time.Now()
+	ep := &episode{start: now, progress: now, pending: map[*group][]*sub{}}
+	r.mu.Lock()
+	for _, g := range r.groups {
+		for s := range g.subs {
+			if s.ok.Load() {
+				ep.pending[g] = append(ep.pending[g], s)
+			}
+		}
+	}
+	r.mu.Unlock()
+	return ep
+}
+
+// checkEpisode confirms the subscriptions whose key shows evidence, hands
+// back the rest once the window has passed, and reports whether the
+// episode is over. Sinks are called without locks held.
+func (r *Registry) checkEpisode(ep *episode) bool {
+	var confirm []*sub
+	now := time.Now()
+	for g, subs := range ep.pending {
+		if !g.mu.TryLock() {
+			continue // an SDK call for the key is in flight: look again next time
+		}
+		ref, ok := r.peekLocked(g)
+		g.mu.Unlock()
+		if ok && ref > g.baseline {
+			confirm = append(confirm, subs...)
+			delete(ep.pending, g)
+			ep.progress = now
+		}
+	}
+	for _, s := range confirm {
+		if s.ok.Load() && s.active.Load() {
+			s.sink.Confirmed("SDK cache refreshed from the server after the reconnect")
+		}
+	}
+	if len(ep.pending) == 0 {
+		return true
+	}
+	if now.Sub(ep.progress) < r.cfg.window && now.Sub(ep.start) < r.cfg.cap {
+		return false
+	}
+	n := 0
+	for _, subs := range ep.pending {
+		for _, s := range subs {
+			if s.ok.Load() && s.active.Load() {
+				s.sink.Resubscribe(ErrNoEvidence)
+				n++
+			}
+		}
+	}
+	r.log.Info("subscriptions without evidence after a reconnect: handed back", zap.Int("subscriptions", n),
+		zap.Duration("since_reconnect", now.Sub(ep.start)))
+	return true
 }
 
 var (
-	_ subscriber.Registry          = (*Registry)(nil)
-	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Registry           = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
+	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
 )

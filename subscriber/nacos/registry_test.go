@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 
 	"github.com/rebound-go/rebound"
@@ -20,9 +22,10 @@ import (
 
 // sink records what the adapter reports.
 type sink struct {
-	mu      sync.Mutex
-	updates [][]subscriber.Instance
-	resubs  []error
+	mu       sync.Mutex
+	updates  [][]subscriber.Instance
+	resubs   []error
+	confirms []string
 }
 
 func (s *sink) Update(l []subscriber.Instance) {
@@ -31,7 +34,17 @@ func (s *sink) Update(l []subscriber.Instance) {
 	s.updates = append(s.updates, l)
 }
 
-func (s *sink) Confirmed(string) {}
+func (s *sink) Confirmed(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.confirms = append(s.confirms, reason)
+}
+
+func (s *sink) counts() (confirms, resubs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.confirms), len(s.resubs)
+}
 
 func (s *sink) Resubscribe(err error) {
 	s.mu.Lock()
@@ -55,7 +68,7 @@ func (s *sink) ips() [][]string {
 
 func newRegistry(t *testing.T, f *fakeSDK, opts ...nacos.Option) *nacos.Registry {
 	t.Helper()
-	r, err := nacos.NewRegistry(f, append([]nacos.Option{nacos.WithLogger(zaptest.NewLogger(t))}, opts...)...)
+	r, err := nacos.New(f, append([]nacos.Option{nacos.WithLogger(zaptest.NewLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +79,34 @@ var ctx = context.Background()
 
 const ordersKey = "DEFAULT_GROUP@@orders@@"
 
-func TestNewRegistryRejectsNilClient(t *testing.T) {
-	if _, err := nacos.NewRegistry(nil); !errors.Is(err, nacos.ErrNilClient) {
-		t.Fatalf("NewRegistry(nil) = %v, want ErrNilClient", err)
+func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
+	for name, client := range map[string]naming_client.INamingClient{
+		"nil":       nil,
+		"typed nil": (*naming_client.NamingClient)(nil),
+	} {
+		_, err := nacos.New(client)
+		var ae *rebound.ArgumentError
+		if !errors.As(err, &ae) || !errors.Is(err, rebound.ErrInvalidArgument) || ae.Func != "nacos.New" || ae.Arg != "client" {
+			t.Errorf("New(%s) = %v, want an *rebound.ArgumentError for client", name, err)
+		}
+	}
+	for _, tc := range []struct {
+		opt  nacos.Option
+		want string
+	}{
+		{nacos.WithPollInterval(0, time.Second), "nacos.WithPollInterval: up must be positive"},
+		{nacos.WithPollInterval(time.Second, -1), "nacos.WithPollInterval: down must be positive"},
+		{nacos.WithEvidenceWindow(0, time.Second), "nacos.WithEvidenceWindow: window must be positive"},
+		{nacos.WithEvidenceWindow(time.Second, 0), "nacos.WithEvidenceWindow: total must be positive"},
+		{nacos.WithEvidenceWindow(2*time.Second, time.Second), "nacos.WithEvidenceWindow: window must not exceed total"},
+	} {
+		_, err := nacos.New(newFakeSDK(), tc.opt)
+		if !errors.Is(err, rebound.ErrInvalidArgument) || err.Error() != tc.want {
+			t.Errorf("New with a bad option = %v, want %q", err, tc.want)
+		}
+	}
+	if _, err := nacos.New(newFakeSDK(), nil); err != nil {
+		t.Errorf("New with a nil option = %v, want nil (ignored)", err)
 	}
 }
 
@@ -111,9 +149,13 @@ func TestOneCallbackAcrossFailedAttempts(t *testing.T) {
 		if err == nil || errors.Is(err, subscriber.ErrRegistryClosed) || rebound.IsPermanent(err) {
 			t.Fatalf("attempt %d while disconnected: %v; want a transient error", i, err)
 		}
-		var ne *nacos.Error
-		if !errors.As(err, &ne) || ne.Op != "subscribe" {
-			t.Fatalf("attempt %d: %v; want a *nacos.Error", i, err)
+		var oe *subscriber.OpError
+		if !errors.As(err, &oe) || oe.Op != "subscribe" || oe.Registry != "nacos" ||
+			!errors.Is(err, nacos.ErrNotConnected) || !errors.Is(err, subscriber.ErrDisconnected) {
+			t.Fatalf("attempt %d: %v; want a *subscriber.OpError wrapping ErrNotConnected", i, err)
+		}
+		if strings.Count(err.Error(), "nacos:") != 1 || strings.Contains(err.Error(), "subscriber:") {
+			t.Fatalf("error text %q repeats prefixes", err)
 		}
 		// While disconnected the adapter calls the SDK at most once (a
 		// probe for a closed client), never adding a second callback.
@@ -143,7 +185,10 @@ func TestOneCallbackAcrossFailedAttempts(t *testing.T) {
 	}
 }
 
-func TestConfirmationReachesTheServer(t *testing.T) {
+// TestResubscribeReachesTheServer: when the adapter is asked again for a
+// subscription the SDK believes in (cached, redo entry), a real request
+// goes out.
+func TestResubscribeReachesTheServer(t *testing.T) {
 	f := newFakeSDK()
 	r := newRegistry(t, f)
 	var s sink
@@ -156,11 +201,11 @@ func TestConfirmationReachesTheServer(t *testing.T) {
 	if len(s.ips()) != 1 {
 		t.Fatalf("push reached a forgotten subscription: %v", s.ips())
 	}
-	if err := r.Subscribe(ctx, key, &s); err != nil { // the Manager's confirmation
+	if err := r.Subscribe(ctx, key, &s); err != nil { // the Manager's resubscription
 		t.Fatal(err)
 	}
-	if n := f.numSent(ordersKey); n != 2 {
-		t.Fatalf("%d subscribe requests reached the server, want 2 (the confirmation must be sent)", n)
+	if n := f.numSent(ordersKey); n != 2 || !f.held(ordersKey) {
+		t.Fatalf("%d subscribe requests reached the server (held %v), want 2 (the resubscription must be sent)", n, f.held(ordersKey))
 	}
 	if got, want := s.ips(), [][]string{{}, {"10.0.0.9"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("updates %v, want %v", got, want)
@@ -217,11 +262,17 @@ func TestClosedClientIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.CloseClient()
-	if err := r.Subscribe(ctx, key, &s); !errors.Is(err, nacos.ErrClosed) || !errors.Is(err, subscriber.ErrRegistryClosed) {
-		t.Fatalf("Subscribe on a closed client: %v; want ErrClosed wrapping subscriber.ErrRegistryClosed", err)
+	if err := r.Subscribe(ctx, key, &s); !errors.Is(err, nacos.ErrClosed) || !errors.Is(err, subscriber.ErrRegistryClosed) ||
+		!errors.Is(err, rebound.ErrClosed) || err.Error() != "nacos: registry closed" {
+		t.Fatalf("Subscribe on a closed client: %v; want ErrClosed matching subscriber.ErrRegistryClosed and rebound.ErrClosed", err)
 	}
 	r2 := newRegistry(t, newFakeSDK())
-	r2.Close()
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
 	if err := r2.Subscribe(ctx, key, &s); !errors.Is(err, subscriber.ErrRegistryClosed) {
 		t.Fatalf("Subscribe after Registry.Close: %v", err)
 	}
@@ -231,7 +282,7 @@ func TestMonitorConnectionReportsTransitions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeSDK()
 		f.setConnected(false)
-		r := newRegistry(t, f, nacos.WithPollInterval(100*time.Millisecond, time.Second), nacos.WithSettle(500*time.Millisecond))
+		r := newRegistry(t, f, nacos.WithPollInterval(100*time.Millisecond, time.Second))
 		ctx, cancel := context.WithCancel(context.Background())
 		var mu sync.Mutex
 		var got []subscriber.ConnState
@@ -249,21 +300,21 @@ func TestMonitorConnectionReportsTransitions(t *testing.T) {
 			return slices.Clone(got)
 		}
 		// Polls: every 1 s while down (t = 1, 2, ...), every 100 ms while
-		// up or settling. Changes happen between polls.
-		// Polls: every 1 s while down (t = 1, 2, ...), every 100 ms while
-		// up or settling; the settle time is drawn from [500ms, 1s].
-		// Changes happen between polls.
+		// up. Changes happen between polls.
 		time.Sleep(10500 * time.Millisecond)
-		f.setConnected(true)               // t = 10.5
-		time.Sleep(950 * time.Millisecond) // t = 11.45: seen at 11, settling until 11.5 at least
+		f.setConnected(true) // t = 10.5: seen at 11
+		time.Sleep(400 * time.Millisecond)
 		if g := snapshot(); !slices.Equal(g, []subscriber.ConnState{subscriber.Disconnected}) {
-			t.Fatalf("before the settle time: reports %v, want [disconnected]", g)
+			t.Fatalf("before the next poll: reports %v, want [disconnected]", g)
 		}
-		time.Sleep(600 * time.Millisecond) // t = 12.05: Connected by 12.0
+		time.Sleep(650 * time.Millisecond) // t = 11.55
+		if g := snapshot(); !slices.Equal(g, []subscriber.ConnState{subscriber.Disconnected, subscriber.Connected}) {
+			t.Fatalf("after the poll: reports %v, want [disconnected connected] (no settle time)", g)
+		}
 		f.setConnected(false)
-		time.Sleep(100 * time.Millisecond) // t = 12.15: Disconnected at 12.1
+		time.Sleep(100 * time.Millisecond) // t = 11.65: Disconnected at 11.6
 		f.setConnected(true)
-		time.Sleep(2100 * time.Millisecond) // t = 14.25: seen at 13.1, Connected by 14.1
+		time.Sleep(1100 * time.Millisecond) // seen at 12.6
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("MonitorConnection returned %v after cancel, want nil", err)
@@ -272,72 +323,172 @@ func TestMonitorConnectionReportsTransitions(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("reports %v, want %v", got, want)
 		}
-		r.Close()
+		_ = r.Close()
 		if err := r.MonitorConnection(context.Background(), func(subscriber.ConnState) {}); !errors.Is(err, nacos.ErrClosed) {
 			t.Fatalf("MonitorConnection after Close: %v", err)
 		}
 	})
 }
 
-// The Manager over the adapter over the SDK fake: many failures, one
-// delivery per change, and a silent server restart repaired by the
-// confirmation after a reconnect.
-func TestManagerOverAdapter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeSDK()
-		f.server[ordersKey] = []model.Instance{host("10.0.0.1")}
-		f.setConnected(false)
-		r := newRegistry(t, f)
-		m, err := subscriber.New(r, subscriber.WithLogger(zaptest.NewLogger(t)),
-			subscriber.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}))
+// TestRejectionReportedAsSuccessIsAnError: nacos-sdk-go returns nil for a
+// subscribe the server rejected in the handler's own response type (TPS
+// control); the adapter notices and returns ErrRejected, and the next
+// attempt sends one request, adding no callback.
+func TestRejectionReportedAsSuccessIsAnError(t *testing.T) {
+	f := newFakeSDK()
+	f.server[ordersKey] = []model.Instance{host("10.0.0.1")}
+	r := newRegistry(t, f)
+	key := subscriber.Key{Service: "orders"}
+	var s sink
+	f.mu.Lock()
+	f.rejectNext = 2 // the Subscribe, and the GetService that checks it
+	f.mu.Unlock()
+	err := r.Subscribe(ctx, key, &s)
+	var oe *subscriber.OpError
+	if !errors.Is(err, nacos.ErrRejected) || !errors.As(err, &oe) || rebound.IsPermanent(err) {
+		t.Fatalf("Subscribe while rejected = %v, want a transient OpError wrapping ErrRejected", err)
+	}
+	if f.held(ordersKey) || len(s.ips()) != 0 {
+		t.Fatalf("held %v, updates %v after a rejection", f.held(ordersKey), s.ips())
+	}
+	sent := f.numSent(ordersKey)
+	if err := r.Subscribe(ctx, key, &s); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.numSent(ordersKey) - sent; n != 1 || !f.held(ordersKey) {
+		t.Fatalf("the retry sent %d requests (held %v), want 1", n, f.held(ordersKey))
+	}
+	if n := f.numCallbacks(ordersKey); n != 1 {
+		t.Fatalf("SDK holds %d callbacks, want 1", n)
+	}
+	if got := s.ips(); len(got) != 1 || !slices.Equal(got[0], []string{"10.0.0.1"}) {
+		t.Fatalf("updates %v, want the list once", got)
+	}
+}
+
+// reconnectFixture runs a Manager over the adapter over the fake with n
+// subscriptions, all subscribed.
+type reconnectFixture struct {
+	f    *fakeSDK
+	m    *subscriber.Manager
+	subs []*subscriber.Subscription
+	keys []string
+}
+
+func newReconnectFixture(t *testing.T, n int) *reconnectFixture {
+	f := newFakeSDK()
+	r := newRegistry(t, f)
+	m, err := subscriber.New(r, subscriber.WithLogger(zaptest.NewLogger(t)),
+		subscriber.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	fx := &reconnectFixture{f: f, m: m}
+	for i := range n {
+		svc := string(rune('a' + i))
+		k := sdkKey("", svc, nil)
+		f.server[k] = []model.Instance{host("10.0.0.1")}
+		sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: svc}, func([]subscriber.Instance) {})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Close()
-		var mu sync.Mutex
-		var calls [][]string
-		sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: "orders"}, func(l []subscriber.Instance) {
-			ips := []string{}
-			for _, in := range l {
-				ips = append(ips, in.IP)
-			}
-			mu.Lock()
-			calls = append(calls, ips)
-			mu.Unlock()
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Second)
-		if st := sub.Status(); st.State != subscriber.StateRetrying || st.Attempts < 20 {
-			t.Fatalf("status while disconnected: %+v", st)
-		}
-		f.setConnected(true)
+		fx.subs = append(fx.subs, sub)
+		fx.keys = append(fx.keys, k)
+	}
+	for _, sub := range fx.subs {
 		<-sub.Ready()
-		synctest.Wait()
-		f.setServer(ordersKey, host("10.0.0.1"), host("10.0.0.2"))
-		synctest.Wait()
-		if n := f.numCallbacks(ordersKey); n != 1 {
-			t.Fatalf("SDK holds %d callbacks, want 1", n)
+	}
+	time.Sleep(time.Second)
+	synctest.Wait()
+	return fx
+}
+
+func (fx *reconnectFixture) allSubscribed() bool {
+	for _, sub := range fx.subs {
+		if sub.Status().State != subscriber.StateSubscribed {
+			return false
 		}
-		// A restart the SDK does not repair: the monitor sees the
-		// disconnect and the reconnect, and the Manager confirms.
-		f.setConnected(false)
+	}
+	return true
+}
+
+// TestCleanReconnectSendsNothingMore: the SDK's redo worked for every
+// subscription; the adapter confirms each from the SDK's cache and the
+// Manager sends nothing.
+func TestCleanReconnectSendsNothingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fx := newReconnectFixture(t, 5)
+		fx.f.setConnected(false)
+		time.Sleep(1500 * time.Millisecond) // seen within the 1 s down poll
+		synctest.Wait()
+		if fx.allSubscribed() {
+			t.Fatal("still subscribed after the disconnection")
+		}
+		before := fx.f.totalRequests()
+		fx.f.setConnected(true)
+		fx.f.redo() // the SDK's redo, from its own goroutine, as the connection comes back
+		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		if !fx.allSubscribed() {
+			t.Fatal("not every subscription confirmed 300 ms after the redo")
+		}
+		if n := fx.f.totalRequests() - before; n != 5 {
+			t.Fatalf("%d requests after the reconnect, want 5 (the redo's alone)", n)
+		}
+		for _, sub := range fx.subs {
+			if st := sub.Status(); st.ConfirmReason == "" || st.ConfirmedAt.IsZero() {
+				t.Fatalf("status %+v, want a confirmation reason", st)
+			}
+		}
+		time.Sleep(20 * time.Second) // nothing else happens later either
+		synctest.Wait()
+		if n := fx.f.totalRequests() - before; n != 5 {
+			t.Fatalf("%d requests 20 s after the reconnect, want 5", n)
+		}
+	})
+}
+
+// TestRejectedRedoIsRepaired: the server rejected two subscriptions of the
+// redo (TPS control, reported as success by the SDK): only those two are
+// handed back and subscribed again; the others cost nothing.
+func TestRejectedRedoIsRepaired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fx := newReconnectFixture(t, 5)
+		fx.f.setConnected(false)
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		before := fx.f.totalRequests()
+		fx.f.mu.Lock()
+		fx.f.reject[fx.keys[1]], fx.f.reject[fx.keys[3]] = true, true
+		fx.f.mu.Unlock()
+		fx.f.setConnected(true)
+		fx.f.redo()
 		time.Sleep(time.Second)
-		f.restartSilently()
-		f.setConnected(true)
-		// Seen within the 1 s down poll, Connected after a settle time of
-		// at most 2 s, then confirmed.
-		time.Sleep(4 * time.Second)
 		synctest.Wait()
-		f.setServer(ordersKey, host("10.0.0.3"))
+		for i, sub := range fx.subs {
+			want := i != 1 && i != 3
+			if got := sub.Status().State == subscriber.StateSubscribed; got != want {
+				t.Fatalf("subscription %d subscribed %v, want %v", i, got, want)
+			}
+		}
+		fx.f.mu.Lock()
+		clear(fx.f.reject) // TPS control lets them through now
+		fx.f.mu.Unlock()
+		time.Sleep(5 * time.Second) // window (2 s) + the Manager's jittered retry
 		synctest.Wait()
-		mu.Lock()
-		got := slices.Clone(calls)
-		mu.Unlock()
-		want := [][]string{{"10.0.0.1"}, {"10.0.0.1", "10.0.0.2"}, {"10.0.0.3"}}
-		if !slices.EqualFunc(got, want, slices.Equal) {
-			t.Fatalf("listener calls %v, want %v", got, want)
+		if !fx.allSubscribed() {
+			t.Fatal("the rejected subscriptions were not repaired")
+		}
+		for _, k := range fx.keys {
+			if !fx.f.held(k) {
+				t.Fatalf("server does not hold %s", k)
+			}
+		}
+		// 5 redo requests (2 rejected), then per repaired subscription one
+		// unsubscribe and one subscribe.
+		if n := fx.f.totalRequests() - before; n != 5+2*2 {
+			t.Fatalf("%d requests after the reconnect, want 9", n)
 		}
 	})
 }

@@ -292,7 +292,7 @@ func (s *suite) restart(t *testing.T) {
 	st := s.newStack(t)
 	sub, rec := st.subscribe(t, k)
 	rec.wait(t, "10.4.0.1:8080")
-	before := sub.Status().TotalAttempts
+	before, stopped := sub.Status().TotalAttempts, time.Now()
 	s.h.Stop(t)
 	eventually(t, s.timeout, "the subscription to notice the outage", func() bool {
 		return sub.Status().State == subscriber.StateRetrying
@@ -300,7 +300,9 @@ func (s *suite) restart(t *testing.T) {
 	s.h.Start(t)
 	eventually(t, s.timeout, "the subscription to be confirmed again", func() bool {
 		status := sub.Status()
-		return status.State == subscriber.StateSubscribed && status.TotalAttempts > before
+		// Confirmed again: by a new attempt, or (a ReconnectConfirmer) by
+		// the adapter's evidence.
+		return status.State == subscriber.StateSubscribed && (status.TotalAttempts > before || status.ConfirmedAt.After(stopped))
 	})
 	s.h.Register(t, k, Instance("10.4.0.2", 8080))
 	rec.wait(t, "10.4.0.1:8080,10.4.0.2:8080")
@@ -344,14 +346,15 @@ func (s *suite) exactlyOnce(t *testing.T) {
 	rec1.wait(t, "10.6.0.1:8080")
 	rec2.wait(t, "10.6.0.1:8080")
 
-	// A restart makes the Manager call Subscribe again for both sinks.
-	b1, b2 := sub1.Status().TotalAttempts, sub2.Status().TotalAttempts
+	// A restart makes the Manager call Subscribe again for both sinks (or a
+	// ReconnectConfirmer confirm both from evidence).
+	b1, b2, stopped := sub1.Status().TotalAttempts, sub2.Status().TotalAttempts, time.Now()
 	s.h.Stop(t)
 	s.h.Start(t)
 	eventually(t, s.timeout, "both subscriptions to be confirmed again", func() bool {
 		s1, s2 := sub1.Status(), sub2.Status()
-		return s1.State == subscriber.StateSubscribed && s1.TotalAttempts > b1 &&
-			s2.State == subscriber.StateSubscribed && s2.TotalAttempts > b2
+		return s1.State == subscriber.StateSubscribed && (s1.TotalAttempts > b1 || s1.ConfirmedAt.After(stopped)) &&
+			s2.State == subscriber.StateSubscribed && (s2.TotalAttempts > b2 || s2.ConfirmedAt.After(stopped))
 	})
 	rec1.wait(t, "10.6.0.1:8080")
 	rec2.wait(t, "10.6.0.1:8080")
