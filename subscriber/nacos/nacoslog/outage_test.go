@@ -93,11 +93,11 @@ func TestRealOutageLineCount(t *testing.T) {
 	raw := &counting{next: bridge}
 	nacoslogger.SetLogger(raw)
 
-	reg, err := nacos.NewRegistry(client)
+	reg, err := nacos.New(client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(reg.Close)
+	t.Cleanup(func() { _ = reg.Close() })
 	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: 500 * time.Millisecond, Max: 5 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
