@@ -63,10 +63,13 @@ const (
 	// so for the first retry, the call was never queued and Invoke returned
 	// an error wrapping ErrExpired.
 	DropExpired DropReason = "expired"
+	// DropStore: the Store (WithStore) failed to add the call; it was never
+	// queued and Invoke returned an error wrapping ErrStore.
+	DropStore DropReason = "store"
 )
 
 // dropReasons lists every DropReason, in the order Stats reports them.
-var dropReasons = [...]DropReason{DropQueueFull, DropClosed, DropExpired}
+var dropReasons = [...]DropReason{DropQueueFull, DropClosed, DropExpired, DropStore}
 
 func (r DropReason) sentinel() error {
 	switch r {
@@ -74,6 +77,8 @@ func (r DropReason) sentinel() error {
 		return ErrQueueFull
 	case DropExpired:
 		return ErrExpired
+	case DropStore:
+		return ErrStore
 	}
 	return ErrClosed
 }

@@ -87,6 +87,8 @@ type Hooks struct {
 //
 //	Offered == Queued + InFlight + Succeeded + GaveUp + sum(Dropped)
 //
+// (With WithStore, Offered also counts the calls New loaded from the store.)
+//
 // Calls that succeed on their first attempt, or fail with an error that is
 // not retryable, are not counted.
 type Stats struct {
@@ -235,6 +237,9 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		closeDone: make(chan struct{}),
 	}
 	f.cond.L = &f.mu
+	if err := f.loadStored(); err != nil { // WithStore: the calls a previous invoker left
+		return nil, err
+	}
 	f.baseCtx, f.cancelBase = context.WithCancel(context.Background())
 	f.live.Store(int32(cfg.concurrency) + 1)
 	go f.schedule()
@@ -278,6 +283,9 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	}
 	if f.closedFlag.Load() {
 		return nil, ErrClosed
+	}
+	if f.cfg.durable.store != nil {
+		inv = withIdempotencyKey(inv)
 	}
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil {
@@ -383,7 +391,19 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 	f.mu.Unlock()
 	defer f.reservers.Done()
 
-	// The task is ours until it is pushed: report it first.
+	// The task is ours until it is pushed: store it (WithStore: on disk
+	// before Invoke returns) and report it first.
+	if f.cfg.durable.store != nil {
+		if err := f.storeAdd(t); err != nil {
+			f.mu.Lock()
+			f.reserved--
+			f.dropped[dropIndex(DropStore)]++
+			f.endLocked()
+			f.mu.Unlock()
+			t.lastErr = errors.Join(err, t.lastErr)
+			return f.reject(t, DropStore)
+		}
+	}
 	pe := f.noteAccepted(t, d)
 
 	f.mu.Lock()

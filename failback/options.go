@@ -56,6 +56,7 @@ type config struct {
 	contextValues  bool
 	seed           uint64
 	seeded         bool
+	durable        storeConfig // WithStore, WithCodec (store.go)
 	errs           []error
 }
 

@@ -31,7 +31,8 @@ type task struct {
 	expires    int64  // end of the TTL; MaxInt64 if none
 	seq        uint64
 	attempts   int32
-	index      int32 // position in the heap
+	index      int32  // position in the heap
+	sid        uint64 // ID in the Store (WithStore); 0 if none
 }
 
 func (t *task) target() string { return t.lastTarget }
@@ -279,6 +280,9 @@ func (f *Invoker) run(t *task) {
 	}
 
 	if out == outRequeued {
+		if f.cfg.durable.store != nil {
+			f.storeRetried(t)
+		}
 		// Report before the task can run again, so that the hooks of one
 		// call never overlap.
 		if ce := f.log.Check(zapcore.DebugLevel, "failback: retry failed"); ce != nil {
@@ -306,6 +310,9 @@ func (f *Invoker) run(t *task) {
 
 // finish counts and reports the end of a task held by this worker.
 func (f *Invoker) finish(t *task, out outcome, drop DropReason, reason, err error, now int64) {
+	if f.cfg.durable.store != nil { // while the task still counts as pending
+		f.storeEnded(t, drop)
+	}
 	f.mu.Lock()
 	f.inflight--
 	switch out {

@@ -1,0 +1,433 @@
+package boltstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/failback"
+)
+
+// ErrClosed is returned by the methods of a closed Store; it matches
+// rebound.ErrClosed.
+var ErrClosed = rebound.NewClosedError("boltstore: store closed")
+
+// ErrCorrupt is wrapped by the error Load returns for a record it cannot
+// decode.
+var ErrCorrupt = errors.New("boltstore: corrupt record")
+
+var (
+	bucketName = []byte("failback-calls")
+	metaBucket = []byte("failback-meta")
+	lastIDKey  = []byte("last-id") // the highest ID ever assigned
+)
+
+// DefaultOpenTimeout is how long Open waits for the file lock another
+// process holds.
+const DefaultOpenTimeout = 10 * time.Second
+
+// Store is a failback.Store in one bbolt file. Every change is durable
+// when its method returns (one fsync per commit) and concurrent changes
+// share a commit (group commit, see the package doc). It is safe for
+// concurrent use. Create it with Open; the zero value is not usable. Close
+// it when done.
+type Store struct {
+	db     *bolt.DB
+	nextID atomic.Uint64
+
+	mu     sync.Mutex
+	cur    *batch // being filled; nil if none
+	closed bool
+
+	kick    chan struct{} // buffered(1): a batch is waiting
+	done    chan struct{} // closed by Close
+	stopped chan struct{} // closed when the committer has exited
+
+	commits, ops, maxBatch atomic.Uint64
+}
+
+// Stats counts the Store's commits.
+type Stats struct {
+	// Commits counts write transactions (one fsync each, unless NoSync).
+	Commits uint64
+	// Ops counts the changes committed (Add, Update, Remove).
+	Ops uint64
+	// MaxBatch is the largest number of changes one commit carried.
+	MaxBatch uint64
+}
+
+// Stats returns the commit counters.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Ops: s.ops.Load(), MaxBatch: s.maxBatch.Load()}
+}
+
+type opKind uint8
+
+const (
+	opAdd opKind = iota + 1
+	opUpdate
+	opRemove
+)
+
+type op struct {
+	kind     opKind
+	id       uint64
+	val      []byte // opAdd
+	attempts uint32 // opUpdate
+	due      int64  // opUpdate
+}
+
+// batch is the changes one commit writes; its waiters block on done.
+type batch struct {
+	ops  []op
+	done chan struct{}
+	err  error
+}
+
+// Option configures Open.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	noSync      bool
+	openTimeout time.Duration
+	errs        []error
+}
+
+// WithNoSync skips the fsync of every commit: a crash of the process
+// loses nothing, but a crash of the machine may lose the last commits. For
+// tests and benchmarks of everything but the disk.
+func WithNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
+
+// WithOpenTimeout sets how long Open waits for the file lock held by
+// another process (default DefaultOpenTimeout); it must be positive.
+func WithOpenTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, &rebound.ArgumentError{Func: "boltstore.WithOpenTimeout", Arg: "d",
+				Reason: fmt.Sprintf("%v: must be positive", d)})
+			return
+		}
+		o.openTimeout = d
+	})
+}
+
+// Open opens (or creates) the store file at path and starts its committer
+// goroutine, which Close stops. It returns an error wrapping
+// rebound.ErrInvalidArgument for a bad option, and bbolt's error if the
+// file cannot be opened (bolt.ErrTimeout if another process holds it
+// longer than the open timeout).
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{openTimeout: DefaultOpenTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	if len(o.errs) > 0 {
+		return nil, errors.Join(o.errs...)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        o.openTimeout,
+		NoSync:         o.noSync,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	s := &Store{db: db, kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketName)
+		if err != nil {
+			return err
+		}
+		if k, _ := b.Cursor().Last(); len(k) == 8 {
+			s.nextID.Store(binary.BigEndian.Uint64(k))
+		}
+		m, err := tx.CreateBucketIfNotExists(metaBucket)
+		if err != nil {
+			return err
+		}
+		if v := m.Get(lastIDKey); len(v) == 8 {
+			s.nextID.Store(max(s.nextID.Load(), binary.BigEndian.Uint64(v)))
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
+	go s.commit()
+	return s, nil
+}
+
+// Add implements failback.Store: the call is durable when Add returns nil.
+func (s *Store) Add(c failback.StoredCall) (uint64, error) {
+	id := s.nextID.Add(1)
+	return id, s.submit(op{kind: opAdd, id: id, val: encode(c)})
+}
+
+// Update implements failback.Store; updating an unknown ID does nothing.
+func (s *Store) Update(id uint64, attempts int, due time.Time) error {
+	return s.submit(op{kind: opUpdate, id: id, attempts: uint32(min(max(attempts, 0), 1<<32-1)), due: due.UnixNano()})
+}
+
+// Remove implements failback.Store.
+func (s *Store) Remove(id uint64) error { return s.submit(op{kind: opRemove, id: id}) }
+
+// submit adds o to the batch being filled and waits for its commit.
+func (s *Store) submit(o op) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	b := s.cur
+	if b == nil {
+		b = &batch{done: make(chan struct{})}
+		s.cur = b
+	}
+	b.ops = append(b.ops, o)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default: // the committer is already due to look
+	}
+	<-b.done
+	return b.err
+}
+
+// commit is the committer goroutine: it writes the batch being filled in
+// one transaction, as soon as the previous commit is done. While a commit
+// (and its fsync) runs, new changes gather in the next batch: the more
+// callers wait, the more each commit carries, with no added delay.
+func (s *Store) commit() {
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.kick:
+		case <-s.done:
+			// Close set closed under mu: no batch can be added any more;
+			// write the last one.
+			s.mu.Lock()
+			b := s.cur
+			s.cur = nil
+			s.mu.Unlock()
+			if b != nil {
+				s.write(b)
+			}
+			return
+		}
+		s.mu.Lock()
+		b := s.cur
+		s.cur = nil
+		s.mu.Unlock()
+		if b != nil {
+			s.write(b)
+		}
+	}
+}
+
+func (s *Store) write(b *batch) {
+	b.err = s.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bucketName)
+		var key [8]byte
+		var lastAdd uint64
+		for i := range b.ops {
+			o := &b.ops[i]
+			binary.BigEndian.PutUint64(key[:], o.id)
+			switch o.kind {
+			case opAdd:
+				if err := bk.Put(key[:], o.val); err != nil {
+					return err
+				}
+				lastAdd = max(lastAdd, o.id)
+			case opUpdate:
+				v := bk.Get(key[:])
+				if len(v) < headerLen {
+					continue // removed (or never added): nothing to update
+				}
+				nv := make([]byte, len(v))
+				copy(nv, v)
+				binary.BigEndian.PutUint32(nv[1:5], o.attempts)
+				binary.BigEndian.PutUint64(nv[5:13], uint64(o.due))
+				if err := bk.Put(key[:], nv); err != nil {
+					return err
+				}
+			case opRemove:
+				if err := bk.Delete(key[:]); err != nil {
+					return err
+				}
+			}
+		}
+		if lastAdd == 0 {
+			return nil
+		}
+		binary.BigEndian.PutUint64(key[:], lastAdd)
+		return tx.Bucket(metaBucket).Put(lastIDKey, key[:])
+	})
+	if b.err != nil {
+		b.err = fmt.Errorf("boltstore: commit of %d changes: %w", len(b.ops), b.err)
+	}
+	s.commits.Add(1)
+	s.ops.Add(uint64(len(b.ops)))
+	for n := uint64(len(b.ops)); ; {
+		m := s.maxBatch.Load()
+		if n <= m || s.maxBatch.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	close(b.done)
+}
+
+// Load implements failback.Store: it calls fn for every stored call in ID
+// order, in one read transaction (fn must not call the Store's other
+// methods). A record that cannot be decoded stops Load with an error
+// wrapping ErrCorrupt.
+func (s *Store) Load(fn func(failback.StoredCall) error) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketName).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(k) != 8 {
+				return fmt.Errorf("%w: key %x", ErrCorrupt, k)
+			}
+			call, err := decode(v)
+			if err != nil {
+				return fmt.Errorf("%w: call %d: %w", ErrCorrupt, binary.BigEndian.Uint64(k), err)
+			}
+			call.ID = binary.BigEndian.Uint64(k)
+			if err := fn(call); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Len returns the number of stored calls.
+func (s *Store) Len() (int, error) {
+	var n int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketName).Stats().KeyN
+		return nil
+	})
+	return n, err
+}
+
+// Close writes the changes still waiting, stops the committer and closes
+// the file. It is idempotent; methods called after it return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	first := !s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if !first {
+		<-s.stopped
+		return nil
+	}
+	close(s.done)
+	<-s.stopped
+	return s.db.Close()
+}
+
+// Record layout (version 1), big endian:
+//
+//	[0]      version (1)
+//	[1:5]    attempts
+//	[5:13]   due, Unix nanoseconds
+//	[13:21]  born, Unix nanoseconds
+//	then     uvarint len + method, uvarint count + (uvarint len + key,
+//	         uvarint len + value) per attachment, the encoded arguments to
+//	         the end.
+const (
+	version   = 1
+	headerLen = 21
+)
+
+func encode(c failback.StoredCall) []byte {
+	n := headerLen + binary.MaxVarintLen64*(2+2*len(c.Attachments)) + len(c.Method) + len(c.Args)
+	for k, v := range c.Attachments {
+		n += len(k) + len(v)
+	}
+	b := make([]byte, headerLen, n)
+	b[0] = version
+	binary.BigEndian.PutUint32(b[1:5], uint32(min(max(c.Attempts, 0), 1<<32-1)))
+	binary.BigEndian.PutUint64(b[5:13], uint64(c.Due.UnixNano()))
+	binary.BigEndian.PutUint64(b[13:21], uint64(c.Born.UnixNano()))
+	b = appendString(b, c.Method)
+	b = binary.AppendUvarint(b, uint64(len(c.Attachments)))
+	for k, v := range c.Attachments {
+		b = appendString(b, k)
+		b = appendString(b, v)
+	}
+	return append(b, c.Args...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errShort = errors.New("truncated")
+
+func decode(v []byte) (failback.StoredCall, error) {
+	var c failback.StoredCall
+	if len(v) < headerLen {
+		return c, errShort
+	}
+	if v[0] != version {
+		return c, fmt.Errorf("unknown version %d", v[0])
+	}
+	c.Attempts = int(binary.BigEndian.Uint32(v[1:5]))
+	c.Due = time.Unix(0, int64(binary.BigEndian.Uint64(v[5:13])))
+	c.Born = time.Unix(0, int64(binary.BigEndian.Uint64(v[13:21])))
+	rest := v[headerLen:]
+	var ok bool
+	if c.Method, rest, ok = readString(rest); !ok {
+		return c, errShort
+	}
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(len(rest)) {
+		return c, errShort
+	}
+	rest = rest[k:]
+	if n > 0 {
+		c.Attachments = make(map[string]string, n)
+		for range n {
+			var key, val string
+			if key, rest, ok = readString(rest); !ok {
+				return c, errShort
+			}
+			if val, rest, ok = readString(rest); !ok {
+				return c, errShort
+			}
+			c.Attachments[key] = val
+		}
+	}
+	c.Args = append([]byte(nil), rest...) // v is only valid in the transaction
+	return c, nil
+}
+
+func readString(b []byte) (string, []byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return "", nil, false
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], true
+}

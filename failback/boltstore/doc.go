@@ -1,0 +1,34 @@
+// Package boltstore is a failback.Store on go.etcd.io/bbolt: the calls a
+// failback.Invoker has queued, in one file, so that they survive a crash
+// or a restart of the process.
+//
+//	st, err := boltstore.Open("/var/lib/app/failback.db")
+//	...
+//	defer st.Close() // after the Invoker's Close
+//	inv, err := failback.New(dir, failback.WithStore(st))
+//
+// # Durability and group commit
+//
+// Every change (a call queued, retried or ended) is durable when its method
+// returns: it is written in a bbolt read-write transaction whose commit
+// fsyncs the file (fdatasync on Linux). Concurrent changes share one
+// transaction: one committer goroutine writes, in one commit, every change
+// submitted while the previous commit was running, so the cost of an fsync
+// is spread over all the callers waiting for it. There is no timer and no
+// added delay: a lone caller waits for one commit, a crowd of callers
+// waits for at most two and each commit carries them all (Stats reports
+// the largest batch). WithNoSync drops the fsync (a process crash still
+// loses nothing; a machine crash may).
+//
+// # Records
+//
+// One bucket, keyed by the call's ID (8 bytes, big endian, assigned in
+// increasing order), holds a compact binary record per call: version,
+// attempts, next due time and first-failure time (wall clock, Unix
+// nanoseconds), method, attachments and the arguments as encoded by the
+// Invoker's failback.Codec. An Update rewrites the record in place; Remove
+// deletes it.
+//
+// The file is locked while open: a second Open of the same file, in this
+// process or another, waits for the lock (WithOpenTimeout).
+package boltstore

@@ -1,0 +1,316 @@
+package failback
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"reflect"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+)
+
+// Store keeps the calls a failback Invoker has queued on durable storage,
+// so that they survive a crash or a restart (WithStore). The Invoker calls
+// it on every change of a queued call:
+//
+//   - Add when a call is queued, before Invoke returns (nil, nil): the call
+//     must be durable when Add returns nil;
+//   - Update after every failed retry that is followed by another, with
+//     the attempts made so far and the next due time;
+//   - Remove when the call ends (succeeded, gave up, dropped), except for
+//     calls dropped by Close, which stay stored for the next Invoker;
+//   - Load once, in New, to queue again every call a previous Invoker left.
+//
+// Update and Remove must be durable when they return too, so that a crash
+// repeats at most the attempts that were running (delivery is at least
+// once: see IdempotencyKey). Implementations must be safe for concurrent
+// use; they should batch concurrent changes into one write (group commit):
+// many retry workers and Invoke callers wait on a Store at the same time.
+// Package failback/boltstore implements it on go.etcd.io/bbolt.
+type Store interface {
+	// Add stores a new call and returns its ID (never 0).
+	Add(c StoredCall) (id uint64, err error)
+	// Update records that call id has made attempts attempts and is due
+	// again at due.
+	Update(id uint64, attempts int, due time.Time) error
+	// Remove forgets call id. Removing an unknown ID is not an error.
+	Remove(id uint64) error
+	// Load calls fn for every stored call, in ID order, and stops at the
+	// first error fn returns.
+	Load(fn func(StoredCall) error) error
+}
+
+// StoredCall is a queued call as a Store keeps it.
+type StoredCall struct {
+	// ID is assigned by Store.Add (0 in the call to Add).
+	ID uint64
+	// Method and Attachments are the Invocation's; Attachments holds the
+	// call's IdempotencyKey.
+	Method      string
+	Attachments map[string]string
+	// Args are the Invocation's arguments encoded by the Invoker's Codec.
+	Args []byte
+	// Attempts counts the attempts made, the first one included.
+	Attempts int
+	// Due is when the next attempt is due; Born when the first attempt
+	// failed (wall-clock time: it must survive a restart).
+	Due, Born time.Time
+}
+
+// IdempotencyKey is the Invocation attachment that carries a call's
+// idempotency key when the Invoker has a Store: 32 hex digits, the same
+// for the first attempt, every retry and every attempt after a restart, so
+// that a provider can drop the duplicates that at-least-once delivery
+// brings (an attempt that was running when the process died is made
+// again). A key already present in the caller's attachments is kept.
+const IdempotencyKey = "idempotency-key"
+
+// NewIdempotencyKey returns a new random key (128 bits, 32 hex digits).
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// Codec encodes the arguments of an Invocation for a Store and decodes them
+// after a restart. It must be safe for concurrent use.
+type Codec interface {
+	// Marshal encodes the arguments of a call to method.
+	Marshal(method string, args []any) ([]byte, error)
+	// Unmarshal decodes what Marshal returned for a call to method.
+	Unmarshal(method string, data []byte) ([]any, error)
+}
+
+// JSONCodec is the default Codec: arguments as a JSON array. The zero value
+// decodes every argument as a generic JSON value (float64, string, bool,
+// nil, []any, map[string]any); set Types to decode into typed values.
+type JSONCodec struct {
+	// Types, if not nil, returns for method one pointer per argument (for
+	// example []any{new(Order), new(string)}); each argument is decoded
+	// into its pointer, and the value pointed to becomes the argument. A
+	// nil result, or one of the wrong length, means generic values.
+	Types func(method string) []any
+}
+
+// Marshal implements Codec.
+func (c JSONCodec) Marshal(_ string, args []any) ([]byte, error) {
+	if args == nil {
+		args = []any{}
+	}
+	return json.Marshal(args)
+}
+
+// Unmarshal implements Codec.
+func (c JSONCodec) Unmarshal(method string, data []byte) ([]any, error) {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("failback: JSONCodec: arguments of %q: %w", method, err)
+	}
+	var ptrs []any
+	if c.Types != nil {
+		if ptrs = c.Types(method); len(ptrs) != len(raw) {
+			ptrs = nil
+		}
+	}
+	args := make([]any, len(raw))
+	for i, r := range raw {
+		if ptrs == nil {
+			if err := json.Unmarshal(r, &args[i]); err != nil {
+				return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q: %w", i, method, err)
+			}
+			continue
+		}
+		if err := json.Unmarshal(r, ptrs[i]); err != nil {
+			return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q: %w", i, method, err)
+		}
+		args[i] = deref(ptrs[i])
+	}
+	return args, nil
+}
+
+// deref returns *p for a non-nil pointer p, and p itself otherwise.
+func deref(p any) any {
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && !v.IsNil() {
+		return v.Elem().Interface()
+	}
+	return p
+}
+
+// ErrStore is wrapped by the error Invoke returns when a call could not be
+// queued because its Store failed (the call is then not queued: DropStore),
+// and by the errors New returns when loading the stored calls fails.
+var ErrStore = errors.New("failback: store failed")
+
+// errReloaded is the last error of a call loaded from a Store, until its
+// first attempt in this process.
+var errReloaded = errors.New("failback: call queued by a previous invoker (loaded from the store)")
+
+// storeConfig is what WithStore and WithCodec set.
+type storeConfig struct {
+	store Store
+	codec Codec
+}
+
+// WithStore makes the Invoker keep its queued calls in s, so that they
+// survive a crash or a restart: a call is in s before Invoke returns
+// (nil, nil) for it, every failed retry updates its attempts and due time,
+// and every end removes it — except for calls dropped by Close, which stay
+// in s. New loads the calls s holds and queues them with their attempts
+// and due times (a call already due runs at once), even beyond
+// WithMaxTasks (the limit then refuses new calls until the backlog
+// drains); their BackOff continues where it stopped.
+//
+// With a Store every call gets an IdempotencyKey attachment before its
+// first attempt (Invoke sends a copy of the Invocation with it; the
+// caller's is not modified) and keeps it through retries and restarts.
+// Arguments are stored with the Codec (WithCodec; default JSONCodec{}).
+// If s fails to add a call, Invoke returns a *RejectedError wrapping
+// ErrStore and the call is dropped with DropStore; a failure to update or
+// remove is logged at Warn (the call may then run again after a restart:
+// delivery is at least once).
+//
+// Shutdown and Close leave the calls they drop (DropClosed) in s: that is
+// how a deploy hands its backlog to the next process. A loaded call gets
+// WithTTL's time-to-live counted from its first failure; a per-call TTL
+// (WithCallTTL) and WithContextValues' values are not stored.
+//
+// A nil s means no store (the default).
+func WithStore(s Store) Option {
+	return optionFunc(func(c *config) { c.durable.store = s })
+}
+
+// WithCodec sets the Codec that encodes the arguments of stored calls
+// (WithStore). Default: JSONCodec{}. A nil codec means the default.
+func WithCodec(codec Codec) Option {
+	return optionFunc(func(c *config) { c.durable.codec = codec })
+}
+
+func (c storeConfig) codecOrDefault() Codec {
+	if c.codec == nil {
+		return JSONCodec{}
+	}
+	return c.codec
+}
+
+// withIdempotencyKey returns inv if it already carries an IdempotencyKey,
+// else a copy of it with a new key.
+func withIdempotencyKey(inv *cluster.Invocation) *cluster.Invocation {
+	if _, ok := inv.Attachments[IdempotencyKey]; ok {
+		return inv
+	}
+	c := *inv
+	c.Attachments = make(map[string]string, len(inv.Attachments)+1)
+	maps.Copy(c.Attachments, inv.Attachments)
+	c.Attachments[IdempotencyKey] = NewIdempotencyKey()
+	return &c
+}
+
+// wall converts a time on the Invoker's monotonic clock to wall-clock time.
+func (f *Invoker) wall(mono int64) time.Time { return f.epoch.Add(time.Duration(mono)) }
+
+// storeAdd puts t in the store (durably) and records its ID in t.
+func (f *Invoker) storeAdd(t *task) error {
+	st := f.cfg.durable.store
+	args, err := f.cfg.durable.codecOrDefault().Marshal(t.inv.Method, t.inv.Args)
+	if err != nil {
+		return fmt.Errorf("%w: encoding the arguments of %q: %w", ErrStore, t.inv.Method, err)
+	}
+	id, err := st.Add(StoredCall{
+		Method: t.inv.Method, Attachments: t.inv.Attachments, Args: args,
+		Attempts: int(t.attempts), Due: f.wall(t.due), Born: f.wall(t.born),
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	t.sid = id
+	return nil
+}
+
+// storeRetried records t's attempts and next due time.
+func (f *Invoker) storeRetried(t *task) {
+	if t.sid == 0 {
+		return
+	}
+	if err := f.cfg.durable.store.Update(t.sid, int(t.attempts), f.wall(t.due)); err != nil {
+		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+	}
+}
+
+// storeEnded removes t from the store, unless reason is DropClosed: a call
+// dropped by Close stays for the next Invoker.
+func (f *Invoker) storeEnded(t *task, reason DropReason) {
+	if t.sid == 0 || reason == DropClosed {
+		return
+	}
+	if err := f.cfg.durable.store.Remove(t.sid); err != nil {
+		f.log.Warn("failback: store: could not remove an ended call (it will run again after a restart)",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+	}
+	t.sid = 0
+}
+
+// loadStored queues every call of the store; New calls it before starting
+// the goroutines.
+func (f *Invoker) loadStored() error {
+	st := f.cfg.durable.store
+	if st == nil {
+		return nil
+	}
+	codec := f.cfg.durable.codecOrDefault()
+	now, wallNow := f.now(), time.Now()
+	var loaded []*task
+	err := st.Load(func(c StoredCall) error {
+		args, err := codec.Unmarshal(c.Method, c.Args)
+		if err != nil {
+			return err
+		}
+		t := &task{
+			inv:      &cluster.Invocation{Method: c.Method, Args: args, Attachments: c.Attachments},
+			attempts: int32(min(c.Attempts, 1<<31-1)),
+			lastErr:  errReloaded,
+			sid:      c.ID,
+			expires:  math.MaxInt64,
+		}
+		// Wall-clock times back on the monotonic clock; a due time in the
+		// past makes the call due now.
+		t.born = now - int64(wallNow.Sub(c.Born))
+		t.due = max(now+int64(c.Due.Sub(wallNow)), now)
+		if f.cfg.ttl > 0 {
+			t.expires = satAdd(t.born, f.cfg.ttl)
+		}
+		seq := f.nextSeq.Add(1) - 1
+		if f.cfg.seeded {
+			t.bo = f.cfg.policy.NewBackOff(rebound.WithSeed(f.cfg.seed + seq*0x9e3779b97f4a7c15))
+		} else {
+			t.bo = f.cfg.policy.NewBackOff()
+		}
+		for range c.Attempts { // the delays drawn before the restart
+			t.bo.NextBackOff()
+		}
+		t.seq = seq
+		loaded = append(loaded, t)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: loading the stored calls: %w", ErrStore, err)
+	}
+	f.mu.Lock()
+	for _, t := range loaded {
+		f.offered++
+		f.pushLocked(t)
+	}
+	f.mu.Unlock()
+	if len(loaded) > 0 {
+		f.log.Info("failback: loaded stored calls", zap.Int("calls", len(loaded)))
+	}
+	return nil
+}
