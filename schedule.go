@@ -333,3 +333,16 @@ func asPermanent(err error) *backoff.PermanentError {
 	p, _ := errors.AsType[*backoff.PermanentError](err)
 	return p
 }
+
+// Resume makes s continue a loop that had already reported n failed
+// attempts before it was interrupted (a queued call restored from storage
+// after a restart): Attempts becomes n and the delay sequence moves on as
+// if those n delays had been drawn, so MaxAttempts counts the attempts made
+// before the interruption and the next delay is the one after them. It
+// consults no budget, throttle or limiter and does nothing if n is not
+// more than Attempts.
+func (s *Schedule) Resume(n int) {
+	for ; s.attempts < n; s.attempts++ {
+		s.d.draw(s.attempts)
+	}
+}

@@ -13,7 +13,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 )
 
@@ -288,14 +287,10 @@ func (f *Invoker) loadStored() error {
 			t.expires = satAdd(t.born, f.cfg.ttl)
 		}
 		seq := f.nextSeq.Add(1) - 1
-		if f.cfg.seeded {
-			t.bo = f.cfg.policy.NewBackOff(rebound.WithSeed(f.cfg.seed + seq*0x9e3779b97f4a7c15))
-		} else {
-			t.bo = f.cfg.policy.NewBackOff()
-		}
-		for range c.Attempts { // the delays drawn before the restart
-			t.bo.NextBackOff()
-		}
+		// MaxElapsed counts from the first failure; the delays drawn before
+		// the restart are skipped, MaxAttempts counts the attempts made.
+		t.sched = f.retrier.NewSchedule(f.at(t.born))
+		t.sched.Resume(int(t.attempts))
 		t.seq = seq
 		loaded = append(loaded, t)
 		return nil

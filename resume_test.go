@@ -1,0 +1,45 @@
+package rebound_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// A resumed schedule draws what the uninterrupted one draws next, and
+// stops after MaxAttempts counting the attempts before the interruption.
+func TestScheduleResume(t *testing.T) {
+	now := time.Unix(0, 0)
+	errBoom := errors.New("boom")
+	for _, j := range []rebound.Jitter{rebound.FullJitter, rebound.DecorrelatedJitter, rebound.NoJitter} {
+		p := rebound.Policy{Jitter: j, MaxAttempts: 6}
+		a, err := rebound.NewRetrier(p, rebound.WithSeed(7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := rebound.NewRetrier(p, rebound.WithSeed(7))
+		full, resumed := a.NewSchedule(now), b.NewSchedule(now)
+		for range 3 {
+			if _, stop := full.Next(errBoom, now); stop != nil {
+				t.Fatal(stop)
+			}
+		}
+		resumed.Resume(3)
+		resumed.Resume(1) // no effect
+		if resumed.Attempts() != 3 {
+			t.Fatalf("%v: Attempts = %d after Resume(3)", j, resumed.Attempts())
+		}
+		for i := 4; i < 6; i++ {
+			d1, s1 := full.Next(errBoom, now)
+			d2, s2 := resumed.Next(errBoom, now)
+			if d1 != d2 || s1 != nil || s2 != nil {
+				t.Errorf("%v: attempt %d: %v, %v vs resumed %v, %v", j, i, d1, s1, d2, s2)
+			}
+		}
+		if _, stop := resumed.Next(errBoom, now); !errors.Is(stop, rebound.ErrExhausted) {
+			t.Errorf("%v: after 6 attempts: %v, want ErrExhausted", j, stop)
+		}
+	}
+}
