@@ -21,7 +21,7 @@ import (
 // owner reads or writes it; hooks get a copy (Task) made by the owner.
 type task struct {
 	inv        *cluster.Invocation
-	values     context.Context // WithContextValues: the caller's values, no cancel
+	values     context.Context   // WithContextValues: the caller's values, no cancel
 	sched      *rebound.Schedule // the task's retry schedule (owner only)
 	failed     []cluster.Invoker // invokers that failed for this task
 	lastErr    error
