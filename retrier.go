@@ -162,7 +162,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		}
 		var d time.Duration
 		if stop == nil {
-			d, stop = s.Next(err, now)
+			d, stop = s.next(err, now)
 		}
 		if stop == nil {
 			stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
@@ -171,7 +171,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 			c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: now.Sub(start)})
 		}
 		if stop == nil {
-			stop = s.Wait(ctx, d, timer)
+			stop = s.wait(ctx, d, timer)
 		}
 		if stop != nil {
 			s.Cancel(c.now())

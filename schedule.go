@@ -101,7 +101,17 @@ func (s *Schedule) Reset(now time.Time) {
 // Succeeded reports that the last attempt succeeded at now (an accept for
 // the AdaptiveThrottle), and resets the schedule (see Reset) for the next
 // run.
+//
+// With hooks it reports the attempt: Attempted, and Recovered if earlier
+// attempts of the run failed.
 func (s *Schedule) Succeeded(now time.Time) {
+	if s.c.observed() {
+		e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
+		s.c.emitAttempted(e)
+		if s.attempts > 0 {
+			s.c.emitRecovered(e)
+		}
+	}
 	s.res = nil // the token was used by the attempt
 	s.c.record(nil, now)
 	s.Reset(now)
@@ -115,9 +125,17 @@ func (s *Schedule) Succeeded(now time.Time) {
 // retries go through Next call it so that the budget knows their traffic.
 func (s *Schedule) Begin(now time.Time) error {
 	if err := s.c.begin(now); err != nil {
-		return s.stop(err)
+		return s.gaveUp(s.stop(err), now)
 	}
 	return nil
+}
+
+// gaveUp reports stop to the GaveUp hooks and returns it.
+func (s *Schedule) gaveUp(stop error, now time.Time) error {
+	if s.c.observed() {
+		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Elapsed: now.Sub(s.start)})
+	}
+	return stop
 }
 
 // Attempts returns the number of failed attempts reported to Next since
@@ -139,7 +157,27 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // Permanent) when it is not worth retrying, and a *RetryError otherwise
 // (Reason ErrExhausted). A nil err counts as a transient failure of unknown
 // cause. The delay is always at least MinDelay. See Schedule for the rules.
+//
+// With hooks (WithHooks, WithNotify on the Retrier), Next reports the
+// attempt: Attempted, then Retried (with the delay) or GaveUp (with stop),
+// so a loop built on a Schedule is observed like Retry.
 func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
+	if !s.c.observed() {
+		return s.next(err, now)
+	}
+	attempt, lw := s.attempts+1, s.limWait
+	d, stop := s.next(err, now)
+	el := now.Sub(s.start)
+	s.c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: lw, Elapsed: el})
+	if stop != nil {
+		s.c.emitGaveUp(Event{Attempt: attempt, Err: stop, Elapsed: el})
+	} else {
+		s.c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: el})
+	}
+	return d, stop
+}
+
+func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 	s.attempts++
 	s.limWait = 0
 	s.res = nil // a token reserved for the attempt that just failed was used
@@ -217,7 +255,17 @@ func (s *Schedule) FirstDelay() time.Duration {
 // Calling Admit again before the attempt runs (a heap scheduler whose task
 // came due a second time, after the token wait) returns the time left on
 // the token already held; it never takes a second one.
+//
+// With hooks, a stop is reported to GaveUp.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
+	w, stop := s.admit(now)
+	if stop != nil {
+		return 0, s.gaveUp(stop, now)
+	}
+	return w, nil
+}
+
+func (s *Schedule) admit(now time.Time) (time.Duration, error) {
 	lim := s.c.limiter
 	if lim == nil {
 		return 0, nil
@@ -257,7 +305,16 @@ func (s *Schedule) Cancel(now time.Time) {
 // given back), an error wrapping context.DeadlineExceeded (a wait that
 // would end after ctx's deadline, checked before sleeping), or ErrExhausted
 // (see Admit). t is the timer to wait on; nil means a new time.Timer.
+//
+// With hooks, a stop is reported to GaveUp.
 func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if err := s.wait(ctx, d, t); err != nil {
+		return s.gaveUp(err, s.c.now())
+	}
+	return nil
+}
+
+func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
 	if d > 0 {
 		if err := s.deadline(ctx, d, "next attempt in %v would start after the context deadline"); err != nil {
 			return err
@@ -270,7 +327,7 @@ func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 		return nil
 	}
 	now := s.c.now()
-	w, stop := s.Admit(now)
+	w, stop := s.admit(now)
 	if stop != nil {
 		return stop
 	}

@@ -3,6 +3,7 @@ package rebound_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -347,5 +348,24 @@ func TestRetrierSchedulesDrawDifferently(t *testing.T) {
 	}
 	if same {
 		t.Fatal("two schedules of one seeded Retrier retry in lockstep")
+	}
+}
+
+// A loop built on a Schedule is observed through the Retrier's hooks like
+// Retry.
+func TestScheduleReportsToHooks(t *testing.T) {
+	var got []string
+	rec := func(e rebound.Event) { got = append(got, fmt.Sprintf("%s:%d", e.Kind, e.Attempt)) }
+	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
+	r := mustRetrier(t, p, rebound.WithHooks(rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}))
+	s := r.NewSchedule(t0)
+	s.Next(errBoom, t0)
+	s.Succeeded(t0.Add(time.Second))
+	s.Next(errBoom, t0)
+	s.Next(errBoom, t0)
+	s.Next(errBoom, t0)
+	want := "attempt:1 retry:1 attempt:2 recovered:2 attempt:1 retry:1 attempt:2 retry:2 attempt:3 give-up:3"
+	if s := strings.Join(got, " "); s != want {
+		t.Fatalf("hooks:\n%s\nwant\n%s", s, want)
 	}
 }
