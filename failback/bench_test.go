@@ -56,6 +56,17 @@ func BenchmarkInvoke(b *testing.B) {
 			}
 		}
 	})
+	b.Run("failback/budget", func(b *testing.B) {
+		budget, _ := rebound.NewRetryBudget()
+		fb := mustNew(b, cluster.NewStaticDirectory(iv), WithBudget(budget))
+		defer mustClose(b, fb)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := fb.Invoke(ctx, inv); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("direct/parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

@@ -66,10 +66,20 @@ const (
 	// DropStore: the Store (WithStore) failed to add the call; it was never
 	// queued and Invoke returned an error wrapping ErrStore.
 	DropStore DropReason = "store"
+	// DropBudget: the retry budget (WithBudget) refused the call's next
+	// retry: too many retries for the requests sent recently. If that was
+	// its first retry, the call was never queued and Invoke returned an
+	// error wrapping rebound.ErrBudgetExhausted.
+	DropBudget DropReason = "budget"
+	// DropThrottled: the adaptive throttle (WithThrottle) rejected the
+	// call's next retry locally, because the providers have been rejecting
+	// most calls. If that was its first retry, the call was never queued
+	// and Invoke returned an error wrapping rebound.ErrThrottled.
+	DropThrottled DropReason = "throttled"
 )
 
 // dropReasons lists every DropReason, in the order Stats reports them.
-var dropReasons = [...]DropReason{DropQueueFull, DropClosed, DropExpired, DropStore}
+var dropReasons = [...]DropReason{DropQueueFull, DropClosed, DropExpired, DropStore, DropBudget, DropThrottled}
 
 func (r DropReason) sentinel() error {
 	switch r {
@@ -79,14 +89,30 @@ func (r DropReason) sentinel() error {
 		return ErrExpired
 	case DropStore:
 		return ErrStore
+	case DropBudget:
+		return rebound.ErrBudgetExhausted
+	case DropThrottled:
+		return rebound.ErrThrottled
 	}
 	return ErrClosed
 }
 
+// refusal maps a Schedule's stop reason to the drop reason of a retry
+// refused by the budget or the throttle.
+func refusal(reason error) (DropReason, bool) {
+	switch {
+	case errors.Is(reason, rebound.ErrBudgetExhausted):
+		return DropBudget, true
+	case errors.Is(reason, rebound.ErrThrottled):
+		return DropThrottled, true
+	}
+	return "", false
+}
+
 // RejectedError is returned by Invoke when the first attempt failed with a
 // retryable error and the call could not be queued for retry. errors.Is
-// holds for ErrQueueFull, ErrClosed or ErrExpired (by Reason) and for the
-// attempt's own error, Err.
+// holds for ErrQueueFull, ErrClosed, ErrExpired, rebound.ErrBudgetExhausted
+// or rebound.ErrThrottled (by Reason) and for the attempt's own error, Err.
 type RejectedError struct {
 	Reason DropReason
 	Err    error

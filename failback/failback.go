@@ -157,6 +157,7 @@ type Invoker struct {
 	nextSeq     atomic.Uint64 // tasks created; seeds and FIFO order of equal due times
 
 	retrier    *rebound.Retrier // the policy, compiled once; one Schedule per task
+	account    bool             // a budget or a throttle counts first attempts
 	epoch      time.Time        // due times are nanoseconds since epoch (monotonic)
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -213,9 +214,15 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	ropts := []rebound.Option{}
+	ropts := []rebound.Option{rebound.WithClassifier(cfg.retryable)}
 	if cfg.seeded {
 		ropts = append(ropts, rebound.WithSeed(cfg.seed))
+	}
+	if cfg.budget != nil {
+		ropts = append(ropts, rebound.WithBudget(cfg.budget))
+	}
+	if cfg.throttle != nil {
+		ropts = append(ropts, rebound.WithThrottle(cfg.throttle))
 	}
 	retrier, err := rebound.NewRetrier(cfg.policy, ropts...)
 	if err != nil { // WithPolicy validated it already
@@ -227,6 +234,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		lb:        cfg.lb,
 		cfg:       cfg,
 		retrier:   retrier,
+		account:   cfg.budget != nil || cfg.throttle != nil,
 		log:       log,
 		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
 		epoch:     time.Now(),
@@ -287,7 +295,26 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	if f.cfg.durable.store != nil {
 		inv = withIdempotencyKey(inv)
 	}
+	if f.account {
+		return f.invokeAccounted(ctx, inv)
+	}
 	target, res, err := f.attempt(ctx, inv, nil)
+	if err == nil {
+		return res, nil
+	}
+	return nil, f.firstFailure(ctx, inv, target, err)
+}
+
+// invokeAccounted is Invoke with a budget or a throttle: the first attempt
+// is a deposit and a request, and its outcome is recorded. The throttle
+// never rejects a first attempt (its verdict is ignored).
+func (f *Invoker) invokeAccounted(ctx context.Context, inv *cluster.Invocation) (any, error) {
+	now := time.Now()
+	_ = f.retrier.Begin(now)
+	target, res, err := f.attempt(ctx, inv, nil)
+	if err == nil || !f.retryable(err) {
+		f.retrier.Record(err, now)
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -357,8 +384,15 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 		t.expires = satAdd(now, ttl)
 	}
 	d, reason := f.nextDelay(t, now)
-	if reason != nil { // the policy allows no retry at all
-		return err
+	if reason != nil {
+		if drop, ok := refusal(reason); ok { // the budget or throttle refused the first retry
+			f.mu.Lock()
+			f.offered++
+			f.dropped[dropIndex(drop)]++
+			f.mu.Unlock()
+			return f.reject(t, drop)
+		}
+		return err // the policy allows no retry at all
 	}
 	return f.offer(t, d, seq)
 }

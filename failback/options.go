@@ -54,6 +54,8 @@ type config struct {
 	lb             cluster.LoadBalance
 	hooks          Hooks
 	contextValues  bool
+	budget         *rebound.RetryBudget
+	throttle       *rebound.AdaptiveThrottle
 	seed           uint64
 	seeded         bool
 	durable        storeConfig // WithStore, WithCodec (store.go)
@@ -153,6 +155,46 @@ func WithTTL(d time.Duration) Option {
 			return
 		}
 		c.ttl = d
+	})
+}
+
+// WithBudget makes retries draw from b, a rebound.RetryBudget that any
+// number of invokers and loops may share (one per downstream service):
+// each first attempt made by Invoke is a deposit, each retry a withdrawal,
+// and a call whose next retry the budget refuses is dropped with
+// DropBudget (Hooks.Dropped; if it was the first retry, Invoke returns a
+// *RejectedError wrapping rebound.ErrBudgetExhausted instead). So during a
+// full outage the retries sent stay at the budget's ratio of the calls
+// plus its floor (20% plus 10/s by default) instead of multiplying the
+// load. With a budget, Invoke reads the clock once per call. Default:
+// none. A nil b makes New fail.
+func WithBudget(b *rebound.RetryBudget) Option {
+	return optionFunc(func(c *config) {
+		if b == nil {
+			c.bad("WithBudget", "b", "must not be nil (omit the option for no budget)", nil)
+			return
+		}
+		c.budget = b
+	})
+}
+
+// WithThrottle makes retries ask t, a rebound.AdaptiveThrottle any number
+// of invokers and loops may share (one per backend), before they are
+// scheduled: a retry t rejects locally is not sent, and the call is
+// dropped with DropThrottled (if it was the first retry, Invoke returns a
+// *RejectedError wrapping rebound.ErrThrottled instead). Every attempt
+// counts as a request and its outcome is recorded (a success, or an error
+// the classifier does not retry, is an accept), first attempts included,
+// but first attempts are never rejected: Invoke always makes them. With a
+// throttle, Invoke reads the clock once per call. Default: none. A nil t
+// makes New fail.
+func WithThrottle(t *rebound.AdaptiveThrottle) Option {
+	return optionFunc(func(c *config) {
+		if t == nil {
+			c.bad("WithThrottle", "t", "must not be nil (omit the option for no throttle)", nil)
+			return
+		}
+		c.throttle = t
 	})
 }
 

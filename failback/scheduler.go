@@ -265,9 +265,13 @@ func (f *Invoker) run(t *task) {
 			out, drop = outDropped, DropClosed // cancelled by Close: not the call's own outcome
 		case !f.retryable(err):
 			out, reason = outGaveUp, ErrNotRetryable
+			f.retrier.Record(err, f.at(now)) // the provider answered: an accept for the throttle
 		default:
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
+				if d, ok := refusal(reason); ok {
+					out, drop = outDropped, d
+				}
 			} else if due := satAdd(now, delay); due > t.expires {
 				out, drop = outDropped, DropExpired
 			} else if closing {
@@ -279,6 +283,9 @@ func (f *Invoker) run(t *task) {
 		}
 	}
 
+	if out == outSucceeded && f.account {
+		t.sched.Succeeded(f.at(now)) // an accept for the throttle
+	}
 	if out == outRequeued {
 		if f.cfg.durable.store != nil {
 			f.storeRetried(t)
