@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -368,4 +369,38 @@ func TestScheduleReportsToHooks(t *testing.T) {
 	if s := strings.Join(got, " "); s != want {
 		t.Fatalf("hooks:\n%s\nwant\n%s", s, want)
 	}
+}
+
+// Whatever the policy and the Retry-After, Next never returns a delay below
+// MinDelay or above max(Max, MaxRetryAfter), and never stops an unlimited
+// policy.
+func FuzzScheduleNext(f *testing.F) {
+	f.Add(int64(time.Second), 2.0, int64(30*time.Second), 0, int64(0), int64(4294967295*time.Second), uint64(1), 100)
+	f.Add(int64(-1), 1e308, int64(math.MaxInt64), 2, int64(-5), int64(-1), uint64(2), 1000)
+	f.Add(int64(1), 1.0, int64(1), 3, int64(time.Hour), int64(math.MaxInt64), uint64(3), 50)
+	f.Fuzz(func(t *testing.T, initial int64, mult float64, maxD int64, jitter int, maxRA, ra int64, seed uint64, n int) {
+		p := rebound.Policy{Initial: time.Duration(initial), Multiplier: mult, Max: time.Duration(maxD),
+			Jitter: rebound.Jitter(jitter), MaxRetryAfter: time.Duration(maxRA)}.Normalized()
+		r, err := rebound.NewRetrier(p, rebound.WithSeed(seed))
+		if err != nil {
+			t.Fatalf("NewRetrier(Normalized) = %v", err)
+		}
+		s := r.NewSchedule(t0)
+		hi := max(p.Max, p.MaxRetryAfter)
+		now := t0
+		for i := 0; i < min(max(n, 0), 2000); i++ {
+			e := error(errBoom)
+			if i%3 == 1 {
+				e = rebound.RetryAfter(time.Duration(ra), errBoom)
+			}
+			d, stop := s.Next(e, now)
+			if stop != nil {
+				t.Fatalf("draw %d: stop %v from an unlimited policy", i, stop)
+			}
+			if d < rebound.MinDelay || d > hi {
+				t.Fatalf("draw %d = %v: outside [MinDelay, %v]", i, d, hi)
+			}
+			now = now.Add(d)
+		}
+	})
 }
