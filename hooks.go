@@ -97,9 +97,10 @@ func (h Hooks) isZero() bool {
 // The emitters allocate nothing; WithNotify's functions are called after
 // the Hooks of the same event.
 
-func (c *config) observed() bool { return len(c.hooks) > 0 || len(c.notify) > 0 }
+func (c *config) observed() bool { return len(c.hooks) > 0 || len(c.notify) > 0 || c.meter != nil }
 
 func (c *config) emitAttempted(e Event) {
+	c.meter.Attempted(e.Err, e.LimiterWait) // nil-safe
 	e.Kind = EventAttempt
 	for i := range c.hooks {
 		if f := c.hooks[i].Attempted; f != nil {
@@ -115,6 +116,7 @@ func (c *config) emitAttempted(e Event) {
 }
 
 func (c *config) emitRetried(e Event) {
+	c.meter.Retried(e.Delay)
 	e.Kind = EventRetry
 	for i := range c.hooks {
 		if f := c.hooks[i].Retried; f != nil {
@@ -136,6 +138,7 @@ func (c *config) emitRecovered(e Event) {
 }
 
 func (c *config) emitGaveUp(e Event) {
+	c.meter.GaveUp()
 	e.Kind = EventGiveUp
 	for i := range c.hooks {
 		if f := c.hooks[i].GaveUp; f != nil {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
 // An Option configures Retry and NewRetrier (and, for WithSeed and
@@ -23,7 +25,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 // config is the compiled form of a set of options (a Retrier holds one).
 type config struct {
 	hooks     []Hooks
-	notify    []func(Event) // WithNotify: retry, success, give-up
+	notify    []func(Event)    // WithNotify: retry, success, give-up
+	meter     *telemetry.Retry // WithMeterProvider (metrics.go), called like a hook
 	transient func(error) bool
 	limiter   *rate.Limiter
 	budget    *RetryBudget

@@ -16,16 +16,22 @@
 //
 // Meter (instrumentation scope): "github.com/rebound-go/rebound".
 //
-//	name                                 kind                    unit            attributes
-//	rebound.retry.attempts               counter (observable)    {attempt}       outcome=success|retry|gave_up, component
-//	rebound.retry.delay                  histogram               s               component
-//	rebound.limiter.wait                 histogram               s               component
-//	rebound.subscriber.subscriptions     gauge (observable)      {subscription}  state=pending|subscribed|retrying|stopped
-//	rebound.subscriber.updates           counter                 {update}        result=delivered|duplicate|empty_held|stale
-//	rebound.subscriber.confirmations     counter                 {confirmation}  reason
-//	rebound.subscriber.registry.connected gauge (observable)     1               (none): 1 connected, 0 not
-//	rebound.failback.queue               gauge (observable)      {call}          (none): calls waiting for a retry
-//	rebound.failback.calls               counter (observable)    {call}          outcome=succeeded|gave_up|dropped
+//	name                                  kind                         unit            attributes
+//	rebound.retry.attempts                counter (observable)         {attempt}       outcome=success|retry|gave_up, component
+//	rebound.retry.delay                   histogram                    s               component
+//	rebound.limiter.wait                  histogram                    s               component
+//	rebound.subscriber.subscriptions      updowncounter (observable)   {subscription}  state=pending|subscribed|retrying|stopped
+//	rebound.subscriber.updates            counter                      {update}        result=delivered|duplicate|empty_held|stale
+//	rebound.subscriber.confirmations      counter                      {confirmation}  reason
+//	rebound.subscriber.registry.connected updowncounter (observable)   {connection}    (none)
+//	rebound.failback.queue                updowncounter (observable)   {call}          (none)
+//	rebound.failback.calls                counter (observable)         {call}          outcome=succeeded|gave_up|dropped
+//
+// The "current number" instruments are observable up-down counters, not
+// gauges, because they add up: two Managers on one MeterProvider report
+// the sum of their subscriptions per state, of their connected registry
+// clients (1 each while connected) and two Invokers the sum of their
+// queues (calls waiting for or running a retry).
 //
 // The failback instruments are read from failback.Invoker.Stats when the
 // reader collects: they cost the call path nothing.
@@ -162,6 +168,53 @@ func (r *Retry) LimiterWait(ctx context.Context, d time.Duration) {
 	}
 }
 
+// The three hook forms, for a rebound.Hooks built by the package that owns
+// the loop (this package cannot import rebound):
+//
+//	rebound.Hooks{
+//		Attempted: func(e rebound.Event) { t.Attempted(e.Err, e.LimiterWait) },
+//		Retried:   func(e rebound.Event) { t.Retried(e.Delay) },
+//		GaveUp:    func(rebound.Event) { t.GaveUp() },
+//	}
+
+// Attempted records an attempt's end: a success counts, a failure is
+// counted by Retried or GaveUp; a limiter wait before it is recorded.
+func (r *Retry) Attempted(err error, limiterWait time.Duration) {
+	if r == nil {
+		return
+	}
+	if err == nil {
+		r.attempts[OutcomeSuccess].Add(1)
+	}
+	if limiterWait > 0 {
+		r.wait.Record(context.Background(), limiterWait.Seconds(), r.opts...)
+	}
+}
+
+// Succeeded records a successful attempt with no limiter wait: Attempted's
+// fast path.
+func (r *Retry) Succeeded() {
+	if r != nil {
+		r.attempts[OutcomeSuccess].Add(1)
+	}
+}
+
+// Retried records a failed attempt that another follows after delay.
+func (r *Retry) Retried(delay time.Duration) {
+	if r == nil {
+		return
+	}
+	r.attempts[OutcomeRetry].Add(1)
+	r.delay.Record(context.Background(), delay.Seconds(), r.opts...)
+}
+
+// GaveUp records a failed attempt that ended its loop.
+func (r *Retry) GaveUp() {
+	if r != nil {
+		r.attempts[OutcomeGaveUp].Add(1)
+	}
+}
+
 // Close unregisters the callback of rebound.retry.attempts.
 func (r *Retry) Close() error {
 	if r == nil || r.reg == nil {
@@ -221,13 +274,13 @@ func NewSubscriber(mp metric.MeterProvider) (*Subscriber, error) {
 		metric.WithDescription("Evidence that the registry holds a subscription, by reason.")); err != nil {
 		return nil, err
 	}
-	subs, err := m.Int64ObservableGauge(SubscriberSubscriptions, metric.WithUnit("{subscription}"),
+	subs, err := m.Int64ObservableUpDownCounter(SubscriberSubscriptions, metric.WithUnit("{subscription}"),
 		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, stopped."))
 	if err != nil {
 		return nil, err
 	}
-	conn, err := m.Int64ObservableGauge(SubscriberConnected, metric.WithUnit("1"),
-		metric.WithDescription("1 while the registry client reports a connection, 0 while it does not."))
+	conn, err := m.Int64ObservableUpDownCounter(SubscriberConnected, metric.WithUnit("{connection}"),
+		metric.WithDescription("Registry clients connected: 1 per Manager while its registry client reports a connection."))
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +377,7 @@ func NewFailback(mp metric.MeterProvider, stats func() FailbackStats) (*Failback
 		return nil, nil
 	}
 	m := meter(mp)
-	q, err := m.Int64ObservableGauge(FailbackQueue, metric.WithUnit("{call}"),
+	q, err := m.Int64ObservableUpDownCounter(FailbackQueue, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls waiting for a retry (queued or running)."))
 	if err != nil {
 		return nil, err

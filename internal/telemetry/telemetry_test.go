@@ -39,10 +39,6 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) (map[string]map[string]int
 				for _, p := range d.DataPoints {
 					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
 				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = int64(p.Count)
