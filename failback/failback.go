@@ -14,6 +14,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
 )
 
@@ -151,10 +152,11 @@ type Invoker struct {
 	closedFlag atomic.Bool // state != stateOpen, for Invoke's lock-free check
 
 	log         *zap.Logger
-	fullLoop    *logging.Loop // queue-full episodes
-	dropping    atomic.Bool   // in a queue-full episode
-	fullEpisode atomic.Int64  // calls refused in the current queue-full episode
-	nextSeq     atomic.Uint64 // tasks created; seeds and FIFO order of equal due times
+	metrics     *telemetry.Failback // nil without WithMeterProvider
+	fullLoop    *logging.Loop       // queue-full episodes
+	dropping    atomic.Bool         // in a queue-full episode
+	fullEpisode atomic.Int64        // calls refused in the current queue-full episode
+	nextSeq     atomic.Uint64       // tasks created; seeds and FIFO order of equal due times
 
 	retrier    *rebound.Retrier // the policy, compiled once; one Schedule per task
 	account    bool             // a budget or a throttle counts first attempts
@@ -245,7 +247,11 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		closeDone: make(chan struct{}),
 	}
 	f.cond.L = &f.mu
+	if err := f.startMetrics(); err != nil {
+		return nil, fmt.Errorf("failback.New: WithMeterProvider: %w", err)
+	}
 	if err := f.loadStored(); err != nil { // WithStore: the calls a previous invoker left
+		_ = f.metrics.Close()
 		return nil, err
 	}
 	f.baseCtx, f.cancelBase = context.WithCancel(context.Background())
@@ -588,6 +594,7 @@ func (f *Invoker) stop() {
 	}
 	f.reservers.Wait()
 	<-f.stopped
+	_ = f.metrics.Close()
 	close(f.closeDone)
 }
 

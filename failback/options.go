@@ -3,6 +3,7 @@ package failback
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
@@ -58,7 +59,8 @@ type config struct {
 	throttle       *rebound.AdaptiveThrottle
 	seed           uint64
 	seeded         bool
-	durable        storeConfig // WithStore, WithCodec (store.go)
+	durable        storeConfig          // WithStore, WithCodec (store.go)
+	meterProvider  metric.MeterProvider // WithMeterProvider (metrics.go)
 	errs           []error
 }
 

@@ -1,0 +1,34 @@
+package failback
+
+import (
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/rebound-go/rebound/internal/telemetry"
+)
+
+// WithMeterProvider records the invoker's OpenTelemetry metrics with mp
+// (see the README's table), on the meter "github.com/rebound-go/rebound":
+// rebound.failback.queue (calls waiting for or running a retry) and
+// rebound.failback.calls{outcome=succeeded|gave_up|dropped} (calls handed
+// to the background that ended). Both are read from Stats when the reader
+// collects: Invoke and the retry workers record nothing, so the call path
+// costs the same with metrics as without. Close unregisters them. Default
+// (and for nil): no metrics; no global MeterProvider is used.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meterProvider = mp })
+}
+
+// startMetrics registers the invoker's instruments (New calls it).
+func (f *Invoker) startMetrics() error {
+	m, err := telemetry.NewFailback(f.cfg.meterProvider, func() telemetry.FailbackStats {
+		st := f.Stats()
+		var dropped uint64
+		for _, n := range st.Dropped {
+			dropped += n
+		}
+		return telemetry.FailbackStats{Queue: int64(st.Queued + st.InFlight),
+			Succeeded: int64(st.Succeeded), GaveUp: int64(st.GaveUp), Dropped: int64(dropped)}
+	})
+	f.metrics = m
+	return err
+}

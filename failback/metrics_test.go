@@ -1,0 +1,92 @@
+package failback
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+)
+
+func collectInt64(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
+				vals := map[string]int64{}
+				for _, p := range d.DataPoints {
+					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
+				}
+				out[m.Name] = vals
+			}
+		}
+	}
+	return out
+}
+
+func TestMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		p := newProvider("a:1", func(_ context.Context, c call) (any, error) {
+			if c.inv.Method == "ok-later" && !c.first {
+				return "ok", nil
+			}
+			return nil, errRefused
+		})
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithMeterProvider(mp), WithMaxTasks(2),
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 2}))
+		for _, m := range []string{"ok-later", "never", "full"} { // the third finds the queue full
+			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: m})
+		}
+		got := collectInt64(t, reader)
+		if q := got["rebound.failback.queue"][""]; q != 2 {
+			t.Errorf("queue %d, want 2: %v", q, got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		got = collectInt64(t, reader)
+		c := got["rebound.failback.calls"]
+		if c["outcome=succeeded"] != 1 || c["outcome=gave_up"] != 1 || c["outcome=dropped"] != 1 || got["rebound.failback.queue"][""] != 0 {
+			t.Errorf("after the retries: %v", got)
+		}
+		mustClose(t, f)
+		if got := collectInt64(t, reader); len(got) != 0 {
+			t.Errorf("still reported after Close: %v", got)
+		}
+	})
+}
+
+// The success path with metrics on, side by side with it off (metrics are
+// read from Stats when collected: the call path is the same).
+func BenchmarkInvokeMetrics(b *testing.B) {
+	inv := &cluster.Invocation{Method: "Notify"}
+	ctx := context.Background()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{{"off", nil}, {"metrics", []Option{WithMeterProvider(mp)}}} {
+		f := mustNew(b, cluster.NewStaticDirectory(benchInvoker), bc.opts...)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := f.Invoke(ctx, inv); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		mustClose(b, f)
+	}
+}
