@@ -168,8 +168,15 @@ func BenchmarkDownRegistry(b *testing.B) {
 	})
 }
 
+// memSubs is the number of subscriptions BenchmarkMemoryPerSubscription
+// creates per iteration, whatever b.N: a figure per subscription measured
+// over one subscription is GC noise (it came out negative at -benchtime 1x).
+const memSubs = 10_000
+
 // BenchmarkMemoryPerSubscription measures the heap and stack held per
-// subscription, pending (registry down, retrying) and subscribed (idle).
+// subscription, pending (registry down, retrying) and subscribed (idle),
+// over memSubs subscriptions per iteration; B/sub is the mean over
+// iterations, meaningful at any -benchtime (1x included).
 func BenchmarkMemoryPerSubscription(b *testing.B) {
 	for _, down := range []bool{true, false} {
 		name := "subscribed"
@@ -178,49 +185,106 @@ func BenchmarkMemoryPerSubscription(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			reg := subscribertest.New()
-			reg.SetDown(down)
-			m, err := subscriber.New(plain{reg}, subscriber.WithLimiter(nil))
-			if err != nil {
-				b.Fatal(err)
+			var total float64
+			for range b.N {
+				total += memoryPerSubscription(b, down, memSubs)
 			}
-			keys := make([]subscriber.Key, b.N)
-			for i := range keys {
-				keys[i] = subscriber.Key{Service: fmt.Sprint("svc", i)}
-			}
-			subs := make([]*subscriber.Subscription, b.N)
-			l := func([]subscriber.Instance) {}
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			b.ResetTimer()
-			for i := range b.N {
-				subs[i], err = m.Subscribe(context.Background(), keys[i], l)
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			for _, s := range subs {
-				if down {
-					for s.Status().TotalAttempts == 0 {
-						runtime.Gosched()
-					}
-				} else {
-					<-s.Ready()
-				}
-			}
-			// Let delivery goroutines of the first (empty) lists finish.
-			for !down && runtime.NumGoroutine() > 10 {
+			b.ReportMetric(total/float64(b.N), "B/sub")
+		})
+	}
+}
+
+// memoryPerSubscription subscribes n keys and returns the heap and stack
+// bytes held per subscription once they are all retrying (down) or
+// subscribed and idle.
+func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
+	b.StopTimer()
+	reg := subscribertest.New()
+	reg.SetDown(down)
+	m, err := subscriber.New(plain{reg}, subscriber.WithLimiter(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	keys := make([]subscriber.Key, n)
+	for i := range keys {
+		keys[i] = subscriber.Key{Service: fmt.Sprint("svc", i)}
+	}
+	subs := make([]*subscriber.Subscription, n)
+	l := func([]subscriber.Instance) {}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.StartTimer()
+	for i := range n {
+		subs[i], err = m.Subscribe(context.Background(), keys[i], l)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	for _, s := range subs {
+		if down {
+			for s.Status().TotalAttempts == 0 {
 				runtime.Gosched()
 			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			used := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
-			b.ReportMetric(float64(used)/float64(b.N), "B/sub")
-			runtime.KeepAlive(subs)
-			m.Close()
-		})
+		} else {
+			<-s.Ready()
+		}
+	}
+	// Let the attempt and delivery goroutines of the first attempts finish.
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > 10 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	used := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+	runtime.KeepAlive(subs)
+	runtime.KeepAlive(keys)
+	return float64(used) / float64(n)
+}
+
+// BenchmarkManySubscriptions: 100,000 subscriptions in one process against
+// a down registry (the default policy and limiter): the time to subscribe
+// them all, memory per subscription, and the CPU they cost once retrying
+// (a 5 s window after a 5 s warm-up).
+func BenchmarkManySubscriptions(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		reg := subscribertest.New()
+		reg.SetDown(true)
+		var attempts atomic.Int64
+		reg.OnSubscribe(func(subscriber.Key) { attempts.Add(1) })
+		m, err := subscriber.New(plain{reg})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		l := func([]subscriber.Instance) {}
+		for i := range n {
+			if _, err := m.Subscribe(context.Background(), subscriber.Key{Service: fmt.Sprint("svc", i)}, l); err != nil {
+				b.Fatal(err)
+			}
+		}
+		subscribeTime := time.Since(start)
+		warm := time.NewTimer(5 * time.Second)
+		<-warm.C
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		wall, cpu, a0 := time.Now(), cpuTime(), attempts.Load()
+		window := time.NewTimer(5 * time.Second)
+		<-window.C
+		elapsed, used, a1 := time.Since(wall), cpuTime()-cpu, attempts.Load()
+		closeStart := time.Now()
+		m.Close()
+		b.ReportMetric(float64(subscribeTime.Nanoseconds())/n, "ns/subscribe")
+		b.ReportMetric(float64(int64(after.HeapInuse+after.StackInuse)-int64(before.HeapInuse+before.StackInuse))/n, "B/sub")
+		b.ReportMetric(100*float64(used)/float64(elapsed), "steady-cpu-%")
+		b.ReportMetric(float64(a1-a0)/elapsed.Seconds(), "attempts/s")
+		b.ReportMetric(float64(time.Since(closeStart).Milliseconds()), "ms-to-close")
 	}
 }
 

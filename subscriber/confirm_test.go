@@ -115,27 +115,39 @@ func TestReconnectConfirmerSafetyCap(t *testing.T) {
 }
 
 // Refresh is coalesced and paced: 1,000 calls make a bounded number of
-// registry requests.
+// registry requests, a Lookup with a Reconciler, a Subscribe without.
 func TestRefreshIsCoalesced(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		reg := subscribertest.New()
-		m := newManager(t, reg, subscriber.WithRefreshInterval(5*time.Second))
-		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
-		<-s.Ready()
-		before := reg.Stats().Subscribes
-		for i := range 1000 {
-			s.Refresh()
-			if i%100 == 0 {
-				time.Sleep(time.Second) // 10 s in all
-			}
-		}
-		synctest.Wait()
-		got := reg.Stats().Subscribes - before
-		if got < 1 || got > 3 {
-			t.Errorf("1,000 Refresh calls over 10 s made %d requests, want 1..3 (one per 5 s)", got)
-		}
-		if st := s.Status(); st.State != subscriber.StateSubscribed {
-			t.Errorf("state %v after refreshes, want subscribed", st.State)
-		}
-	})
+	for _, withLookup := range []bool{true, false} {
+		t.Run(fmt.Sprint("lookup=", withLookup), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				reg := subscribertest.New()
+				var r subscriber.Registry = reg
+				if !withLookup {
+					r = plain{reg}
+				}
+				m := newManager(t, r, subscriber.WithRefreshInterval(5*time.Second))
+				s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+				<-s.Ready()
+				before := reg.Stats()
+				for i := range 1000 {
+					s.Refresh()
+					if i%100 == 0 {
+						time.Sleep(time.Second) // 10 s in all
+					}
+				}
+				synctest.Wait()
+				after := reg.Stats()
+				got := after.Subscribes - before.Subscribes + after.Lookups - before.Lookups
+				if got < 1 || got > 3 {
+					t.Errorf("1,000 Refresh calls over 10 s made %d requests, want 1..3 (one per 5 s)", got)
+				}
+				if withLookup && after.Subscribes != before.Subscribes {
+					t.Errorf("Refresh with a Reconciler sent %d Subscribes, want Lookups only", after.Subscribes-before.Subscribes)
+				}
+				if st := s.Status(); st.State != subscriber.StateSubscribed {
+					t.Errorf("state %v after refreshes, want subscribed", st.State)
+				}
+			})
+		})
+	}
 }

@@ -2,21 +2,25 @@ package subscriber
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/rebound-go/rebound"
 )
 
 var (
-	// ErrInvalidArgument is wrapped by every *ArgumentError.
-	ErrInvalidArgument = errors.New("subscriber: invalid argument")
+	// ErrInvalidArgument is rebound.ErrInvalidArgument: every
+	// *ArgumentError matches it.
+	ErrInvalidArgument = rebound.ErrInvalidArgument
 	// ErrManagerClosed is returned by Subscribe after Close, and is the
 	// reason (Subscription.Err) of every subscription that Close stopped.
-	ErrManagerClosed = errors.New("subscriber: manager closed")
+	// It matches rebound.ErrClosed.
+	ErrManagerClosed = rebound.NewClosedError("subscriber: manager closed")
 	// ErrUnsubscribed is the reason of a subscription stopped by
 	// Unsubscribe.
 	ErrUnsubscribed = errors.New("subscriber: unsubscribed")
 	// ErrRegistryClosed is returned (wrapped) by an adapter whose registry
-	// client was closed. It stops a subscription for good.
-	ErrRegistryClosed = errors.New("subscriber: registry closed")
+	// client was closed. It stops a subscription for good. It matches
+	// rebound.ErrClosed.
+	ErrRegistryClosed = rebound.NewClosedError("subscriber: registry closed")
 	// ErrDisconnected is a subscription's last error after the
 	// ConnectionMonitor reported the connection lost, until the next
 	// attempt.
@@ -26,37 +30,21 @@ var (
 	// subscription within WithConfirmTimeout of a reconnect: the Manager
 	// confirms it itself.
 	ErrNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
+	// ErrOutOfSync is a subscription's last error when a reconciliation
+	// (WithReconcile, Refresh) read a list from the server that differs
+	// from the one the adapter handed over: the Manager delivered the
+	// server's list and resubscribes.
+	ErrOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
+	// ErrCalledFromCallback is returned by Close and Shutdown called from a
+	// listener or a hook: the Manager is closing, but waiting for it there
+	// would deadlock, so they return at once.
+	ErrCalledFromCallback = errors.New("subscriber: Close called from a listener or hook: closing in the background")
 )
 
-// ArgumentError reports a bad argument or option. It wraps
-// ErrInvalidArgument.
-type ArgumentError struct {
-	// Func is the function or option that rejected the argument.
-	Func string
-	// Arg names the argument (for example "key.Service").
-	Arg string
-	// Reason says what is wrong with it.
-	Reason string
-	// Err is an underlying error, if any (for example the policy's
-	// validation error).
-	Err error
-}
-
-func (e *ArgumentError) Error() string {
-	s := fmt.Sprintf("subscriber: %s: %s %s", e.Func, e.Arg, e.Reason)
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-// Unwrap returns ErrInvalidArgument and Err.
-func (e *ArgumentError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrInvalidArgument}
-	}
-	return []error{ErrInvalidArgument, e.Err}
-}
+// ArgumentError is rebound.ArgumentError: a bad argument or option. It
+// matches ErrInvalidArgument. Func is qualified ("subscriber.New",
+// "subscriber.WithPolicy").
+type ArgumentError = rebound.ArgumentError
 
 func argError(fn, arg, reason string) error {
 	return &ArgumentError{Func: fn, Arg: arg, Reason: reason}

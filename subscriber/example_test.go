@@ -57,5 +57,5 @@ func ExampleManager_Status() {
 		fmt.Println(st.Key, st.State, st.Attempts, st.LastErr)
 	}
 	// Output:
-	// /pay/billing subscribed 1 <nil>
+	// pay/billing subscribed 1 <nil>
 }

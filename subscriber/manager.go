@@ -1,11 +1,16 @@
 package subscriber
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,14 +27,23 @@ const (
 	// Manager knows of no reason to doubt it.
 	StateSubscribed
 	// StateRetrying: an attempt failed, or the subscription was disrupted
-	// (connection lost or re-established, Sink.Resubscribe), and the loop
-	// is trying to (re)confirm it. Listeners keep the last list.
+	// (connection lost or re-established, Sink.Resubscribe, a
+	// reconciliation found a difference), and the Manager is confirming it
+	// again (or waiting for a ReconnectConfirmer's evidence, see
+	// Status.ConfirmDeadline). Listeners keep the last list.
 	StateRetrying
+	// StateHeld: subscribed, but an empty list that arrived after a
+	// registry disconnection or restart is held back and the listener keeps
+	// the last non-empty list (see WithEmptyListHold and Status.HeldSince).
+	StateHeld
 	// StateStopped: the subscription ended for good (Unsubscribe, its
 	// context, Close, or a permanent registry error); see
-	// Subscription.Err.
+	// Subscription.Err and Status.LastErr.
 	StateStopped
 )
+
+// numStates bounds the State values (for per-state counters).
+const numStates = int(StateStopped) + 1
 
 func (s State) String() string {
 	switch s {
@@ -39,6 +53,8 @@ func (s State) String() string {
 		return "subscribed"
 	case StateRetrying:
 		return "retrying"
+	case StateHeld:
+		return "held"
 	case StateStopped:
 		return "stopped"
 	}
@@ -47,6 +63,9 @@ func (s State) String() string {
 
 // Status is a snapshot of one subscription.
 type Status struct {
+	// ID identifies the subscription within its Manager; IDs grow in the
+	// order subscriptions were created.
+	ID    uint64
 	Key   Key
 	State State
 	// Since is when the subscription entered State.
@@ -59,9 +78,9 @@ type Status struct {
 	// subscription.
 	TotalAttempts int
 	// LastErr is the error of the last failed attempt (or ErrDisconnected,
-	// or the error given to Sink.Resubscribe) while not subscribed; nil
-	// once an attempt succeeds. For a stopped subscription it is the reason
-	// it stopped.
+	// ErrNotConfirmed, ErrOutOfSync, or the error given to
+	// Sink.Resubscribe) while not subscribed; nil once confirmed. For a
+	// stopped subscription it is the reason it stopped.
 	LastErr error
 	// Instances is the length of the list last delivered to the listener.
 	Instances int
@@ -74,8 +93,36 @@ type Status struct {
 	ConfirmReason string
 	// ConfirmDeadline is set while the Manager waits for a
 	// ReconnectConfirmer's evidence after a reconnect: when the safety cap
-	// (WithConfirmTimeout) ends the wait. Zero otherwise.
+	// (WithConfirmTimeout) ends the wait. Zero otherwise (also while the
+	// connection is down).
 	ConfirmDeadline time.Time
+	// HeldSince is set while an empty list is held back (see
+	// WithEmptyListHold): when it arrived. HeldUntil is when it will be
+	// delivered at the latest, unless a non-empty list replaces it first;
+	// HeldReason says which registry event opened the hold.
+	HeldSince  time.Time
+	HeldUntil  time.Time
+	HeldReason string
+}
+
+// Counts are cheap aggregate figures of a Manager, for gauges (package
+// obs): reading them takes no subscription's lock.
+type Counts struct {
+	// ByState counts the subscriptions in each state; ByState[StateStopped]
+	// counts the stopped ones still retained in Status (see
+	// WithStoppedRetention). Index it with a State.
+	ByState [numStates]int
+	// Stopped counts every subscription that has stopped since New.
+	Stopped uint64
+	// Scheduled is the number of due times in the Manager's scheduler
+	// (retries, token waits, confirmation caps, holds, reconciliations).
+	Scheduled int
+	// Connection is the last state the ConnectionMonitor reported (0 if
+	// none, or no monitor).
+	Connection ConnState
+	// DroppedEvents counts hook events dropped because the hook queue was
+	// full (see Hooks).
+	DroppedEvents uint64
 }
 
 // Manager keeps subscriptions to a service registry alive: each
@@ -85,39 +132,57 @@ type Status struct {
 //
 // Create a Manager with New; the zero Manager is not usable. A Manager is
 // safe for concurrent use. It owns every goroutine it starts: Close stops
-// them all and waits for them.
+// them all and waits for them. Goroutines: one scheduler, the connection
+// monitor (if the Registry is a ConnectionMonitor), the hook dispatcher (if
+// WithHooks), and one per registry call or listener call in progress.
 type Manager struct {
 	reg      Registry
 	opts     options
 	log      *zap.Logger
-	confirms bool // reg is a ReconnectConfirmer that confirms reconnects
+	loopLog  *zap.Logger // log with the subscriber component, for the retry Loops
+	confirms bool       // reg is a ReconnectConfirmer that confirms reconnects
+	recon    Reconciler // nil unless reg implements it
+	sched    *scheduler
+	disp     *dispatcher // nil without hooks
 
-	ctx    context.Context // cancelled by Close: stops the connection monitor
+	ctx    context.Context // cancelled by Close: stops the monitor and the scheduler
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine of the Manager
 
-	mu     sync.Mutex
-	closed bool
-	nextID uint64
-	subs   map[uint64]*Subscription
+	states   [numStates]atomic.Int64
+	nStopped atomic.Uint64
+	conn     atomic.Int32
+	inCB     sync.Map // goroutine ids running listener or hook calls
+
+	mu      sync.Mutex
+	closed  bool
+	nextID  uint64
+	subs    map[uint64]*Subscription
+	retired []Status // stopped subscriptions, oldest first, at most opts.keepStopped
 
 	closeOnce sync.Once
 	allDone   chan struct{} // closed when Close has finished
 }
 
-// New returns a Manager subscribing through reg. If reg implements
-// ConnectionMonitor, New starts a goroutine running it (stopped by Close).
+// New returns a Manager subscribing through reg. It starts the Manager's
+// scheduler goroutine, a goroutine running reg's ConnectionMonitor if reg
+// implements it, and the hook dispatcher if WithHooks set any hook; Close
+// stops them all.
 //
 // It returns an *ArgumentError (wrapping ErrInvalidArgument) for a nil reg
-// or a bad option. Defaults: the zero rebound.Policy (see WithPolicy), a
-// shared limiter of DefaultLimit per second with bursts of DefaultBurst
-// (WithLimiter), an empty-list hold of DefaultEmptyListHold
-// (WithEmptyListHold), no logging (WithLogger).
+// or a bad option; nil options are ignored. Defaults: the zero
+// rebound.Policy (see WithPolicy), a shared limiter of DefaultLimit per
+// second with bursts of DefaultBurst (WithLimiter), an empty-list hold of
+// DefaultEmptyListHold (WithEmptyListHold), a confirmation cap of
+// DefaultConfirmTimeout (WithConfirmTimeout), no reconciliation
+// (WithReconcile), DefaultStoppedRetention stopped subscriptions kept in
+// Status, no hooks, no logging (WithLogger).
 func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
-		return nil, argError("New", "reg", "is nil")
+		return nil, argError("subscriber.New", "reg", "is nil")
 	}
-	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval}
+	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval,
+		hookQueue: DefaultHookQueue, keepStopped: DefaultStoppedRetention}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -137,10 +202,27 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		reg:     reg,
 		opts:    o,
 		log:     log.With(zap.String("component", "subscriber")),
+		sched:   newScheduler(),
 		subs:    make(map[uint64]*Subscription),
 		allDone: make(chan struct{}),
 	}
+	m.loopLog = m.log
+	if rc, ok := reg.(Reconciler); ok {
+		m.recon = rc
+	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.sched.run(m.ctx.Done())
+	}()
+	if !o.hooks.empty() {
+		m.disp = newDispatcher(o.hooks, o.hookQueue, m.log)
+		go func() {
+			defer m.enterCallback()()
+			m.disp.run()
+		}()
+	}
 	if mon, ok := reg.(ConnectionMonitor); ok {
 		if rc, ok := reg.(ReconnectConfirmer); ok {
 			m.confirms = rc.ConfirmsReconnects()
@@ -151,34 +233,37 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// Subscribe starts a subscription of l to key and returns at once; a
-// background loop (rebound.Retry with the Manager's policy: jittered,
-// capped, unlimited attempts) calls Registry.Subscribe until the registry
-// acknowledges, then Ready is closed. Transient errors (unreachable,
-// timeouts, server errors) never end the loop; see Registry for the
-// permanent ones.
+// Subscribe starts a subscription of l to key and returns at once. The
+// first Registry.Subscribe attempt starts at once; after a failure the
+// Manager tries again with its policy's jittered, capped backoff (every
+// retry takes a token of the shared limiter), for ever, until the registry
+// acknowledges; then Ready is closed. Transient errors (unreachable,
+// timeouts, server errors) never end the subscription; see Registry for
+// the permanent ones.
 //
 // ctx bounds the life of the subscription, not just the call: when ctx is
 // done the subscription stops (as if Unsubscribe were called, with Err
-// returning context.Cause(ctx)). Use context.Background() for a
-// subscription that lives until Unsubscribe or Close. ctx's values are
-// passed on to every Registry call of the subscription.
+// returning context.Cause(ctx); the Manager logs it at Info and Status
+// keeps it as stopped). Use context.Background() for a subscription that
+// lives until Unsubscribe or Close. ctx's values are passed on to every
+// Registry call of the subscription.
 //
-// Errors: an *ArgumentError (wrapping ErrInvalidArgument) for a nil ctx, an
-// empty key.Service or cluster name, or a nil l; ctx's error if it is
-// already done; ErrManagerClosed (wrapped) after Close. Several
-// subscriptions may share a key; each has its own listener.
+// Errors: an *ArgumentError (wrapping ErrInvalidArgument) for a nil ctx, a
+// key.Service that is empty or only white space, an empty cluster name,
+// or a nil l; ctx's error if it is already done; ErrManagerClosed
+// (wrapped) after Close. Several subscriptions may share a key; each has
+// its own listener.
 func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscription, error) {
-	const fn = "Subscribe"
+	const fn = "subscriber.Manager.Subscribe"
 	if ctx == nil {
 		return nil, argError(fn, "ctx", "is nil")
 	}
-	if key.Service == "" {
-		return nil, argError(fn, "key.Service", "is empty")
+	if strings.TrimSpace(key.Service) == "" {
+		return nil, argError(fn, "key.Service", "is empty or only white space")
 	}
 	for i, c := range key.Clusters {
-		if c == "" {
-			return nil, argError(fn, fmt.Sprintf("key.Clusters[%d]", i), "is empty")
+		if strings.TrimSpace(c) == "" {
+			return nil, argError(fn, fmt.Sprintf("key.Clusters[%d]", i), "is empty or only white space")
 		}
 	}
 	if l == nil {
@@ -193,7 +278,6 @@ func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscrip
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		s.cancel(ErrManagerClosed)
 		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, ErrManagerClosed)
 	}
 	m.nextID++
@@ -205,24 +289,62 @@ func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscrip
 	return s, nil
 }
 
-// Status returns a snapshot of every subscription that has not finished
-// stopping, in the order they were created.
+// Status returns a snapshot of every subscription: the running ones and
+// the most recently stopped ones still retained (WithStoppedRetention), in
+// the order they were created.
 func (m *Manager) Status() []Status {
 	subs := m.snapshot()
-	out := make([]Status, 0, len(subs))
+	m.mu.Lock()
+	out := make([]Status, 0, len(subs)+len(m.retired))
+	out = append(out, m.retired...)
+	m.mu.Unlock()
 	for _, s := range subs {
 		out = append(out, s.Status())
 	}
-	return out
+	slices.SortStableFunc(out, func(a, b Status) int { return cmp.Compare(a.ID, b.ID) })
+	// A subscription retired between the two reads appears twice: keep
+	// its stopped entry.
+	return slices.CompactFunc(out, func(a, b Status) bool { return a.ID == b.ID })
+}
+
+// Counts returns aggregate figures without locking any subscription.
+func (m *Manager) Counts() Counts {
+	var c Counts
+	for i := range c.ByState {
+		c.ByState[i] = int(m.states[i].Load())
+	}
+	m.mu.Lock()
+	c.ByState[StateStopped] = len(m.retired)
+	m.mu.Unlock()
+	c.Stopped = m.nStopped.Load()
+	c.Scheduled = m.sched.len()
+	c.Connection = ConnState(m.conn.Load())
+	if m.disp != nil {
+		c.DroppedEvents = m.disp.dropped.Load()
+	}
+	return c
+}
+
+func (m *Manager) countState(from, to State) {
+	if from > 0 && int(from) < numStates {
+		m.states[from].Add(-1)
+	}
+	if to > 0 && int(to) < numStates {
+		m.states[to].Add(1)
+	}
 }
 
 // Close stops every subscription (each one's Registry.Unsubscribe is
-// called, bounded by UnsubscribeTimeout), stops the connection monitor, and
-// waits until every goroutine of the Manager has returned, including
-// listener calls in progress: do not call Close from a listener. It is
-// idempotent and safe to call concurrently; it always returns nil
-// (registry Unsubscribe errors are logged). Subscribe fails with
+// called, bounded by UnsubscribeTimeout), stops the connection monitor and
+// the scheduler, delivers the hook events queued so far, and waits until
+// every goroutine of the Manager has returned, including listener calls
+// in progress. It is idempotent and safe to call concurrently; it returns
+// nil (registry Unsubscribe errors are logged). Subscribe fails with
 // ErrManagerClosed afterwards.
+//
+// Called from a listener or a hook (which Close would wait for), Close
+// starts closing and returns ErrCalledFromCallback at once instead of
+// deadlocking; the Manager finishes closing after the callback returns.
 func (m *Manager) Close() error {
 	return m.Shutdown(context.Background())
 }
@@ -230,12 +352,17 @@ func (m *Manager) Close() error {
 // Shutdown is Close bounded by ctx: it starts closing the Manager (once)
 // and waits until it is done or ctx is; in the latter case it returns an
 // error wrapping ctx.Err() while the Manager finishes closing in the
-// background (a later Close or Shutdown waits for it).
+// background (a later Close or Shutdown waits for it). Like Close, called
+// from a listener or hook it returns ErrCalledFromCallback without
+// waiting.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	if ctx == nil {
-		return argError("Shutdown", "ctx", "is nil")
+		return argError("subscriber.Manager.Shutdown", "ctx", "is nil")
 	}
 	m.closeOnce.Do(m.startClose)
+	if m.inCallback() {
+		return ErrCalledFromCallback
+	}
 	select {
 	case <-m.allDone:
 		return nil
@@ -263,6 +390,10 @@ func (m *Manager) startClose() {
 	// every subscription is stopped.
 	go func() {
 		m.wg.Wait()
+		if m.disp != nil {
+			m.disp.close()
+			<-m.disp.done
+		}
 		close(m.allDone)
 	}()
 }
@@ -285,22 +416,26 @@ func (m *Manager) snapshot() []*Subscription {
 		subs = append(subs, s)
 	}
 	m.mu.Unlock()
-	slices.SortFunc(subs, func(a, b *Subscription) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(subs, func(a, b *Subscription) int { return cmp.Compare(a.id, b.id) })
 	return subs
 }
 
-func (m *Manager) remove(s *Subscription) {
+// retire moves a stopped subscription from the running ones to the
+// retained stopped ones.
+func (m *Manager) retire(s *Subscription) {
+	st := s.Status()
+	m.nStopped.Add(1)
 	m.mu.Lock()
 	delete(m.subs, s.id)
+	if n := m.opts.keepStopped; n > 0 {
+		if len(m.retired) >= n {
+			copy(m.retired, m.retired[len(m.retired)-n+1:])
+			m.retired = m.retired[:n-1]
+		}
+		m.retired = append(m.retired, st)
+	}
 	m.mu.Unlock()
+	m.states[StateStopped].Add(-1) // the retained entries are counted in Counts
 }
 
 func (m *Manager) monitor(mon ConnectionMonitor) {
@@ -318,20 +453,57 @@ func (m *Manager) monitor(mon ConnectionMonitor) {
 
 // onConnection handles a ConnectionMonitor report.
 func (m *Manager) onConnection(st ConnState) {
-	var reason error
+	var (
+		reason error
+		kind   disruptKind
+	)
 	switch st {
 	case Disconnected:
-		reason = ErrDisconnected
+		reason, kind = ErrDisconnected, disruptLost
 	case Connected:
+		kind = disruptReconnected
 	default:
 		return
 	}
+	m.conn.Store(int32(st))
 	subs := m.snapshot()
 	m.log.Info("registry connection changed", zap.Stringer("state", st), zap.Int("subscriptions", len(subs)))
-	for _, s := range subs {
-		if m.confirms && s.awaitEvidence(st) {
-			continue
-		}
-		s.disrupt(reason, st == Disconnected)
+	if m.disp != nil {
+		m.disp.push(hookEvent{conn: &ConnectionChange{State: st, Subscriptions: len(subs), At: time.Now()}})
 	}
+	for _, s := range subs {
+		s.disrupt(kind, reason)
+	}
+}
+
+// enterCallback marks the calling goroutine as one that runs listener or
+// hook calls, until the returned function is called.
+func (m *Manager) enterCallback() func() {
+	id := goid()
+	m.inCB.Store(id, struct{}{})
+	return func() { m.inCB.Delete(id) }
+}
+
+// inCallback reports whether the calling goroutine runs listener or hook
+// calls.
+func (m *Manager) inCallback() bool {
+	_, ok := m.inCB.Load(goid())
+	return ok
+}
+
+// goid returns the id of the calling goroutine, from the first line of its
+// stack trace ("goroutine 123 [running]:"). Used only to detect Close from
+// a callback, which would otherwise deadlock.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }

@@ -206,14 +206,21 @@ func TestRetryScheduleFollowsPolicy(t *testing.T) {
 		m := newManager(t, plain{reg}, subscriber.WithPolicy(rebound.Policy{
 			Initial: time.Second, Max: 8 * time.Second, Jitter: rebound.NoJitter}))
 		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
-		time.Sleep(31*time.Second + time.Millisecond)
+		time.Sleep(32 * time.Second)
 		synctest.Wait()
 		mu.Lock()
 		got := slices.Clone(at)
 		mu.Unlock()
-		want := []time.Duration{0, 1 * time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 23 * time.Second, 31 * time.Second}
-		if !slices.Equal(got, want) {
-			t.Fatalf("attempt times %v, want %v", got, want)
+		// Waits of 1, 2, 4, 8, 8, 8 s, each fired on the scheduler's grid:
+		// at most 1/32 of the wait (and MaxTimerSlack) late.
+		waits := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
+		if len(got) != len(waits)+1 || got[0] != 0 {
+			t.Fatalf("attempt times %v, want 7 attempts after waits of %v", got, waits)
+		}
+		for i, w := range waits {
+			if gap := got[i+1] - got[i]; gap < w || gap > w+min(w/32, subscriber.MaxTimerSlack) {
+				t.Fatalf("attempt times %v: wait %d is %v, want %v (plus the timer slack)", got, i, gap, w)
+			}
 		}
 		st := s.Status()
 		if st.State != subscriber.StateRetrying || st.Attempts != 7 || !errors.Is(st.LastErr, subscribertest.ErrUnavailable) {
@@ -251,8 +258,8 @@ func TestRetryDelaysGrowWithJitterAndNeverSpin(t *testing.T) {
 		}
 		for i := 1; i < len(at); i++ {
 			gap, c := at[i].Sub(at[i-1]), p.Ceiling(i-1)
-			if gap < c/2 || gap > c {
-				t.Fatalf("gap %d = %v, want within [%v, %v]", i, gap, c/2, c)
+			if gap < c/2 || gap > c+subscriber.MaxTimerSlack {
+				t.Fatalf("gap %d = %v, want within [%v, %v] (give or take the timer slack)", i, gap, c/2, c)
 			}
 		}
 	})
@@ -331,8 +338,12 @@ func TestPermanentErrorsStopTheLoop(t *testing.T) {
 				if st := reg.Stats(); st.Subscribes != 1 || st.Unsubscribes != 1 {
 					t.Fatalf("registry stats %+v; want 1 subscribe, 1 unsubscribe", st)
 				}
-				if len(m.Status()) != 0 {
-					t.Fatalf("Manager.Status lists a finished subscription: %+v", m.Status())
+				// A stopped subscription stays visible, with its reason.
+				if all := m.Status(); len(all) != 1 || all[0].State != subscriber.StateStopped || !errors.Is(all[0].LastErr, tt.is) {
+					t.Fatalf("Manager.Status = %+v, want the stopped subscription with its reason", all)
+				}
+				if c := m.Counts(); c.ByState[subscriber.StateStopped] != 1 || c.Stopped != 1 {
+					t.Fatalf("Counts %+v, want 1 stopped", c)
 				}
 			})
 		})
@@ -530,8 +541,11 @@ func TestEmptyListHold(t *testing.T) {
 			reg.Restart()
 			reg.Set(orders) // the restarted registry has lost the providers
 			synctest.Wait()
-			if st := s.Status(); st.State != subscriber.StateSubscribed || reg.Subscribed(orders) != 1 {
-				t.Fatalf("not confirmed after restart: %+v", st)
+			// Confirmed, and the empty list of the restarted registry is
+			// held, visibly.
+			if st := s.Status(); st.State != subscriber.StateHeld || reg.Subscribed(orders) != 1 ||
+				st.HeldSince.IsZero() || st.HeldReason == "" || st.HeldUntil.Sub(st.HeldSince) != hold {
+				t.Fatalf("not confirmed and held after restart: %+v", st)
 			}
 			time.Sleep(hold / 2)
 			reg.Set(orders, inst("10.0.0.2")) // the provider re-registers
@@ -564,8 +578,8 @@ func TestEmptyListHold(t *testing.T) {
 			rec.mu.Lock()
 			at := rec.times[1].Sub(confirmed)
 			rec.mu.Unlock()
-			if at != hold {
-				t.Fatalf("empty list delivered %v after the confirmation, want %v", at, hold)
+			if at < hold || at > hold+subscriber.MaxTimerSlack {
+				t.Fatalf("empty list delivered %v after the confirmation, want %v (plus the timer slack)", at, hold)
 			}
 		})
 	})
@@ -584,17 +598,32 @@ func TestEmptyListHold(t *testing.T) {
 			reg.SetFailure(func(subscriber.Key) error { return errors.New("server error") })
 			reg.SetDown(false)
 			reg.Set(orders) // pushed to the still registered sink, while unconfirmed
-			time.Sleep(10 * time.Minute)
+			arrived := time.Now()
+			time.Sleep(hold - time.Second)
 			synctest.Wait()
 			if got := rec.ips(); len(got) != 1 {
 				t.Fatalf("listener calls %v while unconfirmed, want only the first list", got)
 			}
-			reg.SetFailure(nil)
-			time.Sleep(rebound.DefaultMax + hold)
+			if st := s.Status(); st.State != subscriber.StateRetrying || !st.HeldSince.Equal(arrived) {
+				t.Fatalf("status while held %+v", st)
+			}
+			// The hold has a hard cap: hold after the empty list arrived,
+			// confirmed or not.
+			time.Sleep(time.Minute)
 			synctest.Wait()
 			if got, want := rec.ips(), [][]string{{"10.0.0.1"}, {}}; !slices.EqualFunc(got, want, slices.Equal) {
 				t.Fatalf("listener calls %v, want %v", got, want)
 			}
+			rec.mu.Lock()
+			at := rec.times[1].Sub(arrived)
+			rec.mu.Unlock()
+			if at < hold || at > hold+subscriber.MaxTimerSlack {
+				t.Fatalf("empty list delivered %v after it arrived, want the cap %v (plus the timer slack)", at, hold)
+			}
+			if st := s.Status(); !st.HeldSince.IsZero() {
+				t.Fatalf("status after the cap %+v, want nothing held", st)
+			}
+			reg.SetFailure(nil)
 		})
 	})
 	t.Run("outside churn or disabled: at once", func(t *testing.T) {
@@ -728,8 +757,8 @@ func TestStatusStates(t *testing.T) {
 		if st.State != subscriber.StateStopped || !errors.Is(st.LastErr, subscriber.ErrUnsubscribed) {
 			t.Fatalf("after Unsubscribe: %+v", st)
 		}
-		if all := m.Status(); len(all) != 0 {
-			t.Fatalf("Manager.Status after Unsubscribe = %+v", all)
+		if all := m.Status(); len(all) != 1 || all[0].State != subscriber.StateStopped {
+			t.Fatalf("Manager.Status after Unsubscribe = %+v, want it stopped", all)
 		}
 	})
 }

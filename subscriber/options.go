@@ -35,6 +35,13 @@ const (
 	// Subscription.Refresh (see WithRefreshInterval).
 	DefaultRefreshInterval = 5 * time.Second
 
+	// DefaultStoppedRetention is how many stopped subscriptions Status
+	// keeps (see WithStoppedRetention).
+	DefaultStoppedRetention = 100
+
+	// MinReconcilePeriod is the shortest period WithReconcile accepts.
+	MinReconcilePeriod = time.Second
+
 	// UnsubscribeTimeout bounds each Registry.Unsubscribe call the Manager
 	// makes when a subscription stops.
 	UnsubscribeTimeout = 10 * time.Second
@@ -50,14 +57,18 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	policy     rebound.Policy
-	log        *zap.Logger
-	limiter    *rate.Limiter
-	limiterSet bool
-	hold       time.Duration
-	confirmCap time.Duration
-	refreshMin time.Duration
-	errs       []error
+	policy      rebound.Policy
+	log         *zap.Logger
+	limiter     *rate.Limiter
+	limiterSet  bool
+	hold        time.Duration
+	confirmCap  time.Duration
+	refreshMin  time.Duration
+	reconcile   time.Duration
+	hooks       Hooks
+	hookQueue   int
+	keepStopped int
+	errs        []error
 }
 
 // WithPolicy sets the backoff of every subscription's retry loop. The
@@ -69,14 +80,14 @@ type options struct {
 func WithPolicy(p rebound.Policy) Option {
 	return optionFunc(func(o *options) {
 		if err := p.Validate(); err != nil {
-			o.errs = append(o.errs, &ArgumentError{Func: "WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
+			o.errs = append(o.errs, &ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
 		}
 		if p.MaxAttempts != 0 {
-			o.errs = append(o.errs, argError("WithPolicy", "p.MaxAttempts", "must be 0: a subscription retries until it is stopped"))
+			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxAttempts", "must be 0: a subscription retries until it is stopped"))
 		}
 		if p.MaxElapsed != 0 {
-			o.errs = append(o.errs, argError("WithPolicy", "p.MaxElapsed", "must be 0: a subscription retries until it is stopped"))
+			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxElapsed", "must be 0: a subscription retries until it is stopped"))
 		}
 		o.policy = p
 	})
@@ -100,7 +111,7 @@ func WithLogger(l *zap.Logger) Option {
 func WithLimiter(l *rate.Limiter) Option {
 	return optionFunc(func(o *options) {
 		if l != nil && l.Limit() != rate.Inf && l.Burst() < 1 {
-			o.errs = append(o.errs, argError("WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
+			o.errs = append(o.errs, argError("subscriber.WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
 			return
 		}
 		o.limiter, o.limiterSet = l, true
@@ -124,7 +135,7 @@ func WithLimiter(l *rate.Limiter) Option {
 func WithEmptyListHold(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {
-			o.errs = append(o.errs, argError("WithEmptyListHold", "d", "must not be negative (0 disables the hold)"))
+			o.errs = append(o.errs, argError("subscriber.WithEmptyListHold", "d", "must not be negative (0 disables the hold)"))
 			return
 		}
 		o.hold = d
@@ -141,7 +152,7 @@ func WithEmptyListHold(d time.Duration) Option {
 func WithConfirmTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
-			o.errs = append(o.errs, argError("WithConfirmTimeout", "d", "must be positive"))
+			o.errs = append(o.errs, argError("subscriber.WithConfirmTimeout", "d", "must be positive"))
 			return
 		}
 		o.confirmCap = d
@@ -156,9 +167,65 @@ func WithConfirmTimeout(d time.Duration) Option {
 func WithRefreshInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
-			o.errs = append(o.errs, argError("WithRefreshInterval", "d", "must be positive"))
+			o.errs = append(o.errs, argError("subscriber.WithRefreshInterval", "d", "must be positive"))
 			return
 		}
 		o.refreshMin = d
+	})
+}
+
+// WithReconcile turns on periodic reconciliation, for registries that
+// implement Reconciler: every subscribed subscription reads its list from
+// the server (Reconciler.Lookup) about once per period (jittered uniformly
+// in [0.75, 1.25] x period, each read taking a token of the shared
+// limiter) and compares it with the last list the adapter handed over; on
+// a difference it delivers the server's list and resubscribes (Status
+// LastErr ErrOutOfSync). It catches silent loss without a connection
+// change: a server that forgot the subscriber, a lost push.
+//
+// Cost: 3600/period-in-seconds reads per subscription per hour: 12 at
+// 5 minutes, 60 at 1 minute (1,000 subscriptions at 5 minutes: 12,000
+// reads an hour, 3.3 per second). Default: 0, off. period must be 0 or at
+// least MinReconcilePeriod (1 s). Registries without Reconciler ignore it.
+func WithReconcile(period time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if period != 0 && period < MinReconcilePeriod {
+			o.errs = append(o.errs, argError("subscriber.WithReconcile", "period", "must be 0 (off) or at least 1s"))
+			return
+		}
+		o.reconcile = period
+	})
+}
+
+// WithHooks sets the Manager's event hooks (see Hooks). Default: none.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(o *options) { o.hooks = h })
+}
+
+// WithHookQueue sets how many hook events may wait for the hook goroutine
+// before new ones are dropped (see Hooks). Default: DefaultHookQueue
+// (4,096). n must be at least 1.
+func WithHookQueue(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 1 {
+			o.errs = append(o.errs, argError("subscriber.WithHookQueue", "n", "must be at least 1"))
+			return
+		}
+		o.hookQueue = n
+	})
+}
+
+// WithStoppedRetention sets how many stopped subscriptions Status keeps
+// (the most recent ones, with their reason in LastErr), so that a
+// subscription that ended (its context, a permanent error, Unsubscribe)
+// stays visible. Default: DefaultStoppedRetention (100). 0 keeps none; n
+// must not be negative. Each retained entry costs one Status value.
+func WithStoppedRetention(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 0 {
+			o.errs = append(o.errs, argError("subscriber.WithStoppedRetention", "n", "must not be negative"))
+			return
+		}
+		o.keepStopped = n
 	})
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -24,65 +26,130 @@ var errResubscribe = errors.New("subscriber: registry asked to resubscribe")
 // Subscription is one subscription started by Manager.Subscribe. Its
 // methods are safe for concurrent use.
 //
-// Goroutines: while it is pending or retrying a subscription runs one retry
-// goroutine; while a list is being delivered (or an empty list is held
-// back, see WithEmptyListHold) it runs one delivery goroutine. An idle,
-// subscribed subscription runs none.
+// Internals: a subscription is three small parts under one mutex, each
+// with explicit states: the run control (idle, scheduled, in flight,
+// awaiting evidence, stopped), the delivery queue (latest list, last
+// delivered list) and the empty-list hold (window, held since). Waiting
+// (for a backoff delay, a limiter token, evidence, the end of a hold)
+// costs an entry in the Manager's one scheduler, no goroutine and no timer
+// of its own. A goroutine runs only while a Registry call or a listener
+// call is in progress.
 type Subscription struct {
 	m        *Manager
 	id       uint64
 	key      Key
 	listener Listener
-	parent   context.Context         // the ctx given to Subscribe
-	ctx      context.Context         // child of parent, cancelled by stop
-	cancel   context.CancelCauseFunc //
-	sink     sink                    // the stable Sink handed to the Registry
-	log      *logging.Loop
-	ready    chan struct{} // closed on the first acknowledgement
-	done     chan struct{} // closed when stopped and unsubscribed
-	wake     chan struct{} // wakes a waiting delivery goroutine (cap 1)
-	loopWG   sync.WaitGroup
+	parent   context.Context // the ctx given to Subscribe
+	sink     sink            // the stable Sink handed to the Registry
+	ready    chan struct{}   // closed on the first acknowledgement
+	done     chan struct{}   // closed when stopped and unsubscribed
+	calls    sync.WaitGroup  // Registry.Subscribe and Lookup calls in progress
+	retryT   entry           // the scheduler entry of the next attempt
 
-	mu            sync.Mutex
-	state         State
-	since         time.Time
-	attempts      int // of the current confirmation
-	totalAttempts int
-	lastErr       error
-	stopped       bool
-	stopErr       error
-	acked         bool // ready is closed
-	called        bool // Registry.Subscribe was called at least once
-	stopAfter     func() bool
+	mu        sync.Mutex
+	state     State
+	since     time.Time
+	stopped   bool
+	stopErr   error
+	lastErr   error
+	stopAfter func() bool
+	run       runCtl
+	dq        deliveryQ
+	hold      emptyHold
+	confAt    time.Time
+	confWhy   string
+	confDL    time.Time // deadline of a wait for evidence
+	log       *logging.Loop          // created at the first attempt's end
+	extra     *[numTimers - 1]entry // the other scheduler entries, allocated when first needed
+}
 
-	// retry loop
-	looping       bool               // the retry goroutine is running
-	restart       bool               // a disruption asked it for a new run
-	limited       bool               // the next run waits for the limiter first
-	delayFirst    bool               // the next run waits a first backoff delay (connection lost)
-	runNeedsToken bool               // the next attempt of the current run waits for the limiter
-	awaitingToken bool               // an attempt is waiting for the limiter
-	cancelRun     context.CancelFunc // cancels the current run
+// timer returns the scheduler entry of kind, allocating it if needed. The
+// caller holds s.mu.
+func (s *Subscription) timer(k timerKind) *entry {
+	if k == timerRetry {
+		return &s.retryT
+	}
+	if s.extra == nil {
+		s.extra = new([numTimers - 1]entry)
+		for i := range s.extra {
+			s.extra[i] = entry{s: s, index: -1, kind: timerKind(i + 1)}
+		}
+	}
+	return &s.extra[k-1]
+}
 
-	// evidence-based confirmation (ReconnectConfirmer, Sink.Confirmed)
-	awaiting      bool        // waiting for the adapter's Confirmed or Resubscribe
-	awaitDeadline time.Time   // when the safety cap ends the wait (zero while disconnected)
-	awaitTimer    *time.Timer // fires at awaitDeadline
-	confirmedAt   time.Time
-	confirmReason string
-	lastRefresh   time.Time // when Refresh last started a re-confirmation
+// cancelTimer cancels the scheduler entry of kind, if it exists. The
+// caller holds s.mu.
+func (s *Subscription) cancelTimer(k timerKind) {
+	if k == timerRetry {
+		s.m.sched.cancel(&s.retryT)
+	} else if s.extra != nil {
+		s.m.sched.cancel(&s.extra[k-1])
+	}
+}
 
-	// last-known-good
-	disrupted  bool      // disrupted and not confirmed since
-	churnUntil time.Time // empty lists are held back until then
+// loopLocked returns the subscription's throttled retry log. The caller
+// holds s.mu.
+func (s *Subscription) loopLocked() *logging.Loop {
+	if s.log == nil {
+		s.log = logging.NewLoop(s.m.loopLog, "", zap.Stringer("key", s.key))
+	}
+	return s.log
+}
 
-	// delivery
+// runPhase is the state of a subscription's retry-run control.
+type runPhase uint8
+
+const (
+	phaseIdle      runPhase = iota // nothing to do: subscribed (or stopped before the first attempt)
+	phaseScheduled                 // the next attempt is due at timers[timerRetry]
+	phaseInFlight                  // a Registry.Subscribe call is running
+	phaseAwaiting                  // waiting for a ReconnectConfirmer's evidence
+	phaseStopped
+)
+
+// runCtl is the retry-run control of a subscription.
+type runCtl struct {
+	phase     runPhase
+	acked     bool              // ready is closed
+	called    bool              // Registry.Subscribe was called at least once
+	needToken bool              // the scheduled attempt takes a limiter token first
+	res       *rate.Reservation // the token held for the scheduled attempt
+	again     bool              // a disruption came during the attempt in flight: one more after it
+	refresh   bool              // the scheduled or in-flight attempt is a Refresh of a subscribed subscription
+	cancel    context.CancelFunc
+	bo        backoff.BackOff // of the current confirmation; nil until its first failure
+	attempts  int             // of the current confirmation
+	total     int
+
+	lastRefresh   time.Time
+	lookupBusy    bool              // a Lookup is in flight
+	lookupRes     *rate.Reservation // the token held for the next Lookup
+	lookupRefresh bool              // the scheduled Lookup is a Refresh
+	lookupCtx     context.Context   // of the Lookup in flight
+	lookupCancel  context.CancelFunc
+}
+
+// deliveryQ is the delivery queue of a subscription.
+type deliveryQ struct {
 	latest     []Instance // newest list received, not yet delivered
 	hasLatest  bool
 	last       []Instance // last list delivered
 	hasLast    bool
-	delivering bool // the delivery goroutine is running
+	seq        uint64 // lists received
+	delivering bool   // the delivery goroutine is running
 	deliveries int
+}
+
+// emptyHold is the empty-list hold of a subscription. The window opens
+// when the registry connection is lost or re-established and closes hold
+// after the subscription is confirmed again; an empty list that arrives
+// in the window is held back (never longer than hold after its arrival).
+type emptyHold struct {
+	window    bool
+	windowEnd time.Time // zero while not confirmed since the window opened
+	why       string
+	since     time.Time // when the held empty list arrived; zero: nothing held
 }
 
 // sink is the Sink of one subscription.
@@ -94,8 +161,7 @@ func (k *sink) Resubscribe(err error) {
 	if err == nil {
 		err = errResubscribe
 	}
-	k.s.endAwait()
-	k.s.disrupt(err, false)
+	k.s.disrupt(disruptResubscribe, err)
 }
 
 func (k *sink) Confirmed(reason string) { k.s.confirmed(reason) }
@@ -108,24 +174,25 @@ func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subs
 		parent:   ctx,
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		state:    StatePending,
-		since:    time.Now(),
 	}
-	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	s.sink.s = s
-	s.log = logging.NewLoop(m.opts.log, "subscriber", zap.Stringer("key", key))
+	s.retryT = entry{s: s, index: -1, kind: timerRetry}
 	return s
 }
 
+// start runs the first attempt at once (no token: the limiter paces
+// retries and re-confirmations, not new subscriptions).
 func (s *Subscription) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return
 	}
-	s.stopAfter = context.AfterFunc(s.parent, s.onCtxDone)
-	s.startLoopLocked()
+	s.setStateLocked(StatePending, nil)
+	if s.parent.Done() != nil {
+		s.stopAfter = context.AfterFunc(s.parent, s.onCtxDone)
+	}
+	s.launchLocked()
 }
 
 // Key returns the subscription's key.
@@ -158,20 +225,29 @@ func (s *Subscription) Err() error {
 func (s *Subscription) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+func (s *Subscription) statusLocked() Status {
 	st := Status{
+		ID:            s.id,
 		Key:           s.Key(),
 		State:         s.state,
 		Since:         s.since,
-		Attempts:      s.attempts,
-		TotalAttempts: s.totalAttempts,
+		Attempts:      s.run.attempts,
+		TotalAttempts: s.run.total,
 		LastErr:       s.lastErr,
-		Instances:     len(s.last),
-		Deliveries:    s.deliveries,
-		ConfirmedAt:   s.confirmedAt,
-		ConfirmReason: s.confirmReason,
+		Instances:     len(s.dq.last),
+		Deliveries:    s.dq.deliveries,
+		ConfirmedAt:   s.confAt,
+		ConfirmReason: s.confWhy,
 	}
-	if s.awaiting {
-		st.ConfirmDeadline = s.awaitDeadline
+	if s.run.phase == phaseAwaiting {
+		st.ConfirmDeadline = s.confDL
+	}
+	if !s.hold.since.IsZero() {
+		st.HeldSince, st.HeldReason = s.hold.since, s.hold.why
+		st.HeldUntil = s.hold.untilLocked(s.m.opts.hold)
 	}
 	if s.stopped {
 		st.LastErr = s.stopErr
@@ -179,19 +255,49 @@ func (s *Subscription) Status() Status {
 	return st
 }
 
-// Unsubscribe stops the subscription: its retry loop ends (and is waited
-// for), no further list is delivered, and the registry's Unsubscribe is
-// called (bounded by UnsubscribeTimeout); its error, if any, is returned.
-// A listener call that had already started may still be running when
-// Unsubscribe returns; Unsubscribe may be called from the listener itself.
-// Calling Unsubscribe on a stopped subscription waits until it has finished
-// stopping and returns nil.
+// Unsubscribe stops the subscription: no further attempt is made (one in
+// flight is cancelled and waited for), no further list is delivered, and
+// the registry's Unsubscribe is called (bounded by UnsubscribeTimeout); its
+// error, if any, is returned. A listener call that had already started may
+// still be running when Unsubscribe returns; Unsubscribe may be called from
+// the listener itself. Calling Unsubscribe on a stopped subscription waits
+// until it has finished stopping and returns nil.
 func (s *Subscription) Unsubscribe() error {
 	if !s.stop(ErrUnsubscribed) {
 		<-s.done
 		return nil
 	}
 	return s.finish()
+}
+
+// Refresh asks for a paced re-confirmation of the subscription and returns
+// at once. With a Registry that implements Reconciler it is one Lookup
+// (repaired like a reconciliation when the list differs); otherwise one
+// Registry.Subscribe call. Either takes a token of the shared limiter
+// first. Calls are coalesced: a call does nothing while the subscription
+// is pending, retrying, stopped, waiting for a ReconnectConfirmer's
+// evidence or already refreshing, or within WithRefreshInterval (default
+// 5 s) of the last refresh it started; so any number of calls costs at
+// most one registry request per subscription per interval. A Sink.Confirmed
+// that arrives before the request is sent cancels it. The state stays
+// subscribed unless the request fails. A gRPC resolver's ResolveNow calls
+// it.
+func (s *Subscription) Refresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.stopped || s.run.phase != phaseIdle || !s.run.acked || s.run.lookupBusy || s.run.lookupRefresh ||
+		(!s.run.lastRefresh.IsZero() && now.Sub(s.run.lastRefresh) < s.m.opts.refreshMin) {
+		return
+	}
+	s.run.lastRefresh = now
+	if s.m.recon != nil {
+		s.run.lookupRefresh = true
+		s.m.sched.set(s.timer(timerReconcile), now)
+		return
+	}
+	s.run.refresh = true
+	s.scheduleLocked(now, true)
 }
 
 // stop marks the subscription stopped; it returns false if it already was.
@@ -204,23 +310,39 @@ func (s *Subscription) stop(cause error) bool {
 	}
 	s.stopped = true
 	s.stopErr = cause
-	s.setStateLocked(StateStopped)
-	s.latest, s.hasLatest = nil, false
-	s.awaiting = false
-	if s.awaitTimer != nil {
-		s.awaitTimer.Stop()
+	s.run.phase = phaseStopped
+	for k := range numTimers {
+		s.cancelTimer(k)
 	}
+	if s.run.cancel != nil {
+		s.run.cancel() // ends the attempt in flight
+	}
+	if s.run.lookupCancel != nil {
+		s.run.lookupCancel()
+	}
+	if s.run.res != nil {
+		s.run.res.Cancel()
+		s.run.res = nil
+	}
+	if s.run.lookupRes != nil {
+		s.run.lookupRes.Cancel()
+		s.run.lookupRes = nil
+	}
+	s.run.bo = nil
+	s.dq.latest, s.dq.hasLatest = nil, false
+	s.hold.since = time.Time{}
+	s.setStateLocked(StateStopped, cause)
 	s.mu.Unlock()
-	s.cancel(cause) // ends the current attempt or wait, wakes the delivery goroutine
 	return true
 }
 
-// finish waits for the retry loop, unsubscribes from the registry and
-// closes done. It runs once per subscription, after stop returned true.
+// finish waits for the registry calls in flight, unsubscribes from the
+// registry and closes done. It runs once per subscription, after stop
+// returned true.
 func (s *Subscription) finish() error {
-	s.loopWG.Wait()
+	s.calls.Wait()
 	s.mu.Lock()
-	called, stopAfter := s.called, s.stopAfter
+	called, stopAfter, cause := s.run.called, s.stopAfter, s.stopErr
 	s.mu.Unlock()
 	if stopAfter != nil {
 		stopAfter()
@@ -234,7 +356,13 @@ func (s *Subscription) finish() error {
 			s.m.log.Warn("registry unsubscribe failed", zap.Stringer("key", s.key), zap.Error(err))
 		}
 	}
-	s.m.remove(s)
+	switch {
+	case errors.Is(cause, ErrUnsubscribed), errors.Is(cause, ErrManagerClosed):
+		s.m.log.Debug("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))
+	default:
+		s.m.log.Info("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))
+	}
+	s.m.retire(s)
 	close(s.done)
 	return err
 }
@@ -259,258 +387,441 @@ func (s *Subscription) onCtxDone() {
 	}
 }
 
-func (s *Subscription) setStateLocked(st State) {
-	if s.state != st {
-		s.state = st
-		s.since = time.Now()
+// setStateLocked moves the subscription to st and reports the change.
+func (s *Subscription) setStateLocked(st State, reason error) {
+	from := s.state
+	if from == st {
+		return
+	}
+	now := time.Now()
+	s.state, s.since = st, now
+	s.m.countState(from, st)
+	if s.m.disp != nil {
+		s.m.disp.push(hookEvent{state: &StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now}})
 	}
 }
 
-// disrupt makes the subscription confirm itself again: the connection was
-// lost (lost) or re-established, or the adapter asked to resubscribe. A
-// running retry loop is restarted (its backoff wait is cut short), except
-// for a lost connection (its attempts would fail anyway); every new run
-// first waits for the shared limiter.
-func (s *Subscription) disrupt(reason error, lost bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
+// settledLocked is the state of a confirmed subscription.
+func (s *Subscription) settledLocked() State {
+	if !s.hold.since.IsZero() {
+		return StateHeld
 	}
-	s.disrupted = true
-	if reason != nil {
-		s.lastErr = reason
-	}
-	if s.state == StateSubscribed {
-		s.setStateLocked(StateRetrying)
-		s.attempts = 0
-	}
-	if s.looping && lost {
-		return // keep the current backoff
-	}
-	// A lost connection is not worth an attempt at once (it would fail):
-	// the new run starts after a first jittered delay. A reconnect or the
-	// adapter's request confirms at once (through the limiter; adapters
-	// such as subscriber/nacos spread their Connected reports).
-	s.delayFirst = lost
-	if s.looping && s.awaitingToken {
-		// The run is queued at the limiter and will make a fresh attempt
-		// as soon as its token is due: cancelling it would give up its
-		// place (a cancelled rate.Reservation cannot return its token once
-		// later ones exist) and queue it again behind everyone else.
-		return
-	}
-	s.limited = true
-	if s.looping {
-		s.restart = true
-		if s.cancelRun != nil {
-			s.cancelRun()
-		}
-		return
-	}
-	s.startLoopLocked()
+	return StateSubscribed
 }
 
-func (s *Subscription) startLoopLocked() {
-	if s.stopped || s.looping {
-		return
-	}
-	s.looping = true
-	s.loopWG.Add(1)
+// --- retry-run control ---
+
+// scheduleLocked schedules the next attempt at at; with token, it takes a
+// limiter token first.
+func (s *Subscription) scheduleLocked(at time.Time, token bool) {
+	s.run.phase = phaseScheduled
+	s.run.needToken = token && s.m.opts.limiter != nil
+	s.m.sched.set(s.timer(timerRetry), at)
+}
+
+// launchLocked starts an attempt in a goroutine of its own.
+func (s *Subscription) launchLocked() {
+	s.run.phase = phaseInFlight
+	s.run.needToken = false
+	s.run.attempts++
+	s.run.total++
+	s.run.called = true
+	ctx, cancel := context.WithCancel(s.parent)
+	s.run.cancel = cancel
+	s.calls.Add(1)
 	s.m.wg.Add(1)
-	go s.loop()
+	go s.attempt(ctx, s.run.attempts)
 }
 
-// loop is the retry goroutine.
-func (s *Subscription) loop() {
+// nextDelayLocked is the wait before the next attempt after err.
+func (s *Subscription) nextDelayLocked(err error) time.Duration {
+	if s.run.bo == nil {
+		s.run.bo = s.m.opts.policy.NewBackOff()
+	}
+	d := s.run.bo.NextBackOff()
+	if d == backoff.Stop {
+		d = s.m.opts.policy.Normalized().Max // the policy is unlimited (New checks); defensive
+	}
+	if ra, ok := rebound.RetryAfterDelay(err); ok && ra > d {
+		d = ra
+	}
+	return d
+}
+
+// attempt is one Registry.Subscribe call.
+func (s *Subscription) attempt(ctx context.Context, n int) {
 	defer s.m.wg.Done()
-	cause := s.runLoop()
-	s.loopWG.Done()
-	if cause != nil && s.stop(cause) {
-		s.finish()
-	}
-}
+	err := s.callSubscribe(ctx)
+	permanent := err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err))
 
-// runLoop runs confirmation runs until one succeeds with no restart asked
-// for, or the subscription must stop; it returns the reason to stop, or nil.
-func (s *Subscription) runLoop() error {
-	lim := s.m.opts.limiter
-	for {
-		s.mu.Lock()
-		if s.stopped {
-			s.looping = false
-			s.mu.Unlock()
-			return nil
-		}
-		// A limited run (after a disruption) takes a token before its
-		// first attempt; every run takes one before each retry.
-		s.runNeedsToken = s.limited && lim != nil
-		s.limited, s.restart = false, false
-		delayFirst := s.delayFirst
-		s.delayFirst = false
-		runCtx, cancel := context.WithCancel(s.ctx)
-		s.cancelRun = cancel
-		s.mu.Unlock()
-
-		var err error
-		if delayFirst {
-			err = sleepCtx(runCtx, s.m.opts.policy.NewBackOff().NextBackOff())
-		}
-		if err == nil {
-			err = rebound.Retry(runCtx, s.m.opts.policy, s.attempt, rebound.WithNotify(s.notify))
-		}
-		cancel()
-
-		s.mu.Lock()
-		s.cancelRun = nil
-		switch {
-		case s.stopped:
-			s.looping = false
-			s.mu.Unlock()
-			return nil
-		case s.restart:
-			s.mu.Unlock()
-			continue
-		case err == nil:
-			s.ackLocked()
-			s.looping = false
-			s.mu.Unlock()
-			return nil
-		case s.ctx.Err() != nil:
-			// The Subscribe ctx is done: onCtxDone stops the subscription.
-			s.looping = false
-			s.mu.Unlock()
-			return nil
-		}
-		s.looping = false
-		attempts := s.attempts
-		s.mu.Unlock()
-		var re *rebound.RetryError
-		if errors.As(err, &re) {
-			// The policy is unlimited, so Retry stopped because the next
-			// wait would end after the Subscribe ctx's deadline: the
-			// subscription ends with that ctx.
-			return re.Reason
-		}
-		s.log.GaveUp(attempts, err)
-		return err
-	}
-}
-
-// sleepCtx waits d, or until ctx is done (then it returns ctx.Err()).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// waitLimiter waits for a token of lim, or until ctx is done. Unlike
-// rate.Limiter.Wait it does not fail early because of ctx's deadline.
-func waitLimiter(ctx context.Context, lim *rate.Limiter) error {
-	r := lim.Reserve()
-	if !r.OK() {
-		return nil // burst 0 with a finite rate: the limiter would never allow; do not block forever
-	}
-	d := r.Delay()
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		r.Cancel()
-		return ctx.Err()
-	}
-}
-
-// attempt is one Registry.Subscribe call, the operation of rebound.Retry.
-//
-// It first takes a token from the shared limiter when the run needs one (a
-// retry, or the first attempt of a run started by a disruption). The
-// Manager waits for the limiter here rather than through
-// rebound.WithLimiter so that a disruption arriving while the subscription
-// is queued for a token does not cancel its place in the queue (see
-// disrupt).
-func (s *Subscription) attempt(ctx context.Context) (err error) {
-	if lim := s.m.opts.limiter; lim != nil {
-		s.mu.Lock()
-		need := s.runNeedsToken
-		s.runNeedsToken = true // every later attempt of this run is a retry
-		s.awaitingToken = need
-		s.mu.Unlock()
-		if need {
-			werr := waitLimiter(ctx, lim)
-			s.mu.Lock()
-			s.awaitingToken = false
-			s.mu.Unlock()
-			if werr != nil {
-				return werr
-			}
-		}
-	}
 	s.mu.Lock()
-	s.attempts++
-	s.totalAttempts++
-	s.called = true
+	s.run.cancel()
+	s.run.cancel = nil
+	var (
+		delay time.Duration
+		acked bool
+	)
+	switch {
+	case s.stopped:
+		err = nil // not worth a log line: the subscription is stopping
+	case err == nil:
+		if !s.run.acked {
+			s.run.acked = true
+			close(s.ready)
+		}
+		s.run.bo = nil
+		s.lastErr = nil
+		if s.run.again {
+			s.run.again = false
+			s.scheduleLocked(time.Now(), true)
+		} else {
+			acked = true
+			s.ackLocked("subscribe")
+		}
+	case permanent:
+		s.lastErr = err
+	default:
+		s.lastErr = err
+		s.run.refresh = false
+		if s.state != StateRetrying {
+			s.setStateLocked(StateRetrying, err)
+		}
+		if s.run.again {
+			s.run.again = false
+		} else {
+			delay = s.nextDelayLocked(err)
+		}
+		s.scheduleLocked(time.Now().Add(delay), true)
+	}
+	stopped := s.stopped
+	lg := s.loopLocked()
 	s.mu.Unlock()
+	s.calls.Done()
+
+	switch {
+	case stopped:
+	case acked:
+		lg.Succeeded(n)
+	case permanent:
+		lg.GaveUp(n, err)
+		if s.stop(err) {
+			s.finish()
+		}
+	case err != nil:
+		lg.Failed(n, err, delay)
+	}
+}
+
+func (s *Subscription) callSubscribe(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("subscriber: Registry.Subscribe(%s) panicked: %v", s.key, r)
-		}
-		if err == nil {
-			return
-		}
-		s.mu.Lock()
-		if !s.stopped && ctx.Err() == nil {
-			s.lastErr = err
-			s.setStateLocked(StateRetrying)
-		}
-		s.mu.Unlock()
-		if errors.Is(err, ErrRegistryClosed) {
-			err = rebound.Permanent(err)
 		}
 	}()
 	return s.m.reg.Subscribe(ctx, s.key, &s.sink)
 }
 
-// notify passes retry events to the throttled log, numbering attempts
-// across the runs of one confirmation. Give-ups are logged by runLoop
-// (a cancelled run is no give-up).
-func (s *Subscription) notify(e rebound.Event) {
-	if e.Kind == rebound.EventGiveUp {
-		return
-	}
-	s.mu.Lock()
-	e.Attempt = s.attempts
-	s.mu.Unlock()
-	s.log.Notify(e)
-}
-
-// ackLocked records an acknowledgement.
-func (s *Subscription) ackLocked() {
+// ackLocked records a confirmation: the subscription is subscribed.
+func (s *Subscription) ackLocked(reason string) {
 	now := time.Now()
-	s.setStateLocked(StateSubscribed)
+	s.run.phase = phaseIdle
+	s.run.needToken = false
 	s.lastErr = nil
-	if s.disrupted {
-		s.disrupted = false
-		s.churnUntil = now.Add(s.m.opts.hold)
-	}
-	if !s.acked {
-		s.acked = true
+	if !s.run.acked {
+		s.run.acked = true
 		close(s.ready)
 	}
-	if s.hasLatest {
-		s.kickDeliveryLocked()
+	if s.hold.window && s.hold.windowEnd.IsZero() {
+		s.hold.windowEnd = now.Add(s.m.opts.hold)
+	}
+	s.setStateLocked(s.settledLocked(), nil)
+	if reason != "" && s.m.disp != nil {
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now}})
+	}
+	s.scheduleReconcileLocked(now)
+	if s.dq.hasLatest {
+		s.kickLocked()
 	}
 }
+
+// onTimer is called by the scheduler, with no lock held, when e is due.
+func (s *Subscription) onTimer(e *entry, gen uint32, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.gen != gen || s.stopped {
+		return // moved or cancelled after it was popped
+	}
+	switch e.kind {
+	case timerRetry:
+		s.fireRetryLocked(now)
+	case timerConfirm:
+		if s.run.phase != phaseAwaiting {
+			return
+		}
+		s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
+		s.lastErr = ErrNotConfirmed
+		s.scheduleLocked(now, true)
+	case timerHold:
+		s.kickLocked()
+	case timerReconcile:
+		s.fireLookupLocked(now)
+	}
+}
+
+func (s *Subscription) fireRetryLocked(now time.Time) {
+	if s.run.phase != phaseScheduled {
+		return
+	}
+	if s.run.needToken && s.run.res == nil {
+		if r := s.m.opts.limiter.ReserveN(now, 1); r.OK() {
+			if d := r.DelayFrom(now); d > 0 {
+				s.run.res = r
+				s.m.sched.set(s.timer(timerRetry), now.Add(d))
+				return
+			}
+		}
+	}
+	s.run.res = nil
+	s.launchLocked()
+}
+
+// disruptKind says why a subscription must be confirmed again.
+type disruptKind uint8
+
+const (
+	disruptLost        disruptKind = iota // ConnectionMonitor: Disconnected
+	disruptReconnected                    // ConnectionMonitor: Connected
+	disruptResubscribe                    // Sink.Resubscribe, or a reconciliation found a difference
+)
+
+// disrupt makes the subscription confirm itself again.
+func (s *Subscription) disrupt(kind disruptKind, reason error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disruptLocked(kind, reason, time.Now())
+}
+
+func (s *Subscription) disruptLocked(kind disruptKind, reason error, now time.Time) {
+	if s.stopped {
+		return
+	}
+	if kind != disruptResubscribe {
+		// Only a real disconnection or restart opens the empty-list hold.
+		s.hold.window, s.hold.windowEnd = true, time.Time{}
+		if kind == disruptLost {
+			s.hold.why = "registry connection lost"
+		} else {
+			s.hold.why = "registry reconnected"
+		}
+	}
+	if reason != nil {
+		s.lastErr = reason
+	}
+	confirms := s.m.confirms
+	switch s.run.phase {
+	case phaseIdle:
+		if !s.run.acked {
+			return
+		}
+		s.run.attempts = 0
+		s.setStateLocked(StateRetrying, reason)
+		switch {
+		case kind == disruptLost && confirms:
+			s.awaitLocked(time.Time{})
+		case kind == disruptLost:
+			// A lost connection is not worth an attempt at once (it would
+			// fail): the first comes after a jittered delay.
+			s.run.bo = s.m.opts.policy.NewBackOff()
+			s.scheduleLocked(now.Add(s.run.bo.NextBackOff()), true)
+		case kind == disruptReconnected && confirms:
+			s.awaitLocked(now.Add(s.m.opts.confirmCap))
+		default:
+			s.scheduleLocked(now, true)
+		}
+	case phaseAwaiting:
+		switch kind {
+		case disruptLost:
+			s.awaitLocked(time.Time{})
+		case disruptReconnected:
+			s.awaitLocked(now.Add(s.m.opts.confirmCap))
+		default:
+			s.cancelTimer(timerConfirm)
+			s.scheduleLocked(now, true)
+		}
+	case phaseScheduled:
+		if s.run.refresh {
+			s.run.refresh = false
+			s.run.attempts = 0
+			s.setStateLocked(StateRetrying, reason)
+		}
+		if kind == disruptLost {
+			return // keep the current backoff
+		}
+		if s.run.res == nil {
+			// Cut the wait short. A run queued at the limiter keeps its
+			// place: a cancelled reservation cannot always return its
+			// token.
+			s.scheduleLocked(now, true)
+		}
+	case phaseInFlight:
+		if s.run.refresh {
+			s.run.refresh = false
+			s.setStateLocked(StateRetrying, reason)
+		}
+		if kind == disruptLost {
+			return
+		}
+		s.run.again = true
+		if kind == disruptReconnected && s.run.cancel != nil {
+			s.run.cancel() // its connection is gone
+		}
+	}
+}
+
+// awaitLocked waits for a ReconnectConfirmer's evidence until deadline
+// (zero: no deadline, the connection is down).
+func (s *Subscription) awaitLocked(deadline time.Time) {
+	s.run.phase = phaseAwaiting
+	s.confDL = deadline
+	if deadline.IsZero() {
+		s.cancelTimer(timerConfirm)
+		return
+	}
+	s.m.sched.set(s.timer(timerConfirm), deadline)
+}
+
+// confirmed is Sink.Confirmed.
+func (s *Subscription) confirmed(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	now := time.Now()
+	s.confAt, s.confWhy = now, reason
+	switch {
+	case s.run.phase == phaseAwaiting:
+		s.cancelTimer(timerConfirm)
+		s.ackLocked(reason)
+		return
+	case s.run.phase == phaseScheduled && s.run.refresh:
+		// A Refresh not sent yet: the evidence answers it.
+		s.cancelTimer(timerRetry)
+		if s.run.res != nil {
+			s.run.res.Cancel()
+			s.run.res = nil
+		}
+		s.run.refresh = false
+		s.run.phase = phaseIdle
+	}
+	if s.run.lookupRefresh && !s.run.lookupBusy {
+		s.run.lookupRefresh = false
+		if s.run.lookupRes != nil {
+			s.run.lookupRes.Cancel()
+			s.run.lookupRes = nil
+		}
+		s.cancelTimer(timerReconcile)
+		s.scheduleReconcileLocked(now)
+	}
+	if s.m.disp != nil {
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now}})
+	}
+}
+
+// --- reconciliation ---
+
+// scheduleReconcileLocked schedules the next periodic Lookup, jittered
+// uniformly in [0.75, 1.25] of the period.
+func (s *Subscription) scheduleReconcileLocked(now time.Time) {
+	p := s.m.opts.reconcile
+	if s.m.recon == nil || p <= 0 || s.run.lookupBusy || s.run.lookupRefresh {
+		return
+	}
+	d := p*3/4 + time.Duration(rand.Int64N(int64(p/2)+1))
+	s.m.sched.set(s.timer(timerReconcile), now.Add(d))
+}
+
+func (s *Subscription) fireLookupLocked(now time.Time) {
+	if s.run.phase != phaseIdle || s.run.lookupBusy {
+		// Not subscribed: the next acknowledgement schedules it again.
+		s.run.lookupRefresh = false
+		return
+	}
+	if lim := s.m.opts.limiter; lim != nil && s.run.lookupRes == nil {
+		if r := lim.ReserveN(now, 1); r.OK() {
+			if d := r.DelayFrom(now); d > 0 {
+				s.run.lookupRes = r
+				s.m.sched.set(s.timer(timerReconcile), now.Add(d))
+				return
+			}
+		}
+	}
+	s.run.lookupRes = nil
+	s.run.lookupBusy = true
+	refresh := s.run.lookupRefresh
+	s.run.lookupRefresh = false
+	s.run.lookupCtx, s.run.lookupCancel = context.WithTimeout(s.parent, UnsubscribeTimeout)
+	s.calls.Add(1)
+	s.m.wg.Add(1)
+	go s.lookup(s.dq.seq, refresh)
+}
+
+// lookup is one Reconciler.Lookup call; seq is the number of lists
+// received when it started.
+func (s *Subscription) lookup(seq uint64, refresh bool) {
+	defer s.m.wg.Done()
+	s.mu.Lock()
+	ctx := s.run.lookupCtx
+	s.mu.Unlock()
+	list, err := s.callLookup(ctx)
+	if err == nil {
+		sortInstances(list)
+	}
+	s.mu.Lock()
+	s.run.lookupBusy = false
+	s.run.lookupCancel()
+	s.run.lookupCtx, s.run.lookupCancel = nil, nil
+	now := time.Now()
+	var repair bool
+	switch {
+	case s.stopped:
+	case err != nil:
+		s.m.log.Debug("reconciliation lookup failed", zap.Stringer("key", s.key), zap.Error(err))
+	case s.dq.seq != seq:
+		// A push arrived meanwhile: it is at least as new as the read.
+		s.pushDeliveryLocked(Stale, len(list), now)
+	default:
+		cur, ok := s.dq.latest, s.dq.hasLatest
+		if !ok {
+			cur, ok = s.dq.last, s.dq.hasLast
+		}
+		if ok && !sameInstances(cur, list) {
+			repair = true
+			s.receiveLocked(list, now)
+			s.disruptLocked(disruptResubscribe, ErrOutOfSync, now)
+		}
+	}
+	if !s.stopped && s.run.phase == phaseIdle {
+		s.scheduleReconcileLocked(now)
+	}
+	s.mu.Unlock()
+	s.calls.Done()
+	if repair {
+		s.m.log.Warn("reconciliation found the registry's list differs from the delivered one; repairing",
+			zap.Stringer("key", s.key), zap.Bool("refresh", refresh))
+	}
+}
+
+func (s *Subscription) callLookup(ctx context.Context) (list []Instance, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("subscriber: Reconciler.Lookup(%s) panicked: %v", s.key, r)
+		}
+	}()
+	return s.m.recon.Lookup(ctx, s.key)
+}
+
+// --- delivery queue and empty-list hold ---
 
 // update is Sink.Update.
 func (s *Subscription) update(list []Instance) {
@@ -520,88 +831,111 @@ func (s *Subscription) update(list []Instance) {
 	if s.stopped {
 		return
 	}
-	s.latest, s.hasLatest = list, true
-	s.kickDeliveryLocked()
+	s.receiveLocked(list, time.Now())
 }
 
-func (s *Subscription) kickDeliveryLocked() {
-	if s.delivering {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+func (s *Subscription) receiveLocked(list []Instance, now time.Time) {
+	if s.dq.hasLatest {
+		s.pushDeliveryLocked(Stale, len(s.dq.latest), now)
+	}
+	s.dq.latest, s.dq.hasLatest = list, true
+	s.dq.seq++
+	if len(list) > 0 && !s.hold.since.IsZero() {
+		s.endHoldLocked()
+	}
+	s.kickLocked()
+}
+
+func (s *Subscription) endHoldLocked() {
+	s.hold.since = time.Time{}
+	s.cancelTimer(timerHold)
+	if s.state == StateHeld {
+		s.setStateLocked(StateSubscribed, nil)
+	}
+}
+
+// untilLocked is when the current hold ends at the latest: hold after the
+// empty list arrived (the hard cap), or the end of the window if sooner.
+func (h *emptyHold) untilLocked(hold time.Duration) time.Time {
+	until := h.since.Add(hold)
+	if !h.windowEnd.IsZero() && h.windowEnd.Before(until) {
+		until = h.windowEnd
+	}
+	return until
+}
+
+func (s *Subscription) pushDeliveryLocked(r DeliveryResult, n int, now time.Time) {
+	if s.m.disp != nil {
+		s.m.disp.push(hookEvent{del: &Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now}})
+	}
+}
+
+func (s *Subscription) kickLocked() {
+	if s.dq.delivering || s.stopped || !s.dq.hasLatest {
 		return
 	}
-	if s.stopped || !s.hasLatest {
-		return
-	}
-	s.delivering = true
+	s.dq.delivering = true
 	s.m.wg.Add(1)
 	go s.deliverLoop()
 }
 
 // deliverLoop is the delivery goroutine: it calls the listener with the
-// latest list until there is nothing left to deliver.
+// latest list until there is nothing left to deliver now.
 func (s *Subscription) deliverLoop() {
 	defer s.m.wg.Done()
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	defer s.m.enterCallback()()
 	for {
 		s.mu.Lock()
-		list, ok, wait := s.nextLocked(time.Now())
-		if !ok && wait <= 0 {
-			s.delivering = false
+		list, ok := s.nextLocked(time.Now())
+		if !ok {
+			s.dq.delivering = false
 			s.mu.Unlock()
 			return
 		}
-		if ok {
-			s.deliveries++
-		}
+		s.dq.deliveries++
 		s.mu.Unlock()
-		if ok {
-			s.call(list)
-			continue
-		}
-		// An empty list is held back until wait has passed.
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-s.wake:
-		case <-timer.C:
-		case <-s.ctx.Done():
-		}
+		s.call(list)
 	}
 }
 
-// nextLocked decides what to deliver now: a list (ok), nothing but a
-// held-back empty list to look at again after wait, or nothing.
-func (s *Subscription) nextLocked(now time.Time) (list []Instance, ok bool, wait time.Duration) {
-	if s.stopped || !s.hasLatest {
-		return nil, false, 0
+// nextLocked decides what to deliver now: a list (ok), or nothing (a
+// held-back empty list has its timer set).
+func (s *Subscription) nextLocked(now time.Time) (list []Instance, ok bool) {
+	if s.stopped || !s.dq.hasLatest {
+		return nil, false
 	}
-	if s.hasLast && sameInstances(s.latest, s.last) {
-		s.latest, s.hasLatest = nil, false
-		return nil, false, 0
+	if s.dq.hasLast && sameInstances(s.dq.latest, s.dq.last) {
+		s.pushDeliveryLocked(Duplicate, len(s.dq.latest), now)
+		s.dq.latest, s.dq.hasLatest = nil, false
+		return nil, false
 	}
-	if len(s.latest) == 0 && len(s.last) > 0 && s.m.opts.hold > 0 {
-		if s.disrupted {
-			return nil, false, 0 // ackLocked starts delivery again
+	hold := s.m.opts.hold
+	if len(s.dq.latest) == 0 && len(s.dq.last) > 0 && hold > 0 && s.hold.window {
+		h := &s.hold
+		if !h.windowEnd.IsZero() && !now.Before(h.windowEnd) {
+			h.window = false // the window is over
+		} else {
+			if h.since.IsZero() {
+				h.since = now
+				s.pushDeliveryLocked(EmptyHeld, 0, now)
+				if s.state == StateSubscribed {
+					s.setStateLocked(StateHeld, nil)
+				}
+			}
+			if until := h.untilLocked(hold); now.Before(until) {
+				s.m.sched.set(s.timer(timerHold), until)
+				return nil, false
+			}
 		}
-		if now.Before(s.churnUntil) {
-			return nil, false, s.churnUntil.Sub(now)
-		}
 	}
-	list = s.latest
-	s.latest, s.hasLatest = nil, false
-	s.last, s.hasLast = list, true
-	return list, true, 0
+	list = s.dq.latest
+	s.dq.latest, s.dq.hasLatest = nil, false
+	s.dq.last, s.dq.hasLast = list, true
+	if !s.hold.since.IsZero() {
+		s.endHoldLocked()
+	}
+	s.pushDeliveryLocked(Delivered, len(list), now)
+	return list, true
 }
 
 // call runs the listener, recovering a panic.
@@ -613,102 +947,4 @@ func (s *Subscription) call(list []Instance) {
 		}
 	}()
 	s.listener(list)
-}
-
-// errRefresh is the reason of a re-confirmation asked for by Refresh.
-var errRefresh = errors.New("subscriber: refresh requested")
-
-// awaitEvidence handles a connection report for a ReconnectConfirmer: a
-// subscription that was subscribed (or already waiting) waits for the
-// adapter's evidence instead of being confirmed by the Manager. It
-// returns false when the subscription is not the adapter's to confirm
-// (pending, retrying, stopped): the caller disrupts it as usual.
-func (s *Subscription) awaitEvidence(st ConnState) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped || s.looping || (s.state != StateSubscribed && !s.awaiting) {
-		return false
-	}
-	s.awaiting = true
-	s.disrupted = true
-	s.attempts = 0
-	s.setStateLocked(StateRetrying)
-	if s.awaitTimer != nil {
-		s.awaitTimer.Stop()
-	}
-	if st == Disconnected {
-		s.lastErr = ErrDisconnected
-		s.awaitDeadline = time.Time{}
-		return true
-	}
-	d := s.m.opts.confirmCap
-	s.awaitDeadline = time.Now().Add(d)
-	if s.awaitTimer == nil {
-		s.awaitTimer = time.AfterFunc(d, s.confirmTimedOut)
-	} else {
-		s.awaitTimer.Reset(d)
-	}
-	return true
-}
-
-// confirmTimedOut is the safety cap: the adapter said nothing.
-func (s *Subscription) confirmTimedOut() {
-	s.mu.Lock()
-	if s.stopped || !s.awaiting || s.awaitDeadline.IsZero() || time.Now().Before(s.awaitDeadline) {
-		s.mu.Unlock()
-		return
-	}
-	s.awaiting = false
-	s.mu.Unlock()
-	s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
-	s.disrupt(ErrNotConfirmed, false)
-}
-
-// endAwait ends a wait for evidence (the adapter answered).
-func (s *Subscription) endAwait() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.awaiting = false
-	if s.awaitTimer != nil {
-		s.awaitTimer.Stop()
-	}
-}
-
-// confirmed is Sink.Confirmed.
-func (s *Subscription) confirmed(reason string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	s.confirmedAt, s.confirmReason = time.Now(), reason
-	if s.awaiting {
-		s.awaiting = false
-		if s.awaitTimer != nil {
-			s.awaitTimer.Stop()
-		}
-		s.ackLocked()
-	}
-}
-
-// Refresh asks for a paced re-confirmation of the subscription: the
-// registry is asked again (Registry.Subscribe through the shared limiter)
-// whether it holds the subscription. It returns at once. Calls are
-// coalesced: a call does nothing while the subscription is pending,
-// retrying, stopped or already re-confirming, or within
-// WithRefreshInterval (default 5 s) of the last re-confirmation Refresh
-// started, so that any number of calls costs at most one registry request
-// per subscription per interval. The state stays subscribed unless the
-// request fails. A gRPC resolver's ResolveNow calls it.
-func (s *Subscription) Refresh() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	if s.stopped || s.looping || s.awaiting || s.state != StateSubscribed ||
-		(!s.lastRefresh.IsZero() && now.Sub(s.lastRefresh) < s.m.opts.refreshMin) {
-		return
-	}
-	s.lastRefresh = now
-	s.limited = true
-	s.startLoopLocked()
 }

@@ -24,14 +24,24 @@ type Key struct {
 	Clusters []string
 }
 
-// String returns a canonical, comparable form of k ("namespace/group/service"
-// followed by "[c1,c2]" when clusters are set, sorted), usable as a map key.
+// String returns a readable, canonical form of k, usable as a map key:
+// the service alone when Namespace and Group are empty ("orders"),
+// "group/service" when only Group is set ("DEFAULT_GROUP/orders"),
+// "namespace/group/service" when Namespace is set (with an empty group
+// "namespace//service"), followed by "[c1,c2]" when clusters are set,
+// sorted.
 func (k Key) String() string {
 	var b strings.Builder
-	b.WriteString(k.Namespace)
-	b.WriteByte('/')
-	b.WriteString(k.Group)
-	b.WriteByte('/')
+	switch {
+	case k.Namespace != "":
+		b.WriteString(k.Namespace)
+		b.WriteByte('/')
+		b.WriteString(k.Group)
+		b.WriteByte('/')
+	case k.Group != "":
+		b.WriteString(k.Group)
+		b.WriteByte('/')
+	}
 	b.WriteString(k.Service)
 	if len(k.Clusters) > 0 {
 		cs := slices.Clone(k.Clusters)
