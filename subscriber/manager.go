@@ -140,8 +140,8 @@ type Manager struct {
 	opts     options
 	log      *zap.Logger
 	loopLog  *zap.Logger // log with the subscriber component, for the retry Loops
-	confirms bool       // reg is a ReconnectConfirmer that confirms reconnects
-	recon    Reconciler // nil unless reg implements it
+	confirms bool        // reg is a ReconnectConfirmer that confirms reconnects
+	recon    Reconciler  // nil unless reg implements it
 	sched    *scheduler
 	disp     *dispatcher // nil without hooks
 

@@ -58,8 +58,8 @@ type Subscription struct {
 	hold      emptyHold
 	confAt    time.Time
 	confWhy   string
-	confDL    time.Time // deadline of a wait for evidence
-	log       *logging.Loop          // created at the first attempt's end
+	confDL    time.Time             // deadline of a wait for evidence
+	log       *logging.Loop         // created at the first attempt's end
 	extra     *[numTimers - 1]entry // the other scheduler entries, allocated when first needed
 }
 
