@@ -5,16 +5,17 @@
 // side) make M calls each (-calls) at t = 0, when the server goes down; it
 // is down for -down, then serves -capacity calls per second (enforced per
 // 100 ms window) and rejects what exceeds it, with a Retry-After (its queue
-// position / capacity) unless -retry-after=false. Every call retries until
-// it succeeds with its own BackOff built from a real rebound.Policy; a
-// process's budget, throttle and limiter are its own, and it learns only
+// position / capacity) unless -retry-after=false. Every call retries on
+// its own rebound.Schedule (rebound's step function, as in failback) with
+// a real rebound.Policy; a process's rebound.RetryBudget,
+// rebound.AdaptiveThrottle and limiter are its own, and it learns only
 // from its own calls: no state is shared between processes. The
 // simulation runs in virtual time (package sim): no sleeping, no goroutine
 // per call, deterministic for a given -seed.
 //
 // It prints one table per scenario — calls sent, calls failed while the
 // server was down, rejected for overload, refused locally by a throttle,
-// dropped by a budget, the time until every call succeeded and its ratio
+// dropped by a budget or throttle, the time until every call succeeded and its ratio
 // to the physical limit (down + N·M/capacity), and the busiest 100 ms
 // while the server was up over its capacity per 100 ms — then checks the
 // issue's targets, and draws the retries per 100 ms over time, one panel
@@ -54,6 +55,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
@@ -246,8 +248,9 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 	}
 	fmt.Fprintf(w, "retry storm in a fleet: N independent processes x %d call(s) each fail at t=0; server down for %v, then serves %s and %s; seed %d\n",
 		o.cfg.Tasks()/max(o.cfg.Processes, 1), o.cfg.Down, capacity, ra, o.cfg.Seed)
-	fmt.Fprintf(w, "every call has its own BackOff; budget (%g of first attempts + %g/s over %v) and throttle (K = %g over %v) are per process; nothing is shared\n",
-		sim.DefaultBudgetRatio, sim.DefaultBudgetFloor, sim.DefaultBudgetWindow, sim.DefaultThrottleK, sim.DefaultThrottleWindow)
+	fmt.Fprintf(w, "every call has its own rebound.Schedule; rebound.RetryBudget (%g of first attempts + %g/s over %v) and rebound.AdaptiveThrottle (K = %g over %v) are per process; nothing is shared\n",
+		rebound.DefaultBudgetRatio, rebound.DefaultBudgetMinPerSecond, rebound.DefaultBudgetWindow, rebound.DefaultThrottleK, rebound.DefaultThrottleWindow)
+	fmt.Fprintf(w, "throttled: attempts refused locally; dropped: calls ended because their budget or throttle refused a retry\n")
 	fmt.Fprintf(w, "physical limit = down + N*calls/capacity; peak = busiest 100 ms at the server while up / capacity per 100 ms\n")
 
 	for i, cfg := range scenarios {
@@ -261,7 +264,7 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 		fmt.Fprintf(tw, "%-*s\tcalls\tfailed down\trejected\tthrottled\tdropped\tall ok at\t/physical\tpeak/capacity\tmax attempts\t\n", width, "strategy")
 		for _, r := range results[i] {
 			fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t\n",
-				width, r.Strategy, r.Calls, r.FailedDown, r.Rejected, r.Throttled, r.Dropped, doneAt(r),
+				width, r.Strategy, r.Calls, r.FailedDown, r.Rejected, r.Throttled, r.DroppedBudget+r.DroppedThrottle, doneAt(r),
 				ratio(r), peak(r, cfg), r.MaxAttempts)
 		}
 		if err := tw.Flush(); err != nil {

@@ -1,8 +1,9 @@
 // Package sim is a discrete-event simulation of a retry storm in a fleet
 // of independent processes, in virtual time: every process loses the
 // server at the same instant, the server comes back after a while with a
-// limited capacity, and every call retries with its own BackOff built from
-// a rebound.Policy — the real one, not a model of it — until it succeeds.
+// limited capacity, and every call retries on rebound's own step function
+// (rebound.Schedule, with rebound's budget and throttle) — the real code,
+// not a model of it — until it succeeds or is dropped.
 //
 // # The model
 //
@@ -21,30 +22,32 @@
 //     starting at the end of the full window; the n-th caller turned away
 //     is told to come back when its place comes, (n−1)/C after that. A
 //     server that is down says nothing (a refused connection).
-//   - A call that fails asks its BackOff for the next delay and, with
-//     Strategy.HonorRetryAfter, waits max(delay, Retry-After) — what
-//     rebound.Retry and failback do.
-//   - A process owns the state its calls share, and only that: a
-//     golang.org/x/time/rate.Limiter that a retry waits for after its
-//     backoff delay (Strategy.Limit, the semantics of rebound.WithLimiter),
-//     a retry budget (Strategy.NewBudget: a retry it refuses is dropped,
-//     as failback drops it) and an adaptive throttle (Strategy.NewThrottle:
-//     an attempt it refuses is not sent and backs off like a failure). They
-//     read the run's virtual clock (Env.Now) and learn only from the
-//     process's own calls: no process knows the fleet's size or shares
-//     anything with another.
-//   - A call stops at its first success, when its BackOff returns
-//     backoff.Stop (it gave up), when its budget drops it, or at
+//   - Every call runs on its own rebound.Schedule — rebound's one step
+//     function, as failback's tasks do — of its process's rebound.Retrier:
+//     a failure is reported to Schedule.Next (with the server's Retry-After
+//     when Strategy.HonorRetryAfter), which returns the delay or ends the
+//     call; a due retry takes its limiter token with Schedule.Admit (a wait
+//     puts it back in the queue); a first attempt goes through
+//     Schedule.Begin and a success through Schedule.Succeeded.
+//   - A process owns the state its calls share, and only that: the options
+//     of its Retrier (Strategy.Process): a rebound.RetryBudget (a retry it
+//     refuses ends the call: dropped), a rebound.AdaptiveThrottle (a first
+//     attempt it refuses is not sent and backs off; a retry it refuses ends
+//     the call, as rebound's loops end with ErrThrottled), a
+//     golang.org/x/time/rate.Limiter. They run on the virtual clock (time
+//     is passed in) and learn only from the process's own calls: no
+//     process knows the fleet's size or shares anything with another.
+//   - A call stops at its first success, when its Schedule stops for the
+//     policy (it gave up), when its budget or throttle drops it, or at
 //     Config.Horizon, the safety cap on virtual time: a strategy that
 //     leaves calls unserved by then has not converged.
 //
 // There is no goroutine per call and no sleeping: events (an attempt, or
-// the end of a backoff delay that reserves a limiter token) are kept in a
-// container/heap priority queue ordered by (virtual time, call index), so
-// a run is deterministic for a given Config.Seed. Call j of process i has
-// its BackOff seeded with TaskSeed(Seed, i, j) and the process its own
-// random draws with ClientSeed(Seed, i), whatever the strategy (common
-// random numbers).
+// the end of a limiter wait) are kept in a container/heap priority queue
+// ordered by (virtual time, call index), so a run is deterministic for a
+// given Config.Seed. Process i's Retrier (and so its calls' jitter) and
+// throttle are seeded with ClientSeed(Seed, i), whatever the strategy
+// (common random numbers).
 //
 // Config.PhysicalLimit, Down + Processes·Calls/Capacity, is the earliest
 // time every call can have succeeded; Result.Converge is the run's time to

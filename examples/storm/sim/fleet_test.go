@@ -8,104 +8,66 @@ import (
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
-// spy is a budget and a throttle that records what its process told it,
-// so a test can check that a process learns only from its own calls.
-type spy struct {
-	proc                 int
-	deposits, withdraws  int
-	allows, accepted     int
-	records              int
-	refuseRetry, refuseN bool
-	now                  func() time.Time
-	times                []time.Duration
-}
-
-func (s *spy) Deposit() { s.deposits++ }
-func (s *spy) Withdraw() bool {
-	s.withdraws++
-	return !s.refuseRetry
-}
-func (s *spy) Allow() bool {
-	s.allows++
-	s.times = append(s.times, s.now().Sub(sim.Epoch))
-	return !s.refuseN
-}
-func (s *spy) Record(accepted bool) {
-	s.records++
-	if accepted {
-		s.accepted++
-	}
-}
-
-// Every process gets its own budget and throttle, fed only with its own
-// calls' attempts and outcomes, on the virtual clock.
+// Every process gets its own budget: with a budget of 1 retry per 10 s
+// and nothing per first attempt, each process retries one call per window
+// and drops the rest; a budget shared by the fleet would allow 1 in all.
 func TestProcessesShareNothing(t *testing.T) {
-	cfg := sim.Config{Processes: 20, Calls: 50, Down: 2 * time.Second, Capacity: 50, Seed: 4, RetryAfter: true}
-	var budgets, throttles []*spy
-	s := sim.Strategy{Name: "spied", HonorRetryAfter: true,
-		NewBudget: func(e sim.Env) sim.Budget {
-			b := &spy{proc: len(budgets), now: e.Now}
-			budgets = append(budgets, b)
-			return b
-		},
-		NewThrottle: func(e sim.Env) sim.Throttle {
-			th := &spy{proc: len(throttles), now: e.Now}
-			throttles = append(throttles, th)
-			return th
-		},
-	}
-	attempts := make([]int, cfg.Processes)
-	ok := make([]int, cfg.Processes)
-	var last time.Duration
+	cfg := sim.Config{Processes: 6, Calls: 10, Down: time.Hour, Capacity: 500, Seed: 4, Horizon: 5 * time.Second}
+	seeds := map[uint64]bool{}
+	s := sim.Strategy{Name: "tight", Policy: rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter},
+		Process: func(e sim.Env) []rebound.Option {
+			seeds[e.Seed] = true
+			return sim.Budget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0.1))(e)
+		}}
+	retried := map[int]int{}
 	cfg.Observe = func(c sim.Call) {
-		attempts[c.Process]++
-		if c.Outcome == sim.OK {
-			ok[c.Process]++
+		if c.Attempt > 1 {
+			retried[c.Process]++
 		}
-		if c.At < last {
-			t.Fatalf("call at %v after one at %v", c.At, last)
-		}
-		last = c.At
 	}
 	r := simulate(t, cfg, s)
 	checkTotals(t, r)
-	if len(budgets) != cfg.Processes || len(throttles) != cfg.Processes {
-		t.Fatalf("%d budgets, %d throttles for %d processes", len(budgets), len(throttles), cfg.Processes)
+	if len(seeds) != cfg.Processes {
+		t.Fatalf("%d process seeds for %d processes", len(seeds), cfg.Processes)
 	}
-	if !r.Converged || r.Rejected == 0 {
-		t.Fatalf("converged %v with %d rejections; want a converged run with overload", r.Converged, r.Rejected)
+	// At t = 0 each process's 10 calls fail and ask for a retry (Next):
+	// its own budget grants one (the floor, 0.1/s × 10 s) and drops 9; the
+	// one retried at t = 1 s fails and is refused too.
+	if r.DroppedBudget != 10*cfg.Processes || len(retried) != cfg.Processes {
+		t.Errorf("dropped %d, processes that retried %d; want %d and %d", r.DroppedBudget, len(retried), 10*cfg.Processes, cfg.Processes)
 	}
-	for i := range cfg.Processes {
-		b, th := budgets[i], throttles[i]
-		if b.deposits != cfg.Calls || b.deposits+b.withdraws != attempts[i] {
-			t.Errorf("process %d: %d deposits + %d withdrawals, want %d + %d attempts", i, b.deposits, b.withdraws, cfg.Calls, attempts[i]-cfg.Calls)
-		}
-		if th.allows != attempts[i] || th.records != attempts[i] || th.accepted != ok[i] || ok[i] != cfg.Calls {
-			t.Errorf("process %d: throttle allowed %d, recorded %d (%d accepted); own calls %d, %d ok",
-				i, th.allows, th.records, th.accepted, attempts[i], ok[i])
-		}
-		for k := 1; k < len(th.times); k++ {
-			if th.times[k] < th.times[k-1] {
-				t.Fatalf("process %d: clock went back from %v to %v", i, th.times[k-1], th.times[k])
-			}
+	for p, n := range retried {
+		if n != 1 {
+			t.Errorf("process %d retried %d times, want 1", p, n)
 		}
 	}
 }
 
-// A budget that refuses every retry drops every call after its first
-// attempt; a throttle that refuses everything sends nothing.
-func TestBudgetDropsAndThrottleRefuses(t *testing.T) {
-	cfg := sim.Config{Processes: 7, Calls: 3, Down: time.Minute, Capacity: 500, Seed: 1, Horizon: 5 * time.Minute}
-	r := simulate(t, cfg, sim.Strategy{Name: "broke", NewBudget: func(sim.Env) sim.Budget { return &spy{refuseRetry: true} }})
+// rebound's throttle ends a call whose retry it refuses (ErrThrottled):
+// in a long outage every call of a throttled process ends up dropped.
+func TestThrottleDropsInAnOutage(t *testing.T) {
+	cfg := sim.Config{Processes: 20, Calls: 5, Down: time.Hour, Capacity: 500, Seed: 1, Horizon: 10 * time.Minute}
+	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Process: sim.Throttle()})
 	checkTotals(t, r)
-	if r.Dropped != 21 || r.Calls != 21 || r.FailedDown != 21 || r.Converged {
-		t.Errorf("dropped %d, calls %d, down %d, converged %v; want 21, 21, 21, false", r.Dropped, r.Calls, r.FailedDown, r.Converged)
+	if r.DroppedThrottle == 0 || r.Throttled < int64(r.DroppedThrottle) || r.Converged {
+		t.Errorf("throttled %d, dropped %d, converged %v; want drops", r.Throttled, r.DroppedThrottle, r.Converged)
 	}
-	r = simulate(t, cfg, sim.Strategy{Name: "closed", Policy: rebound.Policy{MaxAttempts: 4},
-		NewThrottle: func(e sim.Env) sim.Throttle { return &spy{refuseN: true, now: e.Now} }})
+	if r.DroppedThrottle+r.GaveUp+r.NotConverged() < r.DroppedThrottle {
+		t.Errorf("accounting: %+v", r)
+	}
+}
+
+// A per-process limiter delays retries (Schedule.Admit) and counts the wait.
+func TestLimiterWaits(t *testing.T) {
+	cfg := sim.Config{Processes: 2, Calls: 50, Down: 3 * time.Second, Capacity: 0, Seed: 5}
+	r := simulate(t, cfg, sim.Strategy{Name: "limited", Process: sim.Limiter(10, 1)})
 	checkTotals(t, r)
-	if r.Calls != 0 || r.Throttled != 21*4 || r.GaveUp != 21 || r.MaxAttempts != 4 {
-		t.Errorf("calls %d, throttled %d, gave up %d, max attempts %d; want 0, 84, 21, 4", r.Calls, r.Throttled, r.GaveUp, r.MaxAttempts)
+	if r.LimiterWait <= 0 || !r.Converged {
+		t.Errorf("limiter wait %v, converged %v", r.LimiterWait, r.Converged)
+	}
+	// 2 processes at 10 retries/s: after the outage 100 calls need >= 5 s.
+	if r.DoneAt < 3*time.Second+4*time.Second {
+		t.Errorf("done at %v: the limiter did not pace the retries", r.DoneAt)
 	}
 }
 
@@ -183,21 +145,5 @@ func TestPeakUp(t *testing.T) {
 	cfg.Horizon = time.Minute
 	if r := simulate(t, cfg, strategy(t, "fixed-5s")); r.PeakUp != 0 {
 		t.Errorf("never up: PeakUp = %d, want 0", r.PeakUp)
-	}
-}
-
-func TestTaskSeed(t *testing.T) {
-	seen := map[uint64]bool{}
-	for i := range 100 {
-		if sim.TaskSeed(1, i, 0) != sim.ClientSeed(1, i) {
-			t.Fatalf("TaskSeed(1, %d, 0) != ClientSeed(1, %d)", i, i)
-		}
-		for j := range 100 {
-			s := sim.TaskSeed(1, i, j)
-			if seen[s] {
-				t.Fatalf("TaskSeed(1, %d, %d) repeats", i, j)
-			}
-			seen[s] = true
-		}
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"golang.org/x/time/rate"
-
 	"github.com/rebound-go/rebound"
 )
 
@@ -51,7 +48,7 @@ type Config struct {
 	// its own calls. It must be at least 1.
 	Processes int
 	// Calls is the number of calls each process makes at t = 0 (each then
-	// retried on its own, with its own BackOff, as failback does). 0 means
+	// retried on its own, with its own rebound.Schedule, as failback does). 0 means
 	// DefaultCalls; it must not be negative.
 	Calls int
 	// Down is how long the server is down: every call made at t < Down
@@ -66,9 +63,10 @@ type Config struct {
 	// with a Retry-After: its queue position divided by its capacity (see
 	// the package doc). A server that is down says nothing.
 	RetryAfter bool
-	// Seed determines every random draw: call j of process i has its
-	// BackOff seeded with TaskSeed(Seed, i, j), and process i's throttle
-	// with ClientSeed(Seed, i).
+	// Seed determines every random draw: process i's Retrier is seeded
+	// with ClientSeed(Seed, i) (its j-th Schedule, call j, derives its own
+	// seed from it, as rebound.WithSeed documents), and so is its throttle
+	// if the strategy seeds it with Env.Seed.
 	Seed uint64
 	// Horizon is the safety cap on virtual time: events after it are not
 	// simulated, and calls that have not succeeded by then count as not
@@ -193,15 +191,20 @@ type Result struct {
 	FailedDown int64
 	// Rejected counts calls failed for overload once the server was up.
 	Rejected int64
-	// Throttled counts attempts the process's throttle refused locally
-	// (never sent; the call backs off as after a failure).
+	// Throttled counts attempts the process's throttle refused locally,
+	// never sent: a first attempt refused by Schedule.Begin backs off as
+	// after a failure; a retry refused by Schedule.Next ends the call
+	// (DroppedThrottle), as rebound's loops end with ErrThrottled.
 	Throttled int64
 	// Succeeded counts calls that succeeded (one server call each).
 	Succeeded int
-	// Dropped counts calls whose retry the process's budget refused: they
-	// are never retried again (failback drops them with a budget reason).
-	Dropped int
-	// GaveUp counts calls whose BackOff returned backoff.Stop.
+	// DroppedBudget and DroppedThrottle count calls that ended because
+	// the process's budget (rebound.ErrBudgetExhausted) or throttle
+	// (rebound.ErrThrottled) refused their next retry: they are never
+	// retried again.
+	DroppedBudget, DroppedThrottle int
+	// GaveUp counts calls whose Schedule stopped for their policy
+	// (MaxAttempts, MaxElapsed).
 	GaveUp int
 	// Converged reports whether every call succeeded within the Horizon.
 	Converged bool
@@ -223,7 +226,8 @@ type Result struct {
 	// MaxAttempts is the largest number of attempts one call made (local
 	// refusals included).
 	MaxAttempts int
-	// LimiterWait is the total time retries waited for limiter tokens.
+	// LimiterWait is the total time retries waited for limiter tokens
+	// (Schedule.Admit).
 	LimiterWait time.Duration
 	// Retries[k] counts the retries sent in window k, [k·Window,
 	// (k+1)·Window), up to the last call's window.
@@ -243,27 +247,16 @@ func (r Result) Converge() float64 {
 	return float64(r.DoneAt) / float64(r.PhysicalLimit)
 }
 
-// Epoch anchors virtual time for the clocks handed to limiters, budgets and
-// throttles, which take time.Time: virtual time t is Epoch.Add(t).
+// Epoch anchors virtual time for rebound's Schedules, budgets, throttles
+// and limiters, which take a time.Time: virtual time t is Epoch.Add(t).
 var Epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// ClientSeed returns the seed of process i's own random draws (its
-// throttle) in a run seeded with seed: a SplitMix64 mix, so neighbouring
+// ClientSeed returns the seed of process i's Retrier and own random draws
+// in a run seeded with seed: a SplitMix64 mix, so neighbouring
 // processes and seeds get unrelated streams. It does not depend on the
 // strategy.
 func ClientSeed(seed uint64, i int) uint64 {
 	return splitmix64(seed ^ splitmix64(uint64(i)+1))
-}
-
-// TaskSeed returns the seed of the BackOff of call j of process i. Call 0
-// of process i uses ClientSeed(seed, i) itself, so one call per process
-// draws what one client drew in earlier versions of this simulator.
-func TaskSeed(seed uint64, i, j int) uint64 {
-	s := ClientSeed(seed, i)
-	if j == 0 {
-		return s
-	}
-	return splitmix64(s ^ splitmix64(uint64(j)<<32|0x5bd1e995))
 }
 
 func splitmix64(x uint64) uint64 {
@@ -275,20 +268,13 @@ func splitmix64(x uint64) uint64 {
 
 // task is the state of one call between its events.
 type task struct {
-	bo       backoff.BackOff
+	sched    *rebound.Schedule
 	proc     int32
 	idx      int32
 	attempts int32
-	// reserving: the pending event is the end of a backoff delay, where
-	// the retry reserves a limiter token; otherwise it is an attempt.
-	reserving bool
-}
-
-// process is the state one process shares among its calls.
-type process struct {
-	lim      *rate.Limiter
-	budget   Budget
-	throttle Throttle
+	// admitted: the pending event is the end of a limiter wait that Admit
+	// asked for; the attempt runs then without asking again.
+	admitted bool
 }
 
 // event is a task's single pending event.
@@ -364,11 +350,18 @@ func (s *server) serve(t time.Duration) (Outcome, time.Duration) {
 	return Rejected, ra
 }
 
+// Errors the simulated server answers with: transient, so that rebound
+// retries them and the throttle counts them as rejections.
+var (
+	errDown     = rebound.Transient(errors.New("sim: server down"))
+	errRejected = rebound.Transient(errors.New("sim: rejected for overload"))
+	errLocal    = rebound.Transient(errors.New("sim: first attempt refused by the throttle"))
+)
+
 // Simulate runs strategy s in scenario cfg and returns its figures. It is
-// deterministic: the same cfg and s give the same Result (as long as the
-// strategy's budgets and throttles are). It returns an error wrapping
-// ErrInvalid for an invalid cfg or s. Simulate is safe to call
-// concurrently (runs share nothing), as long as cfg.Observe is.
+// deterministic: the same cfg and s give the same Result. It returns an
+// error wrapping ErrInvalid for an invalid cfg or s. Simulate is safe to
+// call concurrently (runs share nothing), as long as cfg.Observe is.
 func Simulate(cfg Config, s Strategy) (Result, error) {
 	if err := errors.Join(cfg.validate(), s.validate()); err != nil {
 		return Result{}, err
@@ -380,32 +373,26 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	m := cfg.calls()
 	n := cfg.Tasks()
 
-	// now is the virtual clock every budget and throttle reads.
-	var vnow time.Duration
-	clock := func() time.Time { return Epoch.Add(vnow) }
-
-	procs := make([]process, cfg.Processes)
+	// Every process has its own Retrier (its budget, throttle and limiter),
+	// seeded with its own seed: call j is its j-th Schedule.
+	procs := make([]*rebound.Retrier, cfg.Processes)
 	for i := range procs {
-		p := &procs[i]
-		if s.Limit > 0 {
-			p.lim = rate.NewLimiter(s.Limit, s.Burst)
+		env := Env{Seed: ClientSeed(cfg.Seed, i)}
+		opts := []rebound.Option{rebound.WithSeed(env.Seed)}
+		if s.Process != nil {
+			opts = append(opts, s.Process(env)...)
 		}
-		env := Env{Now: clock, Seed: ClientSeed(cfg.Seed, i)}
-		if s.NewBudget != nil {
-			p.budget = s.NewBudget(env)
+		r, err := rebound.NewRetrier(s.Policy, opts...)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: Strategy %q: %w", ErrInvalid, s.Name, err)
 		}
-		if s.NewThrottle != nil {
-			p.throttle = s.NewThrottle(env)
-		}
+		procs[i] = r
 	}
 	tasks := make([]task, n)
 	q := make(queue, n)
 	for id := range tasks {
 		i, j := id/m, id%m
-		tasks[id] = task{
-			bo:   s.Policy.NewBackOff(rebound.WithSeed(TaskSeed(cfg.Seed, i, j))),
-			proc: int32(i), idx: int32(j),
-		}
+		tasks[id] = task{sched: procs[i].NewSchedule(Epoch), proc: int32(i), idx: int32(j)}
 		q[id] = event{at: 0, id: int32(id)}
 	}
 	heap.Init(&q)
@@ -415,21 +402,25 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	retries := make([]int32, 0, 1024)
 	upWindow, upCount := int64(-1), 0
 
-	// next schedules the top task's next attempt after a failure (ra: the
-	// server's Retry-After, if any) and reports false if it gave up.
-	next := func(t time.Duration, c *task, p *process, ra time.Duration) bool {
-		d := c.bo.NextBackOff()
-		if d == backoff.Stop {
+	// failed reports the top task's failed attempt (err) to its Schedule
+	// and schedules the next one; it reports false if the call ended.
+	failed := func(t time.Duration, c *task, err error) bool {
+		d, stop := c.sched.Next(err, Epoch.Add(t))
+		if stop == nil {
+			q[0].at = t + d
+			heap.Fix(&q, 0)
+			return true
+		}
+		switch {
+		case errors.Is(stop, rebound.ErrBudgetExhausted):
+			res.DroppedBudget++
+		case errors.Is(stop, rebound.ErrThrottled):
+			res.Throttled++
+			res.DroppedThrottle++
+		default:
 			res.GaveUp++
-			return false
 		}
-		if s.HonorRetryAfter && ra > d {
-			d = ra
-		}
-		c.reserving = p.lim != nil
-		q[0].at = t + d
-		heap.Fix(&q, 0)
-		return true
+		return false
 	}
 
 	for len(q) > 0 {
@@ -438,44 +429,44 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		if t > horizon {
 			break
 		}
-		vnow = t
+		now := Epoch.Add(t)
 		res.End = t
 		c := &tasks[e.id]
-		p := &procs[c.proc]
 
-		if c.reserving {
-			at := Epoch.Add(t)
-			d := p.lim.ReserveN(at, 1).DelayFrom(at)
-			res.LimiterWait += d
-			c.reserving = false
-			q[0].at = t + d
-			heap.Fix(&q, 0)
-			continue
-		}
-
-		c.attempts++
-		retry := c.attempts > 1
-		if p.budget != nil {
-			if !retry {
-				p.budget.Deposit()
-			} else if !p.budget.Withdraw() {
-				res.Dropped++
-				c.bo = nil
+		if c.attempts > 0 && !c.admitted {
+			// A retry is due: take the limiter token (if any) now, in time
+			// order; a wait puts it back in the queue with the token held.
+			w, stop := c.sched.Admit(now)
+			if stop != nil {
+				res.GaveUp++
+				c.sched = nil
 				heap.Pop(&q)
 				continue
 			}
-		}
-		if p.throttle != nil && !p.throttle.Allow() {
-			res.Throttled++
-			if !next(t, c, p, 0) {
-				c.bo = nil
-				heap.Pop(&q)
+			if w > 0 {
+				res.LimiterWait += w
+				c.admitted = true
+				q[0].at = t + w
+				heap.Fix(&q, 0)
+				continue
 			}
-			continue
+		}
+		c.admitted = false
+		c.attempts++
+		if c.attempts == 1 {
+			if err := c.sched.Begin(now); err != nil {
+				// Refused locally: not sent, it backs off as after a failure.
+				res.Throttled++
+				if !failed(t, c, errLocal) {
+					c.sched = nil
+					heap.Pop(&q)
+				}
+				continue
+			}
 		}
 
 		res.Calls++
-		if retry {
+		if c.attempts > 1 {
 			w := int(t / Window)
 			for len(retries) <= w {
 				retries = append(retries, 0)
@@ -490,25 +481,29 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 			upCount++
 			res.PeakUp = max(res.PeakUp, upCount)
 		}
-		if p.throttle != nil {
-			p.throttle.Record(out == OK)
-		}
 		if cfg.Observe != nil {
 			cfg.Observe(Call{Process: int(c.proc), Task: int(c.idx), Attempt: int(c.attempts), At: t, Outcome: out, RetryAfter: ra})
 		}
+		var err error
 		switch out {
 		case OK:
 			res.Succeeded++
 			res.DoneAt = t
+			c.sched.Succeeded(now)
 		case Down:
 			res.FailedDown++
+			err = errDown
 		case Rejected:
 			res.Rejected++
+			err = errRejected
+			if ra > 0 && s.HonorRetryAfter {
+				err = rebound.RetryAfter(ra, errRejected)
+			}
 		}
-		if out != OK && next(t, c, p, ra) {
+		if err != nil && failed(t, c, err) {
 			continue
 		}
-		c.bo = nil
+		c.sched = nil
 		heap.Pop(&q)
 	}
 	for _, c := range tasks {

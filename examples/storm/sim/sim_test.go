@@ -65,7 +65,7 @@ func checkTotals(t *testing.T, r sim.Result) {
 	for _, n := range r.Retries {
 		retries += int64(n)
 	}
-	if r.Throttled == 0 && r.Dropped == 0 {
+	if r.Throttled == 0 && r.DroppedBudget+r.DroppedThrottle == 0 {
 		if want := r.Calls - int64(r.Tasks); retries != want {
 			t.Errorf("%s: sum of Retries = %d, want Calls - Tasks = %d", r.Strategy, retries, want)
 		}
@@ -73,8 +73,8 @@ func checkTotals(t *testing.T, r sim.Result) {
 	if r.Converged != (r.Succeeded == r.Tasks) {
 		t.Errorf("%s: Converged = %v with %d/%d succeeded", r.Strategy, r.Converged, r.Succeeded, r.Tasks)
 	}
-	if r.Succeeded+r.Dropped+r.GaveUp > r.Tasks {
-		t.Errorf("%s: %d succeeded + %d dropped + %d gave up > %d calls", r.Strategy, r.Succeeded, r.Dropped, r.GaveUp, r.Tasks)
+	if r.Succeeded+r.DroppedBudget+r.DroppedThrottle+r.GaveUp > r.Tasks {
+		t.Errorf("%s: %d succeeded + %d+%d dropped + %d gave up > %d calls", r.Strategy, r.Succeeded, r.DroppedBudget, r.DroppedThrottle, r.GaveUp, r.Tasks)
 	}
 	if r.P99Retries > r.PeakRetries {
 		t.Errorf("%s: P99 %d > peak %d", r.Strategy, r.P99Retries, r.PeakRetries)
@@ -216,7 +216,8 @@ func TestFullJitterCapacity(t *testing.T) {
 // per window, and never delays a first call.
 func TestLimiterCapsRetriesPerProcess(t *testing.T) {
 	cfg := sim.Config{Processes: 3, Calls: 1000, Down: 10 * time.Second, Capacity: 500, Seed: 5}
-	s := sim.Strategy{Name: "limited", Policy: rebound.Policy{}, Limit: 100, Burst: 7}
+	const limit, burst = 100, 7
+	s := sim.Strategy{Name: "limited", Policy: rebound.Policy{}, Process: sim.Limiter(limit, burst)}
 	first := 0
 	perWindow := map[[2]int64]int{}
 	cfg.Observe = func(call sim.Call) {
@@ -232,7 +233,7 @@ func TestLimiterCapsRetriesPerProcess(t *testing.T) {
 	if first != cfg.Tasks() {
 		t.Errorf("%d first calls at t=0, want %d", first, cfg.Tasks())
 	}
-	bound := int(float64(s.Limit)*sim.Window.Seconds()) + s.Burst // 10 + 7
+	bound := int(limit*sim.Window.Seconds()) + burst // 10 + 7
 	peak := 0
 	for _, n := range perWindow {
 		peak = max(peak, n)
@@ -251,7 +252,7 @@ func TestInfiniteLimiterIsNoLimiter(t *testing.T) {
 	cfg := sim.Config{Processes: 300, Down: 10 * time.Second, Capacity: 200, Seed: 11}
 	plain := strategy(t, "equal-jitter")
 	inf := plain
-	inf.Limit = rate.Inf
+	inf.Process = sim.Limiter(rate.Inf, 0)
 	a, b := simulate(t, cfg, plain), simulate(t, cfg, inf)
 	b.Strategy = a.Strategy
 	if !reflect.DeepEqual(a, b) {
@@ -371,9 +372,9 @@ func TestInvalid(t *testing.T) {
 		{"huge capacity", func(c *sim.Config) { c.Capacity = 2e9 }, nil, "Capacity"},
 		{"negative horizon", func(c *sim.Config) { c.Horizon = -time.Second }, nil, "Horizon"},
 		{"bad policy", nil, func(s *sim.Strategy) { s.Policy.Multiplier = 0.5 }, "Multiplier"},
-		{"max elapsed", nil, func(s *sim.Strategy) { s.Policy.MaxElapsed = time.Minute }, "MaxElapsed"},
-		{"negative limit", nil, func(s *sim.Strategy) { s.Limit = -1 }, "Limit"},
-		{"no burst", nil, func(s *sim.Strategy) { s.Limit, s.Burst = 10, 0 }, "Burst"},
+		{"bad option", nil, func(s *sim.Strategy) {
+			s.Process = func(sim.Env) []rebound.Option { return []rebound.Option{rebound.WithLimiter(nil), rebound.WithSeed(1)} }
+		}, "Strategy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -400,8 +401,8 @@ func TestStrategies(t *testing.T) {
 		if err := s.Policy.Validate(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 		}
-		if (s.NewBudget != nil) != strings.Contains(s.Name, "+budget") || (s.NewThrottle != nil) != strings.Contains(s.Name, "+throttle") {
-			t.Errorf("%s: budget %v, throttle %v", s.Name, s.NewBudget != nil, s.NewThrottle != nil)
+		if (s.Process != nil) != strings.Contains(s.Name, "+") {
+			t.Errorf("%s: Process set %v", s.Name, s.Process != nil)
 		}
 		if s.HonorRetryAfter != (s.Name != "fixed-5s" && s.Name != "full-jitter") {
 			t.Errorf("%s: HonorRetryAfter %v", s.Name, s.HonorRetryAfter)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,104 +9,95 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// Env is what a process's budget or throttle is built with: the virtual
-// clock of the run and the process's own seed (ClientSeed).
+// Env is what a process's own options are built with.
 type Env struct {
-	// Now returns the current virtual time (Epoch + t).
-	Now func() time.Time
-	// Seed seeds the process's random draws.
+	// Seed is the process's own seed (ClientSeed): seed its throttle with
+	// it (rebound.ThrottleSeed) to keep runs deterministic.
 	Seed uint64
 }
 
-// Budget is a process's retry budget, as the simulator uses it.
-type Budget interface {
-	// Deposit records a first attempt.
-	Deposit()
-	// Withdraw asks for one retry; false means refused, and the call is
-	// dropped (as failback drops it, with a budget reason).
-	Withdraw() bool
-}
-
-// Throttle is a process's adaptive client-side throttle, as the simulator
-// uses it.
-type Throttle interface {
-	// Allow decides whether an attempt is sent (true) or refused locally
-	// (false: the call backs off as after a failure).
-	Allow() bool
-	// Record reports the outcome of an attempt that was sent: accepted
-	// means the server served it.
-	Record(accepted bool)
-}
-
-// Strategy is how every process retries: a rebound.Policy (each call
-// builds its own BackOff from it, as failback does per task) and,
-// optionally, per-process state every call of the process shares: a rate
-// limiter, a retry budget and an adaptive throttle. Processes never share
-// anything.
+// Strategy is how every process retries: a rebound.Policy and the options
+// of each process's rebound.Retrier — its own budget, throttle, limiter —
+// built per process by Process. Each call runs on its own
+// rebound.Schedule of its process's Retrier, as failback's tasks do.
+// Processes never share anything.
 type Strategy struct {
 	// Name labels the strategy in results.
 	Name string
-	// Policy is validated with Policy.Validate. Leave MaxElapsed 0: the
-	// BackOff would measure it with the real clock. A MaxAttempts makes
-	// calls give up (counted in Result.GaveUp).
+	// Policy is the retry policy (validated by rebound.NewRetrier).
 	Policy rebound.Policy
-	// HonorRetryAfter makes a call wait at least the server's Retry-After
-	// (with Config.RetryAfter), as rebound.Retry and failback do: the next
-	// delay is max(BackOff delay, Retry-After).
+	// HonorRetryAfter passes the server's Retry-After (Config.RetryAfter)
+	// to the Schedule with the error (rebound.RetryAfter), which then
+	// waits at least that long (clamped to Policy.MaxRetryAfter): what
+	// rebound's loops and failback do with a server's Retry-After. Without
+	// it the call retries on its backoff alone, like a client that ignores
+	// the header.
 	HonorRetryAfter bool
-	// Limit is the rate (retries per second) of each process's own
-	// limiter, waited for after the backoff delay (the semantics of
-	// rebound.WithLimiter); 0 means no limiter. rate.Inf is allowed.
-	Limit rate.Limit
-	// Burst is the limiter's bucket size; at least 1 when Limit is set
-	// and finite.
-	Burst int
-	// NewBudget, if not nil, builds each process's retry budget.
-	NewBudget func(Env) Budget
-	// NewThrottle, if not nil, builds each process's throttle.
-	NewThrottle func(Env) Throttle
+	// Process, if not nil, returns the options of process i's Retrier:
+	// rebound.WithBudget, WithThrottle, WithLimiter with objects of its
+	// own. Do not pass WithSeed (the simulator seeds every Retrier) or
+	// anything that reads the real clock.
+	Process func(Env) []rebound.Option
 }
 
 func (s Strategy) validate() error {
-	var errs []error
 	if err := s.Policy.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Policy: %w", err))
-	}
-	if s.Policy.MaxElapsed != 0 {
-		errs = append(errs, fmt.Errorf("Policy.MaxElapsed = %v: must be 0 (it would read the real clock)", s.Policy.MaxElapsed))
-	}
-	if !(s.Limit >= 0) { // also catches NaN
-		errs = append(errs, fmt.Errorf("Limit = %v: must not be negative (0 means no limiter)", s.Limit))
-	}
-	if s.Limit > 0 && s.Limit != rate.Inf && s.Burst < 1 {
-		errs = append(errs, fmt.Errorf("Burst = %d: must be at least 1 with a finite Limit", s.Burst))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: Strategy %q: %w", ErrInvalid, s.Name, errors.Join(errs...))
+		return fmt.Errorf("%w: Strategy %q: Policy: %w", ErrInvalid, s.Name, err)
 	}
 	return nil
+}
+
+// Budget returns a Process option set with a rebound.RetryBudget of its
+// own per process (rebound's defaults: 20% of first attempts plus 10/s over
+// 10 s).
+func Budget(opts ...rebound.BudgetOption) func(Env) []rebound.Option {
+	return func(Env) []rebound.Option {
+		b, err := rebound.NewRetryBudget(opts...)
+		if err != nil {
+			panic(err) // options are fixed by the strategy: a programming error
+		}
+		return []rebound.Option{rebound.WithBudget(b)}
+	}
+}
+
+// Throttle returns a Process option set with a rebound.AdaptiveThrottle of
+// its own per process, seeded with the process's seed (rebound's defaults:
+// K = 2 over 2 min).
+func Throttle(opts ...rebound.ThrottleOption) func(Env) []rebound.Option {
+	return func(e Env) []rebound.Option {
+		t, err := rebound.NewAdaptiveThrottle(append([]rebound.ThrottleOption{rebound.ThrottleSeed(e.Seed)}, opts...)...)
+		if err != nil {
+			panic(err)
+		}
+		return []rebound.Option{rebound.WithThrottle(t)}
+	}
+}
+
+// Limiter returns a Process option set with a rate.Limiter of its own per
+// process.
+func Limiter(limit rate.Limit, burst int) func(Env) []rebound.Option {
+	return func(Env) []rebound.Option {
+		return []rebound.Option{rebound.WithLimiter(rate.NewLimiter(limit, burst))}
+	}
+}
+
+// Both combines Process option sets.
+func Both(fs ...func(Env) []rebound.Option) func(Env) []rebound.Option {
+	return func(e Env) []rebound.Option {
+		var opts []rebound.Option
+		for _, f := range fs {
+			opts = append(opts, f(e)...)
+		}
+		return opts
+	}
 }
 
 // DefaultInterval is the fixed retry interval, 5 s: the retry period of
 // Dubbo's classic failback cluster.
 const DefaultInterval = 5 * time.Second
 
-// Defaults of the budget and throttle in the strategies built by
-// Strategies: Finagle's RetryBudget defaults and the SRE book's K.
-const (
-	DefaultBudgetRatio    = 0.2              // retries per first attempt
-	DefaultBudgetFloor    = 10.0             // retries per second on top
-	DefaultBudgetWindow   = 10 * time.Second // sliding window
-	DefaultThrottleK      = 2.0              // accepts multiplier
-	DefaultThrottleWindow = 2 * time.Minute  // history
-	FleetMax              = 7 * time.Second  // the fleet strategy's Max
-)
-
-const (
-	fleetName      = "fleet"
-	budgetSuffix   = "+budget"
-	throttleSuffix = "+throttle"
-)
+// FleetMax is the fleet strategy's Max.
+const FleetMax = 7 * time.Second
 
 // Strategies returns the strategies compared by the storm example, in this
 // order:
@@ -117,28 +107,26 @@ const (
 //	full-jitter         the zero Policy, ignoring Retry-After: plain full
 //	                    jitter, 1 s doubling to 30 s
 //	rebound             rebound's defaults: the zero Policy, honouring
-//	                    Retry-After (max of the two delays)
-//	rebound+budget      and a retry budget per process
-//	rebound+throttle    and an adaptive throttle per process
+//	                    Retry-After
+//	rebound+budget      and a rebound.RetryBudget per process
+//	rebound+throttle    and a rebound.AdaptiveThrottle per process
 //	rebound+budget+throttle
 //	fleet               DecorrelatedJitter capped at FleetMax (7 s),
 //	                    honouring Retry-After: the documented strategy for
-//	                    fleets whose outages are short (see the README)
+//	                    fleets (see the README)
 //
-// Budgets and throttles are built per process with the Default* figures
-// above; no process shares anything with another.
+// Budgets and throttles have rebound's defaults and are built per process;
+// no process shares anything with another.
 func Strategies(interval time.Duration) []Strategy {
 	d := rebound.Policy{}
-	budget := newBudget(DefaultBudgetRatio, DefaultBudgetFloor, DefaultBudgetWindow)
-	throttle := newThrottle(DefaultThrottleK, DefaultThrottleWindow)
 	return []Strategy{
 		{Name: "fixed-" + interval.String(), Policy: rebound.Policy{
 			Initial: interval, Multiplier: 1, Max: interval, Jitter: rebound.NoJitter}},
 		{Name: "full-jitter", Policy: d},
 		{Name: "rebound", Policy: d, HonorRetryAfter: true},
-		{Name: "rebound" + budgetSuffix, Policy: d, HonorRetryAfter: true, NewBudget: budget},
-		{Name: "rebound" + throttleSuffix, Policy: d, HonorRetryAfter: true, NewThrottle: throttle},
-		{Name: "rebound" + budgetSuffix + throttleSuffix, Policy: d, HonorRetryAfter: true, NewBudget: budget, NewThrottle: throttle},
-		{Name: fleetName, Policy: rebound.Policy{Max: FleetMax, Jitter: rebound.DecorrelatedJitter}, HonorRetryAfter: true},
+		{Name: "rebound+budget", Policy: d, HonorRetryAfter: true, Process: Budget()},
+		{Name: "rebound+throttle", Policy: d, HonorRetryAfter: true, Process: Throttle()},
+		{Name: "rebound+budget+throttle", Policy: d, HonorRetryAfter: true, Process: Both(Budget(), Throttle())},
+		{Name: "fleet", Policy: rebound.Policy{Max: FleetMax, Jitter: rebound.DecorrelatedJitter}, HonorRetryAfter: true},
 	}
 }
