@@ -25,7 +25,12 @@
 //   - schedules tasks by due time on a min-heap (container/heap) served by
 //     one goroutine sleeping on one timer set to the earliest due time: no
 //     polling, no head-of-line blocking, O(log n) per task;
-//   - runs retries on a fixed pool of workers (WithConcurrency, default 8);
+//   - runs retries on a fixed pool of workers (WithConcurrency, default 8),
+//     at most half of them on one target (WithTargetConcurrency), so that
+//     one dead or slow provider cannot occupy every worker;
+//   - can bound retries with a shared rebound.RetryBudget (WithBudget) and
+//     an AdaptiveThrottle (WithThrottle): a refused retry is Dropped with
+//     DropBudget or DropThrottled;
 //   - bounds the tasks queued plus running under one lock (WithMaxTasks,
 //     default 100);
 //   - makes exactly Policy.MaxAttempts-1 retries (default 3; the policy is

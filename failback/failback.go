@@ -169,7 +169,10 @@ type Invoker struct {
 	heap                                taskHeap  // waiting for their due time
 	ready                               []*task   // due, waiting for a worker (FIFO from readyHead)
 	readyHead                           int
-	reserved                            int   // accepted, being reported to Hooks.Queued, not pushed yet
+	reserved                            int                // accepted, being reported to Hooks.Queued, not pushed yet
+	running                             map[string]int     // retry attempts running, by target
+	parked                              map[string][]*task // due, waiting for a slot on their target (FIFO)
+	nparked                             int
 	inflight                            int   // held by a worker
 	timerAt                             int64 // due time the scheduler's timer is set for; MaxInt64 if none
 	state                               state
@@ -213,6 +216,9 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 			o.apply(&cfg)
 		}
 	}
+	if cfg.perTarget == 0 {
+		cfg.perTarget = max(1, cfg.concurrency/2)
+	}
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
@@ -245,6 +251,8 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		closeDone: make(chan struct{}),
+		running:   map[string]int{},
+		parked:    map[string][]*task{},
 	}
 	f.cond.L = &f.mu
 	if err := f.startMetrics(); err != nil {
@@ -575,10 +583,13 @@ func (f *Invoker) stop() {
 	}
 	f.state = stateClosed
 	f.closedFlag.Store(true)
-	pending := make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead)
+	pending := make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead+f.nparked)
 	pending = append(pending, f.ready[f.readyHead:]...)
+	for _, q := range f.parked {
+		pending = append(pending, q...)
+	}
 	pending = append(pending, f.heap...)
-	f.ready, f.readyHead, f.heap = nil, 0, nil
+	f.ready, f.readyHead, f.heap, f.parked, f.nparked = nil, 0, nil, nil, 0
 	f.dropped[dropIndex(DropClosed)] += uint64(len(pending))
 	f.mu.Unlock()
 
@@ -638,7 +649,9 @@ func dropIndex(r DropReason) int {
 	panic("failback: unknown DropReason " + string(r))
 }
 
-func (f *Invoker) queuedLocked() int  { return len(f.heap) + len(f.ready) - f.readyHead + f.reserved }
+func (f *Invoker) queuedLocked() int {
+	return len(f.heap) + len(f.ready) - f.readyHead + f.reserved + f.nparked
+}
 func (f *Invoker) pendingLocked() int { return f.queuedLocked() + f.inflight }
 
 // now returns the monotonic time since epoch in nanoseconds.

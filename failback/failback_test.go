@@ -380,7 +380,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 			mu.Unlock()
 			dropped(tk, r)
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(hooks), WithConcurrency(2), WithAttemptTimeout(0),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(hooks), WithConcurrency(2), WithTargetConcurrency(2), WithAttemptTimeout(0),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 		fref = f
 		for i := range 2 {

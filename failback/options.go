@@ -48,6 +48,7 @@ type config struct {
 	maxTasks       int
 	policy         rebound.Policy
 	concurrency    int
+	perTarget      int // 0: half the workers
 	attemptTimeout time.Duration
 	ttl            time.Duration
 	retryable      func(error) bool
@@ -125,6 +126,25 @@ func WithConcurrency(n int) Option {
 			return
 		}
 		c.concurrency = n
+	})
+}
+
+// WithTargetConcurrency bounds the retry attempts that run at once against
+// one target (the Target of the invoker the load balance selected), so
+// that one dead or slow provider cannot occupy every worker: a retry whose
+// selection lands on a target at its bound goes to another provider while
+// one is left (the load balance is asked again, with the busy targets
+// excluded); otherwise it waits, without counting an attempt, until an
+// attempt on that target ends. Default: half the workers (at least 1), so
+// with the default 8 workers one provider gets at most 4 at a time. n must
+// be at least 1; n >= the number of workers means no bound.
+func WithTargetConcurrency(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 {
+			c.bad("WithTargetConcurrency", "n", "must be >= 1", nil)
+			return
+		}
+		c.perTarget = n
 	})
 }
 

@@ -181,8 +181,6 @@ func (f *Invoker) work() {
 		case me > 0 && time.Duration(now-t.born) > me:
 			reason = fmt.Errorf("%w: the next attempt would start %v after the first failure, beyond MaxElapsed %v",
 				rebound.ErrExhausted, time.Duration(now-t.born), me)
-		default:
-			f.retried++
 		}
 		f.mu.Unlock()
 		switch {
@@ -205,14 +203,16 @@ const (
 	outDropped
 )
 
-// safeAttempt is attempt with panics of the Directory, the LoadBalance and
-// the Invoker recovered as a *PanicError.
-func (f *Invoker) safeAttempt(ctx context.Context, t *task) (target cluster.Invoker, pe *PanicError, err error) {
+// safeSelect lists and selects for one retry of t, with panics of the
+// Directory and the LoadBalance recovered as a *PanicError. It avoids the
+// invokers that failed for t and, while another one is left, those whose
+// target is at its concurrency bound (WithTargetConcurrency).
+func (f *Invoker) safeSelect(ctx context.Context, t *task) (target cluster.Invoker, pe *PanicError, err error) {
 	op := "cluster.Directory.List"
 	defer func() {
 		if r := recover(); r != nil {
 			pe = cluster.NewPanicError(op, r)
-			err = pe
+			target, err = nil, pe
 		}
 	}()
 	invokers, err := f.dir.List(ctx, t.inv)
@@ -220,29 +220,102 @@ func (f *Invoker) safeAttempt(ctx context.Context, t *task) (target cluster.Invo
 		return nil, nil, err
 	}
 	op = "cluster.LoadBalance.Select"
-	target, err = f.lb.Select(invokers, t.inv, t.failed)
+	exclude := t.failed
+	if busy := f.busyTargets(invokers); len(busy) > 0 && len(busy) < len(invokers) {
+		exclude = append(busy, t.failed...)
+	}
+	target, err = f.lb.Select(invokers, t.inv, exclude)
 	if err != nil {
 		return nil, nil, err
 	}
 	if target == nil {
 		return nil, nil, errNilInvoker
 	}
-	op = "cluster.Invoker.Invoke"
-	_, err = target.Invoke(ctx, t.inv)
-	return target, nil, err
+	return target, nil, nil
+}
+
+// busyTargets returns the invokers of invokers whose target is at its
+// concurrency bound, nil if none is.
+func (f *Invoker) busyTargets(invokers []cluster.Invoker) []cluster.Invoker {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.running) == 0 {
+		return nil
+	}
+	var busy []cluster.Invoker
+	for _, iv := range invokers {
+		if iv != nil && f.running[iv.Target()] >= f.cfg.perTarget {
+			busy = append(busy, iv)
+		}
+	}
+	return busy
+}
+
+// safeInvoke calls target, with a panic recovered as a *PanicError.
+func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invocation) (pe *PanicError, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = cluster.NewPanicError("cluster.Invoker.Invoke", r)
+			err = pe
+		}
+	}()
+	_, err = target.Invoke(ctx, inv)
+	return nil, err
 }
 
 // run makes one retry attempt of t (held by this worker, counted in
-// inflight) and files the task by its outcome.
+// inflight) and files the task by its outcome. If the selected target is
+// at its concurrency bound, the task is parked for it instead, without an
+// attempt, and goes back to the ready queue when an attempt on that target
+// ends.
 func (f *Invoker) run(t *task) {
-	t.attempts++
 	ctx, cancel, stop := f.attemptContext(t)
-	target, pe, err := f.safeAttempt(ctx, t)
+	target, pe, err := f.safeSelect(ctx, t)
+	tg := targetOf(target)
+	f.mu.Lock()
+	if target != nil && f.running[tg] >= f.cfg.perTarget && f.state != stateClosed {
+		f.inflight--
+		f.parked[tg] = append(f.parked[tg], t)
+		f.nparked++
+		f.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		cancel()
+		return
+	}
+	f.retried++
+	if target != nil {
+		f.running[tg]++
+	}
+	f.mu.Unlock()
+	t.attempts++
+	if target != nil {
+		pe, err = safeInvoke(ctx, target, t.inv)
+		f.mu.Lock()
+		if f.running[tg]--; f.running[tg] == 0 {
+			delete(f.running, tg)
+		}
+		if q := f.parked[tg]; len(q) > 0 { // a slot on tg is free: unpark one
+			f.ready = append(f.ready, q[0])
+			q[0] = nil
+			if len(q) == 1 {
+				delete(f.parked, tg)
+			} else {
+				f.parked[tg] = q[1:]
+			}
+			f.nparked--
+			f.mu.Unlock()
+			f.cond.Signal()
+		} else {
+			f.mu.Unlock()
+		}
+	}
 	if stop != nil {
 		stop()
 	}
 	cancel()
-	t.lastTarget = targetOf(target)
+	t.lastTarget = tg
 
 	now := f.now()
 	var (
