@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
 )
 
 // State is the state of a subscription.
@@ -143,7 +145,8 @@ type Manager struct {
 	confirms bool        // reg is a ReconnectConfirmer that confirms reconnects
 	recon    Reconciler  // nil unless reg implements it
 	sched    *scheduler
-	disp     *dispatcher // nil without hooks
+	retrier  *rebound.Retrier // the policy and the shared limiter, compiled once
+	disp     *dispatcher      // nil without hooks
 
 	ctx    context.Context // cancelled by Close: stops the monitor and the scheduler
 	cancel context.CancelFunc
@@ -194,11 +197,20 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if !o.limiterSet {
 		o.limiter = newDefaultLimiter()
 	}
+	var ropts []rebound.Option
+	if o.limiter != nil {
+		ropts = append(ropts, rebound.WithLimiter(o.limiter))
+	}
+	retrier, err := rebound.NewRetrier(o.policy, ropts...)
+	if err != nil {
+		return nil, err // WithPolicy and WithLimiter checked already; defensive
+	}
 	log := o.log
 	if log == nil {
 		log = zap.NewNop()
 	}
 	m := &Manager{
+		retrier: retrier,
 		reg:     reg,
 		opts:    o,
 		log:     log.With(zap.String("component", "subscriber")),

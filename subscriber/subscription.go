@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -111,15 +110,15 @@ const (
 // runCtl is the retry-run control of a subscription.
 type runCtl struct {
 	phase     runPhase
-	acked     bool              // ready is closed
-	called    bool              // Registry.Subscribe was called at least once
-	needToken bool              // the scheduled attempt takes a limiter token first
-	res       *rate.Reservation // the token held for the scheduled attempt
-	again     bool              // a disruption came during the attempt in flight: one more after it
-	refresh   bool              // the scheduled or in-flight attempt is a Refresh of a subscribed subscription
+	acked     bool // ready is closed
+	called    bool // Registry.Subscribe was called at least once
+	needToken bool // the scheduled attempt takes a limiter token first (Schedule.Admit)
+	tokenHeld bool // Admit reserved a token that is not due yet
+	again     bool // a disruption came during the attempt in flight: one more after it
+	refresh   bool // the scheduled or in-flight attempt is a Refresh of a subscribed subscription
 	cancel    context.CancelFunc
-	bo        backoff.BackOff // of the current confirmation; nil until its first failure
-	attempts  int             // of the current confirmation
+	sch       *rebound.Schedule // of the current confirmation; nil while subscribed
+	attempts  int               // of the current confirmation
 	total     int
 
 	lastRefresh   time.Time
@@ -320,15 +319,14 @@ func (s *Subscription) stop(cause error) bool {
 	if s.run.lookupCancel != nil {
 		s.run.lookupCancel()
 	}
-	if s.run.res != nil {
-		s.run.res.Cancel()
-		s.run.res = nil
+	if s.run.sch != nil {
+		s.run.sch.Cancel(time.Now())
+		s.run.sch = nil
 	}
 	if s.run.lookupRes != nil {
 		s.run.lookupRes.Cancel()
 		s.run.lookupRes = nil
 	}
-	s.run.bo = nil
 	s.dq.latest, s.dq.hasLatest = nil, false
 	s.hold.since = time.Time{}
 	s.setStateLocked(StateStopped, cause)
@@ -416,6 +414,7 @@ func (s *Subscription) settledLocked() State {
 func (s *Subscription) scheduleLocked(at time.Time, token bool) {
 	s.run.phase = phaseScheduled
 	s.run.needToken = token && s.m.opts.limiter != nil
+	s.run.tokenHeld = false
 	s.m.sched.set(s.timer(timerRetry), at)
 }
 
@@ -433,19 +432,23 @@ func (s *Subscription) launchLocked() {
 	go s.attempt(ctx, s.run.attempts)
 }
 
-// nextDelayLocked is the wait before the next attempt after err.
-func (s *Subscription) nextDelayLocked(err error) time.Duration {
-	if s.run.bo == nil {
-		s.run.bo = s.m.opts.policy.NewBackOff()
+// scheduleFor returns the subscription's rebound.Schedule, creating it
+// (a new run at now) if needed. The caller holds s.mu.
+func (s *Subscription) scheduleFor(now time.Time) *rebound.Schedule {
+	if s.run.sch == nil {
+		s.run.sch = s.m.retrier.NewSchedule(now)
 	}
-	d := s.run.bo.NextBackOff()
-	if d == backoff.Stop {
-		d = s.m.opts.policy.Normalized().Max // the policy is unlimited (New checks); defensive
-	}
-	if ra, ok := rebound.RetryAfterDelay(err); ok && ra > d {
-		d = ra
-	}
-	return d
+	return s.run.sch
+}
+
+// newRunLocked starts a new run of the subscription's Schedule at now (a
+// disruption: the delay sequence from its first step). The caller holds
+// s.mu and has made sure no limiter token is held (or wants it given back).
+func (s *Subscription) newRunLocked(now time.Time) *rebound.Schedule {
+	sch := s.scheduleFor(now)
+	sch.Reset(now)
+	s.run.tokenHeld = false
+	return sch
 }
 
 // attempt is one Registry.Subscribe call.
@@ -469,7 +472,6 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 			s.run.acked = true
 			close(s.ready)
 		}
-		s.run.bo = nil
 		s.lastErr = nil
 		if s.run.again {
 			s.run.again = false
@@ -486,12 +488,21 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 		if s.state != StateRetrying {
 			s.setStateLocked(StateRetrying, err)
 		}
+		now := time.Now()
 		if s.run.again {
 			s.run.again = false
-		} else {
-			delay = s.nextDelayLocked(err)
+			s.scheduleLocked(now, true)
+			break
 		}
-		s.scheduleLocked(time.Now().Add(delay), true)
+		d, stop := s.scheduleFor(now).Next(err, now)
+		if stop != nil {
+			// Not retryable after all (a classifier): stop like a
+			// permanent error.
+			permanent, err = true, stop
+			break
+		}
+		delay = d
+		s.scheduleLocked(now.Add(delay), true)
 	}
 	stopped := s.stopped
 	lg := s.loopLocked()
@@ -525,7 +536,11 @@ func (s *Subscription) callSubscribe(ctx context.Context) (err error) {
 func (s *Subscription) ackLocked(reason string) {
 	now := time.Now()
 	s.run.phase = phaseIdle
-	s.run.needToken = false
+	s.run.needToken, s.run.tokenHeld = false, false
+	if s.run.sch != nil {
+		s.run.sch.Cancel(now)
+		s.run.sch = nil // a new run starts with the next disruption
+	}
 	s.lastErr = nil
 	if !s.run.acked {
 		s.run.acked = true
@@ -572,16 +587,17 @@ func (s *Subscription) fireRetryLocked(now time.Time) {
 	if s.run.phase != phaseScheduled {
 		return
 	}
-	if s.run.needToken && s.run.res == nil {
-		if r := s.m.opts.limiter.ReserveN(now, 1); r.OK() {
-			if d := r.DelayFrom(now); d > 0 {
-				s.run.res = r
-				s.m.sched.set(s.timer(timerRetry), now.Add(d))
-				return
-			}
+	if s.run.needToken {
+		// The token is taken when the attempt is due, not when it was
+		// scheduled (in time order, see rebound.Schedule.Admit); Admit
+		// called again returns the time left on the token it holds.
+		if w, _ := s.scheduleFor(now).Admit(now); w > 0 {
+			s.run.tokenHeld = true
+			s.m.sched.set(s.timer(timerRetry), now.Add(w))
+			return
 		}
 	}
-	s.run.res = nil
+	s.run.tokenHeld = false
 	s.launchLocked()
 }
 
@@ -631,11 +647,11 @@ func (s *Subscription) disruptLocked(kind disruptKind, reason error, now time.Ti
 		case kind == disruptLost:
 			// A lost connection is not worth an attempt at once (it would
 			// fail): the first comes after a jittered delay.
-			s.run.bo = s.m.opts.policy.NewBackOff()
-			s.scheduleLocked(now.Add(s.run.bo.NextBackOff()), true)
+			s.scheduleLocked(now.Add(s.newRunLocked(now).FirstDelay()), true)
 		case kind == disruptReconnected && confirms:
 			s.awaitLocked(now.Add(s.m.opts.confirmCap))
 		default:
+			s.newRunLocked(now)
 			s.scheduleLocked(now, true)
 		}
 	case phaseAwaiting:
@@ -646,6 +662,7 @@ func (s *Subscription) disruptLocked(kind disruptKind, reason error, now time.Ti
 			s.awaitLocked(now.Add(s.m.opts.confirmCap))
 		default:
 			s.cancelTimer(timerConfirm)
+			s.newRunLocked(now)
 			s.scheduleLocked(now, true)
 		}
 	case phaseScheduled:
@@ -657,10 +674,11 @@ func (s *Subscription) disruptLocked(kind disruptKind, reason error, now time.Ti
 		if kind == disruptLost {
 			return // keep the current backoff
 		}
-		if s.run.res == nil {
-			// Cut the wait short. A run queued at the limiter keeps its
-			// place: a cancelled reservation cannot always return its
-			// token.
+		if !s.run.tokenHeld {
+			// Cut the wait short: a new run, at once (through the
+			// limiter). A run queued at the limiter keeps its place: a
+			// cancelled reservation cannot always return its token.
+			s.newRunLocked(now)
 			s.scheduleLocked(now, true)
 		}
 	case phaseInFlight:
@@ -707,9 +725,8 @@ func (s *Subscription) confirmed(reason string) {
 	case s.run.phase == phaseScheduled && s.run.refresh:
 		// A Refresh not sent yet: the evidence answers it.
 		s.cancelTimer(timerRetry)
-		if s.run.res != nil {
-			s.run.res.Cancel()
-			s.run.res = nil
+		if s.run.sch != nil {
+			s.run.sch.Cancel(now)
 		}
 		s.run.refresh = false
 		s.run.phase = phaseIdle
