@@ -3,6 +3,7 @@ package boltstore_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -147,7 +148,12 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func ExampleOpen() {
-	dir, _ := tempDir()
+	dir, err := os.MkdirTemp("", "boltstore-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
 	st, err := boltstore.Open(filepath.Join(dir, "failback.db"))
 	if err != nil {
 		fmt.Println(err)

@@ -17,8 +17,6 @@ import (
 	"github.com/rebound-go/rebound/failback/boltstore"
 )
 
-func tempDir() (string, error) { return os.MkdirTemp("", "boltstore-example") }
-
 // Environment of the crash test's child process (see TestCrashAndRestart).
 const (
 	envChild   = "BOLTSTORE_CRASH_CHILD" // "1": first life, crashes; "2": second life
