@@ -23,12 +23,16 @@ const (
 	defaultTimeout   = 10 * time.Second
 	defaultCap       = 1000
 	defaultOut       = "outage.png"
+	defaultRestarts  = 2
+	defaultTPSFirst  = 10
 )
 
 // config is the parsed flags.
 type config struct {
 	clients, subs, providers int
 	restarts                 int
+	tpsFirst                 int  // TPS control rejects the first N subscribes of each new connection after the restart
+	clean                    bool // -clean: a clean restart (no TPS rejection, no consumer restarted)
 	down, timeout            time.Duration
 	naiveNoSleep             bool
 	noSleepCap               int
@@ -72,7 +76,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.subs, "subs", defaultSubs, "services: each consumer subscribes to every one, each provider registers in every one")
 	fs.IntVar(&c.providers, "providers", defaultProviders, "provider processes, each registering one instance per service")
 	fs.DurationVar(&c.down, "down", defaultDown, "how long the registry is down")
-	fs.IntVar(&c.restarts, "restarts", 0, "consumers restarted (new process, new client) while the registry is down")
+	fs.IntVar(&c.restarts, "restarts", defaultRestarts, "consumers restarted (new process, new client) while the registry is down")
+	fs.IntVar(&c.tpsFirst, "tps-reject", defaultTPSFirst, "the restarted registry's TPS control rejects the first N SubscribeServiceRequests of every new connection (Nacos' own response type, reported as success by nacos-sdk-go); 0 = none")
+	fs.BoolVar(&c.clean, "clean", false, "a clean restart: no TPS rejection and no consumer restarted (sets -tps-reject 0 -restarts 0)")
 	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "how long to wait, after the restart, for every subscription to converge")
 	fs.BoolVar(&c.naiveNoSleep, "naive-nosleep", false, "naive loop without the 1 s sleep (retries at once, at most -nosleep-cap calls per service)")
 	fs.IntVar(&c.noSleepCap, "nosleep-cap", defaultCap, "with -naive-nosleep: give up a service after this many Subscribe calls")
@@ -80,9 +86,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.updateCacheWhenEmpty, "update-cache-when-empty", true, "nacos-sdk-go's ClientConfig.UpdateCacheWhenEmpty, for both runs (false: an empty list is never delivered)")
 	fs.StringVar(&c.nacosAddr, "nacos", "", "host:port (HTTP port, gRPC at +1000) of a real Nacos server to use instead of the embedded one; you restart it by hand")
 	fs.StringVar(&c.out, "out", defaultOut, `path of the PNG to write; "" = none`)
-	only := fs.String("only", "", `run only "naive" or only "rebound" (default both)`)
+	only := fs.String("only", "", `run only "sdk", "naive" or "rebound" (default all three)`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.clean {
+		conflict := ""
+		fs.Visit(func(f *flag.Flag) {
+			if (f.Name == "restarts" && c.restarts != 0) || (f.Name == "tps-reject" && c.tpsFirst != 0) {
+				conflict = f.Name
+			}
+		})
+		if conflict != "" {
+			return c, fmt.Errorf("-clean with -%s: a clean restart has no TPS rejection and no consumer restart", conflict)
+		}
+		c.restarts, c.tpsFirst = 0, 0
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -105,6 +123,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.restarts < 0 || c.restarts > c.clients {
 		return c, fmt.Errorf("-restarts %d: must be between 0 and -clients (%d)", c.restarts, c.clients)
 	}
+	if c.tpsFirst < 0 || c.tpsFirst > 1_000_000 {
+		return c, fmt.Errorf("-tps-reject %d: must be between 0 and 1000000", c.tpsFirst)
+	}
 	if err := positive("nosleep-cap", c.noSleepCap, 1_000_000); err != nil {
 		return c, err
 	}
@@ -121,13 +142,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.jitter = j
 	switch *only {
 	case "":
-		c.modes = []mode{naiveMode, reboundMode}
+		c.modes = []mode{sdkMode, naiveMode, reboundMode}
+	case "sdk":
+		c.modes = []mode{sdkMode}
 	case "naive":
 		c.modes = []mode{naiveMode}
 	case "rebound":
 		c.modes = []mode{reboundMode}
 	default:
-		return c, fmt.Errorf("-only %q: must be naive or rebound", *only)
+		return c, fmt.Errorf("-only %q: must be sdk, naive or rebound", *only)
 	}
 	if c.nacosAddr != "" {
 		sc, err := parseNacosAddr(c.nacosAddr)
@@ -135,6 +158,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return c, err
 		}
 		c.nacosServer = sc
+		tpsSet := false
+		fs.Visit(func(f *flag.Flag) { tpsSet = tpsSet || f.Name == "tps-reject" })
+		switch {
+		case tpsSet && c.tpsFirst > 0:
+			return c, fmt.Errorf("-tps-reject %d with -nacos: TPS rejections are injected by the embedded registry only", c.tpsFirst)
+		case !tpsSet:
+			c.tpsFirst = 0 // a real server has its own TPS control
+		}
 	}
 	return c, nil
 }

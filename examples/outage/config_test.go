@@ -21,9 +21,9 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.clients != 20 || c.subs != 50 || c.providers != 3 || c.down != 10*time.Second ||
-		c.timeout != 10*time.Second || c.restarts != 0 || c.naiveNoSleep || c.jitter != rebound.FullJitter ||
+		c.timeout != 10*time.Second || c.restarts != 2 || c.tpsFirst != 10 || c.clean || c.naiveNoSleep || c.jitter != rebound.FullJitter ||
 		!c.updateCacheWhenEmpty || c.nacosAddr != "" || c.out != "outage.png" ||
-		!slices.Equal(c.modes, []mode{naiveMode, reboundMode}) {
+		!slices.Equal(c.modes, []mode{sdkMode, naiveMode, reboundMode}) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if c.policy() != (rebound.Policy{}) {
@@ -46,6 +46,10 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-nosleep-cap", "0"}, "-nosleep-cap 0"},
 		{[]string{"-jitter", "some"}, `-jitter "some"`},
 		{[]string{"-only", "both"}, `-only "both"`},
+		{[]string{"-clean", "-restarts", "2"}, "-clean with -restarts"},
+		{[]string{"-clean", "-tps-reject", "5"}, "-clean with -tps-reject"},
+		{[]string{"-tps-reject", "-1"}, "-tps-reject -1"},
+		{[]string{"-nacos", "10.0.0.1:8848", "-tps-reject", "10"}, "-tps-reject 10 with -nacos"},
 		{[]string{"-nacos", "localhost"}, "want host:port"},
 		{[]string{"-nacos", ":8848"}, "host is empty"},
 		{[]string{"-nacos", "[::1]:8848"}, "IPv6"},

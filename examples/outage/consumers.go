@@ -31,6 +31,55 @@ type consumer interface {
 	close(ctx context.Context) error
 }
 
+// sdkConsumer is nacos-sdk-go alone: one client.Subscribe per service when
+// the consumer starts, its error ignored (the SDK registered the callback
+// and its redo entry before sending, so its redo subscribes again after
+// every reconnect). It believes every subscription is in place once it
+// made its calls.
+type sdkConsumer struct {
+	client    naming_client.INamingClient
+	onAttempt func()
+	done      atomic.Int64
+	wg        sync.WaitGroup
+	stop      atomic.Bool
+}
+
+func newSDKConsumer(client naming_client.INamingClient, onAttempt func()) *sdkConsumer {
+	return &sdkConsumer{client: client, onAttempt: onAttempt}
+}
+
+func (c *sdkConsumer) start(services []string, watches []*watch) error {
+	c.wg.Go(func() {
+		for i, svc := range services {
+			if c.stop.Load() {
+				return
+			}
+			c.onAttempt()
+			_ = c.client.Subscribe(&vo.SubscribeParam{ServiceName: svc, SubscribeCallback: watches[i].sdkCallback})
+			c.done.Add(1)
+		}
+	})
+	return nil
+}
+
+func (c *sdkConsumer) confirmed() int { return int(c.done.Load()) }
+func (c *sdkConsumer) gaveUp() int    { return 0 }
+
+func (c *sdkConsumer) close(ctx context.Context) error {
+	c.stop.Store(true)
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sdk consumer: the subscribe calls did not stop: %w", ctx.Err())
+	}
+}
+
 // naiveInterval is the naive loop's sleep between attempts.
 const naiveInterval = time.Second
 

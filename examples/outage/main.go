@@ -17,16 +17,26 @@
 // Every subscription is confirmed and every listener has the providers'
 // instances. Then the registry goes down for -down (nacostest Server.Stop:
 // every connection fails at once) and restarts empty on the same address
-// (Server.Start). The providers re-register by nacos-sdk-go's own redo.
+// (Server.Start). The providers re-register by nacos-sdk-go's own redo. By
+// default the restarted registry's TPS control trips on the reconnect
+// storm, as Nacos 2.x's does: it rejects the first -tps-reject (10)
+// SubscribeServiceRequests of every new connection, in Nacos' own response
+// type (SubscribeServiceResponse, errorCode 503), which nacos-sdk-go v2.3.2
+// reports as success; and -restarts (2) consumers are restarted while the
+// registry is down. -clean runs a clean restart instead (no rejection, no
+// consumer restarted).
 // The consumers must converge again to the registry's truth: every
 // subscription in place at the registry and every listener holding the
 // right list. The program waits up to -timeout for that. Then one more
 // provider registers in every service: a listener whose subscription was
 // silently lost misses that change.
 //
-// The scenario runs twice, each time with fresh clients and a fresh
-// server. The naive run uses the subscribe loop most code has, run once per
-// service when the consumer starts:
+// The scenario runs three times, each time with fresh clients and a fresh
+// server. The sdk run is nacos-sdk-go alone, the baseline: one
+// client.Subscribe per service when the consumer starts, its error ignored,
+// then the SDK's redo after every reconnect. The naive run uses the
+// subscribe loop most code has, run once per service when the consumer
+// starts:
 //
 //	for {
 //		err := client.Subscribe(&vo.SubscribeParam{ServiceName: svc, SubscribeCallback: onChange})
@@ -45,10 +55,10 @@
 // default policy (full jitter, 1 s doubling to 30 s; see -jitter) and the
 // Manager's default shared limiter.
 //
-// With -restarts N, N consumers are also restarted while the registry is
-// down (closed without unsubscribing, replaced by new clients with new
-// listeners that subscribe at once): the case where the naive loop meets
-// failures.
+// With -restarts N (default 2), N consumers are also restarted while the
+// registry is down (closed without unsubscribing, replaced by new clients
+// with new listeners that subscribe at once): the case where the naive
+// loop meets failures.
 //
 // # Output
 //
@@ -58,7 +68,8 @@
 // place; otherwise a line is written every second. It ends with each run's
 // timings.
 //
-// stdout gets a table, one column per run: how long the registry was down
+// stdout gets a table, one column per run (sdk, naive, rebound): how long
+// the registry was down
 // (measured), the CPU time the process used during the outage and during
 // the recovery (getrusage user+system), the subscribe calls the
 // consumers made during the outage and during the recovery, the
@@ -69,8 +80,11 @@
 // re-register, the notifications lost (listeners whose final list differs
 // from the registry's after the change made after the recovery) and
 // duplicated (listener calls with the same list as that listener's
-// previous call), the empty lists delivered from the outage on, and the
-// subscriptions the consumer code gave up.
+// previous call), the empty lists delivered from the outage on (to
+// listeners that had instances, and as first lists of listeners started
+// during the outage), and the subscriptions the consumer code gave up. A
+// last line compares rebound with the SDK alone: SubscribeServiceRequests
+// during the recovery and the time until every subscription was back.
 //
 // The PNG (-out, default outage.png in the current directory; "" for none)
 // draws the registry's requests and the consumers' subscribe calls per
@@ -98,13 +112,15 @@
 //	-providers    providers, one instance per service each (default 3)
 //	-down         how long the registry is down (default 10s)
 //	-timeout      how long to wait for the recovery after the restart (default 10s)
-//	-restarts     consumers restarted while the registry is down (default 0)
+//	-restarts     consumers restarted while the registry is down (default 2)
+//	-tps-reject   subscribes rejected per new connection by TPS control (default 10)
+//	-clean        a clean restart: -restarts 0 -tps-reject 0
 //	-naive-nosleep, -nosleep-cap
 //	              naive loop without the sleep, capped per service (default off, 1000)
 //	-jitter       rebound's jitter: full (default), equal, decorrelated, none
 //	-update-cache-when-empty
 //	              nacos-sdk-go's UpdateCacheWhenEmpty for every client (default true)
-//	-only         run only "naive" or only "rebound"
+//	-only         run only "sdk", "naive" or "rebound"
 //	-nacos        host:port of a real Nacos server (default: embedded)
 //	-out          PNG path (default outage.png; "" = none)
 //
@@ -128,9 +144,11 @@ import (
 )
 
 // usageSummary is printed by -h above the flags.
-const usageSummary = `Runs the same registry outage twice against nacos-sdk-go clients: once with
-the subscribe loop most code has (naive), once with rebound's subscriber.Manager,
-and prints what each cost and whether every subscription recovered.`
+const usageSummary = `Runs the same registry outage three times against nacos-sdk-go clients: with
+nacos-sdk-go alone (sdk), with the subscribe loop most code has (naive) and with
+rebound's subscriber.Manager, and prints what each cost and whether every
+subscription recovered. By default the restarted registry's TPS control rejects
+part of the reconnect storm and two consumers restart during the outage.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

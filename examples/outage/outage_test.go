@@ -34,12 +34,12 @@ func parseTable(t *testing.T, out string) (table, []string) {
 	t.Helper()
 	var runs []string
 	tab := table{}
-	labels := []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowConverged,
-		rowNotInPlace, rowProviders, rowLost, rowDuplicated, rowEmpties, rowGaveUp}
+	labels := []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowRejected, rowConverged,
+		rowNotInPlace, rowProviders, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp}
 	for line := range strings.Lines(out) {
 		trimmed := strings.TrimSpace(line)
 		if runs == nil {
-			if f := strings.Fields(trimmed); len(f) > 0 && len(f) <= 2 && (f[0] == "naive" || f[0] == "rebound") {
+			if f := strings.Fields(trimmed); len(f) > 0 && len(f) <= 3 && (f[0] == "sdk" || f[0] == "naive" || f[0] == "rebound") {
 				runs = f
 			}
 			continue
@@ -145,6 +145,9 @@ func TestRunReduced(t *testing.T) {
 	args := []string{
 		"-clients", strconv.Itoa(clients), "-subs", strconv.Itoa(subs), "-providers", "2",
 		"-down", down.String(), "-timeout", "8s", "-restarts", "1",
+		// No TPS rejection: the naive loop's duplicates need the restarted
+		// consumer's subscribes to succeed (TestTPSRejections covers them).
+		"-tps-reject", "0",
 		// EqualJitter: every delay is at least half its ceiling, so the
 		// policy bounds the attempts in an outage.
 		"-jitter", "equal",
@@ -166,8 +169,8 @@ func TestRunReduced(t *testing.T) {
 	}
 
 	tab, runs := parseTable(t, out)
-	if strings.Join(runs, ",") != "naive,rebound" {
-		t.Fatalf("table columns %q, want naive and rebound", runs)
+	if strings.Join(runs, ",") != "sdk,naive,rebound" {
+		t.Fatalf("table columns %q, want sdk, naive and rebound", runs)
 	}
 	const n = clients * subs
 
@@ -246,5 +249,44 @@ func TestRunReduced(t *testing.T) {
 	// Progress went to stderr as plain lines (not a terminal).
 	if e := stderr.String(); strings.Contains(e, "\r") || !strings.Contains(e, "registry down") || !strings.Contains(e, "rebound run took") {
 		t.Errorf("stderr does not have the plain progress lines:\n%s", e)
+	}
+}
+
+// TestTPSRejections runs the default scenario, reduced: the restarted
+// registry's TPS control rejects the first subscribes of every new
+// connection. The SDK alone loses them; rebound gets every subscription
+// back with nothing lost, duplicated or emptied.
+func TestTPSRejections(t *testing.T) {
+	args := []string{"-clients", "2", "-subs", "4", "-providers", "1", "-down", "1s", "-timeout", "8s",
+		"-restarts", "0", "-tps-reject", "2", "-only", "sdk", "-out", ""}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q): %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	sdkOut := stdout.String()
+	stdout.Reset()
+	args[len(args)-3] = "rebound"
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run(%q): %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	rbOut := stdout.String()
+	t.Logf("%s\n%s", sdkOut, rbOut)
+	sdk, _ := parseTable(t, sdkOut)
+	rb, _ := parseTable(t, rbOut)
+	if v := sdk.int(t, rowRejected, "sdk"); v < 4 {
+		t.Fatalf("sdk: %d rejections, want at least 4 (2 per consumer)", v)
+	}
+	if v := sdk.int(t, rowNotInPlace, "sdk"); v < 1 {
+		t.Errorf("sdk: %d subscriptions missing, want the rejected ones", v)
+	}
+	if v := rb.int(t, rowRejected, "rebound"); v < 4 {
+		t.Fatalf("rebound: %d rejections, want at least 4", v)
+	}
+	for _, row := range []string{rowNotInPlace, rowLost, rowDuplicated, rowEmpties, rowGaveUp} {
+		if v := rb.int(t, row, "rebound"); v != 0 {
+			t.Errorf("rebound: %s = %d, want 0", row, v)
+		}
 	}
 }

@@ -26,11 +26,15 @@ type mode int
 const (
 	naiveMode mode = iota
 	reboundMode
+	sdkMode
 )
 
 func (m mode) String() string {
-	if m == reboundMode {
+	switch m {
+	case reboundMode:
 		return "rebound"
+	case sdkMode:
+		return "sdk"
 	}
 	return "naive"
 }
@@ -77,11 +81,15 @@ type result struct {
 	// Registry-side SubscribeServiceRequests and all requests during the
 	// recovery window, and the most requests in any 100 ms window of it.
 	subReqAfter, reqAfter, peakAfter int64
+	// rejected is how many SubscribeServiceRequests the registry's TPS
+	// control rejected from the restart to the end of the run.
+	rejected int64
 
 	notInPlace int // subscriptions missing at the registry (or unconfirmed) at the end of the window
 	lost       int // listeners whose final list differs from the registry's
 	duplicated int // deliveries identical to the previous one to the same listener
-	empties    int // empty lists delivered from the outage on
+	empties    int // empty lists delivered from the outage on, to listeners that had instances
+	firstEmpty int // empty first lists, to listeners started during the outage
 	gaveUp     int // subscriptions the consumer's code abandoned
 
 	timing timing
@@ -123,8 +131,9 @@ type scenario struct {
 	expected         atomic.Pointer[[]string]
 	base, withCanary []string
 
-	calls     atomic.Int64 // client-side subscribe calls
-	setUpTook time.Duration
+	calls          atomic.Int64 // client-side subscribe calls
+	setUpTook      time.Duration
+	rejectedBefore int64 // the registry's rejections before the restart
 
 	providers []naming_client.INamingClient
 	canary    naming_client.INamingClient // registers the change after the recovery
@@ -243,6 +252,8 @@ func (s *scenario) setUp(ctx context.Context) error {
 // listeners.
 func (s *scenario) newCode(sl *slot) error {
 	switch s.mode {
+	case sdkMode:
+		sl.code = newSDKConsumer(sl.client, s.attempted)
 	case naiveMode:
 		sl.code = newNaiveConsumer(sl.client, s.cfg.naiveNoSleep, s.cfg.noSleepCap, s.attempted)
 	case reboundMode:
@@ -490,8 +501,9 @@ type mark struct {
 	t        time.Time
 	cpu      time.Duration
 	cpuOK    bool
-	attempts int64
-	empties  int
+	attempts   int64
+	empties    int
+	firstEmpty int
 }
 
 func (s *scenario) mark() mark {
@@ -500,7 +512,9 @@ func (s *scenario) mark() mark {
 	watches := s.watches
 	s.mu.Unlock()
 	for _, w := range watches {
-		m.empties += w.stats().empties
+		st := w.stats()
+		m.empties += st.empties
+		m.firstEmpty += st.firstEmpties
 	}
 	m.cpu, m.cpuOK = cpuTime()
 	return m
@@ -584,8 +598,12 @@ func (s *scenario) run(ctx context.Context) (result, error) {
 		return res, err
 	}
 	res.timing.change = time.Since(t)
+	if s.srv != nil {
+		res.rejected = s.srv.Stats().TotalRejected - s.rejectedBefore
+	}
 	final := s.mark()
 	res.empties = final.empties - down.empties
+	res.firstEmpty = final.firstEmpty - down.firstEmpty
 	truth := s.truth()
 	for _, sl := range s.currentSlots() {
 		res.gaveUp += sl.code.gaveUp()
@@ -643,6 +661,15 @@ func (s *scenario) outage(ctx context.Context) (down, up mark, err error) {
 		return down, up, err
 	}
 	up = s.mark()
+	if s.cfg.tpsFirst > 0 {
+		// The restarted registry's TPS control trips on the reconnect
+		// storm: the first N subscribes of every new connection are
+		// rejected in Nacos' own response type.
+		if err := s.srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{FirstPerConnection: s.cfg.tpsFirst}); err != nil {
+			return down, up, err
+		}
+	}
+	s.rejectedBefore = s.srv.Stats().TotalRejected
 	if err := s.srv.Start(); err != nil {
 		return down, up, fmt.Errorf("restarting the registry: %w", err)
 	}

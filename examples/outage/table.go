@@ -21,12 +21,14 @@ const (
 	rowSubReqs     = "SubscribeServiceRequests at the registry, recovery"
 	rowRequests    = "all requests at the registry during recovery"
 	rowPeak        = "peak registry requests in any 100 ms, recovery"
+	rowRejected    = "subscribes rejected by TPS control (reported ok)"
 	rowConverged   = "restart -> every subscription back, right list"
 	rowNotInPlace  = "subscriptions missing at the end of recovery"
 	rowProviders   = "restart -> providers re-registered"
 	rowLost        = "notifications lost (change after recovery)"
 	rowDuplicated  = "notifications duplicated"
-	rowEmpties     = "empty lists delivered (providers were up)"
+	rowEmpties     = "empty lists to listeners that had instances"
+	rowFirstEmpty  = "empty first lists (consumers started in outage)"
 	rowGaveUp      = "subscriptions abandoned by the consumer code"
 	notAvailable   = "n/a"
 	notConvergedIn = "not within "
@@ -43,6 +45,9 @@ func printTable(w io.Writer, cfg config, results []result) error {
 		cfg.clients, cfg.subs, cfg.clients*cfg.subs, cfg.providers, registry)
 	if cfg.nacosAddr == "" {
 		fmt.Fprintf(w, "down for %v, restarted empty; providers re-register by nacos-sdk-go's redo", cfg.down)
+		if cfg.tpsFirst > 0 {
+			fmt.Fprintf(w, "; its TPS control rejects the first %d subscribes of every new connection (Nacos' own response type: nacos-sdk-go reports success)", cfg.tpsFirst)
+		}
 	} else {
 		fmt.Fprintf(w, "restarted by hand (asked for about %v down); providers re-register by nacos-sdk-go's redo", cfg.down)
 	}
@@ -57,6 +62,9 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	if cfg.naiveNoSleep {
 		naive = fmt.Sprintf("for { err := client.Subscribe(&vo.SubscribeParam{ServiceName: svc, SubscribeCallback: onChange}); if err == nil { break } } (no sleep; capped at %d calls per service)", cfg.noSleepCap)
 	}
+	if slices.Contains(cfg.modes, sdkMode) {
+		fmt.Fprintf(w, "sdk:     at start-up, per service: client.Subscribe(...) once, error ignored; nacos-sdk-go's redo does the rest.\n")
+	}
 	if slices.Contains(cfg.modes, naiveMode) {
 		fmt.Fprintf(w, "naive:   at start-up, per service: %s\n", naive)
 		fmt.Fprintf(w, "         then relies on nacos-sdk-go's own redo after a reconnect.\n")
@@ -69,8 +77,8 @@ func printTable(w io.Writer, cfg config, results []result) error {
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	width := len(rowConverged)
-	for _, l := range []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowNotInPlace,
-		rowProviders, rowLost, rowDuplicated, rowEmpties, rowGaveUp} {
+	for _, l := range []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowRejected, rowNotInPlace,
+		rowProviders, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp} {
 		width = max(width, len(l))
 	}
 	row := func(label string, cell func(r result) string) {
@@ -115,6 +123,7 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	row(rowSubReqs, server(func(r result) int64 { return r.subReqAfter }))
 	row(rowRequests, server(func(r result) int64 { return r.reqAfter }))
 	row(rowPeak, server(func(r result) int64 { return r.peakAfter }))
+	row(rowRejected, server(func(r result) int64 { return r.rejected }))
 	row(rowConverged, func(r result) string {
 		if r.converged {
 			return seconds(r.convergeIn)
@@ -134,17 +143,19 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	row(rowLost, func(r result) string { return fmt.Sprint(r.lost) })
 	row(rowDuplicated, func(r result) string { return fmt.Sprint(r.duplicated) })
 	row(rowEmpties, func(r result) string { return fmt.Sprint(r.empties) })
+	row(rowFirstEmpty, func(r result) string { return fmt.Sprint(r.firstEmpty) })
 	row(rowGaveUp, func(r result) string { return fmt.Sprint(r.gaveUp) })
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
 	notes := []string{
+		"sdk: nacos-sdk-go v2.3.2 alone (one Subscribe per service, then its redo after each reconnect): the baseline.",
 		"subscribe calls: client.Subscribe calls (naive) or Registry.Subscribe attempts by the Managers (rebound).",
 		"missing: not subscribed at the registry (or, with -nacos, not confirmed by the consumer's code).",
 		"lost: listeners whose final list differs from the registry's after one more provider registered in every service once the recovery ended.",
 		"duplicated: listener calls with the same list as the previous call to that listener.",
-		"empty lists: listener calls with no instance, from the outage on.",
+		"empty lists: listener calls with no instance, from the outage on (the providers were up throughout); \"first lists\": the first lists of listeners started during the outage, before the providers had re-registered with the restarted registry.",
 	}
 	if cfg.nacosAddr != "" {
 		notes = append(notes,
@@ -156,7 +167,38 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
+	printVersus(w, results)
 	return nil
+}
+
+// printVersus compares rebound with the SDK alone, from the same run.
+func printVersus(w io.Writer, results []result) {
+	var sdk, rb *result
+	for i := range results {
+		switch results[i].mode {
+		case sdkMode:
+			sdk = &results[i]
+		case reboundMode:
+			rb = &results[i]
+		}
+	}
+	if sdk == nil || rb == nil || !sdk.restarted || !rb.restarted || !sdk.observed {
+		return
+	}
+	fmt.Fprintln(w)
+	if sdk.subReqAfter > 0 {
+		fmt.Fprintf(w, "rebound vs the SDK alone: %d vs %d SubscribeServiceRequests during recovery (x%.2f)",
+			rb.subReqAfter, sdk.subReqAfter, float64(rb.subReqAfter)/float64(sdk.subReqAfter))
+	}
+	switch {
+	case rb.converged && sdk.converged:
+		fmt.Fprintf(w, "; every subscription back %+.1fs after the SDK alone.\n", (rb.convergeIn - sdk.convergeIn).Seconds())
+	case rb.converged:
+		fmt.Fprintf(w, "; the SDK alone never got %d subscriptions back (%d lost notifications), rebound got all back in %s.\n",
+			sdk.notInPlace, sdk.lost, seconds(rb.convergeIn))
+	default:
+		fmt.Fprintln(w, ".")
+	}
 }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }

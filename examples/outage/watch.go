@@ -17,19 +17,21 @@ import (
 // same listener (duplicates), how many were empty, and the last one. Lists
 // are compared in a canonical form (listKey). Safe for concurrent use.
 type watch struct {
-	mu         sync.Mutex
-	last       string
-	has        bool
-	deliveries int
-	duplicates int
-	empties    int
+	mu           sync.Mutex
+	last         string
+	has          bool
+	hadInstances bool // a non-empty list was delivered
+	deliveries   int
+	duplicates   int
+	empties      int // empty lists after a non-empty one
+	firstEmpties int // empty lists before any non-empty one
 }
 
 // stats is a snapshot of a watch.
 type watchStats struct {
-	last                            string
-	has                             bool
-	deliveries, duplicates, empties int
+	last                                          string
+	has                                           bool
+	deliveries, duplicates, empties, firstEmpties int
 }
 
 func (w *watch) deliver(key string) {
@@ -39,8 +41,13 @@ func (w *watch) deliver(key string) {
 	if w.has && key == w.last {
 		w.duplicates++
 	}
-	if key == "" {
+	switch {
+	case key != "":
+		w.hadInstances = true
+	case w.hadInstances:
 		w.empties++
+	default:
+		w.firstEmpties++
 	}
 	w.last, w.has = key, true
 }
@@ -48,7 +55,7 @@ func (w *watch) deliver(key string) {
 func (w *watch) stats() watchStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return watchStats{last: w.last, has: w.has, deliveries: w.deliveries, duplicates: w.duplicates, empties: w.empties}
+	return watchStats{last: w.last, has: w.has, deliveries: w.deliveries, duplicates: w.duplicates, empties: w.empties, firstEmpties: w.firstEmpties}
 }
 
 // sdkCallback is the listener in the form nacos-sdk-go calls it
