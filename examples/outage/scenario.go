@@ -498,9 +498,9 @@ func (s *scenario) requestRate() (float64, bool) {
 
 // mark is the counters at one instant.
 type mark struct {
-	t        time.Time
-	cpu      time.Duration
-	cpuOK    bool
+	t          time.Time
+	cpu        time.Duration
+	cpuOK      bool
 	attempts   int64
 	empties    int
 	firstEmpty int
