@@ -293,3 +293,22 @@ func BenchmarkRetrierWithBudget(b *testing.B) {
 		}
 	}
 }
+
+// Each attempt's outcome is recorded once: a permanent first attempt is
+// one accept.
+func TestThrottleRecordsEachOutcomeOnce(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1))
+	r := mustRetrier(t, rebound.Policy{}, rebound.WithThrottle(th))
+	for i := 0; i < 2; i++ {
+		if err := r.Do(context.Background(), func(context.Context) error { return rebound.Permanent(errBoom) }); err != errBoom {
+			t.Fatalf("Do = %v", err)
+		}
+	}
+	now := time.Now()
+	for i := 0; i < 4; i++ {
+		th.Allow(now)
+	}
+	if p := th.Probability(now); p != 4.0/7 {
+		t.Fatalf("Probability = %v, want (6 requests - 2 accepts)/7", p)
+	}
+}

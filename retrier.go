@@ -122,10 +122,10 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		}
 	}
 	err := op(ctx)
-	if r.c.throttle != nil {
-		r.c.record(err, start)
-	}
 	if err == nil {
+		if r.c.throttle != nil {
+			r.c.record(nil, start) // a failure is recorded by the Schedule's Next
+		}
 		switch {
 		case len(r.c.hooks) > 0 || len(r.c.notify) > 0:
 			// No clock read on the success path (time.Now costs more
