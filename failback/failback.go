@@ -461,6 +461,7 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 		f.gaveUp++
 		f.endLocked()
 		f.mu.Unlock()
+		f.storeEnded(t, "")
 		f.gaveUpReport(t, ErrPanicked, pe, f.now())
 	case f.state == stateClosed:
 		f.dropped[dropIndex(DropClosed)]++
@@ -596,7 +597,10 @@ func (f *Invoker) stop() {
 	f.cancelBase()
 	close(f.done)
 	f.cond.Broadcast()
-	if len(pending) > 0 {
+	switch {
+	case len(pending) > 0 && f.cfg.durable.store != nil:
+		f.log.Info("failback: closing: queued calls stay in the store for the next invoker", zap.Int("tasks", len(pending)))
+	case len(pending) > 0:
 		f.log.Warn("failback: closing: dropping queued calls", zap.Int("tasks", len(pending)))
 	}
 	now := f.now()

@@ -161,11 +161,12 @@ type storeConfig struct {
 // WithStore makes the Invoker keep its queued calls in s, so that they
 // survive a crash or a restart: a call is in s before Invoke returns
 // (nil, nil) for it, every failed retry updates its attempts and due time,
-// and every end removes it — except for calls dropped by Close, which stay
-// in s. New loads the calls s holds and queues them with their attempts
-// and due times (a call already due runs at once), even beyond
-// WithMaxTasks (the limit then refuses new calls until the backlog
-// drains); their BackOff continues where it stopped.
+// and every end removes it — except for calls dropped by Shutdown or
+// Close, which stay in s. New loads the calls s holds and queues them with
+// their attempts and due times (a call already due runs at once), even
+// beyond WithMaxTasks (the limit then refuses new calls until the backlog
+// drains); their rebound.Schedule resumes where it stopped
+// (Schedule.Resume: MaxAttempts counts the attempts made before).
 //
 // With a Store every call gets an IdempotencyKey attachment before its
 // first attempt (Invoke sends a copy of the Invocation with it; the
@@ -176,8 +177,10 @@ type storeConfig struct {
 // remove is logged at Warn (the call may then run again after a restart:
 // delivery is at least once).
 //
-// Shutdown and Close leave the calls they drop (DropClosed) in s: that is
-// how a deploy hands its backlog to the next process. A loaded call gets
+// Loaded calls count in Stats.Offered and end in one of the Succeeded,
+// GaveUp or Dropped hooks, without a Queued (that was the previous
+// invoker's). Leaving dropped calls in s at Shutdown and Close is how a
+// deploy hands its backlog to the next process. A loaded call gets
 // WithTTL's time-to-live counted from its first failure; a per-call TTL
 // (WithCallTTL) and WithContextValues' values are not stored.
 //
@@ -247,7 +250,7 @@ func (f *Invoker) storeRetried(t *task) {
 // storeEnded removes t from the store, unless reason is DropClosed: a call
 // dropped by Close stays for the next Invoker.
 func (f *Invoker) storeEnded(t *task, reason DropReason) {
-	if t.sid == 0 || reason == DropClosed {
+	if f.cfg.durable.store == nil || t.sid == 0 || reason == DropClosed {
 		return
 	}
 	if err := f.cfg.durable.store.Remove(t.sid); err != nil {

@@ -299,3 +299,21 @@ func TestIdempotencyKeyKept(t *testing.T) {
 		t.Errorf("keys %q, %q", a, b)
 	}
 }
+
+// A panic in the Queued hook ends the call (GaveUp): it leaves the store.
+func TestStoreQueuedHookPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore()
+		p := newProvider("a:1", alwaysFail(errRefused))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st),
+			WithHooks(Hooks{Queued: func(Task) { panic("hook") }}))
+		defer mustClose(t, f)
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
+			t.Fatal(err)
+		}
+		calls, log := st.snapshot()
+		if len(calls) != 0 || !reflect.DeepEqual(log, []string{"add", "remove"}) {
+			t.Errorf("after a panicking Queued: %d stored, log %v; want 0, [add remove]", len(calls), log)
+		}
+	})
+}
