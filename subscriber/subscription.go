@@ -319,10 +319,10 @@ func (s *Subscription) stop(cause error) bool {
 	if s.run.lookupCancel != nil {
 		s.run.lookupCancel()
 	}
-	if s.run.sch != nil {
-		s.run.sch.Cancel(time.Now())
-		s.run.sch = nil
+	if s.run.sch != nil && s.run.tokenHeld {
+		s.run.sch.Cancel(time.Now()) // a token reserved for an attempt that will not run
 	}
+	s.run.sch = nil
 	if s.run.lookupRes != nil {
 		s.run.lookupRes.Cancel()
 		s.run.lookupRes = nil
@@ -475,7 +475,9 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 		s.lastErr = nil
 		if s.run.again {
 			s.run.again = false
-			s.scheduleLocked(time.Now(), true)
+			now := time.Now()
+			s.scheduleFor(now).Succeeded(now) // the token was used; the next attempt is a new run
+			s.scheduleLocked(now, true)
 		} else {
 			acked = true
 			s.ackLocked("subscribe")
@@ -538,7 +540,9 @@ func (s *Subscription) ackLocked(reason string) {
 	s.run.phase = phaseIdle
 	s.run.needToken, s.run.tokenHeld = false, false
 	if s.run.sch != nil {
-		s.run.sch.Cancel(now)
+		// Not Cancel: a token Admit reserved was used by the attempt that
+		// succeeded (at the same instant, Cancel would give it back).
+		s.run.sch.Succeeded(now)
 		s.run.sch = nil // a new run starts with the next disruption
 	}
 	s.lastErr = nil
@@ -725,9 +729,10 @@ func (s *Subscription) confirmed(reason string) {
 	case s.run.phase == phaseScheduled && s.run.refresh:
 		// A Refresh not sent yet: the evidence answers it.
 		s.cancelTimer(timerRetry)
-		if s.run.sch != nil {
+		if s.run.sch != nil && s.run.tokenHeld {
 			s.run.sch.Cancel(now)
 		}
+		s.run.tokenHeld = false
 		s.run.refresh = false
 		s.run.phase = phaseIdle
 	}
