@@ -117,6 +117,24 @@ func TestRealOutageLineCount(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Let the client reconnect and the Manager confirm everything before
+	// the cleanups close them: nacos-sdk-go leaks goroutines when closed in
+	// the middle of a reconnect.
+	deadline := time.Now().Add(2 * time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for subscribed := 0; subscribed < 20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 20 subscriptions confirmed 2 minutes after the registry came back", subscribed)
+		}
+		<-tick.C
+		subscribed = 0
+		for _, st := range m.Status() {
+			if st.State == subscriber.StateSubscribed {
+				subscribed++
+			}
+		}
+	}
 
 	per10 := func(n int) float64 { return float64(n) * float64(10*time.Minute) / float64(outage) }
 	t.Logf("outage %v: SDK Warn+ lines %d (%.1f/s, ~%.0f per 10 min); bridge at Warn wrote %d", outage, rawN,
