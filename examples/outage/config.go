@@ -42,6 +42,9 @@ type config struct {
 	nacosServer              constant.ServerConfig // from nacosAddr
 	out                      string
 	modes                    []mode
+	serve                    string // -serve: status page and metrics address (serve.go)
+	keep                     bool   // -keep: serve on after the scenario
+	live                     *live  // the status page's source; nil without -serve
 }
 
 var jitters = map[string]rebound.Jitter{
@@ -87,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.nacosAddr, "nacos", "", "host:port (HTTP port, gRPC at +1000) of a real Nacos server to use instead of the embedded one; you restart it by hand")
 	fs.StringVar(&c.out, "out", defaultOut, `path of the PNG to write; "" = none`)
 	only := fs.String("only", "", `run only "sdk", "naive" or "rebound" (default all three)`)
+	fs.StringVar(&c.serve, "serve", "", "host:port (e.g. 127.0.0.1:8080) to serve the status page (/debug/rebound) and Prometheus metrics (/metrics) on while the program runs")
+	fs.BoolVar(&c.keep, "keep", false, "with -serve: keep serving after the scenario, until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -151,6 +156,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.modes = []mode{reboundMode}
 	default:
 		return c, fmt.Errorf("-only %q: must be sdk, naive or rebound", *only)
+	}
+	if c.keep && c.serve == "" {
+		return c, fmt.Errorf("-keep needs -serve")
+	}
+	if c.serve != "" {
+		c.live = newLive()
 	}
 	if c.nacosAddr != "" {
 		sc, err := parseNacosAddr(c.nacosAddr)

@@ -198,7 +198,8 @@ func (c *naiveConsumer) close(ctx context.Context) error {
 // subscriber/nacos adapter, one Manager per consumer process (so each has
 // its own shared limiter).
 type reboundConsumer struct {
-	m *subscriber.Manager
+	m    *subscriber.Manager
+	live *live // -serve (serve.go); nil otherwise
 
 	mu   sync.Mutex
 	subs []*subscriber.Subscription
@@ -259,6 +260,7 @@ func (c *reboundConsumer) gaveUp() int {
 }
 
 func (c *reboundConsumer) close(ctx context.Context) error {
+	c.live.closing(c)
 	return c.m.Shutdown(ctx)
 }
 

@@ -123,6 +123,9 @@
 //	-only         run only "sdk", "naive" or "rebound"
 //	-nacos        host:port of a real Nacos server (default: embedded)
 //	-out          PNG path (default outage.png; "" = none)
+//	-serve        host:port: serve the status page (/debug/rebound) and
+//	              Prometheus metrics (/metrics) while running; prints the URLs
+//	-keep         with -serve: keep serving after the scenario until interrupted
 //
 // nacos-sdk-go's own log goes to a temporary directory while its clients
 // start and is discarded afterwards; its cache files go to a temporary
@@ -170,6 +173,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.serve != "" {
+		stop, err := serve(ctx, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	start := time.Now()
 	prog := newProgress(stderr)

@@ -262,6 +262,7 @@ func (s *scenario) newCode(sl *slot) error {
 			return err
 		}
 		sl.code = rc
+		s.cfg.live.add(rc)
 	}
 	sl.watches = make([]*watch, len(s.services))
 	for j := range s.services {
