@@ -56,6 +56,12 @@ type Event struct {
 	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 for a first
 	// attempt and without WithLimiter).
 	LimiterWait time.Duration
+	// Waiting is set on an EventGiveUp that does not end an attempt: the
+	// loop stopped while waiting for its next attempt (its context done, a
+	// deadline, a limiter token past MaxElapsed; that attempt's failure
+	// was already reported with EventRetry) or before its first one (a
+	// throttled first attempt). Counters of attempts skip these.
+	Waiting bool
 	// Elapsed is the time since the loop started: since the start of its
 	// first attempt when the policy has a MaxElapsed (which needs it),
 	// otherwise since that attempt failed, so that the success path never
@@ -86,7 +92,8 @@ type Hooks struct {
 	// failure; Kind EventRecovered.
 	Recovered func(Event)
 	// GaveUp is called when the loop ends with an error; Kind EventGiveUp,
-	// Err the error the loop returns.
+	// Err the error the loop returns; Waiting when no attempt ended there
+	// (see Event.Waiting).
 	GaveUp func(Event)
 }
 
@@ -138,7 +145,9 @@ func (c *config) emitRecovered(e Event) {
 }
 
 func (c *config) emitGaveUp(e Event) {
-	c.meter.GaveUp()
+	if !e.Waiting {
+		c.meter.GaveUp() // one failed attempt that ended the loop
+	}
 	e.Kind = EventGiveUp
 	for i := range c.hooks {
 		if f := c.hooks[i].GaveUp; f != nil {

@@ -116,7 +116,7 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		if reason := r.c.begin(start); reason != nil {
 			err := &RetryError{Reason: reason}
 			if r.c.observed() {
-				r.c.emitGaveUp(Event{Err: err})
+				r.c.emitGaveUp(Event{Err: err, Waiting: true})
 			}
 			return err
 		}
@@ -173,13 +173,15 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		if stop == nil && c.observed() {
 			c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: now.Sub(start)})
 		}
+		waiting := false
 		if stop == nil {
 			stop = s.wait(ctx, d, timer)
+			waiting = stop != nil // the attempt was reported as a retry
 		}
 		if stop != nil {
 			s.Cancel(c.now())
 			if c.observed() {
-				c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Elapsed: c.now().Sub(start)})
+				c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: waiting, Elapsed: c.now().Sub(start)})
 			}
 			return stop
 		}

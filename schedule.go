@@ -130,10 +130,11 @@ func (s *Schedule) Begin(now time.Time) error {
 	return nil
 }
 
-// gaveUp reports stop to the GaveUp hooks and returns it.
+// gaveUp reports stop to the GaveUp hooks, as a stop that ends no attempt
+// (Event.Waiting), and returns it.
 func (s *Schedule) gaveUp(stop error, now time.Time) error {
 	if s.c.observed() {
-		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Elapsed: now.Sub(s.start)})
+		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: true, Elapsed: now.Sub(s.start)})
 	}
 	return stop
 }

@@ -404,3 +404,22 @@ func FuzzScheduleNext(f *testing.F) {
 		}
 	})
 }
+
+// A loop that stops while waiting reports GaveUp with Waiting: its last
+// attempt was already reported as a retry.
+func TestGaveUpWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		rec := func(e rebound.Event) { got = append(got, fmt.Sprintf("%s:%d:%v", e.Kind, e.Attempt, e.Waiting)) }
+		r := mustRetrier(t, rebound.Policy{Initial: time.Hour, Jitter: rebound.NoJitter},
+			rebound.WithHooks(rebound.Hooks{Attempted: rec, Retried: rec, GaveUp: rec}))
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { time.Sleep(time.Minute); cancel() }()
+		if err := r.Do(ctx, func(context.Context) error { return errBoom }); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do = %v", err)
+		}
+		if s := strings.Join(got, " "); s != "attempt:1:false retry:1:false give-up:1:true" {
+			t.Fatalf("hooks: %s", s)
+		}
+	})
+}
