@@ -28,7 +28,7 @@ func newEtcdEnv(t *testing.T) *etcdEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	client, err := clientv3.New(etcd.ClientConfig(nil, c.Endpoints()...))
 	if err != nil {
 		t.Fatal(err)
@@ -62,14 +62,14 @@ func (e *etcdEnv) register(t *testing.T, bs ...*backend) {
 			t.Fatal(err)
 		}
 		e.regs[b] = r
-		t.Cleanup(func() { _ = r.Close(context.Background()) })
+		t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
 	}
 }
 
 func (e *etcdEnv) deregister(t *testing.T, b *backend) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := e.regs[b].Close(ctx); err != nil {
+	if err := e.regs[b].Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -118,7 +118,7 @@ func TestSubscribeBoundedWhenCreateIsNotAnswered(t *testing.T) {
 	if !errors.Is(res.err, context.DeadlineExceeded) {
 		t.Fatalf("Subscribe = %v, want a deadline error", res.err)
 	}
-	var oe *etcdreg.OpError
+	var oe *subscriber.OpError
 	if !errors.As(res.err, &oe) || oe.Op != "watch" {
 		t.Fatalf("Subscribe = %v, want an OpError of the watch", res.err)
 	}

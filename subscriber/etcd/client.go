@@ -16,10 +16,16 @@ const (
 	// a recovered cluster for two minutes).
 	ClientReconnectMax = 5 * time.Second
 	// ClientKeepAliveTime and ClientKeepAliveTimeout make the client ping
-	// its connections, so that a member that stopped answering (a
-	// partition, a frozen host) is left for another within about 15 s.
+	// a connection that received nothing for ClientKeepAliveTime and drop
+	// it if the ping is not answered within ClientKeepAliveTimeout, so
+	// that a member that stopped answering (a partition, a frozen host)
+	// is left for another within 13 s. 10 s is gRPC's minimum (smaller
+	// values are raised to it). A Registration's TTL must leave room for
+	// this detection (see DefaultTTL and the package documentation,
+	// "Leases and keep-alive"); the previous 5 s timeout with a 10 s TTL
+	// did not.
 	ClientKeepAliveTime    = 10 * time.Second
-	ClientKeepAliveTimeout = 5 * time.Second
+	ClientKeepAliveTimeout = 3 * time.Second
 )
 
 // ClientConfig returns a clientv3.Config for endpoints suited to a

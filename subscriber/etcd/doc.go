@@ -12,9 +12,15 @@
 //	g, _ := etcd.Register(ctx, cli, subscriber.Key{Service: "orders"}, subscriber.Instance{
 //		IP: "10.0.1.7", Port: 8080, Weight: 1, Healthy: true, Enabled: true,
 //	})
-//	defer g.Close(context.Background()) // deregisters
+//	defer g.Shutdown(context.Background()) // deregisters (revokes the lease)
 //
 // Close the Manager, then the Registry, then the client.
+//
+// New takes Options, Register takes RegisterOptions; WithPrefix,
+// WithLayout, WithLogger and WithAttemptTimeout are SharedOptions, valid
+// for both (passing WithTTL to New does not compile). A nil option is
+// ignored; a bad value is a *rebound.ArgumentError from the constructor
+// naming the option and the rule.
 //
 // # Key layout
 //
@@ -39,9 +45,33 @@
 // DecodeInstance expose the layout for other tools. Key.Clusters filters
 // instances by their "cluster" on the subscriber side.
 //
+// # Other layouts
+//
+// WithLayout(EndpointsLayout{}) reads and writes the layout of etcd's own
+// client/v3/naming/endpoints ("<target>/<key>" with the JSON value
+// {"Op":0,"Addr":"host:port","Metadata":...}; the target is Key.Service):
+// a service whose providers register with endpoints.Manager (or whose
+// clients use etcd's naming/resolver) can switch its clients to rebound
+// without touching its providers, and a Registration in that layout is an
+// ordinary endpoint for them.
+//
+// Any other layout is a type with the three methods of Layout. For
+// example, kratos' etcd registry stores each instance at
+// "/microservices/<name>/<id>" as its JSON ServiceInstance
+// ({"id","name","version","metadata","endpoints":["grpc://host:port"]}):
+// ServicePrefix returns "/microservices/" + key.Service + "/", Decode
+// unmarshals that struct and takes IP and port from the first endpoint URL
+// (url.Parse, then net.SplitHostPort of its Host), Encode does the
+// reverse. go-zero stores "<key>/<lease id>" with the bare "host:port" as
+// the value: ServicePrefix returns key.Service + "/", Decode splits the
+// value with net.SplitHostPort (the ID is the lease part of the key),
+// and Encode cannot choose the ID (go-zero uses the lease), so such a
+// layout is for reading only and its Encode returns an error.
+//
 // # Subscribing
 //
-// Registry.Subscribe is one attempt: a linearizable Get of the service's
+// Registry.Subscribe is one attempt, bounded by its ctx, the attempt
+// timeout and Close whatever etcd does: a linearizable Get of the service's
 // prefix, then a Watch from the Get's revision + 1, created before the
 // attempt returns; the Get's list is delivered to the sink, then the full
 // list after every change (events at or below the revision already
@@ -75,23 +105,29 @@
 // a connection by default) that every waiting subscription would send the
 // moment the cluster comes back.
 //
+// Registry also implements subscriber.Reconciler: Lookup is one
+// linearizable Get of the service's prefix, nothing cached and no watch
+// started, for the Manager's periodic reconciliation.
+//
 // # Errors
 //
-// Failed operations return an *OpError naming the operation and the key
-// and wrapping the cause:
+// Failed operations return a *subscriber.OpError (Registry "etcd", the
+// operation, the key, the cause), the shape the Nacos adapter returns
+// too:
 //
-//   - a closed Registry or client: the cause wraps
-//     subscriber.ErrRegistryClosed, which stops a subscription for good;
-//   - an invalid key: a *subscriber.ArgumentError, marked
-//     rebound.Permanent;
+//   - a closed Registry or client: the cause wraps ErrClosed (which
+//     matches rebound.ErrClosed) and subscriber.ErrRegistryClosed, which
+//     stops a subscription for good;
+//   - an invalid key: a *rebound.ArgumentError, marked rebound.Permanent;
 //   - codes.PermissionDenied and codes.InvalidArgument from the server
 //     (permission denied, authentication failed): marked
 //     rebound.Permanent, as retrying cannot fix them;
-//   - everything else is transient: ErrNotConnected, codes.Unavailable
-//     (rpctypes.ErrNoLeader, ErrLeaderChanged, ErrStopped, ErrTimeout and
-//     the other "request timed out" errors, connection refused),
-//     codes.DeadlineExceeded and the attempt's own timeout
-//     (WithAttemptTimeout, default 5 s), rpctypes.ErrCompacted,
+//   - everything else is transient: ErrNotConnected (which wraps
+//     subscriber.ErrDisconnected, as the Nacos adapter's ErrNotConnected
+//     does), codes.Unavailable (rpctypes.ErrNoLeader, ErrLeaderChanged,
+//     ErrStopped, ErrTimeout and the other "request timed out" errors,
+//     connection refused), codes.DeadlineExceeded and the attempt's own
+//     timeout (WithAttemptTimeout, default 5 s), rpctypes.ErrCompacted,
 //     codes.ResourceExhausted, and anything unclassified.
 //
 // The Nacos adapter (subscriber/nacos) maps the same way: closed is
@@ -100,12 +136,46 @@
 //
 // # Registering
 //
-// Register puts an instance on a lease (WithTTL, default 10 s) that the
-// client keeps alive, and keeps it registered: whenever the lease is lost
-// (it expired while the cluster was unreachable, someone revoked it, the
-// cluster was recreated without it) it grants a new lease and puts the
-// key again, with backoff (WithPolicy). A lease survives a restart of the
-// cluster. Registration.Close deregisters (revokes the lease).
+// Register puts an instance on a lease (WithTTL, default DefaultTTL, 30 s)
+// that the client keeps alive, and one goroutine keeps it registered
+// until Shutdown or Close: a keep-alive channel the client closes (no
+// answer for a TTL) is followed by TimeToLive, and a lease that still
+// lives is kept alive again (a quorum loss, however long, does not cost
+// the key: no lease expires without a leader, and a new leader extends
+// every lease); only a lease that is gone is replaced. The Registration
+// watches its own key and puts it back when it is deleted or put without
+// a lease; it leaves a key that another live lease took over (another
+// Registration of the same instance), and takes it back when that lease
+// lets it go, so that of two Registrations of one instance, closing one
+// never removes the other's for good. Its retries run on a
+// rebound.Schedule (WithPolicy), cut short when the connection comes
+// back. A lease survives a restart of the cluster.
+//
+// Stopping follows net/http.Server: Registration.Shutdown(ctx) stops and
+// deregisters (revokes the lease, bounded by ctx); Registration.Close
+// stops at once without a request, leaving the key to expire with its
+// lease.
+//
+// # Leases and keep-alive
+//
+// A lease must outlive the time the client needs to notice a dead
+// connection and move to another member, or a partition of one member (a
+// blackholed member: the connection stays open, nothing arrives) lets the
+// lease expire while the rest of the cluster is healthy. gRPC notices
+// such a connection DialKeepAliveTime after it last received anything,
+// plus DialKeepAliveTimeout; the lease was renewed at most a third of the
+// TTL before that (clientv3 sends keep-alives every TTL/3, and other
+// traffic on the same connection can postpone the ping). The rule:
+//
+//	TTL >= 1.5 x (DialKeepAliveTime + DialKeepAliveTimeout + 2 s)
+//
+// where 2 s covers reconnecting to another member and one keep-alive
+// round trip. ClientConfig uses 10 s (gRPC's minimum) and 3 s: 22.5 s,
+// so DefaultTTL is 30 s. The previous defaults (a 10 s TTL with 10 s + 5 s
+// detection) broke it: a blackholed member let the lease expire
+// (TestBlackholedMemberKeepsLease measures both). A client without
+// keep-alive pings (DialKeepAliveTime 0, clientv3's default) never
+// notices such a member at all: use ClientConfig, or set both.
 //
 // # Clients
 //
@@ -118,10 +188,15 @@
 //
 // Registry and Registration are safe for concurrent use. A Registry runs
 // one goroutine per subscription with a watch, stopped by Unsubscribe,
-// the next Subscribe of the same sink, the end of its watch, or Close,
-// which waits for all of them. A Registration runs one goroutine from
-// Register to Close. No sink method is called while a lock of this
-// package is held.
+// the next Subscribe of the same sink, the end of its watch, or Close.
+// Unsubscribe makes no request and returns once the watch's goroutine
+// ended; Close (io.Closer) cancels every watch and every attempt in
+// flight and waits for all of them. A Manager over this Registry
+// therefore closes promptly with every etcd member down
+// (TestManagerCloseBoundedWithEveryMemberDown). A Registration runs two
+// goroutines (its loop and a watcher of the connection state) from
+// Register to Shutdown or Close. No sink method is called while a lock of
+// this package is held.
 //
 // Package etcdtest runs real etcd members in the test process, for tests
 // of code built on this package.

@@ -14,63 +14,57 @@ import (
 )
 
 var (
-	// ErrNotConnected is returned (wrapped in an *OpError) by an attempt
-	// made while the client has no usable connection to any member
-	// (gRPC state TRANSIENT_FAILURE, or still connecting when the attempt
-	// ends). It is transient. The attempt fails at once instead of
-	// queueing a request that every waiting subscription would send the
-	// moment the cluster comes back.
-	ErrNotConnected = errors.New("etcd: not connected to the cluster")
+	// ErrNotConnected is returned (wrapped in a *subscriber.OpError) by an
+	// attempt made while the client has no usable connection to any
+	// member (gRPC state TRANSIENT_FAILURE, or still connecting when the
+	// attempt ends). It wraps subscriber.ErrDisconnected, as the Nacos
+	// adapter's ErrNotConnected does, and is transient. The attempt fails
+	// at once instead of queueing a request that every waiting
+	// subscription would send the moment the cluster comes back.
+	ErrNotConnected = fmt.Errorf("etcd: not connected to the cluster: %w", subscriber.ErrDisconnected)
+
+	// ErrClosed is wrapped by the error of an operation on a closed
+	// Registry or with a closed client. It matches rebound.ErrClosed;
+	// such errors also match subscriber.ErrRegistryClosed, which stops a
+	// subscription for good.
+	ErrClosed = rebound.NewClosedError("etcd: closed")
 
 	// ErrWatchClosed is the reason given to Sink.Resubscribe when a watch
 	// channel closed without an error (the client's watch stream ended).
 	ErrWatchClosed = errors.New("etcd: watch closed")
 )
 
-// OpError reports a failed etcd operation. It wraps the cause: match it
-// with errors.Is (for example against rpctypes.ErrNoLeader,
-// rpctypes.ErrCompacted, ErrNotConnected, subscriber.ErrRegistryClosed or
-// context.DeadlineExceeded) and errors.As.
-type OpError struct {
-	// Op is the operation: "get", "watch", "grant", "put", "keepalive" or
-	// "revoke".
-	Op string
-	// Key is the etcd key or key prefix the operation was about.
-	Key string
-	// Err is the cause.
-	Err error
-}
+// registryName is subscriber.OpError's Registry for this adapter.
+const registryName = "etcd"
 
-func (e *OpError) Error() string {
-	return fmt.Sprintf("etcd: %s %s: %v", e.Op, e.Key, e.Err)
+// opErr returns the *subscriber.OpError of a failed operation.
+func opErr(op, key string, err error) *subscriber.OpError {
+	return &subscriber.OpError{Registry: registryName, Op: op, Key: key, Err: err}
 }
-
-// Unwrap returns the cause.
-func (e *OpError) Unwrap() error { return e.Err }
 
 // closedError is the cause of an OpError when the Registry or the etcd
-// client is closed: it wraps subscriber.ErrRegistryClosed and, if any,
-// the error the client returned.
+// client is closed: it wraps ErrClosed, subscriber.ErrRegistryClosed
+// and, if any, the error the client returned.
 type closedError struct{ cause error }
 
 func (e closedError) Error() string {
 	if e.cause == nil {
-		return subscriber.ErrRegistryClosed.Error()
+		return ErrClosed.Error()
 	}
-	return subscriber.ErrRegistryClosed.Error() + ": " + e.cause.Error()
+	return ErrClosed.Error() + ": " + e.cause.Error()
 }
 
 func (e closedError) Unwrap() []error {
 	if e.cause == nil {
-		return []error{subscriber.ErrRegistryClosed}
+		return []error{ErrClosed, subscriber.ErrRegistryClosed}
 	}
-	return []error{subscriber.ErrRegistryClosed, e.cause}
+	return []error{ErrClosed, subscriber.ErrRegistryClosed, e.cause}
 }
 
 // classify turns an error of the etcd client into the error an attempt
 // returns (see the package documentation, "Errors"):
 //
-//   - the client (or the Registry) is closed: an *OpError wrapping
+//   - the client (or the Registry) is closed: an *OpError wrapping ErrClosed and
 //     subscriber.ErrRegistryClosed, which stops a subscription for good;
 //   - codes.PermissionDenied and codes.InvalidArgument (permission denied,
 //     authentication failed, a request the server will always reject;
@@ -85,9 +79,9 @@ func classify(op, key string, err error, closed bool) error {
 		return nil
 	}
 	if closed {
-		return &OpError{Op: op, Key: key, Err: closedError{cause: err}}
+		return opErr(op, key, closedError{cause: err})
 	}
-	oe := &OpError{Op: op, Key: key, Err: err}
+	oe := opErr(op, key, err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return oe
 	}

@@ -46,7 +46,7 @@ func TestClassify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := classify("get", "/p/", tc.err, tc.closed)
-			var oe *OpError
+			var oe *subscriber.OpError
 			if !errors.As(got, &oe) || oe.Op != "get" || oe.Key != "/p/" {
 				t.Fatalf("classify = %v, want an *OpError for get /p/", got)
 			}
@@ -63,5 +63,29 @@ func TestClassify(t *testing.T) {
 	}
 	if classify("get", "/p/", nil, true) != nil {
 		t.Error("classify(nil) != nil")
+	}
+}
+
+// TestVocabulary: the adapter's errors match the shared families the
+// same way the Nacos adapter's do (issue 10).
+func TestVocabulary(t *testing.T) {
+	if !errors.Is(ErrNotConnected, subscriber.ErrDisconnected) {
+		t.Error("ErrNotConnected does not match subscriber.ErrDisconnected")
+	}
+	closed := classify("get", "/p/", errors.New("x"), true)
+	if !errors.Is(closed, rebound.ErrClosed) || !errors.Is(closed, ErrClosed) || !errors.Is(closed, subscriber.ErrRegistryClosed) {
+		t.Errorf("closed error %v does not match rebound.ErrClosed, ErrClosed and subscriber.ErrRegistryClosed", closed)
+	}
+	var oe *subscriber.OpError
+	if !errors.As(classify("watch", "/p/", ErrNotConnected, false), &oe) || oe.Registry != "etcd" || oe.Op != "watch" {
+		t.Errorf("classify = %+v, want a subscriber.OpError of registry etcd", oe)
+	}
+	var ae *rebound.ArgumentError
+	if _, err := New(nil); !errors.As(err, &ae) || ae.Func != "etcd.New" || ae.Arg != "client" {
+		t.Errorf("New(nil) = %v, want a rebound.ArgumentError of etcd.New naming client", err)
+	}
+	_, err := newRegisterOptions([]RegisterOption{nil, WithTTL(0)})
+	if !errors.As(err, &ae) || ae.Func != "etcd.WithTTL" {
+		t.Errorf("WithTTL(0) = %v, want a rebound.ArgumentError of etcd.WithTTL", err)
 	}
 }

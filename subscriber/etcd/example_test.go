@@ -60,7 +60,7 @@ func Example() {
 		fmt.Printf("%s:%d ephemeral=%v\n", in.IP, in.Port, in.Ephemeral)
 	}
 
-	_ = g.Close(ctx) // deregister
+	_ = g.Shutdown(ctx) // deregister
 	select {
 	case l := <-lists:
 		fmt.Println(len(l), "instances")

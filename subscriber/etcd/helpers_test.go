@@ -78,7 +78,7 @@ func newCluster(t testing.TB, size int, opts ...etcdtest.Option) *etcdtest.Clust
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

@@ -2,11 +2,13 @@ package etcd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -41,7 +43,7 @@ type record struct {
 // with DefaultNamespace and DefaultGroup for empty fields. key.Clusters is
 // ignored (clusters filter instances, they are not part of the key).
 //
-// It returns an error wrapping subscriber.ErrInvalidArgument when
+// It returns a *rebound.ArgumentError when
 // key.Service is empty or a segment contains "/".
 func ServicePrefix(prefix string, key subscriber.Key) (string, error) {
 	return servicePrefix("ServicePrefix", prefix, key)
@@ -56,14 +58,14 @@ func servicePrefix(fn, prefix string, key subscriber.Key) (string, error) {
 		group = DefaultGroup
 	}
 	if key.Service == "" {
-		return "", &subscriber.ArgumentError{Func: fn, Arg: "key.Service", Reason: "is empty"}
+		return "", &rebound.ArgumentError{Func: "etcd." + fn, Arg: "key.Service", Reason: "must not be empty"}
 	}
 	for _, seg := range []struct{ name, v string }{
 		{"key.Namespace", ns}, {"key.Group", group}, {"key.Service", key.Service},
 	} {
 		if strings.Contains(seg.v, "/") {
-			return "", &subscriber.ArgumentError{Func: fn, Arg: seg.name,
-				Reason: fmt.Sprintf("%q contains %q, which separates the segments of etcd keys", seg.v, "/")}
+			return "", &rebound.ArgumentError{Func: "etcd." + fn, Arg: seg.name,
+				Reason: fmt.Sprintf("must not contain %q, which separates the segments of etcd keys; got %q", "/", seg.v)}
 		}
 	}
 	return prefix + "/" + ns + "/" + group + "/" + key.Service + "/", nil
@@ -88,11 +90,11 @@ func instanceKey(fn, prefix string, key subscriber.Key, id string) (string, erro
 
 func checkID(fn, arg, id string) error {
 	if id == "" {
-		return &subscriber.ArgumentError{Func: fn, Arg: arg, Reason: "is empty"}
+		return &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg, Reason: "must not be empty"}
 	}
 	if strings.Contains(id, "/") {
-		return &subscriber.ArgumentError{Func: fn, Arg: arg,
-			Reason: fmt.Sprintf("%q contains %q, which separates the segments of etcd keys", id, "/")}
+		return &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg,
+			Reason: fmt.Sprintf("must not contain %q, which separates the segments of etcd keys; got %q", "/", id)}
 	}
 	return nil
 }
@@ -111,7 +113,7 @@ func InstanceID(inst subscriber.Instance) string {
 // DefaultCluster; ID is stored as InstanceID(inst).
 func EncodeInstance(inst subscriber.Instance) ([]byte, error) {
 	if inst.IP == "" {
-		return nil, &subscriber.ArgumentError{Func: "EncodeInstance", Arg: "inst.IP", Reason: "is empty"}
+		return nil, argErr("EncodeInstance", "inst.IP", "must not be empty")
 	}
 	cluster := inst.Cluster
 	if cluster == "" {
@@ -157,4 +159,168 @@ func DecodeInstance(id string, data []byte) (subscriber.Instance, error) {
 		Cluster:   r.Cluster,
 		Metadata:  r.Metadata,
 	}, nil
+}
+
+// A Layout maps services to etcd keys and instances to values: the
+// instances of a service are the keys directly below one prefix, each
+// key's last part being the instance's ID. The Registry reads it (New)
+// and Register writes it; use the same layout on both sides.
+//
+// Two layouts come with the package: the rebound layout (the default, see
+// the package documentation; WithPrefix moves it) and EndpointsLayout,
+// the layout of etcd's own client/v3/naming/endpoints. Another
+// framework's layout is a small type implementing these three methods
+// (see the package documentation, "Other layouts"). A Layout must be safe
+// for concurrent use.
+type Layout interface {
+	// ServicePrefix returns the key prefix holding key's instances,
+	// ending with "/" (or whatever separates it from the IDs). It returns
+	// a *rebound.ArgumentError for a key the layout cannot express.
+	// key.Clusters is not part of the prefix: the Registry filters on
+	// Instance.Cluster.
+	ServicePrefix(key subscriber.Key) (string, error)
+	// Decode decodes the value of the key ServicePrefix + id. An error
+	// skips the key (logged at Warn), unless it wraps ErrNotInstance
+	// (skipped silently: a key that is not an instance, for example one
+	// nested below an instance key).
+	Decode(id string, value []byte) (subscriber.Instance, error)
+	// Encode returns the ID (the key's last part, after ServicePrefix)
+	// and the value Register stores for inst.
+	Encode(inst subscriber.Instance) (id string, value []byte, err error)
+}
+
+// ErrNotInstance is wrapped by a Layout's Decode error for a key that is
+// not an instance and is skipped without a log line.
+var ErrNotInstance = errors.New("etcd: not an instance key")
+
+// reboundLayout is the default layout under prefix.
+type reboundLayout struct{ prefix string }
+
+func (l reboundLayout) ServicePrefix(key subscriber.Key) (string, error) {
+	return servicePrefix("ServicePrefix", l.prefix, key)
+}
+
+func (l reboundLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
+	if strings.Contains(id, "/") {
+		return subscriber.Instance{}, ErrNotInstance // below an instance key
+	}
+	return DecodeInstance(id, value)
+}
+
+func (l reboundLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
+	id := InstanceID(inst)
+	if err := checkID("InstanceKey", "id", id); err != nil {
+		return "", nil, err
+	}
+	v, err := EncodeInstance(inst)
+	return id, v, err
+}
+
+// EndpointsLayout is the layout of go.etcd.io/etcd/client/v3/naming/endpoints
+// (and of its gRPC resolver, client/v3/naming/resolver): the endpoints of
+// a target are the keys "<target>/<key>", each with the JSON value
+//
+//	{"Op":0,"Addr":"10.0.1.7:8080","Metadata":...}
+//
+// (endpoints' internal Update type; Op 0 is Add). A service that
+// registers with endpoints.Manager can have its clients read it through
+// a Registry with WithLayout(EndpointsLayout{}), without touching the
+// providers.
+//
+// Reading: the instance's ID is the key after "<target>/" (deeper keys
+// included, as etcd's resolver does); Addr "host:port" gives IP and Port
+// (an Addr without a port gives IP = Addr and Port 0); the instance is
+// Healthy and Enabled with Weight 1 and Cluster DefaultCluster; Metadata:
+// a JSON object's string values as they are and other values as their
+// JSON text; any other non-null Metadata is kept as its JSON text under
+// the key "metadata". A value with an empty Addr or Op other than 0 is
+// skipped.
+//
+// Writing (Register): "<target>/" + InstanceID(inst), with Op 0, Addr
+// ip:port and the instance's Metadata as a JSON object, on the lease;
+// etcd's resolver then sees it like any endpoint.
+type EndpointsLayout struct {
+	// Target returns the endpoints target of key (the part of an
+	// "etcd:///<target>" gRPC target after the slashes). nil: key.Service,
+	// and Namespace and Group must be empty (or DefaultNamespace and
+	// DefaultGroup), as they have no place in this layout.
+	Target func(key subscriber.Key) (string, error)
+}
+
+// endpointRecord is endpoints' internal.Update.
+type endpointRecord struct {
+	Op       uint8
+	Addr     string
+	Metadata any
+}
+
+// ServicePrefix returns Target(key) + "/".
+func (l EndpointsLayout) ServicePrefix(key subscriber.Key) (string, error) {
+	var target string
+	if l.Target != nil {
+		t, err := l.Target(key)
+		if err != nil {
+			return "", err
+		}
+		target = t
+	} else {
+		if key.Namespace != "" && key.Namespace != DefaultNamespace {
+			return "", argErr("EndpointsLayout", "key.Namespace", "must be empty (the endpoints layout has none); got "+strconv.Quote(key.Namespace))
+		}
+		if key.Group != "" && key.Group != DefaultGroup {
+			return "", argErr("EndpointsLayout", "key.Group", "must be empty (the endpoints layout has none); got "+strconv.Quote(key.Group))
+		}
+		target = key.Service
+	}
+	if target == "" || strings.HasSuffix(target, "/") {
+		return "", argErr("EndpointsLayout", "key.Service", "must give a target that is not empty and does not end with \"/\"; got "+strconv.Quote(target))
+	}
+	return target + "/", nil
+}
+
+// Decode decodes an endpoints value (see EndpointsLayout).
+func (EndpointsLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
+	var r endpointRecord
+	if err := json.Unmarshal(value, &r); err != nil {
+		return subscriber.Instance{}, fmt.Errorf("etcd: endpoint %q: %w", id, err)
+	}
+	if r.Op != 0 || r.Addr == "" {
+		return subscriber.Instance{}, fmt.Errorf("etcd: endpoint %q: no address (op %d)", id, r.Op)
+	}
+	inst := subscriber.Instance{ID: id, IP: r.Addr, Weight: 1, Healthy: true, Enabled: true, Cluster: DefaultCluster}
+	if host, port, err := net.SplitHostPort(r.Addr); err == nil {
+		if p, err := strconv.ParseUint(port, 10, 16); err == nil {
+			inst.IP, inst.Port = host, p
+		}
+	}
+	switch md := r.Metadata.(type) {
+	case nil:
+	case map[string]any:
+		inst.Metadata = make(map[string]string, len(md))
+		for k, v := range md {
+			if s, ok := v.(string); ok {
+				inst.Metadata[k] = s
+			} else if b, err := json.Marshal(v); err == nil {
+				inst.Metadata[k] = string(b)
+			}
+		}
+	default:
+		if b, err := json.Marshal(md); err == nil {
+			inst.Metadata = map[string]string{"metadata": string(b)}
+		}
+	}
+	return inst, nil
+}
+
+// Encode returns InstanceID(inst) and the endpoints value of inst.
+func (EndpointsLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
+	if inst.IP == "" {
+		return "", nil, argErr("EncodeInstance", "inst.IP", "must not be empty")
+	}
+	rec := endpointRecord{Addr: net.JoinHostPort(inst.IP, strconv.FormatUint(inst.Port, 10))}
+	if len(inst.Metadata) > 0 {
+		rec.Metadata = inst.Metadata
+	}
+	v, err := json.Marshal(rec)
+	return InstanceID(inst), v, err
 }

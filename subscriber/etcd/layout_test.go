@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 )
@@ -35,8 +36,8 @@ func TestLayout(t *testing.T) {
 		{subscriber.Key{Service: "s"}, "a/b", "id"},
 	} {
 		_, err := etcdreg.InstanceKey("/p", tc.key, tc.id)
-		var ae *subscriber.ArgumentError
-		if !errors.As(err, &ae) || ae.Arg != tc.arg || !errors.Is(err, subscriber.ErrInvalidArgument) {
+		var ae *rebound.ArgumentError
+		if !errors.As(err, &ae) || ae.Arg != tc.arg || !errors.Is(err, rebound.ErrInvalidArgument) {
 			t.Errorf("InstanceKey(%+v, %q) = %v, want an ArgumentError naming %s", tc.key, tc.id, err, tc.arg)
 		}
 	}
@@ -64,7 +65,7 @@ func TestEncodeDecodeInstance(t *testing.T) {
 	if fmt.Sprint(out) != fmt.Sprint(want) {
 		t.Fatalf("round trip = %+v, want %+v", out, want)
 	}
-	if _, err := etcdreg.EncodeInstance(subscriber.Instance{Port: 80}); !errors.Is(err, subscriber.ErrInvalidArgument) {
+	if _, err := etcdreg.EncodeInstance(subscriber.Instance{Port: 80}); !errors.Is(err, rebound.ErrInvalidArgument) {
 		t.Errorf("EncodeInstance without IP = %v, want ErrInvalidArgument", err)
 	}
 	for _, bad := range []string{"", "null", "[]", `{"port":80}`, `{"ip":"10.0.0.1","port":"x"}`} {
@@ -77,20 +78,19 @@ func TestEncodeDecodeInstance(t *testing.T) {
 func TestOptionsAreValidated(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
-	if _, err := etcdreg.New(nil); !errors.Is(err, subscriber.ErrInvalidArgument) {
+	if _, err := etcdreg.New(nil); !errors.Is(err, rebound.ErrInvalidArgument) {
 		t.Errorf("New(nil) = %v", err)
 	}
 	for _, tc := range []struct {
 		opt etcdreg.Option
 		arg string
 	}{
-		{nil, "opts"},
 		{etcdreg.WithPrefix(""), "prefix"},
 		{etcdreg.WithPrefix("/a/"), "prefix"},
 		{etcdreg.WithAttemptTimeout(0), "d"},
 	} {
-		_, err := etcdreg.New(cli, tc.opt)
-		var ae *subscriber.ArgumentError
+		_, err := etcdreg.New(cli, nil, tc.opt) // a nil Option is ignored
+		var ae *rebound.ArgumentError
 		if !errors.As(err, &ae) || ae.Arg != tc.arg {
 			t.Errorf("New with a bad option = %v, want an ArgumentError naming %s", err, tc.arg)
 		}

@@ -4,114 +4,147 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
 // Registration keeps one instance registered: its key is bound to a lease
-// that a goroutine keeps alive, and registered again on a new lease
-// whenever the lease is lost (it expired while the cluster was
-// unreachable, it was revoked, or the cluster lost its data). Create it
-// with Register (the zero value is not usable); stop it with Close, which
-// deregisters the instance. Its methods are safe for concurrent use.
-//
-// A Registration does not watch its key: if someone deletes the key but
-// not the lease, the instance stays unregistered until the lease is lost.
+// that the client keeps alive, and one goroutine repairs it whatever
+// happens (see Register). Create it with Register (the zero value is not
+// usable). Stop it with Shutdown, which deregisters the instance (revokes
+// its lease), or Close, which only stops (the key goes when the lease
+// expires). Its methods are safe for concurrent use.
 type Registration struct {
 	client *clientv3.Client
-	opts   options
+	opts   registerOptions
 	log    *zap.Logger
 	key    string // the instance's etcd key
-	value  string // its JSON value
+	value  string // its value
 	ttl    int64  // seconds
 
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the goroutine ends
+	retrier *rebound.Retrier
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the goroutines end
 
 	mu         sync.Mutex
 	lease      clientv3.LeaseID
-	registered int // successful registrations, the first included
+	registered int // leases granted, the first included
+	repairs    int // keys put back on the current lease
 
-	closeOnce sync.Once
-	closeErr  error
+	revokeOnce sync.Once
+	revokeErr  error
 }
 
 // Register registers inst as an instance of key's service (key.Clusters
 // must be empty: the instance's cluster is inst.Cluster) and keeps it
-// registered until Close. The instance is stored under InstanceKey(prefix,
-// key, InstanceID(inst)) as EncodeInstance(inst), with Ephemeral set: it
-// lives on a lease of the TTL set by WithTTL (default 10 s), kept alive by
-// the client.
+// registered until Shutdown or Close. The instance is stored under the
+// layout's key (WithLayout; by default InstanceKey(prefix, key,
+// InstanceID(inst)) with the value EncodeInstance(inst), Ephemeral set)
+// on a lease of the TTL set by WithTTL (default DefaultTTL, 30 s), kept
+// alive by the client.
 //
 // Register makes the first registration itself (a lease grant and a put,
 // bounded by ctx and WithAttemptTimeout) and returns its error, if any,
-// with nothing left running; the error is an *OpError, or an
-// *subscriber.ArgumentError for a bad argument. After that, a goroutine
-// keeps the lease alive and, whenever the lease is lost, registers again
-// with backoff (WithPolicy) until Close. Options: WithPrefix, WithLogger,
-// WithAttemptTimeout, WithTTL, WithPolicy.
-func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
+// with nothing left running: a *subscriber.OpError, or a
+// *rebound.ArgumentError for a bad argument or option. The put
+// overwrites the key: a new registration takes over an instance key
+// another one holds (see below).
+//
+// After that, one goroutine keeps the instance registered:
+//
+//   - When the client gives up keeping the lease alive (no keep-alive
+//     answer for a TTL: the cluster lost its leader, or is unreachable),
+//     it asks etcd whether the lease still lives (TimeToLive) and, if it
+//     does, keeps it alive again: no lease expires without a leader, and
+//     a new leader extends every lease, so a quorum loss must not cost
+//     the key. Only a lease that is gone (expired while the cluster was
+//     reachable without us, revoked, lost with the cluster's data) is
+//     replaced by a new one, with the key put on it.
+//   - It watches its own key: when the key is deleted, or put without a
+//     lease (it would outlive the instance), it puts it back on its
+//     lease. When another live lease takes the key (another Registration
+//     of the same instance, for example a restarted process on the same
+//     ip:port), it leaves it there and keeps watching; when that lease
+//     lets the key go (its Registration shut down or died), it puts the
+//     key back. So closing one of two Registrations of an instance never
+//     removes the other's, and two never fight over the key.
+//   - Failed requests are retried through a rebound.Schedule (WithPolicy),
+//     the wait cut short when the client's connection comes back, and
+//     capped at TTL/3 while the old lease may still live.
+//
+// Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout,
+// WithTTL, WithPolicy; a nil option is ignored.
+func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
 	const fn = "Register"
 	if ctx == nil {
-		return nil, &subscriber.ArgumentError{Func: fn, Arg: "ctx", Reason: "is nil"}
+		return nil, argErr(fn, "ctx", "must not be nil")
 	}
 	if client == nil {
-		return nil, &subscriber.ArgumentError{Func: fn, Arg: "client", Reason: "is nil"}
+		return nil, argErr(fn, "client", "must not be nil")
 	}
 	if len(key.Clusters) > 0 {
-		return nil, &subscriber.ArgumentError{Func: fn, Arg: "key.Clusters",
-			Reason: "is not empty (an instance's cluster is inst.Cluster)"}
+		return nil, argErr(fn, "key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
 	}
 	if inst.IP == "" {
-		return nil, &subscriber.ArgumentError{Func: fn, Arg: "inst.IP", Reason: "is empty"}
+		return nil, argErr(fn, "inst.IP", "must not be empty")
 	}
-	o, err := newOptions(fn, opts)
+	o, err := newRegisterOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	id := InstanceID(inst)
-	k, err := instanceKey(fn, o.prefix, key, id)
+	retrier, err := rebound.NewRetrier(o.policy)
 	if err != nil {
-		var ae *subscriber.ArgumentError
+		return nil, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err}
+	}
+	layout := o.resolvedLayout()
+	prefix, err := layout.ServicePrefix(key)
+	if err != nil {
+		return nil, err
+	}
+	inst.Ephemeral = true
+	id, value, err := layout.Encode(inst)
+	if err != nil {
+		var ae *rebound.ArgumentError
 		if errors.As(err, &ae) && ae.Arg == "id" {
 			// Name the field the ID came from.
 			arg := "inst.ID"
 			if inst.ID == "" {
 				arg = "inst.IP"
 			}
-			return nil, &subscriber.ArgumentError{Func: fn, Arg: arg, Reason: fmt.Sprintf("gives the instance ID %q, which is not a valid key segment", id), Err: err}
+			return nil, &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg,
+				Reason: fmt.Sprintf("must give a valid key segment as the instance ID; got %q", InstanceID(inst)), Err: err}
 		}
 		return nil, err
 	}
-	inst.Ephemeral = true
-	value, err := EncodeInstance(inst)
-	if err != nil {
-		return nil, err
-	}
+	k := prefix + id
 	g := &Registration{
-		client: client,
-		opts:   o,
-		log:    o.log.With(zap.String("component", "subscriber/etcd"), zap.String("key", k)),
-		key:    k,
-		value:  string(value),
-		ttl:    int64((o.ttl + time.Second - 1) / time.Second),
-		done:   make(chan struct{}),
+		client:  client,
+		opts:    o,
+		log:     o.log.With(zap.String("component", "subscriber/etcd"), zap.String("key", k)),
+		key:     k,
+		value:   string(value),
+		ttl:     int64((o.ttl + time.Second - 1) / time.Second),
+		retrier: retrier,
+		done:    make(chan struct{}),
 	}
-	lease, err := g.register(ctx)
+	lease, rev, err := g.grantAndPut(ctx)
 	if err != nil {
 		return nil, err
 	}
 	g.lease, g.registered = lease, 1
 	var lctx context.Context
 	lctx, g.cancel = context.WithCancel(context.Background())
-	go g.loop(lctx, lease)
+	go g.loop(lctx, lease, rev)
 	return g, nil
 }
 
@@ -125,142 +158,400 @@ func (g *Registration) Lease() clientv3.LeaseID {
 	return g.lease
 }
 
-// Registrations counts the successful registrations so far: 1 after
-// Register, one more after each re-registration on a new lease.
+// Registrations counts the leases granted so far: 1 after Register, one
+// more each time the lease was gone and replaced.
 func (g *Registration) Registrations() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.registered
 }
 
-// register makes one registration: grant a lease, put the key on it.
-func (g *Registration) register(ctx context.Context) (clientv3.LeaseID, error) {
+// Repairs counts the times the key was put back on a living lease (it
+// had been deleted, put without a lease, or let go by another lease).
+func (g *Registration) Repairs() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.repairs
+}
+
+func (g *Registration) closed() bool { return g.client.Ctx().Err() != nil }
+
+// grantAndPut grants a lease and puts the key on it, bounded by the
+// attempt timeout; it returns the lease and the put's revision.
+func (g *Registration) grantAndPut(ctx context.Context) (clientv3.LeaseID, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 	defer cancel()
-	closed := func() bool { return g.client.Ctx().Err() != nil }
 	lr, err := g.client.Grant(ctx, g.ttl)
 	if err != nil {
-		return 0, classify("grant", g.key, err, closed())
+		return 0, 0, classify("grant", g.key, err, g.closed())
 	}
-	if _, err := g.client.Put(ctx, g.key, g.value, clientv3.WithLease(lr.ID)); err != nil {
-		g.revoke(lr.ID) // do not leave the lease behind
-		return 0, classify("put", g.key, err, closed())
+	resp, err := g.client.Put(ctx, g.key, g.value, clientv3.WithLease(lr.ID))
+	if err != nil {
+		g.revokeBestEffort(lr.ID) // do not leave the lease behind
+		return 0, 0, classify("put", g.key, err, g.closed())
 	}
-	return lr.ID, nil
+	return lr.ID, resp.Header.Revision, nil
 }
 
-// revoke revokes a lease, best effort, bounded by the attempt timeout.
-func (g *Registration) revoke(id clientv3.LeaseID) error {
+// revokeBestEffort revokes a lease, bounded by the attempt timeout.
+func (g *Registration) revokeBestEffort(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.opts.timeout)
 	defer cancel()
-	_, err := g.client.Revoke(ctx, id)
-	return err
+	_, _ = g.client.Revoke(ctx, id)
 }
 
-// loop keeps the lease alive and registers again when it is lost.
-func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID) {
+// Work a repair attempt has to do.
+const (
+	probeLease = 1 << iota // the keep-alive channel closed: does the lease live?
+	ensureKey              // the key went, or the watch ended: put it back, watch again
+)
+
+// holder is the state of the loop goroutine.
+type holder struct {
+	g     *Registration
+	ctx   context.Context
+	lease clientv3.LeaseID
+
+	kaCancel context.CancelFunc
+	kaCh     <-chan *clientv3.LeaseKeepAliveResponse // nil: not kept alive
+	wCancel  context.CancelFunc
+	wCh      clientv3.WatchChan // nil: not watching
+	yielded  bool               // another lease holds the key
+}
+
+// loop keeps the instance registered until ctx is done.
+func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int64) {
+	var wg sync.WaitGroup
 	defer close(g.done)
-	// Losing a lease again soon after registering it (a cluster that
-	// keeps losing its data, a client whose keep-alives fail at once)
-	// must not turn into a loop of grants: such losses wait for this
-	// backoff first. A lease that lived a full TTL resets it.
-	pause := g.opts.policy.NewBackOff()
-	for {
-		start := time.Now()
-		g.keepAlive(ctx, lease)
-		if ctx.Err() != nil {
+	defer wg.Wait()
+	ready := make(chan struct{}, 1)
+	wg.Go(func() { g.watchConnection(ctx, ready) })
+
+	h := &holder{g: g, ctx: ctx, lease: lease}
+	defer h.stopKeepAlive()
+	defer h.stopWatch()
+	h.keepAlive()
+	h.watch(rev)
+
+	var (
+		pending int
+		failing bool // the last attempt failed: the timer is armed
+		s       = g.retrier.NewSchedule(time.Now())
+		timer   = time.NewTimer(time.Hour)
+	)
+	timer.Stop()
+	defer timer.Stop()
+	run := func() {
+		err := h.repair(&pending)
+		if err == nil {
+			failing = false
+			s.Succeeded(time.Now())
 			return
 		}
-		g.log.Warn("lease lost (expired, revoked or gone with the cluster's data); registering again",
-			zap.Int64("lease", int64(lease)))
-		if time.Since(start) >= time.Duration(g.ttl)*time.Second {
-			pause.Reset()
-		} else if !sleep(ctx, pause.NextBackOff()) {
-			return
-		}
-		old := lease
-		err := rebound.Retry(ctx, g.opts.policy, func(ctx context.Context) error {
-			id, err := g.register(ctx)
-			if errors.Is(err, subscriber.ErrRegistryClosed) {
-				return rebound.Permanent(err)
-			}
-			lease = id
-			return err
-		}, rebound.WithNotify(func(e rebound.Event) {
-			if e.Kind == rebound.EventRetry {
-				g.log.Debug("registration failed", zap.Int("attempt", e.Attempt), zap.Duration("next", e.Delay), zap.Error(e.Err))
-			}
-		}))
-		if err != nil {
+		d, stop := s.Next(err, time.Now())
+		if stop != nil {
 			if ctx.Err() == nil {
-				// A permanent error (the client was closed, permission
-				// denied): nothing more can be done.
-				g.log.Error("registration stopped", zap.Error(err))
+				// Permanent: the client was closed, permission denied.
+				g.log.Error("registration stopped", zap.Error(stop))
 			}
+			pending, failing = 0, false
 			return
 		}
-		g.mu.Lock()
-		g.lease = lease
-		g.registered++
-		g.mu.Unlock()
-		// The old lease, if it is still alive (it was only unreachable),
-		// no longer holds the key; it expires by itself.
-		g.log.Info("registered again", zap.Int64("lease", int64(lease)), zap.Int64("previous", int64(old)))
-	}
-}
-
-// sleep waits d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// keepAlive keeps lease alive until the client gives up on it (the lease
-// expired or is gone) or ctx is done.
-func (g *Registration) keepAlive(ctx context.Context, lease clientv3.LeaseID) {
-	kctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch, err := g.client.KeepAlive(kctx, lease)
-	if err != nil {
-		g.log.Warn("keep-alive failed", zap.Error(&OpError{Op: "keepalive", Key: g.key, Err: err}))
-		return
+		if pending&probeLease != 0 {
+			// The old lease may still live (a new leader extends it by
+			// a TTL): ask again at least as often as keep-alives go.
+			d = min(d, time.Duration(g.ttl)*time.Second/3)
+		}
+		g.log.Debug("registration repair failed", zap.Int("attempt", s.Attempts()), zap.Duration("next", d), zap.Error(err))
+		failing = true
+		timer.Reset(d)
 	}
 	for {
+		if pending != 0 && !failing {
+			run()
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-ch:
+		case _, ok := <-h.kaCh:
 			if !ok {
-				return
+				h.kaCh = nil
+				h.stopKeepAlive()
+				g.log.Warn("no keep-alive answer for a TTL (no leader, or unreachable); asking whether the lease lives",
+					zap.Int64("lease", int64(h.lease)))
+				pending |= probeLease
+			}
+		case wr, ok := <-h.wCh:
+			if !ok || wr.Err() != nil {
+				h.wCh = nil
+				h.stopWatch()
+				pending |= ensureKey
+				continue
+			}
+			if h.apply(wr.Events) {
+				pending |= ensureKey
+			} else {
+				pending &^= ensureKey
+			}
+		case <-timer.C:
+			failing = false
+		case <-ready:
+			if failing {
+				// The connection is back: try at once, from the start
+				// of the policy.
+				timer.Stop()
+				failing = false
+				s.Reset(time.Now())
 			}
 		}
 	}
 }
 
-// Close stops keeping the instance registered and deregisters it (revokes
-// its lease, which deletes the key), bounded by ctx. If the revocation
-// fails (the cluster is unreachable), the key disappears when the lease
-// expires, and Close returns the error (an *OpError). Close is idempotent:
-// later calls return the first call's result.
-func (g *Registration) Close(ctx context.Context) error {
-	if ctx == nil {
-		return &subscriber.ArgumentError{Func: "Registration.Close", Arg: "ctx", Reason: "is nil"}
+// apply reads the events of the watch on the key and reports whether the
+// key must be put back: it was deleted, or put without a lease. A put on
+// another lease is left alone (that lease's holder keeps it; when it lets
+// it go, the delete brings it back here).
+func (h *holder) apply(events []*clientv3.Event) bool {
+	need := false
+	for _, ev := range events {
+		switch {
+		case ev.Type == mvccpb.DELETE:
+			need, h.yielded = true, false
+		case ev.Kv.Lease == 0:
+			need, h.yielded = true, false
+		case clientv3.LeaseID(ev.Kv.Lease) == h.lease:
+			need, h.yielded = string(ev.Kv.Value) != h.g.value, false
+		default:
+			if !h.yielded {
+				h.g.log.Info("another lease holds the key (another registration of this instance); leaving it",
+					zap.Int64("lease", int64(h.lease)), zap.Int64("holder", ev.Kv.Lease))
+			}
+			need, h.yielded = false, true
+		}
 	}
-	g.closeOnce.Do(func() {
-		g.cancel()
-		<-g.done
-		lease := g.Lease()
+	return need
+}
+
+// repair makes one attempt at the pending work, bounded by the attempt
+// timeout, and clears what it did.
+func (h *holder) repair(pending *int) error {
+	g := h.g
+	ctx, cancel := context.WithTimeout(h.ctx, g.opts.timeout)
+	defer cancel()
+	if *pending&probeLease != 0 {
+		resp, err := g.client.TimeToLive(ctx, h.lease)
+		switch {
+		case err == nil && resp.TTL > 0:
+			g.log.Info("the lease lives; keeping it alive again", zap.Int64("lease", int64(h.lease)), zap.Int64("ttl", resp.TTL))
+			h.keepAlive()
+			*pending &^= probeLease
+		case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return h.replaceLease(pending)
+		default:
+			return permanentIfClosed(classify("timetolive", g.key, err, g.closed()))
+		}
+	}
+	if *pending&ensureKey != 0 {
+		rev, err := h.ensure(ctx)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return h.replaceLease(pending)
+		}
+		if err != nil {
+			return permanentIfClosed(classify("put", g.key, err, g.closed()))
+		}
+		h.stopWatch()
+		h.watch(rev)
+		*pending &^= ensureKey
+	}
+	return nil
+}
+
+// replaceLease grants a new lease and puts the key on it: the old lease
+// is gone.
+func (h *holder) replaceLease(pending *int) error {
+	g := h.g
+	g.log.Warn("lease gone (expired, revoked or lost with the cluster's data); registering again",
+		zap.Int64("lease", int64(h.lease)))
+	lease, rev, err := g.grantAndPut(h.ctx)
+	if err != nil {
+		return permanentIfClosed(err)
+	}
+	old := h.lease
+	h.lease = lease
+	g.mu.Lock()
+	g.lease = lease
+	g.registered++
+	g.mu.Unlock()
+	g.log.Info("registered again", zap.Int64("lease", int64(lease)), zap.Int64("previous", int64(old)))
+	h.stopKeepAlive()
+	h.keepAlive()
+	h.stopWatch()
+	h.watch(rev)
+	h.yielded = false
+	*pending = 0
+	return nil
+}
+
+// ensure makes sure the key is registered: it puts the key on the lease
+// if it is missing, without a lease, or on the lease with another value;
+// it leaves a key that another lease holds. It returns the revision to
+// watch from.
+func (h *holder) ensure(ctx context.Context) (int64, error) {
+	g := h.g
+	resp, err := g.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.Version(g.key), "=", 0)).
+		Then(clientv3.OpPut(g.key, g.value, clientv3.WithLease(h.lease))).
+		Else(clientv3.OpGet(g.key)).
+		Commit()
+	if err != nil {
+		return 0, err
+	}
+	if resp.Succeeded {
+		h.repaired("the key was gone; put it back")
+		return resp.Header.Revision, nil
+	}
+	var kv *mvccpb.KeyValue
+	if rr := resp.Responses[0].GetResponseRange(); rr != nil && len(rr.Kvs) > 0 {
+		kv = rr.Kvs[0]
+	}
+	switch {
+	case kv == nil:
+		// Deleted between the compare and the get: cannot happen in one
+		// transaction, but put it back anyway.
+	case clientv3.LeaseID(kv.Lease) == h.lease && string(kv.Value) == g.value:
+		h.yielded = false
+		return resp.Header.Revision, nil
+	case kv.Lease != 0 && clientv3.LeaseID(kv.Lease) != h.lease:
+		h.yielded = true
+		return resp.Header.Revision, nil
+	}
+	pr, err := g.client.Put(ctx, g.key, g.value, clientv3.WithLease(h.lease))
+	if err != nil {
+		return 0, err
+	}
+	h.repaired("the key was off any lease or changed; put it back")
+	return pr.Header.Revision, nil
+}
+
+func (h *holder) repaired(msg string) {
+	h.yielded = false
+	h.g.mu.Lock()
+	h.g.repairs++
+	h.g.mu.Unlock()
+	h.g.log.Info(msg, zap.Int64("lease", int64(h.lease)))
+}
+
+// keepAlive starts keeping h.lease alive.
+func (h *holder) keepAlive() {
+	kctx, cancel := context.WithCancel(h.ctx)
+	ch, err := h.g.client.KeepAlive(kctx, h.lease)
+	if err != nil {
+		// The client is closed (or ctx is done): nothing will answer.
+		cancel()
+		h.g.log.Warn("keep-alive failed", zap.Error(opErr("keepalive", h.g.key, err)))
+		closed := make(chan *clientv3.LeaseKeepAliveResponse)
+		close(closed)
+		ch = closed
+		cancel = func() {}
+	}
+	h.kaCh, h.kaCancel = ch, cancel
+}
+
+func (h *holder) stopKeepAlive() {
+	if h.kaCancel != nil {
+		h.kaCancel()
+		h.kaCancel = nil
+	}
+}
+
+// watch starts watching the key from rev + 1. The watch does not require
+// a leader: during a quorum loss it waits, rather than ending.
+func (h *holder) watch(rev int64) {
+	wctx, cancel := context.WithCancel(h.ctx)
+	h.wCh, h.wCancel = h.g.client.Watch(wctx, h.g.key, clientv3.WithRev(rev+1)), cancel
+}
+
+func (h *holder) stopWatch() {
+	if h.wCancel != nil {
+		h.wCancel()
+		h.wCancel = nil
+	}
+}
+
+// permanentIfClosed marks the error of a closed client permanent.
+func permanentIfClosed(err error) error {
+	if errors.Is(err, subscriber.ErrRegistryClosed) {
+		return rebound.Permanent(err)
+	}
+	return err
+}
+
+// watchConnection sends on ready (without blocking) whenever the
+// client's connection becomes ready after it was not, until ctx is done.
+func (g *Registration) watchConnection(ctx context.Context, ready chan<- struct{}) {
+	conn := g.client.ActiveConnection()
+	if conn == nil {
+		return
+	}
+	s := conn.GetState()
+	for conn.WaitForStateChange(ctx, s) {
+		was := s
+		s = conn.GetState()
+		if s == connectivity.Ready && was != connectivity.Ready {
+			select {
+			case ready <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// stop ends the goroutines, bounded by ctx.
+func (g *Registration) stop(ctx context.Context) error {
+	g.cancel()
+	select {
+	case <-g.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops keeping the instance registered, at once and without a
+// request: the key stays until its lease expires (at most the TTL). Use
+// Shutdown to deregister. Close implements io.Closer; it is idempotent,
+// returns once the Registration's goroutines have ended (they end
+// promptly: every request they make is bounded by the same context) and
+// always returns nil.
+func (g *Registration) Close() error {
+	_ = g.stop(context.Background())
+	return nil
+}
+
+// Shutdown stops keeping the instance registered and deregisters it:
+// it revokes the lease, which deletes the key if the lease holds it (a
+// key another Registration of the instance took over stays). It is
+// bounded by ctx and by the attempt timeout. If the revocation fails (the
+// cluster is unreachable), the key disappears when the lease expires and
+// Shutdown returns the error (a *subscriber.OpError, or ctx's error).
+// Shutdown may follow Close (it then still revokes); it is idempotent:
+// later calls return the first revocation's result.
+func (g *Registration) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return argErr("Registration.Shutdown", "ctx", "must not be nil")
+	}
+	if err := g.stop(ctx); err != nil {
+		return err
+	}
+	g.revokeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 		defer cancel()
-		if _, err := g.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			g.closeErr = classify("revoke", g.key, err, g.client.Ctx().Err() != nil)
+		if _, err := g.client.Revoke(ctx, g.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			g.revokeErr = classify("revoke", g.key, err, g.closed())
 		}
 	})
-	return g.closeErr
+	return g.revokeErr
 }
+
+var _ io.Closer = (*Registration)(nil)

@@ -14,7 +14,7 @@ import (
 )
 
 // fastRegister makes lease losses visible within seconds.
-var fastRegister = []etcdreg.Option{
+var fastRegister = []etcdreg.RegisterOption{
 	etcdreg.WithTTL(2 * time.Second),
 	etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}),
 }
@@ -26,7 +26,7 @@ func register(t testing.TB, reg func() (*etcdreg.Registration, error)) *etcdreg.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = g.Close(context.Background()) })
+	t.Cleanup(func() { _ = g.Shutdown(context.Background()) })
 	return g
 }
 
@@ -62,10 +62,10 @@ func TestRegisterAndDeregister(t *testing.T) {
 		t.Fatalf("lease TTL = %d (granted %d), want alive with 2 s", resp.TTL, resp.GrantedTTL)
 	}
 
-	if err := g.Close(context.Background()); err != nil {
+	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Close(context.Background()); err != nil {
+	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
 	rec.waitLast(t, "")
@@ -164,20 +164,20 @@ func TestRegisterErrors(t *testing.T) {
 		name string
 		key  subscriber.Key
 		in   subscriber.Instance
-		opts []etcdreg.Option
+		opts []etcdreg.RegisterOption
 		arg  string
 	}{
 		{"no service", subscriber.Key{}, inst("10.0.0.1", 80), nil, "key.Service"},
 		{"clusters", subscriber.Key{Service: "s", Clusters: []string{"a"}}, inst("10.0.0.1", 80), nil, "key.Clusters"},
 		{"no ip", orders, subscriber.Instance{Port: 80}, nil, "inst.IP"},
 		{"bad id", orders, subscriber.Instance{ID: "a/b", IP: "10.0.0.1"}, nil, "inst.ID"},
-		{"bad ttl", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithTTL(time.Millisecond)}, "d"},
-		{"bad prefix", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPrefix("/x/")}, "prefix"},
-		{"limited policy", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
+		{"bad ttl", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithTTL(time.Millisecond)}, "d"},
+		{"bad prefix", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithPrefix("/x/")}, "prefix"},
+		{"limited policy", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := etcdreg.Register(ctx, cli, tc.key, tc.in, tc.opts...)
-			var ae *subscriber.ArgumentError
+			var ae *rebound.ArgumentError
 			if g != nil || !errors.As(err, &ae) || ae.Arg != tc.arg {
 				t.Fatalf("Register = %v, %v; want an ArgumentError naming %s", g, err, tc.arg)
 			}
@@ -193,7 +193,7 @@ func TestRegisterErrors(t *testing.T) {
 		}()
 		down := newClient(t, c)
 		g, err := etcdreg.Register(ctx, down, orders, inst("10.0.0.1", 80), etcdreg.WithAttemptTimeout(500*time.Millisecond))
-		var oe *etcdreg.OpError
+		var oe *subscriber.OpError
 		if g != nil || !errors.As(err, &oe) || oe.Op != "grant" || rebound.IsPermanent(err) {
 			t.Fatalf("Register = %v, %v; want a transient *OpError for the grant", g, err)
 		}

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 
@@ -25,7 +26,8 @@ import (
 // the Manager, then the Registry, then the client.
 type Registry struct {
 	client *clientv3.Client
-	opts   options
+	opts   registryOptions
+	layout Layout
 	log    *zap.Logger
 
 	ctx    context.Context // parent of every watch; cancelled by Close
@@ -40,23 +42,25 @@ type Registry struct {
 }
 
 // New returns a Registry reading instances through client, under the
-// layout described in the package documentation. Options: WithPrefix,
-// WithLogger, WithAttemptTimeout (the others are for Register).
+// layout described in the package documentation (or WithLayout's).
+// Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout; a nil
+// Option is ignored.
 //
-// It returns an *subscriber.ArgumentError for a nil client or a bad
-// option. New makes no request: a cluster that is down is reported by
+// It returns a *rebound.ArgumentError for a nil client or a bad option,
+// naming it. New makes no request: a cluster that is down is reported by
 // the attempts (see Subscribe).
 func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 	if client == nil {
-		return nil, &subscriber.ArgumentError{Func: "New", Arg: "client", Reason: "is nil"}
+		return nil, argErr("New", "client", "must not be nil")
 	}
-	o, err := newOptions("New", opts)
+	o, err := newRegistryOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	r := &Registry{
 		client:  client,
 		opts:    o,
+		layout:  o.resolvedLayout(),
 		log:     o.log.With(zap.String("component", "subscriber/etcd")),
 		watches: make(map[subscriber.Sink]*watch),
 	}
@@ -88,14 +92,14 @@ func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 // permanent, connection problems and server unavailability are transient.
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
 	if sink == nil {
-		return rebound.Permanent(&subscriber.ArgumentError{Func: "Subscribe", Arg: "sink", Reason: "is nil"})
+		return rebound.Permanent(argErr("Registry.Subscribe", "sink", "must not be nil"))
 	}
-	prefix, err := servicePrefix("Subscribe", r.opts.prefix, key)
+	prefix, err := r.layout.ServicePrefix(key)
 	if err != nil {
 		return rebound.Permanent(err)
 	}
 	if r.isClosed() {
-		return &OpError{Op: "get", Key: prefix, Err: closedError{}}
+		return opErr("get", prefix, closedError{})
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
 	defer cancel()
@@ -113,7 +117,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	if err != nil {
 		return r.classify("get", prefix, err)
 	}
-	st := newState(prefix, key.Clusters, r.log)
+	st := newState(r.layout, prefix, key.Clusters, r.log)
 	st.load(resp)
 	if lastRev > st.rev {
 		// Only a cluster restored from an older backup or wiped and
@@ -149,7 +153,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	if r.closed {
 		r.mu.Unlock()
 		wcancel(nil)
-		return &OpError{Op: "watch", Key: prefix, Err: closedError{}}
+		return opErr("watch", prefix, closedError{})
 	}
 	r.watches[sink] = w
 	r.wg.Add(1)
@@ -223,8 +227,10 @@ func (r *Registry) stopWatch(sink subscriber.Sink) int64 {
 // Close stops every watch and waits for their goroutines; each one tells
 // its sink to resubscribe, and Subscribe fails from now on with an error
 // wrapping subscriber.ErrRegistryClosed, so the Manager's subscriptions
-// stop for good. (Close the Manager first for a quiet shutdown.) Close
-// does not close the client. It is idempotent and always returns nil.
+// stop for good. (Close the Manager first for a quiet shutdown.) Attempts
+// in flight end too. Close makes no request and does not close the
+// client; it returns once every goroutine of the Registry has ended. It
+// implements io.Closer, is idempotent and always returns nil.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	r.closed = true
@@ -235,7 +241,7 @@ func (r *Registry) Close() error {
 	// hide it), then the Registry's context: attempts in flight and
 	// watches being created end too.
 	for _, w := range watches {
-		w.cancel(errDropped{&OpError{Op: "watch", Key: w.st.prefix, Err: closedError{}}})
+		w.cancel(errDropped{opErr("watch", w.st.prefix, closedError{})})
 	}
 	r.cancel()
 	r.wg.Wait()
@@ -428,4 +434,36 @@ func (r *Registry) run(ctx context.Context, w *watch, wch clientv3.WatchChan, si
 var (
 	_ subscriber.Registry          = (*Registry)(nil)
 	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Reconciler        = (*Registry)(nil)
+	_ io.Closer                    = (*Registry)(nil)
 )
+
+// Lookup implements subscriber.Reconciler: one linearizable Get of key's
+// prefix (clientv3.WithRequireLeader: a member without a leader refuses
+// it), bounded by ctx, the attempt timeout and Close, returning the
+// instances that pass key.Clusters. It keeps nothing and starts no
+// watch. Errors are classified as Subscribe's: ErrNotConnected at once
+// without a usable connection, permanent for an invalid key or a closed
+// Registry or client.
+func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
+	prefix, err := r.layout.ServicePrefix(key)
+	if err != nil {
+		return nil, rebound.Permanent(err)
+	}
+	if r.isClosed() {
+		return nil, opErr("get", prefix, closedError{})
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.timeout)
+	defer cancel()
+	defer context.AfterFunc(r.ctx, cancel)()
+	if err := r.waitReady(ctx); err != nil {
+		return nil, r.classify("get", prefix, err)
+	}
+	resp, err := r.client.Get(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, r.classify("get", prefix, err)
+	}
+	st := newState(r.layout, prefix, key.Clusters, r.log)
+	st.load(resp)
+	return st.list(), nil
+}

@@ -155,11 +155,11 @@ func TestSubscribeRejectsBadKeysPermanently(t *testing.T) {
 		{Group: "g/", Service: "s"},
 	} {
 		err := r.Subscribe(context.Background(), k, nopSink{})
-		if !errors.Is(err, subscriber.ErrInvalidArgument) || !rebound.IsPermanent(err) {
+		if !errors.Is(err, rebound.ErrInvalidArgument) || !rebound.IsPermanent(err) {
 			t.Errorf("Subscribe(%+v) = %v, want a permanent error wrapping ErrInvalidArgument", k, err)
 		}
 	}
-	if err := r.Subscribe(context.Background(), orders, nil); !errors.Is(err, subscriber.ErrInvalidArgument) {
+	if err := r.Subscribe(context.Background(), orders, nil); !errors.Is(err, rebound.ErrInvalidArgument) {
 		t.Errorf("Subscribe(nil sink) = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestDownAtStart(t *testing.T) {
 	}
 	eventually(t, "three failed attempts", func() bool { return sub.Status().Attempts >= 3 })
 	st := sub.Status()
-	if st.State != subscriber.StateRetrying || !errors.Is(st.LastErr, etcdreg.ErrNotConnected) {
+	if st.State != subscriber.StateRetrying || !errors.Is(st.LastErr, etcdreg.ErrNotConnected) || !errors.Is(st.LastErr, subscriber.ErrDisconnected) {
 		t.Fatalf("status while down = %+v, want retrying with ErrNotConnected", st)
 	}
 	if rebound.IsPermanent(st.LastErr) {

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"errors"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -15,14 +16,15 @@ import (
 // goroutine).
 type state struct {
 	prefix   string
+	layout   Layout
 	clusters map[string]struct{} // nil: every cluster
 	log      *zap.Logger
 	rev      int64                          // last revision applied
 	byID     map[string]subscriber.Instance // every decodable instance
 }
 
-func newState(prefix string, clusters []string, log *zap.Logger) *state {
-	st := &state{prefix: prefix, log: log, byID: make(map[string]subscriber.Instance)}
+func newState(layout Layout, prefix string, clusters []string, log *zap.Logger) *state {
+	st := &state{prefix: prefix, layout: layout, log: log, byID: make(map[string]subscriber.Instance)}
 	if len(clusters) > 0 {
 		st.clusters = make(map[string]struct{}, len(clusters))
 		for _, c := range clusters {
@@ -73,11 +75,11 @@ func (st *state) apply(events []*clientv3.Event) bool {
 	return changed
 }
 
-// id returns the instance ID of an instance key; false for a key that is
-// not directly under the prefix (deeper keys are not instances).
+// id returns the part of key after the prefix; false for the prefix
+// itself (the layout decides which keys below it are instances).
 func (st *state) id(key []byte) (string, bool) {
 	id, ok := strings.CutPrefix(string(key), st.prefix)
-	if !ok || id == "" || strings.Contains(id, "/") {
+	if !ok || id == "" {
 		return "", false
 	}
 	return id, true
@@ -88,11 +90,14 @@ func (st *state) put(kv *mvccpb.KeyValue) {
 	if !ok {
 		return
 	}
-	inst, err := DecodeInstance(id, kv.Value)
+	inst, err := st.layout.Decode(id, kv.Value)
 	if err != nil {
 		// Not ours, or written by a broken provider: skip it (and forget
 		// a previous value: the instance is no longer valid).
 		delete(st.byID, id)
+		if errors.Is(err, ErrNotInstance) {
+			return
+		}
 		st.log.Warn("skipping undecodable instance", zap.String("key", string(kv.Key)), zap.Error(err))
 		return
 	}

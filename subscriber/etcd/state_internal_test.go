@@ -44,7 +44,7 @@ func ips(st *state) string {
 }
 
 func TestStateAppliesEachRevisionOnce(t *testing.T) {
-	st := newState(testPrefix, nil, zap.NewNop())
+	st := newState(reboundLayout{prefix: strings.TrimSuffix(testPrefix, "/")}, testPrefix, nil, zap.NewNop())
 	st.load(&clientv3.GetResponse{
 		Header: &etcdserverpb.ResponseHeader{Revision: 10},
 		Kvs:    []*mvccpb.KeyValue{kv("a", 5, "10.0.0.1"), kv("b", 9, "10.0.0.2")},
@@ -82,7 +82,7 @@ func TestStateAppliesEachRevisionOnce(t *testing.T) {
 }
 
 func TestStateFiltersClusters(t *testing.T) {
-	st := newState(testPrefix, []string{"east"}, zap.NewNop())
+	st := newState(reboundLayout{prefix: strings.TrimSuffix(testPrefix, "/")}, testPrefix, []string{"east"}, zap.NewNop())
 	st.load(&clientv3.GetResponse{Header: &etcdserverpb.ResponseHeader{Revision: 1}})
 	v, _ := EncodeInstance(subscriber.Instance{IP: "10.0.0.9", Cluster: "east"})
 	east := &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(testPrefix + "e"), Value: v, ModRevision: 3}}
@@ -99,7 +99,7 @@ func TestStateFiltersClusters(t *testing.T) {
 // build the full list handed to the Manager (plus encoding the test's
 // event).
 func BenchmarkWatchEvent(b *testing.B) {
-	st := newState(testPrefix, nil, zap.NewNop())
+	st := newState(reboundLayout{prefix: strings.TrimSuffix(testPrefix, "/")}, testPrefix, nil, zap.NewNop())
 	resp := &clientv3.GetResponse{Header: &etcdserverpb.ResponseHeader{Revision: 100}}
 	for i := range 100 {
 		resp.Kvs = append(resp.Kvs, kv(fmt.Sprint(i), int64(i+1), fmt.Sprintf("10.0.%d.%d", i/256, i%256)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -15,11 +16,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
 )
 
 var (
 	// ErrClosed is returned by the methods of a closed [Cluster].
-	ErrClosed = errors.New("etcdtest: cluster closed")
+	// It matches rebound.ErrClosed.
+	ErrClosed = rebound.NewClosedError("etcdtest: cluster closed")
 	// ErrNoLeader is returned (wrapped) by [Cluster.WaitLeader] when ctx
 	// ends before a leader is elected.
 	ErrNoLeader = errors.New("etcdtest: no leader")
@@ -86,7 +90,7 @@ func NewCluster(size int, opts ...Option) (*Cluster, error) {
 	}
 	ports, err := freePorts(3 * size)
 	if err != nil {
-		c.removeDir()
+		_ = c.removeDir()
 		return nil, err
 	}
 	for i := range size {
@@ -102,13 +106,13 @@ func NewCluster(size int, opts ...Option) (*Cluster, error) {
 		c.members = append(c.members, m)
 	}
 	if err := c.Start(); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.startTimeout)
 	defer cancel()
 	if err := c.WaitReady(ctx); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("etcdtest: NewCluster: %w", err)
 	}
 	return c, nil
@@ -140,10 +144,13 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func (c *Cluster) removeDir() {
+func (c *Cluster) removeDir() error {
 	if c.ownDir {
-		_ = os.RemoveAll(c.dir)
+		if err := os.RemoveAll(c.dir); err != nil {
+			return fmt.Errorf("etcdtest: remove %s: %w", c.dir, err)
+		}
 	}
+	return nil
 }
 
 // Size returns the number of members.
@@ -327,17 +334,36 @@ func (c *Cluster) Wipe() error {
 
 // Close stops every member and removes the data directory if NewCluster
 // created it. When it returns, no goroutine of the Cluster is left (see
-// the package documentation for the ones etcd itself leaves). Close is
-// idempotent.
-func (c *Cluster) Close() {
+// the package documentation for the ones etcd itself leaves). Close
+// implements io.Closer: it is idempotent and returns the error of
+// removing the directory, if any (later calls return nil).
+func (c *Cluster) Close() error {
 	c.life.Lock()
 	defer c.life.Unlock()
 	if c.closed {
-		return
+		return nil
 	}
 	c.closed = true
 	c.stopAllLocked()
-	c.removeDir()
+	return c.removeDir()
+}
+
+// BlackholeMember makes member i unreachable for clients without closing
+// anything, as a partition or a frozen host would: the member keeps
+// running (and talking to its peers), its client connections stay open
+// and new ones are accepted, but no byte passes in either direction.
+// Clients notice only through their own timeouts (gRPC keep-alive).
+// HealMember ends it.
+func (c *Cluster) BlackholeMember(i int) { c.members[i].proxy.blackhole.Store(true) }
+
+// HealMember ends a BlackholeMember: it closes the member's client
+// connections (their streams lost bytes and cannot resume) and lets new
+// ones through. Healing a member that is not blackholed does nothing.
+func (c *Cluster) HealMember(i int) {
+	p := c.members[i].proxy
+	if p.blackhole.Swap(false) {
+		p.dropConnections()
+	}
 }
 
 // Running reports whether member i is running.
@@ -425,3 +451,5 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 	_, err := c.WaitLeader(ctx)
 	return err
 }
+
+var _ io.Closer = (*Cluster)(nil)

@@ -6,12 +6,14 @@
 //	if err != nil {
 //		t.Fatal(err)
 //	}
-//	t.Cleanup(c.Close)
+//	t.Cleanup(func() { _ = c.Close() })
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), Logger: zap.NewNop()})
 //
 // # Faults
 //
-// [Cluster.StopMember] crashes one member: the connections of its clients
+// [Cluster.BlackholeMember] makes a running member unreachable for its
+// clients without closing their connections (a partition, a frozen host),
+// until [Cluster.HealMember]. [Cluster.StopMember] crashes one member: the connections of its clients
 // are dropped at once and the server stops without handing its leadership
 // over; its data stays. [Cluster.StartMember] restarts it with its data on
 // the same addresses. [Cluster.Stop] and [Cluster.Start] do the same to

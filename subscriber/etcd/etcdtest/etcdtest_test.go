@@ -112,7 +112,7 @@ func TestClusterLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	if c.Size() != 3 || len(c.Endpoints()) != 3 {
 		t.Fatalf("Size %d, Endpoints %v", c.Size(), c.Endpoints())
 	}
@@ -176,8 +176,12 @@ func TestClusterLifecycle(t *testing.T) {
 		t.Fatalf("after a wipe k = %q, want nothing", got)
 	}
 
-	c.Close()
-	c.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Start(); !errors.Is(err, etcdtest.ErrClosed) {
 		t.Fatalf("Start after Close = %v, want ErrClosed", err)
 	}
@@ -199,7 +203,7 @@ func TestStatsAndHookCountRejectedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	survivor := (c.Leader() + 1) % 3
 	cli := newClient(t, c, c.Endpoint(survivor))
 	put(t, cli, "k", "v")
@@ -240,7 +244,9 @@ func TestStatsAndHookCountRejectedRequests(t *testing.T) {
 	if st.Requests[etcdtest.RequestPut] != 0 {
 		t.Fatalf("Stats = %v, want no Put since the reset", st.Requests)
 	}
-	c.Close()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if hooked[survivor] < 2 {
 		t.Fatalf("the hook saw %d reads on member %d, want at least 2", hooked[survivor], survivor)
 	}
@@ -259,7 +265,7 @@ func TestNewClusterRejectsBadArguments(t *testing.T) {
 		{1, []etcdtest.Option{etcdtest.WithStartTimeout(0)}},
 	} {
 		if c, err := etcdtest.NewCluster(tc.size, tc.opts...); err == nil {
-			c.Close()
+			_ = c.Close()
 			t.Errorf("NewCluster(%d, %v) succeeded", tc.size, tc.opts)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // proxy forwards TCP connections from a public loopback address to a
@@ -15,6 +16,8 @@ import (
 type proxy struct {
 	addr   string // public host:port, fixed
 	target string // the member's client listener
+
+	blackhole atomic.Bool // drop every byte, keep the connections open
 
 	mu    sync.Mutex
 	ln    net.Listener // nil while stopped
@@ -91,7 +94,7 @@ func (p *proxy) serve(client net.Conn) {
 	defer p.untrack(server)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		_, _ = io.Copy(dst, blackholeReader{src, &p.blackhole})
 		// Either direction ending ends the connection, as a crash would.
 		_ = dst.Close()
 		_ = src.Close()
@@ -106,6 +109,7 @@ func (p *proxy) serve(client net.Conn) {
 // stop closes the listener and every connection and waits for the
 // proxy's goroutines.
 func (p *proxy) stop() {
+	p.blackhole.Store(false)
 	p.mu.Lock()
 	ln := p.ln
 	p.ln = nil
@@ -121,4 +125,33 @@ func (p *proxy) stop() {
 		_ = c.Close()
 	}
 	p.wg.Wait()
+}
+
+// blackholeReader reads from r and, while on is set, drops what it read
+// (a blackholed path: the bytes never arrive, the connection stays open).
+type blackholeReader struct {
+	r  io.Reader
+	on *atomic.Bool
+}
+
+func (b blackholeReader) Read(p []byte) (int, error) {
+	for {
+		n, err := b.r.Read(p)
+		if err != nil || !b.on.Load() {
+			return n, err
+		}
+	}
+}
+
+// dropConnections closes every connection (the listener stays).
+func (p *proxy) dropConnections() {
+	p.mu.Lock()
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
