@@ -13,7 +13,11 @@ import (
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_cache"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/http_agent"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/nacos_server"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"go.uber.org/zap"
@@ -185,6 +189,8 @@ type Registry struct {
 	mu     sync.Mutex
 	subs   map[subscriber.Sink]*sub
 	groups map[string]*group // by SDK cache key
+
+	lookup lookupConn // see Lookup
 }
 
 // group is the adapter's state for one SDK cache key, shared by the
@@ -286,6 +292,7 @@ func isNil(v any) bool {
 // returns nil.
 func (r *Registry) Close() error {
 	r.closed.Store(true)
+	r.lookup.close()
 	return nil
 }
 
@@ -825,4 +832,120 @@ var (
 	_ subscriber.Registry           = (*Registry)(nil)
 	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
 	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
+	_ subscriber.Reconciler         = (*Registry)(nil)
 )
+
+// ErrLookupUnsupported is the cause of the (permanent) error Lookup
+// returns for a client that does not expose its configuration (the SDK's
+// NamingClient does).
+var ErrLookupUnsupported = errors.New("lookup needs the client's configuration (GetClientConfig, GetServerConfig, GetHttpAgent)")
+
+// lookupConn is the adapter's own connection for Lookup, opened on first
+// use: nacos-sdk-go's NamingClient has no call that reads a service from
+// the server without going through (and filling) its cache.
+type lookupConn struct {
+	mu     sync.Mutex
+	proxy  *naming_grpc.NamingGrpcProxy
+	cancel context.CancelFunc
+	closed bool
+}
+
+func (l *lookupConn) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.proxy != nil {
+		l.proxy.CloseClient()
+		l.cancel()
+		l.proxy = nil
+	}
+}
+
+// Lookup implements subscriber.Reconciler: one ServiceQueryRequest for
+// key's instances, read from the server, bypassing the SDK's cache (the
+// Manager uses it for periodic reconciliation and Subscription.Refresh).
+// The first call opens the adapter's own gRPC connection to the client's
+// servers, with the client's configuration (one more connection per
+// Registry, closed by Close; it can take the SDK's connect time); later
+// calls reuse it. Disabled instances are left out, as subscribers never
+// see them. A rejection that the SDK reports as success is returned as
+// ErrRejected. Errors are *subscriber.OpError values with Op "lookup".
+func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.closed.Load() || r.clientClosed.Load() {
+		return nil, ErrClosed
+	}
+	p, err := r.param(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.connected(); err != nil {
+		return nil, opError("lookup", key, err)
+	}
+	proxy, err := r.lookupProxy()
+	if err != nil {
+		return nil, err
+	}
+	svc, err := proxy.QueryInstancesOfService(p.ServiceName, p.GroupName, strings.Join(p.Clusters, ","), 0, false)
+	if err != nil {
+		return nil, opError("lookup", key, err)
+	}
+	if svc == nil || svc.LastRefTime == 0 {
+		return nil, opError("lookup", key, ErrRejected)
+	}
+	hosts := slices.DeleteFunc(slices.Clone(svc.Hosts), func(h model.Instance) bool { return !h.Enable })
+	return convert(hosts), nil
+}
+
+func (r *Registry) lookupProxy() (*naming_grpc.NamingGrpcProxy, error) {
+	l := &r.lookup
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if l.proxy != nil {
+		return l.proxy, nil
+	}
+	nc, ok := r.client.(interface {
+		GetClientConfig() (constant.ClientConfig, error)
+		GetServerConfig() ([]constant.ServerConfig, error)
+		GetHttpAgent() (http_agent.IHttpAgent, error)
+	})
+	if !ok {
+		return nil, rebound.Permanent(ErrLookupUnsupported)
+	}
+	cc, err := nc.GetClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("nacos: lookup: %w", err)
+	}
+	servers, err := nc.GetServerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("nacos: lookup: %w", err)
+	}
+	agent, err := nc.GetHttpAgent()
+	if err != nil {
+		return nil, fmt.Errorf("nacos: lookup: %w", err)
+	}
+	if r.cfg.nsSet {
+		cc.NamespaceId = r.cfg.namespace
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := nacos_server.NewNacosServer(ctx, servers, cc, agent, cc.TimeoutMs, cc.Endpoint, nil)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("nacos: lookup: %w", err)
+	}
+	// The holder is never written to: this connection subscribes to
+	// nothing, so no push arrives, and its replies are not stored.
+	holder := naming_cache.NewServiceInfoHolder(cc.NamespaceId, cc.CacheDir, true, true)
+	proxy, err := naming_grpc.NewNamingGrpcProxy(ctx, cc, srv, holder)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("nacos: lookup: %w", err)
+	}
+	l.proxy, l.cancel = proxy, cancel
+	return proxy, nil
+}

@@ -87,3 +87,43 @@ func Example() {
 	// subscribed: 0 instances
 	// pushed: 10.0.0.1:8080 cluster DEFAULT
 }
+
+// Nacos' TPS control rejects a request with the handler's own response
+// type, which nacos-sdk-go v2.3.2 reports as success: Subscribe returns nil
+// but the server holds no subscription.
+func ExampleServer_SetRejection() {
+	srv, err := nacostest.NewServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	dir, err := os.MkdirTemp("", "nacostest-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nacostest.RemoveDir(dir)
+	client, err := clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig: &constant.ClientConfig{
+			NotLoadCacheAtStart: true, UpdateCacheWhenEmpty: true, CacheDir: dir, LogDir: dir, LogLevel: "error",
+		},
+		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.CloseClient()
+
+	// The first 2 subscribes of every new connection are rejected, as in a
+	// reconnect storm; Rejection.Fraction rejects a share of all of them.
+	err = srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{FirstPerConnection: 2})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = client.Subscribe(&vo.SubscribeParam{ServiceName: "orders", SubscribeCallback: func([]model.Instance, error) {}})
+	fmt.Println("Subscribe:", err, "- subscribers at the server:", srv.SubscriberCount("", "", "orders"))
+	// (The SDK's start-up redo may send, and have rejected, one more.)
+	fmt.Println("rejected:", srv.Stats().Rejected[nacostest.RequestSubscribeService] >= 1)
+	// Output:
+	// Subscribe: <nil> - subscribers at the server: 0
+	// rejected: true
+}
