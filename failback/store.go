@@ -1,13 +1,14 @@
 package failback
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"time"
 
@@ -72,11 +73,16 @@ type StoredCall struct {
 // again). A key already present in the caller's attachments is kept.
 const IdempotencyKey = "idempotency-key"
 
-// NewIdempotencyKey returns a new random key (128 bits, 32 hex digits).
+// NewIdempotencyKey returns a new random key: 128 bits from math/rand/v2's
+// ChaCha8 source (randomly seeded per process), as 32 hex digits. Keys are
+// unique, not secret.
 func NewIdempotencyKey() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
+	binary.BigEndian.PutUint64(b[:8], rand.Uint64())
+	binary.BigEndian.PutUint64(b[8:], rand.Uint64())
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // Codec encodes the arguments of an Invocation for a Store and decodes them
@@ -170,7 +176,10 @@ type storeConfig struct {
 //
 // With a Store every call gets an IdempotencyKey attachment before its
 // first attempt (Invoke sends a copy of the Invocation with it; the
-// caller's is not modified) and keeps it through retries and restarts.
+// caller's is not modified) and keeps it through retries and restarts; a
+// call that succeeds at once costs that copy (3 allocations), and one that
+// is queued waits for the store's commit. Use one Store per Invoker: New
+// loads every call the Store holds.
 // Arguments are stored with the Codec (WithCodec; default JSONCodec{}).
 // If s fails to add a call, Invoke returns a *RejectedError wrapping
 // ErrStore and the call is dropped with DropStore; a failure to update or
