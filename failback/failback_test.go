@@ -108,7 +108,7 @@ func TestInvokeSuccessAndNonRetryable(t *testing.T) {
 
 func TestPermanentWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		perm := rebound.Permanent(cluster.Transient(errRefused))
+		perm := rebound.Permanent(rebound.Transient(errRefused))
 		p := newProvider("a:1", alwaysFail(perm))
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithRetryable(func(error) bool { return true }))
 		defer mustClose(t, f)
@@ -236,7 +236,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", func(_ context.Context, c call) (any, error) {
 				if c.at == 0 {
-					return nil, rebound.RetryAfter(10*time.Second, cluster.Transient(errors.New("throttled")))
+					return nil, rebound.RetryAfter(10*time.Second, rebound.Transient(errors.New("throttled")))
 				}
 				return nil, errRefused
 			})
