@@ -11,6 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 )
@@ -465,3 +468,50 @@ func TestShutdownDrains(t *testing.T) {
 		checkStats(t, f.Stats())
 	})
 }
+
+// Item 2, second half: with no Queued hook, Invoke's Debug log read the
+// task (t.lastErr) after pushing it, while a worker could already be
+// writing it: a data race under -race. The task is now filed only after
+// it has been logged and reported.
+// It runs in real time: the race needs a worker to run the task while
+// Invoke is still logging it.
+func TestQueuedLogDoesNotRaceWorker(t *testing.T) {
+	func() {
+		p := newProvider("a:1", alwaysFail(errRefused))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithLogger(zap.New(zapcore.NewNopCore()).WithOptions(
+			zap.WrapCore(func(zapcore.Core) zapcore.Core { return debugCore{} }))), WithConcurrency(8),
+			WithPolicy(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, Jitter: rebound.NoJitter, MaxAttempts: 3}))
+		defer mustClose(t, f)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 50 {
+					_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
+				}
+			})
+		}
+		wg.Wait()
+		if err := f.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		checkStats(t, f.Stats())
+	}()
+}
+
+// debugCore is a zap core that is enabled at Debug and encodes every field
+// (so that the log reads the task) but writes nothing.
+type debugCore struct{}
+
+func (debugCore) Enabled(zapcore.Level) bool          { return true }
+func (c debugCore) With([]zapcore.Field) zapcore.Core { return c }
+func (c debugCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, c)
+}
+func (debugCore) Write(_ zapcore.Entry, fs []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fs {
+		f.AddTo(enc)
+	}
+	return nil
+}
+func (debugCore) Sync() error { return nil }

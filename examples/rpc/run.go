@@ -511,7 +511,7 @@ func (s *scenario) shutdown(verbose bool) error {
 		errs = append(errs, step("subscription manager closed", s.mgr.Shutdown))
 	}
 	if s.nreg != nil {
-		s.nreg.Close()
+		errs = append(errs, s.nreg.Close())
 	}
 	if s.client != nil {
 		s.client.CloseClient()
