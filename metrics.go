@@ -1,6 +1,7 @@
 package rebound
 
 import (
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound/internal/telemetry"
@@ -10,8 +11,10 @@ import (
 // the README's table): rebound.retry.attempts{outcome=success|retry|gave_up}
 // (every attempt), rebound.retry.delay (s, each backoff delay) and
 // rebound.limiter.wait (s, each wait for a WithLimiter token), on the meter
-// "github.com/rebound-go/rebound". A nil mp records nothing, the default;
-// rebound uses no global MeterProvider.
+// "github.com/rebound-go/rebound", each measurement carrying attrs (for
+// example attribute.String("component", "payments"); rebound's own loops
+// set component=subscriber, failback). A nil mp records nothing, the
+// default; rebound uses no global MeterProvider.
 //
 // The instruments are created, and one collection callback registered with
 // mp, when WithMeterProvider is called: build the option once (for a
@@ -20,11 +23,11 @@ import (
 // a hook (before the Hooks of each event), without one's indirection: the
 // success path costs one atomic add and no allocation
 // (BenchmarkRetrySuccessMetrics).
-func WithMeterProvider(mp metric.MeterProvider) Option {
+func WithMeterProvider(mp metric.MeterProvider, attrs ...attribute.KeyValue) Option {
 	if mp == nil {
 		return nil
 	}
-	t, err := telemetry.NewRetry(mp, "")
+	t, err := telemetry.NewRetry(mp, attrs...)
 	if err != nil {
 		return optionFunc(func(c *config) {
 			c.errs = append(c.errs, &ArgumentError{Func: "rebound.WithMeterProvider", Arg: "mp",

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
 // State is the state of a subscription.
@@ -145,8 +146,9 @@ type Manager struct {
 	confirms bool        // reg is a ReconnectConfirmer that confirms reconnects
 	recon    Reconciler  // nil unless reg implements it
 	sched    *scheduler
-	retrier  *rebound.Retrier // the policy and the shared limiter, compiled once
-	disp     *dispatcher      // nil without hooks
+	retrier  *rebound.Retrier      // the policy and the shared limiter, compiled once
+	disp     *dispatcher           // nil without hooks
+	metrics  *telemetry.Subscriber // nil without WithMeterProvider (metrics.go)
 
 	ctx    context.Context // cancelled by Close: stops the monitor and the scheduler
 	cancel context.CancelFunc
@@ -201,6 +203,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if o.limiter != nil {
 		ropts = append(ropts, rebound.WithLimiter(o.limiter))
 	}
+	ropts = append(ropts, o.retryMetrics())
 	retrier, err := rebound.NewRetrier(o.policy, ropts...)
 	if err != nil {
 		return nil, err // WithPolicy and WithLimiter checked already; defensive
@@ -222,6 +225,10 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if rc, ok := reg.(Reconciler); ok {
 		m.recon = rc
 	}
+	if err := m.startMetrics(&o); err != nil {
+		return nil, fmt.Errorf("subscriber.New: WithMeterProvider: %w", err)
+	}
+	m.opts.hooks = o.hooks
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
 	go func() {
@@ -406,6 +413,7 @@ func (m *Manager) startClose() {
 			m.disp.close()
 			<-m.disp.done
 		}
+		_ = m.metrics.Close()
 		close(m.allDone)
 	}()
 }

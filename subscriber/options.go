@@ -3,6 +3,7 @@ package subscriber
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -68,7 +69,9 @@ type options struct {
 	hooks       Hooks
 	hookQueue   int
 	keepStopped int
-	errs        []error
+	// meterProvider: WithMeterProvider (metrics.go)
+	meterProvider metric.MeterProvider
+	errs          []error
 }
 
 // WithPolicy sets the backoff of every subscription's retry loop. The

@@ -3,6 +3,8 @@ package telemetry_test
 import (
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
@@ -10,8 +12,8 @@ import (
 // say) add up.
 func TestTwoRecordersAddUp(t *testing.T) {
 	reader, mp := newReader()
-	a, _ := telemetry.NewRetry(mp, "subscriber")
-	b, _ := telemetry.NewRetry(mp, "subscriber")
+	a, _ := telemetry.NewRetry(mp, attribute.String("component", "subscriber"))
+	b, _ := telemetry.NewRetry(mp, attribute.String("component", "subscriber"))
 	a.Attempt(telemetry.OutcomeSuccess)
 	b.Attempt(telemetry.OutcomeSuccess)
 	b.Attempt(telemetry.OutcomeSuccess)
@@ -19,10 +21,9 @@ func TestTwoRecordersAddUp(t *testing.T) {
 	if n := got[telemetry.RetryAttempts]["component=subscriber,outcome=success"]; n != 3 {
 		t.Errorf("two recorders: success = %d, want 3", n)
 	}
-	s1, _ := telemetry.NewSubscriber(mp)
-	s2, _ := telemetry.NewSubscriber(mp)
-	s1.StateChange(0, 2)
-	s2.StateChange(0, 2)
+	two := func() telemetry.SubscriberCounts { return telemetry.SubscriberCounts{States: [4]int64{0, 1, 0, 0}} }
+	_, _ = telemetry.NewSubscriber(mp, two)
+	_, _ = telemetry.NewSubscriber(mp, two)
 	got, _ = collect(t, reader)
 	if n := got[telemetry.SubscriberSubscriptions]["state=subscribed"]; n != 2 {
 		t.Errorf("two subscribers: subscribed = %d, want 2", n)

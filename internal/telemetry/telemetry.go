@@ -101,17 +101,17 @@ type Retry struct {
 	reg      metric.Registration
 }
 
-// NewRetry returns a Retry on mp's rebound meter, its measurements carrying
-// component (omitted if empty). A nil mp returns nil, nil.
-func NewRetry(mp metric.MeterProvider, component string) (*Retry, error) {
+// NewRetry returns a Retry on mp's rebound meter, its measurements
+// carrying attrs (for example component=subscriber). A nil mp returns nil,
+// nil.
+func NewRetry(mp metric.MeterProvider, attrs ...attribute.KeyValue) (*Retry, error) {
 	if mp == nil {
 		return nil, nil
 	}
 	m := meter(mp)
 	r := &Retry{}
-	var comp []attribute.KeyValue
-	if component != "" {
-		comp = []attribute.KeyValue{attribute.String("component", component)}
+	comp := attrs
+	if len(comp) > 0 {
 		r.opts = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(comp...))}
 	}
 	var err error
@@ -223,59 +223,69 @@ func (r *Retry) Close() error {
 	return r.reg.Unregister()
 }
 
-// Subscription states, in the order of subscriber.State (pending = 1).
-var stateNames = [...]string{"pending", "subscribed", "retrying", "stopped"}
+// SubscriberCounts is what a subscriber.Manager reports when the reader
+// collects.
+type SubscriberCounts struct {
+	// States counts subscriptions by state: pending, subscribed, retrying,
+	// stopped (those the Manager still retains).
+	States [4]int64
+	// Connected is 1 while the registry client reports a connection, 0
+	// while it reports none, -1 if it reports nothing (not reported).
+	Connected int64
+}
+
+var stateNames = [4]string{"pending", "subscribed", "retrying", "stopped"}
 
 // Subscriber records a subscriber.Manager's instruments. A nil *Subscriber
 // records nothing. Safe for concurrent use.
 type Subscriber struct {
-	states    [len(stateNames)]atomic.Int64
-	connected atomic.Int64 // 1 connected, 0 not; -1 unknown (no monitor): not reported
-	updates   metric.Int64Counter
-	updOpts   [numUpdates][]metric.AddOption
-	confirms  metric.Int64Counter
-	reasons   sync.Map // reason string -> []metric.AddOption
-	reg       metric.Registration
+	updates  metric.Int64Counter
+	updOpts  [numUpdates][]metric.AddOption
+	confirms metric.Int64Counter
+	reasons  sync.Map // reason string -> []metric.AddOption
+	reg      metric.Registration
 }
 
 // Update results.
 type Update int
 
-// Results of an update pushed by the registry.
+// Results of a list the registry handed over.
 const (
 	UpdateDelivered Update = iota // passed to the listener
 	UpdateDuplicate               // same list as the last one: dropped
 	UpdateEmptyHeld               // an empty list held back (last-known-good kept)
-	UpdateStale                   // older than what was delivered: dropped
+	UpdateStale                   // replaced by a newer one before delivery
 	numUpdates
 )
 
 var updateNames = [numUpdates]string{"delivered", "duplicate", "empty_held", "stale"}
 
-// NewSubscriber returns a Subscriber on mp's rebound meter. A nil mp
-// returns nil, nil. The connection gauge is reported only after the first
-// Connected call.
-func NewSubscriber(mp metric.MeterProvider) (*Subscriber, error) {
+// maxReasons bounds the confirmation reasons given their own attribute
+// value; later ones are counted as "other".
+const maxReasons = 32
+
+// NewSubscriber returns a Subscriber on mp's rebound meter; counts is
+// called each time the reader collects. A nil mp returns nil, nil.
+func NewSubscriber(mp metric.MeterProvider, counts func() SubscriberCounts) (*Subscriber, error) {
 	if mp == nil {
 		return nil, nil
 	}
 	m := meter(mp)
 	s := &Subscriber{}
-	s.connected.Store(-1)
 	var err error
 	if s.updates, err = m.Int64Counter(SubscriberUpdates, metric.WithUnit("{update}"),
-		metric.WithDescription("Instance lists the registry sent, by result: delivered, duplicate, empty_held, stale.")); err != nil {
+		metric.WithDescription("Instance lists the registry handed over, by result: delivered, duplicate, empty_held, stale.")); err != nil {
 		return nil, err
 	}
 	for u := range numUpdates {
 		s.updOpts[u] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", updateNames[u])))}
 	}
 	if s.confirms, err = m.Int64Counter(SubscriberConfirmations, metric.WithUnit("{confirmation}"),
-		metric.WithDescription("Evidence that the registry holds a subscription, by reason.")); err != nil {
+		metric.WithDescription("Evidence that the registry holds a subscription, by reason (\"subscribe\": an acknowledged subscribe).")); err != nil {
 		return nil, err
 	}
 	subs, err := m.Int64ObservableUpDownCounter(SubscriberSubscriptions, metric.WithUnit("{subscription}"),
-		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, stopped."))
+		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, stopped (retained)."))
 	if err != nil {
 		return nil, err
 	}
@@ -284,16 +294,17 @@ func NewSubscriber(mp metric.MeterProvider) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	var obs [len(stateNames)]metric.ObserveOption
+	var obs [4]metric.ObserveOption
 	for i, n := range stateNames {
 		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", n)))
 	}
 	s.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		c := counts()
 		for i := range stateNames {
-			o.ObserveInt64(subs, s.states[i].Load(), obs[i])
+			o.ObserveInt64(subs, c.States[i], obs[i])
 		}
-		if c := s.connected.Load(); c >= 0 {
-			o.ObserveInt64(conn, c)
+		if c.Connected >= 0 {
+			o.ObserveInt64(conn, c.Connected)
 		}
 		return nil
 	}, subs, conn)
@@ -303,51 +314,30 @@ func NewSubscriber(mp metric.MeterProvider) (*Subscriber, error) {
 	return s, nil
 }
 
-// StateChange moves one subscription from state from to state to (the
-// subscriber.State values: 1 pending ... 4 stopped; 0 for "none", when a
-// subscription starts or is removed).
-func (s *Subscriber) StateChange(from, to int) {
-	if s == nil {
-		return
-	}
-	if from >= 1 && from <= len(stateNames) {
-		s.states[from-1].Add(-1)
-	}
-	if to >= 1 && to <= len(stateNames) {
-		s.states[to-1].Add(1)
+// Updated counts one list with result u.
+func (s *Subscriber) Updated(u Update) {
+	if s != nil && u >= 0 && u < numUpdates {
+		s.updates.Add(context.Background(), 1, s.updOpts[u]...)
 	}
 }
 
-// Updated counts one update with result u.
-func (s *Subscriber) Updated(ctx context.Context, u Update) {
-	if s != nil {
-		s.updates.Add(ctx, 1, s.updOpts[u]...)
-	}
-}
-
-// Confirmed counts one confirmation with reason.
-func (s *Subscriber) Confirmed(ctx context.Context, reason string) {
+// Confirmed counts one confirmation with reason (at most maxReasons
+// distinct values; then "other").
+func (s *Subscriber) Confirmed(reason string) {
 	if s == nil {
 		return
 	}
 	opts, ok := s.reasons.Load(reason)
 	if !ok {
+		n := 0
+		s.reasons.Range(func(any, any) bool { n++; return n < maxReasons })
+		if n >= maxReasons {
+			reason = "other"
+		}
 		opts, _ = s.reasons.LoadOrStore(reason,
 			[]metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reason)))})
 	}
-	s.confirms.Add(ctx, 1, opts.([]metric.AddOption)...)
-}
-
-// Connected records the registry connection state.
-func (s *Subscriber) Connected(up bool) {
-	if s == nil {
-		return
-	}
-	var v int64
-	if up {
-		v = 1
-	}
-	s.connected.Store(v)
+	s.confirms.Add(context.Background(), 1, opts.([]metric.AddOption)...)
 }
 
 // Close unregisters the callbacks.

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) (map[string]map[string]int
 }
 
 func TestNilProviderRecordsNothing(t *testing.T) {
-	r, err := telemetry.NewRetry(nil, "x")
+	r, err := telemetry.NewRetry(nil, attribute.String("component", "x"))
 	if r != nil || err != nil {
 		t.Fatalf("NewRetry(nil) = %v, %v", r, err)
 	}
@@ -61,11 +62,9 @@ func TestNilProviderRecordsNothing(t *testing.T) {
 	r.Delay(context.Background(), time.Second)
 	r.LimiterWait(context.Background(), time.Second)
 	_ = r.Close()
-	s, _ := telemetry.NewSubscriber(nil)
-	s.StateChange(0, 1)
-	s.Updated(context.Background(), telemetry.UpdateDelivered)
-	s.Confirmed(context.Background(), "push")
-	s.Connected(true)
+	s, _ := telemetry.NewSubscriber(nil, nil)
+	s.Updated(telemetry.UpdateDelivered)
+	s.Confirmed("push")
 	_ = s.Close()
 	f, _ := telemetry.NewFailback(nil, nil)
 	_ = f.Close()
@@ -73,7 +72,7 @@ func TestNilProviderRecordsNothing(t *testing.T) {
 
 func TestRetry(t *testing.T) {
 	reader, mp := newReader()
-	r, err := telemetry.NewRetry(mp, "subscriber")
+	r, err := telemetry.NewRetry(mp, attribute.String("component", "subscriber"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +110,8 @@ func TestRetry(t *testing.T) {
 
 func TestSubscriber(t *testing.T) {
 	reader, mp := newReader()
-	s, err := telemetry.NewSubscriber(mp)
+	counts := telemetry.SubscriberCounts{Connected: -1}
+	s, err := telemetry.NewSubscriber(mp, func() telemetry.SubscriberCounts { return counts })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,17 +124,13 @@ func TestSubscriber(t *testing.T) {
 	if _, ok := got[telemetry.SubscriberConnected]; ok {
 		t.Errorf("connection reported before it is known: %v", got)
 	}
-	s.StateChange(0, 1) // two start pending
-	s.StateChange(0, 1)
-	s.StateChange(1, 2) // one is subscribed
-	s.StateChange(2, 3) // and loses it
-	s.Updated(context.Background(), telemetry.UpdateDelivered)
-	s.Updated(context.Background(), telemetry.UpdateDuplicate)
-	s.Updated(context.Background(), telemetry.UpdateDelivered)
-	s.Confirmed(context.Background(), "push")
-	s.Confirmed(context.Background(), "push")
-	s.Confirmed(context.Background(), "subscribe")
-	s.Connected(false)
+	counts = telemetry.SubscriberCounts{States: [4]int64{1, 0, 1, 0}, Connected: 0}
+	s.Updated(telemetry.UpdateDelivered)
+	s.Updated(telemetry.UpdateDuplicate)
+	s.Updated(telemetry.UpdateDelivered)
+	s.Confirmed("push")
+	s.Confirmed("push")
+	s.Confirmed("subscribe")
 	got, _ = collect(t, reader)
 	for k, v := range map[string]int64{"state=pending": 1, "state=subscribed": 0, "state=retrying": 1, "state=stopped": 0} {
 		if got[telemetry.SubscriberSubscriptions][k] != v {
@@ -149,6 +145,13 @@ func TestSubscriber(t *testing.T) {
 	}
 	if c, ok := got[telemetry.SubscriberConnected][""]; !ok || c != 0 {
 		t.Errorf("connected %v", got[telemetry.SubscriberConnected])
+	}
+	for i := range 100 { // reasons are bounded
+		s.Confirmed(fmt.Sprint("reason-", i))
+	}
+	got, _ = collect(t, reader)
+	if n := len(got[telemetry.SubscriberConfirmations]); n > 33 || got[telemetry.SubscriberConfirmations]["reason=other"] == 0 {
+		t.Errorf("%d reasons: %v", n, got[telemetry.SubscriberConfirmations])
 	}
 	_ = s.Close()
 }
@@ -174,7 +177,7 @@ func TestFailback(t *testing.T) {
 // allocation, whatever the SDK.
 func BenchmarkRetryAttempt(b *testing.B) {
 	_, mp := newReader()
-	r, _ := telemetry.NewRetry(mp, "subscriber")
+	r, _ := telemetry.NewRetry(mp, attribute.String("component", "subscriber"))
 	var none *telemetry.Retry
 	b.Run("off", func(b *testing.B) {
 		b.ReportAllocs()

@@ -1,0 +1,111 @@
+package subscriber_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+func collectMetrics(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			vals := map[string]int64{}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = int64(p.Count)
+				}
+			}
+			out[m.Name] = vals
+		}
+	}
+	return out
+}
+
+func TestMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		reg := subscribertest.New()
+		a, b := subscriber.Key{Service: "a"}, subscriber.Key{Service: "b"}
+		reg.Set(a, subscribertest.Instance("10.0.0.1", 80))
+		reg.Set(b, subscribertest.Instance("10.0.0.2", 80))
+		delivered := 0
+		m, err := subscriber.New(reg, subscriber.WithMeterProvider(mp), subscriber.WithLimiter(nil),
+			subscriber.WithHooks(subscriber.Hooks{Delivered: func(subscriber.Delivery) { delivered++ }}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every state is reported from the start, at 0.
+		got := collectMetrics(t, reader)
+		if s := got["rebound.subscriber.subscriptions"]; len(s) != 4 || s["state=pending"] != 0 {
+			t.Errorf("before any subscription: %v", got)
+		}
+		for _, k := range []subscriber.Key{a, b} {
+			if _, err := m.Subscribe(t.Context(), k, func([]subscriber.Instance) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		got = collectMetrics(t, reader)
+		if n := got["rebound.subscriber.subscriptions"]["state=subscribed"]; n != 2 {
+			t.Errorf("subscribed = %d, want 2: %v", n, got)
+		}
+		if n := got["rebound.subscriber.updates"]["result=delivered"]; n != 2 {
+			t.Errorf("updates{delivered} = %d, want 2: %v", n, got)
+		}
+		if n := got["rebound.subscriber.confirmations"]["reason=subscribe"]; n != 2 {
+			t.Errorf("confirmations{subscribe} = %d, want 2: %v", n, got)
+		}
+		if delivered != 2 {
+			t.Errorf("the user's Delivered hook ran %d times, want 2", delivered)
+		}
+
+		// An outage: both retry, the connection is reported down, and the
+		// retry loops' attempts are counted.
+		reg.SetDown(true)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		got = collectMetrics(t, reader)
+		if n := got["rebound.subscriber.subscriptions"]["state=retrying"]; n != 2 {
+			t.Errorf("during the outage: retrying = %d, want 2: %v", n, got)
+		}
+		if c, ok := got["rebound.subscriber.registry.connected"][""]; !ok || c != 0 {
+			t.Errorf("during the outage: connected = %v", got["rebound.subscriber.registry.connected"])
+		}
+		if n := got["rebound.retry.attempts"]["component=subscriber,outcome=retry"]; n == 0 {
+			t.Errorf("no retry attempts counted: %v", got["rebound.retry.attempts"])
+		}
+		reg.SetDown(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		got = collectMetrics(t, reader)
+		if n := got["rebound.subscriber.subscriptions"]["state=subscribed"]; n != 2 || got["rebound.subscriber.registry.connected"][""] != 1 {
+			t.Errorf("after the outage: %v", got)
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := collectMetrics(t, reader); len(got["rebound.subscriber.subscriptions"]) != 0 {
+			t.Errorf("still reported after Close: %v", got)
+		}
+	})
+}
