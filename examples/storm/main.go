@@ -250,7 +250,7 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 		o.cfg.Tasks()/max(o.cfg.Processes, 1), o.cfg.Down, capacity, ra, o.cfg.Seed)
 	fmt.Fprintf(w, "every call has its own rebound.Schedule; rebound.RetryBudget (%g of first attempts + %g/s over %v) and rebound.AdaptiveThrottle (K = %g over %v) are per process; nothing is shared\n",
 		rebound.DefaultBudgetRatio, rebound.DefaultBudgetMinPerSecond, rebound.DefaultBudgetWindow, rebound.DefaultThrottleK, rebound.DefaultThrottleWindow)
-	fmt.Fprintf(w, "throttled: attempts refused locally; dropped: calls ended because their budget or throttle refused a retry\n")
+	fmt.Fprintf(w, "throttled: attempts refused locally; dropped: calls ended because their budget or throttle refused a retry; gave up: calls whose policy ran out\n")
 	fmt.Fprintf(w, "physical limit = down + N*calls/capacity; peak = busiest 100 ms at the server while up / capacity per 100 ms\n")
 
 	for i, cfg := range scenarios {
@@ -261,10 +261,10 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 		}
 		// Right-aligned numbers; names padded by hand to stay left-aligned.
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "%-*s\tcalls\tfailed down\trejected\tthrottled\tdropped\tall ok at\t/physical\tpeak/capacity\tmax attempts\t\n", width, "strategy")
+		fmt.Fprintf(tw, "%-*s\tcalls\tfailed down\trejected\tthrottled\tdropped\tgave up\tall ok at\t/physical\tpeak/capacity\tmax attempts\t\n", width, "strategy")
 		for _, r := range results[i] {
-			fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t\n",
-				width, r.Strategy, r.Calls, r.FailedDown, r.Rejected, r.Throttled, r.DroppedBudget+r.DroppedThrottle, doneAt(r),
+			fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t\n",
+				width, r.Strategy, r.Calls, r.FailedDown, r.Rejected, r.Throttled, r.DroppedBudget+r.DroppedThrottle, r.GaveUp, doneAt(r),
 				ratio(r), peak(r, cfg), r.MaxAttempts)
 		}
 		if err := tw.Flush(); err != nil {

@@ -121,11 +121,7 @@ func panel(r *sim.Result, cfg sim.Config, span time.Duration, yMax, perWindow fl
 	p := plot.New()
 	outcome := "all ok at " + doneAt(*r)
 	if !r.Converged {
-		horizon := cfg.Horizon
-		if horizon == 0 {
-			horizon = sim.DefaultHorizon
-		}
-		outcome = doneAt(*r) + " within " + horizon.String()
+		outcome = fmt.Sprintf("%d of %d calls not delivered", r.NotConverged(), r.Tasks)
 	}
 	p.Title.Text = fmt.Sprintf("N=%d %s: %s, %d calls, %d rejected", r.Processes, r.Strategy, outcome, r.Calls, r.Rejected)
 	p.Title.TextStyle.Font.Size = 11

@@ -18,7 +18,7 @@ import (
 // row is one parsed line of a printed table.
 type row struct {
 	name                                                string
-	calls, down, rejected, throttled, dropped, attempts int64
+	calls, down, rejected, throttled, dropped, gaveUp, attempts int64
 	doneAt, physical, peak                              string
 }
 
@@ -39,8 +39,8 @@ func parseTables(t *testing.T, out string) [][]row {
 		case len(f) == 0:
 			inTable = false
 			continue
-		case len(f) != 10:
-			t.Fatalf("table row %q: %d fields, want 10", line, len(f))
+		case len(f) != 11:
+			t.Fatalf("table row %q: %d fields, want 11", line, len(f))
 		}
 		n := func(i int) int64 {
 			v, err := strconv.ParseInt(f[i], 10, 64)
@@ -50,7 +50,7 @@ func parseTables(t *testing.T, out string) [][]row {
 			return v
 		}
 		tables[len(tables)-1] = append(tables[len(tables)-1], row{name: f[0], calls: n(1), down: n(2), rejected: n(3),
-			throttled: n(4), dropped: n(5), doneAt: f[6], physical: f[7], peak: f[8], attempts: n(9)})
+			throttled: n(4), dropped: n(5), gaveUp: n(6), doneAt: f[7], physical: f[8], peak: f[9], attempts: n(10)})
 	}
 	if len(tables) == 0 {
 		t.Fatalf("no table in output:\n%s", out)

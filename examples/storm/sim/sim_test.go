@@ -285,7 +285,7 @@ func TestJitterFlattensThePeak(t *testing.T) {
 	for _, s := range append(sim.Strategies(sim.DefaultInterval), strategy(t, "exponential"), strategy(t, "equal-jitter")) {
 		r := simulate(t, cfg, s)
 		checkTotals(t, r)
-		if !r.Converged && !strings.Contains(s.Name, "throttle") {
+		if !r.Converged && !strings.Contains(s.Name, "throttle") && s.Name != "failback-default" {
 			t.Errorf("%s did not converge", s.Name)
 		}
 		results[s.Name] = r
@@ -408,7 +408,7 @@ func TestStrategies(t *testing.T) {
 			t.Errorf("%s: HonorRetryAfter %v", s.Name, s.HonorRetryAfter)
 		}
 	}
-	want := "fixed-5s full-jitter rebound rebound+budget rebound+throttle rebound+budget+throttle fleet"
+	want := "fixed-5s full-jitter rebound failback-default rebound+budget rebound+throttle rebound+budget+throttle fleet"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("names = %s\nwant %s", got, want)
 	}

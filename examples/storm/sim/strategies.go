@@ -7,6 +7,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/failback"
 )
 
 // Env is what a process's own options are built with.
@@ -108,6 +109,9 @@ const FleetMax = 7 * time.Second
 //	                    jitter, 1 s doubling to 30 s
 //	rebound             rebound's defaults: the zero Policy, honouring
 //	                    Retry-After
+//	failback-default    failback.DefaultPolicy() (MaxAttempts 4: 3
+//	                    retries, 1 s doubling to 60 s), honouring
+//	                    Retry-After
 //	rebound+budget      and a rebound.RetryBudget per process
 //	rebound+throttle    and a rebound.AdaptiveThrottle per process
 //	rebound+budget+throttle
@@ -124,6 +128,7 @@ func Strategies(interval time.Duration) []Strategy {
 			Initial: interval, Multiplier: 1, Max: interval, Jitter: rebound.NoJitter}},
 		{Name: "full-jitter", Policy: d},
 		{Name: "rebound", Policy: d, HonorRetryAfter: true},
+		{Name: "failback-default", Policy: failback.DefaultPolicy(), HonorRetryAfter: true},
 		{Name: "rebound+budget", Policy: d, HonorRetryAfter: true, Process: Budget()},
 		{Name: "rebound+throttle", Policy: d, HonorRetryAfter: true, Process: Throttle()},
 		{Name: "rebound+budget+throttle", Policy: d, HonorRetryAfter: true, Process: Both(Budget(), Throttle())},
