@@ -108,7 +108,8 @@ func sortInstances(list []Instance) {
 func sameInstances(a, b []Instance) bool {
 	return slices.EqualFunc(a, b, func(x, y Instance) bool {
 		return x.ID == y.ID && x.IP == y.IP && x.Port == y.Port &&
-			x.Weight == y.Weight && x.Healthy == y.Healthy && x.Enabled == y.Enabled &&
+			(x.Weight == y.Weight || x.Weight != x.Weight && y.Weight != y.Weight) && // two NaNs are the same weight
+			x.Healthy == y.Healthy && x.Enabled == y.Enabled &&
 			x.Ephemeral == y.Ephemeral && x.Cluster == y.Cluster &&
 			maps.Equal(x.Metadata, y.Metadata)
 	})
