@@ -86,7 +86,9 @@ func NewIdempotencyKey() string {
 }
 
 // Codec encodes the arguments of an Invocation for a Store and decodes them
-// after a restart. It must be safe for concurrent use.
+// after a restart. It must be safe for concurrent use. JSONCodec is the
+// default; package failback/protocodec stores protocol buffers messages
+// (reboundgrpc's requests) by type name.
 type Codec interface {
 	// Marshal encodes the arguments of a call to method.
 	Marshal(method string, args []any) ([]byte, error)
