@@ -134,6 +134,9 @@ func TestCrashAndRestart(t *testing.T) {
 	if dups > childConcurrency {
 		t.Errorf("%d duplicates, more than the %d attempts that can run at once", dups, childConcurrency)
 	}
+	if !strings.HasSuffix(report, " left 0") {
+		t.Errorf("second life: %s; want no call left in the store", report)
+	}
 	if len(p.delivered) != calls {
 		t.Errorf("%d keys delivered, want %d", len(p.delivered), calls)
 	}

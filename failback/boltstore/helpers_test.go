@@ -110,15 +110,19 @@ func child(life string) error {
 		out.Flush()
 		<-done // until the crash
 	}
-	// Second life: wait for the store to empty, then shut down properly.
+	// Second life: Shutdown drains every loaded call (each ends in a hook);
+	// then the store must be empty.
 	loaded := f.Stats().Offered
-	for {
-		if n, err := st.Len(); err != nil || n == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := f.Shutdown(ctx); err != nil {
+		return fmt.Errorf("Shutdown: %w", err)
 	}
-	fmt.Fprintf(out, "loaded %d succeeded %d\n", loaded, succeeded.Load())
+	left, err := st.Len()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "loaded %d succeeded %d left %d\n", loaded, succeeded.Load(), left)
 	out.Flush()
 	if err := errors.Join(f.Close(), st.Close()); err != nil {
 		return err
