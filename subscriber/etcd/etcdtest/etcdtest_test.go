@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
 )
@@ -230,8 +232,19 @@ func TestStatsAndHookCountRejectedRequests(t *testing.T) {
 		}
 		<-tick.C
 	}
+	// A client that does not retry: clientv3's default (100 retries of
+	// an Unavailable error, 25 ms apart, on top of each call's own
+	// latency) can outlast the deadline on a busy machine.
+	cfg := c.ClientConfig()
+	cfg.Endpoints = []string{c.Endpoint(survivor)}
+	cfg.MaxUnaryRetries = 1
+	once, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer once.Close()
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err = cli.Get(clientv3.WithRequireLeader(rctx), "k")
+	_, err = once.Get(clientv3.WithRequireLeader(rctx), "k")
 	rcancel()
 	if !errors.Is(err, rpctypes.ErrNoLeader) {
 		t.Fatalf("read without quorum = %v, want ErrNoLeader", err)
@@ -268,5 +281,32 @@ func TestNewClusterRejectsBadArguments(t *testing.T) {
 			_ = c.Close()
 			t.Errorf("NewCluster(%d, %v) succeeded", tc.size, tc.opts)
 		}
+	}
+}
+
+// TestBlackholeMember: a blackholed member's clients get no answer (the
+// connection stays open: no error but their own deadline); after
+// HealMember they reconnect and are served.
+func TestBlackholeMember(t *testing.T) {
+	c, err := etcdtest.NewCluster(1, etcdtest.WithDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cli := newClient(t, c)
+	put(t, cli, "k", "v")
+	c.BlackholeMember(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = cli.Get(ctx, "k")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("Get through a blackholed member = %v, want its deadline", err)
+	}
+	if !c.Running(0) {
+		t.Fatal("the blackholed member stopped")
+	}
+	c.HealMember(0)
+	if got := get(t, cli, "k"); got != "v" {
+		t.Fatalf("Get after HealMember = %q", got)
 	}
 }
