@@ -232,6 +232,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if cfg.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(cfg.throttle))
 	}
+	ropts = append(ropts, cfg.retryMetrics())
 	retrier, err := rebound.NewRetrier(cfg.policy, ropts...)
 	if err != nil { // WithPolicy validated it already
 		return nil, err

@@ -1,8 +1,10 @@
 package failback
 
 import (
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
@@ -11,11 +13,19 @@ import (
 // rebound.failback.queue (calls waiting for or running a retry) and
 // rebound.failback.calls{outcome=succeeded|gave_up|dropped} (calls handed
 // to the background that ended). Both are read from Stats when the reader
-// collects: Invoke and the retry workers record nothing, so the call path
-// costs the same with metrics as without. Close unregisters them. Default
+// collects: Invoke records nothing, so the call path costs the same with
+// metrics as without. The retries also count in rebound.retry.attempts,
+// rebound.retry.delay and rebound.limiter.wait with component=failback.
+// Close unregisters the observable ones. Default
 // (and for nil): no metrics; no global MeterProvider is used.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meterProvider = mp })
+}
+
+// retryMetrics is the Retrier option for the tasks' retries (nil without
+// WithMeterProvider).
+func (c *config) retryMetrics() rebound.Option {
+	return rebound.WithMeterProvider(c.meterProvider, attribute.String("component", "failback"))
 }
 
 // startMetrics registers the invoker's instruments (New calls it).

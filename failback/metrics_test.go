@@ -61,8 +61,11 @@ func TestMetrics(t *testing.T) {
 		if c["outcome=succeeded"] != 1 || c["outcome=gave_up"] != 1 || c["outcome=dropped"] != 1 || got["rebound.failback.queue"][""] != 0 {
 			t.Errorf("after the retries: %v", got)
 		}
+		if n := got["rebound.retry.attempts"]["component=failback,outcome=gave_up"]; n != 1 {
+			t.Errorf("retry attempts: %v", got["rebound.retry.attempts"])
+		}
 		mustClose(t, f)
-		if got := collectInt64(t, reader); len(got) != 0 {
+		if got := collectInt64(t, reader); len(got["rebound.failback.queue"]) != 0 {
 			t.Errorf("still reported after Close: %v", got)
 		}
 	})

@@ -156,6 +156,8 @@ func TestBrowser(t *testing.T) {
 	firstKey := text(`table.subs tbody tr:first-child td.key`)
 	firstState := text(`table.subs tbody tr:first-child td:nth-child(2)`)
 	firstErr := text(`table.subs tbody tr:first-child td.err`)
+	registry := text(`span.badge`)
+	lastDelivery := text(`table.subs tbody tr:last-child td:nth-child(8)`)
 	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr").length`))
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +177,12 @@ func TestBrowser(t *testing.T) {
 	}
 	if !strings.Contains(firstErr, "server busy") || strings.Contains(firstErr, "hunter2") {
 		t.Errorf("first row's error %q", firstErr)
+	}
+	if registry != "connected" {
+		t.Errorf("registry badge %q, want connected", registry)
+	}
+	if !strings.HasSuffix(lastDelivery, " ago") {
+		t.Errorf("a subscribed row's last delivery %q, want an age", lastDelivery)
 	}
 
 	img, err := png.Decode(bytes.NewReader(shot))

@@ -6,7 +6,7 @@
 // It shows every subscription of each subscriber.Manager given with
 // WithSubscriptions (key, state, how long in it, attempts, last error,
 // instances, deliveries, last delivery, last confirmation), the registry
-// connection when the source reports it (ConnectionSource), and each
+// connection when the source reports it (CountsSource), and each
 // failback.Invoker given with WithFailback (queue, in flight, totals).
 // Stuck subscriptions come first: retrying, pending, stopped, each the
 // longest in its state first; then subscribed ones by key.

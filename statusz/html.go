@@ -104,7 +104,7 @@ tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{backgrou
 <section class="manager" data-name="{{$m.Name}}">
 <h2>Subscriptions: {{$m.Name}}</h2>
 <p>Registry:
-{{if $m.Registry}}<span class="badge {{$m.Registry}}" id="registry-{{$m.Name}}">{{$m.Registry}}</span> <span class="muted">since {{ts $m.RegistrySince}} ({{since $.Generated $m.RegistrySince}})</span>
+{{if $m.Registry}}<span class="badge {{$m.Registry}}" id="registry-{{$m.Name}}">{{$m.Registry}}</span>
 {{else}}<span class="badge unknown">not reported</span>{{end}}</p>
 <p class="counts">{{range states}}<a href="{{$.Link . 1}}">{{.}}: <b class="count-{{.}}">{{index $m.Counts .}}</b></a> · {{end}}<a href="{{$.Link "" 1}}">all</a></p>
 <p class="muted">{{$m.Total}} matching{{if gt $m.Pages 1}}, page {{$m.Page}} of {{$m.Pages}}{{end}}</p>

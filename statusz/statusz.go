@@ -24,11 +24,11 @@ type StatusSource interface {
 	Status() []subscriber.Status
 }
 
-// A ConnectionSource reports a registry connection: its state (0 if not
-// known yet) and since when. A StatusSource that also implements it gets
-// its connection shown.
-type ConnectionSource interface {
-	Connection() (state subscriber.ConnState, since time.Time)
+// A CountsSource reports aggregate figures: *subscriber.Manager is one. A
+// StatusSource that also implements it gets its registry connection
+// (Counts.Connection) shown.
+type CountsSource interface {
+	Counts() subscriber.Counts
 }
 
 // A StatsSource reports a failback invoker's counters: *failback.Invoker
@@ -46,7 +46,7 @@ func (f optionFunc) apply(h *Handler) error { return f(h) }
 
 // WithSubscriptions adds a section for src (for example a
 // *subscriber.Manager) under name. Names must be unique and not empty. If
-// src also implements ConnectionSource, its registry connection is shown.
+// src also implements CountsSource, its registry connection is shown.
 func WithSubscriptions(name string, src StatusSource) Option {
 	return optionFunc(func(h *Handler) error {
 		if err := h.checkName("statusz.WithSubscriptions", name, src == nil); err != nil {
@@ -149,10 +149,9 @@ type Page struct {
 // ManagerPage is one subscription source.
 type ManagerPage struct {
 	Name string `json:"name"`
-	// Registry is the connection state ("connected", "disconnected") and
-	// RegistrySince when it began; empty if not known.
-	Registry      string    `json:"registry,omitempty"`
-	RegistrySince time.Time `json:"registry_since,omitzero"`
+	// Registry is the connection state the registry client last reported
+	// ("connected", "disconnected"); empty if not known.
+	Registry string `json:"registry,omitempty"`
 	// Counts has every state, also at 0.
 	Counts map[string]int `json:"counts"`
 	// Total is the number of subscriptions that match the filter; Page and
@@ -161,6 +160,8 @@ type ManagerPage struct {
 	Page          int            `json:"page"`
 	Pages         int            `json:"pages"`
 	Subscriptions []Subscription `json:"subscriptions"`
+	// DroppedEvents is Counts.DroppedEvents (hook events lost).
+	DroppedEvents uint64 `json:"dropped_hook_events,omitempty"`
 }
 
 // Subscription is one row.
@@ -283,10 +284,12 @@ func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage 
 	for _, s := range states {
 		mp.Counts[s.String()] = 0
 	}
-	if cs, ok := ns.src.(ConnectionSource); ok {
-		if st, since := cs.Connection(); st != 0 {
-			mp.Registry, mp.RegistrySince = st.String(), since
+	if cs, ok := ns.src.(CountsSource); ok {
+		c := cs.Counts()
+		if c.Connection != 0 {
+			mp.Registry = c.Connection.String()
 		}
+		mp.DroppedEvents = c.DroppedEvents
 	}
 	rows := make([]row, 0, len(all))
 	for i := range all {
@@ -321,7 +324,7 @@ func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage 
 		st := r.st
 		s := Subscription{Key: r.key, State: st.State.String(), Since: st.Since, Attempts: st.Attempts,
 			TotalAttempts: st.TotalAttempts, Instances: st.Instances, Deliveries: st.Deliveries,
-			ConfirmedAt: st.ConfirmedAt, ConfirmReason: st.ConfirmReason, LastDelivery: lastDelivery(st)}
+			ConfirmedAt: st.ConfirmedAt, ConfirmReason: st.ConfirmReason, LastDelivery: st.LastDelivery}
 		if st.LastErr != nil {
 			s.LastError = logging.Scrub(st.LastErr.Error())
 		}
@@ -374,9 +377,6 @@ func wantsJSON(r *http.Request) bool {
 	}
 	return false
 }
-
-// lastDelivery is when the listener was last called, if the Status says.
-func lastDelivery(st *subscriber.Status) time.Time { return time.Time{} }
 
 // Age is how long the subscription has been in its state when the page was
 // generated.

@@ -18,15 +18,12 @@ import (
 )
 
 type fakeSubs struct {
-	list  []subscriber.Status
-	conn  subscriber.ConnState
-	since time.Time
+	list []subscriber.Status
+	conn subscriber.ConnState
 }
 
 func (f *fakeSubs) Status() []subscriber.Status { return f.list }
-func (f *fakeSubs) Connection() (subscriber.ConnState, time.Time) {
-	return f.conn, f.since
-}
+func (f *fakeSubs) Counts() subscriber.Counts   { return subscriber.Counts{Connection: f.conn} }
 
 type fakeStats failback.Stats
 
@@ -38,9 +35,10 @@ func key(s string) subscriber.Key { return subscriber.Key{Group: "DEFAULT_GROUP"
 
 func sample() *fakeSubs {
 	return &fakeSubs{
-		conn: subscriber.Disconnected, since: t0.Add(-time.Minute),
+		conn: subscriber.Disconnected,
 		list: []subscriber.Status{
-			{Key: key("b-ok"), State: subscriber.StateSubscribed, Since: t0.Add(-time.Hour), Instances: 3, Deliveries: 2},
+			{Key: key("b-ok"), State: subscriber.StateSubscribed, Since: t0.Add(-time.Hour), Instances: 3, Deliveries: 2,
+				LastDelivery: t0.Add(-time.Minute)},
 			{Key: key("a-ok"), State: subscriber.StateSubscribed, Since: t0.Add(-2 * time.Hour), Instances: 1, Deliveries: 1},
 			{Key: key("new-retry"), State: subscriber.StateRetrying, Since: t0.Add(-time.Second), Attempts: 2, TotalAttempts: 9,
 				LastErr: errors.New(`Get "http://nacos:hunter2@h/v1": <refused> & down`)},
@@ -109,8 +107,8 @@ func TestJSONStuckFirst(t *testing.T) {
 	if !strings.HasSuffix(ks, "old-retry new-retry pend gone a-ok b-ok") {
 		t.Errorf("order: %s", ks)
 	}
-	if m.Registry != "disconnected" || !m.RegistrySince.Equal(t0.Add(-time.Minute)) {
-		t.Errorf("registry %q %v", m.Registry, m.RegistrySince)
+	if m.Registry != "disconnected" {
+		t.Errorf("registry %q", m.Registry)
 	}
 	if m.Counts["retrying"] != 2 || m.Counts["subscribed"] != 2 || m.Counts["pending"] != 1 || m.Counts["stopped"] != 1 || m.Total != 6 {
 		t.Errorf("counts %v total %d", m.Counts, m.Total)
@@ -207,7 +205,7 @@ func TestOptions(t *testing.T) {
 // The server time of one page over 10,000 subscriptions, HTML (one page,
 // with the counts and the ordering of all) and JSON (all of them).
 func BenchmarkRender10000(b *testing.B) {
-	src := &fakeSubs{conn: subscriber.Connected, since: t0}
+	src := &fakeSubs{conn: subscriber.Connected}
 	for i := range 10000 {
 		st := subscriber.Status{Key: key(fmt.Sprintf("svc-%05d", i)), State: subscriber.StateSubscribed,
 			Since: t0.Add(-time.Duration(i) * time.Second), Instances: 3, Deliveries: 4, TotalAttempts: 1}

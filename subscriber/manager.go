@@ -87,8 +87,10 @@ type Status struct {
 	LastErr error
 	// Instances is the length of the list last delivered to the listener.
 	Instances int
-	// Deliveries counts the listener calls.
-	Deliveries int
+	// Deliveries counts the listener calls, and LastDelivery is when the
+	// last one started (zero before the first).
+	Deliveries   int
+	LastDelivery time.Time
 	// ConfirmedAt is when the adapter last reported evidence that the
 	// registry holds the subscription (Sink.Confirmed), and ConfirmReason
 	// the evidence it named; zero and empty if it never did.

@@ -138,6 +138,7 @@ type deliveryQ struct {
 	seq        uint64 // lists received
 	delivering bool   // the delivery goroutine is running
 	deliveries int
+	lastAt     time.Time // when the last delivery started
 }
 
 // emptyHold is the empty-list hold of a subscription. The window opens
@@ -238,6 +239,7 @@ func (s *Subscription) statusLocked() Status {
 		LastErr:       s.lastErr,
 		Instances:     len(s.dq.last),
 		Deliveries:    s.dq.deliveries,
+		LastDelivery:  s.dq.lastAt,
 		ConfirmedAt:   s.confAt,
 		ConfirmReason: s.confWhy,
 	}
@@ -908,13 +910,15 @@ func (s *Subscription) deliverLoop() {
 	defer s.m.enterCallback()()
 	for {
 		s.mu.Lock()
-		list, ok := s.nextLocked(time.Now())
+		now := time.Now()
+		list, ok := s.nextLocked(now)
 		if !ok {
 			s.dq.delivering = false
 			s.mu.Unlock()
 			return
 		}
 		s.dq.deliveries++
+		s.dq.lastAt = now
 		s.mu.Unlock()
 		s.call(list)
 	}

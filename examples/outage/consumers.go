@@ -208,12 +208,12 @@ type reboundConsumer struct {
 // newReboundConsumer returns a rebound consumer of client: a Manager with
 // policy and the default shared limiter; onAttempt is called before every
 // Registry.Subscribe call the Manager makes.
-func newReboundConsumer(client naming_client.INamingClient, policy rebound.Policy, onAttempt func()) (*reboundConsumer, error) {
+func newReboundConsumer(client naming_client.INamingClient, policy rebound.Policy, onAttempt func(), extra ...subscriber.Option) (*reboundConsumer, error) {
 	reg, err := nacos.New(client)
 	if err != nil {
 		return nil, err
 	}
-	m, err := subscriber.New(countingRegistry{Registry: reg, onAttempt: onAttempt}, subscriber.WithPolicy(policy))
+	m, err := subscriber.New(countingRegistry{Registry: reg, onAttempt: onAttempt}, append([]subscriber.Option{subscriber.WithPolicy(policy)}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -257,7 +257,7 @@ func (s *scenario) newCode(sl *slot) error {
 	case naiveMode:
 		sl.code = newNaiveConsumer(sl.client, s.cfg.naiveNoSleep, s.cfg.noSleepCap, s.attempted)
 	case reboundMode:
-		rc, err := newReboundConsumer(sl.client, s.cfg.policy(), s.attempted)
+		rc, err := newReboundConsumer(sl.client, s.cfg.policy(), s.attempted, s.cfg.live.options()...)
 		if err != nil {
 			return err
 		}

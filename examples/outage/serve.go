@@ -45,6 +45,15 @@ func (l *live) add(c *reboundConsumer) {
 	c.live = l
 }
 
+// options are the consumers' extra Manager options: the metrics (none
+// without -serve).
+func (l *live) options() []subscriber.Option {
+	if l == nil || l.meterProvider == nil {
+		return nil
+	}
+	return []subscriber.Option{subscriber.WithMeterProvider(l.meterProvider)}
+}
+
 // closing keeps c's last Status; c is about to be closed.
 func (l *live) closing(c *reboundConsumer) {
 	if l == nil {
@@ -72,6 +81,32 @@ func (l *live) Status() []subscriber.Status {
 	l.mu.Unlock()
 	for c, label := range running {
 		out = append(out, labelled(label, c.m.Status())...)
+	}
+	return out
+}
+
+// Counts implements statusz.CountsSource: the registry is shown
+// disconnected while any running consumer's client reports so.
+func (l *live) Counts() subscriber.Counts {
+	l.mu.Lock()
+	running := make([]*reboundConsumer, 0, len(l.running))
+	for c := range l.running {
+		running = append(running, c)
+	}
+	l.mu.Unlock()
+	var out subscriber.Counts
+	for _, c := range running {
+		cc := c.m.Counts()
+		for i := range cc.ByState {
+			out.ByState[i] += cc.ByState[i]
+		}
+		out.DroppedEvents += cc.DroppedEvents
+		switch {
+		case cc.Connection == subscriber.Disconnected:
+			out.Connection = subscriber.Disconnected
+		case cc.Connection == subscriber.Connected && out.Connection == 0:
+			out.Connection = subscriber.Connected
+		}
 	}
 	return out
 }
