@@ -73,35 +73,29 @@ func (f *Invoker) retryable(err error) bool {
 }
 
 // isTLSFailure reports whether err is, or wraps, a TLS handshake or
-// certificate verification failure.
+// certificate verification failure. It walks the error tree once.
 func isTLSFailure(err error) bool {
-	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
-		return true
+	for err != nil {
+		switch e := err.(type) {
+		case *tls.CertificateVerificationError, tls.RecordHeaderError, *tls.RecordHeaderError, tls.AlertError,
+			x509.UnknownAuthorityError, *x509.UnknownAuthorityError, x509.HostnameError, *x509.HostnameError,
+			x509.CertificateInvalidError, *x509.CertificateInvalidError, x509.SystemRootsError, *x509.SystemRootsError,
+			x509.ConstraintViolationError, *x509.ConstraintViolationError,
+			x509.UnhandledCriticalExtension, *x509.UnhandledCriticalExtension,
+			x509.InsecureAlgorithmError, *x509.InsecureAlgorithmError:
+			return true
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				if isTLSFailure(inner) {
+					return true
+				}
+			}
+			return false
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		default:
+			return false
+		}
 	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[tls.AlertError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.HostnameError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.SystemRootsError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.ConstraintViolationError](err); ok {
-		return true
-	}
-	if _, ok := errors.AsType[x509.UnhandledCriticalExtension](err); ok {
-		return true
-	}
-	_, ok := errors.AsType[x509.InsecureAlgorithmError](err)
-	return ok
+	return false
 }

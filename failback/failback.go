@@ -222,7 +222,10 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	ropts := []rebound.Option{rebound.WithClassifier(cfg.retryable)}
+	// No classifier: the Schedule is only asked about errors failback has
+	// classified as retryable already; accepts of the others are given to
+	// the throttle by accepted.
+	var ropts []rebound.Option
 	if cfg.seeded {
 		ropts = append(ropts, rebound.WithSeed(cfg.seed))
 	}
@@ -328,7 +331,7 @@ func (f *Invoker) invokeAccounted(ctx context.Context, inv *cluster.Invocation) 
 	_ = f.retrier.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil || !f.retryable(err) {
-		f.retrier.Record(err, now)
+		f.accepted(now)
 	}
 	if err == nil {
 		return res, nil
@@ -676,6 +679,15 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 		return 0, re.Reason
 	}
 	return 0, stop
+}
+
+// accepted tells the throttle (WithThrottle) that a provider accepted an
+// attempt at now: it succeeded, or failed with an error that retrying would
+// not fix (the provider answered).
+func (f *Invoker) accepted(now time.Time) {
+	if f.cfg.throttle != nil {
+		f.cfg.throttle.Accepted(now)
+	}
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

@@ -338,7 +338,7 @@ func (f *Invoker) run(t *task) {
 			out, drop = outDropped, DropClosed // cancelled by Close: not the call's own outcome
 		case !f.retryable(err):
 			out, reason = outGaveUp, ErrNotRetryable
-			f.retrier.Record(err, f.at(now)) // the provider answered: an accept for the throttle
+			f.accepted(f.at(now)) // the provider answered
 		default:
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
