@@ -151,3 +151,56 @@ func TestRefreshIsCoalesced(t *testing.T) {
 		})
 	}
 }
+
+// Item 5: periodic reconciliation catches silent loss without a connection
+// change (a server that forgot the subscriber, so a change is never
+// pushed), delivers the truth and resubscribes; its cost is one read per
+// subscription per period.
+func TestReconcileRepairsSilentLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const period = time.Minute
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		m := newManager(t, reg, subscriber.WithReconcile(period))
+		var rec recorder
+		s := mustSubscribe(t, m, orders, rec.listen)
+		<-s.Ready()
+		synctest.Wait()
+		before := reg.Stats()
+		time.Sleep(10 * period)
+		synctest.Wait()
+		after := reg.Stats()
+		if got := after.Lookups - before.Lookups; got < 8 || got > 14 {
+			t.Fatalf("%d lookups in 10 periods, want about 10", got)
+		}
+		if after.Subscribes != before.Subscribes {
+			t.Fatalf("reconciliation of an intact subscription resubscribed %d times", after.Subscribes-before.Subscribes)
+		}
+
+		reg.Forget()                      // the server forgets the subscriber
+		reg.Set(orders, inst("10.0.0.2")) // the change is never pushed
+		synctest.Wait()
+		if got := lastIPs(&rec); len(got) != 1 || got[0] != "10.0.0.1" {
+			t.Fatalf("list %v before reconciliation", got)
+		}
+		time.Sleep(2 * period)
+		synctest.Wait()
+		if got := lastIPs(&rec); len(got) != 1 || got[0] != "10.0.0.2" {
+			t.Fatalf("list %v after reconciliation, want the registry's 10.0.0.2", got)
+		}
+		if reg.Subscribed(orders) != 1 {
+			t.Fatal("reconciliation did not resubscribe")
+		}
+		if got := rec.ips(); len(got) != 2 {
+			t.Fatalf("listener calls %v, want exactly one repair delivery", got)
+		}
+		reg.Set(orders, inst("10.0.0.3")) // pushed again
+		synctest.Wait()
+		if got := lastIPs(&rec); got[0] != "10.0.0.3" {
+			t.Fatalf("list %v after the repair, want pushes again", got)
+		}
+		if _, err := subscriber.New(reg, subscriber.WithReconcile(time.Millisecond)); err == nil {
+			t.Fatal("WithReconcile(1ms) accepted")
+		}
+	})
+}
