@@ -219,7 +219,6 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		reg:     reg,
 		opts:    o,
 		log:     log.With(zap.String("component", "subscriber")),
-		sched:   newScheduler(),
 		subs:    make(map[uint64]*Subscription),
 		allDone: make(chan struct{}),
 	}
@@ -232,11 +231,8 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	}
 	m.opts.hooks = o.hooks
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.sched.run(m.ctx.Done())
-	}()
+	m.sched = newScheduler(&m.wg, m.ctx.Done())
+	m.sched.start()
 	if !o.hooks.empty() {
 		m.disp = newDispatcher(o.hooks, o.hookQueue, m.log)
 		go func() {

@@ -212,13 +212,13 @@ func TestRetryScheduleFollowsPolicy(t *testing.T) {
 		got := slices.Clone(at)
 		mu.Unlock()
 		// Waits of 1, 2, 4, 8, 8, 8 s, each fired on the scheduler's grid:
-		// at most 1/32 of the wait (and MaxTimerSlack) late.
+		// at most 1/16 of the wait (and MaxTimerSlack) late.
 		waits := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
 		if len(got) != len(waits)+1 || got[0] != 0 {
 			t.Fatalf("attempt times %v, want 7 attempts after waits of %v", got, waits)
 		}
 		for i, w := range waits {
-			if gap := got[i+1] - got[i]; gap < w || gap > w+min(w/32, subscriber.MaxTimerSlack) {
+			if gap := got[i+1] - got[i]; gap < w || gap > w+min(w/16, subscriber.MaxTimerSlack) {
 				t.Fatalf("attempt times %v: wait %d is %v, want %v (plus the timer slack)", got, i, gap, w)
 			}
 		}

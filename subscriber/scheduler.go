@@ -2,8 +2,10 @@ package subscriber
 
 import (
 	"container/heap"
+	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,15 +67,17 @@ func (h *entryHeap) Pop() any {
 // that due times close together share one wake-up. A longer wait gets a
 // coarser grid: a due time d after now fires at the first multiple of g at
 // or after it, where g is the largest of TimerSlack, 2*TimerSlack, ...,
-// MaxTimerSlack not above d/32. So an attempt, a limiter token, a hold's
-// end or a confirmation cap comes at most about 3% of its wait (and never
-// more than MaxTimerSlack) after its exact time.
+// MaxTimerSlack not above d/16. So an attempt, a limiter token, a hold's
+// end or a confirmation cap comes at most about 1/16 of its wait (and
+// never more than MaxTimerSlack) after its exact time; full jitter moves
+// it by up to 100%.
 //
 // Why: waking a sleeping process costs far more CPU than the work done for
 // one subscription. With 1,000 jittered subscriptions against a down
 // registry, one wake-up per due time costs about as much as one timer
-// goroutine per subscription; on the grid the wake-ups per second are
-// bounded by the grid, not by the number of subscriptions.
+// goroutine per subscription (BenchmarkDownRegistry's timers-only
+// baseline); on the grid the wake-ups per second are bounded by the grid,
+// not by the number of subscriptions.
 const (
 	TimerSlack    = 10 * time.Millisecond
 	MaxTimerSlack = 32 * TimerSlack
@@ -83,7 +87,7 @@ const (
 // grid for a wait of due-now (UnixNano).
 func fireAt(due, now int64) int64 {
 	g := int64(TimerSlack)
-	for g < int64(MaxTimerSlack) && (due-now)/32 >= 2*g {
+	for g < int64(MaxTimerSlack) && (due-now)/16 >= 2*g {
 		g *= 2
 	}
 	if r := due % g; r != 0 {
@@ -104,16 +108,110 @@ func fireAt(due, now int64) int64 {
 // goroutine calls Subscription.onTimer with no lock held; a stale firing
 // (the entry was moved or cancelled after it was popped) is recognised by
 // its generation and ignored.
+//
+// Attempts the scheduler starts run on the scheduler goroutine itself, one
+// after the other, so that a wake-up costs one goroutine and no hand-off
+// to another processor. An attempt that blocks longer than TimerSlack
+// (a slow registry) is left to finish on its goroutine while a new
+// scheduler goroutine takes over (a rescue timer, armed around every
+// attempt, starts it), so a slow Registry call delays the other
+// subscriptions by about TimerSlack at most.
 type scheduler struct {
 	mu      sync.Mutex
 	heap    entryHeap
 	seq     uint64
 	timerAt int64 // the tick the timer is set for (MaxInt64: none)
 	wake    chan struct{}
+	jobs    []job // attempts to run, from jhead
+	jhead   int
+
+	wg   *sync.WaitGroup // the Manager's: scheduler goroutines are its goroutines
+	done <-chan struct{}
+	cur  atomic.Pointer[owner] // the goroutine acting as the scheduler
 }
 
-func newScheduler() *scheduler {
-	return &scheduler{timerAt: math.MaxInt64, wake: make(chan struct{}, 1)}
+// owner is one scheduler goroutine.
+type owner struct {
+	busy   atomic.Bool // running an attempt
+	rescue *time.Timer
+}
+
+// job is one Registry.Subscribe attempt to run.
+type job struct {
+	s   *Subscription
+	ctx context.Context
+	n   int
+}
+
+func newScheduler(wg *sync.WaitGroup, done <-chan struct{}) *scheduler {
+	return &scheduler{timerAt: math.MaxInt64, wake: make(chan struct{}, 1), wg: wg, done: done}
+}
+
+// start runs the scheduler in a new goroutine, counted in wg.
+func (sc *scheduler) start() {
+	ow := &owner{}
+	sc.cur.Store(ow)
+	sc.wg.Add(1)
+	go sc.run(ow)
+}
+
+// enqueue queues an attempt; the scheduler goroutine runs it after the
+// timers due now. It is called from the scheduler goroutine (onTimer), with
+// j.s.mu held and the attempt added to the Manager's WaitGroup.
+func (sc *scheduler) enqueue(j job) {
+	sc.mu.Lock()
+	sc.jobs = append(sc.jobs, j)
+	sc.mu.Unlock()
+}
+
+func (sc *scheduler) popJob() (job, bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.jhead == len(sc.jobs) {
+		clear(sc.jobs)
+		sc.jobs, sc.jhead = sc.jobs[:0], 0
+		return job{}, false
+	}
+	j := sc.jobs[sc.jhead]
+	sc.jobs[sc.jhead] = job{}
+	sc.jhead++
+	return j, true
+}
+
+// runJobs runs the queued attempts on ow's goroutine. It returns false if
+// another goroutine took over meanwhile (ow must stop).
+func (sc *scheduler) runJobs(ow *owner) bool {
+	for {
+		j, ok := sc.popJob()
+		if !ok {
+			return true
+		}
+		if ow.rescue == nil {
+			ow.rescue = time.AfterFunc(TimerSlack, func() { sc.takeOver(ow) })
+		} else {
+			ow.rescue.Reset(TimerSlack)
+		}
+		ow.busy.Store(true)
+		j.s.attempt(j.ctx, j.n)
+		ow.busy.Store(false)
+		ow.rescue.Stop()
+		if sc.cur.Load() != ow {
+			return false
+		}
+	}
+}
+
+// takeOver starts a new scheduler goroutine if ow is still the scheduler
+// and still stuck in an attempt.
+func (sc *scheduler) takeOver(ow *owner) {
+	if !ow.busy.Load() {
+		return
+	}
+	next := &owner{}
+	if sc.cur.CompareAndSwap(ow, next) {
+		sc.wg.Add(1)
+		go sc.run(next)
+	}
 }
 
 // set (re)schedules e at due, replacing any earlier schedule. The caller
@@ -173,8 +271,10 @@ type firing struct {
 	gen uint32
 }
 
-// run is the scheduler goroutine; it returns when done is closed.
-func (sc *scheduler) run(done <-chan struct{}) {
+// run is a scheduler goroutine; it returns when done is closed or after
+// another goroutine took over from it.
+func (sc *scheduler) run(ow *owner) {
+	defer sc.wg.Done()
 	timer := time.NewTimer(time.Duration(math.MaxInt64))
 	defer timer.Stop()
 	var due []firing
@@ -200,12 +300,15 @@ func (sc *scheduler) run(done <-chan struct{}) {
 				f.e.s.onTimer(f.e, f.gen, now)
 				due[i] = firing{}
 			}
+			if !sc.runJobs(ow) {
+				return
+			}
 			continue // look again: more may be due by now
 		}
 		if wait < 0 {
 			select {
 			case <-sc.wake:
-			case <-done:
+			case <-sc.done:
 				return
 			}
 			continue
@@ -214,7 +317,7 @@ func (sc *scheduler) run(done <-chan struct{}) {
 		select {
 		case <-timer.C:
 		case <-sc.wake:
-		case <-done:
+		case <-sc.done:
 			return
 		}
 	}

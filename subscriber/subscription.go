@@ -192,7 +192,7 @@ func (s *Subscription) start() {
 	if s.parent.Done() != nil {
 		s.stopAfter = context.AfterFunc(s.parent, s.onCtxDone)
 	}
-	s.launchLocked()
+	s.launchLocked(false)
 }
 
 // Key returns the subscription's key.
@@ -420,8 +420,10 @@ func (s *Subscription) scheduleLocked(at time.Time, token bool) {
 	s.m.sched.set(s.timer(timerRetry), at)
 }
 
-// launchLocked starts an attempt in a goroutine of its own.
-func (s *Subscription) launchLocked() {
+// launchLocked starts an attempt: in a goroutine of its own when queued
+// is false (the first attempt, from Subscribe), on the scheduler's runners
+// otherwise.
+func (s *Subscription) launchLocked(queued bool) {
 	s.run.phase = phaseInFlight
 	s.run.needToken = false
 	s.run.attempts++
@@ -431,6 +433,10 @@ func (s *Subscription) launchLocked() {
 	s.run.cancel = cancel
 	s.calls.Add(1)
 	s.m.wg.Add(1)
+	if queued {
+		s.m.sched.enqueue(job{s: s, ctx: ctx, n: s.run.attempts})
+		return
+	}
 	go s.attempt(ctx, s.run.attempts)
 }
 
@@ -456,7 +462,10 @@ func (s *Subscription) newRunLocked(now time.Time) *rebound.Schedule {
 // attempt is one Registry.Subscribe call.
 func (s *Subscription) attempt(ctx context.Context, n int) {
 	defer s.m.wg.Done()
-	err := s.callSubscribe(ctx)
+	err := ctx.Err() // cancelled while queued: the subscription stopped or reconnected
+	if err == nil {
+		err = s.callSubscribe(ctx)
+	}
 	permanent := err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err))
 
 	s.mu.Lock()
@@ -604,7 +613,7 @@ func (s *Subscription) fireRetryLocked(now time.Time) {
 		}
 	}
 	s.run.tokenHeld = false
-	s.launchLocked()
+	s.launchLocked(true)
 }
 
 // disruptKind says why a subscription must be confirmed again.

@@ -385,3 +385,35 @@ func TestArgumentErrorsAreTheRootType(t *testing.T) {
 		}
 	}
 }
+
+// Retries run on shared runner goroutines: one attempt that blocks in the
+// registry does not hold up the retries of other subscriptions.
+func TestBlockedAttemptDoesNotStallOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		slowKey := subscriber.Key{Service: "slow"}
+		release := make(chan struct{})
+		var calls sync.Map // service -> *atomic.Int64
+		reg.SetFailure(func(k subscriber.Key) error {
+			v, _ := calls.LoadOrStore(k.Service, new(atomic.Int64))
+			if v.(*atomic.Int64).Add(1) == 2 && k.Service == slowKey.Service {
+				<-release // the first retry of "slow" blocks
+			}
+			return errors.New("server error")
+		})
+		m := newManager(t, reg)
+		mustSubscribe(t, m, slowKey, func([]subscriber.Instance) {})
+		for i := range 10 {
+			mustSubscribe(t, m, subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {})
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		for i := range 10 {
+			v, _ := calls.Load(fmt.Sprint("svc", i))
+			if n := v.(*atomic.Int64).Load(); n < 10 {
+				t.Errorf("svc%d made %d attempts in 10 minutes while another attempt was blocked, want >= 10", i, n)
+			}
+		}
+		close(release)
+	})
+}
