@@ -131,3 +131,44 @@ func Example_registry() {
 	// Shutdown: <nil>
 	// offered 1 succeeded 1
 }
+
+// ExampleWithBudget: retries draw from a shared rebound.RetryBudget. Here
+// the budget allows no retry at all (ratio 0, no floor), so a failed call
+// is not queued: Invoke says why, and Hooks.Dropped reports it with
+// DropBudget.
+func ExampleWithBudget() {
+	budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0))
+	if err != nil {
+		panic(err)
+	}
+	down := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
+	fb, err := failback.New(down, failback.WithBudget(budget),
+		failback.WithHooks(failback.Hooks{Dropped: func(_ failback.Task, r failback.DropReason) { fmt.Println("dropped:", r) }}))
+	if err != nil {
+		panic(err)
+	}
+	defer fb.Close()
+	_, err = fb.Invoke(context.Background(), &cluster.Invocation{Method: "Notify"})
+	fmt.Println(errors.Is(err, rebound.ErrBudgetExhausted), errors.Is(err, cluster.ErrNoInvokers))
+	// Output:
+	// dropped: budget
+	// true true
+}
+
+// ExampleWithCallTTL: a call that is worthless after a second is not
+// queued when its first retry would come later than that.
+func ExampleWithCallTTL() {
+	down := cluster.NewStaticDirectory()
+	fb, err := failback.New(down, failback.WithPolicy(rebound.Policy{Initial: 5 * time.Second, Jitter: rebound.NoJitter}))
+	if err != nil {
+		panic(err)
+	}
+	defer fb.Close()
+	ctx := failback.WithCallTTL(context.Background(), time.Second)
+	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})
+	fmt.Println(errors.Is(err, failback.ErrExpired))
+	fmt.Println(err)
+	// Output:
+	// true
+	// failback: call not queued for retry (expired): cluster: no invokers available
+}
