@@ -47,11 +47,11 @@ func (h httpInvoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, 
 	req.Header.Set("Idempotency-Key", inv.Attachments[failback.IdempotencyKey])
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, cluster.Transient(err)
+		return nil, rebound.Transient(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, cluster.Transient(fmt.Errorf("provider: %s", resp.Status))
+		return nil, rebound.Transient(fmt.Errorf("provider: %s", resp.Status))
 	}
 	return nil, nil
 }
