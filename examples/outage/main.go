@@ -69,15 +69,17 @@
 // timings.
 //
 // stdout gets a table, one column per run (sdk, naive, rebound): how long
-// the registry was down
-// (measured), the CPU time the process used during the outage and during
-// the recovery (getrusage user+system), the subscribe calls the
-// consumers made during the outage and during the recovery, the
-// SubscribeServiceRequests and all requests the registry received during
-// the recovery, the most requests in any 100 ms window of it, the time from
-// the restart until every subscription was back with the right list, the
+// the registry was down (measured), the CPU time the process used during
+// the outage and during the recovery (getrusage user+system), the
+// subscribe calls the consumers made during the outage and during the
+// recovery, the SubscribeServiceRequests and all requests the registry
+// received during the recovery, the most requests in any 100 ms window of
+// it, the subscribes the TPS control rejected, the time from the restart
+// until every subscription was back with the right list, the
 // subscriptions still missing then, the time the providers took to
-// re-register, the notifications lost (listeners whose final list differs
+// re-register, the times until every subscription was held by the
+// registry and until the consumer code also confirmed it, the
+// notifications lost (listeners whose final list differs
 // from the registry's after the change made after the recovery) and
 // duplicated (listener calls with the same list as that listener's
 // previous call), the empty lists delivered from the outage on (to

@@ -35,7 +35,7 @@ func parseTable(t *testing.T, out string) (table, []string) {
 	var runs []string
 	tab := table{}
 	labels := []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowRejected, rowConverged,
-		rowNotInPlace, rowProviders, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp}
+		rowNotInPlace, rowProviders, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp}
 	for line := range strings.Lines(out) {
 		trimmed := strings.TrimSpace(line)
 		if runs == nil {

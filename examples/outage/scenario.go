@@ -74,6 +74,11 @@ type result struct {
 	converged  bool
 	convergeIn time.Duration // restart -> every subscription in place with the right list
 	providers  time.Duration // restart -> every provider instance registered again (0: never)
+	// confirmedIn: restart -> every subscription at the registry and
+	// believed in place by the consumer code, whatever the lists (0: never).
+	confirmedIn time.Duration
+	// heldIn: restart -> every subscription at the registry (0: never).
+	heldIn time.Duration
 
 	// Client-side subscribe calls (naive loop calls, Manager attempts)
 	// during the outage and the recovery window.
@@ -563,6 +568,12 @@ func (s *scenario) run(ctx context.Context) (result, error) {
 		st := s.snapshot()
 		if st.truthOK && res.providers == 0 {
 			res.providers = time.Since(up.t)
+		}
+		if st.confirmed == st.total && res.heldIn == 0 {
+			res.heldIn = time.Since(up.t)
+		}
+		if st.codeAll && st.confirmed == st.total && res.confirmedIn == 0 {
+			res.confirmedIn = time.Since(up.t)
 		}
 		if st.done() {
 			res.converged, res.convergeIn = true, time.Since(up.t)
