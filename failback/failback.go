@@ -73,9 +73,9 @@ type Hooks struct {
 	GaveUp func(Task)
 	// Dropped: the call will not be retried (any further) for a reason
 	// other than its own outcome (see DropReason). DropQueueFull,
-	// DropExpired before the first retry, and DropClosed for a call that
-	// failed after Shutdown or Close began: from the goroutine calling
-	// Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
+	// DropExpired, DropBudget or DropThrottled before the first retry, and
+	// DropClosed for a call that failed after Shutdown or Close began: from
+	// the goroutine calling Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
 	// queued when Close stops the invoker: from the goroutine calling Close
 	// (or Shutdown). Otherwise from the retry worker that held the task.
 	Dropped func(Task, DropReason)
