@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/naming/endpoints"
+	etcdresolver "go.etcd.io/etcd/client/v3/naming/resolver"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/resolver"
+
+	"github.com/rebound-go/rebound/reboundgrpc"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/etcd"
+	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
+	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+)
+
+const service = "orders"
+
+// registry is one embedded registry with the two consumers' resolvers.
+type registry interface {
+	// register makes p visible to consumers; deregister removes it as the
+	// registry would after a crash.
+	register(p *provider) error
+	deregister(p *provider)
+	// stop and start take the whole registry down and up again, providers
+	// and consumers staying up.
+	stop()
+	start() error
+	// rebound is the Builder and target of the rebound consumer; baseline
+	// the resolver and target of the baseline consumer.
+	rebound() (resolver.Builder, string)
+	baseline() (resolver.Builder, string)
+	close()
+}
+
+// tmpDir is where the registries keep their files.
+func tmpDir() (string, error) { return os.MkdirTemp("", "rebound-grpc-example-") }
+
+// ---- Nacos ----
+
+type nacosRegistry struct {
+	dir      string
+	srv      *nacostest.Server
+	consumer naming_client.INamingClient // rebound's
+	base     naming_client.INamingClient // the baseline's
+	m        *subscriber.Manager
+	b        *reboundgrpc.Builder
+	clients  map[*provider]naming_client.INamingClient
+}
+
+func nacosClient(srv *nacostest.Server, dir string, whenEmpty bool) (naming_client.INamingClient, error) {
+	cache, err := os.MkdirTemp(dir, "cache-")
+	if err != nil {
+		return nil, err
+	}
+	return clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig: &constant.ClientConfig{
+			TimeoutMs:            1000,
+			NotLoadCacheAtStart:  true,
+			UpdateCacheWhenEmpty: whenEmpty,
+			CacheDir:             cache,
+			LogDir:               filepath.Join(dir, "log"),
+			LogLevel:             "error",
+			TLSCfg:               constant.TLSConfig{Appointed: true},
+		},
+		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
+	})
+}
+
+func newNacosRegistry() (_ *nacosRegistry, err error) {
+	r := &nacosRegistry{clients: map[*provider]naming_client.INamingClient{}}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.dir, err = tmpDir(); err != nil {
+		return nil, err
+	}
+	if r.srv, err = nacostest.NewServer(); err != nil {
+		return nil, err
+	}
+	// rebound's consumer: the SDK configured as subscriber/nacos documents
+	// (UpdateCacheWhenEmpty, so that an empty list is delivered at all; the
+	// Manager holds empty lists back during reconnect churn).
+	if r.consumer, err = nacosClient(r.srv, r.dir, true); err != nil {
+		return nil, err
+	}
+	reg, err := nacos.NewRegistry(r.consumer)
+	if err != nil {
+		return nil, err
+	}
+	if r.m, err = subscriber.New(reg); err != nil {
+		return nil, err
+	}
+	if r.b, err = reboundgrpc.NewBuilder(r.m); err != nil {
+		return nil, err
+	}
+	// The baseline's consumer: the SDK's defaults for empty lists.
+	if r.base, err = nacosClient(r.srv, r.dir, false); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *nacosRegistry) register(p *provider) error {
+	c, err := nacosClient(r.srv, r.dir, false)
+	if err != nil {
+		return err
+	}
+	ok, err := c.RegisterInstance(vo.RegisterInstanceParam{
+		Ip: "127.0.0.1", Port: p.port, ServiceName: service, Weight: 1,
+		Enable: true, Healthy: true, Ephemeral: true,
+	})
+	if err != nil || !ok {
+		c.CloseClient()
+		return fmt.Errorf("register %s: %v %w", p.name, ok, err)
+	}
+	r.clients[p] = c
+	return nil
+}
+
+// deregister closes the provider's client: its connection ends, and the
+// registry drops its instance, as after a crash.
+func (r *nacosRegistry) deregister(p *provider) {
+	if c := r.clients[p]; c != nil {
+		c.CloseClient()
+		delete(r.clients, p)
+	}
+}
+
+func (r *nacosRegistry) stop()        { r.srv.Stop() }
+func (r *nacosRegistry) start() error { return r.srv.Start() }
+
+func (r *nacosRegistry) rebound() (resolver.Builder, string) {
+	return r.b, "rebound:///" + service
+}
+
+func (r *nacosRegistry) baseline() (resolver.Builder, string) {
+	return &sdkOnceBuilder{client: r.base, service: service}, "nacos:///" + service
+}
+
+func (r *nacosRegistry) close() {
+	for p, c := range r.clients {
+		c.CloseClient()
+		delete(r.clients, p)
+	}
+	if r.b != nil {
+		_ = r.b.Close()
+	}
+	if r.m != nil {
+		_ = r.m.Close()
+	}
+	if r.consumer != nil {
+		r.consumer.CloseClient()
+	}
+	if r.base != nil {
+		r.base.CloseClient()
+	}
+	if r.srv != nil {
+		r.srv.Close()
+	}
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+	}
+}
+
+// ---- etcd ----
+
+// etcdPrefix is where the baseline's naming/endpoints layout lives
+// ("<target>/<addr>" with {"Addr": ...}); rebound's adapter reads its own
+// layout under its default prefix. Each provider writes both.
+const etcdPrefix = "svc/" + service
+
+type etcdRegistry struct {
+	dir      string
+	c        *etcdtest.Cluster
+	admin    *clientv3.Client // providers and compaction: every member
+	consumer *clientv3.Client // rebound's: member 0 only
+	base     *clientv3.Client // the baseline's: member 0 only
+	m        *subscriber.Manager
+	b        *reboundgrpc.Builder
+	em       endpoints.Manager
+	regs     map[*provider]*etcdReg
+}
+
+type etcdReg struct {
+	reg    *etcd.Registration
+	lease  clientv3.LeaseID
+	cancel context.CancelFunc
+}
+
+func quietClient(eps ...string) (*clientv3.Client, error) {
+	return clientv3.New(etcd.ClientConfig(zap.NewNop(), eps...))
+}
+
+func newEtcdRegistry() (_ *etcdRegistry, err error) {
+	r := &etcdRegistry{regs: map[*provider]*etcdReg{}}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	if r.dir, err = tmpDir(); err != nil {
+		return nil, err
+	}
+	if r.c, err = etcdtest.NewCluster(3, etcdtest.WithDir(r.dir)); err != nil {
+		return nil, err
+	}
+	if r.admin, err = quietClient(r.c.Endpoints()...); err != nil {
+		return nil, err
+	}
+	if r.consumer, err = quietClient(r.c.Endpoint(0)); err != nil {
+		return nil, err
+	}
+	if r.base, err = clientv3.New(clientv3.Config{Endpoints: []string{r.c.Endpoint(0)}, Logger: zap.NewNop()}); err != nil {
+		return nil, err
+	}
+	reg, err := etcd.New(r.consumer)
+	if err != nil {
+		return nil, err
+	}
+	if r.m, err = subscriber.New(reg); err != nil {
+		return nil, err
+	}
+	if r.b, err = reboundgrpc.NewBuilder(r.m); err != nil {
+		return nil, err
+	}
+	if r.em, err = endpoints.NewManager(r.admin, etcdPrefix); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *etcdRegistry) register(p *provider) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in := subscriber.Instance{IP: "127.0.0.1", Port: p.port, Weight: 1, Healthy: true, Enabled: true}
+	reg, err := etcd.Register(ctx, r.admin, subscriber.Key{Service: service}, in, etcd.WithTTL(5*time.Second))
+	if err != nil {
+		return err
+	}
+	lease, err := r.admin.Grant(ctx, 5)
+	if err != nil {
+		_ = reg.Close(ctx)
+		return err
+	}
+	kctx, kcancel := context.WithCancel(context.Background())
+	ka, err := r.admin.KeepAlive(kctx, lease.ID)
+	if err != nil {
+		kcancel()
+		_ = reg.Close(ctx)
+		return err
+	}
+	go func() {
+		for range ka {
+		}
+	}()
+	addr := net.JoinHostPort("127.0.0.1", strconv.FormatUint(p.port, 10))
+	if err := r.em.AddEndpoint(ctx, etcdPrefix+"/"+addr, endpoints.Endpoint{Addr: addr}, clientv3.WithLease(lease.ID)); err != nil {
+		kcancel()
+		_ = reg.Close(ctx)
+		return err
+	}
+	r.regs[p] = &etcdReg{reg: reg, lease: lease.ID, cancel: kcancel}
+	return nil
+}
+
+// deregister removes both keys of p at once (its leases revoked).
+func (r *etcdRegistry) deregister(p *provider) {
+	g := r.regs[p]
+	if g == nil {
+		return
+	}
+	delete(r.regs, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = g.reg.Close(ctx)
+	g.cancel()
+	_, _ = r.admin.Revoke(ctx, g.lease)
+}
+
+func (r *etcdRegistry) stop() { r.c.Stop() }
+
+func (r *etcdRegistry) start() error {
+	if err := r.c.Start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return r.c.WaitReady(ctx)
+}
+
+// compact compacts the cluster at its current revision.
+func (r *etcdRegistry) compact() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := r.admin.Get(ctx, "compact-probe")
+	if err != nil {
+		return err
+	}
+	_, err = r.admin.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	return err
+}
+
+func (r *etcdRegistry) rebound() (resolver.Builder, string) {
+	return r.b, "rebound:///" + service
+}
+
+func (r *etcdRegistry) baseline() (resolver.Builder, string) {
+	b, err := etcdresolver.NewBuilder(r.base)
+	if err != nil {
+		panic(err) // NewBuilder never fails in etcd v3.7
+	}
+	return b, "etcd:///" + etcdPrefix
+}
+
+func (r *etcdRegistry) close() {
+	for p := range r.regs {
+		r.deregister(p)
+	}
+	if r.b != nil {
+		_ = r.b.Close()
+	}
+	if r.m != nil {
+		_ = r.m.Close()
+	}
+	for _, c := range []*clientv3.Client{r.consumer, r.base, r.admin} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	if r.c != nil {
+		r.c.Close()
+	}
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+	}
+}
+
