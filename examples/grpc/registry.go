@@ -99,7 +99,7 @@ func newNacosRegistry() (_ *nacosRegistry, err error) {
 	if r.consumer, err = nacosClient(r.srv, r.dir, true); err != nil {
 		return nil, err
 	}
-	reg, err := nacos.NewRegistry(r.consumer)
+	reg, err := nacos.New(r.consumer)
 	if err != nil {
 		return nil, err
 	}
