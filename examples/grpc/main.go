@@ -14,10 +14,12 @@
 // relies on the SDK's cache and redo; ResolveNow does nothing. With
 // -registry etcd the registry is an embedded 3-member etcd cluster
 // (subscriber/etcd/etcdtest); both consumers talk to member 0 only; the
-// baseline is etcd's own go.etcd.io/etcd/client/v3/naming/resolver, and
-// every provider is written in both layouts (rebound's, through
-// etcd.Register, and naming/endpoints', through endpoints.Manager), each on
-// its own lease.
+// baseline is etcd's own go.etcd.io/etcd/client/v3/naming/resolver. The
+// providers register as existing etcd users' do, with etcd's
+// naming/endpoints.Manager (one key "svc/orders/<addr>" per provider on
+// its own lease), and rebound reads those same keys: the etcd adapter with
+// etcd.WithLayout(etcd.EndpointsLayout{}), target "rebound:///svc/orders"
+// (the drop-in for "etcd:///svc/orders").
 //
 // Every consumer makes one fail-fast health Check RPC per -interval
 // (round_robin over the providers), with a -timeout each.

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
@@ -180,10 +178,13 @@ func (r *nacosRegistry) close() {
 
 // ---- etcd ----
 
-// etcdPrefix is where the baseline's naming/endpoints layout lives
-// ("<target>/<addr>" with {"Addr": ...}); rebound's adapter reads its own
-// layout under its default prefix. Each provider writes both.
-const etcdPrefix = "svc/" + service
+// etcdTarget is the naming/endpoints target the providers register under
+// ("svc/orders/<addr>" with {"Addr": ...}), as a service using etcd's
+// endpoints.Manager does today. Both consumers read these same keys:
+// etcd's resolver as "etcd:///svc/orders", rebound's through the etcd
+// adapter with etcd.WithLayout(etcd.EndpointsLayout{}) as
+// "rebound:///svc/orders".
+const etcdTarget = "svc/" + service
 
 type etcdRegistry struct {
 	dir      string
@@ -197,8 +198,10 @@ type etcdRegistry struct {
 	regs     map[*provider]*etcdReg
 }
 
+// etcdReg is one provider's endpoint, on its own lease kept alive by the
+// admin client.
 type etcdReg struct {
-	reg    *etcd.Registration
+	key    string
 	lease  clientv3.LeaseID
 	cancel context.CancelFunc
 }
@@ -229,7 +232,7 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 	if r.base, err = clientv3.New(clientv3.Config{Endpoints: []string{r.c.Endpoint(0)}, Logger: zap.NewNop()}); err != nil {
 		return nil, err
 	}
-	reg, err := etcd.New(r.consumer)
+	reg, err := etcd.New(r.consumer, etcd.WithLayout(etcd.EndpointsLayout{}))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +242,7 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 	if r.b, err = reboundgrpc.NewBuilder(r.m); err != nil {
 		return nil, err
 	}
-	if r.em, err = endpoints.NewManager(r.admin, etcdPrefix); err != nil {
+	if r.em, err = endpoints.NewManager(r.admin, etcdTarget); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -248,38 +251,30 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 func (r *etcdRegistry) register(p *provider) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	in := subscriber.Instance{IP: "127.0.0.1", Port: p.port, Weight: 1, Healthy: true, Enabled: true}
-	reg, err := etcd.Register(ctx, r.admin, subscriber.Key{Service: service}, in, etcd.WithTTL(5*time.Second))
-	if err != nil {
-		return err
-	}
 	lease, err := r.admin.Grant(ctx, 5)
 	if err != nil {
-		_ = reg.Close(ctx)
 		return err
 	}
 	kctx, kcancel := context.WithCancel(context.Background())
 	ka, err := r.admin.KeepAlive(kctx, lease.ID)
 	if err != nil {
 		kcancel()
-		_ = reg.Close(ctx)
 		return err
 	}
 	go func() {
 		for range ka {
 		}
 	}()
-	addr := net.JoinHostPort("127.0.0.1", strconv.FormatUint(p.port, 10))
-	if err := r.em.AddEndpoint(ctx, etcdPrefix+"/"+addr, endpoints.Endpoint{Addr: addr}, clientv3.WithLease(lease.ID)); err != nil {
+	key := etcdTarget + "/" + p.addr
+	if err := r.em.AddEndpoint(ctx, key, endpoints.Endpoint{Addr: p.addr}, clientv3.WithLease(lease.ID)); err != nil {
 		kcancel()
-		_ = reg.Close(ctx)
 		return err
 	}
-	r.regs[p] = &etcdReg{reg: reg, lease: lease.ID, cancel: kcancel}
+	r.regs[p] = &etcdReg{key: key, lease: lease.ID, cancel: kcancel}
 	return nil
 }
 
-// deregister removes both keys of p at once (its leases revoked).
+// deregister deletes p's endpoint and revokes its lease.
 func (r *etcdRegistry) deregister(p *provider) {
 	g := r.regs[p]
 	if g == nil {
@@ -288,7 +283,7 @@ func (r *etcdRegistry) deregister(p *provider) {
 	delete(r.regs, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = g.reg.Close(ctx)
+	_ = r.em.DeleteEndpoint(ctx, g.key)
 	g.cancel()
 	_, _ = r.admin.Revoke(ctx, g.lease)
 }
@@ -317,7 +312,7 @@ func (r *etcdRegistry) compact() error {
 }
 
 func (r *etcdRegistry) rebound() (resolver.Builder, string) {
-	return r.b, "rebound:///" + service
+	return r.b, "rebound:///" + etcdTarget
 }
 
 func (r *etcdRegistry) baseline() (resolver.Builder, string) {
@@ -325,7 +320,7 @@ func (r *etcdRegistry) baseline() (resolver.Builder, string) {
 	if err != nil {
 		panic(err) // NewBuilder never fails in etcd v3.7
 	}
-	return b, "etcd:///" + etcdPrefix
+	return b, "etcd:///" + etcdTarget
 }
 
 func (r *etcdRegistry) close() {
