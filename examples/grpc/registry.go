@@ -345,4 +345,3 @@ func (r *etcdRegistry) close() {
 		_ = os.RemoveAll(r.dir)
 	}
 }
-
