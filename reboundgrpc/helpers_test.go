@@ -108,6 +108,7 @@ func newNacosEnv(t testing.TB, bopts ...reboundgrpc.Option) *nacosEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = reg.Close() }) // after the Manager: cleanups run last-in first-out
 	m, err := subscriber.New(reg, subscriber.WithPolicy(testPolicy))
 	if err != nil {
 		t.Fatal(err)

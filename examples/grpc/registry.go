@@ -53,6 +53,7 @@ type nacosRegistry struct {
 	dir      string
 	srv      *nacostest.Server
 	consumer naming_client.INamingClient // rebound's
+	reg      *nacos.Registry
 	base     naming_client.INamingClient // the baseline's
 	m        *subscriber.Manager
 	b        *reboundgrpc.Builder
@@ -97,11 +98,10 @@ func newNacosRegistry() (_ *nacosRegistry, err error) {
 	if r.consumer, err = nacosClient(r.srv, r.dir, true); err != nil {
 		return nil, err
 	}
-	reg, err := nacos.New(r.consumer)
-	if err != nil {
+	if r.reg, err = nacos.New(r.consumer); err != nil {
 		return nil, err
 	}
-	if r.m, err = subscriber.New(reg); err != nil {
+	if r.m, err = subscriber.New(r.reg); err != nil {
 		return nil, err
 	}
 	if r.b, err = reboundgrpc.NewBuilder(r.m); err != nil {
@@ -162,6 +162,9 @@ func (r *nacosRegistry) close() {
 	if r.m != nil {
 		_ = r.m.Close()
 	}
+	if r.reg != nil {
+		_ = r.reg.Close()
+	}
 	if r.consumer != nil {
 		r.consumer.CloseClient()
 	}
@@ -192,6 +195,7 @@ type etcdRegistry struct {
 	admin    *clientv3.Client // providers and compaction: every member
 	consumer *clientv3.Client // rebound's: member 0 only
 	base     *clientv3.Client // the baseline's: member 0 only
+	reg      *etcd.Registry
 	m        *subscriber.Manager
 	b        *reboundgrpc.Builder
 	em       endpoints.Manager
@@ -232,11 +236,10 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 	if r.base, err = clientv3.New(clientv3.Config{Endpoints: []string{r.c.Endpoint(0)}, Logger: zap.NewNop()}); err != nil {
 		return nil, err
 	}
-	reg, err := etcd.New(r.consumer, etcd.WithLayout(etcd.EndpointsLayout{}))
-	if err != nil {
+	if r.reg, err = etcd.New(r.consumer, etcd.WithLayout(etcd.EndpointsLayout{})); err != nil {
 		return nil, err
 	}
-	if r.m, err = subscriber.New(reg); err != nil {
+	if r.m, err = subscriber.New(r.reg); err != nil {
 		return nil, err
 	}
 	if r.b, err = reboundgrpc.NewBuilder(r.m); err != nil {
@@ -332,6 +335,9 @@ func (r *etcdRegistry) close() {
 	}
 	if r.m != nil {
 		_ = r.m.Close()
+	}
+	if r.reg != nil {
+		_ = r.reg.Close()
 	}
 	for _, c := range []*clientv3.Client{r.consumer, r.base, r.admin} {
 		if c != nil {
