@@ -89,7 +89,7 @@ tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{backgrou
 .badge{display:inline-block;padding:.05em .6em;border-radius:1em;font-weight:600}
 .connected{background:#dafbe1;color:#116329}.disconnected{background:#ffebe9;color:#a40e26}.unknown{background:#eaeef2}
 .err{font-family:ui-monospace,monospace;font-size:.9em;word-break:break-word;max-width:40em}
-.key{font-family:ui-monospace,monospace}nav a,nav b{margin-right:.6em}form{margin:.6em 0}
+.key{font-family:ui-monospace,monospace;white-space:nowrap}nav a,nav b{margin-right:.6em}form{margin:.6em 0}
 </style></head><body>
 <h1>rebound status</h1>
 <p class="muted">Generated {{ts .Generated}} · <a href="{{.JSONLink}}">JSON</a> · stuck subscriptions first (retrying, pending, stopped; longest first)</p>

@@ -18,7 +18,8 @@ import (
 // rebound run's consumers while their Managers run, then the last Status
 // each had before it was closed, so that -keep still shows the run. The
 // same services are subscribed by every consumer: a row's key carries its
-// consumer in the namespace field ("c07/DEFAULT_GROUP/svc-12" style).
+// consumer in the group field when the key has none ("c07/svc-12"), else
+// in the namespace field.
 type live struct {
 	mu       sync.Mutex
 	running  map[*reboundConsumer]string // -> consumer label
@@ -113,7 +114,11 @@ func (l *live) Counts() subscriber.Counts {
 
 func labelled(label string, st []subscriber.Status) []subscriber.Status {
 	for i := range st {
-		st[i].Key.Namespace = label
+		if k := &st[i].Key; k.Namespace == "" && k.Group == "" {
+			k.Group = label // shown as "c07/svc-12"
+		} else {
+			k.Namespace = label
+		}
 	}
 	return st
 }
