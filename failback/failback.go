@@ -176,7 +176,8 @@ type Invoker struct {
 	inflight                            int   // held by a worker
 	timerAt                             int64 // due time the scheduler's timer is set for; MaxInt64 if none
 	state                               state
-	drained                             chan struct{} // Shutdown: closed when nothing is pending
+	drained                             chan struct{} // Shutdown: closed when nothing is pending, or by Close
+	cut                                 bool          // Close ended a Shutdown's drain
 	offered, retried, succeeded, gaveUp uint64
 	dropped                             [len(dropReasons)]uint64
 
@@ -521,7 +522,8 @@ func (f *Invoker) reject(t *task, reason DropReason) error {
 // ended (Succeeded, GaveUp or Dropped), or until ctx is done. Then it stops
 // the invoker as Close does, dropping what is left with DropClosed, and
 // returns after every call has been reported: nil if everything ended
-// before ctx was done, ctx.Err() otherwise. (Retries that Close cancels
+// before ctx was done, ctx.Err() otherwise, or ErrClosed if Close was
+// called meanwhile (Close stops the drain at once). (Retries that Close cancels
 // return when their invoker honours its ctx, as cluster.Invoker requires.)
 //
 // Calling Shutdown or Close again, or concurrently, waits for the same
@@ -556,6 +558,13 @@ func (f *Invoker) Shutdown(ctx context.Context) error {
 		}
 	}
 	f.stop()
+	if err == nil {
+		f.mu.Lock()
+		if f.cut {
+			err = ErrClosed
+		}
+		f.mu.Unlock()
+	}
 	return err
 }
 
@@ -585,6 +594,14 @@ func (f *Invoker) stop() {
 		f.mu.Unlock()
 		<-f.closeDone
 		return
+	}
+	if f.state == stateDraining {
+		select {
+		case <-f.drained:
+		default: // Close cuts a Shutdown's drain short
+			f.cut = true
+			close(f.drained)
+		}
 	}
 	f.state = stateClosed
 	f.closedFlag.Store(true)

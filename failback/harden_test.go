@@ -515,3 +515,26 @@ func (debugCore) Write(_ zapcore.Entry, fs []zapcore.Field) error {
 	return nil
 }
 func (debugCore) Sync() error { return nil }
+
+// Close during a Shutdown's drain stops it at once: Shutdown returns
+// ErrClosed (it used to wait for its ctx), and the queued calls are
+// reported dropped.
+func TestCloseCutsShutdownShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newProvider("a:1", alwaysFail(errRefused))
+		rec := newRecorder()
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()),
+			WithPolicy(rebound.Policy{Initial: time.Hour, Max: time.Hour, Jitter: rebound.NoJitter}))
+		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
+		done := make(chan error)
+		go func() { done <- f.Shutdown(context.Background()) }()
+		synctest.Wait()
+		mustClose(t, f)
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("Shutdown cut by Close = %v; want ErrClosed", err)
+		}
+		if rec.dropped[DropClosed] != 1 {
+			t.Fatalf("hooks %v", rec.events)
+		}
+	})
+}
