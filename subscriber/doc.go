@@ -10,34 +10,57 @@
 // (subscriber/nacos for nacos-sdk-go/v2; subscribertest for tests). Data
 // flows one way: registry push -> adapter -> Sink -> Manager -> Listener.
 //
-//   - Manager.Subscribe validates its arguments and returns at once. A
-//     background loop (rebound.Retry: full jitter, 1 s doubling to 30 s by
-//     default, unlimited attempts) calls Registry.Subscribe until it
-//     succeeds; Subscription.Ready is closed then. "Manager closed",
+//   - Manager.Subscribe validates its arguments and returns at once. The
+//     first Registry.Subscribe attempt starts at once; after a failure the
+//     subscription retries with the policy's jittered backoff (a
+//     rebound.Schedule per subscription from a rebound.Retrier compiled in
+//     New: full jitter, 1 s doubling to 30 s by default, unlimited
+//     attempts), each retry taking a token of a shared rate.Limiter
+//     (WithLimiter, default 1,000/s, burst 100); Subscription.Ready is
+//     closed at the first acknowledgement. "Manager closed",
 //     "unsubscribed", "ctx done", ErrRegistryClosed and rebound.Permanent
-//     errors end a subscription; every other error (unreachable, timeouts,
-//     server errors) is retried forever.
-//   - The adapter hands lists to the subscription's Sink; one delivery
-//     goroutine per subscription calls the Listener, outside every lock,
-//     with the latest list. The same list is never delivered twice in a row
-//     and lists are never reordered; a burst may be coalesced into its
-//     latest list (lists are full snapshots). A panicking or slow listener
-//     only affects its own subscription.
-//   - Resubscribe: when the adapter's ConnectionMonitor reports a
-//     reconnect, or the adapter calls Sink.Resubscribe, the subscription is
-//     confirmed again by the same jittered loop. Every retry and every such
-//     confirmation takes a token from a shared rate.Limiter (WithLimiter,
-//     default 1,000/s, burst 100), so thousands of subscriptions do not hit a
-//     recovering registry at once.
+//     errors end a subscription; every other error is retried forever.
+//   - One scheduler per Manager (one heap of due times, one timer, on a
+//     grid so that close due times share a wake-up, see TimerSlack) holds
+//     every wait of every subscription: the next attempt, a limiter token,
+//     a confirmation cap, the end of an empty-list hold, a reconciliation.
+//     Attempts run on the scheduler goroutine; one that blocks is left to
+//     finish while a new scheduler goroutine takes over. A waiting
+//     subscription costs about 1.5 KB and no goroutine.
+//   - The adapter hands lists to the subscription's Sink; a delivery
+//     goroutine (only while there is something to deliver) calls the
+//     Listener, outside every lock, with the latest list. The same list is
+//     never delivered twice in a row and lists are never reordered; a
+//     burst may be coalesced into its latest list. A panicking or slow
+//     listener only affects its own subscription.
+//   - Confirmation: when the ConnectionMonitor reports a reconnect the
+//     Manager confirms every subscription again (one Subscribe each,
+//     through the limiter), unless the adapter is a ReconnectConfirmer:
+//     then it waits for the adapter's evidence (Sink.Confirmed) or hand-back
+//     (Sink.Resubscribe) per subscription, sending nothing for the ones
+//     the client's own re-subscription restored (with a safety cap,
+//     WithConfirmTimeout). Sink.Resubscribe, WithReconcile (periodic
+//     Reconciler.Lookup, repair on difference) and Subscription.Refresh
+//     (coalesced, paced; a gRPC resolver's ResolveNow) confirm single
+//     subscriptions.
 //   - Last-known-good: while a subscription is disrupted its listener keeps
-//     the last list; an empty list that arrives then is held back until the
-//     registry has been confirmed for WithEmptyListHold (default 30 s) and
-//     is dropped if a non-empty list arrives first.
+//     the last list. An empty list that arrives after a real registry
+//     disconnection or restart (not after an adapter's Resubscribe) is held
+//     back until the subscription has been confirmed for WithEmptyListHold
+//     (default 30 s), never longer than that after it arrived (a hard
+//     cap), and is dropped if a non-empty list arrives first; Status shows
+//     it (StateHeld, HeldSince, HeldUntil, HeldReason).
 //   - Manager.Status reports each subscription's state (pending,
-//     subscribed, retrying, stopped), attempts, last error and since when.
+//     subscribed, retrying, held, stopped), attempts, last error, since
+//     when, confirmation and hold; stopped subscriptions stay listed with
+//     their reason (WithStoppedRetention, default the last 100).
+//     Manager.Counts gives per-state counts without locking any
+//     subscription; Hooks (WithHooks) report state changes, deliveries,
+//     confirmations and reconnects from one Manager-owned goroutine.
 //   - Close (or Shutdown, bounded by a context) is idempotent, stops every
 //     subscription, unsubscribes from the registry and waits for every
-//     goroutine of the Manager.
+//     goroutine of the Manager; from a listener or hook it starts closing
+//     and returns ErrCalledFromCallback instead of deadlocking.
 //
 // Logging goes through an injected *zap.Logger (WithLogger, default none)
 // and package logging's throttled Loop: a subscription failing for an hour

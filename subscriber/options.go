@@ -121,17 +121,23 @@ func WithLimiter(l *rate.Limiter) Option {
 	})
 }
 
-// WithEmptyListHold sets how long an empty instance list is held back when
-// it arrives during reconnect churn, so that listeners keep the last known
-// good list while providers re-register on a restarted registry.
+// WithEmptyListHold sets how long an empty instance list is held back
+// after a registry disconnection or restart, so that listeners keep the
+// last known good list while providers re-register on a restarted
+// registry.
 //
-// An empty list is held back when the last delivered list was not empty
-// and the subscription was disrupted (the connection was lost or
-// reconnected, or the adapter asked to resubscribe) and either is not yet
-// confirmed again, or was confirmed less than d ago. A non-empty list that
-// arrives meanwhile replaces it (the empty list is never delivered); an
-// empty list that is still the latest d after the confirmation is
-// delivered then. Outside such churn an empty list is delivered at once.
+// The hold window opens when the ConnectionMonitor reports the connection
+// lost or re-established (not when an adapter calls Sink.Resubscribe, nor
+// for Refresh or a reconciliation: those never hide a real
+// deregistration) and closes d after the subscription is confirmed again.
+// An empty list that arrives in the window, while the last delivered list
+// was not empty, is held back: a non-empty list that arrives meanwhile
+// replaces it (the empty list is never delivered); otherwise it is
+// delivered when the window closes, and never later than d after it
+// arrived (a hard cap, confirmed or not). While held, Status shows
+// HeldSince, HeldUntil and HeldReason, and State is StateHeld if the
+// subscription is confirmed. Outside the window an empty list is delivered
+// at once.
 //
 // Default: DefaultEmptyListHold (30 s). 0 delivers empty lists at once.
 // d must not be negative.

@@ -31,8 +31,9 @@ var errResubscribe = errors.New("subscriber: registry asked to resubscribe")
 // delivered list) and the empty-list hold (window, held since). Waiting
 // (for a backoff delay, a limiter token, evidence, the end of a hold)
 // costs an entry in the Manager's one scheduler, no goroutine and no timer
-// of its own. A goroutine runs only while a Registry call or a listener
-// call is in progress.
+// of its own. Retries run on the scheduler goroutine; a goroutine of the
+// subscription's own runs only for its first attempt, a Lookup, or while
+// lists are being delivered to its listener.
 type Subscription struct {
 	m        *Manager
 	id       uint64
