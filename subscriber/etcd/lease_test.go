@@ -5,15 +5,19 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
+	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
 )
 
 // keyLog records, with their arrival times, the events of one key seen by
@@ -298,4 +302,66 @@ func TestBlackholedMemberKeepsLease(t *testing.T) {
 	if deletes != 0 {
 		t.Fatalf("the key was deleted %d times (missing %v)", deletes, missing)
 	}
+}
+
+// TestRegistrationRetriesAtOnceWhenConnectionIsBack: a repair (the key
+// was deleted) fails because the server does not answer it within the
+// attempt timeout, and the policy then waits 30 s. The member restarts:
+// when the client's connection is ready again, the wait is cut short and
+// the key is back within seconds, not after the 30 s.
+func TestRegistrationRetriesAtOnceWhenConnectionIsBack(t *testing.T) {
+	var armed atomic.Bool
+	arrived := make(chan struct{}, 100)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { armed.Store(false); once.Do(func() { close(release) }) }
+	c := newCluster(t, 1, etcdtest.WithRequestHook(func(r etcdtest.Request) {
+		if r.Name != etcdtest.RequestTxn || !armed.Load() {
+			return
+		}
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+	}))
+	t.Cleanup(free)
+	cli := newClient(t, c)
+	admin := newClient(t, c)
+	core, logs := observer.New(zap.DebugLevel)
+	g := register(t, func() (*etcdreg.Registration, error) {
+		return etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80),
+			etcdreg.WithLogger(zap.New(core)),
+			etcdreg.WithAttemptTimeout(300*time.Millisecond),
+			etcdreg.WithPolicy(rebound.Policy{Initial: 30 * time.Second, Max: 30 * time.Second, Jitter: rebound.NoJitter}))
+	})
+	armed.Store(true)
+	if _, err := admin.Delete(context.Background(), g.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(waitTimeout):
+		t.Fatal("the registration did not try to put its key back")
+	}
+	eventually(t, "the repair to fail and wait", func() bool {
+		return logs.FilterMessage("registration repair failed").Len() > 0
+	})
+	// Stop the member before the held Txn goes on, so that it cannot
+	// put the key back late.
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); c.StopMember(0) }()
+	eventually(t, "the member to stop", func() bool { return !c.Running(0) })
+	free()
+	<-stopped
+	if err := c.StartMember(0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitReady(t, c)
+	eventually(t, "the key back (well before the 30 s wait)", func() bool {
+		resp, err := admin.Get(context.Background(), g.Key())
+		return err == nil && len(resp.Kvs) == 1
+	})
+	t.Logf("key back %v after the member restarted (policy wait: 30 s)", time.Since(start).Round(time.Millisecond))
 }
