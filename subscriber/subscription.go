@@ -551,6 +551,11 @@ func (s *Subscription) ackLocked(reason string) {
 	now := time.Now()
 	s.run.phase = phaseIdle
 	s.run.needToken, s.run.tokenHeld = false, false
+	if s.run.sch == nil && reason == "subscribe" && s.m.metrics != nil {
+		// A first attempt that succeeded ran without a Schedule: report
+		// it to the retry metrics like any other attempt.
+		s.scheduleFor(now)
+	}
 	if s.run.sch != nil {
 		// Not Cancel: a token Admit reserved was used by the attempt that
 		// succeeded (at the same instant, Cancel would give it back).
