@@ -75,6 +75,9 @@ func TestMetrics(t *testing.T) {
 		if n := got["rebound.subscriber.confirmations"]["reason=subscribe"]; n != 2 {
 			t.Errorf("confirmations{subscribe} = %d, want 2: %v", n, got)
 		}
+		if n := got["rebound.retry.attempts"]["component=subscriber,outcome=success"]; n != 2 {
+			t.Errorf("retry.attempts{success} = %d, want 2 (the first attempts)", n)
+		}
 		if delivered != 2 {
 			t.Errorf("the user's Delivered hook ran %d times, want 2", delivered)
 		}
