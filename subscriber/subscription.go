@@ -561,10 +561,6 @@ func (s *Subscription) ackLocked(reason string) {
 		// succeeded (at the same instant, Cancel would give it back).
 		s.run.sch.Succeeded(now)
 		s.run.sch = nil // a new run starts with the next disruption
-	} else if reason == "subscribe" && s.m.metrics != nil {
-		// A first attempt that succeeded ran without a Schedule: report
-		// it like one, for rebound.retry.attempts (WithMeterProvider).
-		s.m.retrier.NewSchedule(now).Succeeded(now)
 	}
 	s.lastErr = nil
 	if !s.run.acked {
