@@ -90,7 +90,27 @@
 //   - cluster and failback: a failback cluster invoker whose retries are
 //     scheduled by due time with per-task jittered backoff, bounded tasks
 //     and workers, and no silent loss.
-//   - logging: zap hooks that log a failing loop in a handful of lines.
+//   - logging: zap hooks that log a failing loop in a handful of lines;
+//     subscriber/nacos/nacoslog brings nacos-sdk-go's own log under control.
+//   - statusz: a status page (http.Handler) of subscriptions and failback
+//     queues, HTML and JSON.
+//
+// # Metrics
+//
+// WithMeterProvider here, subscriber.WithMeterProvider and
+// failback.WithMeterProvider record these instruments, on the meter
+// "github.com/rebound-go/rebound" (the one table; the README has it with
+// the details):
+//
+//	rebound.retry.attempts                counter, observable        {attempt}       outcome=success|retry|gave_up, component
+//	rebound.retry.delay                   histogram                  s               component
+//	rebound.limiter.wait                  histogram                  s               component
+//	rebound.subscriber.subscriptions      up-down counter, observable {subscription} state=pending|subscribed|retrying|stopped
+//	rebound.subscriber.updates            counter                    {update}        result=delivered|duplicate|empty_held|stale
+//	rebound.subscriber.confirmations      counter                    {confirmation}  reason
+//	rebound.subscriber.registry.connected up-down counter, observable {connection}   -
+//	rebound.failback.queue                up-down counter, observable {call}         -
+//	rebound.failback.calls                counter, observable        {call}          outcome=succeeded|gave_up|dropped
 //
 // Concurrency: Policy is a value and safe to share; Retrier, RetryBudget,
 // AdaptiveThrottle and Retry are safe for concurrent use; a Schedule and a
