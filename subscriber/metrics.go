@@ -43,9 +43,9 @@ func (o *options) retryMetrics() rebound.Option {
 func (m *Manager) startMetrics(o *options) error {
 	t, err := telemetry.NewSubscriber(o.meterProvider, func() telemetry.SubscriberCounts {
 		c := m.Counts()
-		tc := telemetry.SubscriberCounts{Connected: -1, States: [4]int64{
+		tc := telemetry.SubscriberCounts{Connected: -1, States: [5]int64{
 			int64(c.ByState[StatePending]), int64(c.ByState[StateSubscribed]),
-			int64(c.ByState[StateRetrying]), int64(c.ByState[StateStopped])}}
+			int64(c.ByState[StateRetrying]), int64(c.ByState[StateStopped]), int64(c.ByState[StateHeld])}}
 		switch c.Connection {
 		case Connected:
 			tc.Connected = 1

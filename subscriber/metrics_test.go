@@ -56,7 +56,7 @@ func TestMetrics(t *testing.T) {
 		}
 		// Every state is reported from the start, at 0.
 		got := collectMetrics(t, reader)
-		if s := got["rebound.subscriber.subscriptions"]; len(s) != 4 || s["state=pending"] != 0 {
+		if s := got["rebound.subscriber.subscriptions"]; len(s) != 5 || s["state=pending"] != 0 {
 			t.Errorf("before any subscription: %v", got)
 		}
 		for _, k := range []subscriber.Key{a, b} {

@@ -21,7 +21,7 @@ func TestTwoRecordersAddUp(t *testing.T) {
 	if n := got[telemetry.RetryAttempts]["component=subscriber,outcome=success"]; n != 3 {
 		t.Errorf("two recorders: success = %d, want 3", n)
 	}
-	two := func() telemetry.SubscriberCounts { return telemetry.SubscriberCounts{States: [4]int64{0, 1, 0, 0}} }
+	two := func() telemetry.SubscriberCounts { return telemetry.SubscriberCounts{States: [5]int64{0, 1, 0, 0}} }
 	_, _ = telemetry.NewSubscriber(mp, two)
 	_, _ = telemetry.NewSubscriber(mp, two)
 	got, _ = collect(t, reader)

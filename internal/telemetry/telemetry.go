@@ -227,14 +227,15 @@ func (r *Retry) Close() error {
 // collects.
 type SubscriberCounts struct {
 	// States counts subscriptions by state: pending, subscribed, retrying,
-	// stopped (those the Manager still retains).
-	States [4]int64
+	// stopped (those the Manager still retains), held (subscribed, an empty
+	// list held back).
+	States [5]int64
 	// Connected is 1 while the registry client reports a connection, 0
 	// while it reports none, -1 if it reports nothing (not reported).
 	Connected int64
 }
 
-var stateNames = [4]string{"pending", "subscribed", "retrying", "stopped"}
+var stateNames = [5]string{"pending", "subscribed", "retrying", "stopped", "held"}
 
 // Subscriber records a subscriber.Manager's instruments. A nil *Subscriber
 // records nothing. Safe for concurrent use.
@@ -285,7 +286,7 @@ func NewSubscriber(mp metric.MeterProvider, counts func() SubscriberCounts) (*Su
 		return nil, err
 	}
 	subs, err := m.Int64ObservableUpDownCounter(SubscriberSubscriptions, metric.WithUnit("{subscription}"),
-		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, stopped (retained)."))
+		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, held, stopped (retained)."))
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +295,7 @@ func NewSubscriber(mp metric.MeterProvider, counts func() SubscriberCounts) (*Su
 	if err != nil {
 		return nil, err
 	}
-	var obs [4]metric.ObserveOption
+	var obs [len(stateNames)]metric.ObserveOption
 	for i, n := range stateNames {
 		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", n)))
 	}

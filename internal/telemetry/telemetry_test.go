@@ -118,13 +118,13 @@ func TestSubscriber(t *testing.T) {
 	// Before anything happens every state is reported, at 0, and the
 	// connection is not reported (unknown).
 	got, _ := collect(t, reader)
-	if len(got[telemetry.SubscriberSubscriptions]) != 4 || got[telemetry.SubscriberSubscriptions]["state=pending"] != 0 {
+	if len(got[telemetry.SubscriberSubscriptions]) != 5 || got[telemetry.SubscriberSubscriptions]["state=pending"] != 0 {
 		t.Errorf("initial subscriptions: %v", got)
 	}
 	if _, ok := got[telemetry.SubscriberConnected]; ok {
 		t.Errorf("connection reported before it is known: %v", got)
 	}
-	counts = telemetry.SubscriberCounts{States: [4]int64{1, 0, 1, 0}, Connected: 0}
+	counts = telemetry.SubscriberCounts{States: [5]int64{1, 0, 1, 0}, Connected: 0}
 	s.Updated(telemetry.UpdateDelivered)
 	s.Updated(telemetry.UpdateDuplicate)
 	s.Updated(telemetry.UpdateDelivered)
