@@ -93,7 +93,7 @@ func newNacosEnv(t testing.TB, bopts ...reboundgrpc.Option) *nacosEnv {
 			TimeoutMs:            1000,
 			NotLoadCacheAtStart:  true,
 			UpdateCacheWhenEmpty: true,
-			CacheDir:             t.TempDir(),
+			CacheDir:             nacostest.CacheDir(t),
 			LogDir:               nacostest.LogDir(),
 			LogLevel:             "error",
 			TLSCfg:               constant.TLSConfig{Appointed: true},

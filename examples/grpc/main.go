@@ -15,11 +15,13 @@
 // -registry etcd the registry is an embedded 3-member etcd cluster
 // (subscriber/etcd/etcdtest); both consumers talk to member 0 only; the
 // baseline is etcd's own go.etcd.io/etcd/client/v3/naming/resolver. The
-// providers register as existing etcd users' do, with etcd's
-// naming/endpoints.Manager (one key "svc/orders/<addr>" per provider on
-// its own lease), and rebound reads those same keys: the etcd adapter with
-// etcd.WithLayout(etcd.EndpointsLayout{}), target "rebound:///svc/orders"
-// (the drop-in for "etcd:///svc/orders").
+// providers' keys are in the layout of etcd's naming/endpoints (one key
+// "svc/orders/<addr>" with {"Addr": ...} per provider, on its lease), the
+// keys a service registering with endpoints.Manager has today; they are
+// written by etcd.Register with etcd.EndpointsLayout, which keeps them
+// through an outage longer than the lease TTL. rebound reads those same
+// keys: the etcd adapter with etcd.WithLayout(etcd.EndpointsLayout{}),
+// target "rebound:///svc/orders" (the drop-in for "etcd:///svc/orders").
 //
 // Every consumer makes one fail-fast health Check RPC per -interval
 // (round_robin over the providers), with a -timeout each.

@@ -12,7 +12,6 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/naming/endpoints"
 	etcdresolver "go.etcd.io/etcd/client/v3/naming/resolver"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/resolver"
@@ -140,6 +139,13 @@ func (r *nacosRegistry) deregister(p *provider) {
 	}
 }
 
+// endNotes says whether the registry still holds both consumers'
+// subscriptions at the end of the run.
+func (r *nacosRegistry) endNotes() []string {
+	return []string{fmt.Sprintf("subscriptions the registry holds for %q at the end: %d (one per consumer: 2 when none was lost)",
+		service, r.srv.SubscriberCount("", "", service))}
+}
+
 func (r *nacosRegistry) stop()        { r.srv.Stop() }
 func (r *nacosRegistry) start() error { return r.srv.Start() }
 
@@ -198,16 +204,12 @@ type etcdRegistry struct {
 	reg      *etcd.Registry
 	m        *subscriber.Manager
 	b        *reboundgrpc.Builder
-	em       endpoints.Manager
 	regs     map[*provider]*etcdReg
 }
 
-// etcdReg is one provider's endpoint, on its own lease kept alive by the
-// admin client.
+// etcdReg is one provider's endpoint.
 type etcdReg struct {
-	key    string
-	lease  clientv3.LeaseID
-	cancel context.CancelFunc
+	reg *etcd.Registration
 }
 
 func quietClient(eps ...string) (*clientv3.Client, error) {
@@ -245,39 +247,27 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 	if r.b, err = reboundgrpc.NewBuilder(r.m); err != nil {
 		return nil, err
 	}
-	if r.em, err = endpoints.NewManager(r.admin, etcdTarget); err != nil {
-		return nil, err
-	}
 	return r, nil
 }
 
+// register writes p's endpoint in the naming/endpoints layout through
+// etcd.Register (a lease kept alive, and the key put back if the lease is
+// lost: a bare endpoints.Manager.AddEndpoint on a lease with KeepAlive
+// loses its key for good after an outage longer than its TTL, which would
+// take the providers away from both consumers here).
 func (r *etcdRegistry) register(p *provider) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lease, err := r.admin.Grant(ctx, 5)
+	in := subscriber.Instance{IP: "127.0.0.1", Port: p.port, Weight: 1, Healthy: true, Enabled: true}
+	reg, err := etcd.Register(ctx, r.admin, subscriber.Key{Service: etcdTarget}, in, etcd.WithLayout(etcd.EndpointsLayout{}))
 	if err != nil {
 		return err
 	}
-	kctx, kcancel := context.WithCancel(context.Background())
-	ka, err := r.admin.KeepAlive(kctx, lease.ID)
-	if err != nil {
-		kcancel()
-		return err
-	}
-	go func() {
-		for range ka {
-		}
-	}()
-	key := etcdTarget + "/" + p.addr
-	if err := r.em.AddEndpoint(ctx, key, endpoints.Endpoint{Addr: p.addr}, clientv3.WithLease(lease.ID)); err != nil {
-		kcancel()
-		return err
-	}
-	r.regs[p] = &etcdReg{key: key, lease: lease.ID, cancel: kcancel}
+	r.regs[p] = &etcdReg{reg: reg}
 	return nil
 }
 
-// deregister deletes p's endpoint and revokes its lease.
+// deregister deletes p's endpoint (its lease revoked).
 func (r *etcdRegistry) deregister(p *provider) {
 	g := r.regs[p]
 	if g == nil {
@@ -286,9 +276,7 @@ func (r *etcdRegistry) deregister(p *provider) {
 	delete(r.regs, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = r.em.DeleteEndpoint(ctx, g.key)
-	g.cancel()
-	_, _ = r.admin.Revoke(ctx, g.lease)
+	_ = g.reg.Shutdown(ctx)
 }
 
 func (r *etcdRegistry) stop() { r.c.Stop() }

@@ -329,6 +329,9 @@ func run(cfg config) (*result, error) {
 	}
 	close(stop)
 	wg.Wait()
+	if n, ok := reg.(interface{ endNotes() []string }); ok {
+		res.notes = append(res.notes, n.endNotes()...)
+	}
 	return res, nil
 }
 
