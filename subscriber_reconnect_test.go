@@ -418,14 +418,17 @@ func TestE2ERestartWithTPSRejections(t *testing.T) {
 		}
 		return true
 	})
-	if r := srv.Stats().Rejected[nacostest.RequestSubscribeService]; r < 4 {
-		t.Fatalf("%d subscribes rejected, want at least 4", r)
+	rejected := srv.Stats().Rejected[nacostest.RequestSubscribeService]
+	if rejected < 4 {
+		t.Fatalf("%d subscribes rejected, want at least 4", rejected)
 	}
-	// Only the rejected ones went through the Manager again (the redo's
-	// request order is the SDK's; a repair may itself be rejected while
-	// the connection's first 4 are not used up).
-	if after, _ := c.counts(); after-before < 1 || after-before > 8 {
-		t.Errorf("%d Subscribe calls after the restart, want 1..8 (the rejected ones only)", after-before)
+	// Only the rejected ones went through the Manager again: each Subscribe
+	// call follows a rejection (of the redo, or of an earlier repair; a
+	// busy machine can make the client reconnect and redo more than once).
+	// (0 is possible: a second redo on the same connection, after a
+	// request failure, gets past the connection's first 4.)
+	if after, _ := c.counts(); int64(after-before) > rejected {
+		t.Errorf("%d Subscribe calls after the restart, want at most %d (one per rejection)", after-before, rejected)
 	}
 	for i := range n {
 		if err := srv.RegisterInstance("", "", svc(i), provider("10.0.0.2", 8080)); err != nil {

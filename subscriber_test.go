@@ -128,7 +128,10 @@ func (c *counting) counts() (attempts, updates int) {
 func newManager(t *testing.T, client naming_client.INamingClient, opts ...subscriber.Option) (*subscriber.Manager, *counting) {
 	t.Helper()
 	log := zaptest.NewLogger(t)
-	reg, err := nacos.New(client, nacos.WithLogger(log))
+	// A generous evidence window: on a busy machine the SDK's redo can be
+	// slow, and a subscription handed back early costs a request (which
+	// TestE2ERegistryRestart counts).
+	reg, err := nacos.New(client, nacos.WithLogger(log), nacos.WithEvidenceWindow(5*time.Second, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
