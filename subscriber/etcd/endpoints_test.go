@@ -3,12 +3,14 @@ package etcd_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
+	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
 )
 
 // TestEndpointsLayoutReadsEndpointsManager: providers registered with
@@ -107,5 +109,32 @@ func TestEndpointsLayoutKeys(t *testing.T) {
 	in, err := l.Decode("k/deeper", []byte(`{"Op":0,"Addr":"host-without-port"}`))
 	if err != nil || in.IP != "host-without-port" || in.Port != 0 || in.ID != "k/deeper" {
 		t.Errorf("Decode = %+v, %v", in, err)
+	}
+}
+
+// TestReconcileOverEtcd: with the Manager's periodic reconciliation on,
+// each subscription costs one Range (Lookup) per period and nothing else
+// while nothing changes.
+func TestReconcileOverEtcd(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := newClient(t, c)
+	put(t, cli, orders, inst("10.0.0.1", 80))
+	m := newManager(t, newRegistry(t, cli), subscriber.WithReconcile(time.Second))
+	var rec recorder
+	sub, err := m.Subscribe(context.Background(), orders, rec.listener)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sub.Ready()
+	c.ResetStats()
+	window := time.NewTimer(5 * time.Second)
+	<-window.C
+	st := c.Stats().Requests
+	t.Logf("5 s with a 1 s reconcile period: %d Range, %d Watch.Create, %d lists delivered", st[etcdtest.RequestRange], st[etcdtest.RequestWatchCreate], rec.count())
+	if n := st[etcdtest.RequestRange]; n < 2 || n > 8 {
+		t.Fatalf("%d Range requests in 5 s at a 1 s period, want about 5: %v", n, st)
+	}
+	if st[etcdtest.RequestWatchCreate] != 0 {
+		t.Fatalf("reconciliation without a difference resubscribed: %v", st)
 	}
 }
