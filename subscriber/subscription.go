@@ -496,6 +496,12 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 		}
 	case permanent:
 		s.lastErr = err
+	case s.run.again && ctx.Err() != nil && s.parent.Err() == nil:
+		// Cancelled by a reconnect: not a failure of the registry, just
+		// a new attempt (lastErr keeps the disruption's reason).
+		s.run.again = false
+		err = nil
+		s.scheduleLocked(time.Now(), true)
 	default:
 		s.lastErr = err
 		s.run.refresh = false
