@@ -208,9 +208,9 @@ type group struct {
 	cached atomic.Bool
 	// lastRef is the LastRefTime last read from the SDK's cache.
 	lastRef atomic.Uint64
-	// baseline is lastRef when the disconnection was seen (monitor
-	// goroutine only).
-	baseline uint64
+	// baseline is lastRef when the disconnection was seen (written by the
+	// monitor goroutine).
+	baseline atomic.Uint64
 }
 
 // sub is the adapter's state for one Sink.
@@ -225,6 +225,9 @@ type sub struct {
 	// ok: the last Subscribe succeeded, so after a reconnect the adapter
 	// owes the Manager a Confirmed or a Resubscribe for it.
 	ok atomic.Bool
+	// handedBack: the evidence window after a reconnect handed it back
+	// (Resubscribe(ErrNoEvidence)), and no Subscribe has run since.
+	handedBack atomic.Bool
 
 	active atomic.Bool
 	mu     sync.Mutex // serializes deliveries to sink
@@ -356,6 +359,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 		return opError("subscribe", key, err)
 	}
 	s.ok.Store(false)
+	defer s.handedBack.Store(false)
 	if err := r.subscribeLocked(s); err != nil {
 		return err
 	}
@@ -375,6 +379,14 @@ func (r *Registry) subscribeLocked(s *sub) error {
 		// GetService sends a subscribe request, without adding a callback.
 		return r.verifyLocked(s, before)
 	case s.registered:
+		if s.handedBack.Swap(false) {
+			// Handed back for want of evidence after a reconnect: if the
+			// evidence arrived since (a slow redo, a push), the server
+			// holds it and nothing needs sending.
+			if ref, ok := r.peekLocked(g); ok && ref > g.baseline.Load() {
+				return nil
+			}
+		}
 		// The SDK holds our callback, the redo entry and a list: its
 		// Subscribe would send nothing. Unsubscribe (which removes exactly
 		// our callback, the list and the redo entry) so that it does.
@@ -722,7 +734,7 @@ func (r *Registry) evidenceWhileDown() bool {
 		if n == sample {
 			break
 		}
-		if g.baseline > 0 {
+		if g.baseline.Load() > 0 {
 			gs[n] = g
 			n++
 		}
@@ -734,7 +746,7 @@ func (r *Registry) evidenceWhileDown() bool {
 		}
 		ref, ok := r.peekLocked(g)
 		g.mu.Unlock()
-		if ok && ref > g.baseline {
+		if ok && ref > g.baseline.Load() {
 			return true
 		}
 	}
@@ -758,7 +770,7 @@ func (r *Registry) takeBaselines() {
 			r.peekLocked(g)
 			g.mu.Unlock()
 		}
-		g.baseline = g.lastRef.Load()
+		g.baseline.Store(g.lastRef.Load())
 	}
 }
 
@@ -797,7 +809,7 @@ func (r *Registry) checkEpisode(ep *episode) bool {
 		}
 		ref, ok := r.peekLocked(g)
 		g.mu.Unlock()
-		if ok && ref > g.baseline {
+		if ok && ref > g.baseline.Load() {
 			confirm = append(confirm, subs...)
 			delete(ep.pending, g)
 			ep.progress = now
@@ -818,6 +830,7 @@ func (r *Registry) checkEpisode(ep *episode) bool {
 	for _, subs := range ep.pending {
 		for _, s := range subs {
 			if s.ok.Load() && s.active.Load() {
+				s.handedBack.Store(true)
 				s.sink.Resubscribe(ErrNoEvidence)
 				n++
 			}

@@ -388,7 +388,9 @@ func newReconnectFixture(t *testing.T, n int) *reconnectFixture {
 	for i := range n {
 		svc := string(rune('a' + i))
 		k := sdkKey("", svc, nil)
+		f.mu.Lock()
 		f.server[k] = []model.Instance{host("10.0.0.1")}
+		f.mu.Unlock()
 		sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: svc}, func([]subscriber.Instance) {})
 		if err != nil {
 			t.Fatal(err)
@@ -489,6 +491,51 @@ func TestRejectedRedoIsRepaired(t *testing.T) {
 		// unsubscribe and one subscribe.
 		if n := fx.f.totalRequests() - before; n != 5+2*2 {
 			t.Fatalf("%d requests after the reconnect, want 9", n)
+		}
+	})
+}
+
+// TestHandedBackButLateEvidenceSendsNothing: a subscription handed back
+// for want of evidence whose evidence arrives before the Manager's retry
+// (a slow redo) costs no request.
+func TestHandedBackButLateEvidenceSendsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSDK()
+		f.server[ordersKey] = []model.Instance{host("10.0.0.1")}
+		r := newRegistry(t, f)
+		key := subscriber.Key{Service: "orders"}
+		var s sink
+		if err := r.Subscribe(ctx, key, &s); err != nil {
+			t.Fatal(err)
+		}
+		mctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.MonitorConnection(mctx, func(subscriber.ConnState) {}) }()
+		f.setConnected(false)
+		time.Sleep(1500 * time.Millisecond)
+		f.mu.Lock()
+		f.reject[ordersKey] = true
+		f.mu.Unlock()
+		f.setConnected(true)
+		f.redo() // rejected
+		time.Sleep(4 * time.Second)
+		if confirms, resubs := s.counts(); confirms != 0 || resubs != 1 || !errors.Is(s.resubs[0], nacos.ErrNoEvidence) {
+			t.Fatalf("confirms %d, resubs %d (%v), want the subscription handed back with ErrNoEvidence", confirms, resubs, s.resubs)
+		}
+		f.mu.Lock()
+		clear(f.reject)
+		f.mu.Unlock()
+		f.redo() // a late redo gets through
+		before := f.totalRequests()
+		if err := r.Subscribe(ctx, key, &s); err != nil {
+			t.Fatal(err)
+		}
+		if n := f.totalRequests() - before; n != 0 {
+			t.Fatalf("the retry sent %d requests, want 0 (the evidence arrived meanwhile)", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
 }
