@@ -127,6 +127,7 @@ func TestKeyMapping(t *testing.T) {
 	}
 	for _, k := range []subscriber.Key{
 		{Namespace: "prod", Service: "svc"},
+		{Service: "   "},
 		{Service: "a@@b"},
 		{Service: "svc", Clusters: []string{"x,y"}},
 	} {
