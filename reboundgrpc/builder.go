@@ -42,9 +42,10 @@ const maxUnresolvedReport = 30 * time.Second
 // concurrent use. It does not own the Manager. Close it after the
 // ClientConns that use it and before the Manager.
 type Builder struct {
-	m   *subscriber.Manager
-	o   options
-	log *zap.Logger
+	m     *subscriber.Manager
+	o     options
+	log   *zap.Logger
+	retry *rebound.Retrier // the resend loops' step function, one Schedule per run
 
 	wg sync.WaitGroup // every goroutine and pending timer callback of the Builder
 
@@ -124,6 +125,10 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
+	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(o.hooks))
+	if err != nil {
+		return nil, err
+	}
 	log := o.log
 	if log == nil {
 		log = zap.NewNop()
@@ -132,6 +137,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		m:       m,
 		o:       o,
 		log:     log.With(zap.String("component", "reboundgrpc")),
+		retry:   retry,
 		entries: make(map[string]*entry),
 	}, nil
 }

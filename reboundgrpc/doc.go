@@ -39,8 +39,9 @@
 //     Unavailable. grpc-go answers an empty state with
 //     balancer.ErrBadResolverState by design; that is not retried.
 //   - A non-empty state the ClientConn rejects (UpdateState returns an
-//     error) is sent again with backoff (WithPolicy; the zero
-//     rebound.Policy by default), and at once when a newer list arrives.
+//     error) is sent again with backoff, timed by a rebound.Schedule per
+//     resolver (WithPolicy, the zero rebound.Policy by default; WithHooks
+//     observes it), and at once when a newer list arrives.
 //   - ResolveNow (which balancers call when connections fail) is coalesced
 //     across all ClientConns of a subscription: at most one re-confirmation
 //     per WithResolveNowInterval (5 s), and none while the Manager is

@@ -49,6 +49,7 @@ type options struct {
 	rnInterval time.Duration
 	unresolved time.Duration
 	log        *zap.Logger
+	hooks      rebound.Hooks
 	errs       []error
 }
 
@@ -173,4 +174,13 @@ func WithUnresolvedReport(d time.Duration) Option {
 // global zap logger is never used.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(o *options) { o.log = l })
+}
+
+// WithHooks observes the loops that send a rejected state again (one per
+// resolver while the ClientConn rejects its state): Attempted after each
+// send, Retried with the delay before the next, Recovered when a send is
+// accepted after a rejection. They are called from the resolver's
+// goroutine, never under a lock, and must not block. Default: none.
+func WithHooks(h rebound.Hooks) Option {
+	return optionFunc(func(o *options) { o.hooks = h })
 }

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/resolver"
+
+	"github.com/rebound-go/rebound"
 )
 
 // ccResolver is the resolver of one ClientConn (one Build). It runs a
@@ -50,11 +51,12 @@ func (r *ccResolver) notify() {
 }
 
 // run sends the entry's latest state until there is nothing new, retrying
-// a rejected state with backoff (one BackOff per run, reset by every
-// accepted state).
+// a rejected state with backoff: one rebound.Schedule per run (the step
+// function every loop of rebound runs on), told of every rejection and of
+// the acceptance that ends it.
 func (r *ccResolver) run() {
 	defer r.wg.Done()
-	var bo backoff.BackOff
+	var sched *rebound.Schedule
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -79,16 +81,25 @@ func (r *ccResolver) run() {
 		err := r.send(v)
 		if err == nil {
 			sent = v.version
-			if bo != nil {
-				bo.Reset()
+			if sched != nil {
+				sched.Succeeded(time.Now())
+				sched = nil
 			}
 			continue
 		}
 		r.b.rejected.Add(1)
-		if bo == nil {
-			bo = r.b.o.policy.NewBackOff()
+		now := time.Now()
+		if sched == nil {
+			sched = r.b.retry.NewSchedule(now)
 		}
-		d := bo.NextBackOff()
+		d, stop := sched.Next(err, now)
+		if stop != nil {
+			// Unreachable with the policies WithPolicy admits (no
+			// MaxAttempts, no MaxElapsed, every error transient): keep
+			// trying at the policy's cap rather than drop the state.
+			d = r.b.o.policy.Normalized().Max
+			sched = nil
+		}
 		r.b.log.Warn("ClientConn rejected the state; sending it again later",
 			zap.Stringer("key", r.e.key), zap.Int("endpoints", len(v.state.Endpoints)),
 			zap.Duration("delay", d), zap.Error(err))

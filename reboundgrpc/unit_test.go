@@ -3,6 +3,7 @@ package reboundgrpc_test
 import (
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -166,7 +167,12 @@ func inst(port uint64, mod ...func(*subscriber.Instance)) subscriber.Instance {
 // with backoff until accepted; it is never dropped.
 func TestRejectedStateRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg, b := memEnv(t, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}))
+		var retried, recovered atomic.Int32
+		reg, b := memEnv(t, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}),
+			reboundgrpc.WithHooks(rebound.Hooks{
+				Retried:   func(rebound.Event) { retried.Add(1) },
+				Recovered: func(rebound.Event) { recovered.Add(1) },
+			}))
 		reg.Set(orders, inst(1), inst(2))
 		f := newFakeCC()
 		f.reject = 3
@@ -183,6 +189,9 @@ func TestRejectedStateRetried(t *testing.T) {
 		}
 		if st := b.Stats(); st.Rejected != 3 {
 			t.Fatalf("stats %+v, want 3 rejected", st)
+		}
+		if retried.Load() != 3 || recovered.Load() != 1 {
+			t.Fatalf("hooks: %d Retried, %d Recovered; want 3 and 1", retried.Load(), recovered.Load())
 		}
 	})
 }
