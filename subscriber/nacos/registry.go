@@ -147,6 +147,13 @@ func WithPollInterval(up, down time.Duration) Option {
 // positive and window must not exceed total; keep total below the
 // Manager's subscriber.WithConfirmTimeout. New returns an
 // *rebound.ArgumentError otherwise.
+//
+// Sizing: the SDK's redo re-sends one key after the other, so a client
+// whose redo takes longer than total (many thousands of keys on one
+// client, or a slow server) hands back keys the redo has not reached yet;
+// raise total (and the Manager's WithConfirmTimeout) for such a client.
+// While it waits, the adapter reads each waiting key's cache entry once
+// per poll interval (an in-memory map read in the SDK).
 func WithEvidenceWindow(window, total time.Duration) Option {
 	return optionFunc(func(c *config) {
 		switch {
