@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"sync"
@@ -364,4 +365,29 @@ func TestRegistrationRetriesAtOnceWhenConnectionIsBack(t *testing.T) {
 		return err == nil && len(resp.Kvs) == 1
 	})
 	t.Logf("key back %v after the member restarted (policy wait: 30 s)", time.Since(start).Round(time.Millisecond))
+}
+
+// TestRegistrationWithClosedClient: the client closes under a running
+// Registration: its loop stops for good (goleak in TestMain), and
+// Shutdown reports the closed client.
+func TestRegistrationWithClosedClient(t *testing.T) {
+	c := newCluster(t, 1)
+	cli, err := clientv3.New(etcdreg.ClientConfig(nil, c.Endpoints()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = g.Shutdown(context.Background())
+	if !errors.Is(err, etcdreg.ErrClosed) || !errors.Is(err, rebound.ErrClosed) {
+		t.Fatalf("Shutdown with a closed client = %v, want ErrClosed", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

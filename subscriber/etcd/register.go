@@ -241,21 +241,23 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 	)
 	timer.Stop()
 	defer timer.Stop()
-	run := func() {
+	// run makes one repair attempt; false: stop for good.
+	run := func() bool {
 		err := h.repair(&pending)
 		if err == nil {
 			failing = false
 			s.Succeeded(time.Now())
-			return
+			return true
 		}
 		d, stop := s.Next(err, time.Now())
 		if stop != nil {
 			if ctx.Err() == nil {
 				// Permanent: the client was closed, permission denied.
+				// Nothing more can be done; Shutdown and Close still
+				// work.
 				g.log.Error("registration stopped", zap.Error(stop))
 			}
-			pending, failing = 0, false
-			return
+			return false
 		}
 		if pending&probeLease != 0 {
 			// The old lease may still live (a new leader extends it by
@@ -265,10 +267,13 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 		g.log.Debug("registration repair failed", zap.Int("attempt", s.Attempts()), zap.Duration("next", d), zap.Error(err))
 		failing = true
 		timer.Reset(d)
+		return true
 	}
 	for {
 		if pending != 0 && !failing {
-			run()
+			if !run() {
+				return
+			}
 			continue
 		}
 		select {
