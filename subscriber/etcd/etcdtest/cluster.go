@@ -68,12 +68,12 @@ type member struct {
 // it started). size must be at least 1.
 func NewCluster(size int, opts ...Option) (*Cluster, error) {
 	if size < 1 {
-		return nil, fmt.Errorf("etcdtest: NewCluster: size %d is below 1", size)
+		return nil, argErr("NewCluster", "size", fmt.Sprintf("must be >= 1; got %d", size))
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, errors.New("etcdtest: NewCluster: nil Option")
+			continue
 		}
 		if err := opt.apply(&o); err != nil {
 			return nil, err

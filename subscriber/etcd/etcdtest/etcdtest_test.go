@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
 )
 
@@ -271,15 +272,17 @@ func TestNewClusterRejectsBadArguments(t *testing.T) {
 		opts []etcdtest.Option
 	}{
 		{0, nil},
-		{1, []etcdtest.Option{nil}},
 		{1, []etcdtest.Option{etcdtest.WithDir("")}},
 		{1, []etcdtest.Option{etcdtest.WithElection(0, time.Second)}},
 		{1, []etcdtest.Option{etcdtest.WithElection(100*time.Millisecond, 200*time.Millisecond)}},
 		{1, []etcdtest.Option{etcdtest.WithStartTimeout(0)}},
 	} {
-		if c, err := etcdtest.NewCluster(tc.size, tc.opts...); err == nil {
+		c, err := etcdtest.NewCluster(tc.size, tc.opts...)
+		if err == nil {
 			_ = c.Close()
-			t.Errorf("NewCluster(%d, %v) succeeded", tc.size, tc.opts)
+		}
+		if !errors.Is(err, rebound.ErrInvalidArgument) {
+			t.Errorf("NewCluster(%d, %v) = %v, want an ArgumentError", tc.size, tc.opts, err)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
 )
 
 // Defaults of a [Cluster].
@@ -18,7 +20,9 @@ const (
 	DefaultStartTimeout = 30 * time.Second
 )
 
-// An Option configures a [Cluster] created by [NewCluster].
+// An Option configures a [Cluster] created by [NewCluster]. A nil Option
+// is ignored; a bad value makes NewCluster return a
+// *rebound.ArgumentError naming the option and the rule.
 type Option interface {
 	apply(*options) error
 }
@@ -52,7 +56,7 @@ func defaultOptions() options {
 func WithDir(dir string) Option {
 	return optionFunc(func(o *options) error {
 		if dir == "" {
-			return fmt.Errorf("etcdtest: WithDir: dir is empty")
+			return argErr("WithDir", "dir", "must not be empty")
 		}
 		o.dir = dir
 		return nil
@@ -91,10 +95,10 @@ func WithRequestHook(hook func(Request)) Option {
 func WithElection(tick, election time.Duration) Option {
 	return optionFunc(func(o *options) error {
 		if tick < time.Millisecond {
-			return fmt.Errorf("etcdtest: WithElection: tick %v is below 1ms", tick)
+			return argErr("WithElection", "tick", fmt.Sprintf("must be >= 1ms; got %v", tick))
 		}
 		if election < 5*tick {
-			return fmt.Errorf("etcdtest: WithElection: election %v is below 5 ticks (%v)", election, 5*tick)
+			return argErr("WithElection", "election", fmt.Sprintf("must be >= 5 ticks (%v); got %v", 5*tick, election))
 		}
 		o.tick, o.election = tick, election
 		return nil
@@ -107,9 +111,13 @@ func WithElection(tick, election time.Duration) Option {
 func WithStartTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("etcdtest: WithStartTimeout: duration %v is not positive", d)
+			return argErr("WithStartTimeout", "d", fmt.Sprintf("must be > 0; got %v", d))
 		}
 		o.startTimeout = d
 		return nil
 	})
+}
+
+func argErr(fn, arg, reason string) error {
+	return &rebound.ArgumentError{Func: "etcdtest." + fn, Arg: arg, Reason: reason}
 }
