@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/resolver"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -46,6 +48,7 @@ type Builder struct {
 	o     options
 	log   *zap.Logger
 	retry *rebound.Retrier // the resend loops' step function, one Schedule per run
+	meter *telemetry.GRPC
 
 	wg sync.WaitGroup // every goroutine and pending timer callback of the Builder
 
@@ -125,7 +128,11 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
-	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(o.hooks))
+	var meter rebound.Option
+	if o.mp != nil {
+		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
+	}
+	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(o.hooks), meter)
 	if err != nil {
 		return nil, err
 	}
@@ -133,13 +140,22 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Builder{
+	b := &Builder{
 		m:       m,
 		o:       o,
 		log:     log.With(zap.String("component", "reboundgrpc")),
 		retry:   retry,
 		entries: make(map[string]*entry),
-	}, nil
+	}
+	b.meter, err = telemetry.NewGRPC(o.mp, func() telemetry.GRPCStats {
+		st := b.Stats()
+		return telemetry.GRPCStats{Subscriptions: int64(st.Subscriptions), Resolvers: int64(st.Resolvers),
+			ResolveNows: int64(st.ResolveNows), Refreshes: int64(st.Refreshes), Rejected: int64(st.Rejected)}
+	})
+	if err != nil {
+		return nil, &rebound.ArgumentError{Func: "reboundgrpc.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
+	}
+	return b, nil
 }
 
 // Scheme returns the scheme of the targets the Builder resolves.
@@ -214,7 +230,8 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 func (b *Builder) Close() error {
 	b.mu.Lock()
 	var list []*entry
-	if !b.closed {
+	first := !b.closed
+	if first {
 		b.closed = true
 		for _, e := range b.entries {
 			list = append(list, e)
@@ -226,6 +243,9 @@ func (b *Builder) Close() error {
 		b.unsubscribe(e)
 	}
 	b.wg.Wait()
+	if first {
+		_ = b.meter.Close()
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package reboundgrpc
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
@@ -50,6 +51,7 @@ type options struct {
 	unresolved time.Duration
 	log        *zap.Logger
 	hooks      rebound.Hooks
+	mp         metric.MeterProvider
 	errs       []error
 }
 
@@ -183,4 +185,15 @@ func WithLogger(l *zap.Logger) Option {
 // goroutine, never under a lock, and must not block. Default: none.
 func WithHooks(h rebound.Hooks) Option {
 	return optionFunc(func(o *options) { o.hooks = h })
+}
+
+// WithMeterProvider reports the Builder's OpenTelemetry metrics through mp:
+// rebound.grpc.subscriptions and rebound.grpc.resolvers (current numbers),
+// rebound.grpc.resolve_now{result=refreshed|coalesced} and
+// rebound.grpc.rejected_states (totals), all read from Stats when the
+// reader collects, plus the retry metrics of the loops that send rejected
+// states again (rebound.retry.*, component=reboundgrpc). Default: none
+// (nil). Nothing global is used.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.mp = mp })
 }

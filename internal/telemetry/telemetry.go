@@ -26,6 +26,10 @@
 //	rebound.subscriber.registry.connected updowncounter (observable)   {connection}    (none)
 //	rebound.failback.queue                updowncounter (observable)   {call}          (none)
 //	rebound.failback.calls                counter (observable)         {call}          outcome=succeeded|gave_up|dropped
+//	rebound.grpc.subscriptions            updowncounter (observable)   {subscription}  (none)
+//	rebound.grpc.resolvers                updowncounter (observable)   {resolver}      (none)
+//	rebound.grpc.resolve_now              counter (observable)         {call}          result=refreshed|coalesced
+//	rebound.grpc.rejected_states          counter (observable)         {state}         (none)
 //
 // The "current number" instruments are observable up-down counters, not
 // gauges, because they add up: two Managers on one MeterProvider report
