@@ -97,8 +97,9 @@
 //
 // # Metrics
 //
-// WithMeterProvider here, subscriber.WithMeterProvider and
-// failback.WithMeterProvider record these instruments, on the meter
+// WithMeterProvider here, subscriber.WithMeterProvider,
+// failback.WithMeterProvider and reboundgrpc.WithMeterProvider record these
+// instruments, on the meter
 // "github.com/rebound-go/rebound" (the one table; the README has it with
 // the details):
 //
@@ -111,6 +112,10 @@
 //	rebound.subscriber.registry.connected up-down counter, observable {connection}   -
 //	rebound.failback.queue                up-down counter, observable {call}         -
 //	rebound.failback.calls                counter, observable        {call}          outcome=succeeded|gave_up|dropped
+//	rebound.grpc.subscriptions            up-down counter, observable {subscription} -
+//	rebound.grpc.resolvers                up-down counter, observable {resolver}     -
+//	rebound.grpc.resolve_now              counter, observable        {call}          result=refreshed|coalesced
+//	rebound.grpc.rejected_states          counter, observable        {state}         -
 //
 // Concurrency: Policy is a value and safe to share; Retrier, RetryBudget,
 // AdaptiveThrottle and Retry are safe for concurrent use; a Schedule and a
