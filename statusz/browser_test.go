@@ -4,18 +4,22 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/failback"
 	"github.com/rebound-go/rebound/statusz"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
@@ -107,7 +111,21 @@ func TestBrowser(t *testing.T) {
 		return countState(m, subscriber.StateSubscribed) == 2 && countState(m, subscriber.StateRetrying) == 1
 	})
 
-	h, err := statusz.New(statusz.WithSubscriptions("nacos", m))
+	// A failback invoker whose only provider refuses: its calls wait in
+	// the queue.
+	fb, err := failback.New(cluster.NewStaticDirectory(refusing{}),
+		failback.WithPolicy(rebound.Policy{Initial: time.Hour, Max: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	for range 3 {
+		if _, err := fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h, err := statusz.New(statusz.WithSubscriptions("nacos", m), statusz.WithFailback("notify", fb))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +175,7 @@ func TestBrowser(t *testing.T) {
 	firstState := text(`table.subs tbody tr:first-child td:nth-child(2)`)
 	firstErr := text(`table.subs tbody tr:first-child td.err`)
 	registry := text(`span.badge`)
+	queued := text(`section.failback table.fb tbody td:first-child`)
 	lastDelivery := text(`table.subs tbody tr:last-child td:nth-child(8)`)
 	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr").length`))
 	if err != nil {
@@ -178,6 +197,9 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(firstErr, "server busy") || strings.Contains(firstErr, "hunter2") {
 		t.Errorf("first row's error %q", firstErr)
 	}
+	if queued != "3" {
+		t.Errorf("failback queue shows %q, want 3", queued)
+	}
 	if registry != "connected" {
 		t.Errorf("registry badge %q, want connected", registry)
 	}
@@ -198,6 +220,14 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	t.Logf("screenshot %dx%d, %d colours", img.Bounds().Dx(), img.Bounds().Dy(), colors(img))
+}
+
+// refusing is a provider whose every call fails with a retryable error.
+type refusing struct{}
+
+func (refusing) Target() string { return "10.0.0.9:20880" }
+func (refusing) Invoke(context.Context, *cluster.Invocation) (any, error) {
+	return nil, fmt.Errorf("dial tcp 10.0.0.9:20880: %w", syscall.ECONNREFUSED)
 }
 
 // colors counts the distinct colours of img (up to 1,000).

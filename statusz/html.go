@@ -119,7 +119,7 @@ tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{backgrou
 <section class="failback" data-name="{{.Name}}">
 <h2>Failback queue: {{.Name}}</h2>
 <table class="fb"><thead><tr><th>queued</th><th>in flight</th><th>offered</th><th>retried</th><th>succeeded</th><th>gave up</th><th>dropped</th></tr></thead><tbody>
-<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td>{{range $r, $n := .Dropped}}{{$r}}: {{$n}} {{end}}</td></tr>
+<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td>{{$any := false}}{{range $r, $n := .Dropped}}{{if $n}}{{$any = true}}{{$r}}: {{$n}} {{end}}{{end}}{{if not $any}}0{{end}}</td></tr>
 </tbody></table>
 </section>
 {{end}}
