@@ -101,6 +101,12 @@ const WaitTimeout = 20 * time.Second
 //   - Restart: after a crash and a restart the subscription is confirmed
 //     again and delivers later changes; no empty list is delivered
 //     meanwhile.
+//   - ConfirmsReconnects (adapters that implement
+//     subscriber.ReconnectConfirmer and return true; skipped otherwise):
+//     after a crash and a restart the adapter answers for every
+//     subscription by itself (Sink.Confirmed, or Sink.Resubscribe and the
+//     Manager's confirmation), without the Manager's safety cap, which is
+//     set to an hour here; later changes are delivered.
 //   - Flapping: several quick restarts, then a change: the subscription
 //     converges, its listener got only real states in order, and the
 //     adapter pushed the final list at most once.
@@ -130,6 +136,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Clusters", s.clusters)
 	t.Run("DownAtStart", s.downAtStart)
 	t.Run("Restart", s.restart)
+	t.Run("ConfirmsReconnects", s.confirmsReconnects)
 	t.Run("Flapping", s.flapping)
 	t.Run("ExactlyOnce", s.exactlyOnce)
 	t.Run("Unsubscribe", s.unsubscribe)
@@ -307,6 +314,47 @@ func (s *suite) restart(t *testing.T) {
 	s.h.Register(t, k, Instance("10.4.0.2", 8080))
 	rec.wait(t, "10.4.0.1:8080,10.4.0.2:8080")
 	rec.assertStates(t, "10.4.0.1:8080", "10.4.0.1:8080,10.4.0.2:8080")
+}
+
+func (s *suite) confirmsReconnects(t *testing.T) {
+	st := s.newStack(t, subscriber.WithConfirmTimeout(time.Hour))
+	if rc, ok := st.reg.inner.(subscriber.ReconnectConfirmer); !ok || !rc.ConfirmsReconnects() {
+		t.Skip("the adapter is not a ReconnectConfirmer: the Manager confirms reconnects itself (Restart)")
+	}
+	keys := []subscriber.Key{key(t), key(t), key(t)}
+	for i := range keys {
+		keys[i].Service = fmt.Sprintf("%s-%d", keys[i].Service, i)
+		s.h.Register(t, keys[i], Instance(fmt.Sprintf("10.12.0.%d", i+1), 8080))
+	}
+	subs := make([]*subscriber.Subscription, len(keys))
+	recs := make([]*recorder, len(keys))
+	for i, k := range keys {
+		subs[i], recs[i] = st.subscribe(t, k)
+		recs[i].wait(t, fmt.Sprintf("10.12.0.%d:8080", i+1))
+		waitReady(t, s.timeout, subs[i])
+	}
+	s.h.Stop(t)
+	eventually(t, s.timeout, "the subscriptions to notice the outage", func() bool {
+		for _, sub := range subs {
+			if sub.Status().State != subscriber.StateRetrying {
+				return false
+			}
+		}
+		return true
+	})
+	s.h.Start(t)
+	eventually(t, s.timeout, "the adapter to answer for every subscription (the Manager's cap is an hour)", func() bool {
+		for _, sub := range subs {
+			if st := sub.Status(); st.State != subscriber.StateSubscribed && st.State != subscriber.StateHeld {
+				return false
+			}
+		}
+		return true
+	})
+	for i, k := range keys {
+		s.h.Register(t, k, Instance(fmt.Sprintf("10.12.1.%d", i+1), 8080))
+		recs[i].wait(t, fmt.Sprintf("10.12.0.%d:8080,10.12.1.%d:8080", i+1, i+1))
+	}
 }
 
 func (s *suite) flapping(t *testing.T) {

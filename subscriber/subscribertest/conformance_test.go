@@ -23,6 +23,25 @@ func TestConformanceInMemory(t *testing.T) {
 	subscribertest.Run(t, memHarness(subscribertest.New()))
 }
 
+// TestConformanceInMemoryRedo runs the suite against the in-memory
+// Registry modelling a client redo and an adapter that confirms from
+// evidence (EnableRedo): a ReconnectConfirmer, so ConfirmsReconnects runs.
+func TestConformanceInMemoryRedo(t *testing.T) {
+	reg := subscribertest.New()
+	reg.EnableRedo(nil)
+	h := memHarness(reg)
+	h.NewRegistry = func(t *testing.T) (subscriber.Registry, func()) {
+		v := &redoView{view{reg: reg}}
+		return v, func() { v.closed.Store(true) }
+	}
+	subscribertest.Run(t, h)
+}
+
+// redoView is a view that is a ReconnectConfirmer.
+type redoView struct{ view }
+
+func (v *redoView) ConfirmsReconnects() bool { return v.reg.ConfirmsReconnects() }
+
 // memHarness adapts a shared in-memory Registry: every "client" is a view
 // of it that can be closed on its own; providers are modelled with Set.
 func memHarness(reg *subscribertest.Registry) subscribertest.Harness {
@@ -120,6 +139,8 @@ func TestConformanceDetectsBrokenRegistries(t *testing.T) {
 		// A restart loses the subscriptions and nobody tells the
 		// Manager: changes after the restart never arrive.
 		{"forget", "Restart"},
+		// A ReconnectConfirmer that answers for nothing after a restart.
+		{"silent-redo", "ConfirmsReconnects"},
 	} {
 		t.Run(tc.broken, func(t *testing.T) {
 			want := "--- FAIL: TestConformanceBroken/" + tc.subtest
@@ -153,6 +174,13 @@ func TestConformanceBroken(t *testing.T) {
 		h.NewRegistry = func(t *testing.T) (subscriber.Registry, func()) {
 			d := &dupView{view: view{reg: reg}, extra: map[subscriber.Sink][]subscriber.Sink{}}
 			return d, func() { d.closed.Store(true) }
+		}
+	case "silent-redo":
+		// A ReconnectConfirmer whose redo is lost and which never says so.
+		reg.EnableRedo(func(subscriber.Key) subscribertest.RedoOutcome { return subscribertest.RedoSilent })
+		h.NewRegistry = func(t *testing.T) (subscriber.Registry, func()) {
+			v := &redoView{view{reg: reg}}
+			return v, func() { v.closed.Store(true) }
 		}
 	case "forget":
 		// A restart that loses every subscription without a connection

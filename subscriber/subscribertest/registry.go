@@ -51,6 +51,8 @@ type Registry struct {
 	stats    Stats
 	monitors map[*monitor]struct{}
 	redo     map[subscriber.Sink]subscriber.Key // client-side subscriptions, when redo is on
+	version  map[string]uint64                  // by Key.String(): Set calls
+	pushed   map[subscriber.Sink]uint64         // the version last pushed to a sink
 	redoFn   func(key subscriber.Key) RedoOutcome
 	redoOn   bool
 }
@@ -87,6 +89,8 @@ func New() *Registry {
 		sinks:    make(map[subscriber.Sink]string),
 		monitors: make(map[*monitor]struct{}),
 		redo:     make(map[subscriber.Sink]subscriber.Key),
+		version:  make(map[string]uint64),
+		pushed:   make(map[subscriber.Sink]uint64),
 	}
 }
 
@@ -137,6 +141,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	r.stats.Unsubscribes++
 	delete(r.sinks, sink)
 	delete(r.redo, sink)
+	delete(r.pushed, sink)
 	if r.closed {
 		return subscriber.ErrRegistryClosed
 	}
@@ -199,6 +204,7 @@ func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 	defer r.mu.Unlock()
 	ks := key.String()
 	r.services[ks] = slices.Clone(instances)
+	r.version[ks]++
 	if r.down {
 		return
 	}
@@ -217,6 +223,7 @@ func (r *Registry) pushLocked(sink subscriber.Sink, ks string) {
 		out[i] = in
 	}
 	r.stats.Pushes++
+	r.pushed[sink] = r.version[ks]
 	sink.Update(out)
 }
 
@@ -328,8 +335,8 @@ func (r *Registry) Subscribed(key subscriber.Key) int {
 // nacos-sdk-go's redo and subscriber/nacos do): ConfirmsReconnects returns
 // true, and after each Connected report (SetDown(false), Restart) the
 // monitor re-registers every subscription the client holds and, per
-// outcome(key) (nil: always RedoConfirm), pushes the list and calls
-// Sink.Confirmed("push"), calls Sink.Resubscribe(ErrRejected), or does
+// outcome(key) (nil: always RedoConfirm), pushes the list if it changed
+// since the sink last got it and calls Sink.Confirmed("push"), calls Sink.Resubscribe(ErrRejected), or does
 // nothing. Call it before subscriber.New (which asks ConfirmsReconnects
 // once). The redo runs in the MonitorConnection goroutine right after the
 // report; with several Managers on one Registry each monitor redoes every
@@ -367,7 +374,9 @@ func (r *Registry) redoAll() {
 			r.stats.Redos++
 			ks := key.String()
 			r.sinks[sink] = ks
-			r.pushLocked(sink, ks)
+			if v, ok := r.pushed[sink]; !ok || v != r.version[ks] {
+				r.pushLocked(sink, ks) // like the SDK: callbacks only for a changed list
+			}
 			sink.Confirmed("push")
 		case RedoReject:
 			r.stats.Redos++
