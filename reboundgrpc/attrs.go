@@ -46,16 +46,6 @@ func InstanceFromEndpoint(ep resolver.Endpoint) (subscriber.Instance, bool) {
 	return a.in, ok
 }
 
-// InstanceFromAddress returns the registry instance an address was made
-// from; the resolver puts it in the address's BalancerAttributes (which do
-// not affect how grpc-go identifies sub-connections, so a metadata change
-// does not reconnect). It reports false for an address this package did not
-// produce.
-func InstanceFromAddress(addr resolver.Address) (subscriber.Instance, bool) {
-	a, ok := addr.BalancerAttributes.Value(instanceKey{}).(instanceAttr)
-	return a.in, ok
-}
-
 // scaledWeight returns the grpc-go weight of a registry weight.
 func scaledWeight(w float64) uint32 {
 	if !(w > 0) { // also NaN
@@ -78,14 +68,14 @@ func endpoints(list []subscriber.Instance, keep func(subscriber.Instance) bool) 
 			filtered++
 			continue
 		}
-		attr := instanceAttr{in}
-		addr := resolver.Address{
-			Addr:               net.JoinHostPort(in.IP, strconv.FormatUint(in.Port, 10)),
-			BalancerAttributes: attributes.New(instanceKey{}, attr),
-		}
+		// The instance travels in the Endpoint's attributes (an address
+		// inside an endpoint carries none: grpc-go deprecates its
+		// BalancerAttributes there, and its Attributes would make a
+		// metadata change reconnect).
+		addr := resolver.Address{Addr: net.JoinHostPort(in.IP, strconv.FormatUint(in.Port, 10))}
 		ep := resolver.Endpoint{
 			Addresses:  []resolver.Address{addr},
-			Attributes: attributes.New(instanceKey{}, attr),
+			Attributes: attributes.New(instanceKey{}, instanceAttr{in}),
 		}
 		ep = weight.Set(ep, weight.EndpointInfo{Weight: scaledWeight(in.Weight)})
 		st.Endpoints = append(st.Endpoints, ep)

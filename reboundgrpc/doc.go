@@ -48,8 +48,7 @@
 //     confirming the subscription anyway. See Stats.Refreshes.
 //   - Instances that are not Healthy and Enabled are left out
 //     (WithFilter). Each endpoint carries its registry instance
-//     (InstanceFromEndpoint, InstanceFromAddress: ID, cluster, weight,
-//     metadata) and its weight for grpc-go's weight-aware balancers
+//     (InstanceFromEndpoint: ID, cluster, weight, metadata) and its weight for grpc-go's weight-aware balancers
 //     (experimental/balancer/weight; see WeightScale). grpc-go's
 //     weighted_round_robin balancer takes its weights from ORCA load
 //     reports, not from the resolver.

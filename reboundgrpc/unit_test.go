@@ -333,8 +333,8 @@ func TestEndpointAttributes(t *testing.T) {
 		if w := weight.FromEndpoint(st.Endpoints[1]).Weight; w != 100 {
 			t.Fatalf("weight %d, want 100", w)
 		}
-		if in, ok := reboundgrpc.InstanceFromAddress(ep.Addresses[0]); !ok || in.Port != 1 || ep.Addresses[0].Addr != "10.0.0.1:1" {
-			t.Fatalf("InstanceFromAddress = %+v, %v (addr %s)", in, ok, ep.Addresses[0].Addr)
+		if ep.Addresses[0].Addr != "10.0.0.1:1" || st.Addresses[0].Addr != "10.0.0.1:1" {
+			t.Fatalf("address %s / %s", ep.Addresses[0].Addr, st.Addresses[0].Addr)
 		}
 	})
 }
