@@ -48,10 +48,14 @@
 //     confirming the subscription anyway. See Stats.Refreshes.
 //   - Instances that are not Healthy and Enabled are left out
 //     (WithFilter). Each endpoint carries its registry instance
-//     (InstanceFromEndpoint: ID, cluster, weight, metadata) and its weight for grpc-go's weight-aware balancers
+//     (InstanceFromEndpoint: ID, cluster, weight, metadata) and its
+//     weight for grpc-go's weight-aware balancers
 //     (experimental/balancer/weight; see WeightScale). grpc-go's
 //     weighted_round_robin balancer takes its weights from ORCA load
 //     reports, not from the resolver.
+//
+// Metrics: WithMeterProvider (rebound.grpc.* instruments, read from
+// Stats). Hooks on the loops that re-send rejected states: WithHooks.
 //
 // Goroutines: a resolver runs one goroutine only while it has a state to
 // send (or to send again); each shared subscription has one watcher
