@@ -77,7 +77,7 @@ var (
 //
 // A string without ':' or '=' is returned as is, without allocating.
 func Scrub(s string) string {
-	if !strings.ContainsAny(s, ":=") {
+	if !strings.ContainsAny(s, ":=") || !mayHoldSecret(s) {
 		return s
 	}
 	var spans [][2]int // value spans to replace, in order
@@ -117,6 +117,43 @@ func Scrub(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// hints are lower-case pieces of every sensitive key IsSensitiveKey knows,
+// and the '@' of user information: text holding none of them (compared
+// case-insensitively) has nothing to scrub. (A key with separators inside
+// a hint, such as "p_w_d", is missed; IsSensitiveKey would fold it.)
+var hints = []string{"pass", "pwd", "secret", "token", "credential", "cookie", "access", "api", "auth", "private", "@"}
+
+func mayHoldSecret(s string) bool {
+	for _, h := range hints {
+		if containsFold(s, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s contains the lower-case ASCII needle,
+// ignoring ASCII case, without allocating.
+func containsFold(s, needle string) bool {
+	n := len(needle)
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != needle[j] {
+				break
+			}
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
 }
 
 func sortSpans(sp [][2]int) {
