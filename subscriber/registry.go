@@ -162,6 +162,10 @@ type ConnectionMonitor interface {
 //     without a ReconnectConfirmer.
 //   - A second Disconnected/Connected before the answer restarts the wait
 //     (and the cap) for the subscriptions still waiting.
+//   - Report Connected (through MonitorConnection) before calling
+//     Confirmed or Resubscribe for that reconnect: a Confirmed that arrives
+//     while the Manager has not yet seen the Connected report is recorded
+//     (Status.ConfirmedAt) but cannot end a wait that has not begun.
 type ReconnectConfirmer interface {
 	// ConfirmsReconnects reports whether the adapter confirms every
 	// subscription after a reconnect (see the type's contract). New calls

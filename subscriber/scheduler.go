@@ -295,14 +295,16 @@ func (sc *scheduler) run(ow *owner) {
 		}
 		sc.mu.Unlock()
 
+		for i, f := range due {
+			f.e.s.onTimer(f.e, f.gen, now)
+			due[i] = firing{}
+		}
+		// Run the attempts just started, and any left behind by a
+		// goroutine this one took over from.
+		if !sc.runJobs(ow) {
+			return
+		}
 		if len(due) > 0 {
-			for i, f := range due {
-				f.e.s.onTimer(f.e, f.gen, now)
-				due[i] = firing{}
-			}
-			if !sc.runJobs(ow) {
-				return
-			}
 			continue // look again: more may be due by now
 		}
 		if wait < 0 {

@@ -417,3 +417,34 @@ func TestBlockedAttemptDoesNotStallOthers(t *testing.T) {
 		close(release)
 	})
 }
+
+// An attempt queued behind one that blocks runs within about TimerSlack,
+// even when nothing else is due.
+func TestAttemptQueuedBehindABlockedOneRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		release := make(chan struct{})
+		var slowCalls, otherCalls atomic.Int64
+		reg.SetFailure(func(k subscriber.Key) error {
+			if k.Service == "slow" {
+				if slowCalls.Add(1) == 2 {
+					<-release // its first retry blocks
+				}
+			} else {
+				otherCalls.Add(1)
+			}
+			return errors.New("server error")
+		})
+		m := newManager(t, reg, subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Minute, Jitter: rebound.NoJitter}))
+		mustSubscribe(t, m, subscriber.Key{Service: "slow"}, func([]subscriber.Instance) {})
+		synctest.Wait() // slow's retry is queued first
+		mustSubscribe(t, m, subscriber.Key{Service: "other"}, func([]subscriber.Instance) {})
+		// Both retry at 1 s, in the same batch, slow first; it blocks.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if slowCalls.Load() != 2 || otherCalls.Load() != 2 {
+			t.Fatalf("attempts slow %d, other %d at 1.5 s; want 2 and 2", slowCalls.Load(), otherCalls.Load())
+		}
+		close(release)
+	})
+}
