@@ -1,12 +1,15 @@
 package subscriber_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -201,6 +204,38 @@ func TestReconcileRepairsSilentLoss(t *testing.T) {
 		}
 		if _, err := subscriber.New(reg, subscriber.WithReconcile(time.Millisecond)); err == nil {
 			t.Fatal("WithReconcile(1ms) accepted")
+		}
+	})
+}
+
+// noLookup is a Reconciler that cannot read.
+type noLookup struct{ *subscribertest.Registry }
+
+func (noLookup) Lookup(context.Context, subscriber.Key) ([]subscriber.Instance, error) {
+	return nil, rebound.Permanent(errors.New("lookups unsupported"))
+}
+
+// A Reconciler whose Lookup fails for good: Refresh falls back to a paced
+// Subscribe, and lookups stop.
+func TestRefreshFallsBackWhenLookupIsUnsupported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		m := newManager(t, noLookup{reg}, subscriber.WithRefreshInterval(time.Second))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		synctest.Wait()
+		before := reg.Stats().Subscribes
+		s.Refresh() // a failed lookup, then a Subscribe
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		s.Refresh() // a Subscribe at once
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := reg.Stats().Subscribes - before; got != 2 {
+			t.Fatalf("%d Subscribes for 2 refreshes without lookups, want 2", got)
+		}
+		if st := s.Status(); st.State != subscriber.StateSubscribed {
+			t.Fatalf("status %+v", st)
 		}
 	})
 }

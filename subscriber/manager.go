@@ -147,6 +147,7 @@ type Manager struct {
 	loopLog  *zap.Logger // log with the subscriber component, for the retry Loops
 	confirms bool        // reg is a ReconnectConfirmer that confirms reconnects
 	recon    Reconciler  // nil unless reg implements it
+	noLookup atomic.Bool // recon answered with a permanent error: not used any more
 	sched    *scheduler
 	retrier  *rebound.Retrier      // the policy and the shared limiter, compiled once
 	disp     *dispatcher           // nil without hooks

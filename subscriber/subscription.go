@@ -274,8 +274,9 @@ func (s *Subscription) Unsubscribe() error {
 
 // Refresh asks for a paced re-confirmation of the subscription and returns
 // at once. With a Registry that implements Reconciler it is one Lookup
-// (repaired like a reconciliation when the list differs); otherwise one
-// Registry.Subscribe call. Either takes a token of the shared limiter
+// (repaired like a reconciliation when the list differs; a failed Lookup
+// falls back to a Subscribe, and a permanent Lookup error turns lookups off
+// for the Manager); otherwise one Registry.Subscribe call. Either takes a token of the shared limiter
 // first. Calls are coalesced: a call does nothing while the subscription
 // is pending, retrying, stopped, waiting for a ReconnectConfirmer's
 // evidence or already refreshing, or within WithRefreshInterval (default
@@ -293,7 +294,7 @@ func (s *Subscription) Refresh() {
 		return
 	}
 	s.run.lastRefresh = now
-	if s.m.recon != nil {
+	if s.m.recon != nil && !s.m.noLookup.Load() {
 		s.run.lookupRefresh = true
 		s.m.sched.set(s.timer(timerReconcile), now)
 		return
@@ -779,7 +780,7 @@ func (s *Subscription) confirmed(reason string) {
 // uniformly in [0.75, 1.25] of the period.
 func (s *Subscription) scheduleReconcileLocked(now time.Time) {
 	p := s.m.opts.reconcile
-	if s.m.recon == nil || p <= 0 || s.run.lookupBusy || s.run.lookupRefresh {
+	if s.m.recon == nil || p <= 0 || s.run.lookupBusy || s.run.lookupRefresh || s.m.noLookup.Load() {
 		return
 	}
 	d := p*3/4 + time.Duration(rand.Int64N(int64(p/2)+1))
@@ -831,7 +832,21 @@ func (s *Subscription) lookup(seq uint64, refresh bool) {
 	switch {
 	case s.stopped:
 	case err != nil:
-		s.m.log.Debug("reconciliation lookup failed", zap.Stringer("key", s.key), zap.Error(err))
+		if rebound.IsPermanent(err) || errors.Is(err, ErrRegistryClosed) {
+			// The adapter cannot read for this Manager (for example a
+			// client without the configuration a lookup needs): no more
+			// lookups; Refresh resubscribes instead.
+			if !s.m.noLookup.Swap(true) {
+				s.m.log.Warn("registry lookups unavailable; reconciliation off, Refresh resubscribes", zap.Error(err))
+			}
+		} else {
+			s.m.log.Debug("reconciliation lookup failed", zap.Stringer("key", s.key), zap.Error(err))
+		}
+		if refresh && s.run.phase == phaseIdle {
+			// The read failed: confirm by resubscribing, paced.
+			s.run.refresh = true
+			s.scheduleLocked(now, true)
+		}
 	case s.dq.seq != seq:
 		// A push arrived meanwhile: it is at least as new as the read.
 		s.pushDeliveryLocked(Stale, len(list), now)
