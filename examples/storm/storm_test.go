@@ -17,9 +17,9 @@ import (
 
 // row is one parsed line of a printed table.
 type row struct {
-	name                                                string
+	name                                                        string
 	calls, down, rejected, throttled, dropped, gaveUp, attempts int64
-	doneAt, physical, peak                              string
+	doneAt, physical, peak                                      string
 }
 
 // parseTables returns the rows of every table printed by run, in order.
