@@ -19,7 +19,7 @@ import (
 )
 
 // Registration keeps one instance registered: its key is bound to a lease
-// that the client keeps alive, and one goroutine repairs it whatever
+// that the client keeps alive, and a goroutine repairs it whatever
 // happens (see Register). Create it with Register (the zero value is not
 // usable). Stop it with Shutdown, which deregisters the instance (revokes
 // its lease), or Close, which only stops (the key goes when the lease
