@@ -220,6 +220,53 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	t.Logf("screenshot %dx%d, %d colours", img.Bounds().Dx(), img.Bounds().Dy(), colors(img))
+
+	// 10,000 subscriptions stay readable: counts, 100 rows a page, the
+	// stuck ones first, and the state filter works in the browser.
+	big := &fakeSubs{conn: subscriber.Connected}
+	for i := range 10000 {
+		st := subscriber.Status{Key: key(fmt.Sprintf("svc-%05d", i)), State: subscriber.StateSubscribed, Since: t0}
+		if i%1000 == 7 {
+			st.State, st.LastErr = subscriber.StateRetrying, subscriber.ErrDisconnected
+		}
+		big.list = append(big.list, st)
+	}
+	hb, err := statusz.New(statusz.WithSubscriptions("big", big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigSrv := httptest.NewServer(hb)
+	defer bigSrv.Close()
+	if err := chromedp.Do(bctx, chromedp.Navigate(bigSrv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`table.subs tbody tr`))); err != nil {
+		t.Fatal(err)
+	}
+	bigRows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryingRows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr.retrying").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages := text(`section.manager p.muted`); bigRows != 100 || retryingRows != 10 || !strings.Contains(pages, "page 1 of 100") {
+		t.Errorf("10,000 subscriptions: %d rows (%d retrying), %q; want 100 rows, the 10 retrying first, page 1 of 100", bigRows, retryingRows, pages)
+	}
+	// The "retrying" count links to the filtered view (followed with
+	// Navigate, which waits for the new page, rather than a click).
+	href, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector("p.counts a").href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(href), chromedp.WaitVisible(chromedp.CSS(`table.subs tbody tr`))); err != nil {
+		t.Fatal(err)
+	}
+	filtered, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filtered != 10 {
+		t.Errorf("after clicking the retrying count: %d rows, want 10", filtered)
+	}
 }
 
 // refusing is a provider whose every call fails with a retryable error.
