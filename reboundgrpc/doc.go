@@ -44,7 +44,7 @@
 //     observes it), and at once when a newer list arrives.
 //   - ResolveNow (which balancers call when connections fail) is coalesced
 //     across all ClientConns of a subscription: at most one re-confirmation
-//     per WithResolveNowInterval (5 s), and none while the Manager is
+//     per WithResolveNowInterval (6 s), and none while the Manager is
 //     confirming the subscription anyway. See Stats.Refreshes.
 //   - Instances that are not Healthy and Enabled are left out
 //     (WithFilter). Each endpoint carries its registry instance

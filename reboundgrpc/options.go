@@ -21,8 +21,10 @@ const (
 
 	// DefaultResolveNowInterval is the least time between two
 	// re-confirmations of one subscription asked for by ResolveNow (see
-	// WithResolveNowInterval).
-	DefaultResolveNowInterval = 5 * time.Second
+	// WithResolveNowInterval): a second longer than the Manager's own
+	// subscriber.DefaultRefreshInterval, so that the Manager does not drop
+	// the re-confirmation sent at the end of an interval.
+	DefaultResolveNowInterval = subscriber.DefaultRefreshInterval + time.Second
 
 	// DefaultUnresolvedReport is when a ClientConn that has no address yet
 	// first hears the registry's error (see WithUnresolvedReport).
@@ -142,7 +144,11 @@ func WithPolicy(p rebound.Policy) Option {
 // ClientConn sharing the subscription are coalesced: the first one after a
 // quiet interval is served at once, the others in the interval are served
 // by one re-confirmation at its end. Default: DefaultResolveNowInterval
-// (5 s). d must be positive.
+// (6 s). d must be positive. Each re-confirmation is
+// Subscription.Refresh, which the Manager itself ignores within its
+// subscriber.WithRefreshInterval (5 s by default) of the previous one and
+// while the subscription is not subscribed: keep d above the Manager's
+// interval.
 func WithResolveNowInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {

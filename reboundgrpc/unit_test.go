@@ -375,3 +375,39 @@ func TestStoppedSubscription(t *testing.T) {
 		}
 	})
 }
+
+// TestResolveNowTrailingReachesRegistry: at the defaults, a ResolveNow
+// coalesced into the end of an interval still reaches the registry (the
+// Manager's own refresh pacing does not drop it).
+func TestResolveNowTrailingReachesRegistry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, b := memEnv(t)
+		reg.Set(orders, inst(1))
+		f := newFakeCC()
+		r, _ := b.Build(mustTarget(t, "rebound:///orders"), f, resolver.BuildOptions{})
+		defer r.Close()
+		synctest.Wait()
+		reads := func() int { s := reg.Stats(); return s.Subscribes + s.Lookups }
+		before := reads()
+		r.ResolveNow(resolver.ResolveNowOptions{})
+		synctest.Wait()
+		lead := reads()
+		time.Sleep(3 * time.Second)
+		for range 100 {
+			r.ResolveNow(resolver.ResolveNowOptions{})
+		}
+		synctest.Wait()
+		if reads() != lead {
+			t.Fatalf("coalesced calls reached the registry at once: %d -> %d", lead, reads())
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		t.Logf("registry reads: before %d, after the first ResolveNow %d, after the interval %d", before, lead, reads())
+		if lead <= before || reads() <= lead {
+			t.Fatalf("registry reads %d -> %d -> %d, want one more at the first ResolveNow and one at the end of the interval", before, lead, reads())
+		}
+		if st := b.Stats(); st.Refreshes != 2 || st.ResolveNows != 101 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
