@@ -26,6 +26,9 @@ func (d htmlData) Link(state string, page int) string {
 	if page > 1 {
 		v.Set("page", strconv.Itoa(page))
 	}
+	if d.q.refresh > 0 {
+		v.Set("refresh", strconv.Itoa(d.q.refresh))
+	}
 	if len(v) == 0 {
 		return d.Path
 	}
@@ -45,6 +48,7 @@ func (d htmlData) JSONLink() string {
 }
 
 func (d htmlData) State() string { return d.q.state }
+func (d htmlData) Refresh() int  { return d.q.refresh }
 func (d htmlData) Query() string { return d.q.q }
 
 var funcs = template.FuncMap{
@@ -78,6 +82,7 @@ var funcs = template.FuncMap{
 var page = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+{{if .Refresh}}<meta http-equiv="refresh" content="{{.Refresh}}">{{end}}
 <title>rebound status</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1f24;background:#fff}
@@ -99,6 +104,7 @@ tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{backgrou
 {{range states}}<option value="{{.}}"{{if eq $.State .}} selected{{end}}>{{.}}</option>{{end}}
 </select></label>
 <label>key contains <input name="q" value="{{.Query}}" size="24"></label>
+<label>reload every <input name="refresh" value="{{if .Refresh}}{{.Refresh}}{{end}}" size="3"> s</label>
 <button type="submit">filter</button></form>
 {{range $m := .Managers}}
 <section class="manager" data-name="{{$m.Name}}">

@@ -110,7 +110,9 @@ var _ http.Handler = (*Handler)(nil)
 // prefers application/json; other methods get 405. Query parameters (HTML
 // and JSON alike): state (pending, subscribed, retrying, stopped, or
 // "stuck" for all but subscribed), q (a substring of the key), page (from
-// 1) and, for JSON, limit (default: every subscription). Subscriptions are
+// 1), limit (rows per page; default every subscription for JSON,
+// WithPageSize for HTML; 0: all) and, for HTML, refresh (reload the page
+// every so many seconds, with a meta refresh: no JavaScript). Subscriptions are
 // ordered stuck first: retrying, pending, stopped, each the longest in its
 // state first, then subscribed by key.
 func New(opts ...Option) (*Handler, error) {
@@ -204,10 +206,11 @@ func rank(s subscriber.State) int {
 }
 
 type query struct {
-	state string // "" all, "stuck", or a state name
-	q     string
-	page  int // from 1
-	limit int // 0: all
+	state   string // "" all, "stuck", or a state name
+	q       string
+	page    int // from 1
+	limit   int // 0: all
+	refresh int // seconds; 0: none (HTML only)
 }
 
 func parseQuery(r *http.Request, jsonOut bool, pageSize int) (query, error) {
@@ -227,6 +230,13 @@ func parseQuery(r *http.Request, jsonOut bool, pageSize int) (query, error) {
 	}
 	if !jsonOut {
 		q.limit = pageSize
+	}
+	if r := v.Get("refresh"); r != "" {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 1 || n > 3600 {
+			return q, fmt.Errorf("refresh=%q: want seconds from 1 to 3600", r)
+		}
+		q.refresh = n
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)

@@ -145,7 +145,11 @@ func TestFiltersAndPages(t *testing.T) {
 	if !strings.Contains(body, "page 2 of 3") || !strings.Contains(body, key("gone").String()) || strings.Contains(body, key("old-retry").String()) {
 		t.Errorf("HTML page 2:\n%s", body)
 	}
-	for _, bad := range []string{"state=odd", "page=0", "page=x", "limit=-1"} {
+	_, body = get(t, h, "/?refresh=5&state=stuck", "text/html")
+	if !strings.Contains(body, `<meta http-equiv="refresh" content="5">`) || !strings.Contains(body, "refresh=5") {
+		t.Errorf("refresh=5: no meta refresh, or links drop it:\n%s", body)
+	}
+	for _, bad := range []string{"state=odd", "page=0", "page=x", "limit=-1", "refresh=0", "refresh=x"} {
 		if resp, _ := get(t, h, "/?"+bad, ""); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: status %d, want 400", bad, resp.StatusCode)
 		}

@@ -85,7 +85,7 @@ func (o *Observer) Serve(addr string, w io.Writer, opts ...statusz.Option) error
 	go func() { o.served <- o.srv.Serve(lis) }()
 	if w != nil {
 		status, metrics := o.URLs()
-		fmt.Fprintf(w, "status page: %s\nmetrics:     %s\n", status, metrics)
+		fmt.Fprintf(w, "status page: %s (%s?refresh=2 reloads it every 2 s)\nmetrics:     %s\n", status, status, metrics)
 	}
 	return nil
 }
