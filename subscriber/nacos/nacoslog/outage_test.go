@@ -75,7 +75,7 @@ func TestRealOutageLineCount(t *testing.T) {
 	client, err := clients.NewNamingClient(vo.NacosClientParam{
 		ClientConfig: &constant.ClientConfig{
 			TimeoutMs: 2000, NotLoadCacheAtStart: true, UpdateCacheWhenEmpty: true,
-			CacheDir: t.TempDir(), LogDir: nacostest.LogDir(), LogLevel: "error",
+			CacheDir: nacostest.CacheDir(t), LogDir: nacostest.LogDir(), LogLevel: "error",
 			TLSCfg: constant.TLSConfig{Appointed: true},
 		},
 		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
