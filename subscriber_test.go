@@ -135,6 +135,7 @@ func newManager(t *testing.T, client naming_client.INamingClient, opts ...subscr
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = reg.Close() }) // after the Manager's Close: it ends Lookup's connection
 	c := &counting{Registry: reg}
 	opts = append([]subscriber.Option{subscriber.WithLogger(log), subscriber.WithPolicy(e2ePolicy)}, opts...)
 	m, err := subscriber.New(c, opts...)
@@ -295,4 +296,62 @@ func ourGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// TestE2EReconcileRepairsSilentLoss: without any connection change, the
+// registry loses a push, then forgets the subscriber. Periodic
+// reconciliation (WithReconcile over the adapter's Lookup) delivers the
+// server's list and resubscribes, so the listener catches up and later
+// changes arrive again.
+func TestE2EReconcileRepairsSilentLoss(t *testing.T) {
+	srv := newServer(t)
+	client := newClient(t, srv)
+	eventually(t, e2eTimeout, "the client to connect", client.ServerHealthy)
+	m, _ := newManager(t, client, subscriber.WithReconcile(time.Second))
+	var got lists
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.1", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: "orders"}, got.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the first list", func() bool { return slices.Equal(got.last(), []string{"10.0.0.1:8080"}) })
+	attempts := sub.Status().TotalAttempts
+
+	// A lost push: the client's cache keeps the old list.
+	if n := srv.LoseNextPush("", "", "orders"); n != 1 {
+		t.Fatalf("LoseNextPush = %d", n)
+	}
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.2", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the push to be lost", func() bool { return srv.Stats().PushesLost == 1 })
+	eventually(t, e2eTimeout, "reconciliation to deliver the server's list", func() bool {
+		return slices.Equal(got.last(), []string{"10.0.0.1:8080", "10.0.0.2:8080"})
+	})
+
+	// A server that forgets the subscriber: no push at all any more.
+	eventually(t, e2eTimeout, "the resubscription after the lost push", func() bool {
+		st := sub.Status()
+		return st.TotalAttempts > attempts && st.State == subscriber.StateSubscribed && srv.SubscriberCount("", "", "orders") == 1
+	})
+	if n := srv.ForgetSubscribers("", "", "orders"); n != 1 {
+		t.Fatalf("ForgetSubscribers = %d", n)
+	}
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.3", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "reconciliation to repair a forgotten subscriber", func() bool {
+		return slices.Equal(got.last(), []string{"10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"}) &&
+			srv.SubscriberCount("", "", "orders") == 1
+	})
+	// Pushes work again.
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.4", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the next change by push", func() bool { return len(got.last()) == 4 })
+	if q := srv.Stats().Requests[nacostest.RequestServiceQuery]; q < 2 {
+		t.Errorf("%d ServiceQueryRequests (Lookups), want at least 2", q)
+	}
 }
