@@ -282,8 +282,28 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // ourGoroutines lists the goroutines running code of the subscriber
-// packages, other than the caller's.
+// packages, other than the caller's. A goroutine that a Close has already
+// waited for can still be listed for a moment (it called wg.Done and is
+// exiting: runtime.goexit1 under "created by ...startClose"), so, like
+// goleak, it looks again until none is left or leakWait has passed: a
+// goroutine still there after that is a leak.
 func ourGoroutines() []string {
+	deadline := time.Now().Add(leakWait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		g := ourGoroutinesNow()
+		if len(g) == 0 || time.Now().After(deadline) {
+			return g
+		}
+		<-tick.C
+	}
+}
+
+// leakWait bounds how long ourGoroutines waits for exiting goroutines.
+const leakWait = 5 * time.Second
+
+func ourGoroutinesNow() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
