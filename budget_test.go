@@ -3,6 +3,7 @@ package rebound_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,29 +195,162 @@ func TestThrottleProbability(t *testing.T) {
 	}
 }
 
-// A throttled first attempt is not made; outcomes feed the throttle.
-func TestRetryWithThrottle(t *testing.T) {
-	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(2))
-	for i := 0; i < 1000; i++ {
-		th.Allow(time.Now()) // 1000 requests, no accept: p ~ 1
+// An attempt the throttle rejects locally is not made; it counts as a
+// failed attempt and the loop backs off (it does not end): with the
+// throttle closed for good, Retry gives up only when MaxAttempts runs out,
+// with Reason ErrExhausted and Last ErrThrottled, having never called op.
+func TestRetryWithThrottleBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(2))
+		for i := 0; i < 100000; i++ {
+			th.Allow(time.Now()) // no accept: p ~ 1
+		}
+		var got []rebound.Event
+		h := rebound.Hooks{
+			Attempted: func(e rebound.Event) { got = append(got, e) },
+			Throttled: func(e rebound.Event) { got = append(got, e) },
+			GaveUp:    func(e rebound.Event) { got = append(got, e) },
+		}
+		calls := 0
+		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
+		start := time.Now()
+		err := rebound.Retry(context.Background(), p, func(context.Context) error { calls++; return nil },
+			rebound.WithThrottle(th), rebound.WithHooks(h))
+		var re *rebound.RetryError
+		if !errors.As(err, &re) || !errors.Is(err, rebound.ErrExhausted) || !errors.Is(err, rebound.ErrThrottled) ||
+			re.Attempts != 3 || !strings.Contains(err.Error(), "rejected locally") {
+			t.Fatalf("Retry = %v, want ErrExhausted after 3 attempts, last ErrThrottled", err)
+		}
+		if calls != 0 {
+			t.Fatalf("op called %d times, want 0 (every attempt rejected locally)", calls)
+		}
+		if el := time.Since(start); el != 2*time.Second {
+			t.Fatalf("gave up after %v, want 2s (two 1s backoffs between three rejected attempts)", el)
+		}
+		want := []string{"throttled 1 1s", "throttled 2 1s", "throttled 3 0s", "give-up 3 0s waiting"}
+		if len(got) != len(want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		for i, e := range got {
+			s := fmt.Sprintf("%v %d %v", e.Kind, e.Attempt, e.Delay)
+			if e.Waiting {
+				s += " waiting"
+			}
+			if s != want[i] || (e.Kind == rebound.EventThrottled && e.Err != rebound.ErrThrottled) {
+				t.Fatalf("event %d = %s (%v), want %s", i, s, e.Err, want[i])
+			}
+		}
+	})
+}
+
+// A throttle that opens again lets the loop through: the rejected attempts
+// were deferred, not lost.
+func TestRetryThrottledThenSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(3), rebound.ThrottleWindow(10*time.Second))
+		for i := 0; i < 1000; i++ {
+			th.Allow(time.Now())
+		}
+		throttled, calls := 0, 0
+		h := rebound.Hooks{Throttled: func(e rebound.Event) {
+			throttled++
+			if e.Delay <= 0 {
+				t.Errorf("throttled with delay %v: the loop must back off", e.Delay)
+			}
+		}}
+		err := rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { calls++; return nil },
+			rebound.WithThrottle(th), rebound.WithHooks(h))
+		if err != nil || calls != 1 || throttled == 0 {
+			t.Fatalf("Retry = %v, %d calls, %d throttled; want nil, 1 call after >= 1 rejection", err, calls, throttled)
+		}
+		// Accepted outcomes lower the probability: a success and a
+		// permanent error are accepts, a transient error is not.
+		th3, _ := rebound.NewAdaptiveThrottle()
+		r := mustRetrier(t, rebound.Policy{MaxAttempts: 1}, rebound.WithThrottle(th3))
+		_ = r.Do(context.Background(), func(context.Context) error { return nil })
+		_ = r.Do(context.Background(), func(context.Context) error { return rebound.Permanent(errBoom) })
+		_ = r.Do(context.Background(), func(context.Context) error { return errBoom })
+		if p := th3.Probability(time.Now()); p != 0 {
+			t.Fatalf("Probability = %v after 2 accepts of 3, want 0", p)
+		}
+	})
+}
+
+// The Schedule's form, in injected time: Begin and Admit ask the throttle
+// when an attempt is due; a rejection is a failed attempt that returns the
+// next delay (Throttled true); the budget is charged once per retry Next
+// schedules, not for the attempts the throttle deferred.
+func TestScheduleThrottleInVirtualTime(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	for i := 0; i < 100000; i++ {
+		th.Allow(t0)
 	}
-	calls := 0
-	err := rebound.Retry(context.Background(), fast, func(context.Context) error { calls++; return nil }, rebound.WithThrottle(th))
-	for i := 0; i < 10 && err == nil; i++ { // a few may pass: p = 1000/1001
-		err = rebound.Retry(context.Background(), fast, func(context.Context) error { calls++; return nil }, rebound.WithThrottle(th))
+	b, _ := rebound.NewRetryBudget(rebound.BudgetMinPerSecond(1))
+	var throttled, retried int
+	h := rebound.Hooks{Throttled: func(rebound.Event) { throttled++ }, Retried: func(rebound.Event) { retried++ }}
+	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5}
+	r := mustRetrier(t, p, rebound.WithThrottle(th), rebound.WithBudget(b), rebound.WithHooks(h))
+	s := r.NewSchedule(t0)
+	d, stop := s.Begin(t0)
+	if stop != nil || d != time.Second || !s.Throttled() || s.Attempts() != 1 {
+		t.Fatalf("Begin = %v, %v, throttled %v, attempts %d; want 1s, nil, true, 1", d, stop, s.Throttled(), s.Attempts())
 	}
-	if !errors.Is(err, rebound.ErrThrottled) || !strings.Contains(err.Error(), "rejected locally") {
-		t.Fatalf("Retry = %v, want ErrThrottled", err)
+	now := t0.Add(d)
+	w, stop := s.Admit(now)
+	if stop != nil || w != time.Second || !s.Throttled() || s.Attempts() != 2 {
+		t.Fatalf("Admit = %v, %v, throttled %v, attempts %d", w, stop, s.Throttled(), s.Attempts())
 	}
-	// Accepted outcomes lower the probability: a success and a permanent
-	// error are accepts, a transient error is not.
-	th3, _ := rebound.NewAdaptiveThrottle()
-	r := mustRetrier(t, rebound.Policy{MaxAttempts: 1}, rebound.WithThrottle(th3))
-	_ = r.Do(context.Background(), func(context.Context) error { return nil })
-	_ = r.Do(context.Background(), func(context.Context) error { return rebound.Permanent(errBoom) })
-	_ = r.Do(context.Background(), func(context.Context) error { return errBoom })
-	if p := th3.Probability(time.Now()); p != 0 {
-		t.Fatalf("Probability = %v after 2 accepts of 3, want 0", p)
+	// The backend answers at last: accepts close the gap.
+	for i := 0; i < 100000; i++ {
+		th.Accepted(now)
+	}
+	now = now.Add(w)
+	if w, stop = s.Admit(now); stop != nil || w != 0 || s.Throttled() {
+		t.Fatalf("Admit after accepts = %v, %v, throttled %v; want 0, nil, false", w, stop, s.Throttled())
+	}
+	if w, stop = s.Admit(now); w != 0 || stop != nil { // asked once per attempt
+		t.Fatalf("second Admit = %v, %v", w, stop)
+	}
+	// The attempt is sent and fails: Next counts attempt 3 and schedules
+	// a retry (one budget withdrawal).
+	if d, stop = s.Next(errBoom, now); stop != nil || d != time.Second || s.Attempts() != 3 {
+		t.Fatalf("Next = %v, %v, attempts %d", d, stop, s.Attempts())
+	}
+	if throttled != 2 || retried != 1 {
+		t.Fatalf("hooks: %d throttled, %d retried; want 2, 1", throttled, retried)
+	}
+	if a := testing.AllocsPerRun(100, func() { s.Admit(now) }); a != 0 {
+		t.Fatalf("Admit with a throttle: %v allocs", a)
+	}
+}
+
+// MaxAttempts runs out on a rejected attempt: the stop is ErrExhausted
+// with Last ErrThrottled, and MaxElapsed counts the deferred time too.
+func TestScheduleThrottleExhausts(t *testing.T) {
+	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	for i := 0; i < 100000; i++ {
+		th.Allow(t0)
+	}
+	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 1}, rebound.WithThrottle(th))
+	s := r.NewSchedule(t0)
+	if d, stop := s.Begin(t0); d != 0 || !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrThrottled) {
+		t.Fatalf("Begin with MaxAttempts 1 = %v, %v", d, stop)
+	}
+	r = mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 2500 * time.Millisecond}, rebound.WithThrottle(th))
+	s = r.NewSchedule(t0)
+	now := t0
+	var stop error
+	for i := 0; i < 10 && stop == nil; i++ {
+		var d time.Duration
+		if i == 0 {
+			d, stop = s.Begin(now)
+		} else {
+			d, stop = s.Admit(now)
+		}
+		now = now.Add(d)
+	}
+	if !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrThrottled) || s.Attempts() != 2 {
+		t.Fatalf("stop %v after %d attempts; want ErrExhausted/ErrThrottled after 2 (1s, then 2s would end past 2.5s)", stop, s.Attempts())
 	}
 }
 

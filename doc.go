@@ -19,8 +19,10 @@
 //   - Schedule is the one step function: per loop, Next(err, now) says how
 //     long to wait before the next attempt or why to stop (Permanent,
 //     classifier, MaxAttempts, Retry-After, MaxElapsed at the start of the
-//     next attempt, RetryBudget, AdaptiveThrottle); Admit(now) takes the
-//     shared limiter's token when the attempt is due; Wait is the blocking
+//     next attempt, RetryBudget); Admit(now), when the attempt is due, asks
+//     the AdaptiveThrottle (an attempt it rejects locally is a failed
+//     attempt that was never sent: the loop backs off and asks again) and
+//     takes the shared limiter's token; Wait is the blocking
 //     form for loops with a goroutine; Reset and Succeeded restart a loop.
 //     Time is passed in, so schedulers with a heap and simulators in
 //     virtual time use the same code as goroutine loops.
@@ -57,9 +59,9 @@
 // NewClosedError). Permanent marks an error retrying cannot fix (it stops
 // any loop at once, whatever a classifier says); Transient marks one worth
 // retrying. A loop that stops retrying a transient error returns a
-// *RetryError whose Reason is ErrExhausted, ErrBudgetExhausted,
-// ErrThrottled or the context's error, and which also matches the last
-// attempt's error.
+// *RetryError whose Reason is ErrExhausted, ErrBudgetExhausted or the
+// context's error, and which also matches the last attempt's error
+// (ErrThrottled when the throttle rejected the last attempt locally).
 //
 // Options. Each constructor has its own option type, an interface with an
 // unexported method (Option for Retry and NewRetrier, BudgetOption,
@@ -103,7 +105,7 @@
 // "github.com/rebound-go/rebound" (the one table; the README has it with
 // the details):
 //
-//	rebound.retry.attempts                counter, observable        {attempt}       outcome=success|retry|gave_up, component
+//	rebound.retry.attempts                counter, observable        {attempt}       outcome=success|retry|gave_up|throttled, component
 //	rebound.retry.delay                   histogram                  s               component
 //	rebound.limiter.wait                  histogram                  s               component
 //	rebound.subscriber.subscriptions      up-down counter, observable {subscription} state=pending|subscribed|retrying|stopped

@@ -21,6 +21,11 @@ const (
 	// EventRecovered: an attempt succeeded after at least one failure
 	// (Hooks.Recovered).
 	EventRecovered
+	// EventThrottled: the AdaptiveThrottle (WithThrottle) rejected an
+	// attempt locally: it was not sent, it counts as a failed attempt
+	// (Err is ErrThrottled), and the loop waits Delay before trying again
+	// (Delay 0: the loop gives up, GaveUp follows) (Hooks.Throttled).
+	EventThrottled
 )
 
 func (k EventKind) String() string {
@@ -35,6 +40,8 @@ func (k EventKind) String() string {
 		return "attempt"
 	case EventRecovered:
 		return "recovered"
+	case EventThrottled:
+		return "throttled"
 	}
 	return "unknown"
 }
@@ -46,11 +53,12 @@ type Event struct {
 	// Attempt is the number of attempts made so far (1 for the first).
 	Attempt int
 	// Err is the attempt's error (EventAttempt: nil for a success;
-	// EventRetry), or the error the loop returns (EventGiveUp); nil for
-	// EventSuccess and EventRecovered.
+	// EventRetry; ErrThrottled for EventThrottled), or the error the loop
+	// returns (EventGiveUp); nil for EventSuccess and EventRecovered.
 	Err error
 	// Delay is the wait before the next attempt, Retry-After included,
-	// limiter wait not included (EventRetry only).
+	// limiter wait not included (EventRetry, and EventThrottled: 0 when
+	// the loop gives up).
 	Delay time.Duration
 	// LimiterWait is the time the attempt waited for a limiter token after
 	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 for a first
@@ -59,8 +67,9 @@ type Event struct {
 	// Waiting is set on an EventGiveUp that does not end an attempt: the
 	// loop stopped while waiting for its next attempt (its context done, a
 	// deadline, a limiter token past MaxElapsed; that attempt's failure
-	// was already reported with EventRetry) or before its first one (a
-	// throttled first attempt). Counters of attempts skip these.
+	// was already reported with EventRetry), or on an attempt the throttle
+	// rejected locally (reported with EventThrottled, never sent).
+	// Counters of attempts skip these.
 	Waiting bool
 	// Elapsed is the time since the loop started: since the start of its
 	// first attempt when the policy has a MaxElapsed (which needs it),
@@ -74,13 +83,16 @@ type Event struct {
 // decides, loops built on Schedule that call them themselves). Every field
 // is optional. Hooks are called synchronously from the goroutine running
 // the loop, never under a lock of rebound's, in this order for one attempt:
-// Attempted, then Retried or Recovered or GaveUp. A slow hook slows only
+// Attempted, then Retried or Recovered or GaveUp; an attempt the
+// AdaptiveThrottle rejects locally is never made, so it is reported by
+// Throttled alone (then GaveUp if the loop stops). A slow hook slows only
 // its own loop. They are the one hooks shape of rebound (failback.Hooks and
 // subscriber's follow it): a struct of funcs taking a value.
 //
 // For metrics (see the obs package): Attempted gives every attempt and its
 // outcome (Err nil, transient, or final), and the limiter wait before it;
-// Retried gives each backoff delay; Recovered and GaveUp end an episode.
+// Retried gives each backoff delay; Throttled each attempt rejected
+// locally (not sent); Recovered and GaveUp end an episode.
 type Hooks struct {
 	// Attempted is called after every attempt, Kind EventAttempt, Err the
 	// attempt's outcome (nil: it succeeded).
@@ -95,10 +107,15 @@ type Hooks struct {
 	// Err the error the loop returns; Waiting when no attempt ended there
 	// (see Event.Waiting).
 	GaveUp func(Event)
+	// Throttled is called when the AdaptiveThrottle rejected an attempt
+	// locally (it was not sent); Kind EventThrottled, Err ErrThrottled,
+	// Delay the wait before the loop tries again (0 if it gives up:
+	// GaveUp follows). Attempted is not called for it.
+	Throttled func(Event)
 }
 
 func (h Hooks) isZero() bool {
-	return h.Attempted == nil && h.Retried == nil && h.Recovered == nil && h.GaveUp == nil
+	return h.Attempted == nil && h.Retried == nil && h.Recovered == nil && h.GaveUp == nil && h.Throttled == nil
 }
 
 // The emitters allocate nothing; WithNotify's functions are called after
@@ -139,6 +156,18 @@ func (c *config) emitRecovered(e Event) {
 	e.Kind = EventRecovered
 	for i := range c.hooks {
 		if f := c.hooks[i].Recovered; f != nil {
+			f(e)
+		}
+	}
+}
+
+// emitThrottled reports an attempt rejected locally. WithNotify's
+// functions do not see it (they get retry, success and give-up events).
+func (c *config) emitThrottled(e Event) {
+	c.meter.Throttled()
+	e.Kind = EventThrottled
+	for i := range c.hooks {
+		if f := c.hooks[i].Throttled; f != nil {
 			f(e)
 		}
 	}

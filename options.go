@@ -142,11 +142,14 @@ func WithBudget(b *RetryBudget) Option {
 
 // WithThrottle makes every attempt of the loop, the first included, ask t
 // first (see AdaptiveThrottle), which any number of loops may share: an
-// attempt t rejects locally is not made, and ends the loop with a
-// *RetryError whose Reason is ErrThrottled. Outcomes are recorded: a
-// success or an error that is not transient (Permanent, or refused by the
-// classifier) is an accept. t must not be nil. With a throttle, the first
-// attempt reads the clock (WithClock).
+// attempt t rejects locally is not made; it counts as a failed attempt
+// (toward MaxAttempts and MaxElapsed, error ErrThrottled) and the loop
+// backs off by the policy's next delay and asks again, so a loop ends only
+// when its policy runs out (a *RetryError with Reason ErrExhausted and Last
+// ErrThrottled; see Schedule, "Adaptive throttling"). Outcomes are
+// recorded: a success or an error that is not transient (Permanent, or
+// refused by the classifier) is an accept. t must not be nil. With a
+// throttle, the first attempt reads the clock (WithClock).
 func WithThrottle(t *AdaptiveThrottle) Option {
 	return optionFunc(func(c *config) {
 		if t == nil {
@@ -188,16 +191,13 @@ func (c *config) isTransient(err error) bool {
 }
 
 // begin accounts for a run's first attempt at now: a deposit in the
-// budget, a request for the throttle. It returns ErrThrottled when the
-// throttle rejects the attempt.
-func (c *config) begin(now time.Time) error {
+// budget, a request for the throttle. It reports whether the throttle lets
+// the attempt through (false: rejected locally, do not send it).
+func (c *config) begin(now time.Time) bool {
 	if c.budget != nil {
 		c.budget.Deposit(now)
 	}
-	if c.throttle != nil && !c.throttle.Allow(now) {
-		return ErrThrottled
-	}
-	return nil
+	return c.throttle == nil || c.throttle.Allow(now)
 }
 
 // record gives the throttle an attempt's outcome.
@@ -205,15 +205,4 @@ func (c *config) record(err error, now time.Time) {
 	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
 		c.throttle.Accepted(now)
 	}
-}
-
-// admitRetry asks the budget and the throttle for a retry at now.
-func (c *config) admitRetry(now time.Time) error {
-	if c.budget != nil && !c.budget.TryWithdraw(now) {
-		return ErrBudgetExhausted
-	}
-	if c.throttle != nil && !c.throttle.Allow(now) {
-		return ErrThrottled
-	}
-	return nil
 }

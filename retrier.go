@@ -76,11 +76,12 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 // itself, without Do (failback's Invoke), about to start at now: a deposit
 // in the RetryBudget, a request for the AdaptiveThrottle. It returns a
 // *RetryError with Reason ErrThrottled when the throttle rejects the
-// attempt locally: do not make it. Without a budget or throttle it does
+// attempt locally: the caller should not send it (and may schedule it
+// later, like a failed attempt). Without a budget or throttle it does
 // nothing. Report the attempt's outcome with Record.
 func (r *Retrier) Begin(now time.Time) error {
-	if reason := r.c.begin(now); reason != nil {
-		return &RetryError{Reason: reason}
+	if !r.c.begin(now) {
+		return &RetryError{Attempts: 1, Last: ErrThrottled, Reason: ErrThrottled}
 	}
 	return nil
 }
@@ -113,12 +114,8 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	var start time.Time
 	if r.start {
 		start = r.c.now()
-		if reason := r.c.begin(start); reason != nil {
-			err := &RetryError{Reason: reason}
-			if r.c.observed() {
-				r.c.emitGaveUp(Event{Err: err, Waiting: true})
-			}
-			return err
+		if !r.c.begin(start) {
+			return r.loop(ctx, op, start, nil, true) // rejected locally: op not called
 		}
 	}
 	err := op(ctx)
@@ -139,11 +136,12 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	if !r.start {
 		start = r.c.now()
 	}
-	return r.loop(ctx, op, start, err)
+	return r.loop(ctx, op, start, err, false)
 }
 
-// loop runs the retries after a failed first attempt.
-func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, err error) error {
+// loop runs the retries after a failed first attempt, or after a first
+// attempt the throttle rejected locally (throttled: err is nil then).
+func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, err error, throttled bool) error {
 	c := &r.c
 	var s Schedule
 	r.initSchedule(&s, start)
@@ -153,30 +151,37 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 	}
 	for {
 		now := c.now()
-		attempt := s.attempts + 1
-		if c.observed() {
-			c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: s.limWait, Elapsed: now.Sub(start)})
-		}
-		var stop error
-		if cerr := ctx.Err(); cerr != nil {
-			s.attempts++
-			s.last = err
-			stop = s.stop(cerr)
-		}
 		var d time.Duration
-		if stop == nil {
-			d, stop = s.next(err, now)
-		}
-		if stop == nil {
-			stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
-		}
-		if stop == nil && c.observed() {
-			c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: now.Sub(start)})
-		}
+		var stop error
 		waiting := false
+		if throttled { // the first attempt was not sent: no attempt ended
+			throttled, waiting = false, true
+			if d, stop = s.throttled(now); stop == nil {
+				stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
+			}
+		} else {
+			attempt := s.attempts + 1
+			if c.observed() {
+				c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: s.limWait, Elapsed: now.Sub(start)})
+			}
+			if cerr := ctx.Err(); cerr != nil {
+				s.attempts++
+				s.last = err
+				stop = s.stop(cerr)
+			}
+			if stop == nil {
+				d, stop = s.next(err, now)
+			}
+			if stop == nil {
+				stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
+			}
+			if stop == nil && c.observed() {
+				c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: now.Sub(start)})
+			}
+		}
 		if stop == nil {
 			stop = s.wait(ctx, d, timer)
-			waiting = stop != nil // the attempt was reported as a retry
+			waiting = stop != nil // the attempt was reported as a retry (or throttled)
 		}
 		if stop != nil {
 			s.Cancel(c.now())

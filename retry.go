@@ -22,9 +22,8 @@ import (
 //   - a *RetryError when it stops retrying a transient error, or does not
 //     start: Reason is ErrExhausted (MaxAttempts, MaxElapsed, a Retry-After
 //     beyond MaxElapsed, a limiter token after MaxElapsed),
-//     ErrBudgetExhausted (WithBudget refused the retry), ErrThrottled
-//     (WithThrottle rejected the attempt locally; for the first attempt,
-//     op was not called), ctx.Err() (ctx done, also before the first
+//     ErrBudgetExhausted (WithBudget refused the retry), ctx.Err() (ctx
+//     done, also before the first
 //     attempt: then Attempts is 0 and op was not called), or an error
 //     wrapping context.DeadlineExceeded when the next wait would end after
 //     ctx's deadline (Retry returns at once instead of sleeping through
@@ -33,6 +32,12 @@ import (
 //   - an *ArgumentError (matching ErrInvalidArgument) for a nil ctx or op,
 //     an invalid policy (it also matches ErrInvalidPolicy) or a bad option
 //     value, without calling op.
+//
+// With WithThrottle, an attempt the throttle rejects locally is not made
+// (op is not called): it counts as a failed attempt whose error is
+// ErrThrottled, and the loop backs off and asks again; a loop that runs
+// out of attempts or time that way returns a *RetryError with Reason
+// ErrExhausted and Last ErrThrottled (errors.Is holds for both).
 //
 // The first attempt runs at once; it neither waits for the limiter nor
 // allocates when it succeeds and no option is given.
@@ -59,7 +64,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 				return nil
 			}
 			r := &Retrier{p: p.Normalized()}
-			return r.loop(ctx, op, r.c.now(), err)
+			return r.loop(ctx, op, r.c.now(), err, false)
 		}
 	}
 	r := &Retrier{}

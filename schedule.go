@@ -51,13 +51,31 @@ import (
 //  4. MaxElapsed: if the next attempt would START after start+MaxElapsed,
 //     stop (ErrExhausted; the text names a Retry-After that caused it);
 //  5. the RetryBudget (WithBudget) must allow the retry (else stop with
-//     Reason ErrBudgetExhausted), then the AdaptiveThrottle (WithThrottle)
-//     (else ErrThrottled). A non-transient error counts as an accept for
-//     the throttle, a transient one as a rejection.
+//     Reason ErrBudgetExhausted). A non-transient error counts as an
+//     accept for the AdaptiveThrottle, a transient one as a rejection.
 //
-// Admit adds the shared limiter (WithLimiter): a token reserved when the
-// retry is due, and MaxElapsed checked again against the attempt's real
-// start (the delay plus the token wait).
+// Admit, when the retry is due, asks the AdaptiveThrottle (WithThrottle),
+// then the shared limiter (WithLimiter): a token reserved at that moment,
+// and MaxElapsed checked again against the attempt's real start (the delay
+// plus the token wait).
+//
+// # Adaptive throttling
+//
+// The throttle rejects requests locally (the SRE book's client-side
+// throttling): it is asked when an attempt is about to be sent (Begin for
+// a run's first attempt, Admit for a retry), and an attempt it rejects is
+// a failed attempt that was never sent. It counts toward MaxAttempts and
+// MaxElapsed like a failure with error ErrThrottled, the loop waits the
+// policy's next delay (no Retry-After: the backend said nothing) and asks
+// again; Begin and Admit return that delay, Wait waits it for itself. The
+// loop ends only when the policy runs out: a *RetryError with Reason
+// ErrExhausted and Last ErrThrottled. So a process whose backend rejects
+// most of its requests sends fewer of them and backs off, without ending
+// the work it was asked to do. Throttled reports whether the last Begin or
+// Admit rejected the attempt; with hooks, each rejection is reported to
+// Hooks.Throttled (and counted as rebound.retry.attempts{outcome=throttled}).
+// The RetryBudget is charged once per retry Next schedules, not again for
+// an attempt the throttle deferred.
 //
 // Time is passed in (like golang.org/x/time/rate), so a Schedule runs in
 // virtual time too (a simulator, testing/synctest, a fake clock); only Wait
@@ -74,6 +92,8 @@ type Schedule struct {
 	last     error // the last error given to Next
 	res      *rate.Reservation
 	limWait  time.Duration
+	allowed  bool // the throttle admitted the attempt that is due
+	thrott   bool // the last Begin or Admit rejected its attempt locally
 }
 
 // init prepares s for a loop of r starting at now. k numbers the
@@ -94,6 +114,7 @@ func (s *Schedule) Reset(now time.Time) {
 	s.attempts = 0
 	s.last = nil
 	s.limWait = 0
+	s.allowed, s.thrott = false, false
 	s.d.reset()
 	s.start = now
 }
@@ -119,16 +140,52 @@ func (s *Schedule) Succeeded(now time.Time) {
 
 // Begin accounts for the first attempt of a run, about to start at now:
 // a deposit in the RetryBudget, a request for the AdaptiveThrottle. It
-// returns a *RetryError with Reason ErrThrottled when the throttle rejects
-// the attempt locally: do not make it (wait a delay and try Begin again, or
-// give up). Without a budget or throttle it does nothing. Loops whose
+// returns (0, nil) when the attempt may be sent. When the throttle rejects
+// it locally, the attempt is not to be made: it counts as a failed attempt
+// (see "Adaptive throttling" above) and Begin returns the delay before the
+// next try (wait it, then Admit as for a retry), or a *RetryError (Reason
+// ErrExhausted, Last ErrThrottled) when the policy allows no further
+// attempt. Without a budget or throttle it does nothing. Loops whose
 // retries go through Next call it so that the budget knows their traffic.
-func (s *Schedule) Begin(now time.Time) error {
-	if err := s.c.begin(now); err != nil {
-		return s.gaveUp(s.stop(err), now)
+func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
+	s.thrott = false
+	if s.c.begin(now) {
+		s.allowed = true
+		return 0, nil
 	}
-	return nil
+	d, stop := s.throttled(now)
+	if stop != nil {
+		return 0, s.gaveUp(stop, now)
+	}
+	return d, nil
 }
+
+// throttled counts the attempt due at now as rejected locally by the
+// throttle (a failed attempt that was not sent) and returns the delay
+// before the next try, or the stop when the policy allows none.
+func (s *Schedule) throttled(now time.Time) (time.Duration, error) {
+	s.thrott, s.allowed = true, false
+	s.attempts++
+	s.last = ErrThrottled
+	s.limWait = 0
+	p := &s.d.p
+	var d time.Duration
+	var stop error
+	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+		stop = s.stop(ErrExhausted)
+	} else if d = s.d.draw(s.attempts - 1); p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
+		d, stop = 0, s.stop(ErrExhausted)
+	}
+	if s.c.observed() {
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: ErrThrottled, Delay: d, Elapsed: now.Sub(s.start)})
+	}
+	return d, stop
+}
+
+// Throttled reports whether the last Begin or Admit rejected its attempt
+// locally (AdaptiveThrottle): the attempt must not be sent, and the
+// duration they returned is a backoff delay, not a limiter wait.
+func (s *Schedule) Throttled() bool { return s.thrott }
 
 // gaveUp reports stop to the GaveUp hooks, as a stop that ends no attempt
 // (Event.Waiting), and returns it.
@@ -181,6 +238,7 @@ func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
 func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 	s.attempts++
 	s.limWait = 0
+	s.allowed, s.thrott = false, false
 	s.res = nil // a token reserved for the attempt that just failed was used
 	if err != nil {
 		s.last = err
@@ -211,10 +269,8 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		}
 		return 0, s.stop(ErrExhausted)
 	}
-	if s.c.budget != nil || s.c.throttle != nil {
-		if reason := s.c.admitRetry(now); reason != nil {
-			return 0, s.stop(reason)
-		}
+	if s.c.budget != nil && !s.c.budget.TryWithdraw(now) {
+		return 0, s.stop(ErrBudgetExhausted)
 	}
 	return d, nil
 }
@@ -245,19 +301,28 @@ func (s *Schedule) FirstDelay() time.Duration {
 	return s.d.draw(0)
 }
 
-// Admit is called when an attempt is due, at now: it reserves the
-// attempt's limiter token (WithLimiter) and returns how much longer the
-// attempt must wait for it (0: run now). The token is held for the attempt
-// until it runs; Cancel (or Reset) gives it back if it will not. A non-nil
-// stop error (a *RetryError, Reason ErrExhausted) means the attempt would
-// start after MaxElapsed: the token is given back and the loop ends. Without
-// a limiter Admit returns (0, nil).
+// Admit is called when an attempt is due, at now: it asks the
+// AdaptiveThrottle (WithThrottle), reserves the attempt's limiter token
+// (WithLimiter) and returns how much longer the attempt must wait for it
+// (0: run now). The token is held for the attempt until it runs; Cancel
+// (or Reset) gives it back if it will not. A non-nil stop error (a
+// *RetryError, Reason ErrExhausted) means the attempt would start after
+// MaxElapsed: the token is given back and the loop ends. Without a limiter
+// or throttle Admit returns (0, nil).
+//
+// When the throttle rejects the attempt locally (Throttled reports true),
+// it is not to be made: it counts as a failed attempt, no token is taken,
+// and the duration returned is the backoff delay before the next try
+// (call Admit again then), or the stop is a *RetryError with Reason
+// ErrExhausted and Last ErrThrottled if the policy allows no further
+// attempt (see "Adaptive throttling" above).
 //
 // Calling Admit again before the attempt runs (a heap scheduler whose task
 // came due a second time, after the token wait) returns the time left on
-// the token already held; it never takes a second one.
+// the token already held; it never takes a second one, nor asks the
+// throttle twice for one attempt.
 //
-// With hooks, a stop is reported to GaveUp.
+// With hooks, a stop is reported to GaveUp, a rejection to Throttled.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
 	w, stop := s.admit(now)
 	if stop != nil {
@@ -267,6 +332,13 @@ func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
 }
 
 func (s *Schedule) admit(now time.Time) (time.Duration, error) {
+	s.thrott = false
+	if s.c.throttle != nil && !s.allowed && s.res == nil {
+		if !s.c.throttle.Allow(now) {
+			return s.throttled(now)
+		}
+		s.allowed = true
+	}
 	lim := s.c.limiter
 	if lim == nil {
 		return 0, nil
@@ -299,8 +371,12 @@ func (s *Schedule) Cancel(now time.Time) {
 }
 
 // Wait is the blocking form of a step, for loops with a goroutine of their
-// own: it waits d (the delay Next returned, or FirstDelay), then takes the
-// limiter token (Admit) and waits for it, reading the clock of WithClock.
+// own: it waits d (the delay Next returned, or FirstDelay), then asks the
+// throttle and takes the limiter token (Admit) and waits for it, reading
+// the clock of WithClock. An attempt the throttle rejects locally is not
+// made: Wait waits the next delay and asks again, until the throttle lets
+// an attempt through or the policy runs out (ErrExhausted, Last
+// ErrThrottled).
 // It returns nil when the attempt may start, or the error that ends the
 // loop, a *RetryError whose Reason is ctx.Err() (ctx done: a token held is
 // given back), an error wrapping context.DeadlineExceeded (a wait that
@@ -316,34 +392,40 @@ func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 }
 
 func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
-	if d > 0 {
-		if err := s.deadline(ctx, d, "next attempt in %v would start after the context deadline"); err != nil {
+	for {
+		if d > 0 {
+			if err := s.deadline(ctx, d, "next attempt in %v would start after the context deadline"); err != nil {
+				return err
+			}
+			if err := Wait(ctx, d, t); err != nil {
+				return s.stop(err)
+			}
+		}
+		if s.c.limiter == nil && s.c.throttle == nil {
+			return nil
+		}
+		now := s.c.now()
+		w, stop := s.admit(now)
+		if stop != nil {
+			return stop
+		}
+		if w <= 0 {
+			return nil
+		}
+		if s.thrott { // rejected locally: back off, then ask again
+			d = w
+			continue
+		}
+		if err := s.deadline(ctx, w, "retry limiter: next token in %v would come after the context deadline"); err != nil {
+			s.Cancel(now)
 			return err
 		}
-		if err := Wait(ctx, d, t); err != nil {
+		if err := Wait(ctx, w, t); err != nil {
+			s.Cancel(s.c.now())
 			return s.stop(err)
 		}
-	}
-	if s.c.limiter == nil {
 		return nil
 	}
-	now := s.c.now()
-	w, stop := s.admit(now)
-	if stop != nil {
-		return stop
-	}
-	if w <= 0 {
-		return nil
-	}
-	if err := s.deadline(ctx, w, "retry limiter: next token in %v would come after the context deadline"); err != nil {
-		s.Cancel(now)
-		return err
-	}
-	if err := Wait(ctx, w, t); err != nil {
-		s.Cancel(s.c.now())
-		return s.stop(err)
-	}
-	return nil
 }
 
 // deadline returns a stop error when waiting d would end at or after ctx's

@@ -9,8 +9,11 @@ import (
 	"time"
 )
 
-// ErrThrottled is the Reason of the *RetryError a loop returns when its
-// AdaptiveThrottle rejected an attempt locally, without sending it.
+// ErrThrottled is the error of an attempt the AdaptiveThrottle rejected
+// locally, without sending it. A loop counts such an attempt as a failure
+// and backs off; when its policy runs out on one, it returns a *RetryError
+// with Reason ErrExhausted and Last ErrThrottled. Retrier.Begin returns it
+// as the Reason for a first attempt made outside a loop.
 var ErrThrottled = errors.New("rebound: throttled: the backend is rejecting most requests, so this one was rejected locally (adaptive throttling)")
 
 // Defaults of NewAdaptiveThrottle (the Google SRE book's values).
@@ -36,13 +39,23 @@ const throttleSlots = 20
 // fleet of independent processes backs off a server that is rejecting
 // them, and recovers as soon as its requests are accepted again.
 //
-// Give it to loops with WithThrottle: Retry, Retrier.Do and Schedule.Next
-// ask it before every attempt (a rejected one ends the loop with a
-// *RetryError whose Reason is ErrThrottled, without calling the
-// operation) and record accepts from the outcomes: a success, or an error
-// that is not transient (the backend answered), is an accept; a transient
-// error is a rejection. Loops that run attempts themselves use Allow and
-// Accepted directly, or Schedule.Begin and Retrier.Record.
+// Give it to loops with WithThrottle: Retry, Retrier.Do and a Schedule's
+// Begin, Admit and Wait ask it when an attempt is about to be sent. A
+// rejected attempt is not sent (the operation is not called); for the
+// loop it is a failed attempt, counted toward MaxAttempts and MaxElapsed,
+// after which the loop waits its policy's next delay and asks again. The
+// rejection is local: the loop does not end because of it, only when its
+// policy runs out (a *RetryError with Reason ErrExhausted and Last
+// ErrThrottled). Loops record accepts from the outcomes: a success, or an
+// error that is not transient (the backend answered), is an accept; a
+// transient error is a rejection. Loops that run attempts themselves use
+// Allow and Accepted directly, or Schedule.Begin and Retrier.Record.
+//
+// With one call per process and a backend that was down, the throttle
+// sees only failures, so after recovery it lets few attempts through
+// until accepts come back: it sheds load from a process with many
+// requests, but slows the recovery of a process with few (see the storm
+// simulator's rows in the README).
 //
 // An AdaptiveThrottle is safe for concurrent use and meant to be shared
 // (one per backend, per process). Time is passed in, so it runs in virtual

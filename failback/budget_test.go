@@ -72,10 +72,79 @@ func TestBudgetBoundsRetriesInOutage(t *testing.T) {
 	})
 }
 
-// TestThrottleDropsRetries: an adaptive throttle that has seen only
-// rejections refuses most retries locally; each refused one is reported
-// Dropped(throttled), first attempts are never refused.
-func TestThrottleDropsRetries(t *testing.T) {
+// TestThrottleReschedulesRetries: an adaptive throttle that has seen only
+// rejections rejects most retries locally; each rejected one is not sent,
+// counts as a failed attempt and is rescheduled (Retried with
+// rebound.ErrThrottled, Stats.Throttled), never dropped; first attempts are
+// never rejected. Once the provider is back, every call succeeds, with
+// fewer retries sent into the outage than without the throttle.
+func TestThrottleReschedulesRetries(t *testing.T) {
+	run := func(t *testing.T, throttle bool) (Stats, int, *recorder) {
+		p := newProvider("a:1", downUntil(30*time.Second))
+		rec := newRecorder()
+		opts := []Option{WithHooks(rec.hooks()), WithMaxTasks(1000),
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: 2 * time.Second})}
+		if throttle {
+			th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, WithThrottle(th))
+		}
+		f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
+		const calls = 500
+		for range calls {
+			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
+				t.Fatalf("Invoke = %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Minute)
+		mustClose(t, f)
+		first, intoOutage := 0, 0
+		for _, c := range p.snapshot() {
+			if c.first {
+				first++
+			} else if c.at < 30*time.Second {
+				intoOutage++
+			}
+		}
+		if first != calls {
+			t.Fatalf("%d first attempts made; want all %d (the throttle never rejects a first attempt)", first, calls)
+		}
+		s := f.Stats()
+		checkStats(t, s)
+		if s.Succeeded != calls || s.GaveUp != 0 || s.Dropped[DropThrottled] != 0 || rec.count("dropped") != 0 {
+			t.Fatalf("stats %+v: want every call to succeed, none dropped", s)
+		}
+		return s, intoOutage, rec
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s, sent, rec := run(t, true)
+		_, plain, _ := run(t, false)
+		t.Logf("retries sent into the outage: %d with the throttle (%d rejected locally), %d without; stats %+v", sent, s.Throttled, plain, s)
+		if s.Throttled == 0 || sent >= plain {
+			t.Fatalf("throttle rejected %d, sent %d retries into the outage (without: %d): want rejections and fewer", s.Throttled, sent, plain)
+		}
+		throttledHooks := 0
+		for _, tk := range rec.get("retried") {
+			if errors.Is(tk.Err, rebound.ErrThrottled) {
+				throttledHooks++
+				if tk.Delay <= 0 {
+					t.Fatalf("throttled retry rescheduled with delay %v", tk.Delay)
+				}
+			}
+		}
+		if uint64(throttledHooks) != s.Throttled {
+			t.Fatalf("%d Retried hooks with ErrThrottled, Stats.Throttled %d", throttledHooks, s.Throttled)
+		}
+	})
+}
+
+// TestThrottledCallGivesUpWithPolicy: in an outage that outlasts the
+// policy, a call whose last attempt the throttle rejected ends in GaveUp
+// with Reason ErrExhausted and Last ErrThrottled, never in Dropped.
+func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
 		if err != nil {
@@ -85,32 +154,35 @@ func TestThrottleDropsRetries(t *testing.T) {
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()), WithThrottle(th), WithMaxTasks(1000),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, MaxAttempts: 5}))
-		const calls = 500
+		const calls = 200
 		for range calls {
-			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil && !errors.Is(err, rebound.ErrThrottled) {
+			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
 				t.Fatalf("Invoke = %v", err)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(time.Minute)
 		mustClose(t, f)
-		first := 0
-		for _, c := range p.snapshot() {
-			if c.first {
-				first++
-			}
-		}
 		s := f.Stats()
 		checkStats(t, s)
-		t.Logf("throttle %v: %d first attempts, %d retries; stats %+v", th, first, len(p.retries()), s)
-		if first != calls {
-			t.Fatalf("%d first attempts made; want all %d (the throttle never refuses a first attempt)", first, calls)
+		if s.GaveUp != calls || rec.count("dropped") != 0 || s.Throttled == 0 {
+			t.Fatalf("stats %+v: want every call to give up, none dropped, some throttled", s)
 		}
-		if s.Dropped[DropThrottled] == 0 || rec.dropped[DropThrottled] != int(s.Dropped[DropThrottled]) {
-			t.Fatalf("throttled: stats %d, hooks %d", s.Dropped[DropThrottled], rec.dropped[DropThrottled])
+		last := 0
+		for _, tk := range rec.get("gaveup") {
+			var ge *GiveUpError
+			if !errors.As(tk.Err, &ge) || ge.Attempts != 5 || !errors.Is(ge.Reason, rebound.ErrExhausted) {
+				t.Fatalf("GaveUp %v: want 5 attempts, ErrExhausted", tk.Err)
+			}
+			if errors.Is(ge.Last, rebound.ErrThrottled) {
+				last++
+			}
 		}
-		if retries := len(p.retries()); retries > calls*4/2 {
-			t.Errorf("%d retries sent: the throttle refused too few (no throttle: %d)", retries, calls*4)
+		if retries := uint64(len(p.retries())); retries != s.Retried || retries+s.Throttled != calls*4 {
+			t.Fatalf("%d retries sent (Stats.Retried %d) + %d throttled, want %d attempts after the first", retries, s.Retried, s.Throttled, calls*4)
+		}
+		if last == 0 {
+			t.Fatalf("no call gave up on a throttled attempt")
 		}
 	})
 }

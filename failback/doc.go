@@ -28,9 +28,10 @@
 //   - runs retries on a fixed pool of workers (WithConcurrency, default 8),
 //     at most half of them on one target (WithTargetConcurrency), so that
 //     one dead or slow provider cannot occupy every worker;
-//   - can bound retries with a shared rebound.RetryBudget (WithBudget) and
-//     an AdaptiveThrottle (WithThrottle): a refused retry is Dropped with
-//     DropBudget or DropThrottled;
+//   - can bound retries with a shared rebound.RetryBudget (WithBudget: a
+//     refused retry is Dropped with DropBudget) and an AdaptiveThrottle
+//     (WithThrottle: a retry it rejects locally is not sent and is
+//     rescheduled like a failed attempt; see Stats.Throttled);
 //   - bounds the tasks queued plus running under one lock (WithMaxTasks,
 //     default 100);
 //   - makes exactly Policy.MaxAttempts-1 retries (default 3; the policy is

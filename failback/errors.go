@@ -71,10 +71,12 @@ const (
 	// its first retry, the call was never queued and Invoke returned an
 	// error wrapping rebound.ErrBudgetExhausted.
 	DropBudget DropReason = "budget"
-	// DropThrottled: the adaptive throttle (WithThrottle) rejected the
-	// call's next retry locally, because the providers have been rejecting
-	// most calls. If that was its first retry, the call was never queued
-	// and Invoke returned an error wrapping rebound.ErrThrottled.
+	// DropThrottled is no longer reported: a retry the adaptive throttle
+	// (WithThrottle) rejects locally is rescheduled like a failed attempt,
+	// and a call whose policy runs out that way ends in GaveUp (Last
+	// rebound.ErrThrottled). Stats.Dropped keeps the key (always 0).
+	//
+	// Deprecated: see Stats.Throttled and WithThrottle.
 	DropThrottled DropReason = "throttled"
 )
 
@@ -98,21 +100,19 @@ func (r DropReason) sentinel() error {
 }
 
 // refusal maps a Schedule's stop reason to the drop reason of a retry
-// refused by the budget or the throttle.
+// refused by the budget.
 func refusal(reason error) (DropReason, bool) {
-	switch {
-	case errors.Is(reason, rebound.ErrBudgetExhausted):
+	if errors.Is(reason, rebound.ErrBudgetExhausted) {
 		return DropBudget, true
-	case errors.Is(reason, rebound.ErrThrottled):
-		return DropThrottled, true
 	}
 	return "", false
 }
 
 // RejectedError is returned by Invoke when the first attempt failed with a
 // retryable error and the call could not be queued for retry. errors.Is
-// holds for ErrQueueFull, ErrClosed, ErrExpired, rebound.ErrBudgetExhausted
-// or rebound.ErrThrottled (by Reason) and for the attempt's own error, Err.
+// holds for ErrQueueFull, ErrClosed, ErrExpired, ErrStore or
+// rebound.ErrBudgetExhausted (by Reason) and for the attempt's own error,
+// Err.
 type RejectedError struct {
 	Reason DropReason
 	Err    error

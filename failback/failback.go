@@ -73,7 +73,7 @@ type Hooks struct {
 	GaveUp func(Task)
 	// Dropped: the call will not be retried (any further) for a reason
 	// other than its own outcome (see DropReason). DropQueueFull,
-	// DropExpired, DropBudget or DropThrottled before the first retry, and
+	// DropExpired or DropBudget before the first retry, and
 	// DropClosed for a call that failed after Shutdown or Close began: from
 	// the goroutine calling Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
 	// queued when Close stops the invoker: from the goroutine calling Close
@@ -105,6 +105,12 @@ type Stats struct {
 	// Retried counts retry attempts started (a task retried 3 times counts
 	// 3).
 	Retried uint64
+	// Throttled counts retries the adaptive throttle (WithThrottle)
+	// rejected locally: never sent (not in Retried), each one counted as a
+	// failed attempt of its call, which was rescheduled (reported to
+	// Hooks.Retried with Err rebound.ErrThrottled) or, when its policy ran
+	// out, ended in GaveUp.
+	Throttled uint64
 	// Succeeded counts tasks that succeeded on a retry.
 	Succeeded uint64
 	// GaveUp counts tasks that stopped with an error (see Hooks.GaveUp).
@@ -179,6 +185,7 @@ type Invoker struct {
 	drained                             chan struct{} // Shutdown: closed when nothing is pending, or by Close
 	cut                                 bool          // Close ended a Shutdown's drain
 	offered, retried, succeeded, gaveUp uint64
+	throttledN                          uint64 // retries rejected locally (Stats.Throttled)
 	dropped                             [len(dropReasons)]uint64
 
 	reservers sync.WaitGroup // Invoke calls between accepting a task and filing it
@@ -655,6 +662,7 @@ func (f *Invoker) Stats() Stats {
 		InFlight:  f.inflight,
 		Offered:   f.offered,
 		Retried:   f.retried,
+		Throttled: f.throttledN,
 		Succeeded: f.succeeded,
 		GaveUp:    f.gaveUp,
 		Dropped:   make(map[DropReason]uint64, len(dropReasons)),

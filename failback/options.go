@@ -201,15 +201,19 @@ func WithBudget(b *rebound.RetryBudget) Option {
 }
 
 // WithThrottle makes retries ask t, a rebound.AdaptiveThrottle any number
-// of invokers and loops may share (one per backend), before they are
-// scheduled: a retry t rejects locally is not sent, and the call is
-// dropped with DropThrottled (if it was the first retry, Invoke returns a
-// *RejectedError wrapping rebound.ErrThrottled instead). Every attempt
-// counts as a request and its outcome is recorded (a success, or an error
-// the classifier does not retry, is an accept), first attempts included,
-// but first attempts are never rejected: Invoke always makes them. With a
-// throttle, Invoke reads the clock once per call. Default: none. A nil t
-// makes New fail.
+// of invokers and loops may share (one per backend), when they are due (a
+// worker took them): a retry t rejects locally is not sent; it counts as a
+// failed attempt of the call (toward MaxAttempts and MaxElapsed, error
+// rebound.ErrThrottled), the call is rescheduled after the policy's next
+// delay and reported to Hooks.Retried with that error and delay, and
+// Stats.Throttled counts it. A throttled call is never dropped for it: it
+// ends only when its policy runs out, in GaveUp (Reason
+// rebound.ErrExhausted, Last rebound.ErrThrottled), or for its TTL or
+// Close like any call. Every attempt counts as a request and its outcome is
+// recorded (a success, or an error the classifier does not retry, is an
+// accept), first attempts included, but first attempts are never rejected:
+// Invoke always makes them. With a throttle, Invoke reads the clock once
+// per call. Default: none. A nil t makes New fail.
 func WithThrottle(t *rebound.AdaptiveThrottle) Option {
 	return optionFunc(func(c *config) {
 		if t == nil {

@@ -188,6 +188,8 @@ func (f *Invoker) work() {
 			f.finish(t, outDropped, drop, nil, nil, now)
 		case reason != nil:
 			f.finish(t, outGaveUp, "", reason, t.lastErr, now)
+		case f.cfg.throttle != nil && f.throttled(t, now):
+			// rejected locally: rescheduled (or ended) without an attempt
 		default:
 			f.run(t)
 		}
@@ -359,13 +361,69 @@ func (f *Invoker) run(t *task) {
 	if out == outSucceeded && f.account {
 		t.sched.Succeeded(f.at(now)) // an accept for the throttle
 	}
+	f.settle(t, out, drop, delay, reason, err, now, "failback: retry failed")
+}
+
+// throttled asks the throttle (WithThrottle), through t's Schedule, whether
+// t's retry, due now, may be sent. If it may not, the retry counts as a
+// failed attempt that was never sent (error rebound.ErrThrottled): t is
+// requeued for the policy's next delay, reported to Hooks.Retried like a
+// failed retry and counted in Stats.Throttled, or, when the policy allows
+// no further attempt, ends in GaveUp (Reason rebound.ErrExhausted, Last
+// rebound.ErrThrottled); the TTL and Close apply as for a failed retry. It
+// reports whether t was rejected (then it is no longer this worker's).
+func (f *Invoker) throttled(t *task, now int64) bool {
+	d, stop := t.sched.Admit(f.at(now))
+	if !t.sched.Throttled() {
+		if stop != nil { // cannot happen without a limiter; handled anyway
+			f.finish(t, outGaveUp, "", stopReason(stop), t.lastErr, now)
+			return true
+		}
+		return false
+	}
+	t.attempts++
+	t.lastErr = rebound.ErrThrottled
+	f.mu.Lock()
+	f.throttledN++
+	f.mu.Unlock()
+	var (
+		out    = outRequeued
+		drop   DropReason
+		reason error
+	)
+	switch due := satAdd(now, d); {
+	case stop != nil:
+		out, reason = outGaveUp, stopReason(stop)
+	case due > t.expires:
+		out, drop = outDropped, DropExpired
+	case f.baseCtx.Err() != nil:
+		out, drop = outDropped, DropClosed // would retry, but Close began
+	default:
+		t.due = due
+	}
+	f.settle(t, out, drop, d, reason, rebound.ErrThrottled, now, "failback: retry rejected locally by the throttle")
+	return true
+}
+
+// stopReason is the Reason of a Schedule's *rebound.RetryError stop.
+func stopReason(stop error) error {
+	if re, ok := errors.AsType[*rebound.RetryError](stop); ok {
+		return re.Reason
+	}
+	return stop
+}
+
+// settle files t, held by this worker, by the outcome of its attempt:
+// requeued (stored, logged with msg, reported to Hooks.Retried, pushed) or
+// finished.
+func (f *Invoker) settle(t *task, out outcome, drop DropReason, delay time.Duration, reason, err error, now int64, msg string) {
 	if out == outRequeued {
 		if f.cfg.durable.store != nil {
 			f.storeRetried(t)
 		}
 		// Report before the task can run again, so that the hooks of one
 		// call never overlap.
-		if ce := f.log.Check(zapcore.DebugLevel, "failback: retry failed"); ce != nil {
+		if ce := f.log.Check(zapcore.DebugLevel, msg); ce != nil {
 			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
 				zap.String("target", t.target()), zap.Duration("delay", delay), zap.Error(err))
 		}

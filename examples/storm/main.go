@@ -264,7 +264,7 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 		fmt.Fprintf(tw, "%-*s\tcalls\tfailed down\trejected\tthrottled\tdropped\tgave up\tall ok at\t/physical\tpeak/capacity\tmax attempts\t\n", width, "strategy")
 		for _, r := range results[i] {
 			fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t\n",
-				width, r.Strategy, r.Calls, r.FailedDown, r.Rejected, r.Throttled, r.DroppedBudget+r.DroppedThrottle, r.GaveUp, doneAt(r),
+				width, r.Strategy, r.Calls, r.FailedDown, r.Rejected, r.Throttled, r.DroppedBudget, r.GaveUp, doneAt(r),
 				ratio(r), peak(r, cfg), r.MaxAttempts)
 		}
 		if err := tw.Flush(); err != nil {

@@ -17,7 +17,7 @@
 // Meter (instrumentation scope): "github.com/rebound-go/rebound".
 //
 //	name                                  kind                         unit            attributes
-//	rebound.retry.attempts                counter (observable)         {attempt}       outcome=success|retry|gave_up, component
+//	rebound.retry.attempts                counter (observable)         {attempt}       outcome=success|retry|gave_up|throttled, component
 //	rebound.retry.delay                   histogram                    s               component
 //	rebound.limiter.wait                  histogram                    s               component
 //	rebound.subscriber.subscriptions      updowncounter (observable)   {subscription}  state=pending|subscribed|retrying|stopped
@@ -90,10 +90,11 @@ const (
 	OutcomeSuccess Outcome = iota
 	OutcomeRetry
 	OutcomeGaveUp
+	OutcomeThrottled
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"success", "retry", "gave_up"}
+var outcomeNames = [numOutcomes]string{"success", "retry", "gave_up", "throttled"}
 
 // Retry records a retry loop's attempts, delays and limiter waits. A nil
 // *Retry records nothing. Safe for concurrent use.
@@ -130,7 +131,7 @@ func NewRetry(mp metric.MeterProvider, attrs ...attribute.KeyValue) (*Retry, err
 		return nil, err
 	}
 	attempts, err := m.Int64ObservableCounter(RetryAttempts, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts made by retry loops, by outcome: success, retry (another attempt follows), gave_up (the loop stopped)."))
+		metric.WithDescription("Attempts made by retry loops, by outcome: success, retry (another attempt follows), gave_up (the loop stopped), throttled (rejected locally by the adaptive throttle, not sent)."))
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +217,14 @@ func (r *Retry) Retried(delay time.Duration) {
 func (r *Retry) GaveUp() {
 	if r != nil {
 		r.attempts[OutcomeGaveUp].Add(1)
+	}
+}
+
+// Throttled records an attempt the adaptive throttle rejected locally (it
+// was not sent; the loop backs off and tries again, or gives up).
+func (r *Retry) Throttled() {
+	if r != nil {
+		r.attempts[OutcomeThrottled].Add(1)
 	}
 }
 

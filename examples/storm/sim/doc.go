@@ -26,19 +26,21 @@
 //     function, as failback's tasks do — of its process's rebound.Retrier:
 //     a failure is reported to Schedule.Next (with the server's Retry-After
 //     when Strategy.HonorRetryAfter), which returns the delay or ends the
-//     call; a due retry takes its limiter token with Schedule.Admit (a wait
-//     puts it back in the queue); a first attempt goes through
-//     Schedule.Begin and a success through Schedule.Succeeded.
+//     call; a due retry asks its throttle and takes its limiter token with
+//     Schedule.Admit (a token wait puts it back in the queue, a throttled
+//     attempt backs off); a first attempt goes through Schedule.Begin and a
+//     success through Schedule.Succeeded.
 //   - A process owns the state its calls share, and only that: the options
 //     of its Retrier (Strategy.Process): a rebound.RetryBudget (a retry it
-//     refuses ends the call: dropped), a rebound.AdaptiveThrottle (a first
-//     attempt it refuses is not sent and backs off; a retry it refuses ends
-//     the call, as rebound's loops end with ErrThrottled), a
+//     refuses ends the call: dropped), a rebound.AdaptiveThrottle (an
+//     attempt it rejects locally is not sent: it counts as a failed
+//     attempt and the call backs off and asks again, as rebound's loops
+//     do; it never ends a call by itself), a
 //     golang.org/x/time/rate.Limiter. They run on the virtual clock (time
 //     is passed in) and learn only from the process's own calls: no
 //     process knows the fleet's size or shares anything with another.
 //   - A call stops at its first success, when its Schedule stops for the
-//     policy (it gave up), when its budget or throttle drops it, or at
+//     policy (it gave up), when its budget drops it, or at
 //     Config.Horizon, the safety cap on virtual time: a strategy that
 //     leaves calls unserved by then has not converged.
 //

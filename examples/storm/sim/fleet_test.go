@@ -43,17 +43,30 @@ func TestProcessesShareNothing(t *testing.T) {
 	}
 }
 
-// rebound's throttle ends a call whose retry it refuses (ErrThrottled):
-// in a long outage every call of a throttled process ends up dropped.
-func TestThrottleDropsInAnOutage(t *testing.T) {
-	cfg := sim.Config{Processes: 20, Calls: 5, Down: time.Hour, Capacity: 500, Seed: 1, Horizon: 10 * time.Minute}
+// rebound's throttle rejects attempts locally but never ends a call: in a
+// long outage a throttled process sends fewer attempts than an unthrottled
+// one, and no call is dropped; once the server is back they all succeed.
+func TestThrottleBacksOffInAnOutage(t *testing.T) {
+	cfg := sim.Config{Processes: 20, Calls: 5, Down: 5 * time.Minute, Capacity: 500, Seed: 1, Horizon: time.Hour}
 	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Process: sim.Throttle()})
+	plain := simulate(t, cfg, sim.Strategy{Name: "plain"})
 	checkTotals(t, r)
-	if r.DroppedThrottle == 0 || r.Throttled < int64(r.DroppedThrottle) || r.Converged {
-		t.Errorf("throttled %d, dropped %d, converged %v; want drops", r.Throttled, r.DroppedThrottle, r.Converged)
+	if r.Throttled == 0 || !r.Converged || r.GaveUp != 0 || r.DroppedBudget != 0 {
+		t.Errorf("throttled %d, converged %v, gave up %d, dropped %d; want rejections, no call lost", r.Throttled, r.Converged, r.GaveUp, r.DroppedBudget)
 	}
-	if r.DroppedThrottle+r.GaveUp+r.NotConverged() < r.DroppedThrottle {
-		t.Errorf("accounting: %+v", r)
+	if r.FailedDown >= plain.FailedDown {
+		t.Errorf("throttled fleet sent %d attempts into the outage, plain %d: want fewer", r.FailedDown, plain.FailedDown)
+	}
+}
+
+// With MaxAttempts, a call whose attempts the throttle keeps rejecting
+// gives up (ErrExhausted, last error ErrThrottled), counted in GaveUp.
+func TestThrottleGivesUpWithPolicy(t *testing.T) {
+	cfg := sim.Config{Processes: 5, Calls: 20, Down: time.Hour, Capacity: 500, Seed: 1, Horizon: 2 * time.Hour}
+	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Policy: rebound.Policy{MaxAttempts: 20}, Process: sim.Throttle()})
+	checkTotals(t, r)
+	if r.GaveUp != r.Tasks || r.GaveUpThrottled == 0 || r.GaveUpThrottled > r.GaveUp {
+		t.Errorf("gave up %d (throttled %d) of %d", r.GaveUp, r.GaveUpThrottled, r.Tasks)
 	}
 }
 

@@ -191,21 +191,25 @@ type Result struct {
 	FailedDown int64
 	// Rejected counts calls failed for overload once the server was up.
 	Rejected int64
-	// Throttled counts attempts the process's throttle refused locally,
-	// never sent: a first attempt refused by Schedule.Begin backs off as
-	// after a failure; a retry refused by Schedule.Next ends the call
-	// (DroppedThrottle), as rebound's loops end with ErrThrottled.
+	// Throttled counts attempts the process's throttle rejected locally
+	// (Schedule.Begin for a first attempt, Schedule.Admit for a retry):
+	// never sent, each counts as a failed attempt and the call backs off
+	// and asks again, as rebound's loops do (see rebound.Schedule,
+	// "Adaptive throttling"); a call is never dropped by its throttle.
 	Throttled int64
 	// Succeeded counts calls that succeeded (one server call each).
 	Succeeded int
-	// DroppedBudget and DroppedThrottle count calls that ended because
-	// the process's budget (rebound.ErrBudgetExhausted) or throttle
-	// (rebound.ErrThrottled) refused their next retry: they are never
-	// retried again.
-	DroppedBudget, DroppedThrottle int
+	// DroppedBudget counts calls that ended because the process's budget
+	// (rebound.ErrBudgetExhausted) refused their next retry: they are
+	// never retried again.
+	DroppedBudget int
 	// GaveUp counts calls whose Schedule stopped for their policy
-	// (MaxAttempts, MaxElapsed).
+	// (MaxAttempts, MaxElapsed), after a failure or after an attempt the
+	// throttle rejected (GaveUpThrottled counts those).
 	GaveUp int
+	// GaveUpThrottled counts the calls of GaveUp whose last attempt the
+	// throttle rejected locally (rebound.ErrThrottled as the last error).
+	GaveUpThrottled int
 	// Converged reports whether every call succeeded within the Horizon.
 	Converged bool
 	// DoneAt is the virtual time of the last success: when Converged, the
@@ -355,7 +359,6 @@ func (s *server) serve(t time.Duration) (Outcome, time.Duration) {
 var (
 	errDown     = rebound.Transient(errors.New("sim: server down"))
 	errRejected = rebound.Transient(errors.New("sim: rejected for overload"))
-	errLocal    = rebound.Transient(errors.New("sim: first attempt refused by the throttle"))
 )
 
 // Simulate runs strategy s in scenario cfg and returns its figures. It is
@@ -414,9 +417,6 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		switch {
 		case errors.Is(stop, rebound.ErrBudgetExhausted):
 			res.DroppedBudget++
-		case errors.Is(stop, rebound.ErrThrottled):
-			res.Throttled++
-			res.DroppedThrottle++
 		default:
 			res.GaveUp++
 		}
@@ -434,13 +434,26 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		c := &tasks[e.id]
 
 		if c.attempts > 0 && !c.admitted {
-			// A retry is due: take the limiter token (if any) now, in time
-			// order; a wait puts it back in the queue with the token held.
+			// A retry is due: the throttle, then the limiter token (if
+			// any), now, in time order; a wait puts it back in the queue
+			// with the token held; a throttled attempt is not sent and
+			// backs off.
 			w, stop := c.sched.Admit(now)
 			if stop != nil {
 				res.GaveUp++
+				if c.sched.Throttled() {
+					res.Throttled++
+					res.GaveUpThrottled++
+				}
 				c.sched = nil
 				heap.Pop(&q)
+				continue
+			}
+			if c.sched.Throttled() {
+				res.Throttled++
+				c.attempts++
+				q[0].at = t + w
+				heap.Fix(&q, 0)
 				continue
 			}
 			if w > 0 {
@@ -454,13 +467,19 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		c.admitted = false
 		c.attempts++
 		if c.attempts == 1 {
-			if err := c.sched.Begin(now); err != nil {
-				// Refused locally: not sent, it backs off as after a failure.
+			if d, stop := c.sched.Begin(now); stop != nil || c.sched.Throttled() {
+				// Rejected locally: not sent, it backs off as after a
+				// failure (or the policy allows no further attempt).
 				res.Throttled++
-				if !failed(t, c, errLocal) {
+				if stop != nil {
+					res.GaveUp++
+					res.GaveUpThrottled++
 					c.sched = nil
 					heap.Pop(&q)
+					continue
 				}
+				q[0].at = t + d
+				heap.Fix(&q, 0)
 				continue
 			}
 		}
