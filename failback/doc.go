@@ -19,8 +19,9 @@
 // many, run each retry in its own goroutine, retry business errors, and drop
 // pending retries at shutdown without telling anyone. This package:
 //
-//   - gives each task its own jittered BackOff (rebound.Policy, full jitter,
-//     1 s doubling to 60 s by default: DefaultPolicy) and honours a
+//   - gives each task its own jittered BackOff (rebound.Policy; by default,
+//     DefaultPolicy, 3 retries at least 5 s and at most 60 s apart with
+//     decorrelated jitter, so a call outlives a 15 s outage) and honours a
 //     Retry-After carried by the error (rebound.RetryAfter), capped at 5 min;
 //   - schedules tasks by due time on a min-heap (container/heap) served by
 //     one goroutine sleeping on one timer set to the earliest due time: no

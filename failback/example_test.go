@@ -109,7 +109,7 @@ func Example_registry() {
 	_, err = m.Subscribe(ctx, key, dir.Update)     // the directory follows the registry
 	err = dir.WaitReady(ctx)                       // the first providers are listed
 	fb, err := failback.New(dir,
-		failback.WithPolicy(failback.DefaultPolicy()), // 3 retries, 1 s doubling to 60 s, full jitter
+		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, MaxAttempts: 4}), // default: DefaultPolicy(), 3 retries 5-60 s apart
 		failback.WithHooks(failback.Hooks{Dropped: reportDropped}))
 
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})

@@ -196,7 +196,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 			}
 		})
 	})
-	t.Run("default full jitter", func(t *testing.T) {
+	t.Run("default decorrelated jitter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			const nRetries = 8
@@ -219,11 +219,13 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 				if len(at) != nRetries+1 {
 					t.Fatalf("%d attempts, want %d", len(at), nRetries+1)
 				}
+				prev := pol.Initial // decorrelated: uniform [Initial, 3*previous], capped at Max
 				for n := 1; n < len(at); n++ {
 					gap := at[n] - at[n-1]
-					if gap < rebound.MinDelay || gap > pol.Ceiling(n-1) {
-						t.Errorf("wait before retry %d = %v, outside [%v, %v]", n, gap, rebound.MinDelay, pol.Ceiling(n-1))
+					if hi := min(pol.Max, 3*prev); gap < pol.Initial || gap > hi {
+						t.Errorf("wait before retry %d = %v, outside [%v, %v]", n, gap, pol.Initial, hi)
 					}
+					prev = gap
 					distinct[gap] = true
 				}
 			}
@@ -459,7 +461,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()))
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "stuck"})
-		time.Sleep(2 * time.Second)
+		time.Sleep(20 * time.Second) // the first retry starts within 15 s
 		synctest.Wait()
 		if f.Stats().InFlight != 1 {
 			t.Fatalf("stats %+v; want the retry in flight", f.Stats())

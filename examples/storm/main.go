@@ -14,8 +14,9 @@
 // per call, deterministic for a given -seed.
 //
 // It prints one table per scenario — calls sent, calls failed while the
-// server was down, rejected for overload, refused locally by a throttle,
-// dropped by a budget or throttle, the time until every call succeeded and its ratio
+// server was down, rejected for overload, attempts rejected locally by a
+// throttle (not sent: the call backs off and asks again), calls dropped by
+// a budget, the time until every call succeeded and its ratio
 // to the physical limit (down + N·M/capacity), and the busiest 100 ms
 // while the server was up over its capacity per 100 ms — then checks the
 // issue's targets, and draws the retries per 100 ms over time, one panel
@@ -250,7 +251,7 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 		o.cfg.Tasks()/max(o.cfg.Processes, 1), o.cfg.Down, capacity, ra, o.cfg.Seed)
 	fmt.Fprintf(w, "every call has its own rebound.Schedule; rebound.RetryBudget (%g of first attempts + %g/s over %v) and rebound.AdaptiveThrottle (K = %g over %v) are per process; nothing is shared\n",
 		rebound.DefaultBudgetRatio, rebound.DefaultBudgetMinPerSecond, rebound.DefaultBudgetWindow, rebound.DefaultThrottleK, rebound.DefaultThrottleWindow)
-	fmt.Fprintf(w, "throttled: attempts refused locally; dropped: calls ended because their budget or throttle refused a retry; gave up: calls whose policy ran out\n")
+	fmt.Fprintf(w, "throttled: attempts rejected locally, not sent (the call backs off and asks again); dropped: calls ended because their budget refused a retry; gave up: calls whose policy ran out\n")
 	fmt.Fprintf(w, "physical limit = down + N*calls/capacity; peak = busiest 100 ms at the server while up / capacity per 100 ms\n")
 
 	for i, cfg := range scenarios {

@@ -110,7 +110,7 @@ const FleetMax = 7 * time.Second
 //	rebound             rebound's defaults: the zero Policy, honouring
 //	                    Retry-After
 //	failback-default    failback.DefaultPolicy() (MaxAttempts 4: 3
-//	                    retries, 1 s doubling to 60 s), honouring
+//	                    retries, decorrelated jitter 5 s to 60 s), honouring
 //	                    Retry-After
 //	rebound+budget      and a rebound.RetryBudget per process
 //	rebound+throttle    and a rebound.AdaptiveThrottle per process
