@@ -7,7 +7,7 @@ package nacos_test
 // nacos-sdk-go v2.3.2 itself (rpc_client.go: reconnect writes
 // RpcClient.currentConnection while notifyConnectionEvent and Request
 // read it, upstream issue 833), so this file is excluded from -race
-// builds, like the root subscriber_reconnect_test.go.
+// builds, like e2e_reconnect_test.go.
 
 import (
 	"sync"

@@ -1,10 +1,10 @@
-package rebound_test
+package nacos_test
 
 // End-to-end tests: the subscriber.Manager over the subscriber/nacos adapter over the real
 // nacos-sdk-go v2.3.2 client against the in-process server of package
 // nacostest. They use real time with bounded deadlines (the SDK's goroutines
 // cannot run under testing/synctest). Tests in which the client is
-// disconnected or its requests fail are in subscriber_reconnect_test.go, excluded
+// disconnected or its requests fail are in e2e_reconnect_test.go, excluded
 // from -race builds: see there.
 
 import (

@@ -1,6 +1,6 @@
 //go:build !race
 
-package rebound_test
+package nacos_test
 
 // These end-to-end tests disconnect the nacos-sdk-go client or make its
 // requests fail, which trips two data races inside nacos-sdk-go v2.3.2
@@ -11,7 +11,7 @@ package rebound_test
 //     with a plain read of rpcClientStatus while other requests and the
 //     reconnect goroutine change it with atomic operations.
 // Neither race involves this module's code; the rest of the package,
-// including subscriber_test.go, runs under -race.
+// including e2e_test.go, runs under -race.
 
 import (
 	"context"
