@@ -81,7 +81,7 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 // nothing. Report the attempt's outcome with Record.
 func (r *Retrier) Begin(now time.Time) error {
 	if !r.c.begin(now) {
-		return &RetryError{Attempts: 1, Last: ErrThrottled, Reason: ErrThrottled}
+		return &RetryError{Reason: ErrThrottled} // "not attempted: ...throttled..."
 	}
 	return nil
 }
