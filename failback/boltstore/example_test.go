@@ -21,6 +21,7 @@ type notifier struct {
 	mu     sync.Mutex
 	isUp   bool
 	served map[string]int
+	first  string // what the first delivery printed, once done is closed
 	done   chan struct{}
 }
 
@@ -34,7 +35,7 @@ func (n *notifier) Invoke(_ context.Context, inv *cluster.Invocation) (any, erro
 	}
 	key := inv.Attachments[failback.IdempotencyKey]
 	if n.served[key]++; n.served[key] == 1 {
-		fmt.Printf("delivered %v (key %s)\n", inv.Args, key)
+		n.first = fmt.Sprintf("delivered %v (key %s)", inv.Args, key) // printed by the example, in order
 		close(n.done)
 	}
 	return nil, nil
@@ -77,8 +78,10 @@ func Example_restart() {
 	defer st.Close()
 	fb, _ = failback.New(cluster.NewStaticDirectory(p), failback.WithStore(st), failback.WithPolicy(policy))
 	defer fb.Close()
-	fmt.Println("loaded:", fb.Stats().Queued)
+	s := fb.Stats() // the loaded call may already be running, or delivered
+	fmt.Println("loaded:", s.Queued+s.InFlight+int(s.Succeeded))
 	<-p.done
+	fmt.Println(p.first)
 	// Output:
 	// queued: true
 	// loaded: 1
