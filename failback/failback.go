@@ -24,13 +24,17 @@ type Task struct {
 	// Invocation is the call, as given to Invoke (shared, read only).
 	Invocation *cluster.Invocation
 	// Attempts counts the attempts made so far, the first one (in Invoke)
-	// included: 1 in Queued, 2 after the first retry.
+	// included: 1 in Queued, 2 after the first retry. A retry the throttle
+	// (WithThrottle) rejected locally counts too, as a failed attempt that
+	// was not sent (its Err is rebound.ErrThrottled).
 	Attempts int
 	// Target is the Target of the invoker of the last attempt, "" if none
 	// was selected (for example an empty directory).
 	Target string
 	// Err is the last attempt's error: nil in Succeeded; a *GiveUpError in
-	// GaveUp; a *RejectedError in Dropped for a call that was never queued.
+	// GaveUp; a *RejectedError in Dropped for a call that was never queued;
+	// rebound.ErrThrottled in Retried for a retry the throttle rejected
+	// locally.
 	Err error
 	// Delay is the wait before the next attempt (Queued and Retried).
 	Delay time.Duration
