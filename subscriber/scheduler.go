@@ -252,13 +252,6 @@ func (sc *scheduler) cancel(e *entry) {
 	sc.mu.Unlock()
 }
 
-// queued reports whether e is scheduled. The caller holds e.s.mu.
-func (sc *scheduler) queued(e *entry) bool {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	return e.index >= 0
-}
-
 // len returns the number of scheduled entries.
 func (sc *scheduler) len() int {
 	sc.mu.Lock()
