@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -44,6 +43,7 @@ type Cluster struct {
 	ownDir  bool
 	members []*member
 	stats   counters
+	release func() // frees the member ports reserved by freePorts
 
 	life   sync.Mutex // serializes StartMember, StopMember, Start, Stop, Close
 	closed bool       // guarded by life
@@ -88,11 +88,12 @@ func NewCluster(size int, opts ...Option) (*Cluster, error) {
 		}
 		c.dir, c.ownDir = dir, true
 	}
-	ports, err := freePorts(3 * size)
+	ports, release, err := freePorts(3 * size)
 	if err != nil {
 		_ = c.removeDir()
 		return nil, err
 	}
+	c.release = release
 	for i := range size {
 		m := &member{
 			idx:      i,
@@ -122,26 +123,35 @@ func loopbackURL(port int) url.URL {
 	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)}
 }
 
-// freePorts returns n distinct free loopback ports. They are free when it
-// returns; another process could take one before the cluster binds it,
-// which NewCluster then reports as a listen error.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	lns := make([]net.Listener, 0, n)
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
+// freePorts returns n distinct free loopback ports, reserved until
+// release is called (Close calls it). The members' listeners and the
+// proxies bind these ports again at every StartMember and Start, and
+// nothing else may take one in between: with the ports merely free when
+// freePorts returned, a busy machine's outgoing connections (which take
+// their local port from the same ephemeral range) or another test
+// binary's listeners took a stopped member's port, and its restart failed
+// with "bind: address already in use". Where reservePort can hold a port
+// without listening on it (Linux), the reservation keeps every other
+// socket off it (connections to it are refused, as to a stopped process)
+// while still letting this process listen on it; elsewhere the ports are
+// only free when freePorts returns.
+func freePorts(n int) (ports []int, release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, r := range releases {
+			r()
 		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("etcdtest: reserve a port: %w", err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	for range n {
+		port, r, err := reservePort()
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("etcdtest: reserve a port: %w", err)
+		}
+		releases = append(releases, r)
+		ports = append(ports, port)
+	}
+	return ports, release, nil
 }
 
 func (c *Cluster) removeDir() error {
@@ -345,6 +355,9 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	c.stopAllLocked()
+	if c.release != nil {
+		c.release()
+	}
 	return c.removeDir()
 }
 
