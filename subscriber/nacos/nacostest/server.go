@@ -45,8 +45,9 @@ type Server struct {
 	own   map[svcKey]map[instKey]published // instances registered through the API
 	seq   uint64                           // publication order
 
-	faults faults
-	stats  counters
+	faults  faults
+	stats   counters
+	release func() // frees the port reserved by reserveAddr; called by Close
 }
 
 // runState is one run of the server, from Start to Stop.
@@ -85,10 +86,18 @@ func NewServer(opts ...Option) (*Server, error) {
 	s.faults.errs = map[string]int{}
 	s.faults.rejects = map[string]Rejection{}
 	s.stats.byType = map[string]int64{}
-	lis, err := net.Listen("tcp4", listenOn)
+	// Hold the port for the life of the Server (where the system allows
+	// it), so that Start finds it free after a Stop.
+	reserved, release, err := reserveAddr(listenOn)
 	if err != nil {
 		return nil, fmt.Errorf("nacostest: listen on %q: %w", o.addr, err)
 	}
+	lis, err := net.Listen("tcp4", reserved)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("nacostest: listen on %q: %w", o.addr, err)
+	}
+	s.release = release
 	// Fix the port so that Start binds the same address again.
 	s.listenOn = lis.Addr().String()
 	s.serve(lis)
@@ -256,6 +265,9 @@ func (s *Server) Close() {
 	s.life.Lock()
 	defer s.life.Unlock()
 	s.stopLocked()
+	if !s.closed {
+		s.release()
+	}
 	s.closed = true
 }
 
