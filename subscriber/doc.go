@@ -49,7 +49,10 @@
 //     back until the subscription has been confirmed for WithEmptyListHold
 //     (default 30 s), never longer than that after it arrived (a hard
 //     cap), and is dropped if a non-empty list arrives first; Status shows
-//     it (StateHeld, HeldSince, HeldUntil, HeldReason).
+//     it (StateHeld, HeldSince, HeldUntil, HeldReason). The same holds for
+//     an empty first list of a subscription created during an outage or
+//     within WithEmptyListHold after a reconnect: it is not delivered
+//     before the providers have had the hold to re-register.
 //   - Manager.Status reports each subscription's state (pending,
 //     subscribed, retrying, held, stopped), attempts, last error, since
 //     when, confirmation and hold; stopped subscriptions stay listed with

@@ -37,7 +37,8 @@ const (
 	StateRetrying
 	// StateHeld: subscribed, but an empty list that arrived after a
 	// registry disconnection or restart is held back and the listener keeps
-	// the last non-empty list (see WithEmptyListHold and Status.HeldSince).
+	// the last non-empty list, or has no list yet if the held list is the
+	// first (see WithEmptyListHold and Status.HeldSince).
 	StateHeld
 	// StateStopped: the subscription ended for good (Unsubscribe, its
 	// context, Close, or a permanent registry error); see
@@ -165,6 +166,8 @@ type Manager struct {
 	mu      sync.Mutex
 	closed  bool
 	nextID  uint64
+	upAt    time.Time // the last Connected report (zero: none)
+	down    bool      // the last report was Disconnected
 	subs    map[uint64]*Subscription
 	retired []Status // stopped subscriptions, oldest first, at most opts.keepStopped
 
@@ -301,6 +304,7 @@ func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscrip
 	m.nextID++
 	s.id = m.nextID
 	m.subs[s.id] = s
+	s.openFirstWindow(m.down, m.upAt)
 	m.mu.Unlock()
 
 	s.start()
@@ -485,6 +489,12 @@ func (m *Manager) onConnection(st ConnState) {
 		return
 	}
 	m.conn.Store(int32(st))
+	m.mu.Lock()
+	m.down = st == Disconnected
+	if st == Connected {
+		m.upAt = time.Now()
+	}
+	m.mu.Unlock()
 	subs := m.snapshot()
 	m.log.Info("registry connection changed", zap.Stringer("state", st), zap.Int("subscriptions", len(subs)))
 	if m.disp != nil {

@@ -139,6 +139,19 @@ func WithLimiter(l *rate.Limiter) Option {
 // subscription is confirmed. Outside the window an empty list is delivered
 // at once.
 //
+// A subscription's first list, if empty, is held by the same rule when it
+// arrives in a window: the window of a subscription created while the
+// connection is down opens at once (and the Connected report to come
+// reopens it); one created within d after a Connected report has a window
+// that closes d after that report. So a subscription started during an
+// outage, whose first attempt reaches a registry that restarted empty
+// before the providers have re-registered, waits for their list instead
+// of seeing an empty one. Ready is still closed when the registry
+// acknowledges the subscription; HeldReason starts with "first list
+// empty". A truly empty service is seen empty at most d after its empty
+// list arrived. A Manager that has seen no Disconnected or Connected report
+// (a healthy registry since New) delivers an empty first list at once.
+//
 // Default: DefaultEmptyListHold (30 s). 0 delivers empty lists at once.
 // d must not be negative.
 func WithEmptyListHold(d time.Duration) Option {

@@ -151,6 +151,25 @@ type emptyHold struct {
 	windowEnd time.Time // zero while not confirmed since the window opened
 	why       string
 	since     time.Time // when the held empty list arrived; zero: nothing held
+	first     bool      // the held list is the subscription's first
+}
+
+// openFirstWindow opens the hold window of a new subscription created
+// while the registry connection is down (the Connected report to come
+// reopens it) or within hold of the last Connected report (the window
+// then closes hold after that report), so that an empty first list from a
+// registry that restarted empty is held like any other. It runs before
+// the subscription starts; the caller holds m.mu.
+func (s *Subscription) openFirstWindow(down bool, upAt time.Time) {
+	hold := s.m.opts.hold
+	switch {
+	case hold <= 0:
+	case down:
+		s.hold.window, s.hold.why = true, "registry connection lost"
+	case !upAt.IsZero() && time.Since(upAt) < hold:
+		s.hold.window, s.hold.why = true, "registry reconnected"
+		s.hold.windowEnd = upAt.Add(hold)
+	}
 }
 
 // sink is the Sink of one subscription.
@@ -205,7 +224,8 @@ func (s *Subscription) Key() Key {
 
 // Ready returns a channel closed when the registry first acknowledges the
 // subscription. The first list reaches the listener around the same time
-// (adapters report it during or right after the acknowledgement). Ready
+// (adapters report it during or right after the acknowledgement), unless
+// it is an empty list held back after a reconnect (WithEmptyListHold). Ready
 // stays open if the subscription stops before that; select on Done too.
 func (s *Subscription) Ready() <-chan struct{} { return s.ready }
 
@@ -249,6 +269,9 @@ func (s *Subscription) statusLocked() Status {
 	}
 	if !s.hold.since.IsZero() {
 		st.HeldSince, st.HeldReason = s.hold.since, s.hold.why
+		if s.hold.first {
+			st.HeldReason = "first list empty; " + s.hold.why
+		}
 		st.HeldUntil = s.hold.untilLocked(s.m.opts.hold)
 	}
 	if s.stopped {
@@ -907,7 +930,7 @@ func (s *Subscription) receiveLocked(list []Instance, now time.Time) {
 }
 
 func (s *Subscription) endHoldLocked() {
-	s.hold.since = time.Time{}
+	s.hold.since, s.hold.first = time.Time{}, false
 	s.cancelTimer(timerHold)
 	if s.state == StateHeld {
 		s.setStateLocked(StateSubscribed, nil)
@@ -972,13 +995,16 @@ func (s *Subscription) nextLocked(now time.Time) (list []Instance, ok bool) {
 		return nil, false
 	}
 	hold := s.m.opts.hold
-	if len(s.dq.latest) == 0 && len(s.dq.last) > 0 && hold > 0 && s.hold.window {
+	// An empty list is held in the window if it would replace a non-empty
+	// one, or if it is the subscription's first list.
+	if len(s.dq.latest) == 0 && (len(s.dq.last) > 0 || !s.dq.hasLast) && hold > 0 && s.hold.window {
 		h := &s.hold
 		if !h.windowEnd.IsZero() && !now.Before(h.windowEnd) {
 			h.window = false // the window is over
 		} else {
 			if h.since.IsZero() {
 				h.since = now
+				h.first = !s.dq.hasLast
 				s.pushDeliveryLocked(EmptyHeld, 0, now)
 				if s.state == StateSubscribed {
 					s.setStateLocked(StateHeld, nil)
