@@ -164,9 +164,34 @@ func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
 // throttle (a failed attempt that was not sent) and returns the delay
 // before the next try, or the stop when the policy allows none.
 func (s *Schedule) throttled(now time.Time) (time.Duration, error) {
+	return s.refuse(ErrThrottled, now)
+}
+
+// Refuse counts the attempt due at now as refused locally for reason (a
+// failed attempt that was not sent), exactly as an attempt the
+// AdaptiveThrottle rejects (see "Adaptive throttling" above): attempts
+// grows by one, the policy's next delay is drawn and returned (wait it,
+// then Admit again), or a *RetryError (Reason ErrExhausted, Last reason)
+// when the policy allows no further attempt. With hooks it is reported to
+// Hooks.Throttled with Err reason (and counted as
+// rebound.retry.attempts{outcome=throttled}); Throttled reports true.
+//
+// It is for loops that must never end on a local refusal: the subscriber
+// defers a retry its RetryBudget refuses (reason ErrBudgetExhausted) with
+// it, where Next would end the loop.
+func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
+	d, stop := s.refuse(reason, now)
+	if stop != nil {
+		return 0, s.gaveUp(stop, now)
+	}
+	return d, nil
+}
+
+func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
+	s.Cancel(now) // a token held for the refused attempt is not used
 	s.thrott, s.allowed = true, false
 	s.attempts++
-	s.last = ErrThrottled
+	s.last = reason
 	s.limWait = 0
 	p := &s.d.p
 	var d time.Duration
@@ -177,7 +202,7 @@ func (s *Schedule) throttled(now time.Time) (time.Duration, error) {
 		d, stop = 0, s.stop(ErrExhausted)
 	}
 	if s.c.observed() {
-		s.c.emitThrottled(Event{Attempt: s.attempts, Err: ErrThrottled, Delay: d, Elapsed: now.Sub(s.start)})
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
 	}
 	return d, stop
 }

@@ -41,10 +41,13 @@ type Hooks struct {
 	Confirmed func(Confirmation)
 	// Connection: the ConnectionMonitor reported a connection change.
 	Connection func(ConnectionChange)
+	// Deferred: an attempt that was due was not sent, deferred locally by
+	// the throttle (WithThrottle) or the retry budget (WithBudget).
+	Deferred func(Deferral)
 }
 
 func (h Hooks) empty() bool {
-	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil
+	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil
 }
 
 // StateChange is passed to Hooks.StateChanged.
@@ -108,6 +111,15 @@ type Confirmation struct {
 	At     time.Time
 }
 
+// Deferral is passed to Hooks.Deferred.
+type Deferral struct {
+	Key    Key
+	ID     uint64
+	Reason error         // rebound.ErrThrottled or rebound.ErrBudgetExhausted
+	Delay  time.Duration // the backoff step before the attempt is asked again
+	At     time.Time
+}
+
 // ConnectionChange is passed to Hooks.Connection.
 type ConnectionChange struct {
 	State ConnState
@@ -124,6 +136,7 @@ type hookEvent struct {
 	del   *Delivery
 	conf  *Confirmation
 	conn  *ConnectionChange
+	def   *Deferral
 }
 
 // dispatcher is the hook goroutine and its bounded, ordered queue.
@@ -220,6 +233,8 @@ func (d *dispatcher) call(ev hookEvent) {
 		d.h.Delivered(*ev.del)
 	case ev.conf != nil && d.h.Confirmed != nil:
 		d.h.Confirmed(*ev.conf)
+	case ev.def != nil && d.h.Deferred != nil:
+		d.h.Deferred(*ev.def)
 	case ev.conn != nil && d.h.Connection != nil:
 		d.h.Connection(*ev.conn)
 	}

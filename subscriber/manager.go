@@ -109,6 +109,13 @@ type Status struct {
 	HeldSince  time.Time
 	HeldUntil  time.Time
 	HeldReason string
+	// Deferred counts the attempts of the subscription that were due but
+	// not sent, deferred locally by the throttle (WithThrottle) or the
+	// retry budget (WithBudget) to the next backoff step. DeferReason is
+	// why the last due attempt was deferred (rebound.ErrThrottled or
+	// rebound.ErrBudgetExhausted); nil once an attempt is sent.
+	Deferred    int
+	DeferReason error
 }
 
 // Counts are cheap aggregate figures of a Manager, for gauges (package
@@ -187,7 +194,8 @@ type Manager struct {
 // DefaultEmptyListHold (WithEmptyListHold), a confirmation cap of
 // DefaultConfirmTimeout (WithConfirmTimeout), no reconciliation
 // (WithReconcile), DefaultStoppedRetention stopped subscriptions kept in
-// Status, no hooks, no logging (WithLogger).
+// Status, no retry budget (WithBudget), no throttle (WithThrottle), no
+// hooks, no logging (WithLogger).
 func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("subscriber.New", "reg", "is nil")
@@ -208,6 +216,9 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	var ropts []rebound.Option
 	if o.limiter != nil {
 		ropts = append(ropts, rebound.WithLimiter(o.limiter))
+	}
+	if o.throttle != nil {
+		ropts = append(ropts, rebound.WithThrottle(o.throttle)) // the budget: see Subscription.fireRetryLocked
 	}
 	ropts = append(ropts, o.retryMetrics())
 	retrier, err := rebound.NewRetrier(o.policy, ropts...)

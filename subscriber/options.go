@@ -69,6 +69,8 @@ type options struct {
 	hooks       Hooks
 	hookQueue   int
 	keepStopped int
+	budget      *rebound.RetryBudget      // WithBudget
+	throttle    *rebound.AdaptiveThrottle // WithThrottle
 	// meterProvider: WithMeterProvider (metrics.go)
 	meterProvider metric.MeterProvider
 	errs          []error
@@ -249,5 +251,55 @@ func WithStoppedRetention(n int) Option {
 			return
 		}
 		o.keepStopped = n
+	})
+}
+
+// WithBudget bounds the subscriptions' retries with b, a rebound.RetryBudget
+// that may be shared with other Managers, failback or Retry calls: every
+// first attempt of a confirmation (a new subscription's first
+// Registry.Subscribe, the first one after a reconnect, a Refresh or a
+// Sink.Resubscribe) is a deposit, and every retry after a failure must
+// withdraw from it when it is due, so that over the budget's window
+// retries stay within ratio x first attempts + the floor (rebound's
+// defaults: 20% + 10 per second over 10 s).
+//
+// A subscription never gives up because of the budget: a retry the budget
+// refuses is not sent and is deferred to the next step of the policy's
+// backoff, like an attempt the throttle rejects (see WithThrottle); it is
+// asked again then. Deferred attempts count in Status.Deferred (with
+// Status.DeferReason rebound.ErrBudgetExhausted), are reported to
+// Hooks.Deferred, and counted as rebound.retry.attempts{outcome=throttled}
+// by WithMeterProvider (a local refusal). Default: none (retries bounded
+// only by the policy and the limiter). A nil b is ignored.
+func WithBudget(b *rebound.RetryBudget) Option {
+	return optionFunc(func(o *options) {
+		if b != nil {
+			o.budget = b
+		}
+	})
+}
+
+// WithThrottle makes the subscriptions' attempts ask t, a
+// rebound.AdaptiveThrottle (the SRE book's client-side throttling) that
+// may be shared with other Managers or loops, before they are sent: every
+// retry and every confirmation attempt, including a new subscription's
+// first one. The throttle learns from the outcomes (a success is an
+// accept), so a Manager whose registry rejects most requests sends fewer
+// of them, without any shared state between processes.
+//
+// An attempt the throttle rejects is a failed attempt that was never sent
+// (rebound.Schedule's rule): it is deferred to the next step of the
+// policy's backoff and asked again then; the subscription never gives up
+// because of the throttle (its policy has no MaxAttempts). Deferred
+// attempts count in Status.Deferred (Status.DeferReason
+// rebound.ErrThrottled), are reported to Hooks.Deferred, and counted as
+// rebound.retry.attempts{outcome=throttled} by WithMeterProvider; Status
+// LastErr keeps the registry's last error. Default: none. A nil t is
+// ignored.
+func WithThrottle(t *rebound.AdaptiveThrottle) Option {
+	return optionFunc(func(o *options) {
+		if t != nil {
+			o.throttle = t
+		}
 	})
 }

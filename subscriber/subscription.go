@@ -121,6 +121,10 @@ type runCtl struct {
 	sch       *rebound.Schedule // of the current confirmation; nil while subscribed
 	attempts  int               // of the current confirmation
 	total     int
+	retry     bool  // the scheduled attempt is a retry after a failure: it withdraws from the budget
+	withdrawn bool  // the budget allowed the scheduled retry already
+	deferred  int   // attempts deferred locally (throttle, budget)
+	deferWhy  error // why the last due attempt was deferred; nil once one is sent
 
 	lastRefresh   time.Time
 	lookupBusy    bool              // a Lookup is in flight
@@ -212,6 +216,15 @@ func (s *Subscription) start() {
 	if s.parent.Done() != nil {
 		s.stopAfter = context.AfterFunc(s.parent, s.onCtxDone)
 	}
+	if s.m.opts.throttle != nil {
+		// The first attempt asks the throttle too (WithThrottle).
+		now := time.Now()
+		if d, _ := s.scheduleFor(now).Begin(now); s.run.sch.Throttled() {
+			s.scheduleLocked(now.Add(d), true)
+			s.deferredLocked(now, d, rebound.ErrThrottled)
+			return
+		}
+	}
 	s.launchLocked(false)
 }
 
@@ -263,6 +276,8 @@ func (s *Subscription) statusLocked() Status {
 		LastDelivery:  s.dq.lastAt,
 		ConfirmedAt:   s.confAt,
 		ConfirmReason: s.confWhy,
+		Deferred:      s.run.deferred,
+		DeferReason:   s.run.deferWhy,
 	}
 	if s.run.phase == phaseAwaiting {
 		st.ConfirmDeadline = s.confDL
@@ -442,6 +457,7 @@ func (s *Subscription) scheduleLocked(at time.Time, token bool) {
 	s.run.phase = phaseScheduled
 	s.run.needToken = token && s.m.opts.limiter != nil
 	s.run.tokenHeld = false
+	s.run.retry, s.run.withdrawn = false, false
 	s.m.sched.set(s.timer(timerRetry), at)
 }
 
@@ -449,6 +465,10 @@ func (s *Subscription) scheduleLocked(at time.Time, token bool) {
 // is false (the first attempt, from Subscribe), on the scheduler's runners
 // otherwise.
 func (s *Subscription) launchLocked(queued bool) {
+	if b := s.m.opts.budget; b != nil && !s.run.retry {
+		b.Deposit(time.Now()) // a first attempt of a confirmation (WithBudget)
+	}
+	s.run.deferWhy = nil
 	s.run.phase = phaseInFlight
 	s.run.needToken = false
 	s.run.attempts++
@@ -547,6 +567,7 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 		}
 		delay = d
 		s.scheduleLocked(now.Add(delay), true)
+		s.run.retry = true
 	}
 	stopped := s.stopped
 	lg := s.loopLocked()
@@ -638,11 +659,32 @@ func (s *Subscription) fireRetryLocked(now time.Time) {
 	if s.run.phase != phaseScheduled {
 		return
 	}
-	if s.run.needToken {
-		// The token is taken when the attempt is due, not when it was
-		// scheduled (in time order, see rebound.Schedule.Admit); Admit
-		// called again returns the time left on the token it holds.
-		if w, _ := s.scheduleFor(now).Admit(now); w > 0 {
+	if b := s.m.opts.budget; b != nil && s.run.retry && !s.run.withdrawn {
+		// A retry withdraws from the budget when it is due; a refusal
+		// defers it to the next backoff step (a subscription never gives
+		// up: the policy has no MaxAttempts, so Refuse never stops).
+		if !b.TryWithdraw(now) {
+			d, _ := s.scheduleFor(now).Refuse(rebound.ErrBudgetExhausted, now)
+			s.m.sched.set(s.timer(timerRetry), now.Add(d))
+			s.deferredLocked(now, d, rebound.ErrBudgetExhausted)
+			return
+		}
+		s.run.withdrawn = true
+	}
+	if s.run.needToken || s.m.opts.throttle != nil {
+		// The throttle is asked and the token is taken when the attempt
+		// is due, not when it was scheduled (in time order, see
+		// rebound.Schedule.Admit); Admit called again returns the time
+		// left on the token it holds.
+		sch := s.scheduleFor(now)
+		w, _ := sch.Admit(now)
+		if sch.Throttled() {
+			// Rejected locally: not sent, deferred by w (a backoff step).
+			s.m.sched.set(s.timer(timerRetry), now.Add(w))
+			s.deferredLocked(now, w, rebound.ErrThrottled)
+			return
+		}
+		if w > 0 {
 			s.run.tokenHeld = true
 			s.m.sched.set(s.timer(timerRetry), now.Add(w))
 			return
@@ -650,6 +692,18 @@ func (s *Subscription) fireRetryLocked(now time.Time) {
 	}
 	s.run.tokenHeld = false
 	s.launchLocked(true)
+}
+
+// deferredLocked records an attempt due at now that was not sent (why:
+// rebound.ErrThrottled or rebound.ErrBudgetExhausted), asked again after
+// d; the caller has scheduled it.
+func (s *Subscription) deferredLocked(now time.Time, d time.Duration, why error) {
+	s.run.tokenHeld = false
+	s.run.deferred++
+	s.run.deferWhy = why
+	if s.m.disp != nil {
+		s.m.disp.push(hookEvent{def: &Deferral{Key: s.key, ID: s.id, Reason: why, Delay: d, At: now}})
+	}
 }
 
 // disruptKind says why a subscription must be confirmed again.
