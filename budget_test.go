@@ -354,6 +354,30 @@ func TestScheduleThrottleExhausts(t *testing.T) {
 	}
 }
 
+// Refuse defers an attempt for a reason of the caller's (a subscription
+// whose budget refused a retry): a failed attempt not sent, the next
+// delay, the Throttled hook with that reason; the policy still ends it.
+func TestScheduleRefuse(t *testing.T) {
+	var events []rebound.Event
+	h := rebound.Hooks{Throttled: func(e rebound.Event) { events = append(events, e) }}
+	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}, rebound.WithHooks(h))
+	s := r.NewSchedule(t0)
+	if d, stop := s.Next(errBoom, t0); stop != nil || d != time.Second {
+		t.Fatalf("Next = %v, %v", d, stop)
+	}
+	d, stop := s.Refuse(rebound.ErrBudgetExhausted, t0.Add(time.Second))
+	if stop != nil || d != 2*time.Second || !s.Throttled() || s.Attempts() != 2 {
+		t.Fatalf("Refuse = %v, %v, throttled %v, attempts %d; want 2s, nil, true, 2", d, stop, s.Throttled(), s.Attempts())
+	}
+	if len(events) != 1 || events[0].Err != rebound.ErrBudgetExhausted || events[0].Delay != 2*time.Second {
+		t.Fatalf("Throttled events %+v", events)
+	}
+	_, stop = s.Refuse(rebound.ErrBudgetExhausted, t0.Add(3*time.Second))
+	if !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrBudgetExhausted) {
+		t.Fatalf("Refuse past MaxAttempts: %v, want ErrExhausted with Last ErrBudgetExhausted", stop)
+	}
+}
+
 func TestBudgetAndThrottleDoNotAllocate(t *testing.T) {
 	b := mustBudget(t)
 	th, _ := rebound.NewAdaptiveThrottle()
