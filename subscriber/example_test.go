@@ -3,7 +3,9 @@ package subscriber_test
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -58,4 +60,43 @@ func ExampleManager_Status() {
 	}
 	// Output:
 	// pay/billing subscribed 1 <nil>
+}
+
+// A retry budget and an adaptive throttle, shared with the process's other
+// loops (failback, Retry), bound what a Manager sends to a registry that
+// keeps failing; a subscription never gives up because of them: a retry
+// they refuse is deferred to the next backoff step (Status.Deferred).
+func ExampleWithThrottle() {
+	reg := subscribertest.New()
+	fails := 2 // the registry rejects the first two requests
+	reg.SetFailure(func(subscriber.Key) error {
+		if fails > 0 {
+			fails--
+			return subscribertest.ErrUnavailable
+		}
+		return nil
+	})
+	budget, err := rebound.NewRetryBudget() // 20% of first attempts + 10/s over 10 s
+	if err != nil {
+		panic(err)
+	}
+	throttle, err := rebound.NewAdaptiveThrottle() // the SRE book's K = 2, 2 min window
+	if err != nil {
+		panic(err)
+	}
+	m, err := subscriber.New(reg,
+		subscriber.WithBudget(budget), subscriber.WithThrottle(throttle),
+		subscriber.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: "orders"}, func([]subscriber.Instance) {})
+	if err != nil {
+		panic(err)
+	}
+	<-sub.Ready()
+	st := sub.Status()
+	fmt.Println(st.State, st.LastErr, st.TotalAttempts, "requests sent")
+	// Output: subscribed <nil> 3 requests sent
 }
