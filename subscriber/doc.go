@@ -21,9 +21,8 @@
 //     "unsubscribed", "ctx done", ErrRegistryClosed and rebound.Permanent
 //     errors end a subscription; every other error is retried forever.
 //     Optionally a shared rebound.RetryBudget (WithBudget) and
-//     rebound.AdaptiveThrottle (WithThrottle) bound what is sent: an
-//     attempt they refuse is deferred to the next backoff step, never a
-//     stop.
+//     rebound.AdaptiveThrottle (WithThrottle) bound the retries: a retry
+//     they refuse is deferred to the next backoff step, never a stop.
 //   - One scheduler per Manager (one heap of due times, one timer, on a
 //     grid so that close due times share a wake-up, see TimerSlack) holds
 //     every wait of every subscription: the next attempt, a limiter token,

@@ -217,9 +217,6 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if o.limiter != nil {
 		ropts = append(ropts, rebound.WithLimiter(o.limiter))
 	}
-	if o.throttle != nil {
-		ropts = append(ropts, rebound.WithThrottle(o.throttle)) // the budget: see Subscription.fireRetryLocked
-	}
 	ropts = append(ropts, o.retryMetrics())
 	retrier, err := rebound.NewRetrier(o.policy, ropts...)
 	if err != nil {

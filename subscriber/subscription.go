@@ -123,6 +123,7 @@ type runCtl struct {
 	total     int
 	retry     bool  // the scheduled attempt is a retry after a failure: it withdraws from the budget
 	withdrawn bool  // the budget allowed the scheduled retry already
+	allowed   bool  // the throttle allowed the scheduled retry already
 	deferred  int   // attempts deferred locally (throttle, budget)
 	deferWhy  error // why the last due attempt was deferred; nil once one is sent
 
@@ -216,16 +217,7 @@ func (s *Subscription) start() {
 	if s.parent.Done() != nil {
 		s.stopAfter = context.AfterFunc(s.parent, s.onCtxDone)
 	}
-	if s.m.opts.throttle != nil {
-		// The first attempt asks the throttle too (WithThrottle).
-		now := time.Now()
-		if d, _ := s.scheduleFor(now).Begin(now); s.run.sch.Throttled() {
-			s.scheduleLocked(now.Add(d), true)
-			s.deferredLocked(now, d, rebound.ErrThrottled)
-			return
-		}
-	}
-	s.launchLocked(false)
+	s.launchLocked(false) // nor the throttle or budget (WithThrottle)
 }
 
 // Key returns the subscription's key.
@@ -457,7 +449,7 @@ func (s *Subscription) scheduleLocked(at time.Time, token bool) {
 	s.run.phase = phaseScheduled
 	s.run.needToken = token && s.m.opts.limiter != nil
 	s.run.tokenHeld = false
-	s.run.retry, s.run.withdrawn = false, false
+	s.run.retry, s.run.withdrawn, s.run.allowed = false, false, false
 	s.m.sched.set(s.timer(timerRetry), at)
 }
 
@@ -602,6 +594,9 @@ func (s *Subscription) ackLocked(reason string) {
 	now := time.Now()
 	s.run.phase = phaseIdle
 	s.run.needToken, s.run.tokenHeld = false, false
+	if t := s.m.opts.throttle; t != nil && reason == "subscribe" {
+		t.Accepted(now) // an answered request (WithThrottle)
+	}
 	if s.run.sch == nil && reason == "subscribe" && s.m.metrics != nil {
 		// A first attempt that succeeded ran without a Schedule: report
 		// it to the retry metrics like any other attempt.
@@ -659,32 +654,14 @@ func (s *Subscription) fireRetryLocked(now time.Time) {
 	if s.run.phase != phaseScheduled {
 		return
 	}
-	if b := s.m.opts.budget; b != nil && s.run.retry && !s.run.withdrawn {
-		// A retry withdraws from the budget when it is due; a refusal
-		// defers it to the next backoff step (a subscription never gives
-		// up: the policy has no MaxAttempts, so Refuse never stops).
-		if !b.TryWithdraw(now) {
-			d, _ := s.scheduleFor(now).Refuse(rebound.ErrBudgetExhausted, now)
-			s.m.sched.set(s.timer(timerRetry), now.Add(d))
-			s.deferredLocked(now, d, rebound.ErrBudgetExhausted)
-			return
-		}
-		s.run.withdrawn = true
+	if s.run.retry && !s.admitRetryLocked(now) {
+		return
 	}
-	if s.run.needToken || s.m.opts.throttle != nil {
-		// The throttle is asked and the token is taken when the attempt
-		// is due, not when it was scheduled (in time order, see
-		// rebound.Schedule.Admit); Admit called again returns the time
-		// left on the token it holds.
-		sch := s.scheduleFor(now)
-		w, _ := sch.Admit(now)
-		if sch.Throttled() {
-			// Rejected locally: not sent, deferred by w (a backoff step).
-			s.m.sched.set(s.timer(timerRetry), now.Add(w))
-			s.deferredLocked(now, w, rebound.ErrThrottled)
-			return
-		}
-		if w > 0 {
+	if s.run.needToken {
+		// The token is taken when the attempt is due, not when it was
+		// scheduled (in time order, see rebound.Schedule.Admit); Admit
+		// called again returns the time left on the token it holds.
+		if w, _ := s.scheduleFor(now).Admit(now); w > 0 {
 			s.run.tokenHeld = true
 			s.m.sched.set(s.timer(timerRetry), now.Add(w))
 			return
@@ -692,6 +669,29 @@ func (s *Subscription) fireRetryLocked(now time.Time) {
 	}
 	s.run.tokenHeld = false
 	s.launchLocked(true)
+}
+
+// admitRetryLocked asks the budget (WithBudget), then the throttle
+// (WithThrottle), for the retry due at now, once each per retry. A refusal
+// defers the retry to the next backoff step (rebound.Schedule.Refuse; a
+// subscription never gives up: its policy has no MaxAttempts, so Refuse
+// never stops) and admitRetryLocked returns false.
+func (s *Subscription) admitRetryLocked(now time.Time) bool {
+	var why error
+	switch b, t := s.m.opts.budget, s.m.opts.throttle; {
+	case b != nil && !s.run.withdrawn && !b.TryWithdraw(now):
+		why = rebound.ErrBudgetExhausted
+	case t != nil && !s.run.allowed && !t.Allow(now):
+		s.run.withdrawn = b != nil // not charged again for this retry
+		why = rebound.ErrThrottled
+	default:
+		s.run.withdrawn, s.run.allowed = b != nil, t != nil
+		return true
+	}
+	d, _ := s.scheduleFor(now).Refuse(why, now)
+	s.m.sched.set(s.timer(timerRetry), now.Add(d))
+	s.deferredLocked(now, d, why)
+	return false
 }
 
 // deferredLocked records an attempt due at now that was not sent (why:

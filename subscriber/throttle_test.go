@@ -197,3 +197,78 @@ func TestBudgetBoundsRetriesDuringOutage(t *testing.T) {
 		}
 	})
 }
+
+// Confirmations after a registry restart go through the throttle too:
+// subscribed subscriptions whose registry restarts and then rejects every
+// request send fewer confirmations with a throttle, stay retrying (never
+// stopped), and are all subscribed again once it accepts.
+func TestThrottleDefersConfirmationsAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, down = 50, 5 * time.Minute
+		plainReg, thrReg := subscribertest.New(), subscribertest.New()
+		thr, err := rebound.NewAdaptiveThrottle(rebound.ThrottleWindow(30*time.Second), rebound.ThrottleSeed(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rebound.NewRetryBudget()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := newManager(t, plainReg)
+		m := newManager(t, thrReg, subscriber.WithThrottle(thr), subscriber.WithBudget(b))
+		subscribeN(t, plain, n)
+		subscribeN(t, m, n)
+		waitAllSubscribed(t, plain, n, time.Minute)
+		waitAllSubscribed(t, m, n, time.Minute)
+
+		// A healthy restart when the throttle's window holds no accept
+		// (subscribed subscriptions send nothing): the confirmations are
+		// first attempts, never throttled, so none is deferred.
+		time.Sleep(time.Minute)
+		plainReg.Restart()
+		thrReg.Restart()
+		up := time.Now()
+		time.Sleep(time.Millisecond)
+		tPlain := waitAllSubscribed(t, plain, n, time.Hour)
+		waitAllSubscribed(t, m, n, time.Hour)
+		var healthyDeferred int
+		for _, st := range m.Status() {
+			healthyDeferred += st.Deferred
+		}
+		t.Logf("healthy restart, throttle window empty: all %d confirmed in %v without throttle, %v with (%d deferred)",
+			n, tPlain, time.Since(up), healthyDeferred)
+		if healthyDeferred != 0 {
+			t.Errorf("%d confirmations deferred after a healthy restart, want 0", healthyDeferred)
+		}
+
+		before := [2]int{plainReg.Stats().Subscribes, thrReg.Stats().Subscribes}
+		plainOK, thrOK := outage(plainReg), outage(thrReg)
+		plainReg.Restart()
+		thrReg.Restart()
+		time.Sleep(down)
+		synctest.Wait()
+		plainSent, thrSent := plainReg.Stats().Subscribes-before[0], thrReg.Stats().Subscribes-before[1]
+		var deferred int
+		for _, st := range m.Status() {
+			if st.State != subscriber.StateRetrying {
+				t.Errorf("%v: state %v, want retrying", st.Key, st.State)
+			}
+			deferred += st.Deferred
+		}
+		deferred -= healthyDeferred
+		t.Logf("confirmations sent in a %v outage after a restart, %d subscriptions: %d without throttle, %d with (%d deferred)",
+			down, n, plainSent, thrSent, deferred)
+		if thrSent*2 > plainSent || deferred == 0 {
+			t.Errorf("with the throttle %d requests (%d deferred), without %d: want at most half", thrSent, deferred, plainSent)
+		}
+		plainOK()
+		thrOK()
+		up = time.Now()
+		tPlain = waitAllSubscribed(t, plain, n, time.Hour)
+		waitAllSubscribed(t, m, n, time.Hour)
+		t.Logf("all back after the registry accepted again: %v without throttle, %v with", tPlain, time.Since(up))
+		if c := m.Counts(); c.Stopped != 0 {
+			t.Errorf("%d stopped, want 0", c.Stopped)
+		}
+	})
+}
