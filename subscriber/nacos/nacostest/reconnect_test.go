@@ -48,6 +48,13 @@ func (h *history) last() ([]string, int) {
 func (h *history) waitLast(t *testing.T, want ...string) {
 	t.Helper()
 	slices.Sort(want)
+	defer func() {
+		if t.Failed() {
+			h.mu.Lock()
+			t.Logf("callback lists so far, oldest first: %q", h.lists)
+			h.mu.Unlock()
+		}
+	}()
 	eventually(t, "callback list "+strings.Join(want, ","), func() bool {
 		last, n := h.last()
 		return n > 0 && slices.Equal(last, want)
