@@ -128,12 +128,17 @@ func WithLimiter(l *rate.Limiter) Option {
 // any number of loops may share: each first attempt of Retry or
 // Retrier.Do is a deposit, each retry a withdrawal, and a retry the budget
 // refuses ends the loop with a *RetryError whose Reason is
-// ErrBudgetExhausted (and whose text says so). b must not be nil. With a
-// budget, the first attempt reads the clock (WithClock).
+// ErrBudgetExhausted (and whose text says so). b must not be nil nor a
+// zero RetryBudget (make it with NewRetryBudget). With a budget, the first
+// attempt reads the clock (WithClock).
 func WithBudget(b *RetryBudget) Option {
 	return optionFunc(func(c *config) {
 		if b == nil {
 			c.bad("WithBudget", "b", "must not be nil (omit the option for no budget)")
+			return
+		}
+		if b.window <= 0 { // set once by NewRetryBudget, never changed
+			c.bad("WithBudget", "b", "is a zero RetryBudget, which is not usable: make it with NewRetryBudget")
 			return
 		}
 		c.budget = b
@@ -148,12 +153,17 @@ func WithBudget(b *RetryBudget) Option {
 // when its policy runs out (a *RetryError with Reason ErrExhausted and Last
 // ErrThrottled; see Schedule, "Adaptive throttling"). Outcomes are
 // recorded: a success or an error that is not transient (Permanent, or
-// refused by the classifier) is an accept. t must not be nil. With a
-// throttle, the first attempt reads the clock (WithClock).
+// refused by the classifier) is an accept. t must not be nil nor a zero
+// AdaptiveThrottle (make it with NewAdaptiveThrottle). With a throttle,
+// the first attempt reads the clock (WithClock).
 func WithThrottle(t *AdaptiveThrottle) Option {
 	return optionFunc(func(c *config) {
 		if t == nil {
 			c.bad("WithThrottle", "t", "must not be nil (omit the option for no throttle)")
+			return
+		}
+		if t.window <= 0 { // set once by NewAdaptiveThrottle, never changed
+			c.bad("WithThrottle", "t", "is a zero AdaptiveThrottle, which is not usable: make it with NewAdaptiveThrottle")
 			return
 		}
 		c.throttle = t

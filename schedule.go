@@ -466,8 +466,12 @@ func (s *Schedule) deadline(ctx context.Context, d time.Duration, format string)
 // rebound (every wait of every loop ends when its context is done). It
 // returns nil after d, and ctx.Err() if ctx is done first (or already).
 // A d <= 0 does not wait. t is the timer to wait on (a fake one in
-// tests); nil means a new time.Timer, stopped before Wait returns.
+// tests); nil means a new time.Timer, stopped before Wait returns. A nil
+// ctx is an *ArgumentError (matching ErrInvalidArgument), not a panic.
 func Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if ctx == nil {
+		return &ArgumentError{Func: "rebound.Wait", Arg: "ctx", Reason: "must not be nil"}
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

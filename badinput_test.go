@@ -1,0 +1,49 @@
+package rebound_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Bad values a new user can pass without a compile error: each is a
+// constructor error naming the argument, never a panic later.
+func TestBadInputsAreArgumentErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		f          func() error
+	}{
+		{"WithBudget(zero RetryBudget)", "rebound.WithBudget: b is a zero RetryBudget", func() error {
+			_, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithBudget(&rebound.RetryBudget{}))
+			return err
+		}},
+		{"WithThrottle(zero AdaptiveThrottle)", "rebound.WithThrottle: t is a zero AdaptiveThrottle", func() error {
+			_, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithThrottle(&rebound.AdaptiveThrottle{}))
+			return err
+		}},
+		{"Retry WithBudget(zero RetryBudget)", "rebound.WithBudget: b is a zero RetryBudget", func() error {
+			return rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { return nil },
+				rebound.WithBudget(&rebound.RetryBudget{}))
+		}},
+		{"Wait(nil ctx)", "rebound.Wait: ctx must not be nil", func() error {
+			return rebound.Wait(nil, 0, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.f()
+			var ae *rebound.ArgumentError
+			if !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want an *ArgumentError containing %q", err, tc.want)
+			}
+		})
+	}
+	// The constructed values are accepted.
+	b, _ := rebound.NewRetryBudget()
+	th, _ := rebound.NewAdaptiveThrottle()
+	if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithBudget(b), rebound.WithThrottle(th)); err != nil {
+		t.Fatal(err)
+	}
+}
