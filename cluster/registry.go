@@ -213,8 +213,12 @@ func (d *RegistryDirectory) Ready() <-chan struct{} { return d.ready }
 // first call of a program that has just subscribed is not queued for lack
 // of providers. It returns nil once the directory has listed an invoker
 // (even if the list is empty again now), ErrClosed if the directory was
-// closed before that, and ctx.Err() if ctx is done first.
+// closed before that, and ctx.Err() if ctx is done first. A nil ctx is an
+// *rebound.ArgumentError (matching rebound.ErrInvalidArgument).
 func (d *RegistryDirectory) WaitReady(ctx context.Context) error {
+	if ctx == nil {
+		return &rebound.ArgumentError{Func: "cluster.RegistryDirectory.WaitReady", Arg: "ctx", Reason: "must not be nil"}
+	}
 	select {
 	case <-d.ready:
 	default:

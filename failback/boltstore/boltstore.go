@@ -123,15 +123,18 @@ func WithOpenTimeout(d time.Duration) Option {
 
 // Open opens (or creates) the store file at path and starts its committer
 // goroutine, which Close stops. It returns an error wrapping
-// rebound.ErrInvalidArgument for a bad option, and bbolt's error if the
-// file cannot be opened (bolt.ErrTimeout if another process holds it
-// longer than the open timeout).
+// rebound.ErrInvalidArgument for an empty path or a bad option, and
+// bbolt's error if the file cannot be opened (bolt.ErrTimeout if another
+// process holds it longer than the open timeout).
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{openTimeout: DefaultOpenTimeout}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
 		}
+	}
+	if path == "" {
+		o.errs = append(o.errs, &rebound.ArgumentError{Func: "boltstore.Open", Arg: "path", Reason: "must not be empty"})
 	}
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
