@@ -20,7 +20,7 @@
 //	rebound.retry.attempts                counter (observable)         {attempt}       outcome=success|retry|gave_up|throttled, component
 //	rebound.retry.delay                   histogram                    s               component
 //	rebound.limiter.wait                  histogram                    s               component
-//	rebound.subscriber.subscriptions      updowncounter (observable)   {subscription}  state=pending|subscribed|retrying|stopped
+//	rebound.subscriber.subscriptions      updowncounter (observable)   {subscription}  state=pending|subscribed|retrying|held|stopped
 //	rebound.subscriber.updates            counter                      {update}        result=delivered|duplicate|empty_held|stale
 //	rebound.subscriber.confirmations      counter                      {confirmation}  reason
 //	rebound.subscriber.registry.connected updowncounter (observable)   {connection}    (none)
