@@ -272,12 +272,21 @@ func WithStoppedRetention(n int) Option {
 // Hooks.Deferred, and counted as rebound.retry.attempts{outcome=throttled}
 // by WithMeterProvider (a local refusal); Status.LastErr keeps the
 // registry's last error. Default: none (retries bounded only by the
-// policy and the limiter). A nil b is ignored.
+// policy and the limiter). A nil b is ignored; a zero RetryBudget (not
+// made by rebound.NewRetryBudget) makes New fail.
 func WithBudget(b *rebound.RetryBudget) Option {
 	return optionFunc(func(o *options) {
-		if b != nil {
-			o.budget = b
+		if b == nil {
+			return
 		}
+		// A zero RetryBudget (not made by NewRetryBudget) would panic in the
+		// scheduler at its first withdrawal; rebound.WithBudget knows the rule.
+		if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithBudget(b)); err != nil {
+			o.errs = append(o.errs, argError("subscriber.WithBudget", "b",
+				"is a zero RetryBudget, which is not usable: make it with rebound.NewRetryBudget"))
+			return
+		}
+		o.budget = b
 	})
 }
 
@@ -307,11 +316,18 @@ func WithBudget(b *rebound.RetryBudget) Option {
 // rebound.ErrThrottled), are reported to Hooks.Deferred, and counted as
 // rebound.retry.attempts{outcome=throttled} by WithMeterProvider;
 // Status.LastErr keeps the registry's last error. Default: none. A nil t
-// is ignored.
+// is ignored; a zero AdaptiveThrottle (not made by
+// rebound.NewAdaptiveThrottle) makes New fail.
 func WithThrottle(t *rebound.AdaptiveThrottle) Option {
 	return optionFunc(func(o *options) {
-		if t != nil {
-			o.throttle = t
+		if t == nil {
+			return
 		}
+		if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithThrottle(t)); err != nil {
+			o.errs = append(o.errs, argError("subscriber.WithThrottle", "t",
+				"is a zero AdaptiveThrottle, which is not usable: make it with rebound.NewAdaptiveThrottle"))
+			return
+		}
+		o.throttle = t
 	})
 }
