@@ -2,7 +2,6 @@ package reboundgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -104,13 +103,14 @@ func NewInvoker(cc grpc.ClientConnInterface, opts ...InvokerOption) *Invoker {
 // Target implements cluster.Invoker.
 func (i *Invoker) Target() string { return i.target }
 
-// errArgs is returned for an Invocation the Invoker cannot send.
-var errArgs = errors.New("reboundgrpc: Invocation.Args must be [request] or [request, reply]")
-
-// Invoke implements cluster.Invoker: one unary RPC.
+// Invoke implements cluster.Invoker: one unary RPC. An Invocation it
+// cannot send (nil, no Method, or Args other than [request] or [request,
+// reply] with a non-nil request) is a Permanent *rebound.ArgumentError
+// (matching rebound.ErrInvalidArgument), never retried.
 func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, error) {
 	if inv == nil || inv.Method == "" || len(inv.Args) < 1 || len(inv.Args) > 2 || inv.Args[0] == nil {
-		return nil, rebound.Permanent(fmt.Errorf("%w (method %q)", errArgs, methodOf(inv)))
+		return nil, rebound.Permanent(&rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv",
+			Reason: fmt.Sprintf("must have a Method and Args [request] or [request, reply] (method %q)", methodOf(inv))})
 	}
 	var reply any = &emptypb.Empty{}
 	if len(inv.Args) == 2 && inv.Args[1] != nil {
