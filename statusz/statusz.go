@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,11 +46,12 @@ type optionFunc func(*Handler) error
 func (f optionFunc) apply(h *Handler) error { return f(h) }
 
 // WithSubscriptions adds a section for src (for example a
-// *subscriber.Manager) under name. Names must be unique and not empty. If
-// src also implements CountsSource, its registry connection is shown.
+// *subscriber.Manager) under name. Names must be unique and not empty;
+// src must not be nil, nor a nil pointer. If src also implements
+// CountsSource, its registry connection is shown.
 func WithSubscriptions(name string, src StatusSource) Option {
 	return optionFunc(func(h *Handler) error {
-		if err := h.checkName("statusz.WithSubscriptions", name, src == nil); err != nil {
+		if err := h.checkName("statusz.WithSubscriptions", name, isNil(src)); err != nil {
 			return err
 		}
 		h.subs = append(h.subs, namedSubs{name, src})
@@ -58,10 +60,11 @@ func WithSubscriptions(name string, src StatusSource) Option {
 }
 
 // WithFailback adds a section for src (for example a *failback.Invoker)
-// under name. Names must be unique and not empty.
+// under name. Names must be unique and not empty; src must not be nil,
+// nor a nil pointer.
 func WithFailback(name string, src StatsSource) Option {
 	return optionFunc(func(h *Handler) error {
-		if err := h.checkName("statusz.WithFailback", name, src == nil); err != nil {
+		if err := h.checkName("statusz.WithFailback", name, isNil(src)); err != nil {
 			return err
 		}
 		h.fbs = append(h.fbs, namedStats{name, src})
@@ -126,6 +129,21 @@ func New(opts ...Option) (*Handler, error) {
 		}
 	}
 	return h, nil
+}
+
+// isNil reports whether src is nil or holds a nil pointer (a nil
+// *subscriber.Manager or *failback.Invoker, which would panic on the first
+// request instead of failing New).
+func isNil(src any) bool {
+	if src == nil {
+		return true
+	}
+	v := reflect.ValueOf(src)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 func (h *Handler) checkName(fn, name string, nilSrc bool) error {
