@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,8 +206,9 @@ var _ cluster.Invoker = (*Invoker)(nil)
 // New returns a failback invoker over dir and starts its goroutines: one
 // scheduler and WithConcurrency workers, all stopped by Shutdown or Close.
 // It returns a *rebound.ArgumentError (matching rebound.ErrInvalidArgument,
-// naming the option and its rule) for a nil dir or a bad option value, and
-// starts nothing then; nil options are ignored. Without options:
+// naming the option and its rule) for a nil dir (or a nil pointer in it)
+// or a bad option value, and starts nothing then; nil options are
+// ignored. Without options:
 // DefaultPolicy() (3 retries), at most 100 tasks, 8 workers, a 10 s
 // timeout per retry attempt, no TTL, DefaultRetryable, a *cluster.Random
 // load balance, no hooks, no logging.
@@ -222,6 +224,8 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	}
 	if dir == nil {
 		cfg.bad("New", "dir", "must not be nil: a cluster.Directory is required", nil)
+	} else if v := reflect.ValueOf(dir); v.Kind() == reflect.Pointer && v.IsNil() {
+		cfg.bad("New", "dir", "is a nil pointer: a cluster.Directory is required", nil)
 	}
 	for _, o := range opts {
 		if o != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -188,7 +189,7 @@ type Manager struct {
 // stops them all.
 //
 // It returns an *ArgumentError (wrapping ErrInvalidArgument) for a nil reg
-// or a bad option; nil options are ignored. Defaults: the zero
+// (or a nil pointer in it) or a bad option; nil options are ignored. Defaults: the zero
 // rebound.Policy (see WithPolicy), a shared limiter of DefaultLimit per
 // second with bursts of DefaultBurst (WithLimiter), an empty-list hold of
 // DefaultEmptyListHold (WithEmptyListHold), a confirmation cap of
@@ -199,6 +200,9 @@ type Manager struct {
 func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("subscriber.New", "reg", "is nil")
+	}
+	if v := reflect.ValueOf(reg); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, argError("subscriber.New", "reg", "is a nil pointer")
 	}
 	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval,
 		hookQueue: DefaultHookQueue, keepStopped: DefaultStoppedRetention}

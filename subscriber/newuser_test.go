@@ -39,3 +39,15 @@ func TestZeroBudgetAndThrottleRejected(t *testing.T) {
 	}
 	m.Close()
 }
+
+// A nil *Registry in the interface used to panic inside New.
+func TestNewNilPointerRegistry(t *testing.T) {
+	var reg *subscribertest.Registry
+	m, err := subscriber.New(reg)
+	if m != nil {
+		m.Close()
+	}
+	if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "subscriber.New: reg is a nil pointer") {
+		t.Fatalf("New = %v, want an *ArgumentError naming reg", err)
+	}
+}
