@@ -83,18 +83,12 @@ const waitTimeout = 10 * time.Second
 // under a fake clock.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	eventuallyWithin(t, waitTimeout, what, cond)
-}
-
-// eventuallyWithin is eventually with a deadline of d.
-func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(waitTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
 		}
 		<-tick.C
 	}

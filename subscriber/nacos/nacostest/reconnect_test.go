@@ -47,12 +47,6 @@ func (h *history) last() ([]string, int) {
 
 func (h *history) waitLast(t *testing.T, want ...string) {
 	t.Helper()
-	h.waitLastWithin(t, waitTimeout, want...)
-}
-
-// waitLastWithin is waitLast with a deadline of d.
-func (h *history) waitLastWithin(t *testing.T, d time.Duration, want ...string) {
-	t.Helper()
 	slices.Sort(want)
 	defer func() {
 		if t.Failed() {
@@ -61,7 +55,7 @@ func (h *history) waitLastWithin(t *testing.T, d time.Duration, want ...string) 
 			h.mu.Unlock()
 		}
 	}()
-	eventuallyWithin(t, d, "callback list "+strings.Join(want, ","), func() bool {
+	eventually(t, "callback list "+strings.Join(want, ","), func() bool {
 		last, n := h.last()
 		return n > 0 && slices.Equal(last, want)
 	})
@@ -132,17 +126,21 @@ func TestDropStreamsReconnect(t *testing.T) {
 		return st.ConnectionsOpened == 4 && st.Connections == 2 &&
 			len(srv.Instances("", "", "svc")) == 1 && srv.SubscriberCount("", "", "svc") == 1
 	})
-	// nacos-sdk-go v2.3.2 applies the redo's SubscribeServiceResponse
-	// (connection_event_listener.go redoSubscribe -> ProcessService) in its
-	// event goroutine while the new stream's goroutine applies the pushes,
-	// and ProcessService checks lastRefTime and then stores, without a lock:
-	// an older empty response can overwrite a newer list and be the last
-	// callback. Then only the SDK's ServiceInfoUpdater repairs the cache,
-	// once it is older than cacheMillis (10 s here; it looks every second).
-	// This failed once in 9 loaded full runs with a 10 s wait: wait for
-	// that repair.
-	h.waitLastWithin(t, 10*time.Second+waitTimeout, "10.0.0.1:80")
-
+	// Not checked here: that the consumer's callback shows 10.0.0.1:80
+	// again. nacos-sdk-go v2.3.2 does not guarantee it: its redo applies
+	// the SubscribeServiceResponse (connection_event_listener.go
+	// redoSubscribe -> ProcessService) in the event goroutine while the
+	// new stream's goroutine applies the push that follows, and
+	// ProcessService compares lastRefTime and then stores without a lock,
+	// so the older response (empty when the provider had not re-registered
+	// yet) can overwrite the newer list and be the last callback, for good
+	// (AsyncUpdateService is off by default: nothing re-reads the server).
+	// Seen twice in loaded full runs; the second one logged the lists
+	// [10.0.0.1:80] [10.0.0.1:80] [] (the first two: the same race between
+	// the first Subscribe's response and its push). What the server does
+	// is checked above; that the consumer is subscribed again on its new
+	// connection is checked below with a change, whose push is newer than
+	// anything the SDK holds.
 	mustRegister(t, provider, registerParam("svc", "10.0.0.2", 80))
 	h.waitLast(t, "10.0.0.2:80")
 }
