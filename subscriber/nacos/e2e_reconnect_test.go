@@ -245,6 +245,12 @@ func TestE2ERegistryRestart(t *testing.T) {
 	}
 	// The SDK's redo re-subscribes; the adapter confirms from the SDK's
 	// cache (ConfirmedAt) without a Subscribe of its own.
+	defer func() {
+		if t.Failed() { // which of the conditions below did not hold
+			t.Logf("status %+v; server: %d subscribers, instances %v", sub.Status(),
+				srv.SubscriberCount("", "", "orders"), srv.Instances("", "", "orders"))
+		}
+	}()
 	eventually(t, e2eTimeout, "re-registration and re-confirmation", func() bool {
 		st := sub.Status()
 		return st.State == subscriber.StateSubscribed && st.ConfirmedAt.After(stopped) &&
