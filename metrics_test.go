@@ -7,41 +7,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 )
-
-// metricValues collects name -> attributes -> value (int64 sums) or count
-// (histograms).
-func metricValues(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			vals := map[string]int64{}
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = int64(p.Count)
-				}
-			}
-			out[m.Name] = vals
-		}
-	}
-	return out
-}
 
 func TestWithMeterProvider(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -65,7 +36,7 @@ func TestWithMeterProvider(t *testing.T) {
 		_ = r.Do(t.Context(), func(context.Context) error { return rebound.Permanent(errBusy) })
 		_ = r.Do(t.Context(), func(context.Context) error { return nil })
 
-		got := metricValues(t, reader)
+		got := telemetrytest.Collect(t, reader)
 		for k, want := range map[string]int64{"outcome=success": 2, "outcome=retry": 2, "outcome=gave_up": 1} {
 			if n := got["rebound.retry.attempts"][k]; n != want {
 				t.Errorf("rebound.retry.attempts{%s} = %d, want %d", k, n, want)

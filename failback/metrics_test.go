@@ -6,34 +6,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 )
-
-func collectInt64(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
-				vals := map[string]int64{}
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-				}
-				out[m.Name] = vals
-			}
-		}
-	}
-	return out
-}
 
 func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -50,13 +28,13 @@ func TestMetrics(t *testing.T) {
 		for _, m := range []string{"ok-later", "never", "full"} { // the third finds the queue full
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: m})
 		}
-		got := collectInt64(t, reader)
+		got := telemetrytest.Collect(t, reader)
 		if q := got["rebound.failback.queue"][""]; q != 2 {
 			t.Errorf("queue %d, want 2: %v", q, got)
 		}
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		got = collectInt64(t, reader)
+		got = telemetrytest.Collect(t, reader)
 		c := got["rebound.failback.calls"]
 		if c["outcome=succeeded"] != 1 || c["outcome=gave_up"] != 1 || c["outcome=dropped"] != 1 || got["rebound.failback.queue"][""] != 0 {
 			t.Errorf("after the retries: %v", got)
@@ -65,7 +43,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("retry attempts: %v", got["rebound.retry.attempts"])
 		}
 		mustClose(t, f)
-		if got := collectInt64(t, reader); len(got["rebound.failback.queue"]) != 0 {
+		if got := telemetrytest.Collect(t, reader); len(got["rebound.failback.queue"]) != 0 {
 			t.Errorf("still reported after Close: %v", got)
 		}
 	})

@@ -1,44 +1,16 @@
 package subscriber_test
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
-
-func collectMetrics(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			vals := map[string]int64{}
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = int64(p.Count)
-				}
-			}
-			out[m.Name] = vals
-		}
-	}
-	return out
-}
 
 func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -55,7 +27,7 @@ func TestMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Every state is reported from the start, at 0.
-		got := collectMetrics(t, reader)
+		got := telemetrytest.Collect(t, reader)
 		if s := got["rebound.subscriber.subscriptions"]; len(s) != 5 || s["state=pending"] != 0 {
 			t.Errorf("before any subscription: %v", got)
 		}
@@ -65,7 +37,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 		synctest.Wait()
-		got = collectMetrics(t, reader)
+		got = telemetrytest.Collect(t, reader)
 		if n := got["rebound.subscriber.subscriptions"]["state=subscribed"]; n != 2 {
 			t.Errorf("subscribed = %d, want 2: %v", n, got)
 		}
@@ -87,7 +59,7 @@ func TestMetrics(t *testing.T) {
 		reg.SetDown(true)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		got = collectMetrics(t, reader)
+		got = telemetrytest.Collect(t, reader)
 		if n := got["rebound.subscriber.subscriptions"]["state=retrying"]; n != 2 {
 			t.Errorf("during the outage: retrying = %d, want 2: %v", n, got)
 		}
@@ -100,14 +72,14 @@ func TestMetrics(t *testing.T) {
 		reg.SetDown(false)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		got = collectMetrics(t, reader)
+		got = telemetrytest.Collect(t, reader)
 		if n := got["rebound.subscriber.subscriptions"]["state=subscribed"]; n != 2 || got["rebound.subscriber.registry.connected"][""] != 1 {
 			t.Errorf("after the outage: %v", got)
 		}
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if got := collectMetrics(t, reader); len(got["rebound.subscriber.subscriptions"]) != 0 {
+		if got := telemetrytest.Collect(t, reader); len(got["rebound.subscriber.subscriptions"]) != 0 {
 			t.Errorf("still reported after Close: %v", got)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -102,7 +103,7 @@ func TestThrottleDefersAttemptsDuringOutage(t *testing.T) {
 		if total == 0 || int64(total) != deferred.Load() {
 			t.Errorf("Status.Deferred sums to %d, hooks saw %d; want equal and > 0", total, deferred.Load())
 		}
-		if got := collectMetrics(t, reader)["rebound.retry.attempts"]["component=subscriber,outcome=throttled"]; got != int64(total) {
+		if got := telemetrytest.Collect(t, reader)["rebound.retry.attempts"]["component=subscriber,outcome=throttled"]; got != int64(total) {
 			t.Errorf("rebound.retry.attempts{outcome=throttled} = %d, want %d (Status.Deferred)", got, total)
 		}
 

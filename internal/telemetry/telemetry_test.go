@@ -8,49 +8,26 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/rebound-go/rebound/internal/telemetry"
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 )
 
 func newReader() (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
-	r := sdkmetric.NewManualReader()
-	return r, sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	return telemetrytest.NewProvider()
 }
 
-// collect returns name -> attribute set (encoded) -> value: int64 sums and
-// gauges as values, histograms as their count.
+// collect returns name -> attribute set (encoded) -> value (see
+// telemetrytest.Read) and name -> unit; every metric must be in ScopeName.
 func collect(t *testing.T, r *sdkmetric.ManualReader) (map[string]map[string]int64, map[string]string) {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]map[string]int64{}
-	units := map[string]string{}
-	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != telemetry.ScopeName {
-			t.Errorf("scope %q", sm.Scope.Name)
-		}
-		for _, m := range sm.Metrics {
-			units[m.Name] = m.Unit
-			vals := map[string]int64{}
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					vals[p.Attributes.Encoded(attribute.DefaultEncoder())] = int64(p.Count)
-				}
-			default:
-				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
-			}
-			out[m.Name] = vals
+	s := telemetrytest.Read(t, r)
+	for name, scope := range s.Scopes {
+		if scope != telemetry.ScopeName {
+			t.Errorf("%s: scope %q", name, scope)
 		}
 	}
-	return out, units
+	return s.Values, s.Units
 }
 
 func TestNilProviderRecordsNothing(t *testing.T) {
