@@ -15,6 +15,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/dueheap"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
 )
@@ -176,9 +177,9 @@ type Invoker struct {
 	cancelBase context.CancelFunc
 
 	mu                                  sync.Mutex
-	cond                                sync.Cond // workers wait on it for ready tasks or close; L is &mu
-	heap                                taskHeap  // waiting for their due time
-	ready                               []*task   // due, waiting for a worker (FIFO from readyHead)
+	cond                                sync.Cond           // workers wait on it for ready tasks or close; L is &mu
+	heap                                dueheap.Heap[*task] // waiting for their due time
+	ready                               []*task             // due, waiting for a worker (FIFO from readyHead)
 	readyHead                           int
 	reserved                            int                // accepted, being reported to Hooks.Queued, not pushed yet
 	running                             map[string]int     // retry attempts running, by target

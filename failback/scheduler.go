@@ -37,36 +37,9 @@ type task struct {
 
 func (t *task) target() string { return t.lastTarget }
 
-// taskHeap is a min-heap of tasks by due time, then by seq (FIFO among equal
-// due times), for container/heap.
-type taskHeap []*task
-
-func (h taskHeap) Len() int { return len(h) }
-func (h taskHeap) Less(i, j int) bool {
-	if h[i].due != h[j].due {
-		return h[i].due < h[j].due
-	}
-	return h[i].seq < h[j].seq
-}
-func (h taskHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = int32(i)
-	h[j].index = int32(j)
-}
-func (h *taskHeap) Push(x any) {
-	t := x.(*task)
-	t.index = int32(len(*h))
-	*h = append(*h, t)
-}
-func (h *taskHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	t := old[n]
-	old[n] = nil
-	t.index = -1
-	*h = old[:n]
-	return t
-}
+// Key and SetIndex make a task an element of the due-time heap (dueheap).
+func (t *task) Key() (int64, uint64) { return t.due, t.seq }
+func (t *task) SetIndex(i int32)     { t.index = i }
 
 // pushLocked puts t in the heap and wakes the scheduler if t is due before
 // the time its timer is set for.

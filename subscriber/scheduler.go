@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/dueheap"
 )
 
 // timerKind says what a scheduler entry of a subscription is for.
@@ -33,34 +35,8 @@ type entry struct {
 	kind  timerKind
 }
 
-type entryHeap []*entry
-
-func (h entryHeap) Len() int { return len(h) }
-func (h entryHeap) Less(i, j int) bool {
-	if h[i].due != h[j].due {
-		return h[i].due < h[j].due
-	}
-	return h[i].seq < h[j].seq
-}
-func (h entryHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = int32(i)
-	h[j].index = int32(j)
-}
-func (h *entryHeap) Push(x any) {
-	e := x.(*entry)
-	e.index = int32(len(*h))
-	*h = append(*h, e)
-}
-func (h *entryHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	e := old[n]
-	old[n] = nil
-	e.index = -1
-	*h = old[:n]
-	return e
-}
+func (e *entry) Key() (int64, uint64) { return e.due, e.seq }
+func (e *entry) SetIndex(i int32)     { e.index = i }
 
 // TimerSlack is the finest granularity of the Manager's scheduler: it
 // wakes only on multiples of TimerSlack (of Unix time), never early, so
@@ -118,7 +94,7 @@ func fireAt(due, now int64) int64 {
 // subscriptions by about TimerSlack at most.
 type scheduler struct {
 	mu      sync.Mutex
-	heap    entryHeap
+	heap    dueheap.Heap[*entry]
 	seq     uint64
 	timerAt int64 // the tick the timer is set for (MaxInt64: none)
 	wake    chan struct{}
