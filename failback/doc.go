@@ -75,7 +75,11 @@
 // once: it cancels running attempts and reports queued tasks as dropped.
 // Both return after every call has been reported and the goroutines have
 // exited. Hooks are called with no lock held; see Hooks for which
-// goroutine calls each.
+// goroutine calls each. A hook may call Close or Shutdown: from a hook
+// (which they would otherwise wait for) they start the stop, return
+// ErrCalledFromHook at once, and the invoker finishes stopping in the
+// background once the hook has returned, as subscriber.Manager's Close
+// does from a listener.
 //
 // # Teardown order
 //

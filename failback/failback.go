@@ -1,11 +1,13 @@
 package failback
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,10 +56,13 @@ type Task struct {
 // only after every call's final hook has returned.
 //
 // Hooks are called with no lock held, so they may call Stats. They must be
-// safe for concurrent use, should return quickly (they hold up the
-// goroutine that calls them: a caller of Invoke, a retry worker, or Close)
-// and must not call Close or Shutdown (that deadlocks). Nil fields are
-// skipped. A hook that panics is recovered and logged at Error; if it was
+// safe for concurrent use and should return quickly (they hold up the
+// goroutine that calls them: a caller of Invoke, a retry worker, or Close).
+// A hook may call Close or Shutdown: called from a hook (which they would
+// wait for), they start stopping the invoker and return ErrCalledFromHook
+// at once instead of deadlocking; the invoker finishes stopping in the
+// background after the hook returns (a later Close or Shutdown from
+// outside a hook waits for that end). Nil fields are skipped. A hook that panics is recovered and logged at Error; if it was
 // Queued or Retried, the call then ends with GaveUp (Reason ErrPanicked,
 // Last a *PanicError); the process and the workers survive.
 type Hooks struct {
@@ -83,7 +88,8 @@ type Hooks struct {
 	// DropClosed for a call that failed after Shutdown or Close began: from
 	// the goroutine calling Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
 	// queued when Close stops the invoker: from the goroutine calling Close
-	// (or Shutdown). Otherwise from the retry worker that held the task.
+	// (or Shutdown), or from a background goroutine if Close was called
+	// from a hook. Otherwise from the retry worker that held the task.
 	Dropped func(Task, DropReason)
 }
 
@@ -195,6 +201,7 @@ type Invoker struct {
 	dropped                             [len(dropReasons)]uint64
 
 	reservers sync.WaitGroup // Invoke calls between accepting a task and filing it
+	inHook    sync.Map       // ids of the goroutines running a hook (Close from a hook)
 	wake      chan struct{}  // buffered(1): an earlier due time was pushed
 	done      chan struct{}  // closed by Close
 	stopped   chan struct{}  // closed when the last goroutine has exited
@@ -544,6 +551,12 @@ func (f *Invoker) reject(t *task, reason DropReason) error {
 //
 // Calling Shutdown or Close again, or concurrently, waits for the same
 // end. A nil ctx is a *rebound.ArgumentError (and stops nothing).
+//
+// Called from a hook, Shutdown begins the drain as above (Invoke returns
+// ErrClosed from then on) and returns ErrCalledFromHook without waiting:
+// waiting would include that hook. The drain, bounded by ctx, and the stop
+// go on in a background goroutine; a Close or Shutdown from outside a hook
+// waits for their end.
 func (f *Invoker) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: "failback.Invoker.Shutdown", Arg: "ctx", Reason: "must not be nil"}
@@ -557,6 +570,17 @@ func (f *Invoker) Shutdown(ctx context.Context) error {
 	}
 	drained := f.drained
 	f.mu.Unlock()
+	if f.inHookNow() {
+		// Waiting here would wait for this hook: drain and stop in the
+		// background.
+		go f.finishShutdown(ctx, drained)
+		return ErrCalledFromHook
+	}
+	return f.finishShutdown(ctx, drained)
+}
+
+// finishShutdown is Shutdown after the drain began.
+func (f *Invoker) finishShutdown(ctx context.Context, drained chan struct{}) error {
 	var err error
 	if drained != nil {
 		select {
@@ -595,21 +619,44 @@ func (f *Invoker) Shutdown(ctx context.Context) error {
 //
 // Close returns once every call has been reported and the goroutines New
 // started have exited; it waits for the cancelled attempts to return (an
-// invoker must return when its ctx is done). It always returns nil. It is
+// invoker must return when its ctx is done). It returns nil, or
+// ErrCalledFromHook when called from a hook (below). It is
 // idempotent: a later or concurrent call waits for the first one to finish.
 // To let queued calls finish first, use Shutdown.
+//
+// Called from a hook, Close stops the invoker as above but returns
+// ErrCalledFromHook without waiting (the wait would include that hook):
+// Invoke returns ErrClosed and running attempts are cancelled from then
+// on, and a background goroutine reports the queued tasks as dropped and
+// finishes the stop once the hook has returned.
 func (f *Invoker) Close() error {
+	if f.inHookNow() {
+		if pending, first := f.beginStop(); first {
+			go f.finishStop(pending)
+		}
+		return ErrCalledFromHook
+	}
 	f.stop()
 	return nil
 }
 
 // stop is Close; the first caller does the work, the others wait for it.
 func (f *Invoker) stop() {
+	pending, first := f.beginStop()
+	if !first {
+		<-f.closeDone
+		return
+	}
+	f.finishStop(pending)
+}
+
+// beginStop moves the invoker to stateClosed and returns the tasks queued
+// then; first is false if an earlier call did (it then returns nothing).
+func (f *Invoker) beginStop() (pending []*task, first bool) {
 	f.mu.Lock()
 	if f.state == stateClosed {
 		f.mu.Unlock()
-		<-f.closeDone
-		return
+		return nil, false
 	}
 	if f.state == stateDraining {
 		select {
@@ -621,7 +668,7 @@ func (f *Invoker) stop() {
 	}
 	f.state = stateClosed
 	f.closedFlag.Store(true)
-	pending := make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead+f.nparked)
+	pending = make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead+f.nparked)
 	pending = append(pending, f.ready[f.readyHead:]...)
 	for _, q := range f.parked {
 		pending = append(pending, q...)
@@ -634,6 +681,12 @@ func (f *Invoker) stop() {
 	f.cancelBase()
 	close(f.done)
 	f.cond.Broadcast()
+	return pending, true
+}
+
+// finishStop reports the tasks beginStop took as dropped, waits for the
+// goroutines to exit and marks the stop done.
+func (f *Invoker) finishStop(pending []*task) {
 	switch {
 	case len(pending) > 0 && f.cfg.durable.store != nil:
 		f.log.Info("failback: closing: queued calls stay in the store for the next invoker", zap.Int("tasks", len(pending)))
@@ -738,8 +791,44 @@ func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task 
 	}
 }
 
+// enterHook marks the calling goroutine as running a hook until the
+// returned function is called (nested hook calls on one goroutine, such as
+// a hook calling Invoke, keep the outer mark).
+func (f *Invoker) enterHook() func() {
+	id := goid()
+	if _, nested := f.inHook.LoadOrStore(id, struct{}{}); nested {
+		return func() {}
+	}
+	return func() { f.inHook.Delete(id) }
+}
+
+// inHookNow reports whether the calling goroutine is running a hook.
+func (f *Invoker) inHookNow() bool {
+	_, ok := f.inHook.Load(goid())
+	return ok
+}
+
+// goid returns the id of the calling goroutine, from the first line of its
+// stack trace ("goroutine 123 [running]:"), as package subscriber does.
+// Used only around hook calls and in Close/Shutdown, to detect a Close
+// from a hook, which would otherwise deadlock.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
+
 // callHook calls h, recovering a panic (returned, and logged at Error).
 func (f *Invoker) callHook(name string, h func(Task), info Task) (pe *PanicError) {
+	defer f.enterHook()()
 	defer func() {
 		if r := recover(); r != nil {
 			pe = cluster.NewPanicError("failback.Hooks."+name, r)
@@ -751,6 +840,7 @@ func (f *Invoker) callHook(name string, h func(Task), info Task) (pe *PanicError
 }
 
 func (f *Invoker) callDropHook(h func(Task, DropReason), info Task, reason DropReason) {
+	defer f.enterHook()()
 	defer func() {
 		if r := recover(); r != nil {
 			f.logPanic(cluster.NewPanicError("failback.Hooks.Dropped", r), info.Invocation)
