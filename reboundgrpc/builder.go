@@ -104,7 +104,10 @@ type entry struct {
 }
 
 // NewBuilder returns a Builder over m. It returns a *rebound.ArgumentError
-// (matching rebound.ErrInvalidArgument) for a nil m or a bad option.
+// (matching rebound.ErrInvalidArgument) for a nil m or a bad option, and
+// an error wrapping subscriber.ErrManagerClosed (matching rebound.ErrClosed)
+// if m is closed already (Close or Shutdown has begun): its ClientConns
+// could never resolve.
 // Defaults: scheme DefaultScheme, linger DefaultLinger, DefaultFilter, the
 // zero rebound.Policy for re-sending rejected states, ResolveNow coalesced
 // to one re-confirmation per DefaultResolveNowInterval, unresolved reports
@@ -127,6 +130,9 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	}
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
+	}
+	if m.Closed() {
+		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", subscriber.ErrManagerClosed)
 	}
 	var meter rebound.Option
 	if o.mp != nil {

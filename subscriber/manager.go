@@ -434,6 +434,15 @@ func (m *Manager) startClose() {
 }
 
 // track adds a goroutine to the Manager's WaitGroup unless it is closed.
+// Closed reports whether Close or Shutdown has begun: Subscribe fails with
+// ErrManagerClosed from then on. Components built over a Manager
+// (reboundgrpc.NewBuilder) use it to refuse a closed one at construction.
+func (m *Manager) Closed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
 func (m *Manager) track() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
