@@ -2,8 +2,6 @@ package reboundgrpc_test
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,29 +88,7 @@ func TestEtcdChurnAndRestart(t *testing.T) {
 	env.register(t, c)
 	waitBackends(t, cc, b, c)
 
-	var ok, failed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := check(ctx, cc)
-			cancel()
-			if err != nil {
-				failed.Add(1)
-			} else {
-				ok.Add(1)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	load := startLoad(t, cc)
 	env.c.Stop()
 	time.Sleep(2 * time.Second)
 	if err := env.c.Start(); err != nil {
@@ -126,10 +102,9 @@ func TestEtcdChurnAndRestart(t *testing.T) {
 	d := startBackend(t)
 	env.register(t, d)
 	waitBackends(t, cc, b, c, d)
-	close(stop)
-	wg.Wait()
-	t.Logf("etcd restart: %d RPCs ok, %d failed; builder %+v", ok.Load(), failed.Load(), env.b.Stats())
-	if failed.Load() > 0 {
-		t.Fatalf("%d RPCs failed through the etcd restart", failed.Load())
+	load.stop()
+	t.Logf("etcd restart: %d RPCs ok, %d failed; builder %+v", load.ok.Load(), load.failed.Load(), env.b.Stats())
+	if load.failed.Load() > 0 {
+		t.Fatalf("%d RPCs failed through the etcd restart", load.failed.Load())
 	}
 }

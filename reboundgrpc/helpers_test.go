@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,6 +197,52 @@ func addrs(bs []*backend) []string {
 		out = append(out, b.addr)
 	}
 	return out
+}
+
+// rpcLoad makes health Check RPCs through a ClientConn in a goroutine, one
+// every 5 ms (each with a 1 s timeout), until stop: a client that keeps
+// calling through an outage.
+type rpcLoad struct {
+	ok, failed atomic.Int64
+	firstErr   atomic.Value // the first error, if any
+	done       chan struct{}
+	once       sync.Once
+	wg         sync.WaitGroup
+}
+
+// startLoad starts an rpcLoad on cc; it is stopped at cleanup if the test
+// does not stop it.
+func startLoad(t testing.TB, cc *grpc.ClientConn) *rpcLoad {
+	l := &rpcLoad{done: make(chan struct{})}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := check(ctx, cc)
+			cancel()
+			if err != nil {
+				l.failed.Add(1)
+				l.firstErr.CompareAndSwap(nil, err)
+			} else {
+				l.ok.Add(1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(l.stop)
+	return l
+}
+
+// stop ends the load and waits for its goroutine. It is idempotent.
+func (l *rpcLoad) stop() {
+	l.once.Do(func() { close(l.done) })
+	l.wg.Wait()
 }
 
 // eventually polls cond until it holds or the test deadline passes.

@@ -9,8 +9,6 @@ package reboundgrpc_test
 import (
 	"context"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,31 +84,7 @@ func TestNacosRestart(t *testing.T) {
 	cc := dial(t, env.b, "rebound:///orders")
 	waitBackends(t, cc, a, b)
 
-	var ok, failed atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := check(ctx, cc)
-			cancel()
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-			} else {
-				ok.Add(1)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	load := startLoad(t, cc)
 	env.srv.Stop()
 	time.Sleep(3 * time.Second)
 	if err := env.srv.Start(); err != nil {
@@ -120,11 +94,10 @@ func TestNacosRestart(t *testing.T) {
 	env.register(t, a, b)
 	eventually(t, "resubscribed", func() bool { return env.srv.SubscriberCount("", "", env.service) == 1 })
 	time.Sleep(time.Second)
-	close(stop)
-	wg.Wait()
-	t.Logf("registry restart: %d RPCs ok, %d failed (first error %v); builder %+v", ok.Load(), failed.Load(), firstErr.Load(), env.b.Stats())
-	if failed.Load() > 0 || ok.Load() == 0 {
-		t.Fatalf("%d of %d RPCs failed through the registry restart", failed.Load(), ok.Load()+failed.Load())
+	load.stop()
+	t.Logf("registry restart: %d RPCs ok, %d failed (first error %v); builder %+v", load.ok.Load(), load.failed.Load(), load.firstErr.Load(), env.b.Stats())
+	if load.failed.Load() > 0 || load.ok.Load() == 0 {
+		t.Fatalf("%d of %d RPCs failed through the registry restart", load.failed.Load(), load.ok.Load()+load.failed.Load())
 	}
 	if st := env.b.Stats(); st.Subscribes != 1 {
 		t.Fatalf("stats %+v, want one subscription", st)
