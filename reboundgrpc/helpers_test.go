@@ -90,15 +90,7 @@ func newNacosEnv(t testing.TB, bopts ...reboundgrpc.Option) *nacosEnv {
 	}
 	t.Cleanup(srv.Close)
 	client, err := clients.NewNamingClient(vo.NacosClientParam{
-		ClientConfig: &constant.ClientConfig{
-			TimeoutMs:            1000,
-			NotLoadCacheAtStart:  true,
-			UpdateCacheWhenEmpty: true,
-			CacheDir:             nacostest.CacheDir(t),
-			LogDir:               nacostest.LogDir(),
-			LogLevel:             "error",
-			TLSCfg:               constant.TLSConfig{Appointed: true},
-		},
+		ClientConfig:  nacostest.ClientConfig(t),
 		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
 	})
 	if err != nil {

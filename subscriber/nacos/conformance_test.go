@@ -56,15 +56,7 @@ func TestConformance(t *testing.T) {
 	subscribertest.Run(t, subscribertest.Harness{
 		NewRegistry: func(t *testing.T) (subscriber.Registry, func()) {
 			client, err := clients.NewNamingClient(vo.NacosClientParam{
-				ClientConfig: &constant.ClientConfig{
-					TimeoutMs:            1000,
-					NotLoadCacheAtStart:  true,
-					UpdateCacheWhenEmpty: true,
-					CacheDir:             nacostest.CacheDir(t),
-					LogDir:               nacostest.LogDir(),
-					LogLevel:             "error",
-					TLSCfg:               constant.TLSConfig{Appointed: true},
-				},
+				ClientConfig:  nacostest.ClientConfig(t),
 				ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
 			})
 			if err != nil {

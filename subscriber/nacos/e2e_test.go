@@ -53,15 +53,7 @@ func newClient(t *testing.T, servers ...*nacostest.Server) naming_client.INaming
 		cfgs = append(cfgs, s.ServerConfig())
 	}
 	c, err := clients.NewNamingClient(vo.NacosClientParam{
-		ClientConfig: &constant.ClientConfig{
-			TimeoutMs:            1000,
-			NotLoadCacheAtStart:  true,
-			UpdateCacheWhenEmpty: true,
-			CacheDir:             nacostest.CacheDir(t),
-			LogDir:               nacostest.LogDir(),
-			LogLevel:             "error",
-			TLSCfg:               constant.TLSConfig{Appointed: true},
-		},
+		ClientConfig:  nacostest.ClientConfig(t),
 		ServerConfigs: cfgs,
 	})
 	if err != nil {

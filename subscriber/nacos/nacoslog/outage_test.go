@@ -72,12 +72,10 @@ func TestRealOutageLineCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+	cfg := nacostest.ClientConfig(t)
+	cfg.TimeoutMs = 2000
 	client, err := clients.NewNamingClient(vo.NacosClientParam{
-		ClientConfig: &constant.ClientConfig{
-			TimeoutMs: 2000, NotLoadCacheAtStart: true, UpdateCacheWhenEmpty: true,
-			CacheDir: nacostest.CacheDir(t), LogDir: nacostest.LogDir(), LogLevel: "error",
-			TLSCfg: constant.TLSConfig{Appointed: true},
-		},
+		ClientConfig:  cfg,
 		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
 	})
 	if err != nil {

@@ -92,6 +92,9 @@
 //		SubscribeCallback: func(instances []model.Instance, err error) { /* ... */ },
 //	})
 //
+// [ClientConfig] returns this configuration (with TimeoutMs 1000) for
+// tests that do not need to spell it out.
+//
 // Register instances from the client with Ephemeral: true (and Enable:
 // true, or subscribers will not see them).
 //

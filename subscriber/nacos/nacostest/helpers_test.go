@@ -23,18 +23,10 @@ func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
 // when the test ends.
 func newClient(t *testing.T, srv *nacostest.Server, namespace string) naming_client.INamingClient {
 	t.Helper()
-	cc := constant.ClientConfig{
-		NamespaceId:          namespace,
-		TimeoutMs:            1000,
-		NotLoadCacheAtStart:  true,
-		UpdateCacheWhenEmpty: true,
-		CacheDir:             nacostest.CacheDir(t),
-		LogDir:               nacostest.LogDir(),
-		LogLevel:             "error",
-		TLSCfg:               constant.TLSConfig{Appointed: true},
-	}
+	cc := nacostest.ClientConfig(t)
+	cc.NamespaceId = namespace
 	c, err := clients.NewNamingClient(vo.NacosClientParam{
-		ClientConfig:  &cc,
+		ClientConfig:  cc,
 		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
 	})
 	if err != nil {
