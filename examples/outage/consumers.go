@@ -243,6 +243,23 @@ func (c *reboundConsumer) confirmed() int {
 	return n
 }
 
+// unconfirmed describes, one line each, the Manager's Status of the
+// subscriptions not in StateSubscribed: printed when the recovery did not
+// converge within -timeout, to say where each one stands.
+func (c *reboundConsumer) unconfirmed() []string {
+	var out []string
+	for _, st := range c.m.Status() {
+		if st.State == subscriber.StateSubscribed {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%v state=%v since=%s attempts=%d/%d lastErr=%v instances=%d deliveries=%d confirmedAt=%s reason=%q confirmDeadline=%s heldSince=%s heldUntil=%s heldReason=%q",
+			st.Key, st.State, st.Since.Format("15:04:05.000"), st.Attempts, st.TotalAttempts, st.LastErr, st.Instances, st.Deliveries,
+			st.ConfirmedAt.Format("15:04:05.000"), st.ConfirmReason, st.ConfirmDeadline.Format("15:04:05.000"),
+			st.HeldSince.Format("15:04:05.000"), st.HeldUntil.Format("15:04:05.000"), st.HeldReason))
+	}
+	return out
+}
+
 // gaveUp counts the subscriptions that stopped (only a permanent registry
 // error stops one before Close).
 func (c *reboundConsumer) gaveUp() int {

@@ -176,7 +176,7 @@ func TestRunReduced(t *testing.T) {
 
 	// rebound: every subscription back, nothing lost or duplicated.
 	if v := tab[rowConverged]["rebound"]; strings.HasPrefix(v, notConvergedIn) {
-		t.Errorf("rebound did not converge: %s\n%s", v, out)
+		t.Errorf("rebound did not converge: %s\n%s\nstderr (progress, and the Status of what did not converge):\n%s", v, out, stderr.String())
 	} else if d := tab.seconds(t, rowConverged, "rebound"); d <= 0 || d > 8*time.Second {
 		t.Errorf("rebound converged in %v, want within (0, 8s]", d)
 	}

@@ -584,6 +584,9 @@ func (s *scenario) run(ctx context.Context) (result, error) {
 	if ctx.Err() != nil {
 		return res, context.Cause(ctx)
 	}
+	if !res.converged {
+		s.dumpUnconverged(up.t)
+	}
 	end := s.mark()
 	res.timing.recovery = time.Since(up.t)
 	res.after = end.t.Sub(up.t)
@@ -758,4 +761,31 @@ func (s *scenario) close() error {
 		errs[len(slots)] = nacostest.RemoveDir(s.dir) // the SDK may write after CloseClient
 	}
 	return errors.Join(errs...)
+}
+
+// dumpUnconverged writes, on the progress output (stderr), where every
+// subscription that kept the run from converging stands: the consumer's
+// code view (rebound: the Manager's Status of each subscription not
+// subscribed), the registry's subscriber counts and the listeners whose
+// last list is not the registry's.
+func (s *scenario) dumpUnconverged(up time.Time) {
+	s.prog.note("%s: not converged %v after the restart (restart at %s):", s.mode, time.Since(up).Round(time.Millisecond), up.Format("15:04:05.000"))
+	truth := s.truth()
+	for i, sl := range s.currentSlots() {
+		if u, ok := sl.code.(interface{ unconfirmed() []string }); ok {
+			for _, line := range u.unconfirmed() {
+				s.prog.note("  consumer %d: %s", i, line)
+			}
+		}
+		for j, w := range sl.watches {
+			if ws := w.stats(); !ws.has || ws.last != truth[j] {
+				s.prog.note("  consumer %d: listener of %s has %q (has=%v), registry %q", i, s.services[j], ws.last, ws.has, truth[j])
+			}
+		}
+	}
+	if s.srv != nil && s.srv.Running() {
+		for _, svc := range s.services {
+			s.prog.note("  registry: %s subscribers=%d", svc, s.srv.SubscriberCount("", "", svc))
+		}
+	}
 }
