@@ -185,24 +185,31 @@ func TestRunReduced(t *testing.T) {
 			t.Errorf("rebound: %s = %d, want 0", row, v)
 		}
 	}
-	// rebound: at least one attempt per subscription during the outage
-	// (the connection loss is noticed), at most what the policy allows,
-	// plus one for the restart of every loop when the loss is noticed.
+	// rebound: the subscriptions of the consumer that stays up send
+	// nothing while the registry is down (the adapter confirms them from
+	// evidence after the reconnect: subscriber.ReconnectConfirmer), so the
+	// calls during the outage are those of the consumer restarted in it:
+	// at least its first attempt per subscription, at most what the policy
+	// allows every subscription plus one for the restart of every loop.
+	// How many retries fit depends on when in the outage the restart
+	// lands, which a busy machine moves: only the bounds are asserted.
+	const restarted = 1 * subs
 	p := rebound.Policy{Jitter: rebound.EqualJitter}
 	calls := tab.int(t, rowCallsDown, "rebound")
-	if bound := n * (maxAttempts(p, down) + 1); calls < n || calls > bound {
-		t.Errorf("rebound: %d subscribe calls during a %v outage for %d subscriptions; the policy allows %d..%d",
-			calls, down, n, n, bound)
+	if bound := n * (maxAttempts(p, down) + 1); calls < restarted || calls > bound {
+		t.Errorf("rebound: %d subscribe calls during a %v outage for %d subscriptions (%d restarted in it); the policy allows %d..%d",
+			calls, down, n, restarted, restarted, bound)
 	}
 	if v := tab.int(t, rowCallsAfter, "rebound"); v < 1 {
 		t.Errorf("rebound: %d subscribe calls during the recovery, want every subscription confirmed again", v)
 	}
 
 	// naive: only the restarted consumer's loop runs during the outage: it
-	// makes calls for its first service, and each one adds a callback, so
-	// that service's later changes are duplicated.
-	if v := tab.int(t, rowCallsDown, "naive"); v < 2 || v > int64(down/time.Second)+1 {
-		t.Errorf("naive: %d subscribe calls during a %v outage, want 2..%d (one service, 1 s apart)", v, down, int64(down/time.Second)+1)
+	// makes calls for its first service, 1 s apart (at least one; how many
+	// fit depends on when in the outage the restart lands), and each one
+	// adds a callback, so that service's later changes are duplicated.
+	if v := tab.int(t, rowCallsDown, "naive"); v < 1 || v > int64(down/time.Second)+1 {
+		t.Errorf("naive: %d subscribe calls during a %v outage, want 1..%d (one service, 1 s apart)", v, down, int64(down/time.Second)+1)
 	}
 	if v := tab.int(t, rowDuplicated, "naive"); v < 1 {
 		t.Errorf("naive: %d duplicated notifications, want at least 1 (the restarted consumer's first service)", v)
