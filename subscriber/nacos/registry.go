@@ -1,6 +1,7 @@
 package nacos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,6 +240,37 @@ type sub struct {
 	active atomic.Bool
 	mu     sync.Mutex // serializes deliveries to sink
 	calls  uint64     // callback invocations, under mu
+	// last is the list last passed to sink (under mu). nacos-sdk-go v2.3.2
+	// applies a subscribe reply and a push to its cache without a lock
+	// (ServiceInfoHolder.ProcessService), so both can see a change and run
+	// the callbacks with the same list: the second one is dropped here.
+	last    []subscriber.Instance
+	hasLast bool
+}
+
+// updateLocked passes list to the sink unless it equals the list passed
+// last. s.mu must be held.
+func (s *sub) updateLocked(list []subscriber.Instance) {
+	if s.hasLast && sameList(s.last, list) {
+		return
+	}
+	s.last, s.hasLast = slices.Clone(list), true
+	s.sink.Update(list)
+}
+
+// sameList reports whether a and b hold the same instances, in any order.
+func sameList(a, b []subscriber.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(x, y subscriber.Instance) int {
+		return cmp.Or(cmp.Compare(x.IP, y.IP), cmp.Compare(x.Port, y.Port),
+			cmp.Compare(x.Cluster, y.Cluster), cmp.Compare(x.ID, y.ID))
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, key)
+	slices.SortFunc(b, key)
+	return reflect.DeepEqual(a, b)
 }
 
 // New returns a Registry over client. It returns an *rebound.ArgumentError
@@ -461,7 +493,7 @@ func (r *Registry) verifyLocked(s *sub, before uint64) error {
 	defer s.mu.Unlock()
 	// A callback that ran meanwhile delivered a list at least as new.
 	if s.calls == before && s.active.Load() {
-		s.sink.Update(list)
+		s.updateLocked(list)
 	}
 	return nil
 }
@@ -631,7 +663,7 @@ func (s *sub) callback(hosts []model.Instance, err error) {
 	defer s.mu.Unlock()
 	s.calls++
 	if s.active.Load() {
-		s.sink.Update(list)
+		s.updateLocked(list)
 	}
 }
 

@@ -540,3 +540,28 @@ func TestHandedBackButLateEvidenceSendsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestSameListTwiceFromTheSDKIsPassedOnce: nacos-sdk-go v2.3.2 applies a
+// subscribe reply and a push to its cache without a lock, so both can run
+// the callbacks with the same list; the adapter passes it on once.
+func TestSameListTwiceFromTheSDKIsPassedOnce(t *testing.T) {
+	f := newFakeSDK()
+	f.server[ordersKey] = []model.Instance{host("10.0.0.1")}
+	r := newRegistry(t, f)
+	var s sink
+	if err := r.Subscribe(ctx, subscriber.Key{Service: "orders"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	cbs := slices.Clone(f.callbacks[ordersKey])
+	f.mu.Unlock()
+	if len(cbs) != 1 {
+		t.Fatalf("SDK holds %d callbacks, want 1", len(cbs))
+	}
+	both := []model.Instance{host("10.0.0.2"), host("10.0.0.1")}
+	(*cbs[0])(slices.Clone(both), nil)
+	(*cbs[0])([]model.Instance{both[1], both[0]}, nil) // the same list, in another order
+	if got, want := s.ips(), [][]string{{"10.0.0.1"}, {"10.0.0.2", "10.0.0.1"}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("updates %v, want %v (the repeated list passed once)", got, want)
+	}
+}
