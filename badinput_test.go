@@ -29,6 +29,7 @@ func TestBadInputsAreArgumentErrors(t *testing.T) {
 				rebound.WithBudget(&rebound.RetryBudget{}))
 		}},
 		{"Wait(nil ctx)", "rebound.Wait: ctx must not be nil", func() error {
+			//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
 			return rebound.Wait(nil, 0, nil)
 		}},
 	} {

@@ -15,6 +15,7 @@ func TestWaitReadyNilContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
+	//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
 	err = d.WaitReady(nil)
 	if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "cluster.RegistryDirectory.WaitReady: ctx") {
 		t.Fatalf("WaitReady(nil) = %v, want an *ArgumentError naming ctx", err)

@@ -143,7 +143,8 @@ func TestShutdownFromHookNilCtx(t *testing.T) {
 		var f *Invoker
 		f = mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))),
 			WithHooks(Hooks{Queued: func(Task) {
-				err = f.Shutdown(nil) //nolint:staticcheck // the nil check
+				//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
+				err = f.Shutdown(nil)
 			}}))
 		defer mustClose(t, f)
 		if _, e := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); e != nil {
