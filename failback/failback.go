@@ -1,13 +1,11 @@
 package failback
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/internal/dueheap"
+	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
 )
@@ -795,7 +794,7 @@ func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task 
 // returned function is called (nested hook calls on one goroutine, such as
 // a hook calling Invoke, keep the outer mark).
 func (f *Invoker) enterHook() func() {
-	id := goid()
+	id := goid.ID()
 	if _, nested := f.inHook.LoadOrStore(id, struct{}{}); nested {
 		return func() {}
 	}
@@ -804,26 +803,8 @@ func (f *Invoker) enterHook() func() {
 
 // inHookNow reports whether the calling goroutine is running a hook.
 func (f *Invoker) inHookNow() bool {
-	_, ok := f.inHook.Load(goid())
+	_, ok := f.inHook.Load(goid.ID())
 	return ok
-}
-
-// goid returns the id of the calling goroutine, from the first line of its
-// stack trace ("goroutine 123 [running]:"), as package subscriber does.
-// Used only around hook calls and in Close/Shutdown, to detect a Close
-// from a hook, which would otherwise deadlock.
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
 }
 
 // callHook calls h, recovering a panic (returned, and logged at Error).

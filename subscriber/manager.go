@@ -1,13 +1,11 @@
 package subscriber
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
@@ -529,7 +528,7 @@ func (m *Manager) onConnection(st ConnState) {
 // enterCallback marks the calling goroutine as one that runs listener or
 // hook calls, until the returned function is called.
 func (m *Manager) enterCallback() func() {
-	id := goid()
+	id := goid.ID()
 	m.inCB.Store(id, struct{}{})
 	return func() { m.inCB.Delete(id) }
 }
@@ -537,23 +536,6 @@ func (m *Manager) enterCallback() func() {
 // inCallback reports whether the calling goroutine runs listener or hook
 // calls.
 func (m *Manager) inCallback() bool {
-	_, ok := m.inCB.Load(goid())
+	_, ok := m.inCB.Load(goid.ID())
 	return ok
-}
-
-// goid returns the id of the calling goroutine, from the first line of its
-// stack trace ("goroutine 123 [running]:"). Used only to detect Close from
-// a callback, which would otherwise deadlock.
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
 }
