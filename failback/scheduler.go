@@ -242,7 +242,7 @@ func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invoca
 // inflight) and files the task by its outcome. If the selected target is
 // at its concurrency bound, the task is parked for it instead, without an
 // attempt, and goes back to the ready queue when an attempt on that target
-// ends.
+// ends (or, if none is parked for that target, when any attempt ends).
 func (f *Invoker) run(t *task) {
 	ctx, cancel, stop := f.attemptContext(t)
 	target, pe, err := f.safeSelect(ctx, t)
@@ -271,13 +271,26 @@ func (f *Invoker) run(t *task) {
 		if f.running[tg]--; f.running[tg] == 0 {
 			delete(f.running, tg)
 		}
-		if q := f.parked[tg]; len(q) > 0 { // a slot on tg is free: unpark one
+		// A slot on tg is free: unpark a task parked for tg, or else one
+		// parked for another target. A task parks for the target the load
+		// balance chose when every target was at its bound, which may be a
+		// hanging one; letting any ending attempt unpark it sends it
+		// through the selection again, where a target with a free slot
+		// wins. Each unpark follows an ended attempt, so this never spins.
+		pk := tg
+		if len(f.parked[pk]) == 0 {
+			for other := range f.parked {
+				pk = other
+				break
+			}
+		}
+		if q := f.parked[pk]; len(q) > 0 {
 			f.ready = append(f.ready, q[0])
 			q[0] = nil
 			if len(q) == 1 {
-				delete(f.parked, tg)
+				delete(f.parked, pk)
 			} else {
-				f.parked[tg] = q[1:]
+				f.parked[pk] = q[1:]
 			}
 			f.nparked--
 			f.mu.Unlock()
