@@ -55,7 +55,11 @@
 //     it (StateHeld, HeldSince, HeldUntil, HeldReason). The same holds for
 //     an empty first list of a subscription created during an outage or
 //     within WithEmptyListHold after a reconnect: it is not delivered
-//     before the providers have had the hold to re-register.
+//     before the providers have had the hold to re-register. With a
+//     Reconciler, up to three Lookups during the hold (at 1/8, 1/4 and 1/2
+//     of it) ask the server: if it holds instances, they are delivered at
+//     once and the subscription is resubscribed, so a lost re-registration
+//     push does not end in an empty list at the cap.
 //   - Manager.Status reports each subscription's state (pending,
 //     subscribed, retrying, held, stopped), attempts, last error, since
 //     when, confirmation and hold; stopped subscriptions stay listed with

@@ -607,6 +607,9 @@ func TestEmptyListHold(t *testing.T) {
 			if st := s.Status(); st.State != subscriber.StateRetrying || !st.HeldSince.Equal(arrived) {
 				t.Fatalf("status while held %+v", st)
 			}
+			if n := reg.Stats().Lookups; n != 0 {
+				t.Fatalf("%d lookups while unconfirmed: a hold is checked only while subscribed", n)
+			}
 			// The hold has a hard cap: hold after the empty list arrived,
 			// confirmed or not.
 			time.Sleep(time.Minute)

@@ -154,6 +154,18 @@ func WithLimiter(l *rate.Limiter) Option {
 // list arrived. A Manager that has seen no Disconnected or Connected report
 // (a healthy registry since New) delivers an empty first list at once.
 //
+// With a Registry that implements Reconciler, a held list is checked
+// against the server while the subscription is confirmed: one Lookup d/8
+// after the empty list arrived, then d/4 and d/2 (at most three per hold,
+// each taking a token of the shared limiter; none when the hold ends
+// sooner, as it does when the providers' list is pushed). If the server
+// holds instances, the hold ends at once with the server's list and the
+// subscription is resubscribed (LastErr ErrOutOfSync, like a
+// reconciliation), so a re-registration push that never reached the
+// adapter (lost, or an SDK that stored an older empty reply over it) does
+// not hand the listener an empty list at the cap. A server that is empty
+// too keeps the hold.
+//
 // Default: DefaultEmptyListHold (30 s). 0 delivers empty lists at once.
 // d must not be negative.
 func WithEmptyListHold(d time.Duration) Option {

@@ -157,6 +157,32 @@ type emptyHold struct {
 	why       string
 	since     time.Time // when the held empty list arrived; zero: nothing held
 	first     bool      // the held list is the subscription's first
+	checks    uint8     // Lookups of the server made (or due) during this hold
+}
+
+// holdCheckAtLocked is when the current hold's next Lookup of the server is
+// due (see WithEmptyListHold): hold/8 after the empty list arrived, then
+// hold/4 and hold/2. It returns the zero time when nothing is held, when
+// the Manager cannot look up, when no check is left before the hold ends
+// (until), or while the subscription is not confirmed (a due check waits
+// for the acknowledgement, whose delivery kick sets the timer again). The
+// caller holds s.mu.
+//
+// Why: an empty list held after a reconnect is ended by the providers'
+// re-registration push. If that push never reaches the adapter (lost, or
+// overwritten in the SDK's cache by an older empty reply: nacos-sdk-go
+// v2.3.2's ProcessService compares and stores without a lock), nothing
+// else would end the hold before its cap, and the listener would then be
+// given an empty list the registry does not hold.
+func (s *Subscription) holdCheckAtLocked(until time.Time) time.Time {
+	if s.hold.since.IsZero() || s.m.recon == nil || s.m.noLookup.Load() || s.hold.checks >= 3 || s.run.phase != phaseIdle {
+		return time.Time{}
+	}
+	at := s.hold.since.Add(s.m.opts.hold / 8 << s.hold.checks)
+	if !at.Before(until) {
+		return time.Time{}
+	}
+	return at
 }
 
 // openFirstWindow opens the hold window of a new subscription created
@@ -644,7 +670,14 @@ func (s *Subscription) onTimer(e *entry, gen uint32, now time.Time) {
 		s.lastErr = ErrNotConfirmed
 		s.scheduleLocked(now, true)
 	case timerHold:
-		s.kickLocked()
+		if at := s.holdCheckAtLocked(s.hold.untilLocked(s.m.opts.hold)); !at.IsZero() && !now.Before(at) {
+			s.hold.checks++
+			// Ask the server, unless a Lookup is already on its way.
+			if !s.run.lookupBusy && !s.run.lookupRefresh && s.run.lookupRes == nil {
+				s.m.sched.set(s.timer(timerReconcile), now)
+			}
+		}
+		s.kickLocked() // delivers the list if the hold is over, or sets the next timer
 	case timerReconcile:
 		s.fireLookupLocked(now)
 	}
@@ -905,7 +938,7 @@ func (s *Subscription) lookup(seq uint64, refresh bool) {
 	s.run.lookupCancel()
 	s.run.lookupCtx, s.run.lookupCancel = nil, nil
 	now := time.Now()
-	var repair bool
+	var repair, heldEmpty bool
 	switch {
 	case s.stopped:
 	case err != nil:
@@ -934,6 +967,7 @@ func (s *Subscription) lookup(seq uint64, refresh bool) {
 		}
 		if ok && !sameInstances(cur, list) {
 			repair = true
+			heldEmpty = !s.hold.since.IsZero()
 			s.receiveLocked(list, now)
 			s.disruptLocked(disruptResubscribe, ErrOutOfSync, now)
 		}
@@ -943,7 +977,11 @@ func (s *Subscription) lookup(seq uint64, refresh bool) {
 	}
 	s.mu.Unlock()
 	s.calls.Done()
-	if repair {
+	switch {
+	case repair && heldEmpty:
+		s.m.log.Warn("the registry holds instances for an empty list held after a reconnect; delivering them and resubscribing",
+			zap.Stringer("key", s.key), zap.Int("instances", len(list)))
+	case repair:
 		s.m.log.Warn("reconciliation found the registry's list differs from the delivered one; repairing",
 			zap.Stringer("key", s.key), zap.Bool("refresh", refresh))
 	}
@@ -984,7 +1022,7 @@ func (s *Subscription) receiveLocked(list []Instance, now time.Time) {
 }
 
 func (s *Subscription) endHoldLocked() {
-	s.hold.since, s.hold.first = time.Time{}, false
+	s.hold.since, s.hold.first, s.hold.checks = time.Time{}, false, 0
 	s.cancelTimer(timerHold)
 	if s.state == StateHeld {
 		s.setStateLocked(StateSubscribed, nil)
@@ -1065,7 +1103,11 @@ func (s *Subscription) nextLocked(now time.Time) (list []Instance, ok bool) {
 				}
 			}
 			if until := h.untilLocked(hold); now.Before(until) {
-				s.m.sched.set(s.timer(timerHold), until)
+				at := until
+				if c := s.holdCheckAtLocked(until); !c.IsZero() && c.Before(at) {
+					at = c
+				}
+				s.m.sched.set(s.timer(timerHold), at)
 				return nil, false
 			}
 		}

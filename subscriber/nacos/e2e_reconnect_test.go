@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
@@ -447,4 +448,94 @@ func TestE2ERestartWithTPSRejections(t *testing.T) {
 		})
 		noEmptyAfterFirst(t, got[i].get())
 	}
+}
+
+// 7. A lost re-registration push after a restart: the registry comes back
+// empty, the SDK's redo stores the empty reply, and the push that carries
+// the re-registered provider never reaches the clients (the end state of a
+// lost push, and of nacos-sdk-go v2.3.2's unlocked ProcessService storing
+// an older empty reply over a newer push). The SDK alone keeps the empty
+// list; rebound holds the last good list, asks the server during the hold
+// (hold/8 after the empty list arrived), finds the provider, ends the hold
+// and resubscribes, so the SDK's cache is repaired too and later pushes
+// arrive. Without that check the listener was handed the empty list at
+// the hold's cap.
+func TestE2ELostPushAfterRestart(t *testing.T) {
+	const hold = 8 * time.Second
+	srv := newServer(t)
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.1", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	consumer := newClient(t, srv)
+	m, c := newManager(t, consumer, subscriber.WithEmptyListHold(hold))
+	var got lists
+	sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: "orders"}, got.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The baseline: the same SDK, subscribed directly.
+	bare := newClient(t, srv)
+	var sdk lists
+	if err := bare.Subscribe(&vo.SubscribeParam{ServiceName: "orders", SubscribeCallback: func(ins []model.Instance, err error) {
+		if err == nil {
+			var l []subscriber.Instance
+			for _, i := range ins {
+				l = append(l, subscriber.Instance{IP: i.Ip, Port: i.Port})
+			}
+			sdk.listen(l)
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.1:8080"}
+	eventually(t, e2eTimeout, "the first lists", func() bool {
+		return slices.Equal(got.last(), want) && slices.Equal(sdk.last(), want)
+	})
+
+	srv.Stop()
+	eventually(t, e2eTimeout, "the clients to notice the outage", func() bool {
+		return sub.Status().State == subscriber.StateRetrying && !bare.ServerHealthy()
+	})
+	if err := srv.Start(); err != nil { // empty: the provider is gone
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("status %+v; server: %d subscribers, instances %v, stats %+v", sub.Status(),
+				srv.SubscriberCount("", "", "orders"), srv.Instances("", "", "orders"), srv.Stats())
+		}
+	}()
+	eventually(t, e2eTimeout, "both redos, and the empty list held", func() bool {
+		return srv.SubscriberCount("", "", "orders") == 2 && sub.Status().State == subscriber.StateHeld &&
+			len(sdk.last()) == 0
+	})
+	if n := srv.LoseNextPush("", "", "orders"); n != 2 {
+		t.Fatalf("LoseNextPush = %d, want 2", n)
+	}
+	attempts, _ := c.counts()
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.1", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, e2eTimeout, "the hold to end with the server's list", func() bool {
+		st := sub.Status()
+		return st.State == subscriber.StateSubscribed && st.HeldSince.IsZero() && st.Instances == 1
+	})
+	noEmptyAfterFirst(t, got.get())
+	if after, _ := c.counts(); after-attempts != 1 {
+		t.Errorf("%d Subscribe calls after the check, want 1 (the repair)", after-attempts)
+	}
+	if st := srv.Stats(); st.PushesLost != 2 {
+		t.Errorf("PushesLost = %d, want 2", st.PushesLost)
+	}
+	if l := sdk.last(); len(l) != 0 {
+		t.Fatalf("the SDK alone has %v; the scenario did not lose its push", l)
+	}
+	// The repair re-subscribed the SDK: a later change reaches rebound's
+	// listener; the SDK alone gets it too (a push with a newer time).
+	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.2", 8080)); err != nil {
+		t.Fatal(err)
+	}
+	both := []string{"10.0.0.1:8080", "10.0.0.2:8080"}
+	eventually(t, e2eTimeout, "the change after the repair", func() bool { return slices.Equal(got.last(), both) })
+	noEmptyAfterFirst(t, got.get())
 }

@@ -33,6 +33,8 @@ type Stats struct {
 	Redos int
 	// Lookups counts Lookup calls.
 	Lookups int
+	// PushesLost counts the pushes LoseNextPush made the registry lose.
+	PushesLost int
 }
 
 // Registry is an in-memory subscriber.Registry and
@@ -53,6 +55,7 @@ type Registry struct {
 	redo     map[subscriber.Sink]subscriber.Key // client-side subscriptions, when redo is on
 	version  map[string]uint64                  // by Key.String(): Set calls
 	pushed   map[subscriber.Sink]uint64         // the version last pushed to a sink
+	lose     map[subscriber.Sink]bool           // sinks that lose the next push (LoseNextPush)
 	redoFn   func(key subscriber.Key) RedoOutcome
 	redoOn   bool
 }
@@ -91,6 +94,7 @@ func New() *Registry {
 		redo:     make(map[subscriber.Sink]subscriber.Key),
 		version:  make(map[string]uint64),
 		pushed:   make(map[subscriber.Sink]uint64),
+		lose:     make(map[subscriber.Sink]bool),
 	}
 }
 
@@ -142,6 +146,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	delete(r.sinks, sink)
 	delete(r.redo, sink)
 	delete(r.pushed, sink)
+	delete(r.lose, sink)
 	if r.closed {
 		return subscriber.ErrRegistryClosed
 	}
@@ -209,10 +214,35 @@ func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 		return
 	}
 	for sink, k := range r.sinks {
+		if k != ks {
+			continue
+		}
+		if r.lose[sink] {
+			delete(r.lose, sink)
+			r.stats.PushesLost++
+			continue
+		}
+		r.pushLocked(sink, ks)
+	}
+}
+
+// LoseNextPush makes the registry lose the next list Set pushes to every
+// sink subscribed to key now, and returns how many sinks will lose one: the
+// registry holds the new list (Lookup returns it) but those sinks keep the
+// one they had, as with a push lost on the way or a client that stored an
+// older reply over a newer one (nacos-sdk-go v2.3.2's ProcessService has no
+// lock). Counted in Stats.PushesLost.
+func (r *Registry) LoseNextPush(key subscriber.Key) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ks, n := key.String(), 0
+	for sink, k := range r.sinks {
 		if k == ks {
-			r.pushLocked(sink, ks)
+			r.lose[sink] = true
+			n++
 		}
 	}
+	return n
 }
 
 func (r *Registry) pushLocked(sink subscriber.Sink, ks string) {
@@ -253,6 +283,7 @@ func (r *Registry) Restart() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.sinks)
+	clear(r.lose)
 	r.reportLocked(subscriber.Disconnected, subscriber.Connected)
 }
 
@@ -262,6 +293,7 @@ func (r *Registry) Forget() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.sinks)
+	clear(r.lose)
 }
 
 // Break drops the subscriptions to key and calls Resubscribe(ErrBroken) on
@@ -273,6 +305,7 @@ func (r *Registry) Break(key subscriber.Key) {
 	for sink, k := range r.sinks {
 		if k == ks {
 			delete(r.sinks, sink)
+			delete(r.lose, sink)
 			sink.Resubscribe(ErrBroken)
 		}
 	}
