@@ -535,12 +535,7 @@ func TestEmptyListHold(t *testing.T) {
 			reg.Set(orders, inst("10.0.0.1"))
 			m := newManager(t, reg, subscriber.WithEmptyListHold(hold))
 			var rec recorder
-			s := mustSubscribe(t, m, orders, rec.listen)
-			<-s.Ready()
-			synctest.Wait()
-			reg.Restart()
-			reg.Set(orders) // the restarted registry has lost the providers
-			synctest.Wait()
+			s := heldAfterRestart(t, reg, m, &rec)
 			// Confirmed, and the empty list of the restarted registry is
 			// held, visibly.
 			if st := s.Status(); st.State != subscriber.StateHeld || reg.Subscribed(orders) != 1 ||
@@ -562,12 +557,7 @@ func TestEmptyListHold(t *testing.T) {
 			reg.Set(orders, inst("10.0.0.1"))
 			m := newManager(t, reg, subscriber.WithEmptyListHold(hold))
 			var rec recorder
-			s := mustSubscribe(t, m, orders, rec.listen)
-			<-s.Ready()
-			synctest.Wait()
-			reg.Restart()
-			reg.Set(orders)
-			synctest.Wait()
+			heldAfterRestart(t, reg, m, &rec)
 			confirmed := time.Now()
 			time.Sleep(time.Minute)
 			synctest.Wait()
