@@ -11,12 +11,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // waitTimeout bounds every wait for a condition on real sockets and real
@@ -31,27 +31,14 @@ func TestMain(m *testing.M) {
 		// its client must be gone once everything is closed. Some take a
 		// while: connections between members (etcd's peer HTTP
 		// transport, whose reads have a 5 s timeout) end up to 5 s after
-		// the last member stopped, so findLeaks waits longer than
+		// the last member stopped, so FindLeaks waits longer than
 		// goleak.Find alone.
-		if err := findLeaks(15 * time.Second); err != nil {
+		if err := subscribertest.FindLeaks(15 * time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// findLeaks calls goleak.Find (which retries for a second or two) until
-// it finds no leak or d has passed, and returns its last error. No
-// goroutine is ignored.
-func findLeaks(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := goleak.Find()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-	}
 }
 
 // fastPolicy keeps the Manager's loops jittered but quick, so that the

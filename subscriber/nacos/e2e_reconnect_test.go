@@ -128,7 +128,7 @@ func TestE2ECloseDuringOutage(t *testing.T) {
 	}
 	client.CloseClient()
 	srv.Close()
-	goleak.VerifyNone(t, append(nacostest.SDKLeaks(), ignore)...)
+	nacostest.VerifyNone(t, ignore)
 }
 
 // registerProvider registers an ephemeral instance through a provider
@@ -508,9 +508,9 @@ func TestE2ELostPushAfterRestart(t *testing.T) {
 				srv.SubscriberCount("", "", "orders"), srv.Instances("", "", "orders"), srv.Stats())
 		}
 	}()
-	eventually(t, e2eTimeout, "both redos, and the empty list held", func() bool {
-		return srv.SubscriberCount("", "", "orders") == 2 && sub.Status().State == subscriber.StateHeld &&
-			len(sdk.last()) == 0
+	eventually(t, e2eTimeout, "both redos, their pushes sent, and the empty list held", func() bool {
+		return srv.SubscriberCount("", "", "orders") == 2 && srv.PendingPushes() == 0 &&
+			sub.Status().State == subscriber.StateHeld && len(sdk.last()) == 0
 	})
 	if n := srv.LoseNextPush("", "", "orders"); n != 2 {
 		t.Fatalf("LoseNextPush = %d, want 2", n)

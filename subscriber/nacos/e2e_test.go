@@ -331,7 +331,9 @@ func TestE2EReconcileRepairsSilentLoss(t *testing.T) {
 	eventually(t, e2eTimeout, "the first list", func() bool { return slices.Equal(got.last(), []string{"10.0.0.1:8080"}) })
 	attempts := sub.Status().TotalAttempts
 
-	// A lost push: the client's cache keeps the old list.
+	// A lost push: the client's cache keeps the old list. (The push that
+	// follows the subscribe must be out first, or it would be the one lost.)
+	eventually(t, e2eTimeout, "the subscribe push to be sent", func() bool { return srv.PendingPushes() == 0 })
 	if n := srv.LoseNextPush("", "", "orders"); n != 1 {
 		t.Fatalf("LoseNextPush = %d", n)
 	}

@@ -543,16 +543,8 @@ func (s *suite) closeWithoutLeaks(t *testing.T) {
 // seconds, as connections close asynchronously on both sides.
 func (s *suite) findLeaks(t *testing.T, ignore goleak.Option) {
 	t.Helper()
-	opts := append([]goleak.Option{ignore}, s.h.Leaks...)
-	deadline := time.Now().Add(s.timeout)
-	for {
-		err := goleak.Find(opts...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines left after Close: %v", err)
-		}
+	if err := FindLeaks(s.timeout, append([]goleak.Option{ignore}, s.h.Leaks...)...); err != nil {
+		t.Fatalf("goroutines left after Close: %v", err)
 	}
 }
 

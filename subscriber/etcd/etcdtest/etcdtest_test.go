@@ -10,12 +10,12 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 func TestMain(m *testing.M) {
@@ -23,17 +23,9 @@ func TestMain(m *testing.M) {
 	if code == 0 {
 		// Peer connections between members end up to 5 s after the
 		// members stop (see the package documentation): retry that long.
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			err := goleak.Find()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintln(os.Stderr, "goleak:", err)
-				code = 1
-				break
-			}
+		if err := subscribertest.FindLeaks(15 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
 		}
 	}
 	os.Exit(code)

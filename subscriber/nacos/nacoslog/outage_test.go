@@ -15,7 +15,6 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	nacoslogger "github.com/nacos-group/nacos-sdk-go/v2/common/logger"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -72,7 +71,7 @@ func TestRealOutageLineCount(t *testing.T) {
 	// none of them logs into a logger installed by a later test or example
 	// (ExampleInstall once got this client's "received error event" line,
 	// logged by its stream goroutine after CloseClient returned).
-	t.Cleanup(func() { waitSDKGoroutines(t) })
+	t.Cleanup(func() { nacostest.VerifyNone(t) })
 	srv, err := nacostest.NewServer()
 	if err != nil {
 		t.Fatal(err)
@@ -159,23 +158,5 @@ func TestRealOutageLineCount(t *testing.T) {
 	}
 	if bridged > rawN {
 		t.Errorf("the bridge wrote %d lines, more than the SDK's %d", bridged, rawN)
-	}
-}
-
-// waitSDKGoroutines waits, up to 10 s, until no goroutine is left but those
-// nacostest.SDKLeaks ignores, and fails the test if some remain.
-func waitSDKGoroutines(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := goleak.Find(nacostest.SDKLeaks()...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("goroutines still running 10s after the client closed: %v", err)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -366,7 +366,9 @@ func (s *Server) ForgetSubscribers(namespace, group, service string) int {
 // namespace and group; empty means the defaults) to every connection
 // subscribed to it now: that push is counted in [Stats.PushesLost] but not
 // sent, so those clients keep their old list until a later push. It returns
-// how many connections will lose a push. Safe for concurrent use.
+// how many connections will lose a push. A push already queued (see
+// [Server.PendingPushes]: the push that follows a subscribe is queued with
+// its reply) is the next one. Safe for concurrent use.
 func (s *Server) LoseNextPush(namespace, group, service string) int {
 	k := makeSvcKey(namespace, group, service)
 	s.mu.Lock()

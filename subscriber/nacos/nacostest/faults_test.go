@@ -217,3 +217,32 @@ func TestFaultSettersRejectUnknownTypes(t *testing.T) {
 		t.Errorf("SetRequestError(ServerCheck) = %v; it is a known type", err)
 	}
 }
+
+// PendingPushes: waiting for 0 after a subscribe makes LoseNextPush lose
+// the push of the next change, not the push that follows the subscribe.
+func TestPendingPushesBeforeLoseNextPush(t *testing.T) {
+	srv := newServer(t) // pushes after every subscribe, queued with the reply
+	rc := dialRaw(t, srv)
+	rc.connect(srv)
+	rc.call(nacostest.RequestSubscribeService, subscribeReq("public", "", "svc", "", true))
+	eventually(t, "the subscribe push to be taken", func() bool { return srv.PendingPushes() == 0 })
+	if p := rc.recvPush(); len(p.ServiceInfo.Hosts) != 0 {
+		t.Fatalf("subscribe push %+v, want the empty list", p.ServiceInfo)
+	}
+	if n := srv.LoseNextPush("", "", "svc"); n != 1 {
+		t.Fatalf("LoseNextPush = %d, want 1", n)
+	}
+	if err := srv.RegisterInstance("", "", "svc", nacostest.Instance{Ip: "10.0.0.1", Port: 1, Enable: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the registration's push to be lost", func() bool { return srv.Stats().PushesLost == 1 })
+	if err := srv.RegisterInstance("", "", "svc", nacostest.Instance{Ip: "10.0.0.2", Port: 1, Enable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if p := rc.recvPush(); len(p.ServiceInfo.Hosts) != 2 {
+		t.Fatalf("push after the lost one: %+v, want both instances", p.ServiceInfo)
+	}
+	if n := srv.PendingPushes(); n != 0 {
+		t.Errorf("PendingPushes = %d after every push was received", n)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // SDKLeaks returns goleak options that ignore the goroutines nacos-sdk-go
@@ -119,6 +121,19 @@ func LogDir() string {
 		logDir.path = dir
 	})
 	return logDir.path
+}
+
+// VerifyNone fails t if goroutines other than the SDK's own (SDKLeaks) and
+// those opts ignore are still running after up to 10 s. It waits longer
+// than goleak.VerifyNone (about half a second): after CloseClient and
+// Server.Close, the SDK's connection goroutines (its gRPC stream, its HTTP
+// agent's keep-alive connections) end only once they have seen their
+// connection closed, which takes seconds on a loaded machine.
+func VerifyNone(t testing.TB, opts ...goleak.Option) {
+	t.Helper()
+	if err := subscribertest.FindLeaks(10*time.Second, append(SDKLeaks(), opts...)...); err != nil {
+		t.Error(err)
+	}
 }
 
 // VerifyTestMain runs the tests of a package that uses the real

@@ -332,6 +332,23 @@ func (s *Server) SubscriberCount(namespace, group, service string) int {
 	return n
 }
 
+// PendingPushes returns how many pushes are queued and not yet taken for
+// sending, over every connection (one per subscription with a change to
+// push). A test that loses a push with [Server.LoseNextPush] waits for 0
+// first, so that the push it loses is the one of its next change, not the
+// push that follows a subscribe (queued with the reply by default). Pushes
+// that [WithSubscribePush]'s delay has not made due yet are not counted.
+// Safe for concurrent use.
+func (s *Server) PendingPushes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.conns {
+		n += len(c.dirty)
+	}
+	return n
+}
+
 // ConnectionCount returns the number of client connections with an open
 // bi-directional stream. Safe for concurrent use.
 func (s *Server) ConnectionCount() int {
