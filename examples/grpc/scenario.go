@@ -120,17 +120,15 @@ func run(cfg config) (*result, error) {
 			p.srv.Stop()
 		}
 	}()
-	addProvider := func(name string, measure bool) (*provider, error) {
-		p, err := startProvider(name)
-		if err != nil {
-			return nil, err
-		}
+	// register names p and registers it with the registry; measure: its
+	// registration time is the start of its "time to see" row.
+	register := func(p *provider, name string, measure bool) error {
 		provs = append(provs, p)
 		nameMu.Lock()
 		res.names[p.addr] = name
 		nameMu.Unlock()
 		if err := reg.register(p); err != nil {
-			return nil, err
+			return err
 		}
 		if measure {
 			nameMu.Lock()
@@ -138,7 +136,14 @@ func run(cfg config) (*result, error) {
 			res.newOnes = append(res.newOnes, name)
 			nameMu.Unlock()
 		}
-		return p, nil
+		return nil
+	}
+	addProvider := func(name string, measure bool) (*provider, error) {
+		p, err := startProvider(name)
+		if err != nil {
+			return nil, err
+		}
+		return p, register(p, name, measure)
 	}
 	crash := func(p *provider) {
 		p.srv.Stop()
@@ -247,10 +252,16 @@ func run(cfg config) (*result, error) {
 
 	sleep(cfg.phase)
 
-	// Churn: p1 crashes and comes back on a new port.
+	// Churn: p1 crashes and comes back on a new port. p1' listens before
+	// p1 stops, so that it cannot be given p1's port: the consumers, still
+	// connected to that address, would reach p1' before it registered.
 	newPhase("churn")
+	next, err := startProvider("p1'")
+	if err != nil {
+		return nil, err
+	}
 	crash(provs[0])
-	if _, err := addProvider("p1'", true); err != nil {
+	if err := register(next, "p1'", true); err != nil {
 		return nil, err
 	}
 	sleep(cfg.phase)
