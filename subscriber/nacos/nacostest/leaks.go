@@ -138,21 +138,26 @@ func VerifyNone(t testing.TB, opts ...goleak.Option) {
 
 // VerifyTestMain runs the tests of a package that uses the real
 // nacos-sdk-go client, then fails the run if any goroutine other than the
-// SDK's own (SDKLeaks) is left, removes LogDir and the CacheDir
-// directories, and exits. Use it as the package's TestMain:
+// SDK's own (SDKLeaks) is left after up to 10 s (see VerifyNone), removes
+// LogDir and the CacheDir directories, and exits. Use it as the package's
+// TestMain:
 //
 //	func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
 //
 // opts are further goleak options.
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
-	opts = append(append(SDKLeaks(), opts...), goleak.Cleanup(func(code int) {
-		if logDir.path != "" {
-			_ = RemoveDir(logDir.path)
+	code := m.Run()
+	if code == 0 {
+		if err := subscribertest.FindLeaks(10*time.Second, append(SDKLeaks(), opts...)...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: Errors on successful test run: %v\n", err)
+			code = 1
 		}
-		if cacheDir.root != "" {
-			_ = RemoveDir(cacheDir.root)
-		}
-		os.Exit(code)
-	}))
-	goleak.VerifyTestMain(m, opts...)
+	}
+	if logDir.path != "" {
+		_ = RemoveDir(logDir.path)
+	}
+	if cacheDir.root != "" {
+		_ = RemoveDir(cacheDir.root)
+	}
+	os.Exit(code)
 }
