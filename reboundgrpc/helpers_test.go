@@ -28,6 +28,7 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
@@ -240,15 +241,7 @@ func (l *rpcLoad) stop() {
 // eventually polls cond until it holds or the test deadline passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	subscribertest.Eventually(t, testTimeout, what, cond)
 }
 
 // fakeCC is a resolver.ClientConn recording what a resolver sends.

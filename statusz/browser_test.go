@@ -44,15 +44,7 @@ func chromium() (string, []string) {
 // it holds or a generous deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	subscribertest.Eventually(t, 30*time.Second, what, cond)
 }
 
 func countState(m *subscriber.Manager, st subscriber.State) int {

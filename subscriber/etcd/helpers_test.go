@@ -48,15 +48,7 @@ var fastPolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Secon
 // eventually polls cond every 10 ms until it holds or waitTimeout passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
+	subscribertest.Eventually(t, waitTimeout, what, cond)
 }
 
 func newCluster(t testing.TB, size int, opts ...etcdtest.Option) *etcdtest.Cluster {

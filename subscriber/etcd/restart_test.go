@@ -14,6 +14,7 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // This file measures many subscriptions resubscribing after a full
@@ -171,7 +172,7 @@ func restartScenario(tb testing.TB, c *etcdtest.Cluster, log *requestLog, mode s
 	default:
 		tb.Fatalf("unknown mode %q", mode)
 	}
-	waitFor(tb, 2*time.Minute, "every subscription", func() bool {
+	subscribertest.Eventually(tb, 2*time.Minute, "every subscription", func() bool {
 		got, _, _ := tr.done()
 		return got == n
 	})
@@ -189,7 +190,7 @@ func restartScenario(tb testing.TB, c *etcdtest.Cluster, log *requestLog, mode s
 		tb.Fatal(err)
 	}
 	back := time.Now()
-	waitFor(tb, 2*time.Minute, "every subscription to resubscribe", func() bool {
+	subscribertest.Eventually(tb, 2*time.Minute, "every subscription to resubscribe", func() bool {
 		got, _, _ := tr.done()
 		return got == n
 	})
@@ -282,20 +283,6 @@ func (s *wakeSink) Resubscribe(error) {
 	select {
 	case s.wake <- struct{}{}:
 	default:
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // e2ePolicy keeps the end-to-end tests fast: 100 ms doubling to 1 s.
@@ -175,15 +176,7 @@ func (l *lists) last() []string {
 // eventually polls cond every 10 ms until it holds, failing after d.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	subscribertest.Eventually(t, d, what, cond)
 }
 
 func provider(ip string, port uint64) nacostest.Instance {

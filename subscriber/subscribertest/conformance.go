@@ -561,15 +561,7 @@ func waitReady(t *testing.T, d time.Duration, sub *subscriber.Subscription) {
 // d.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	Eventually(t, d, what, cond)
 }
 
 // Addrs returns the addresses of a list as "ip:port" sorted and joined

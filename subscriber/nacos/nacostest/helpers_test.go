@@ -15,6 +15,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 func TestMain(m *testing.M) { nacostest.VerifyTestMain(m) }
@@ -75,15 +76,7 @@ const waitTimeout = 10 * time.Second
 // under a fake clock.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
+	subscribertest.Eventually(t, waitTimeout, what, cond)
 }
 
 // recorder records what a subscription callback receives.
