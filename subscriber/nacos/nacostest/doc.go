@@ -93,7 +93,8 @@
 //	})
 //
 // [ClientConfig] returns this configuration (with TimeoutMs 1000) for
-// tests that do not need to spell it out.
+// tests that do not need to spell it out, and [NewClientConfig] for
+// programs with no testing.TB (a demo, a local development loop).
 //
 // Register instances from the client with Ephemeral: true (and Enable:
 // true, or subscribers will not see them).

@@ -29,16 +29,14 @@ func Example() {
 	}
 	defer nacostest.RemoveDir(dir) // not os.RemoveAll: the SDK may write after CloseClient
 
+	// A program has no testing.TB: NewClientConfig takes the directory.
+	cfg, err := nacostest.NewClientConfig(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.TimeoutMs = 2000
 	client, err := clients.NewNamingClient(vo.NacosClientParam{
-		ClientConfig: &constant.ClientConfig{
-			TimeoutMs:            2000,
-			NotLoadCacheAtStart:  true,
-			UpdateCacheWhenEmpty: true,
-			CacheDir:             dir,
-			LogDir:               dir,
-			LogLevel:             "error",
-			TLSCfg:               constant.TLSConfig{Appointed: true},
-		},
+		ClientConfig:  cfg,
 		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package nacostest_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -151,4 +153,16 @@ func errText(err error) string {
 		return "<nil>"
 	}
 	return strings.ReplaceAll(err.Error(), "\n", " ")
+}
+
+func TestNewClientConfigRejectsEmptyCacheDir(t *testing.T) {
+	_, err := nacostest.NewClientConfig("")
+	var ae *rebound.ArgumentError
+	if !errors.As(err, &ae) || ae.Arg != "cacheDir" || !errors.Is(err, rebound.ErrInvalidArgument) {
+		t.Fatalf("NewClientConfig(\"\") = %v, want an ArgumentError naming cacheDir", err)
+	}
+	cfg, err := nacostest.NewClientConfig("/some/dir")
+	if err != nil || cfg.CacheDir != "/some/dir" || !cfg.UpdateCacheWhenEmpty || !cfg.NotLoadCacheAtStart {
+		t.Fatalf("NewClientConfig = %+v, %v", cfg, err)
+	}
 }
