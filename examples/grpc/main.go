@@ -49,6 +49,17 @@
 // per backend and, for each provider registered in the phase, the time
 // from its registration to the consumer's first RPC on it ("never" if the
 // consumer never used it).
+//
+// # Rolling restart
+//
+// -rolling restarts each of -providers providers (default 5) in turn,
+// under -rate RPCs per second (default 200) through one ClientConn on
+// rebound's resolver, each RPC taking -work (20 ms) in the provider; a
+// provider stops only when the consumer uses its replacement. It does so
+// twice in one run: with a plain stop (the server stops, then the
+// instance is deregistered, the best case of a process that exits) and
+// with reboundgrpc.Drain (deregister, -drain-wait, GracefulStop), and
+// prints the failed RPCs of each. Registry: etcd.
 package main
 
 import (
@@ -58,6 +69,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/rebound-go/rebound/reboundgrpc"
 )
 
 func main() {
@@ -69,7 +82,32 @@ func main() {
 	flag.DurationVar(&cfg.interval, "interval", 5*time.Millisecond, "time between two RPCs of one consumer")
 	flag.DurationVar(&cfg.timeout, "timeout", time.Second, "timeout of each RPC")
 	flag.DurationVar(&cfg.tail, "tail", 10*time.Second, "least time the recovery and compaction phases watch the consumers after their last provider registered")
+	rolling := flag.Bool("rolling", false, "instead of the phases: restart each of -providers providers in turn under -rate RPC/s, once with a plain stop and once with reboundgrpc.Drain, and count failed RPCs (-registry etcd)")
+	rate := flag.Int("rate", 200, "-rolling: RPCs per second through the consumer")
+	work := flag.Duration("work", 20*time.Millisecond, "-rolling: time each RPC takes in the provider")
+	wait := flag.Duration("drain-wait", reboundgrpc.DefaultDrainWait, "-rolling: reboundgrpc.WithDrainWait")
 	flag.Parse()
+	if *rolling {
+		if !isFlagSet("providers") {
+			cfg.providers = 5
+		}
+		if !isFlagSet("registry") {
+			cfg.registry = "etcd"
+		}
+		rc := rollingConfig{registry: cfg.registry, providers: cfg.providers, rate: *rate, work: *work, timeout: cfg.timeout, wait: *wait,
+			progress: func(p string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), p) }}
+		if rc.providers < 1 || rc.rate < 1 || rc.rate > 100000 || rc.work < 0 || rc.wait < 0 {
+			fmt.Fprintln(os.Stderr, "-rolling needs -providers >= 1, 1 <= -rate <= 100000, -work >= 0 and -drain-wait >= 0")
+			os.Exit(2)
+		}
+		rs, err := runRolling(rc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			os.Exit(1)
+		}
+		printRolling(os.Stdout, rc, rs)
+		return
+	}
 	if cfg.providers < 2 {
 		fmt.Fprintln(os.Stderr, "-providers must be at least 2")
 		os.Exit(2)
@@ -81,6 +119,12 @@ func main() {
 		os.Exit(1)
 	}
 	printTable(os.Stdout, res)
+}
+
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // Row labels of the table.

@@ -279,6 +279,12 @@ func (r *etcdRegistry) deregister(p *provider) {
 	_ = g.reg.Shutdown(ctx)
 }
 
+// deregisterer is p's etcd.Registration, for Drain (-rolling).
+func (r *etcdRegistry) deregisterer(p *provider) reboundgrpc.Deregisterer { return r.regs[p].reg }
+
+// forget drops p's registration once it was shut down (-rolling).
+func (r *etcdRegistry) forget(p *provider) { delete(r.regs, p) }
+
 func (r *etcdRegistry) stop() { r.c.Stop() }
 
 func (r *etcdRegistry) start() error {
