@@ -134,6 +134,11 @@ const (
 	rowTopErr  = "most frequent error"
 	rowFresh   = "fresh ClientConn"
 	rowSee     = "time to see "
+	// etcd: from the member's (or cluster's) start to the consumer's
+	// client connected again, and from then (or the provider's
+	// registration, if later) to the first RPC on the provider.
+	rowReady      = "client ready after restart"
+	rowAfterReady = "  then sees "
 )
 
 // newIn lists the providers registered in each phase.
@@ -200,6 +205,31 @@ func printTable(w io.Writer, r *result) {
 				}
 				return d.Round(time.Millisecond).String()
 			})
+		}
+		if back, ok := r.backAt[ph]; ok && r.conns != nil {
+			// The time to see a provider, split: the registry client's own
+			// reconnect (its gRPC backoff), then the resolver's part.
+			add(rowReady, func(s *side) string {
+				t, ok := r.conns.readyAfter(s.name, back)
+				if !ok {
+					return "not ready"
+				}
+				return t.Sub(back).Round(time.Millisecond).String()
+			})
+			for _, p := range newIn[ph] {
+				add(rowAfterReady+p, func(s *side) string {
+					ready, ok := r.conns.readyAfter(s.name, back)
+					d := r.seeDelay(s, p)
+					if !ok || d < 0 {
+						return "-"
+					}
+					from := ready
+					if reg := r.regAt[p]; reg.After(from) {
+						from = reg
+					}
+					return r.firstSeen(s, p).Sub(from).Round(time.Millisecond).String()
+				})
+			}
 		}
 	}
 	widths := make([]int, len(rows[0]))

@@ -205,6 +205,14 @@ type etcdRegistry struct {
 	m        *subscriber.Manager
 	b        *reboundgrpc.Builder
 	regs     map[*provider]*etcdReg
+	conns    map[string]*connLog // by side name: "rebound", "baseline"
+}
+
+func (r *etcdRegistry) readyAfter(side string, t time.Time) (time.Time, bool) {
+	if l := r.conns[side]; l != nil {
+		return l.readyAfter(t)
+	}
+	return time.Time{}, false
 }
 
 // etcdReg is one provider's endpoint.
@@ -238,6 +246,7 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 	if r.base, err = clientv3.New(clientv3.Config{Endpoints: []string{r.c.Endpoint(0)}, Logger: zap.NewNop()}); err != nil {
 		return nil, err
 	}
+	r.conns = map[string]*connLog{"rebound": watchConn(r.consumer), "baseline": watchConn(r.base)}
 	if r.reg, err = etcd.New(r.consumer, etcd.WithLayout(etcd.EndpointsLayout{})); err != nil {
 		return nil, err
 	}
@@ -332,6 +341,9 @@ func (r *etcdRegistry) close() {
 	}
 	if r.reg != nil {
 		_ = r.reg.Close()
+	}
+	for _, l := range r.conns {
+		l.stop()
 	}
 	for _, c := range []*clientv3.Client{r.consumer, r.base, r.admin} {
 		if c != nil {

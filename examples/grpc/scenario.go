@@ -89,6 +89,17 @@ type result struct {
 	newOnes []string             // providers registered during the run, in order
 	names   map[string]string    // addr -> provider name
 	notes   []string
+	// backAt: phase -> when the consumers' member (etcd) or the registry
+	// came back, for the rows that split the time to see a provider into
+	// the client's reconnect and rebound's own part.
+	backAt map[string]time.Time
+	conns  connReporter // nil when the registry reports no connection
+}
+
+// connReporter tells when a consumer's registry client was connected
+// again (etcd: its gRPC connection Ready).
+type connReporter interface {
+	readyAfter(side string, t time.Time) (time.Time, bool)
 }
 
 // run plays the scenario once with both consumers side by side.
@@ -112,7 +123,10 @@ func run(cfg config) (*result, error) {
 	}
 	defer reg.close()
 
-	res := &result{cfg: cfg, regAt: map[string]time.Time{}, names: map[string]string{}}
+	res := &result{cfg: cfg, regAt: map[string]time.Time{}, names: map[string]string{}, backAt: map[string]time.Time{}}
+	if cr, ok := reg.(connReporter); ok {
+		res.conns = cr
+	}
 	var nameMu sync.Mutex
 	var provs []*provider
 	defer func() {
@@ -303,6 +317,7 @@ func run(cfg config) (*result, error) {
 	wait.Stop()
 	sleep(time.Until(outageStart.Add(cfg.outage)))
 	newPhase("recovery")
+	res.backAt["recovery"] = time.Now()
 	if err := reg.start(); err != nil {
 		return nil, err
 	}
@@ -324,6 +339,7 @@ func run(cfg config) (*result, error) {
 			res.notes = append(res.notes, "compact: "+err.Error())
 		}
 		sleep(cfg.phase / 2)
+		res.backAt["compaction"] = time.Now()
 		if err := er.c.StartMember(0); err != nil {
 			return nil, err
 		}
@@ -402,6 +418,13 @@ func (s *side) successRate(i int) (float64, int) {
 
 // seeDelay returns how long after its registration a side first reached
 // the provider, or -1 if it never did.
+// firstSeen is when s first reached the provider name (zero if never).
+func (r *result) firstSeen(s *side, name string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstSeen[name]
+}
+
 func (r *result) seeDelay(s *side, name string) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
