@@ -53,6 +53,17 @@
 // clients; [Server.LoseNextPush] loses the next push of a service ([Server.PendingPushes] says whether one is queued). [Server.Stats] counts requests by type, pushes and connections, and
 // [WithRequestHook] observes each request as it arrives.
 //
+// # Three nodes
+//
+// [NewCluster] runs n nodes that share their clients' instances the way
+// Nacos 2.x's Distro protocol does: each node copies its own clients'
+// instances to the others after a sync delay ([WithSyncDelay], 1 s as in
+// Nacos), a crashed node's copies expire on the others
+// ([WithSyncedExpiry], 3 min), and a node that starts again loads its
+// peers' data. Clients given every node ([Cluster.ServerConfigs]) fail
+// over when their node crashes, to a node that may not have their data
+// yet.
+//
 // # Using it with nacos-sdk-go
 //
 // Put [Server.ServerConfig] in the client's server list. With the SDK's

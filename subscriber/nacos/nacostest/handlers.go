@@ -246,10 +246,12 @@ func (s *Server) handleInstance(c *conn, req *instanceRequest) *nacospb.Payload 
 		s.mutateLocked(k, func() {
 			c.published[k] = []published{{inst: in, seq: s.nextSeqLocked()}}
 		})
+		s.syncConnLocked(c)
 		s.mu.Unlock()
 	case "deregisterInstance":
 		s.mu.Lock()
 		s.mutateLocked(k, func() { delete(c.published, k) })
+		s.syncConnLocked(c)
 		s.mu.Unlock()
 	default:
 		return s.fail(id, codeInvalidParam, fmt.Sprintf("nacostest: InstanceRequest: unsupported type %q", req.Type))
@@ -283,6 +285,7 @@ func (s *Server) handleBatch(c *conn, req *batchInstanceRequest) *nacospb.Payloa
 				c.published[k] = ps
 			}
 		})
+		s.syncConnLocked(c)
 		s.mu.Unlock()
 	case "batchDeregisterInstance":
 		s.mu.Lock()
@@ -296,6 +299,7 @@ func (s *Server) handleBatch(c *conn, req *batchInstanceRequest) *nacospb.Payloa
 				c.published[k] = ps
 			}
 		})
+		s.syncConnLocked(c)
 		s.mu.Unlock()
 	default:
 		return s.fail(id, codeInvalidParam, fmt.Sprintf("nacostest: BatchInstanceRequest: unsupported type %q", req.Type))
@@ -389,6 +393,9 @@ func (s *Server) removeConnLocked(c *conn) {
 		befores = append(befores, s.hostsLocked(k))
 	}
 	delete(s.conns, c.addr)
+	// A closed connection is removed on the other nodes too; on a node
+	// that is stopping (a crash) syncConnLocked sends nothing.
+	s.syncConnLocked(c)
 	for i, k := range svcs {
 		if !equalHosts(befores[i], s.hostsLocked(k)) {
 			s.notifyLocked(k)

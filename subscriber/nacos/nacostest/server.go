@@ -48,6 +48,12 @@ type Server struct {
 	faults  faults
 	stats   counters
 	release func() // frees the port reserved by reserveAddr; called by Close
+
+	// In a Cluster (nil otherwise): the cluster, this node's index and
+	// its copies of the other nodes' clients, guarded by mu.
+	cluster *Cluster
+	node    int
+	synced  map[syncKey]syncedCopy
 }
 
 // runState is one run of the server, from Start to Stop.
@@ -226,6 +232,8 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("nacostest: restart on %s: %w", s.listenOn, err)
 	}
+	// A cluster node loads its peers' data before it serves.
+	s.loadFromPeers()
 	s.serve(lis)
 	return nil
 }
@@ -254,7 +262,12 @@ func (s *Server) stopLocked() {
 	s.mu.Lock()
 	clear(s.conns) // already empty: every stream handler removed its connection
 	clear(s.own)
+	clear(s.synced)
+	cluster := s.cluster
 	s.mu.Unlock()
+	if cluster != nil {
+		cluster.nodeStopped(s.node, time.Now())
+	}
 	s.log.Debug("nacostest: stopped", zap.String("addr", s.listenOn))
 }
 

@@ -151,6 +151,7 @@ func (s *Server) hostsLocked(k svcKey) []model.Instance {
 			add(p)
 		}
 	}
+	s.syncedHostsLocked(k, add)
 	out := make([]model.Instance, 0, len(best))
 	for _, p := range best {
 		out = append(out, p.inst)
@@ -294,6 +295,7 @@ func (s *Server) DeregisterInstance(namespace, group, service string, inst Insta
 				} else {
 					c.published[k] = kept
 				}
+				s.syncConnLocked(c)
 			}
 		}
 	})
