@@ -196,7 +196,7 @@ func (v *verifier) verify() error {
 			return err
 		}
 	}
-	if _, err := v.page(m.root, nil, nil); err != nil {
+	if _, _, err := v.page(m.root, nil, nil); err != nil {
 		return fmt.Errorf("root bucket: %w", err)
 	}
 	return nil
@@ -269,7 +269,10 @@ func (v *verifier) freelist(id uint64) error {
 }
 
 // elements returns the elements of the page in b (a page, or an inline
-// bucket's page) after checking that they lie within b.
+// bucket's page) after checking that they lie within b, packed one after
+// the other behind the element headers as bbolt writes them, with
+// non-empty keys. (bbolt reads a key and a value where the element says;
+// one that overlaps another, or an empty key, makes its writes panic.)
 func elements(b []byte, what string) (flags uint16, elems [][3][]byte, err error) {
 	if len(b) < pageHeaderSize {
 		return 0, nil, fmt.Errorf("%s: short page", what)
@@ -280,6 +283,7 @@ func elements(b []byte, what string) (flags uint16, elems [][3][]byte, err error
 		return 0, nil, fmt.Errorf("%s: %d elements do not fit in the page", what, count)
 	}
 	elems = make([][3][]byte, count)
+	next := uint64(pageHeaderSize + count*elementSize) // where the next element's data must start
 	for i := range count {
 		off := pageHeaderSize + i*elementSize
 		e := b[off : off+elementSize]
@@ -290,9 +294,15 @@ func elements(b []byte, what string) (flags uint16, elems [][3][]byte, err error
 			pos, ksize, vsize = uint64(ne.Uint32(e[4:8])), uint64(ne.Uint32(e[8:12])), uint64(ne.Uint32(e[12:16]))
 		}
 		start := uint64(off) + pos
-		if start+ksize+vsize > uint64(len(b)) {
+		switch {
+		case start+ksize+vsize > uint64(len(b)):
 			return 0, nil, fmt.Errorf("%s: element %d lies beyond the page", what, i)
+		case start != next:
+			return 0, nil, fmt.Errorf("%s: element %d starts at %d, want %d (right after the previous one)", what, i, start, next)
+		case ksize == 0:
+			return 0, nil, fmt.Errorf("%s: element %d has an empty key", what, i)
 		}
+		next = start + ksize + vsize
 		elems[i] = [3][]byte{e, b[start : start+ksize], b[start+ksize : start+ksize+vsize]}
 	}
 	return flags, elems, nil
@@ -300,39 +310,51 @@ func elements(b []byte, what string) (flags uint16, elems [][3][]byte, err error
 
 // page checks the subtree of page id, whose keys must lie in
 // [minKey, maxKey) (nil: unbounded), as bbolt's consistency check does, and
-// returns its largest key.
-func (v *verifier) page(id uint64, minKey, maxKey []byte) ([]byte, error) {
+// returns its first and last keys. A branch element's key must be the
+// first key of its subtree, as bbolt keeps it (every change to a node
+// rewrites its key in the parent): a subtree whose first key differs was
+// damaged, and bbolt's writes on it corrupt the tree further.
+func (v *verifier) page(id uint64, minKey, maxKey []byte) (first, last []byte, err error) {
 	b, err := v.load(id, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	what := fmt.Sprintf("page %d", id)
 	flags, elems, err := elements(b, what)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if flags == leafPage {
-		return v.leaf(elems, what, minKey, maxKey)
+		last, err := v.leaf(elems, what, minKey, maxKey)
+		if err != nil || len(elems) == 0 {
+			return nil, nil, err
+		}
+		return elems[0][1], last, nil
 	}
 	if len(elems) == 0 {
-		return nil, fmt.Errorf("%s: empty branch page", what)
+		return nil, nil, fmt.Errorf("%s: empty branch page", what)
 	}
-	running, last := minKey, []byte(nil)
+	running := minKey
 	for i, e := range elems {
 		key := e[1]
 		if err := keyOrder(what, i, key, running, maxKey); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		next := maxKey
 		if i < len(elems)-1 {
 			next = elems[i+1][1]
 		}
-		if last, err = v.page(ne.Uint64(e[0][8:16]), key, next); err != nil {
-			return nil, err
+		child := ne.Uint64(e[0][8:16])
+		f, l, err := v.page(child, key, next)
+		if err != nil {
+			return nil, nil, err
 		}
-		running = last
+		if !bytes.Equal(f, key) {
+			return nil, nil, fmt.Errorf("%s: key %d (%x) is not the first key (%x) of its page %d", what, i, key, f, child)
+		}
+		running, last = l, l
 	}
-	return last, nil
+	return elems[0][1], last, nil
 }
 
 // leaf checks the elements of a leaf page and the buckets they hold.
@@ -351,7 +373,7 @@ func (v *verifier) leaf(elems [][3][]byte, what string, minKey, maxKey []byte) (
 			return nil, fmt.Errorf("%s: bucket %q: short bucket header", what, key)
 		}
 		if root := ne.Uint64(val[0:8]); root != 0 {
-			if _, err := v.page(root, nil, nil); err != nil {
+			if _, _, err := v.page(root, nil, nil); err != nil {
 				return nil, fmt.Errorf("bucket %q: %w", key, err)
 			}
 			continue
