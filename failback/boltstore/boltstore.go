@@ -54,6 +54,9 @@ type Store struct {
 	stopped chan struct{} // closed when the committer has exited
 
 	commits, ops, maxBatch, quarantined atomic.Uint64
+
+	broken      atomic.Pointer[error] // set when bbolt panicked in a commit
+	commitPanic func()                // tests: called inside every commit
 }
 
 // Stats counts the Store's commits.
@@ -285,8 +288,36 @@ func (s *Store) commit() {
 	}
 }
 
+// broken is the error of a commit during which bbolt panicked; nil if none.
+func (s *Store) brokenErr() error {
+	if e := s.broken.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// update runs fn in a bbolt read-write transaction on the calling
+// goroutine. A panic of bbolt (damage the check at Open could not see)
+// is recovered: it breaks the Store, whose every later call returns the
+// same error wrapping ErrDamaged, instead of killing the process.
+func (s *Store) update(fn func(*bolt.Tx) error) (err error) {
+	if err := s.brokenErr(); err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: bbolt panicked in a commit (the store is unusable until the process restarts; check the file): %v", ErrDamaged, s.path, r)
+			s.broken.CompareAndSwap(nil, &err)
+		}
+	}()
+	return s.db.Update(fn)
+}
+
 func (s *Store) write(b *batch) {
-	b.err = s.db.Update(func(tx *bolt.Tx) error {
+	b.err = s.update(func(tx *bolt.Tx) error {
+		if s.commitPanic != nil {
+			s.commitPanic()
+		}
 		bk := tx.Bucket(bucketName)
 		var key [8]byte
 		var lastAdd uint64
@@ -323,7 +354,7 @@ func (s *Store) write(b *batch) {
 		binary.BigEndian.PutUint64(key[:], lastAdd)
 		return tx.Bucket(metaBucket).Put(lastIDKey, key[:])
 	})
-	if b.err != nil {
+	if b.err != nil && !errors.Is(b.err, ErrDamaged) {
 		b.err = fmt.Errorf("boltstore: commit of %d changes: %w", len(b.ops), b.err)
 	}
 	s.commits.Add(1)
@@ -347,6 +378,9 @@ func (s *Store) write(b *batch) {
 func (s *Store) Load(fn func(failback.StoredCall) error) error {
 	if s.isClosed() {
 		return ErrClosed
+	}
+	if err := s.brokenErr(); err != nil {
+		return err
 	}
 	return s.closedErr(s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketName).Cursor()
@@ -379,7 +413,7 @@ func (s *Store) Quarantine(id uint64, reason error) error {
 		return ErrClosed
 	}
 	var moved uint64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketName)
 		q, err := tx.CreateBucketIfNotExists(quarantineBucket)
 		if err != nil {
@@ -423,6 +457,9 @@ func (s *Store) Len() (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
+	if err := s.brokenErr(); err != nil {
+		return 0, err
+	}
 	var n int
 	err := s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketName).Stats().KeyN
@@ -448,6 +485,10 @@ func (s *Store) closedErr(err error) error {
 
 // Close writes the changes still waiting, stops the committer and closes
 // the file. It is idempotent; methods called after it return ErrClosed.
+// If bbolt panicked in a commit (damage Open could not see), that panic
+// was recovered: the commit's callers, and every later call, got an error
+// wrapping ErrDamaged, and Close returns it without closing the file (bbolt
+// could wait for ever), which the process's exit releases.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	first := !s.closed
@@ -459,6 +500,12 @@ func (s *Store) Close() error {
 	}
 	close(s.done)
 	<-s.stopped
+	if err := s.brokenErr(); err != nil {
+		// bbolt may still hold its write lock from the panicked commit,
+		// and its Close would wait for it for ever: leave the file to the
+		// process's exit.
+		return err
+	}
 	return s.db.Close()
 }
 
