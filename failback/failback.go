@@ -362,7 +362,7 @@ func (f *Invoker) invokeAccounted(ctx context.Context, inv *cluster.Invocation) 
 	now := time.Now()
 	_ = f.retrier.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
-	if err == nil || !f.retryable(err) {
+	if err == nil || (!IsStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
 	}
 	if err == nil {
@@ -643,7 +643,11 @@ func (f *Invoker) finishShutdown(ctx context.Context, drained chan struct{}) err
 // logged at Warn). A task whose cancelled attempt then fails is reported
 // Dropped(DropClosed) by its worker, unless it failed for a reason of its
 // own (an error that is not retryable, or the policy exhausted): that is
-// GaveUp; one whose attempt succeeds anyway is Succeeded. Close does not
+// GaveUp; one whose attempt succeeds anyway is Succeeded. (An invoker
+// whose cancelled attempt returns an error that neither matches
+// context.Canceled nor is marked Stopping makes it look like the call's
+// own outcome: wrap the context's error, or mark it Stopping.) With a
+// Store, the calls dropped with DropClosed stay stored. Close does not
 // close the Directory.
 //
 // Close returns once every call has been reported and the goroutines New

@@ -287,3 +287,25 @@ func TestBadStoredRecords(t *testing.T) {
 		t.Fatalf("WithQuarantine with a store that cannot quarantine: %v; want an ArgumentError", err)
 	}
 }
+
+// A first attempt failing because the transport is stopping is no answer
+// of the provider: the throttle does not count it as an accept (a
+// Permanent mark under the Stopping mark used to make it one).
+func TestStoppingIsNotAnAccept(t *testing.T) {
+	th, err := rebound.NewAdaptiveThrottle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing := rebound.Permanent(errors.New("grpc: the client connection is closing"))
+	f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", func(context.Context, call) (any, error) { return nil, Stopping(closing) })),
+		WithThrottle(th))
+	defer mustClose(t, f)
+	for range 20 {
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); !IsStopping(err) {
+			t.Fatalf("Invoke = %v; want the Stopping error", err)
+		}
+	}
+	if p := th.Probability(time.Now()); p == 0 {
+		t.Errorf("throttle probability %v after 20 requests the transport refused; want > 0 (no accepts counted)", p)
+	}
+}
