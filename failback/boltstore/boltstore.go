@@ -203,8 +203,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 // check verifies an existing, non-empty file at path (verifyFile) while
 // holding bbolt's shared lock, so that no writer changes it meanwhile.
 func check(path string, timeout time.Duration) error {
-	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil || st.Size() == 0:
 		return nil // bbolt creates it, or reports why it cannot
+	case st.IsDir():
+		return errors.New("is a directory")
 	}
 	ro, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if err != nil {

@@ -366,3 +366,20 @@ func pick(r *rand.Rand, m map[uint64]bool, lowest bool) uint64 {
 	}
 	return keys[r.IntN(len(keys))]
 }
+
+// A directory, or a file that is not a bbolt file, is an error naming it.
+func TestOpenNotAStore(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := boltstore.Open(dir); err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("Open(a directory) = %v", err)
+	}
+	for name, data := range map[string][]byte{"short": []byte("not a database"), "text": []byte(strings.Repeat("not a database\n", 1000))} {
+		path := filepath.Join(dir, name+".db")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := boltstore.Open(path); !errors.Is(err, boltstore.ErrDamaged) || !strings.Contains(err.Error(), path) {
+			t.Errorf("Open(%s file) = %v; want ErrDamaged naming it", name, err)
+		}
+	}
+}

@@ -51,7 +51,7 @@ type metaPage struct {
 // parseMeta reads the meta of the page starting at b.
 func parseMeta(b []byte) metaPage {
 	if len(b) < pageHeaderSize+metaSize {
-		return metaPage{err: errors.New("short meta page")}
+		return metaPage{err: fmt.Errorf("truncated: %d bytes, shorter than a meta page", len(b))}
 	}
 	m := b[pageHeaderSize : pageHeaderSize+metaSize]
 	mp := metaPage{
@@ -142,7 +142,10 @@ func (v *verifier) read(off, n uint64) ([]byte, error) {
 func (v *verifier) verify() error {
 	// The page size, as bbolt finds it: from the first meta page, or else
 	// from a second meta page found at 1 KiB << i.
-	head, _ := v.read(0, uint64(min(v.size, 4096)))
+	head, err := v.read(0, uint64(min(v.size, 4096)))
+	if err != nil {
+		return err
+	}
 	m0 := parseMeta(head)
 	ps := m0.pageSize
 	if m0.err != nil {
