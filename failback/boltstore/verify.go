@@ -85,6 +85,19 @@ type verifier struct {
 	hwm      uint64          // pages in use: ids below it
 	seen     map[uint64]bool // pages reached (overflow pages included)
 	freed    map[uint64]bool // pages in the freelist
+	depth    int             // of the page being checked; its buffer is bufs[depth]
+	bufs     [][]byte        // one page buffer per depth, reused
+}
+
+// buf returns the buffer of the current depth, n bytes long.
+func (v *verifier) buf(n uint64) []byte {
+	for len(v.bufs) <= v.depth {
+		v.bufs = append(v.bufs, nil)
+	}
+	if uint64(cap(v.bufs[v.depth])) < n {
+		v.bufs[v.depth] = make([]byte, n)
+	}
+	return v.bufs[v.depth][:n]
 }
 
 // verifyFile checks that the bbolt file at path is whole and consistent
@@ -126,17 +139,23 @@ func needed(pages, pageSize uint64) string {
 }
 
 func (v *verifier) read(off, n uint64) ([]byte, error) {
-	if n > uint64(v.size) || off > uint64(v.size)-n {
-		return nil, fmt.Errorf("truncated: %d bytes at offset %d are beyond the end of the file (%d bytes)", n, off, v.size)
-	}
 	b := make([]byte, n)
+	return b, v.readInto(b, off)
+}
+
+// readInto fills b from offset off of the file.
+func (v *verifier) readInto(b []byte, off uint64) error {
+	n := uint64(len(b))
+	if n > uint64(v.size) || off > uint64(v.size)-n {
+		return fmt.Errorf("truncated: %d bytes at offset %d are beyond the end of the file (%d bytes)", n, off, v.size)
+	}
 	if k, err := v.f.ReadAt(b, int64(off)); k < len(b) {
 		if err == nil {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return err
 	}
-	return b, nil
+	return nil
 }
 
 func (v *verifier) verify() error {
@@ -212,8 +231,8 @@ func (v *verifier) load(id uint64, want uint16) ([]byte, error) {
 	if id < 2 || id >= v.hwm {
 		return nil, fmt.Errorf("page %d: out of range [2, %d)", id, v.hwm)
 	}
-	h, err := v.read(id*v.pageSize, pageHeaderSize)
-	if err != nil {
+	h := v.buf(v.pageSize) // within the file: the pages in use are (verify)
+	if err := v.readInto(h, id*v.pageSize); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	if got := ne.Uint64(h[0:8]); got != id {
@@ -239,8 +258,11 @@ func (v *verifier) load(id uint64, want uint16) ([]byte, error) {
 		}
 		v.seen[i] = true
 	}
-	b, err := v.read(id*v.pageSize, (overflow+1)*v.pageSize)
-	if err != nil {
+	if overflow == 0 {
+		return h, nil
+	}
+	b := v.buf((overflow + 1) * v.pageSize)
+	if err := v.readInto(b, id*v.pageSize); err != nil {
 		return nil, fmt.Errorf("page %d: %w", id, err)
 	}
 	return b, nil
@@ -318,6 +340,8 @@ func elements(b []byte, what string) (flags uint16, elems [][3][]byte, err error
 // rewrites its key in the parent): a subtree whose first key differs was
 // damaged, and bbolt's writes on it corrupt the tree further.
 func (v *verifier) page(id uint64, minKey, maxKey []byte) (first, last []byte, err error) {
+	v.depth++ // the buffers of the pages above stay as they are
+	defer func() { v.depth-- }()
 	b, err := v.load(id, 0)
 	if err != nil {
 		return nil, nil, err
@@ -332,7 +356,7 @@ func (v *verifier) page(id uint64, minKey, maxKey []byte) (first, last []byte, e
 		if err != nil || len(elems) == 0 {
 			return nil, nil, err
 		}
-		return elems[0][1], last, nil
+		return bytes.Clone(elems[0][1]), bytes.Clone(last), nil
 	}
 	if len(elems) == 0 {
 		return nil, nil, fmt.Errorf("%s: empty branch page", what)
@@ -357,7 +381,7 @@ func (v *verifier) page(id uint64, minKey, maxKey []byte) (first, last []byte, e
 		}
 		running, last = l, l
 	}
-	return elems[0][1], last, nil
+	return bytes.Clone(elems[0][1]), last, nil
 }
 
 // leaf checks the elements of a leaf page and the buckets they hold.
