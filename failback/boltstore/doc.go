@@ -35,9 +35,10 @@
 // disk) makes it fault with SIGBUS, a damaged page makes it panic on a
 // goroutine of its own, and either kills the process. So Open checks an
 // existing file before bbolt uses it read-write (holding bbolt's shared
-// lock, with bounds-checked reads, once per Open: about the cost of
-// reading the file) and returns an error naming the file and wrapping
-// ErrDamaged instead: move the file aside to start afresh, or restore a
+// lock, with bounds-checked reads of every page in use, once per Open:
+// for 100,000 stored calls, a 34 MB file, about 10 ms on top of bbolt's own
+// 30 ms, less than the Load that follows; BenchmarkReload/Open) and
+// returns an error naming the file and wrapping ErrDamaged instead: move the file aside to start afresh, or restore a
 // copy. An empty file is a new store.
 //
 // A record whose pages are sound but whose bytes cannot be decoded is
