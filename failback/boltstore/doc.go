@@ -38,8 +38,12 @@
 // lock, with bounds-checked reads of every page in use, once per Open:
 // for 100,000 stored calls, a 34 MB file, about 10 ms on top of bbolt's own
 // 30 ms, less than the Load that follows; BenchmarkReload/Open) and
-// returns an error naming the file and wrapping ErrDamaged instead: move the file aside to start afresh, or restore a
-// copy. An empty file is a new store.
+// returns an error naming the file and wrapping ErrDamaged instead: move
+// the file aside to start afresh, or restore a copy. An empty file is a
+// new store. Should bbolt still panic in a commit (damage the check
+// cannot see), the committer recovers it: the Store breaks, and its
+// methods return an error wrapping ErrDamaged, instead of the process
+// dying.
 //
 // A record whose pages are sound but whose bytes cannot be decoded is
 // reported by Load to its caller (failback.StoredCall.Err, wrapping
