@@ -275,7 +275,8 @@ func WithCodec(codec Codec) Option {
 // not linked in) makes every record unloadable, and quarantining would
 // quietly move the whole queue aside; failing names the record at once
 // and leaves the queue as it is. Turn quarantine on where starting with
-// the good calls matters more than stopping on a bad one.
+// the good calls matters more than stopping on a bad one. Without
+// WithStore it has no effect.
 func WithQuarantine() Option {
 	return optionFunc(func(c *config) { c.durable.quarantine = true })
 }
