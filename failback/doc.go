@@ -65,6 +65,8 @@
 //	retryable, task limit reached           *RejectedError: ErrQueueFull + the error
 //	retryable, TTL shorter than first wait  *RejectedError: ErrExpired + the error
 //	retryable, Shutdown/Close has begun     *RejectedError: ErrClosed + the error
+//	marked Stopping, no Store               the error, unchanged
+//	marked Stopping, with a Store           (nil, nil): queued and stored
 //	after Shutdown or Close began           ErrClosed (no attempt)
 //
 // # Goroutines and hooks
@@ -74,12 +76,38 @@
 // until each has ended, or ctx is done) and then stops; Close stops at
 // once: it cancels running attempts and reports queued tasks as dropped.
 // Both return after every call has been reported and the goroutines have
-// exited. Hooks are called with no lock held; see Hooks for which
+// exited. Shutdown's result says how the invoker ended, whatever the order
+// of the calls: nil after a completed drain, ctx.Err() for the Shutdown
+// whose ctx ended it, ErrClosed once Close stopped it first (like
+// net/http.Server's ErrServerClosed). Hooks are called with no lock held; see Hooks for which
 // goroutine calls each. A hook may call Close or Shutdown: from a hook
 // (which they would otherwise wait for) they start the stop, return
 // ErrCalledFromHook at once, and the invoker finishes stopping in the
 // background once the hook has returned, as subscriber.Manager's Close
 // does from a listener.
+//
+// # Stored calls
+//
+// WithStore keeps queued calls on disk (package failback/boltstore), so a
+// crash or a deploy hands them to the next process; every stored call
+// carries an IdempotencyKey (a caller's non-empty key is kept, an empty
+// one is replaced). On loading, New:
+//
+//   - clamps times written under a clock that was ahead: a stored
+//     first failure is no later than now, a stored due time no later than
+//     now plus the policy's longest wait (max(Max, MaxRetryAfter)), so a
+//     corrected clock cannot stretch a backoff or a TTL;
+//   - fails on a record it cannot load, with a *BadRecordError naming it
+//     (ID, method, and the Store's words on where it is), by default; with
+//     WithQuarantine it sets such records aside in the Store (a
+//     Quarantiner) and counts them in Stats.Quarantined instead.
+//
+// A transport that is shutting down under the invoker (a gRPC ClientConn
+// closed before it) is not the call's fault: an Invoker that marks such
+// errors with Stopping (ErrStopping) gets its calls dropped with
+// DropClosed, and kept in the Store for the next process, instead of given
+// up. A first attempt failing that way is queued (stored) with a Store, and
+// returned unchanged without one.
 //
 // # Teardown order
 //

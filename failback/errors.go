@@ -44,7 +44,42 @@ var (
 	// or a hook reporting a non-final event (Queued, Retried) panicked; Last
 	// is then a *PanicError with the panic value and stack.
 	ErrPanicked = errors.New("failback: panicked")
+	// ErrStopping marks an attempt that failed because the process, or the
+	// transport the Invoker sends through, is shutting down (a gRPC
+	// ClientConn being closed, an HTTP client whose transport was closed):
+	// the provider never judged the call, so the failure is not the call's
+	// own outcome. Mark such errors with Stopping. A retry that fails with a
+	// Stopping error is not retried in this process and never given up: it
+	// ends in Dropped with DropClosed and, with a Store, stays stored for the
+	// next process, as Close leaves queued calls. The mark wins over the
+	// classifier (WithRetryable) and over rebound.Permanent.
+	ErrStopping = errors.New("failback: transport stopping")
 )
+
+// stoppingError is what Stopping returns.
+type stoppingError struct{ err error }
+
+func (e *stoppingError) Error() string   { return e.err.Error() }
+func (e *stoppingError) Unwrap() []error { return []error{ErrStopping, e.err} }
+
+// Stopping marks err as the failure of an attempt that could not be made
+// because the process or its transport is shutting down (see ErrStopping).
+// errors.Is(result, ErrStopping) holds, and errors.Is and errors.As still
+// see err (its gRPC status, for example). It returns nil for a nil err.
+//
+// An Invoker over a transport that can be closed under the failback
+// Invoker should mark the errors that say so: the calls then stay queued
+// (in the Store) for the next process instead of becoming give-ups.
+func Stopping(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stoppingError{err: err}
+}
+
+// IsStopping reports whether err, or an error it wraps, matches
+// ErrStopping.
+func IsStopping(err error) bool { return err != nil && errors.Is(err, ErrStopping) }
 
 // PanicError is the error a recovered panic becomes (see cluster.PanicError):
 // the Last of a GiveUpError whose Reason is ErrPanicked.
@@ -63,7 +98,10 @@ const (
 	// DropClosed: Close (or Shutdown's deadline) stopped the invoker while
 	// the task was queued or while its attempt ran (the attempt's context
 	// was cancelled), or Shutdown or Close had begun before a failed call
-	// could be queued (then Invoke returned an error wrapping ErrClosed).
+	// could be queued (then Invoke returned an error wrapping ErrClosed),
+	// or a retry failed with an error marked Stopping (ErrStopping: the
+	// transport is shutting down). With a Store, a call dropped for
+	// any of these, once queued, stays stored for the next Invoker.
 	DropClosed DropReason = "closed"
 	// DropExpired: the call's time-to-live (WithTTL, WithCallTTL) ended, or
 	// would end, before its next attempt could start. If that was already

@@ -129,6 +129,9 @@ type Stats struct {
 	// Dropped counts calls dropped, by reason; it has an entry for every
 	// DropReason.
 	Dropped map[DropReason]uint64
+	// Quarantined counts the stored calls New could not load and set aside
+	// in the Store (WithQuarantine). They are not in Offered.
+	Quarantined uint64
 }
 
 // state is the life stage of an Invoker.
@@ -194,9 +197,10 @@ type Invoker struct {
 	timerAt                             int64 // due time the scheduler's timer is set for; MaxInt64 if none
 	state                               state
 	drained                             chan struct{} // Shutdown: closed when nothing is pending, or by Close
-	cut                                 bool          // Close ended a Shutdown's drain
+	cut                                 bool          // stopped before a drain completed (Shutdown returns ErrClosed)
 	offered, retried, succeeded, gaveUp uint64
 	throttledN                          uint64 // retries rejected locally (Stats.Throttled)
+	quarantined                         uint64 // stored calls set aside by New (Stats.Quarantined)
 	dropped                             [len(dropReasons)]uint64
 
 	reservers sync.WaitGroup // Invoke calls between accepting a task and filing it
@@ -237,6 +241,11 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
+		}
+	}
+	if cfg.durable.quarantine && cfg.durable.store != nil {
+		if _, ok := cfg.durable.store.(Quarantiner); !ok {
+			cfg.bad("WithQuarantine", "store", fmt.Sprintf("(WithStore) must implement failback.Quarantiner (%T does not)", cfg.durable.store), nil)
 		}
 	}
 	if cfg.perTarget == 0 {
@@ -353,7 +362,7 @@ func (f *Invoker) invokeAccounted(ctx context.Context, inv *cluster.Invocation) 
 	now := time.Now()
 	_ = f.retrier.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
-	if err == nil || !f.retryable(err) {
+	if err == nil || (!IsStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
 	}
 	if err == nil {
@@ -400,7 +409,16 @@ func WithCallTTL(ctx context.Context, d time.Duration) context.Context {
 // firstFailure decides the fate of a call whose first attempt failed and
 // returns what Invoke returns.
 func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, target cluster.Invoker, err error) error {
-	if ctx.Err() != nil || !f.retryable(err) {
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case IsStopping(err):
+		// The transport is going away: only a Store can carry the call to
+		// the next process.
+		if f.cfg.durable.store == nil {
+			return err
+		}
+	case !f.retryable(err):
 		return err
 	}
 	t := &task{inv: inv, attempts: 1, lastErr: err}
@@ -543,10 +561,22 @@ func (f *Invoker) reject(t *task, reason DropReason) error {
 // already queued keep being retried on their schedule until every one has
 // ended (Succeeded, GaveUp or Dropped), or until ctx is done. Then it stops
 // the invoker as Close does, dropping what is left with DropClosed, and
-// returns after every call has been reported: nil if everything ended
-// before ctx was done, ctx.Err() otherwise, or ErrClosed if Close was
-// called meanwhile (Close stops the drain at once). (Retries that Close cancels
+// returns after every call has been reported. (Retries that Close cancels
 // return when their invoker honours its ctx, as cluster.Invoker requires.)
+//
+// Its result says how the invoker ended, the same whatever the order of
+// the calls:
+//
+//   - nil: the drain completed (every queued call ended on its own) before
+//     anything stopped the invoker; a Shutdown or Close after that returns
+//     nil too;
+//   - ctx.Err(): this call's ctx was done before the drain completed (it
+//     then stopped the invoker);
+//   - ErrClosed: the invoker was stopped before its drain completed by
+//     something else: Close, called before this Shutdown or during its
+//     drain, or another Shutdown whose ctx was done. Like net/http.Server's
+//     ErrServerClosed, once Close has been called every Shutdown returns
+//     ErrClosed.
 //
 // Calling Shutdown or Close again, or concurrently, waits for the same
 // end. A nil ctx is a *rebound.ArgumentError (and stops nothing).
@@ -613,7 +643,11 @@ func (f *Invoker) finishShutdown(ctx context.Context, drained chan struct{}) err
 // logged at Warn). A task whose cancelled attempt then fails is reported
 // Dropped(DropClosed) by its worker, unless it failed for a reason of its
 // own (an error that is not retryable, or the policy exhausted): that is
-// GaveUp; one whose attempt succeeds anyway is Succeeded. Close does not
+// GaveUp; one whose attempt succeeds anyway is Succeeded. (An invoker
+// whose cancelled attempt returns an error that neither matches
+// context.Canceled nor is marked Stopping makes it look like the call's
+// own outcome: wrap the context's error, or mark it Stopping.) With a
+// Store, the calls dropped with DropClosed stay stored. Close does not
 // close the Directory.
 //
 // Close returns once every call has been reported and the goroutines New
@@ -657,13 +691,16 @@ func (f *Invoker) beginStop() (pending []*task, first bool) {
 		f.mu.Unlock()
 		return nil, false
 	}
-	if f.state == stateDraining {
+	switch f.state {
+	case stateDraining:
 		select {
 		case <-f.drained:
 		default: // Close cuts a Shutdown's drain short
 			f.cut = true
 			close(f.drained)
 		}
+	case stateOpen:
+		f.cut = true // stopped without a drain: every Shutdown returns ErrClosed
 	}
 	f.state = stateClosed
 	f.closedFlag.Store(true)
@@ -719,14 +756,15 @@ func (f *Invoker) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := Stats{
-		Queued:    f.queuedLocked(),
-		InFlight:  f.inflight,
-		Offered:   f.offered,
-		Retried:   f.retried,
-		Throttled: f.throttledN,
-		Succeeded: f.succeeded,
-		GaveUp:    f.gaveUp,
-		Dropped:   make(map[DropReason]uint64, len(dropReasons)),
+		Queued:      f.queuedLocked(),
+		InFlight:    f.inflight,
+		Offered:     f.offered,
+		Retried:     f.retried,
+		Throttled:   f.throttledN,
+		Quarantined: f.quarantined,
+		Succeeded:   f.succeeded,
+		GaveUp:      f.gaveUp,
+		Dropped:     make(map[DropReason]uint64, len(dropReasons)),
 	}
 	for i, r := range dropReasons {
 		s.Dropped[r] = f.dropped[i]
@@ -757,7 +795,11 @@ func (f *Invoker) now() int64 { return int64(time.Since(f.epoch)) }
 // Reason of the Schedule's *rebound.RetryError, wrapping
 // rebound.ErrExhausted) means the policy allows no further attempt.
 func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
-	d, stop := t.sched.Next(t.lastErr, f.at(now))
+	last := t.lastErr
+	if IsStopping(last) {
+		last = ErrStopping // a Permanent mark under it does not count
+	}
+	d, stop := t.sched.Next(last, f.at(now))
 	if stop == nil {
 		return d, nil
 	}

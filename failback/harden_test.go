@@ -390,16 +390,17 @@ func TestMaxElapsedCheckedAtAttemptStart(t *testing.T) {
 }
 
 // Item 11: Close on an already-stopped invoker returned nil or
-// context.Canceled at random when its ctx was done. Shutdown of a stopped
-// invoker returns nil, always.
+// context.Canceled at random when its ctx was done. Shutdown of an invoker
+// stopped by Close returns ErrClosed, always (see also
+// TestShutdownAfterCloseIsOrderFree).
 func TestShutdownOfStoppedInvokerIsDeterministic(t *testing.T) {
 	f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", nil)))
 	mustClose(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 200 {
-		if err := f.Shutdown(ctx); err != nil {
-			t.Fatalf("Shutdown of a stopped invoker with a done ctx = %v; want nil", err)
+		if err := f.Shutdown(ctx); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Shutdown of a closed invoker with a done ctx = %v; want ErrClosed", err)
 		}
 		if err := f.Close(); err != nil {
 			t.Fatal(err)

@@ -322,6 +322,8 @@ func (f *Invoker) run(t *task) {
 		}
 		closing := f.baseCtx.Err() != nil
 		switch {
+		case IsStopping(err):
+			out, drop = outDropped, DropClosed // the transport is stopping: kept for the next process
 		case closing && errors.Is(err, context.Canceled):
 			out, drop = outDropped, DropClosed // cancelled by Close: not the call's own outcome
 		case !f.retryable(err):

@@ -63,14 +63,61 @@ type StoredCall struct {
 	// Due is when the next attempt is due; Born when the first attempt
 	// failed (wall-clock time: it must survive a restart).
 	Due, Born time.Time
+	// Err is set by Load, instead of the fields above, for a record the
+	// Store holds but cannot decode: it names the record (where it is
+	// stored) and says why. ID identifies the record for
+	// Quarantiner.Quarantine (0 when the record has no usable ID; see the
+	// Store's doc). New fails on such a record, or sets it aside with
+	// WithQuarantine. Stores that never see bad records leave it nil.
+	Err error
 }
+
+// Quarantiner is implemented by a Store that can set aside a record it
+// holds but that cannot be loaded (WithQuarantine): Quarantine moves
+// record id out of the calls Load reports, keeping its bytes for an
+// operator to inspect, and must be durable when it returns. reason is the
+// error that made the record unloadable. boltstore.Store implements it.
+type Quarantiner interface {
+	Quarantine(id uint64, reason error) error
+}
+
+// ErrBadRecord is matched by the error New returns for a stored call it
+// cannot load (a *BadRecordError), and by the reasons given to
+// Quarantiner.Quarantine.
+var ErrBadRecord = errors.New("failback: stored call cannot be loaded")
+
+// BadRecordError is a stored call that cannot be loaded: the Store could
+// not decode its record (StoredCall.Err), or the Codec could not decode
+// its arguments. errors.Is holds for ErrBadRecord and for Err.
+type BadRecordError struct {
+	// ID is the record's ID in the Store (0 if it has none).
+	ID uint64
+	// Method is the call's method, "" if the record could not be decoded.
+	Method string
+	// Err says why, and where the record is when the Store says so (for
+	// boltstore: the file, bucket and key).
+	Err error
+}
+
+func (e *BadRecordError) Error() string {
+	if e.Method == "" {
+		return fmt.Sprintf("failback: stored call %d cannot be loaded: %v", e.ID, e.Err)
+	}
+	return fmt.Sprintf("failback: stored call %d (method %q) cannot be loaded: %v", e.ID, e.Method, e.Err)
+}
+
+// Unwrap returns ErrBadRecord and Err.
+func (e *BadRecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
 
 // IdempotencyKey is the Invocation attachment that carries a call's
 // idempotency key when the Invoker has a Store: 32 hex digits, the same
 // for the first attempt, every retry and every attempt after a restart, so
 // that a provider can drop the duplicates that at-least-once delivery
 // brings (an attempt that was running when the process died is made
-// again). A key already present in the caller's attachments is kept.
+// again). A non-empty key already present in the caller's attachments is
+// kept; an empty one counts as none (the call gets a new key: a key
+// shared by every call that left it empty would make a provider drop all
+// but the first of them as duplicates).
 const IdempotencyKey = "idempotency-key"
 
 // NewIdempotencyKey returns a new random key: 128 bits from math/rand/v2's
@@ -162,8 +209,9 @@ var errReloaded = errors.New("failback: call queued by a previous invoker (loade
 
 // storeConfig is what WithStore and WithCodec set.
 type storeConfig struct {
-	store Store
-	codec Codec
+	store      Store
+	codec      Codec
+	quarantine bool // WithQuarantine
 }
 
 // WithStore makes the Invoker keep its queued calls in s, so that they
@@ -187,6 +235,13 @@ type storeConfig struct {
 // remove is logged at Warn (the call may then run again after a restart:
 // delivery is at least once).
 //
+// Stored times are wall-clock
+// times: a call stored by a process whose clock was ahead (corrected
+// since) would wait that much longer, so New clamps a stored first-failure
+// time (Born) to its own now, and a stored due time to now plus the
+// policy's longest wait, max(Max, MaxRetryAfter) of the normalized policy.
+// A call New cannot load fails New, or is set aside with WithQuarantine.
+//
 // Loaded calls count in Stats.Offered and end in one of the Succeeded,
 // GaveUp or Dropped hooks, without a Queued (that was the previous
 // invoker's). Leaving dropped calls in s at Shutdown and Close is how a
@@ -205,6 +260,27 @@ func WithCodec(codec Codec) Option {
 	return optionFunc(func(c *config) { c.durable.codec = codec })
 }
 
+// WithQuarantine makes New set aside the stored calls it cannot load
+// (WithStore): a record the Store cannot decode (StoredCall.Err) or whose
+// arguments the Codec cannot decode is moved aside by the Store's
+// Quarantine method (the Store must implement Quarantiner, as
+// boltstore.Store does; otherwise New fails with a *rebound.ArgumentError
+// naming this option), logged at Error with the record's ID, method and
+// reason, and counted in Stats.Quarantined; every other call is loaded.
+//
+// Without it (the default) New fails on the first such record, with an
+// error wrapping ErrStore and a *BadRecordError naming the record. Failing
+// is the default because the usual cause is a deploy, not a damaged disk:
+// a Codec that lost a type (JSONCodec.Types, a protocol buffers message
+// not linked in) makes every record unloadable, and quarantining would
+// quietly move the whole queue aside; failing names the record at once
+// and leaves the queue as it is. Turn quarantine on where starting with
+// the good calls matters more than stopping on a bad one. Without
+// WithStore it has no effect.
+func WithQuarantine() Option {
+	return optionFunc(func(c *config) { c.durable.quarantine = true })
+}
+
 func (c storeConfig) codecOrDefault() Codec {
 	if c.codec == nil {
 		return JSONCodec{}
@@ -212,10 +288,10 @@ func (c storeConfig) codecOrDefault() Codec {
 	return c.codec
 }
 
-// withIdempotencyKey returns inv if it already carries an IdempotencyKey,
-// else a copy of it with a new key.
+// withIdempotencyKey returns inv if it already carries a non-empty
+// IdempotencyKey, else a copy of it with a new key.
 func withIdempotencyKey(inv *cluster.Invocation) *cluster.Invocation {
-	if _, ok := inv.Attachments[IdempotencyKey]; ok {
+	if k := inv.Attachments[IdempotencyKey]; k != "" {
 		return inv
 	}
 	c := *inv
@@ -279,11 +355,30 @@ func (f *Invoker) loadStored() error {
 	}
 	codec := f.cfg.durable.codecOrDefault()
 	now, wallNow := f.now(), time.Now()
-	var loaded []*task
+	pn := f.cfg.policy.Normalized()
+	maxWait := max(pn.Max, pn.MaxRetryAfter) // the longest wait the policy can ask for
+	var (
+		loaded  []*task
+		bad     []*BadRecordError
+		clamped int
+	)
 	err := st.Load(func(c StoredCall) error {
+		if c.Err != nil {
+			berr := &BadRecordError{ID: c.ID, Err: c.Err}
+			if !f.cfg.durable.quarantine {
+				return berr
+			}
+			bad = append(bad, berr)
+			return nil
+		}
 		args, err := codec.Unmarshal(c.Method, c.Args)
 		if err != nil {
-			return err
+			berr := &BadRecordError{ID: c.ID, Method: c.Method, Err: err}
+			if !f.cfg.durable.quarantine {
+				return berr
+			}
+			bad = append(bad, berr)
+			return nil
 		}
 		t := &task{
 			inv:      &cluster.Invocation{Method: c.Method, Args: args, Attachments: c.Attachments},
@@ -292,10 +387,20 @@ func (f *Invoker) loadStored() error {
 			sid:      c.ID,
 			expires:  math.MaxInt64,
 		}
-		// Wall-clock times back on the monotonic clock; a due time in the
-		// past makes the call due now.
-		t.born = now - int64(wallNow.Sub(c.Born))
-		t.due = max(now+int64(c.Due.Sub(wallNow)), now)
+		// Wall-clock times back on the monotonic clock. A clock that was
+		// ahead when they were stored must not stretch waits or TTLs: the
+		// first failure is no later than now, the due time no later than
+		// the policy's longest wait from now; a due time in the past makes
+		// the call due now.
+		born, dueIn := c.Born, c.Due.Sub(wallNow)
+		if born.After(wallNow) {
+			born = wallNow
+			clamped++
+		} else if dueIn > maxWait {
+			clamped++
+		}
+		t.born = now - int64(wallNow.Sub(born))
+		t.due = max(now+int64(min(dueIn, maxWait)), now)
 		if f.cfg.ttl > 0 {
 			t.expires = satAdd(t.born, f.cfg.ttl)
 		}
@@ -309,9 +414,27 @@ func (f *Invoker) loadStored() error {
 		return nil
 	})
 	if err != nil {
+		if _, ok := errors.AsType[*BadRecordError](err); ok {
+			return fmt.Errorf("%w: loading the stored calls (failback.WithQuarantine sets such calls aside): %w", ErrStore, err)
+		}
 		return fmt.Errorf("%w: loading the stored calls: %w", ErrStore, err)
 	}
+	// Quarantine after Load: the Store may not take a change while it
+	// runs Load's fn.
+	q, _ := st.(Quarantiner) // New checked it
+	for _, b := range bad {
+		if err := q.Quarantine(b.ID, b); err != nil {
+			return fmt.Errorf("%w: quarantining a stored call: %w: %w", ErrStore, b, err)
+		}
+		f.log.Error("failback: stored call set aside: it cannot be loaded (quarantined in the store)",
+			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(b.Err))
+	}
+	if clamped > 0 {
+		f.log.Warn("failback: stored times after now clamped (the clock of the process that stored them was ahead)",
+			zap.Int("calls", clamped), zap.Duration("max_wait", maxWait))
+	}
 	f.mu.Lock()
+	f.quarantined += uint64(len(bad))
 	for _, t := range loaded {
 		f.offered++
 		f.pushLocked(t)

@@ -21,6 +21,9 @@ type memStore struct {
 	calls   map[uint64]StoredCall
 	log     []string
 	failAdd error
+
+	quarantine map[uint64]error // Quarantine's records and reasons
+	bad        map[uint64]error // Load reports these IDs with StoredCall.Err
 }
 
 func newMemStore() *memStore { return &memStore{calls: map[uint64]StoredCall{}} }
@@ -71,10 +74,26 @@ func (m *memStore) Load(fn func(StoredCall) error) error {
 	}
 	m.mu.Unlock()
 	for _, c := range calls {
+		if err := m.bad[c.ID]; err != nil {
+			c = StoredCall{ID: c.ID, Err: err}
+		}
 		if err := fn(c); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// Quarantine implements Quarantiner: the record moves to m.quarantine.
+func (m *memStore) Quarantine(id uint64, reason error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.quarantine == nil {
+		m.quarantine = map[uint64]error{}
+	}
+	m.quarantine[id] = reason
+	delete(m.calls, id)
+	m.log = append(m.log, "quarantine")
 	return nil
 }
 

@@ -132,6 +132,21 @@ func BenchmarkReload(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e9, "s/reload")
 		b.ReportMetric(float64(info.Size())/float64(n), "file-bytes/call")
 	})
+	// Open checks the whole file before bbolt uses it (see Open): its
+	// cost, against the Load that follows every Open in a restart.
+	b.Run(fmt.Sprintf("Open/calls=%d", n), func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			st, err := boltstore.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			_ = st.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(info.Size())/1e6, "file-MB")
+	})
 	b.Run(fmt.Sprintf("New/calls=%d", n), func(b *testing.B) {
 		st := open(b, path)
 		defer st.Close()

@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/failback"
@@ -18,14 +20,15 @@ import (
 // rebound.ErrClosed.
 var ErrClosed = rebound.NewClosedError("boltstore: store closed")
 
-// ErrCorrupt is wrapped by the error Load returns for a record it cannot
-// decode.
+// ErrCorrupt is wrapped by the StoredCall.Err Load reports for a record
+// it cannot decode.
 var ErrCorrupt = errors.New("boltstore: corrupt record")
 
 var (
-	bucketName = []byte("failback-calls")
-	metaBucket = []byte("failback-meta")
-	lastIDKey  = []byte("last-id") // the highest ID ever assigned
+	bucketName       = []byte("failback-calls")
+	metaBucket       = []byte("failback-meta")
+	quarantineBucket = []byte("failback-quarantine") // records set aside by Quarantine
+	lastIDKey        = []byte("last-id")             // the highest ID ever assigned
 )
 
 // DefaultOpenTimeout is how long Open waits for the file lock another
@@ -39,6 +42,7 @@ const DefaultOpenTimeout = 10 * time.Second
 // it when done.
 type Store struct {
 	db     *bolt.DB
+	path   string
 	nextID atomic.Uint64
 
 	mu     sync.Mutex
@@ -49,7 +53,10 @@ type Store struct {
 	done    chan struct{} // closed by Close
 	stopped chan struct{} // closed when the committer has exited
 
-	commits, ops, maxBatch atomic.Uint64
+	commits, ops, maxBatch, quarantined atomic.Uint64
+
+	broken      atomic.Pointer[error] // set when bbolt panicked in a commit
+	commitPanic func()                // tests: called inside every commit
 }
 
 // Stats counts the Store's commits.
@@ -60,11 +67,13 @@ type Stats struct {
 	Ops uint64
 	// MaxBatch is the largest number of changes one commit carried.
 	MaxBatch uint64
+	// Quarantined counts the records Quarantine moved aside.
+	Quarantined uint64
 }
 
 // Stats returns the commit counters.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Ops: s.ops.Load(), MaxBatch: s.maxBatch.Load()}
+	return Stats{Commits: s.commits.Load(), Ops: s.ops.Load(), MaxBatch: s.maxBatch.Load(), Quarantined: s.quarantined.Load()}
 }
 
 type opKind uint8
@@ -126,6 +135,20 @@ func WithOpenTimeout(d time.Duration) Option {
 // rebound.ErrInvalidArgument for an empty path or a bad option, and
 // bbolt's error if the file cannot be opened (bolt.ErrTimeout if another
 // process holds it longer than the open timeout).
+//
+// Before bbolt uses an existing file read-write, Open checks it, holding
+// bbolt's shared lock: bbolt trusts its file, so a truncated one (a
+// half-written copy, a full disk) makes it fault (SIGBUS) and a damaged
+// page makes it panic on a goroutine of its own, and either kills the
+// process. Open reads the whole file once with bounds-checked reads: the
+// meta pages as bbolt chooses them, the file's length against the pages
+// in use, and every page reachable from the root (in range, of the right
+// type, referenced once and not free, elements within the page, keys in
+// bbolt's order). A file that fails returns an error naming the file and
+// wrapping ErrDamaged, and the process lives on; move the file aside to
+// start afresh, or restore a copy. An empty file is a new store, as bbolt
+// has it. Records whose bytes are damaged but whose pages are sound are
+// found by Load (StoredCall.Err), not here.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{openTimeout: DefaultOpenTimeout}
 	for _, opt := range opts {
@@ -139,6 +162,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
+	if err := check(path, o.openTimeout); err != nil {
+		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:        o.openTimeout,
 		NoSync:         o.noSync,
@@ -148,7 +174,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: open %s: %w", path, err)
 	}
-	s := &Store{db: db, kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Store{db: db, path: path, kick: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(bucketName)
 		if err != nil {
@@ -172,6 +198,31 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	go s.commit()
 	return s, nil
+}
+
+// check verifies an existing, non-empty file at path (verifyFile) while
+// holding bbolt's shared lock, so that no writer changes it meanwhile.
+func check(path string, timeout time.Duration) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil || st.Size() == 0:
+		return nil // bbolt creates it, or reports why it cannot
+	case st.IsDir():
+		return errors.New("is a directory")
+	}
+	ro, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return err
+		}
+		// bbolt refused the file; say what is wrong with it if we can.
+		if verr := verifyFile(path); verr != nil {
+			return verr
+		}
+		return err
+	}
+	defer ro.Close()
+	return verifyFile(path)
 }
 
 // Add implements failback.Store: the call is durable when Add returns nil.
@@ -241,8 +292,36 @@ func (s *Store) commit() {
 	}
 }
 
+// broken is the error of a commit during which bbolt panicked; nil if none.
+func (s *Store) brokenErr() error {
+	if e := s.broken.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// update runs fn in a bbolt read-write transaction on the calling
+// goroutine. A panic of bbolt (damage the check at Open could not see)
+// is recovered: it breaks the Store, whose every later call returns the
+// same error wrapping ErrDamaged, instead of killing the process.
+func (s *Store) update(fn func(*bolt.Tx) error) (err error) {
+	if err := s.brokenErr(); err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: bbolt panicked in a commit (the store is unusable until the process restarts; check the file): %v", ErrDamaged, s.path, r)
+			s.broken.CompareAndSwap(nil, &err)
+		}
+	}()
+	return s.db.Update(fn)
+}
+
 func (s *Store) write(b *batch) {
-	b.err = s.db.Update(func(tx *bolt.Tx) error {
+	b.err = s.update(func(tx *bolt.Tx) error {
+		if s.commitPanic != nil {
+			s.commitPanic()
+		}
 		bk := tx.Bucket(bucketName)
 		var key [8]byte
 		var lastAdd uint64
@@ -279,7 +358,7 @@ func (s *Store) write(b *batch) {
 		binary.BigEndian.PutUint64(key[:], lastAdd)
 		return tx.Bucket(metaBucket).Put(lastIDKey, key[:])
 	})
-	if b.err != nil {
+	if b.err != nil && !errors.Is(b.err, ErrDamaged) {
 		b.err = fmt.Errorf("boltstore: commit of %d changes: %w", len(b.ops), b.err)
 	}
 	s.commits.Add(1)
@@ -295,46 +374,125 @@ func (s *Store) write(b *batch) {
 
 // Load implements failback.Store: it calls fn for every stored call in ID
 // order, in one read transaction (fn must not call the Store's other
-// methods). A record that cannot be decoded stops Load with an error
-// wrapping ErrCorrupt.
+// methods). For a record it cannot decode, fn gets a StoredCall with only
+// ID and Err set: Err wraps ErrCorrupt and names the file, the bucket and
+// the key. A record whose key is not an 8-byte ID is reported with ID 0.
+// failback.New fails on such a record, or, with failback.WithQuarantine,
+// moves it aside with Quarantine.
 func (s *Store) Load(fn func(failback.StoredCall) error) error {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if s.isClosed() {
 		return ErrClosed
 	}
-	return s.db.View(func(tx *bolt.Tx) error {
+	if err := s.brokenErr(); err != nil {
+		return err
+	}
+	return s.closedErr(s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketName).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
+			var call failback.StoredCall
 			if len(k) != 8 {
-				return fmt.Errorf("%w: key %x", ErrCorrupt, k)
+				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", ErrCorrupt, s.path, bucketName, k)
+			} else if call, call.Err = decode(v); call.Err != nil {
+				call = failback.StoredCall{ID: binary.BigEndian.Uint64(k),
+					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", ErrCorrupt, s.path, bucketName, k, call.Err)}
+			} else {
+				call.ID = binary.BigEndian.Uint64(k)
 			}
-			call, err := decode(v)
-			if err != nil {
-				return fmt.Errorf("%w: call %d: %w", ErrCorrupt, binary.BigEndian.Uint64(k), err)
-			}
-			call.ID = binary.BigEndian.Uint64(k)
 			if err := fn(call); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}))
 }
 
-// Len returns the number of stored calls.
+// Quarantine implements failback.Quarantiner: it moves the record of call
+// id from the calls Load reports to the bucket "failback-quarantine" of
+// the same file (same key, same bytes, for inspection with bbolt's tools),
+// durably, and counts it in Stats.Quarantined. id 0 moves every record
+// whose key is not an 8-byte ID (Load reports those with ID 0). An
+// unknown id is not an error. reason is not stored (failback logs it).
+func (s *Store) Quarantine(id uint64, reason error) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	var moved uint64
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketName)
+		q, err := tx.CreateBucketIfNotExists(quarantineBucket)
+		if err != nil {
+			return err
+		}
+		var keys [][]byte
+		if id == 0 {
+			c := b.Cursor()
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				if len(k) != 8 {
+					keys = append(keys, append([]byte(nil), k...))
+				}
+			}
+		} else {
+			keys = [][]byte{binary.BigEndian.AppendUint64(nil, id)}
+		}
+		for _, k := range keys {
+			v := b.Get(k)
+			if v == nil {
+				continue
+			}
+			if err := q.Put(k, append([]byte(nil), v...)); err != nil {
+				return err
+			}
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+			moved++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("boltstore: quarantine of call %d in %s: %w", id, s.path, s.closedErr(err))
+	}
+	s.quarantined.Add(moved)
+	return nil
+}
+
+// Len returns the number of stored calls (quarantined records excluded).
 func (s *Store) Len() (int, error) {
+	if s.isClosed() {
+		return 0, ErrClosed
+	}
+	if err := s.brokenErr(); err != nil {
+		return 0, err
+	}
 	var n int
 	err := s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bucketName).Stats().KeyN
 		return nil
 	})
-	return n, err
+	return n, s.closedErr(err)
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// closedErr turns bbolt's "database not open", which a call racing Close
+// can meet, into ErrClosed.
+func (s *Store) closedErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
 }
 
 // Close writes the changes still waiting, stops the committer and closes
 // the file. It is idempotent; methods called after it return ErrClosed.
+// If bbolt panicked in a commit (damage Open could not see), that panic
+// was recovered: the commit's callers, and every later call, got an error
+// wrapping ErrDamaged, and Close returns it without closing the file (bbolt
+// could wait for ever), which the process's exit releases.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	first := !s.closed
@@ -346,6 +504,12 @@ func (s *Store) Close() error {
 	}
 	close(s.done)
 	<-s.stopped
+	if err := s.brokenErr(); err != nil {
+		// bbolt may still hold its write lock from the panicked commit,
+		// and its Close would wait for it for ever: leave the file to the
+		// process's exit.
+		return err
+	}
 	return s.db.Close()
 }
 

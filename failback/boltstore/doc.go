@@ -29,6 +29,33 @@
 // Invoker's failback.Codec. An Update rewrites the record in place; Remove
 // deletes it.
 //
+// # Damaged files and records
+//
+// bbolt trusts its file: a truncated one (a half-written copy, a full
+// disk) makes it fault with SIGBUS, a damaged page makes it panic on a
+// goroutine of its own, and either kills the process. So Open checks an
+// existing file before bbolt uses it read-write (holding bbolt's shared
+// lock, with bounds-checked reads of every page in use, once per Open:
+// for 100,000 stored calls, a 34 MB file, about 10 ms on top of bbolt's own
+// 30 ms, less than the Load that follows; BenchmarkReload/Open) and
+// returns an error naming the file and wrapping ErrDamaged instead: move
+// the file aside to start afresh, or restore a copy. An empty file is a
+// new store. Should bbolt still panic in a commit (damage the check
+// cannot see), the committer recovers it: the Store breaks, and its
+// methods return an error wrapping ErrDamaged, instead of the process
+// dying.
+//
+// A record whose pages are sound but whose bytes cannot be decoded is
+// reported by Load to its caller (failback.StoredCall.Err, wrapping
+// ErrCorrupt, naming the file, the bucket and the key). failback.New fails
+// on it by default; with failback.WithQuarantine it calls Quarantine, which
+// moves the record, bytes unchanged, to the bucket "failback-quarantine"
+// of the same file (inspect it with bbolt's command-line tool) and counts
+// it in Stats.Quarantined.
+//
+// Every method of a closed Store returns an error matching
+// rebound.ErrClosed.
+//
 // The file is locked while open: a second Open of the same file, in this
 // process or another, waits for the lock (WithOpenTimeout).
 package boltstore
