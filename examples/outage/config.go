@@ -44,6 +44,7 @@ type config struct {
 	modes                    []mode
 	serve                    string // -serve: status page and metrics address (serve.go)
 	keep                     bool   // -keep: serve on after the scenario
+	verbose                  bool   // -v: progress on stderr
 	live                     *live  // the status page's source; nil without -serve
 }
 
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	only := fs.String("only", "", `run only "sdk", "naive" or "rebound" (default all three)`)
 	fs.StringVar(&c.serve, "serve", "", "host:port (e.g. 127.0.0.1:8080) to serve the status page (/debug/rebound) and Prometheus metrics (/metrics) on while the program runs")
 	fs.BoolVar(&c.keep, "keep", false, "with -serve: keep serving after the scenario, until interrupted")
+	fs.BoolVar(&c.verbose, "v", false, "write progress, per-run timings and what did not converge to stderr (default: only the table, on stdout)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -62,11 +62,13 @@
 //
 // # Output
 //
-// stderr gets a live progress line: the run, its phase, the subscriptions
-// in place at the registry, the listeners holding the right list and the
-// registry's requests per second. On a terminal the line is rewritten in
-// place; otherwise a line is written every second. It ends with each run's
-// timings.
+// With -v, stderr gets a live progress line: the run, its phase, the
+// subscriptions in place at the registry, the listeners holding the right
+// list and the registry's requests per second. On a terminal the line is
+// rewritten in place; otherwise a line is written every second. It ends
+// with each run's timings, and, for a run that did not converge, the
+// status of every subscription that did not. Without -v stderr gets only
+// what asks you to act (-nacos) and errors.
 //
 // stdout gets a table, one column per run (sdk, naive, rebound): how long
 // the registry was down (measured), the CPU time the process used during
@@ -128,6 +130,7 @@
 //	-serve        host:port: serve the status page (/debug/rebound) and
 //	              Prometheus metrics (/metrics) while running; prints the URLs
 //	-keep         with -serve: keep serving after the scenario until interrupted
+//	-v            progress and per-run timings on stderr (default: the table only)
 //
 // nacos-sdk-go's own log goes to a temporary directory while its clients
 // start and is discarded afterwards; its cache files go to a temporary
@@ -170,7 +173,7 @@ func main() {
 
 // run is the program: it parses args, runs the scenario with the naive
 // consumers and then with rebound, prints the table to stdout and writes
-// the PNG. Progress goes to stderr.
+// the PNG. Progress goes to stderr with -v.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -184,7 +187,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer stop()
 	}
 	start := time.Now()
-	prog := newProgress(stderr)
+	prog := newProgress(stderr, cfg.verbose)
 	defer prog.close()
 	var results []result
 	for _, m := range cfg.modes {

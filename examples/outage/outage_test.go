@@ -152,6 +152,7 @@ func TestRunReduced(t *testing.T) {
 		// policy bounds the attempts in an outage.
 		"-jitter", "equal",
 		"-out", path,
+		"-v", // progress on stderr, checked below
 	}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -280,6 +281,10 @@ func TestTPSRejections(t *testing.T) {
 	}
 	rbOut := stdout.String()
 	t.Logf("%s\n%s", sdkOut, rbOut)
+	// Without -v, stderr gets nothing: the table is the output.
+	if e := stderr.String(); e != "" {
+		t.Errorf("without -v, stderr has %d bytes, want none:\n%s", len(e), e)
+	}
 	sdk, _ := parseTable(t, sdkOut)
 	rb, _ := parseTable(t, rbOut)
 	if v := sdk.int(t, rowRejected, "sdk"); v < 4 {
