@@ -87,6 +87,12 @@
 // previous call), the empty lists delivered from the outage on (to
 // listeners that had instances, and as first lists of listeners started
 // during the outage), and the subscriptions the consumer code gave up. A
+// last row is the price of rebound's empty-list hold (-emptied): once the
+// rest is measured, every instance of one service is deregistered for
+// real, and the row is the time until every listener that had the
+// service's list holds the empty list (the SDK passes it on with the push;
+// rebound's Manager, within subscriber.WithEmptyListHold of the reconnect,
+// delivers it when the hold ends). A
 // last line compares rebound with the SDK alone: SubscribeServiceRequests
 // during the recovery and the time until every subscription was back.
 //
@@ -130,6 +136,7 @@
 //	-serve        host:port: serve the status page (/debug/rebound) and
 //	              Prometheus metrics (/metrics) while running; prints the URLs
 //	-keep         with -serve: keep serving after the scenario until interrupted
+//	-emptied      measure the price of the empty-list hold (default true; see below)
 //	-v            progress and per-run timings on stderr (default: the table only)
 //
 // nacos-sdk-go's own log goes to a temporary directory while its clients
