@@ -1,4 +1,4 @@
-// Command outage shows, in one command and under a minute, what rebound
+// Command outage shows, in one command and about two minutes, what rebound
 // does for a Go service when its service registry goes down and comes back
 // empty, with numbers measured on your machine and a picture.
 //
