@@ -102,7 +102,7 @@
 // WithMeterProvider here, subscriber.WithMeterProvider,
 // failback.WithMeterProvider and reboundgrpc.WithMeterProvider record these
 // instruments, on the meter
-// "github.com/rebound-go/rebound" (the one table; the README has it with
+// "github.com/rebound-go/rebound" (the one table; docs/observability.md has it with
 // the details):
 //
 //	rebound.retry.attempts                counter, observable        {attempt}       outcome=success|retry|gave_up|throttled, component

@@ -8,7 +8,7 @@ import (
 )
 
 // WithMeterProvider records the loop's OpenTelemetry metrics with mp (see
-// the README's table): rebound.retry.attempts{outcome=success|retry|gave_up|throttled}
+// docs/observability.md): rebound.retry.attempts{outcome=success|retry|gave_up|throttled}
 // (every attempt), rebound.retry.delay (s, each backoff delay) and
 // rebound.limiter.wait (s, each wait for a WithLimiter token), on the meter
 // "github.com/rebound-go/rebound", each measurement carrying attrs (for

@@ -12,10 +12,11 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// ExampleRetry_quickStart is the README's first "Retry one operation"
+// ExampleRetry_quickStart is docs/guide.md's first "Retry one operation"
 // snippet: a Permanent error ends the loop at once, and the loop is logged
-// through logging.RetryNotify. (The README uses the zero Policy; here the
-// delays are shortened so that the example runs quickly.)
+// through logging.RetryNotify. (The guide uses the zero Policy; here the
+// delays are shortened so that the example runs quickly.) The README's own
+// snippets are in readme_snippets_test.go.
 func ExampleRetry_quickStart() {
 	ctx := context.Background()
 	logger := zap.NewNop() // yours
@@ -29,7 +30,7 @@ func ExampleRetry_quickStart() {
 	}
 	isNotFound := func(err error) bool { return errors.Is(err, errNotFound) }
 
-	p := rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond} // README: rebound.Policy{}
+	p := rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond} // guide: rebound.Policy{}
 	err := rebound.Retry(ctx, p, func(ctx context.Context) error {
 		err := call(ctx)
 		if isNotFound(err) {
@@ -41,7 +42,7 @@ func ExampleRetry_quickStart() {
 	// Output: 3 404 no such user true false
 }
 
-// ExampleNewRetrier is the README's second "Retry one operation" snippet:
+// ExampleNewRetrier is docs/guide.md's second "Retry one operation" snippet:
 // a Retrier compiled once with a shared RetryBudget and hooks.
 func ExampleNewRetrier() {
 	ctx := context.Background()
@@ -59,7 +60,7 @@ func ExampleNewRetrier() {
 		return nil
 	}
 
-	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, // README: rebound.Policy{}
+	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, // guide: rebound.Policy{}
 		rebound.WithBudget(budget),
 		rebound.WithHooks(rebound.Hooks{Recovered: onRecovered, GaveUp: onGaveUp}))
 	if err != nil {

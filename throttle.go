@@ -55,7 +55,7 @@ const throttleSlots = 20
 // sees only failures, so after recovery it lets few attempts through
 // until accepts come back: it sheds load from a process with many
 // requests, but slows the recovery of a process with few (see the storm
-// simulator's rows in the README).
+// simulator's rows in docs/storm.md).
 //
 // An AdaptiveThrottle is safe for concurrent use and meant to be shared
 // (one per backend, per process). Time is passed in, so it runs in virtual

@@ -89,7 +89,7 @@ func ExampleRejectedError() {
 	// failback: call not queued for retry (queue_full): cluster: no invokers available
 }
 
-// Example_registry is the README's "Fire-and-forget calls with failback":
+// Example_registry is docs/guide.md's "Fire-and-forget calls with failback":
 // a directory that follows a registry subscription (here an in-memory
 // registry), waited on for its first providers, a failback invoker over
 // it, and the documented teardown order.

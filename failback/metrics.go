@@ -9,7 +9,7 @@ import (
 )
 
 // WithMeterProvider records the invoker's OpenTelemetry metrics with mp
-// (see the README's table), on the meter "github.com/rebound-go/rebound":
+// (see docs/observability.md), on the meter "github.com/rebound-go/rebound":
 // rebound.failback.queue (calls waiting for or running a retry) and
 // rebound.failback.calls{outcome=succeeded|gave_up|dropped} (calls handed
 // to the background that ended). Both are read from Stats when the reader

@@ -9,7 +9,7 @@ import (
 )
 
 // WithMeterProvider records the Manager's OpenTelemetry metrics with mp
-// (see the README's table), on the meter "github.com/rebound-go/rebound":
+// (see docs/observability.md), on the meter "github.com/rebound-go/rebound":
 //
 //   - rebound.subscriber.subscriptions{state}: subscriptions by state
 //     (every state is reported, also at 0, from the first collection on;

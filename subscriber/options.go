@@ -125,49 +125,21 @@ func WithLimiter(l *rate.Limiter) Option {
 
 // WithEmptyListHold sets how long an empty instance list is held back
 // after a registry disconnection or restart, so that listeners keep the
-// last known good list while providers re-register on a restarted
-// registry.
+// last known good list while the providers re-register. Default:
+// DefaultEmptyListHold (30 s); 0 delivers empty lists at once; d must not
+// be negative.
 //
 // The hold window opens when the ConnectionMonitor reports the connection
-// lost or re-established (not when an adapter calls Sink.Resubscribe, nor
-// for Refresh or a reconciliation: those never hide a real
-// deregistration) and closes d after the subscription is confirmed again.
-// An empty list that arrives in the window, while the last delivered list
-// was not empty, is held back: a non-empty list that arrives meanwhile
-// replaces it (the empty list is never delivered); otherwise it is
-// delivered when the window closes, and never later than d after it
-// arrived (a hard cap, confirmed or not). While held, Status shows
-// HeldSince, HeldUntil and HeldReason, and State is StateHeld if the
-// subscription is confirmed. Outside the window an empty list is delivered
-// at once.
-//
-// A subscription's first list, if empty, is held by the same rule when it
-// arrives in a window: the window of a subscription created while the
-// connection is down opens at once (and the Connected report to come
-// reopens it); one created within d after a Connected report has a window
-// that closes d after that report. So a subscription started during an
-// outage, whose first attempt reaches a registry that restarted empty
-// before the providers have re-registered, waits for their list instead
-// of seeing an empty one. Ready is still closed when the registry
-// acknowledges the subscription; HeldReason starts with "first list
-// empty". A truly empty service is seen empty at most d after its empty
-// list arrived. A Manager that has seen no Disconnected or Connected report
-// (a healthy registry since New) delivers an empty first list at once.
-//
+// lost or re-established, and closes d after the subscription is confirmed
+// again. An empty list that arrives in it, after a non-empty one or as a
+// first list, is held: a non-empty list arriving meanwhile replaces it;
+// otherwise it is delivered when the window closes, and never later than d
+// after it arrived. Outside a window an empty list is delivered at once.
 // With a Registry that implements Reconciler, a held list is checked
-// against the server while the subscription is confirmed: one Lookup d/8
-// after the empty list arrived, then d/4 and d/2 (at most three per hold,
-// each taking a token of the shared limiter; none when the hold ends
-// sooner, as it does when the providers' list is pushed). If the server
-// holds instances, the hold ends at once with the server's list and the
-// subscription is resubscribed (LastErr ErrOutOfSync, like a
-// reconciliation), so a re-registration push that never reached the
-// adapter (lost, or an SDK that stored an older empty reply over it) does
-// not hand the listener an empty list at the cap. A server that is empty
-// too keeps the hold.
-//
-// Default: DefaultEmptyListHold (30 s). 0 delivers empty lists at once.
-// d must not be negative.
+// against the server (at most three Lookups), and the server's instances
+// end the hold. Status shows HeldSince, HeldUntil and HeldReason. The
+// rules in full, and what the hold costs a service that really became
+// empty, are in docs/guide.md and docs/skeptic.md.
 func WithEmptyListHold(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {

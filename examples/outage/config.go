@@ -44,6 +44,8 @@ type config struct {
 	modes                    []mode
 	serve                    string // -serve: status page and metrics address (serve.go)
 	keep                     bool   // -keep: serve on after the scenario
+	verbose                  bool   // -v: progress on stderr
+	emptied                  bool   // -emptied: measure the empty-list hold's price (embedded registry only)
 	live                     *live  // the status page's source; nil without -serve
 }
 
@@ -92,6 +94,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	only := fs.String("only", "", `run only "sdk", "naive" or "rebound" (default all three)`)
 	fs.StringVar(&c.serve, "serve", "", "host:port (e.g. 127.0.0.1:8080) to serve the status page (/debug/rebound) and Prometheus metrics (/metrics) on while the program runs")
 	fs.BoolVar(&c.keep, "keep", false, "with -serve: keep serving after the scenario, until interrupted")
+	fs.BoolVar(&c.emptied, "emptied", true, "at the end of each run, deregister every instance of one service and time how long until its listeners see it empty (the price of rebound's empty-list hold: adds up to 30 s to the rebound run); embedded registry only")
+	fs.BoolVar(&c.verbose, "v", false, "write progress, per-run timings and what did not converge to stderr (default: only the table, on stdout)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -28,7 +28,7 @@ const (
 func (s *scenario) externalOutage(ctx context.Context) (down, up mark, err error) {
 	probe := s.currentSlots()[0].client
 	s.prog.phase(s.mode, "await restart")
-	s.prog.note("\n>>> %s run: restart the Nacos server at %s now: stop it, keep it down for about %v, start it again.\n"+
+	s.prog.prompt("\n>>> %s run: restart the Nacos server at %s now: stop it, keep it down for about %v, start it again.\n"+
 		">>> Waiting up to %v for it to go down, then up to %v for it to come back.",
 		s.mode, s.cfg.nacosAddr, s.cfg.down, restartWait, s.cfg.down+comeBackSlack)
 	wait := func(timeout time.Duration, healthy bool) (bool, error) {
@@ -41,7 +41,7 @@ func (s *scenario) externalOutage(ctx context.Context) (down, up mark, err error
 	ok, err := wait(restartWait, false)
 	if err != nil || !ok {
 		if err == nil {
-			s.prog.note(">>> the server did not go down within %v: skipping this run's outage", restartWait)
+			s.prog.prompt(">>> the server did not go down within %v: skipping this run's outage", restartWait)
 		}
 		return mark{}, mark{}, err
 	}
@@ -53,7 +53,7 @@ func (s *scenario) externalOutage(ctx context.Context) (down, up mark, err error
 	ok, err = wait(s.cfg.down+comeBackSlack, true)
 	if err != nil || !ok {
 		if err == nil {
-			s.prog.note(">>> the server did not come back within %v: skipping this run's recovery", s.cfg.down+comeBackSlack)
+			s.prog.prompt(">>> the server did not come back within %v: skipping this run's recovery", s.cfg.down+comeBackSlack)
 		}
 		return mark{}, mark{}, err
 	}

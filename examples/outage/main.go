@@ -1,4 +1,4 @@
-// Command outage shows, in one command and under a minute, what rebound
+// Command outage shows, in one command and about two minutes, what rebound
 // does for a Go service when its service registry goes down and comes back
 // empty, with numbers measured on your machine and a picture.
 //
@@ -62,11 +62,13 @@
 //
 // # Output
 //
-// stderr gets a live progress line: the run, its phase, the subscriptions
-// in place at the registry, the listeners holding the right list and the
-// registry's requests per second. On a terminal the line is rewritten in
-// place; otherwise a line is written every second. It ends with each run's
-// timings.
+// With -v, stderr gets a live progress line: the run, its phase, the
+// subscriptions in place at the registry, the listeners holding the right
+// list and the registry's requests per second. On a terminal the line is
+// rewritten in place; otherwise a line is written every second. It ends
+// with each run's timings, and, for a run that did not converge, the
+// status of every subscription that did not. Without -v stderr gets only
+// what asks you to act (-nacos) and errors.
 //
 // stdout gets a table, one column per run (sdk, naive, rebound): how long
 // the registry was down (measured), the CPU time the process used during
@@ -85,6 +87,12 @@
 // previous call), the empty lists delivered from the outage on (to
 // listeners that had instances, and as first lists of listeners started
 // during the outage), and the subscriptions the consumer code gave up. A
+// last row is the price of rebound's empty-list hold (-emptied): once the
+// rest is measured, every instance of one service is deregistered for
+// real, and the row is the time until every listener that had the
+// service's list holds the empty list (the SDK passes it on with the push;
+// rebound's Manager, within subscriber.WithEmptyListHold of the reconnect,
+// delivers it when the hold ends). A
 // last line compares rebound with the SDK alone: SubscribeServiceRequests
 // during the recovery and the time until every subscription was back.
 //
@@ -128,6 +136,8 @@
 //	-serve        host:port: serve the status page (/debug/rebound) and
 //	              Prometheus metrics (/metrics) while running; prints the URLs
 //	-keep         with -serve: keep serving after the scenario until interrupted
+//	-emptied      measure the price of the empty-list hold (default true; see below)
+//	-v            progress and per-run timings on stderr (default: the table only)
 //
 // nacos-sdk-go's own log goes to a temporary directory while its clients
 // start and is discarded afterwards; its cache files go to a temporary
@@ -170,7 +180,7 @@ func main() {
 
 // run is the program: it parses args, runs the scenario with the naive
 // consumers and then with rebound, prints the table to stdout and writes
-// the PNG. Progress goes to stderr.
+// the PNG. Progress goes to stderr with -v.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
@@ -184,7 +194,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer stop()
 	}
 	start := time.Now()
-	prog := newProgress(stderr)
+	prog := newProgress(stderr, cfg.verbose)
 	defer prog.close()
 	var results []result
 	for _, m := range cfg.modes {

@@ -35,7 +35,7 @@ func parseTable(t *testing.T, out string) (table, []string) {
 	var runs []string
 	tab := table{}
 	labels := []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowRejected, rowConverged,
-		rowNotInPlace, rowProviders, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp}
+		rowNotInPlace, rowProviders, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp, rowEmptied}
 	for line := range strings.Lines(out) {
 		trimmed := strings.TrimSpace(line)
 		if runs == nil {
@@ -152,6 +152,7 @@ func TestRunReduced(t *testing.T) {
 		// policy bounds the attempts in an outage.
 		"-jitter", "equal",
 		"-out", path,
+		"-v", // progress on stderr, checked below
 	}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -236,6 +237,19 @@ func TestRunReduced(t *testing.T) {
 		}
 	}
 
+	// The price of the empty-list hold: a service emptied for real after
+	// the recovery reaches every listener that had its list, in every run;
+	// rebound's Manager delivers it when its hold (30 s from the
+	// re-confirmation) ends, the SDK with the push.
+	for _, r := range runs {
+		if v := tab[rowEmptied][r]; strings.HasPrefix(v, "not within") {
+			t.Errorf("%s: %s %s", r, rowEmptied, v)
+		}
+	}
+	if sdk, rb := tab.seconds(t, rowEmptied, "sdk"), tab.seconds(t, rowEmptied, "rebound"); rb <= sdk {
+		t.Errorf("the emptied service reached rebound's listeners after %v, the SDK's after %v: want rebound's later (its hold)", rb, sdk)
+	}
+
 	// The PNG.
 	if !strings.Contains(out, "wrote "+path) {
 		t.Errorf("the output does not name the PNG %s", path)
@@ -265,7 +279,7 @@ func TestRunReduced(t *testing.T) {
 // back with nothing lost, duplicated or emptied.
 func TestTPSRejections(t *testing.T) {
 	args := []string{"-clients", "2", "-subs", "4", "-providers", "1", "-down", "1s", "-timeout", "8s",
-		"-restarts", "0", "-tps-reject", "2", "-only", "sdk", "-out", ""}
+		"-restarts", "0", "-tps-reject", "2", "-emptied=false", "-only", "sdk", "-out", ""}
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -280,6 +294,10 @@ func TestTPSRejections(t *testing.T) {
 	}
 	rbOut := stdout.String()
 	t.Logf("%s\n%s", sdkOut, rbOut)
+	// Without -v, stderr gets nothing: the table is the output.
+	if e := stderr.String(); e != "" {
+		t.Errorf("without -v, stderr has %d bytes, want none:\n%s", len(e), e)
+	}
 	sdk, _ := parseTable(t, sdkOut)
 	rb, _ := parseTable(t, rbOut)
 	if v := sdk.int(t, rowRejected, "sdk"); v < 4 {

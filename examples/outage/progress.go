@@ -21,11 +21,12 @@ const (
 // holding the right list, and the embedded registry's requests per second
 // over the last second. On a terminal the line
 // is rewritten in place (\r); otherwise a plain line is written every
-// second and at each phase change. Safe for concurrent use; close stops its
-// goroutine.
+// second and at each phase change. Without -v (quiet) it writes nothing but
+// prompts. Safe for concurrent use; close stops its goroutine.
 type progress struct {
-	w   io.Writer
-	tty bool
+	w     io.Writer
+	tty   bool
+	quiet bool // no -v: only prompt writes
 
 	mu     sync.Mutex
 	run    string
@@ -51,14 +52,20 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w, tty: isTerminal(w), stop: make(chan struct{}), done: make(chan struct{})}
+// newProgress returns a progress writing to w; with verbose false it writes
+// only prompts.
+func newProgress(w io.Writer, verbose bool) *progress {
+	p := &progress{w: w, tty: isTerminal(w), quiet: !verbose, stop: make(chan struct{}), done: make(chan struct{})}
 	go p.loop()
 	return p
 }
 
 func (p *progress) loop() {
 	defer close(p.done)
+	if p.quiet {
+		<-p.stop
+		return
+	}
 	every := plainEvery
 	if p.tty {
 		every = ttyEvery
@@ -98,8 +105,18 @@ func (p *progress) untrack() {
 	p.endLineLocked()
 }
 
-// note writes a message on a line of its own.
+// note writes a message on a line of its own (with -v only).
 func (p *progress) note(format string, args ...any) {
+	if p.quiet {
+		return
+	}
+	p.prompt(format, args...)
+}
+
+// prompt writes a message on a line of its own, with or without -v: it
+// asks the user to act (restart an external server) or says why the run
+// cannot go on.
+func (p *progress) prompt(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endLineLocked()
@@ -114,6 +131,9 @@ func (p *progress) endLineLocked() {
 }
 
 func (p *progress) print() {
+	if p.quiet {
+		return
+	}
 	p.mu.Lock()
 	snap, rate := p.snap, p.rate
 	run, name, since := p.run, p.name, p.since

@@ -16,6 +16,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
+	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacoslog"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
@@ -52,6 +53,9 @@ const (
 	// canaryTimeout bounds the wait for the change made after the recovery
 	// to reach every listener.
 	canaryTimeout = 2 * time.Second
+	// emptyTimeout bounds the wait for a really emptied service to reach
+	// its listeners: the Manager's default empty-list hold plus slack.
+	emptyTimeout = subscriber.DefaultEmptyListHold + 15*time.Second
 	// plotBefore is how much of the time before the outage the plot shows.
 	plotBefore = 2 * time.Second
 	// providerPort is the port every provider instance registers.
@@ -96,6 +100,13 @@ type result struct {
 	empties    int // empty lists delivered from the outage on, to listeners that had instances
 	firstEmpty int // empty first lists, to listeners started during the outage
 	gaveUp     int // subscriptions the consumer's code abandoned
+
+	// emptiedIn: a service deregistered for real after the recovery ->
+	// every listener that had its list holds the empty list (emptiedOK
+	// false: not within emptyTimeout; emptiedObserved false: not measured,
+	// an external registry).
+	emptiedIn                  time.Duration
+	emptiedOK, emptiedObserved bool
 
 	timing timing
 
@@ -634,7 +645,54 @@ func (s *scenario) run(ctx context.Context) (result, error) {
 	for _, w := range watches {
 		res.duplicated += w.stats().duplicates
 	}
+
+	// The price of the empty-list hold, measured last so that it changes
+	// no other row: one service loses every instance for real, soon after
+	// the recovery.
+	if s.srv != nil && s.cfg.emptied {
+		res.emptiedObserved = true
+		res.emptiedIn, res.emptiedOK, err = s.emptyService(ctx)
+		if err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// emptyService deregisters every instance of the first service at the
+// embedded registry and measures how long it takes until every listener
+// that had the service's list (its subscription in place) holds the empty
+// list. The SDK delivers it with the push; rebound's Manager, within
+// WithEmptyListHold of a reconnect, cannot tell this deregistration from a
+// restarted registry's empty list and delivers it when the hold ends.
+func (s *scenario) emptyService(ctx context.Context) (time.Duration, bool, error) {
+	s.prog.phase(s.mode, "service emptied")
+	svc, truth := s.services[0], s.truth()[0]
+	var ws []*watch
+	for _, sl := range s.currentSlots() {
+		if st := sl.watches[0].stats(); st.has && st.last == truth {
+			ws = append(ws, sl.watches[0])
+		}
+	}
+	start := time.Now()
+	for _, in := range s.srv.Instances("", "", svc) {
+		s.srv.DeregisterInstance("", "", svc, nacostest.Instance{Ip: in.Ip, Port: in.Port, ClusterName: in.ClusterName})
+	}
+	err := poll(ctx, emptyTimeout, "the emptied service to reach every listener", func() bool {
+		for _, w := range ws {
+			if st := w.stats(); st.last != "" {
+				return false
+			}
+		}
+		return true
+	})
+	if ctx.Err() != nil {
+		return 0, false, context.Cause(ctx)
+	}
+	if err != nil && !errors.Is(err, errTimeout) {
+		return 0, false, err
+	}
+	return time.Since(start), err == nil, nil
 }
 
 // canaryChange registers one more provider instance in every service and

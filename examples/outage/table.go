@@ -32,6 +32,7 @@ const (
 	rowEmpties     = "empty lists to listeners that had instances"
 	rowFirstEmpty  = "empty first lists (consumers started in outage)"
 	rowGaveUp      = "subscriptions abandoned by the consumer code"
+	rowEmptied     = "a service emptied after recovery -> seen empty"
 	notAvailable   = "n/a"
 	notConvergedIn = "not within "
 )
@@ -80,7 +81,7 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	width := len(rowConverged)
 	for _, l := range []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowRejected, rowNotInPlace,
-		rowProviders, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp} {
+		rowProviders, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp, rowEmptied} {
 		width = max(width, len(l))
 	}
 	row := func(label string, cell func(r result) string) {
@@ -162,6 +163,15 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	row(rowEmpties, func(r result) string { return fmt.Sprint(r.empties) })
 	row(rowFirstEmpty, func(r result) string { return fmt.Sprint(r.firstEmpty) })
 	row(rowGaveUp, func(r result) string { return fmt.Sprint(r.gaveUp) })
+	row(rowEmptied, func(r result) string {
+		switch {
+		case !r.emptiedObserved:
+			return "n/a"
+		case !r.emptiedOK:
+			return "not within " + seconds(emptyTimeout)
+		}
+		return seconds(r.emptiedIn)
+	})
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -174,6 +184,7 @@ func printTable(w io.Writer, cfg config, results []result) error {
 		"lost: listeners whose final list differs from the registry's after one more provider registered in every service once the recovery ended.",
 		"duplicated: listener calls with the same list as the previous call to that listener.",
 		"empty lists: listener calls with no instance, from the outage on (the providers were up throughout); \"first lists\": the first lists of listeners started during the outage, before the providers had re-registered with the restarted registry.",
+		"emptied: the price of rebound's empty-list hold. Once the rest is measured, every instance of one service is deregistered: the time until every listener that had its list holds the empty list (rebound, within subscriber.WithEmptyListHold of a reconnect: when the hold ends).",
 	}
 	if cfg.nacosAddr != "" {
 		notes = append(notes,

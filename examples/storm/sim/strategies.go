@@ -117,7 +117,7 @@ const FleetMax = 7 * time.Second
 //	rebound+budget+throttle
 //	fleet               DecorrelatedJitter capped at FleetMax (7 s),
 //	                    honouring Retry-After: the documented strategy for
-//	                    fleets (see the README)
+//	                    fleets (see docs/storm.md)
 //
 // Budgets and throttles have rebound's defaults and are built per process;
 // no process shares anything with another.

@@ -15,7 +15,7 @@
 // retrying 20 subscriptions (TestRealOutageLineCount). With the defaults
 // (Warn; lines of a call site at 0, 1m, 3m, 7m, ...) a 10-minute outage
 // writes at most 4 lines per call site (TestTenMinuteOutageReplay,
-// TestThrottleSpacingDoubles; figures in the README).
+// TestThrottleSpacingDoubles; figures in docs/measurements.md).
 //
 // This package lives beside the Nacos adapter so that package logging, and
 // so failback, cluster and subscriber, do not import nacos-sdk-go (whose
