@@ -86,7 +86,7 @@ var (
 //     becomes "http://user:[REDACTED]@host"), also without a scheme at the
 //     start of a word ("root:pw@tcp(db)"); as in net/url, the user
 //     information ends at the last '@' of the host part, so a password
-//     holding '@' is redacted whole.
+//     holding '@' or '/' is redacted whole.
 //
 // A string without ':' or '=' is returned as is, without allocating.
 // Scrub takes time linear in the length of s.
@@ -149,14 +149,25 @@ type passwordScan struct {
 
 // end returns the end of the password that starts at i (after "user:"):
 // the last '@' before the end of the host part that a host follows; i if
-// there is none.
+// there is none. The host part ends at a blank, a quote, '<' or '>'; at
+// a '/' only if a port comes before it ("http://host:8848/a@b" has no
+// password): a password may hold '/' and '@' unescaped
+// ("http://u:p/a@ss@host"), which redacts more than the password where a
+// path holds an '@'.
 func (p *passwordScan) end(s string, i int) int {
 	if i >= p.stop {
 		p.stop, p.lastAt = len(s), -1
+		slash := false
 	scan:
 		for j := i; j < len(s); j++ {
 			switch c := s[j]; c {
-			case ' ', '\t', '\r', '\n', '\v', '\f', '/', '"', '\'', '<', '>':
+			case '/':
+				if !slash && isPort(s[i:j]) {
+					p.stop = j
+					break scan
+				}
+				slash = true
+			case ' ', '\t', '\r', '\n', '\v', '\f', '"', '\'', '<', '>':
 				p.stop = j
 				break scan
 			case '@':
@@ -170,6 +181,16 @@ func (p *passwordScan) end(s string, i int) int {
 		return p.lastAt
 	}
 	return i
+}
+
+// isPort reports whether s is empty or all digits.
+func isPort(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func isHostStart(c byte) bool {

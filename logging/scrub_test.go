@@ -50,6 +50,11 @@ func TestScrubHeadersQuotesAndPasswords(t *testing.T) {
 		{"http://user:p@ss@host/x", "http://user:[REDACTED]@host/x"},
 		{`Get "http://nacos:a@b:c@10.0.0.1:8848/nacos": refused`, `Get "http://nacos:[REDACTED]@10.0.0.1:8848/nacos": refused`},
 		{"root:p@ss@tcp(db:3306)/x", "root:[REDACTED]@tcp(db:3306)/x"},
+		{"etcd://root:pa/ss@host:2379/x", "etcd://root:[REDACTED]@host:2379/x"},
+		{"root:pa/s@s@tcp(db:3306)/x", "root:[REDACTED]@tcp(db:3306)/x"},
+		{"http://u:pw@host/path@x", "http://u:[REDACTED]@x"}, // more than the password: a path holding '@'
+		{"http://u:pw@host/path", "http://u:[REDACTED]@host/path"},
+		{"http://host:/path@x and http://host:8848/a/b@c", "http://host:/path@x and http://host:8848/a/b@c"},
 		{"etcd://root:s3cr3t@host:2379 and https://u:p@x/?password=q", "etcd://root:[REDACTED]@host:2379 and https://u:[REDACTED]@x/?password=[REDACTED]"},
 		// What stays.
 		{"no userinfo: http://host:8848/path@x", "no userinfo: http://host:8848/path@x"},
@@ -125,7 +130,7 @@ func keep(s string, drop string) string {
 
 func bare(s string) string        { return keep(s, " \"'[]<>(){},&;\u0085\u00a0") }
 func headerValue(s string) string { return keep(s, "\"'\\])}>\u0085\u00a0\u2028\u2029") }
-func urlPassword(s string) string { return keep(s, " /\"'<>\u0085\u00a0") }
+func urlPassword(s string) string { return keep(s, " \"'<>\u0085\u00a0") }
 func token68(s string) string {
 	return strings.Map(func(r rune) rune {
 		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-._~+/=", r) {
