@@ -26,8 +26,10 @@
 // # Redaction
 //
 // Scrub removes credentials from free text: the value after a sensitive
-// key ("password=x", `"accessToken":"x"`, "SecretKey:x") and the password
-// in a URL ("http://user:x@host"). RedactCore (and Redacted for a
+// key ("password=x", `"accessToken":"x"`, "SecretKey:x", a quoted value
+// whole), the credentials of Authorization and Cookie headers
+// ("Authorization: Bearer x", every cookie of "Cookie: a=1; b=2") and the
+// password in a URL ("http://user:x@host", also when it holds '@'). RedactCore (and Redacted for a
 // *zap.Logger) applies it to what rebound writes: every message, every
 // error text and string field; a field whose key is sensitive is redacted
 // whole. Every Loop logs through it, and so does the nacos-sdk-go bridge in

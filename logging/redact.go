@@ -54,14 +54,14 @@ func IsSensitiveKey(key string) bool {
 }
 
 var (
-	// keyValue finds "key: value", "key=value", `"key":"value"`,
-	// "key:[value]", "key:<value>" and Go's %+v "Key:value". Group 1 is the
-	// key, group 2 the value.
-	keyValue = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.\-]*)["']?\s*[:=]\s*["'\[<(]?([^\s"'\]>)<({},&;]+)`)
-	// userinfo finds the password of "scheme://user:password@host" and of
-	// "user:password@host" (a DSN) at the start of a word. Group 1 is the
-	// password.
-	userinfo = regexp.MustCompile(`(?:[A-Za-z][A-Za-z0-9+.\-]*://|^|[\s"'(<\[=,])[^\s:/@"'<>\[\]]*:([^\s/@"'<>]+)@[A-Za-z0-9\[(]`)
+	// keySep finds a key and its separator: "key: ", "key=", `"key":`,
+	// `\"key\":` (JSON inside a quoted string) and Go's %+v "Key:". Group 1
+	// is the key; the value starts at the end of the match.
+	keySep = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.\-]*)(?:\\?["'])?\s*[:=]\s*`)
+	// urlUser finds "scheme://user:" and dsnUser "user:" at the start of a
+	// word (a DSN such as "root:pw@tcp(db)"): a password may follow.
+	urlUser = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@"'<>\[\]]*:`)
+	dsnUser = regexp.MustCompile(`(?:^|[\s"'(<\[=,])[^\s:/@"'<>\[\]]*:`)
 )
 
 // Scrub returns s with credentials replaced by "[REDACTED]":
@@ -69,34 +69,54 @@ var (
 //   - the value after each sensitive key (see IsSensitiveKey) written as
 //     "key: value", "key=value", `"key":"value"`, "key:[value]",
 //     "key:<value>" or "Key:value" (Go's %+v of a struct, such as the SDK's
-//     ClientConfig); a value ends at white space, a quote, a comma, '&',
-//     ';' or a bracket;
+//     ClientConfig). A quoted value ends at its closing quote (backslash
+//     escapes count, also for a quoted string inside a quoted string, as
+//     in `"{\"password\":\"x\"}"`); another value ends at white space, a
+//     quote, a comma, '&', ';' or a bracket;
+//   - the whole value of a header whose key ends with "authorization" or
+//     "cookie" (Authorization, Proxy-Authorization, Cookie, Set-Cookie):
+//     every cookie of "Cookie: a=1; SESSIONID=x", the credentials of
+//     "Authorization: Digest username=..., response=...", up to the end of
+//     the line, a closing bracket, or a quote that ends the text around
+//     it. A known authentication scheme before the credentials (Basic,
+//     Bearer, Digest, Negotiate, Token, ...) stays: "Authorization: Bearer
+//     [REDACTED]"; so does the scheme before the word it introduces
+//     after another sensitive key ("token: Bearer [REDACTED]");
 //   - the password of a URL's user information ("http://user:pw@host"
 //     becomes "http://user:[REDACTED]@host"), also without a scheme at the
-//     start of a word ("root:pw@tcp(db)").
+//     start of a word ("root:pw@tcp(db)"); as in net/url, the user
+//     information ends at the last '@' of the host part, so a password
+//     holding '@' or '/' is redacted whole.
 //
 // A string without ':' or '=' is returned as is, without allocating.
+// Scrub takes time linear in the length of s.
 func Scrub(s string) string {
 	if !strings.ContainsAny(s, ":=") || !mayHoldSecret(s) {
 		return s
 	}
 	var spans [][2]int // value spans to replace, in order
-	for _, m := range userinfo.FindAllStringSubmatchIndex(s, -1) {
-		spans = append(spans, [2]int{m[2], m[3]})
-	}
-	// Matches may overlap ("http://h/?token=x": the value of "http"
-	// holds "token=x"): search again from the end of each key.
-	for pos := 0; pos < len(s); {
-		m := keyValue.FindStringSubmatchIndex(s[pos:])
-		if m == nil {
-			break
+	for _, re := range []*regexp.Regexp{urlUser, dsnUser} {
+		var pw passwordScan
+		for _, m := range re.FindAllStringIndex(s, -1) {
+			if end := pw.end(s, m[1]); end > m[1] {
+				spans = append(spans, [2]int{m[1], end})
+			}
 		}
-		if IsSensitiveKey(s[pos+m[2] : pos+m[3]]) {
-			spans = append(spans, [2]int{pos + m[4], pos + m[5]})
-			pos += m[5]
+	}
+	// A value may hold further pairs ("http://h/?token=x": the value of
+	// "http" holds "token=x"); the matches of keySep end at the separator,
+	// so they are found too. A key inside a value already redacted is
+	// skipped.
+	redacted := 0
+	for _, m := range keySep.FindAllStringSubmatchIndex(s, -1) {
+		key := s[m[2]:m[3]]
+		if m[0] < redacted || !IsSensitiveKey(key) {
 			continue
 		}
-		pos += m[3]
+		if start, end := valueSpan(s, m[1], isHeaderKey(key)); end > start {
+			spans = append(spans, [2]int{start, end})
+			redacted = end
+		}
 	}
 	if len(spans) == 0 {
 		return s
@@ -117,6 +137,224 @@ func Scrub(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// passwordScan finds where passwords end. Calls must come in increasing
+// order of i; each reuses the scan of the last if it started inside the
+// same host part, so that a text of many "user:" candidates is scanned
+// once, not once for each.
+type passwordScan struct {
+	stop, lastAt int // the host part's end and its last '@' (-1: none), of the last scan
+}
+
+// end returns the end of the password that starts at i (after "user:"):
+// the last '@' before the end of the host part that a host follows; i if
+// there is none. The host part ends at a blank, a quote, '<' or '>'; at
+// a '/' only if a port comes before it ("http://host:8848/a@b" has no
+// password): a password may hold '/' and '@' unescaped
+// ("http://u:p/a@ss@host"), which redacts more than the password where a
+// path holds an '@'.
+func (p *passwordScan) end(s string, i int) int {
+	if i >= p.stop {
+		p.stop, p.lastAt = len(s), -1
+		slash := false
+	scan:
+		for j := i; j < len(s); j++ {
+			switch c := s[j]; c {
+			case '/':
+				if !slash && isPort(s[i:j]) {
+					p.stop = j
+					break scan
+				}
+				slash = true
+			case ' ', '\t', '\r', '\n', '\v', '\f', '"', '\'', '<', '>':
+				p.stop = j
+				break scan
+			case '@':
+				if j+1 < len(s) && isHostStart(s[j+1]) {
+					p.lastAt = j
+				}
+			}
+		}
+	}
+	if p.lastAt > i {
+		return p.lastAt
+	}
+	return i
+}
+
+// isPort reports whether s is empty or all digits.
+func isPort(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isHostStart(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '('
+}
+
+// isHeaderKey reports whether the whole value after key is a credential:
+// a key that ends with "authorization" or "cookie" (Authorization,
+// Proxy-Authorization, Cookie, Set-Cookie), ignoring case.
+func isHeaderKey(key string) bool {
+	return hasSuffixFold(key, "authorization") || hasSuffixFold(key, "cookie") || hasSuffixFold(key, "cookie2")
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && containsFold(s[len(s)-len(suffix):], suffix)
+}
+
+// valueSpan returns the span of the value at v of a sensitive key;
+// header: the key is an isHeaderKey.
+func valueSpan(s string, v int, header bool) (start, end int) {
+	if v >= len(s) {
+		return v, v
+	}
+	switch c := s[v]; c {
+	case '"', '\'':
+		end := quotedEnd(s, v+1, c, false)
+		return skipScheme(s, v+1, end), end
+	case '\\':
+		if v+1 < len(s) && (s[v+1] == '"' || s[v+1] == '\'') {
+			end := quotedEnd(s, v+2, s[v+1], true)
+			return skipScheme(s, v+2, end), end
+		}
+	case '[', '<', '(':
+		v++
+	}
+	if header {
+		end := lineEnd(s, v)
+		return skipScheme(s, v, end), end
+	}
+	end = bareEnd(s, v)
+	if end < len(s) && (s[end] == ' ' || s[end] == '\t') && isScheme(s[v:end]) {
+		j := end
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
+			j++
+		}
+		if e := bareEnd(s, j); e > j {
+			return j, e // "token: Bearer x": the scheme stays
+		}
+	}
+	return v, end
+}
+
+// bareEnd returns the end of an unquoted value starting at i.
+func bareEnd(s string, i int) int {
+	for ; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\r', '\n', '\v', '\f', '"', '\'', ']', '>', ')', '<', '(', '{', '}', ',', '&', ';':
+			return i
+		}
+	}
+	return i
+}
+
+// quotedEnd returns where the quoted text starting at i (after the
+// opening quote q) ends: at the closing quote, or at the end of s. A
+// backslash escapes the next character. escaped: the text is itself inside
+// a quoted string (`\"password\":\"x\"`), its quote written `\"` and its
+// backslash `\\`; it ends at the `\"` that closes it.
+func quotedEnd(s string, i int, q byte, escaped bool) int {
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case !escaped && c == '\\':
+			i += 2
+		case !escaped && c == q:
+			return i
+		case escaped && c == '\\' && i+1 < len(s) && s[i+1] == q:
+			return i
+		case escaped && c == '\\' && i+1 < len(s) && s[i+1] == '\\':
+			// An inner backslash: it escapes the next inner character,
+			// which may be written escaped (`\\\"` is an inner `\"`).
+			i += 2
+			if i+1 < len(s) && s[i] == '\\' {
+				i += 2
+			} else {
+				i++
+			}
+		case escaped && c == '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return len(s)
+}
+
+// lineEnd returns the end of a header value starting at i: a line break,
+// a closing bracket, or a quote that does not open a parameter's quoted
+// value (`response="x"`), which it skips.
+func lineEnd(s string, i int) int {
+	start := i
+	for i < len(s) {
+		switch c := s[i]; c {
+		case '\r', '\n', ']', ')', '}', '>':
+			return i
+		case '"', '\'':
+			if i == start || s[i-1] != '=' {
+				return i
+			}
+			i = quotedEnd(s, i+1, c, false) + 1
+			continue
+		case '\\':
+			if i+1 < len(s) && (s[i+1] == '"' || s[i+1] == '\'') {
+				if i == start || s[i-1] != '=' {
+					return i
+				}
+				i = quotedEnd(s, i+2, s[i+1], true) + 2
+				continue
+			}
+		}
+		i++
+	}
+	return min(i, len(s))
+}
+
+// skipScheme returns where the credentials of the value span [start, end)
+// begin: after a leading authentication scheme and the blanks after it,
+// if more follows; else start.
+func skipScheme(s string, start, end int) int {
+	i := start
+	for i < end && isSchemeChar(s[i]) {
+		i++
+	}
+	if i == start || i >= end || (s[i] != ' ' && s[i] != '\t') || !isScheme(s[start:i]) {
+		return start
+	}
+	for i < end && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	if i == end {
+		return start
+	}
+	return i
+}
+
+func isSchemeChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-'
+}
+
+// schemes are HTTP authentication schemes (IANA's registry and common
+// others), in lower case.
+var schemes = []string{
+	"basic", "bearer", "concealed", "digest", "dpop", "gnap", "hoba", "mutual", "negotiate", "oauth",
+	"privatetoken", "scram-sha-1", "scram-sha-256", "vapid",
+	"ntlm", "token", "aws4-hmac-sha256", "sharedkey", "apikey", "jwt", "ssws",
+}
+
+func isScheme(w string) bool {
+	for _, sc := range schemes {
+		if len(w) == len(sc) && containsFold(w, sc) {
+			return true
+		}
+	}
+	return false
 }
 
 // hints are lower-case pieces of every sensitive key IsSensitiveKey knows,

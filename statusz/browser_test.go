@@ -259,6 +259,50 @@ func TestBrowser(t *testing.T) {
 	if filtered != 10 {
 		t.Errorf("after clicking the retrying count: %d rows, want 10", filtered)
 	}
+
+	// At a path a client chose ("//evil.example" at the server's root),
+	// the browser resolves every link and the form to this page, and the
+	// pager and the form keep limit.
+	if err := chromedp.Do(bctx, chromedp.Navigate(bigSrv.URL+"//evil.example?limit=10"),
+		chromedp.WaitVisible(chromedp.CSS(`table.subs tbody tr`))); err != nil {
+		t.Fatal(err)
+	}
+	targets, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("a")].map(a => a.href).concat([document.querySelector("form").action])`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range targets {
+		if !strings.HasPrefix(u, bigSrv.URL+"//evil.example?") && u != bigSrv.URL+"//evil.example?limit=10" {
+			t.Errorf("the browser resolves a link to %s, want %s//evil.example?...", u, bigSrv.URL)
+		}
+	}
+	next, err := chromedp.Run(bctx, chromedp.Evaluate[string](`[...document.querySelectorAll("nav a")].find(a => a.textContent.startsWith("next")).href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(next), chromedp.WaitVisible(chromedp.CSS(`table.subs tbody tr`))); err != nil {
+		t.Fatal(err)
+	}
+	if pages := text(`section.manager p.muted`); !strings.Contains(pages, "page 2 of 1000") {
+		t.Errorf("next from ?limit=10 (%s): %q, want page 2 of 1000", next, pages)
+	}
+	// Submit the filter form as a user does: pick a state, press filter.
+	if err := chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`select[name="state"]`), "retrying"),
+		chromedp.Click(chromedp.CSS(`form button`)),
+		chromedp.WaitReady(chromedp.CSS(`option[value="retrying"][selected]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages := text(`section.manager p.muted`); !strings.HasPrefix(loc, bigSrv.URL+"//evil.example?") ||
+		!strings.Contains(loc, "limit=10") || !strings.Contains(pages, "10 matching") {
+		t.Errorf("the filter form led to %s: %q, want this page with limit=10, 10 matching", loc, pages)
+	}
 }
 
 // refusing is a provider whose every call fails with a retryable error.

@@ -8,13 +8,18 @@
 // instances, deliveries, last delivery, last confirmation), the registry
 // connection when the source reports it (CountsSource), and each
 // failback.Invoker given with WithFailback (queue, in flight, totals).
-// Stuck subscriptions come first: retrying, pending, stopped, each the
-// longest in its state first; then subscribed ones by key.
+// Every state of subscriber.States is counted, filtered on and shown,
+// including a held empty list (subscriber.StateHeld: since, until and
+// why). Stuck subscriptions come first: retrying, held, pending, stopped,
+// each the longest in its state first; then subscribed ones by key.
 //
 // The HTML page has no JavaScript. It stays readable at 10,000
 // subscriptions: counts per state at the top (links that filter), a state
 // filter and a key search, and DefaultPageSize rows per page
-// (WithPageSize). JSON (?format=json, or an Accept header preferring
+// (WithPageSize). Its links are query-only references to the page itself
+// ("?state=retrying&limit=10"), never built from the request's path, so
+// they work, and stay on the site, wherever the handler is mounted (also
+// under http.StripPrefix); they keep the query's parameters. JSON (?format=json, or an Accept header preferring
 // application/json) lists every matching subscription unless limit is
 // given. The handler reads its sources on each request and keeps no state;
 // rendering 10,000 subscriptions takes a few milliseconds of server time

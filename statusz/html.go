@@ -4,24 +4,27 @@ import (
 	"html/template"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/rebound-go/rebound/subscriber"
 )
 
 type htmlData struct {
 	Page
-	q    query
-	Path string
+	q query
 }
 
-// Link returns the page's URL with the query changed: state and q kept,
-// page set.
+// Link returns a link to this page with the query changed: state and page
+// set, q, limit and refresh kept. It is a query-only relative reference
+// ("?state=retrying&page=2", or "?" for no parameter), resolved against
+// the page's own address: never built from the request's path, which a
+// client chooses (at a server's root, "//evil.example" would make a link
+// to another site).
 func (d htmlData) Link(state string, page int) string {
-	v := url.Values{}
+	v := d.values()
 	if state != "" {
 		v.Set("state", state)
-	}
-	if d.q.q != "" {
-		v.Set("q", d.q.q)
 	}
 	if page > 1 {
 		v.Set("page", strconv.Itoa(page))
@@ -29,27 +32,58 @@ func (d htmlData) Link(state string, page int) string {
 	if d.q.refresh > 0 {
 		v.Set("refresh", strconv.Itoa(d.q.refresh))
 	}
-	if len(v) == 0 {
-		return d.Path
-	}
-	return d.Path + "?" + v.Encode()
+	return "?" + v.Encode()
 }
 
-// JSONLink is the same view as JSON.
+// JSONLink is the same view as JSON: state, q and, if given, limit and
+// page.
 func (d htmlData) JSONLink() string {
-	v := url.Values{"format": {"json"}}
+	v := d.values()
+	v.Set("format", "json")
 	if d.q.state != "" {
 		v.Set("state", d.q.state)
 	}
+	if d.q.limitSet && d.q.page > 1 {
+		v.Set("page", strconv.Itoa(d.q.page))
+	}
+	return "?" + v.Encode()
+}
+
+// values holds the parameters every link keeps: q and limit.
+func (d htmlData) values() url.Values {
+	v := url.Values{}
 	if d.q.q != "" {
 		v.Set("q", d.q.q)
 	}
-	return d.Path + "?" + v.Encode()
+	if d.q.limitSet {
+		v.Set("limit", strconv.Itoa(d.q.limit))
+	}
+	return v
 }
 
 func (d htmlData) State() string { return d.q.state }
 func (d htmlData) Refresh() int  { return d.q.refresh }
 func (d htmlData) Query() string { return d.q.q }
+
+// Limit is the limit parameter, "" if not given (the filter form keeps
+// it).
+func (d htmlData) Limit() string {
+	if !d.q.limitSet {
+		return ""
+	}
+	return strconv.Itoa(d.q.limit)
+}
+
+// Stuck names the states shown before subscribed, in order.
+func (d htmlData) Stuck() string {
+	var names []string
+	for _, s := range states {
+		if s != subscriber.StateSubscribed {
+			names = append(names, s.String())
+		}
+	}
+	return strings.Join(names, ", ")
+}
 
 var funcs = template.FuncMap{
 	"age": func(d time.Duration) string {
@@ -76,7 +110,7 @@ var funcs = template.FuncMap{
 		return now.Sub(t).Round(time.Second).String() + " ago"
 	},
 	"add":    func(a, b int) int { return a + b },
-	"states": func() []string { return []string{"retrying", "pending", "stopped", "subscribed"} },
+	"states": stateNames,
 }
 
 var page = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
@@ -90,15 +124,15 @@ h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.15em;margin:1.4em 0 .4em}
 .muted{color:#57606a}table{border-collapse:collapse;width:100%;margin:.4em 0}
 th,td{border-bottom:1px solid #d0d7de;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f6f8fa;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
-tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{background:#eaeef2;color:#57606a}
+tr.retrying{background:#ffebe9}tr.held{background:#fbefff}tr.pending{background:#fff8c5}tr.stopped{background:#eaeef2;color:#57606a}
 .badge{display:inline-block;padding:.05em .6em;border-radius:1em;font-weight:600}
 .connected{background:#dafbe1;color:#116329}.disconnected{background:#ffebe9;color:#a40e26}.unknown{background:#eaeef2}
 .err{font-family:ui-monospace,monospace;font-size:.9em;word-break:break-word;max-width:40em}
 .key{font-family:ui-monospace,monospace;white-space:nowrap}nav a,nav b{margin-right:.6em}form{margin:.6em 0}
 </style></head><body>
 <h1>rebound status</h1>
-<p class="muted">Generated {{ts .Generated}} · <a href="{{.JSONLink}}">JSON</a> · stuck subscriptions first (retrying, pending, stopped; longest first)</p>
-<form method="get" action="{{.Path}}">
+<p class="muted">Generated {{ts .Generated}} · <a href="{{.JSONLink}}">JSON</a> · stuck subscriptions first ({{.Stuck}}; longest first)</p>
+<form method="get">{{with .Limit}}<input type="hidden" name="limit" value="{{.}}">{{end}}
 <label>state <select name="state"><option value="">all</option>
 <option value="stuck"{{if eq .State "stuck"}} selected{{end}}>stuck (not subscribed)</option>
 {{range states}}<option value="{{.}}"{{if eq $.State .}} selected{{end}}>{{.}}</option>{{end}}
@@ -116,7 +150,7 @@ tr.retrying{background:#ffebe9}tr.pending{background:#fff8c5}tr.stopped{backgrou
 <p class="muted">{{$m.Total}} matching{{if gt $m.Pages 1}}, page {{$m.Page}} of {{$m.Pages}}{{end}}</p>
 {{if gt $m.Pages 1}}<nav>{{if gt $m.Page 1}}<a href="{{$.Link $.State (add $m.Page -1)}}">« previous</a>{{end}}{{if lt $m.Page $m.Pages}}<a href="{{$.Link $.State (add $m.Page 1)}}">next »</a>{{end}}</nav>{{end}}
 <table class="subs"><thead><tr><th>key</th><th>state</th><th>for</th><th>attempts</th><th>last error</th><th>instances</th><th>deliveries</th><th>last delivery</th><th>confirmed</th></tr></thead><tbody>
-{{range $m.Subscriptions}}<tr class="{{.State}}"><td class="key">{{.Key}}</td><td>{{.State}}</td><td title="since {{ts .Since}}">{{age .Age}}</td><td class="n">{{.Attempts}} <span class="muted">/ {{.TotalAttempts}}</span></td><td class="err">{{.LastError}}</td><td class="n">{{.Instances}}</td><td class="n">{{.Deliveries}}</td><td>{{since $.Generated .LastDelivery}}</td><td>{{if .ConfirmReason}}{{.ConfirmReason}} <span class="muted">{{since $.Generated .ConfirmedAt}}</span>{{end}}</td></tr>
+{{range $m.Subscriptions}}<tr class="{{.State}}"><td class="key">{{.Key}}</td><td>{{.State}}</td><td title="since {{ts .Since}}">{{age .Age}}</td><td class="n">{{.Attempts}} <span class="muted">/ {{.TotalAttempts}}</span></td><td class="err">{{.LastError}}{{if not .HeldUntil.IsZero}}<span class="held">empty list held since {{ts .HeldSince}} until {{ts .HeldUntil}}{{with .HeldReason}}: {{.}}{{end}}</span>{{end}}</td><td class="n">{{.Instances}}</td><td class="n">{{.Deliveries}}</td><td>{{since $.Generated .LastDelivery}}</td><td>{{if .ConfirmReason}}{{.ConfirmReason}} <span class="muted">{{since $.Generated .ConfirmedAt}}</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="9" class="muted">no subscription matches</td></tr>{{end}}
 </tbody></table>
 </section>

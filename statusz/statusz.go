@@ -110,14 +110,21 @@ var _ http.Handler = (*Handler)(nil)
 // New returns a Handler showing the given sources.
 //
 // GET serves HTML unless the query has format=json or the Accept header
-// prefers application/json; other methods get 405. Query parameters (HTML
-// and JSON alike): state (pending, subscribed, retrying, stopped, or
+// prefers application/json; other methods get 405; a malformed query gets
+// 400. Query parameters (HTML and JSON alike): state (the name of one of
+// subscriber.States: pending, subscribed, retrying, held, stopped; or
 // "stuck" for all but subscribed), q (a substring of the key), page (from
-// 1), limit (rows per page; default every subscription for JSON,
-// WithPageSize for HTML; 0: all) and, for HTML, refresh (reload the page
-// every so many seconds, with a meta refresh: no JavaScript). Subscriptions are
-// ordered stuck first: retrying, pending, stopped, each the longest in its
-// state first, then subscribed by key.
+// 1; a page past the last is empty), limit (rows per page; default every
+// subscription for JSON, WithPageSize for HTML; 0: all) and, for HTML,
+// refresh (reload the page every so many seconds, with a meta refresh: no
+// JavaScript). Subscriptions are ordered stuck first: retrying, held,
+// pending, then any other state but stopped and subscribed, then stopped,
+// each the longest in its state first; then subscribed by key.
+//
+// The page's links and its filter form are relative to the page itself
+// (query-only references such as "?state=retrying&limit=10"), so they stay
+// on the page's address wherever the handler is mounted, and they keep the
+// query's parameters (the filter form starts again at page 1).
 func New(opts ...Option) (*Handler, error) {
 	h := &Handler{pageSize: DefaultPageSize, names: map[string]bool{}, now: time.Now}
 	for _, o := range opts {
@@ -197,6 +204,11 @@ type Subscription struct {
 	LastDelivery  time.Time `json:"last_delivery,omitzero"`
 	ConfirmedAt   time.Time `json:"confirmed_at,omitzero"`
 	ConfirmReason string    `json:"confirm_reason,omitempty"`
+	// HeldSince, HeldUntil and HeldReason are set while an empty list is
+	// held back (subscriber.StateHeld; see subscriber.Status).
+	HeldSince  time.Time `json:"held_since,omitzero"`
+	HeldUntil  time.Time `json:"held_until,omitzero"`
+	HeldReason string    `json:"held_reason,omitempty"`
 
 	age time.Duration // in its state, for the HTML page (Age)
 }
@@ -213,14 +225,47 @@ type FailbackPage struct {
 	Dropped   map[string]uint64 `json:"dropped"`
 }
 
-var states = []subscriber.State{subscriber.StateRetrying, subscriber.StatePending, subscriber.StateStopped, subscriber.StateSubscribed}
+// states is subscriber.States in the page's order, stuck first (see rank).
+var states = func() []subscriber.State {
+	s := subscriber.States()
+	slices.SortStableFunc(s, func(a, b subscriber.State) int { return cmp.Compare(rank(a), rank(b)) })
+	return s
+}()
 
-// rank orders states stuck first.
+// rank orders states stuck first: retrying, held, pending, any state not
+// named here, stopped, and subscribed last.
 func rank(s subscriber.State) int {
-	if i := slices.Index(states, s); i >= 0 {
-		return i
+	switch s {
+	case subscriber.StateRetrying:
+		return 0
+	case subscriber.StateHeld:
+		return 1
+	case subscriber.StatePending:
+		return 2
+	case subscriber.StateStopped:
+		return 4
+	case subscriber.StateSubscribed:
+		return 5
 	}
-	return len(states)
+	return 3
+}
+
+// stateNamed returns the State whose String is name.
+func stateNamed(name string) (subscriber.State, bool) {
+	for _, s := range states {
+		if s.String() == name {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+func stateNames() []string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = s.String()
+	}
+	return names
 }
 
 type query struct {
@@ -229,15 +274,15 @@ type query struct {
 	page    int // from 1
 	limit   int // 0: all
 	refresh int // seconds; 0: none (HTML only)
+
+	limitSet bool // limit was given (links keep it)
 }
 
 func parseQuery(r *http.Request, jsonOut bool, pageSize int) (query, error) {
 	v := r.URL.Query()
 	q := query{state: v.Get("state"), q: v.Get("q"), page: 1}
-	switch q.state {
-	case "", "stuck", "pending", "subscribed", "retrying", "stopped":
-	default:
-		return q, fmt.Errorf("state=%q: want pending, subscribed, retrying, stopped or stuck", q.state)
+	if _, ok := stateNamed(q.state); !ok && q.state != "" && q.state != "stuck" {
+		return q, fmt.Errorf("state=%q: want one of %s, or stuck", q.state, strings.Join(stateNames(), ", "))
 	}
 	if p := v.Get("page"); p != "" {
 		n, err := strconv.Atoi(p)
@@ -261,7 +306,7 @@ func parseQuery(r *http.Request, jsonOut bool, pageSize int) (query, error) {
 		if err != nil || n < 0 {
 			return q, fmt.Errorf("limit=%q: want a number from 0 (all)", l)
 		}
-		q.limit = n
+		q.limit, q.limitSet = n, true
 	}
 	return q, nil
 }
@@ -341,9 +386,20 @@ func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage 
 	})
 	mp.Total, mp.Page, mp.Pages = len(rows), q.page, 1
 	if q.limit > 0 {
-		mp.Pages = max(1, (len(rows)+q.limit-1)/q.limit)
-		lo := min(len(rows), (q.page-1)*q.limit)
-		rows = rows[lo:min(len(rows), lo+q.limit)]
+		// page and limit come from the query: no product or sum of them
+		// is computed that could overflow.
+		n := len(rows)
+		pages := n / q.limit
+		if n%q.limit != 0 {
+			pages++
+		}
+		mp.Pages = max(1, pages)
+		if q.page > mp.Pages {
+			rows = nil
+		} else {
+			lo := (q.page - 1) * q.limit // below n, or 0: page <= Pages
+			rows = rows[lo : lo+min(q.limit, n-lo)]
+		}
 	} else if q.page > 1 {
 		rows = nil
 	}
@@ -352,7 +408,8 @@ func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage 
 		st := r.st
 		s := Subscription{Key: r.key, State: st.State.String(), Since: st.Since, Attempts: st.Attempts,
 			TotalAttempts: st.TotalAttempts, Instances: st.Instances, Deliveries: st.Deliveries,
-			ConfirmedAt: st.ConfirmedAt, ConfirmReason: st.ConfirmReason, LastDelivery: st.LastDelivery}
+			ConfirmedAt: st.ConfirmedAt, ConfirmReason: st.ConfirmReason, LastDelivery: st.LastDelivery,
+			HeldSince: st.HeldSince, HeldUntil: st.HeldUntil, HeldReason: logging.Scrub(st.HeldReason)}
 		if st.LastErr != nil {
 			s.LastError = logging.Scrub(st.LastErr.Error())
 		}
@@ -387,7 +444,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = page.Execute(w, htmlData{Page: p, q: q, Path: r.URL.Path})
+	_ = page.Execute(w, htmlData{Page: p, q: q})
 }
 
 func wantsJSON(r *http.Request) bool {
