@@ -150,12 +150,19 @@ func (b *RetryBudget) TryWithdraw(now time.Time) bool {
 	return true
 }
 
-// Balance returns how many retries the budget would allow at now.
+// Balance returns how many retries the budget would allow at now. It
+// saturates at math.MaxInt: a budget whose allowance does not fit an int
+// (BudgetMinPerSecond(math.MaxFloat64), an infinite floor) reports
+// math.MaxInt, and grants every retry.
 func (b *RetryBudget) Balance(now time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.w.advance(now)
-	return max(0, int(math.Floor(b.ratio*b.w.ta+b.floor-b.w.tb+1e-9)))
+	v := math.Floor(b.ratio*b.w.ta + b.floor - b.w.tb + 1e-9)
+	if v >= math.MaxInt { // float64(math.MaxInt) is 2^63; +Inf compares above too
+		return math.MaxInt
+	}
+	return max(0, int(v))
 }
 
 // String describes the budget's settings.
