@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -893,7 +894,15 @@ func (s *Subscription) scheduleReconcileLocked(now time.Time) {
 	if s.m.recon == nil || p <= 0 || s.run.lookupBusy || s.run.lookupRefresh || s.m.noLookup.Load() {
 		return
 	}
-	d := p*3/4 + time.Duration(rand.Int64N(int64(p/2)+1))
+	// p - p/4, not p*3/4: the product overflows for a period above about
+	// 97 years (and wrapped to a negative delay: a Lookup on every tick);
+	// the jittered sum saturates.
+	d := p - p/4
+	if j := time.Duration(rand.Int64N(int64(p/2) + 1)); d <= math.MaxInt64-j {
+		d += j
+	} else {
+		d = math.MaxInt64
+	}
 	s.m.sched.set(s.timer(timerReconcile), now.Add(d))
 }
 
