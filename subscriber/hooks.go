@@ -109,6 +109,8 @@ type Confirmation struct {
 	ID     uint64
 	Reason string // the adapter's evidence, or "subscribe" for an acknowledged Subscribe
 	At     time.Time
+
+	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
 }
 
 // Deferral is passed to Hooks.Deferred.

@@ -555,7 +555,7 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 			s.scheduleLocked(now, true)
 		} else {
 			acked = true
-			s.ackLocked("subscribe")
+			s.ackLocked("subscribe", false)
 		}
 	case permanent:
 		s.lastErr = err
@@ -616,15 +616,17 @@ func (s *Subscription) callSubscribe(ctx context.Context) (err error) {
 	return s.m.reg.Subscribe(ctx, s.key, &s.sink)
 }
 
-// ackLocked records a confirmation: the subscription is subscribed.
-func (s *Subscription) ackLocked(reason string) {
+// ackLocked records a confirmation: the subscription is subscribed. reason
+// is "subscribe" for an acknowledged Registry.Subscribe (evidence false),
+// or the adapter's words for its Sink.Confirmed (evidence true).
+func (s *Subscription) ackLocked(reason string, evidence bool) {
 	now := time.Now()
 	s.run.phase = phaseIdle
 	s.run.needToken, s.run.tokenHeld = false, false
-	if t := s.m.opts.throttle; t != nil && reason == "subscribe" {
+	if t := s.m.opts.throttle; t != nil && !evidence {
 		t.Accepted(now) // an answered request (WithThrottle)
 	}
-	if s.run.sch == nil && reason == "subscribe" && s.m.metrics != nil {
+	if s.run.sch == nil && !evidence && s.m.metrics != nil {
 		// A first attempt that succeeded ran without a Schedule: report
 		// it to the retry metrics like any other attempt.
 		s.scheduleFor(now)
@@ -645,7 +647,7 @@ func (s *Subscription) ackLocked(reason string) {
 	}
 	s.setStateLocked(s.settledLocked(), nil)
 	if reason != "" && s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now}})
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence}})
 	}
 	s.scheduleReconcileLocked(now)
 	if s.dq.hasLatest {
@@ -859,7 +861,7 @@ func (s *Subscription) confirmed(reason string) {
 	switch {
 	case s.run.phase == phaseAwaiting:
 		s.cancelTimer(timerConfirm)
-		s.ackLocked(reason)
+		s.ackLocked(reason, true)
 		return
 	case s.run.phase == phaseScheduled && s.run.refresh:
 		// A Refresh not sent yet: the evidence answers it.
@@ -881,7 +883,7 @@ func (s *Subscription) confirmed(reason string) {
 		s.scheduleReconcileLocked(now)
 	}
 	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now}})
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true}})
 	}
 }
 
