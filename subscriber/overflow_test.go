@@ -31,3 +31,23 @@ func TestReconcileHugePeriodDoesNotSpin(t *testing.T) {
 		})
 	}
 }
+
+// A confirmation cap of centuries is not reached in a minute: the due
+// time saturates; it overflowed UnixNano and the Manager confirmed the
+// subscription itself at once.
+func TestConfirmTimeoutOfCenturies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.EnableRedo(func(subscriber.Key) subscribertest.RedoOutcome { return subscribertest.RedoSilent })
+		m := newManager(t, reg, subscriber.WithConfirmTimeout(math.MaxInt64))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		synctest.Wait()
+		reg.Restart()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st := s.Status(); st.State != subscriber.StateRetrying || reg.Subscribed(orders) != 0 {
+			t.Fatalf("a minute after the restart: state %v, registry holds %d; want retrying (awaiting the adapter's evidence), 0", st.State, reg.Subscribed(orders))
+		}
+	})
+}
