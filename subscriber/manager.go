@@ -489,7 +489,19 @@ func (m *Manager) monitor(mon ConnectionMonitor) {
 		}
 	}()
 	err := mon.MonitorConnection(m.ctx, m.onConnection)
-	if err != nil && m.ctx.Err() == nil {
+	switch {
+	case err == nil || m.ctx.Err() != nil:
+	case errors.Is(err, ErrRegistryClosed):
+		// The registry client was closed under the Manager: no Subscribe
+		// can succeed again, and while the connection is down none would
+		// be sent to find out. Stop the subscriptions waiting with nothing
+		// scheduled (see registryClosed) with the reason.
+		subs := m.snapshot()
+		m.log.Info("registry closed: stopping the subscriptions", zap.Int("subscriptions", len(subs)), zap.Error(err))
+		for _, s := range subs {
+			s.registryClosed(err)
+		}
+	default:
 		m.log.Error("connection monitor stopped", zap.Error(err))
 	}
 }

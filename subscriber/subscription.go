@@ -395,6 +395,21 @@ func (s *Subscription) stop(cause error) bool {
 	return true
 }
 
+// registryClosed stops the subscription with err (the ConnectionMonitor's
+// ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
+// subscribed, or awaiting a ReconnectConfirmer's evidence. Such a
+// subscription would never learn that the registry is closed. One with an
+// attempt to come learns it from that attempt, like any other permanent
+// error (so its attempts are counted the same way whatever the timing).
+func (s *Subscription) registryClosed(err error) {
+	s.mu.Lock()
+	waiting := !s.stopped && (s.run.phase == phaseAwaiting || (s.run.phase == phaseIdle && s.run.acked))
+	s.mu.Unlock()
+	if waiting && s.stop(err) {
+		s.finish()
+	}
+}
+
 // finish waits for the registry calls in flight, unsubscribes from the
 // registry and closes done. It runs once per subscription, after stop
 // returned true.
@@ -411,7 +426,11 @@ func (s *Subscription) finish() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), UnsubscribeTimeout)
 		err = s.unsubscribe(ctx)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRegistryClosed):
+			// A closed registry client holds no subscription any more.
+			s.m.log.Debug("registry unsubscribe: registry closed", zap.Stringer("key", s.key), zap.Error(err))
+		case err != nil:
 			s.m.log.Warn("registry unsubscribe failed", zap.Stringer("key", s.key), zap.Error(err))
 		}
 	}
