@@ -42,7 +42,11 @@ const budgetSlots = 10
 //
 // A RetryBudget is safe for concurrent use and meant to be shared (one per
 // downstream service, per process). Time is passed in, so it runs in
-// virtual time too. Its methods allocate nothing. The zero value is not
+// virtual time too. A time more than one slot (Window/10) before the
+// latest one seen is a clock stepped back (wall times such as
+// time.Now().UTC() carry no monotonic reading): the window starts anew
+// there, its counts cleared, instead of freezing until the clock catches
+// up; so does a zero time.Time. Its methods allocate nothing. The zero value is not
 // usable: use NewRetryBudget.
 type RetryBudget struct {
 	mu     sync.Mutex
