@@ -123,7 +123,7 @@
 // (component: subscriber, failback or reboundgrpc for rebound's own loops,
 // or what the user passes to WithMeterProvider); free text such as an
 // adapter's words for its evidence goes to logs, Status and hooks, never
-// to an attribute (docs/metrics.md).
+// to an attribute (docs/metric-attributes.md).
 //
 // Concurrency: Policy is a value and safe to share; Retrier, RetryBudget,
 // AdaptiveThrottle and Retry are safe for concurrent use; a Schedule and a
