@@ -42,7 +42,11 @@ const budgetSlots = 10
 //
 // A RetryBudget is safe for concurrent use and meant to be shared (one per
 // downstream service, per process). Time is passed in, so it runs in
-// virtual time too. Its methods allocate nothing. The zero value is not
+// virtual time too. A time more than one slot (Window/10) before the
+// latest one seen is a clock stepped back (wall times such as
+// time.Now().UTC() carry no monotonic reading): the window starts anew
+// there, its counts cleared, instead of freezing until the clock catches
+// up; so does a zero time.Time. Its methods allocate nothing. The zero value is not
 // usable: use NewRetryBudget.
 type RetryBudget struct {
 	mu     sync.Mutex
@@ -150,12 +154,19 @@ func (b *RetryBudget) TryWithdraw(now time.Time) bool {
 	return true
 }
 
-// Balance returns how many retries the budget would allow at now.
+// Balance returns how many retries the budget would allow at now. It
+// saturates at math.MaxInt: a budget whose allowance does not fit an int
+// (BudgetMinPerSecond(math.MaxFloat64), an infinite floor) reports
+// math.MaxInt, and grants every retry.
 func (b *RetryBudget) Balance(now time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.w.advance(now)
-	return max(0, int(math.Floor(b.ratio*b.w.ta+b.floor-b.w.tb+1e-9)))
+	v := math.Floor(b.ratio*b.w.ta + b.floor - b.w.tb + 1e-9)
+	if v >= math.MaxInt { // float64(math.MaxInt) is 2^63; +Inf compares above too
+		return math.MaxInt
+	}
+	return max(0, int(v))
 }
 
 // String describes the budget's settings.

@@ -110,7 +110,7 @@
 //	rebound.limiter.wait                  histogram                  s               component
 //	rebound.subscriber.subscriptions      up-down counter, observable {subscription} state=pending|subscribed|retrying|held|stopped
 //	rebound.subscriber.updates            counter                    {update}        result=delivered|duplicate|empty_held|stale
-//	rebound.subscriber.confirmations      counter                    {confirmation}  reason
+//	rebound.subscriber.confirmations      counter                    {confirmation}  reason=subscribe|evidence
 //	rebound.subscriber.registry.connected up-down counter, observable {connection}   -
 //	rebound.failback.queue                up-down counter, observable {call}         -
 //	rebound.failback.calls                counter, observable        {call}          outcome=succeeded|gave_up|dropped
@@ -118,6 +118,12 @@
 //	rebound.grpc.resolvers                up-down counter, observable {resolver}     -
 //	rebound.grpc.resolve_now              counter, observable        {call}          result=refreshed|coalesced
 //	rebound.grpc.rejected_states          counter, observable        {state}         -
+//
+// Every attribute takes its values from the small fixed set shown
+// (component: subscriber, failback or reboundgrpc for rebound's own loops,
+// or what the user passes to WithMeterProvider); free text such as an
+// adapter's words for its evidence goes to logs, Status and hooks, never
+// to an attribute (docs/metric-attributes.md).
 //
 // Concurrency: Policy is a value and safe to share; Retrier, RetryBudget,
 // AdaptiveThrottle and Retry are safe for concurrent use; a Schedule and a

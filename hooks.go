@@ -89,10 +89,11 @@ type Event struct {
 // its own loop. They are the one hooks shape of rebound (failback.Hooks and
 // subscriber's follow it): a struct of funcs taking a value.
 //
-// For metrics (see the obs package): Attempted gives every attempt and its
-// outcome (Err nil, transient, or final), and the limiter wait before it;
-// Retried gives each backoff delay; Throttled each attempt rejected
-// locally (not sent); Recovered and GaveUp end an episode.
+// For metrics of your own (WithMeterProvider records rebound's without a
+// hook): Attempted gives every attempt and its outcome (Err nil,
+// transient, or final), and the limiter wait before it; Retried gives
+// each backoff delay; Throttled each attempt rejected locally (not sent);
+// Recovered and GaveUp end an episode.
 type Hooks struct {
 	// Attempted is called after every attempt, Kind EventAttempt, Err the
 	// attempt's outcome (nil: it succeeded).

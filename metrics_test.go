@@ -36,6 +36,7 @@ func TestWithMeterProvider(t *testing.T) {
 		_ = r.Do(t.Context(), func(context.Context) error { return rebound.Permanent(errBusy) })
 		_ = r.Do(t.Context(), func(context.Context) error { return nil })
 
+		telemetrytest.CheckValues(t, telemetrytest.Read(t, reader)) // only documented attribute values
 		got := telemetrytest.Collect(t, reader)
 		for k, want := range map[string]int64{"outcome=success": 2, "outcome=retry": 2, "outcome=gave_up": 1} {
 			if n := got["rebound.retry.attempts"][k]; n != want {

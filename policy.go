@@ -311,7 +311,9 @@ func (b *policyBackOff) NextBackOff() time.Duration {
 		return backoff.Stop
 	}
 	d := b.d.draw(b.n - 1)
-	if b.d.p.MaxElapsed > 0 && b.now().Sub(b.start)+d > b.d.p.MaxElapsed {
+	// d > MaxElapsed-elapsed, not elapsed+d > MaxElapsed: the sum of a
+	// delay near Max and the elapsed time would overflow and wrap negative.
+	if b.d.p.MaxElapsed > 0 && d > b.d.p.MaxElapsed-max(b.now().Sub(b.start), 0) {
 		return backoff.Stop
 	}
 	return d

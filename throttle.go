@@ -59,7 +59,9 @@ const throttleSlots = 20
 //
 // An AdaptiveThrottle is safe for concurrent use and meant to be shared
 // (one per backend, per process). Time is passed in, so it runs in virtual
-// time too; ThrottleSeed makes its draws deterministic. Its methods
+// time too; a time more than one slot (Window/20) before the latest one
+// seen (a clock stepped back) or a zero time.Time starts the window anew,
+// its counts cleared; ThrottleSeed makes its draws deterministic. Its methods
 // allocate nothing. The zero value is not usable: use NewAdaptiveThrottle.
 type AdaptiveThrottle struct {
 	mu     sync.Mutex

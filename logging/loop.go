@@ -124,13 +124,14 @@ func write(ce *zapcore.CheckedEntry, viaNotify bool, fields ...zap.Field) {
 
 // callerOutsideRebound returns the first frame of the current stack that
 // is neither in package rebound, nor in this package, nor in
-// cenkalti/backoff (which rebound.Retry runs on), or c if there is
-// none. It runs only for lines that are written.
+// cenkalti/backoff (a user's backoff.Retry over a BackOff from
+// rebound.Policy.NewBackOff), or c if there is none. It runs only for
+// lines that are written.
 func callerOutsideRebound(c zapcore.EntryCaller) zapcore.EntryCaller {
 	const (
 		root    = "github.com/rebound-go/rebound."
 		self    = "github.com/rebound-go/rebound/logging."
-		backoff = "github.com/cenkalti/backoff/" // rebound.Retry's loop
+		backoff = "github.com/cenkalti/backoff/" // backoff.Retry over rebound's BackOff
 	)
 	var pcs [32]uintptr
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs[:])])

@@ -81,9 +81,9 @@
 // See Registry, Sink and ConnectionMonitor. An adapter makes one attempt per
 // Subscribe call and never retries on its own; it keeps exactly one
 // delivery per Sink however often Subscribe is called; it maps "client
-// closed" to ErrRegistryClosed. An etcd adapter, for example, would Get the
-// prefix and Watch from the next revision in Subscribe (replacing any watch
-// of the same Sink), call Sink.Update with the full list after the Get and
-// after every event, and call Sink.Resubscribe when the watch fails or its
-// revision is compacted.
+// closed" to ErrRegistryClosed. The etcd adapter (subscriber/etcd), for
+// example, Gets the prefix and Watches from the next revision in Subscribe
+// (replacing any watch of the same Sink), calls Sink.Update with the full
+// list after the Get and after every event, and calls Sink.Resubscribe when
+// the watch fails or its revision is compacted.
 package subscriber

@@ -7,9 +7,6 @@ import (
 )
 
 var (
-	// ErrInvalidArgument is rebound.ErrInvalidArgument: every
-	// *ArgumentError matches it.
-	ErrInvalidArgument = rebound.ErrInvalidArgument
 	// ErrManagerClosed is returned by Subscribe after Close, and is the
 	// reason (Subscription.Err) of every subscription that Close stopped.
 	// It matches rebound.ErrClosed.
@@ -42,7 +39,7 @@ var (
 )
 
 // ArgumentError is rebound.ArgumentError: a bad argument or option. It
-// matches ErrInvalidArgument. Func is qualified ("subscriber.New",
+// matches rebound.ErrInvalidArgument. Func is qualified ("subscriber.New",
 // "subscriber.WithPolicy").
 type ArgumentError = rebound.ArgumentError
 

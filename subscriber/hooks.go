@@ -10,8 +10,9 @@ import (
 )
 
 // Hooks are called on the life events of a Manager's subscriptions, for
-// metrics and tracing (package obs builds OpenTelemetry instruments on
-// them). Set them with WithHooks; nil fields are skipped.
+// metrics and tracing (WithMeterProvider records the Manager's
+// OpenTelemetry metrics from the same events). Set them with WithHooks;
+// nil fields are skipped.
 //
 // Hooks are never called with a lock held, and never from a subscription's
 // own goroutines: the Manager queues every event (in the order they
@@ -109,6 +110,8 @@ type Confirmation struct {
 	ID     uint64
 	Reason string // the adapter's evidence, or "subscribe" for an acknowledged Subscribe
 	At     time.Time
+
+	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
 }
 
 // Deferral is passed to Hooks.Deferred.

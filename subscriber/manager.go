@@ -187,7 +187,7 @@ type Manager struct {
 // implements it, and the hook dispatcher if WithHooks set any hook; Close
 // stops them all.
 //
-// It returns an *ArgumentError (wrapping ErrInvalidArgument) for a nil reg
+// It returns an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil reg
 // (or a nil pointer in it) or a bad option; nil options are ignored. Defaults: the zero
 // rebound.Policy (see WithPolicy), a shared limiter of DefaultLimit per
 // second with bursts of DefaultBurst (WithLimiter), an empty-list hold of
@@ -280,7 +280,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 // lives until Unsubscribe or Close. ctx's values are passed on to every
 // Registry call of the subscription.
 //
-// Errors: an *ArgumentError (wrapping ErrInvalidArgument) for a nil ctx, a
+// Errors: an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil ctx, a
 // key.Service that is empty or only white space, an empty cluster name,
 // or a nil l; ctx's error if it is already done; ErrManagerClosed
 // (wrapped) after Close. Several subscriptions may share a key; each has
@@ -489,7 +489,19 @@ func (m *Manager) monitor(mon ConnectionMonitor) {
 		}
 	}()
 	err := mon.MonitorConnection(m.ctx, m.onConnection)
-	if err != nil && m.ctx.Err() == nil {
+	switch {
+	case err == nil || m.ctx.Err() != nil:
+	case errors.Is(err, ErrRegistryClosed):
+		// The registry client was closed under the Manager: no Subscribe
+		// can succeed again, and while the connection is down none would
+		// be sent to find out. Stop the subscriptions waiting with nothing
+		// scheduled (see registryClosed) with the reason.
+		subs := m.snapshot()
+		m.log.Info("registry closed: stopping the subscriptions", zap.Int("subscriptions", len(subs)), zap.Error(err))
+		for _, s := range subs {
+			s.registryClosed(err)
+		}
+	default:
 		m.log.Error("connection monitor stopped", zap.Error(err))
 	}
 }

@@ -133,7 +133,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 				t.Fatal("New succeeded, want an error")
 			}
 			var ae *subscriber.ArgumentError
-			if !errors.Is(err, subscriber.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Arg != tt.arg {
+			if !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Arg != tt.arg {
 				t.Fatalf("New: %v; want an *ArgumentError for %q wrapping ErrInvalidArgument", err, tt.arg)
 			}
 		})
@@ -161,10 +161,10 @@ func TestSubscribeValidatesArguments(t *testing.T) {
 		arg  string // "" means not an ArgumentError
 		is   error
 	}{
-		{"nil ctx", nil, orders, l, "ctx", subscriber.ErrInvalidArgument},
-		{"empty service", context.Background(), subscriber.Key{Group: "g"}, l, "key.Service", subscriber.ErrInvalidArgument},
-		{"empty cluster", context.Background(), subscriber.Key{Service: "s", Clusters: []string{"a", ""}}, l, "key.Clusters[1]", subscriber.ErrInvalidArgument},
-		{"nil listener", context.Background(), orders, nil, "l", subscriber.ErrInvalidArgument},
+		{"nil ctx", nil, orders, l, "ctx", rebound.ErrInvalidArgument},
+		{"empty service", context.Background(), subscriber.Key{Group: "g"}, l, "key.Service", rebound.ErrInvalidArgument},
+		{"empty cluster", context.Background(), subscriber.Key{Service: "s", Clusters: []string{"a", ""}}, l, "key.Clusters[1]", rebound.ErrInvalidArgument},
+		{"nil listener", context.Background(), orders, nil, "l", rebound.ErrInvalidArgument},
 		{"done ctx", cancelled, orders, l, "", context.Canceled},
 	}
 	for _, tt := range tests {

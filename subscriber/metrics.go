@@ -18,7 +18,9 @@ import (
 //     reports a connection, 0 while it reports none; not reported if the
 //     Registry is no ConnectionMonitor or has reported nothing yet;
 //   - rebound.subscriber.updates{result=delivered|duplicate|empty_held|stale}
-//     and rebound.subscriber.confirmations{reason}, counted from the
+//     and rebound.subscriber.confirmations{reason=subscribe|evidence}
+//     (subscribe: an acknowledged Registry.Subscribe; evidence: the
+//     adapter's Sink.Confirmed, whatever its words), counted from the
 //     Manager's hook events (see Hooks: never under a lock, never on a
 //     subscription's goroutine; events dropped by a full hook queue are
 //     not counted, Counts.DroppedEvents says how many);
@@ -66,7 +68,13 @@ func (m *Manager) startMetrics(o *options) error {
 		}
 	}
 	o.hooks.Confirmed = func(c Confirmation) {
-		t.Confirmed(c.Reason)
+		// The attribute is one of two values; the adapter's own words
+		// (c.Reason) are free text, for Status, hooks and logs only.
+		kind := telemetry.ConfirmSubscribe
+		if c.evidence {
+			kind = telemetry.ConfirmEvidence
+		}
+		t.Confirmed(kind)
 		if confirmed != nil {
 			confirmed(c)
 		}

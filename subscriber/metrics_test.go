@@ -1,6 +1,7 @@
 package subscriber_test
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -81,6 +82,53 @@ func TestMetrics(t *testing.T) {
 		}
 		if got := telemetrytest.Collect(t, reader); len(got["rebound.subscriber.subscriptions"]) != 0 {
 			t.Errorf("still reported after Close: %v", got)
+		}
+	})
+}
+
+// wordyConfirmer is a registry whose adapter confirms each subscription
+// in its own words, as the Nacos adapter does after a reconnect.
+type wordyConfirmer struct{ *subscribertest.Registry }
+
+func (w wordyConfirmer) Subscribe(ctx context.Context, k subscriber.Key, s subscriber.Sink) error {
+	err := w.Registry.Subscribe(ctx, k, s)
+	s.Confirmed("SDK cache refreshed from the server after the reconnect")
+	return err
+}
+
+// Every attribute value the Manager records comes from the documented
+// set: the adapter's free-text evidence is counted as reason=evidence and
+// stays in Status.ConfirmReason.
+func TestMetricAttributesAreBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reader, mp := telemetrytest.NewProvider()
+		reg := subscribertest.New()
+		k := subscriber.Key{Service: "a"}
+		reg.Set(k, subscribertest.Instance("10.0.0.1", 80))
+		m, err := subscriber.New(wordyConfirmer{reg}, subscriber.WithMeterProvider(mp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		s, err := m.Subscribe(t.Context(), k, func([]subscriber.Instance) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-s.Ready()
+		reg.SetDown(true) // a retry, a hold window, more outcomes
+		time.Sleep(10 * time.Second)
+		reg.SetDown(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		snap := telemetrytest.Read(t, reader)
+		if n := telemetrytest.CheckValues(t, snap); n < 10 {
+			t.Errorf("only %d data points checked", n)
+		}
+		if n := snap.Values["rebound.subscriber.confirmations"]["reason=evidence"]; n == 0 {
+			t.Errorf("no reason=evidence confirmation: %v", snap.Values["rebound.subscriber.confirmations"])
+		}
+		if got := s.Status().ConfirmReason; got != "SDK cache refreshed from the server after the reconnect" {
+			t.Errorf("Status.ConfirmReason = %q, want the adapter's words", got)
 		}
 	})
 }

@@ -194,7 +194,9 @@ func WithRefreshInterval(d time.Duration) Option {
 // Cost: 3600/period-in-seconds reads per subscription per hour: 12 at
 // 5 minutes, 60 at 1 minute (1,000 subscriptions at 5 minutes: 12,000
 // reads an hour, 3.3 per second). Default: 0, off. period must be 0 or at
-// least MinReconcilePeriod (1 s). Registries without Reconciler ignore it.
+// least MinReconcilePeriod (1 s); a period of centuries is allowed and
+// means about never (the jittered delay saturates, it never overflows).
+// Registries without Reconciler ignore it.
 func WithReconcile(period time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if period != 0 && period < MinReconcilePeriod {

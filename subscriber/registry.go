@@ -121,7 +121,12 @@ func (s ConnState) String() string {
 // (loops already retrying keep their backoff).
 type ConnectionMonitor interface {
 	// MonitorConnection reports connection changes to report until ctx is
-	// done, then returns (nil or ctx.Err()); report must be called from the
+	// done, then returns (nil or ctx.Err()). It returns an error matching
+	// ErrRegistryClosed when the registry client was closed: the Manager
+	// then stops with that error (Subscription.Err) every subscription
+	// that has no attempt to come (subscribed, or waiting for the
+	// connection); the others stop when their next Subscribe returns it.
+	// report must be called from the
 	// goroutine running MonitorConnection, never concurrently. The Manager
 	// runs it in a goroutine it owns, from New to Close. Report
 	// transitions only; reporting Connected more often than needed is

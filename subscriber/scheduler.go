@@ -28,7 +28,7 @@ const (
 // subscription may read it under its own.
 type entry struct {
 	s     *Subscription
-	due   int64 // when it fires (UnixNano, on the grid, see fireAt)
+	due   int64 // when it fires (scheduler.key: monotonic ns since the scheduler's start, on the grid, see fireAt)
 	seq   uint64
 	index int32 // in the heap; -1 when not queued
 	gen   uint32
@@ -39,7 +39,8 @@ func (e *entry) Key() (int64, uint64) { return e.due, e.seq }
 func (e *entry) SetIndex(i int32)     { e.index = i }
 
 // TimerSlack is the finest granularity of the Manager's scheduler: it
-// wakes only on multiples of TimerSlack (of Unix time), never early, so
+// wakes only on multiples of TimerSlack (of the time since the Manager
+// was created, on the monotonic clock), never early, so
 // that due times close together share one wake-up. A longer wait gets a
 // coarser grid: a due time d after now fires at the first multiple of g at
 // or after it, where g is the largest of TimerSlack, 2*TimerSlack, ...,
@@ -60,10 +61,14 @@ const (
 )
 
 // fireAt returns when the scheduler fires a due time: due rounded up to the
-// grid for a wait of due-now (UnixNano).
+// grid for a wait of due-now (scheduler keys).
 func fireAt(due, now int64) int64 {
+	wait := int64(0) // due-now, without overflow for a due time long past
+	if due > now {
+		wait = due - now
+	}
 	g := int64(TimerSlack)
-	for g < int64(MaxTimerSlack) && (due-now)/16 >= 2*g {
+	for g < int64(MaxTimerSlack) && wait/16 >= 2*g {
 		g *= 2
 	}
 	if r := due % g; r != 0 {
@@ -92,7 +97,14 @@ func fireAt(due, now int64) int64 {
 // scheduler goroutine takes over (a rescue timer, armed around every
 // attempt, starts it), so a slow Registry call delays the other
 // subscriptions by about TimerSlack at most.
+//
+// Due times are kept on the monotonic clock, as durations since the
+// scheduler's start (see key), never as wall-clock readings: a wall clock
+// stepped back by NTP would otherwise delay every due time by the size of
+// the step, and a due time beyond year 2262 (a period of centuries) would
+// overflow UnixNano and fire at once.
 type scheduler struct {
+	epoch   time.Time // time.Now() at creation, with its monotonic reading
 	mu      sync.Mutex
 	heap    dueheap.Heap[*entry]
 	seq     uint64
@@ -120,7 +132,7 @@ type job struct {
 }
 
 func newScheduler(wg *sync.WaitGroup, done <-chan struct{}) *scheduler {
-	return &scheduler{timerAt: math.MaxInt64, wake: make(chan struct{}, 1), wg: wg, done: done}
+	return &scheduler{epoch: time.Now(), timerAt: math.MaxInt64, wake: make(chan struct{}, 1), wg: wg, done: done}
 }
 
 // start runs the scheduler in a new goroutine, counted in wg.
@@ -193,7 +205,7 @@ func (sc *scheduler) takeOver(ow *owner) {
 // set (re)schedules e at due, replacing any earlier schedule. The caller
 // holds e.s.mu.
 func (sc *scheduler) set(e *entry, due time.Time) {
-	d := fireAt(due.UnixNano(), time.Now().UnixNano())
+	d := fireAt(sc.key(due), sc.key(time.Now()))
 	sc.mu.Lock()
 	e.gen++
 	e.due = d
@@ -216,6 +228,13 @@ func (sc *scheduler) set(e *entry, due time.Time) {
 		}
 	}
 }
+
+// key returns t as a scheduler key: t.Sub(epoch) in nanoseconds. t and
+// epoch both carry monotonic readings (times from time.Now and Add), so
+// the key follows the monotonic clock whatever the wall clock does; Sub
+// saturates, so a time centuries away is a key of math.MaxInt64 (never
+// fires) instead of an overflow.
+func (sc *scheduler) key(t time.Time) int64 { return int64(t.Sub(sc.epoch)) }
 
 // cancel removes e from the schedule; a firing already under way is made
 // stale. The caller holds e.s.mu.
@@ -249,7 +268,7 @@ func (sc *scheduler) run(ow *owner) {
 	var due []firing
 	for {
 		now := time.Now()
-		limit := now.UnixNano()
+		limit := sc.key(now)
 		due = due[:0]
 		sc.mu.Lock()
 		for len(sc.heap) > 0 && sc.heap[0].due <= limit {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -394,6 +395,21 @@ func (s *Subscription) stop(cause error) bool {
 	return true
 }
 
+// registryClosed stops the subscription with err (the ConnectionMonitor's
+// ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
+// subscribed, or awaiting a ReconnectConfirmer's evidence. Such a
+// subscription would never learn that the registry is closed. One with an
+// attempt to come learns it from that attempt, like any other permanent
+// error (so its attempts are counted the same way whatever the timing).
+func (s *Subscription) registryClosed(err error) {
+	s.mu.Lock()
+	waiting := !s.stopped && (s.run.phase == phaseAwaiting || (s.run.phase == phaseIdle && s.run.acked))
+	s.mu.Unlock()
+	if waiting && s.stop(err) {
+		s.finish()
+	}
+}
+
 // finish waits for the registry calls in flight, unsubscribes from the
 // registry and closes done. It runs once per subscription, after stop
 // returned true.
@@ -410,7 +426,11 @@ func (s *Subscription) finish() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), UnsubscribeTimeout)
 		err = s.unsubscribe(ctx)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRegistryClosed):
+			// A closed registry client holds no subscription any more.
+			s.m.log.Debug("registry unsubscribe: registry closed", zap.Stringer("key", s.key), zap.Error(err))
+		case err != nil:
 			s.m.log.Warn("registry unsubscribe failed", zap.Stringer("key", s.key), zap.Error(err))
 		}
 	}
@@ -554,7 +574,7 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 			s.scheduleLocked(now, true)
 		} else {
 			acked = true
-			s.ackLocked("subscribe")
+			s.ackLocked("subscribe", false)
 		}
 	case permanent:
 		s.lastErr = err
@@ -615,15 +635,17 @@ func (s *Subscription) callSubscribe(ctx context.Context) (err error) {
 	return s.m.reg.Subscribe(ctx, s.key, &s.sink)
 }
 
-// ackLocked records a confirmation: the subscription is subscribed.
-func (s *Subscription) ackLocked(reason string) {
+// ackLocked records a confirmation: the subscription is subscribed. reason
+// is "subscribe" for an acknowledged Registry.Subscribe (evidence false),
+// or the adapter's words for its Sink.Confirmed (evidence true).
+func (s *Subscription) ackLocked(reason string, evidence bool) {
 	now := time.Now()
 	s.run.phase = phaseIdle
 	s.run.needToken, s.run.tokenHeld = false, false
-	if t := s.m.opts.throttle; t != nil && reason == "subscribe" {
+	if t := s.m.opts.throttle; t != nil && !evidence {
 		t.Accepted(now) // an answered request (WithThrottle)
 	}
-	if s.run.sch == nil && reason == "subscribe" && s.m.metrics != nil {
+	if s.run.sch == nil && !evidence && s.m.metrics != nil {
 		// A first attempt that succeeded ran without a Schedule: report
 		// it to the retry metrics like any other attempt.
 		s.scheduleFor(now)
@@ -644,7 +666,7 @@ func (s *Subscription) ackLocked(reason string) {
 	}
 	s.setStateLocked(s.settledLocked(), nil)
 	if reason != "" && s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now}})
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence}})
 	}
 	s.scheduleReconcileLocked(now)
 	if s.dq.hasLatest {
@@ -858,7 +880,7 @@ func (s *Subscription) confirmed(reason string) {
 	switch {
 	case s.run.phase == phaseAwaiting:
 		s.cancelTimer(timerConfirm)
-		s.ackLocked(reason)
+		s.ackLocked(reason, true)
 		return
 	case s.run.phase == phaseScheduled && s.run.refresh:
 		// A Refresh not sent yet: the evidence answers it.
@@ -880,7 +902,7 @@ func (s *Subscription) confirmed(reason string) {
 		s.scheduleReconcileLocked(now)
 	}
 	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now}})
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true}})
 	}
 }
 
@@ -893,7 +915,15 @@ func (s *Subscription) scheduleReconcileLocked(now time.Time) {
 	if s.m.recon == nil || p <= 0 || s.run.lookupBusy || s.run.lookupRefresh || s.m.noLookup.Load() {
 		return
 	}
-	d := p*3/4 + time.Duration(rand.Int64N(int64(p/2)+1))
+	// p - p/4, not p*3/4: the product overflows for a period above about
+	// 97 years (and wrapped to a negative delay: a Lookup on every tick);
+	// the jittered sum saturates.
+	d := p - p/4
+	if j := time.Duration(rand.Int64N(int64(p/2) + 1)); d <= math.MaxInt64-j {
+		d += j
+	} else {
+		d = math.MaxInt64
+	}
 	s.m.sched.set(s.timer(timerReconcile), now.Add(d))
 }
 

@@ -56,8 +56,8 @@ func NewGRPC(mp metric.MeterProvider, stats func() GRPCStats) (*GRPC, error) {
 	if err != nil {
 		return nil, err
 	}
-	refreshed := metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "refreshed")))
-	coalesced := metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "coalesced")))
+	refreshed := metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrResult, ResolveRefreshed)))
+	coalesced := metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrResult, ResolveCoalesced)))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := stats()
 		o.ObserveInt64(subs, st.Subscriptions)

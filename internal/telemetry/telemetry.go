@@ -22,7 +22,7 @@
 //	rebound.limiter.wait                  histogram                    s               component
 //	rebound.subscriber.subscriptions      updowncounter (observable)   {subscription}  state=pending|subscribed|retrying|held|stopped
 //	rebound.subscriber.updates            counter                      {update}        result=delivered|duplicate|empty_held|stale
-//	rebound.subscriber.confirmations      counter                      {confirmation}  reason
+//	rebound.subscriber.confirmations      counter                      {confirmation}  reason=subscribe|evidence
 //	rebound.subscriber.registry.connected updowncounter (observable)   {connection}    (none)
 //	rebound.failback.queue                updowncounter (observable)   {call}          (none)
 //	rebound.failback.calls                counter (observable)         {call}          outcome=succeeded|gave_up|dropped
@@ -46,13 +46,21 @@
 // permanent error, the policy exhausted or the context done).
 // rebound.limiter.wait is the time an attempt waited for the shared
 // limiter on top of the delay. component names the loop's owner
-// ("subscriber", "failback", "etcd.register", or what the user set); it is
+// ("subscriber", "failback", "reboundgrpc", or what the user set); it is
 // omitted when empty.
+//
+// rebound.subscriber.confirmations counts evidence that the registry holds
+// a subscription: reason=subscribe for an acknowledged Registry.Subscribe,
+// reason=evidence for the adapter's Sink.Confirmed (a push, a cache
+// refresh). The adapter's own words are free text and never an attribute
+// value.
+//
+// Every attribute value comes from a fixed set (attributes.go, Values):
+// OpenTelemetry's rule of bounded cardinality.
 package telemetry
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,7 +102,7 @@ const (
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"success", "retry", "gave_up", "throttled"}
+var outcomeNames = [numOutcomes]string{OutcomeSuccessValue, OutcomeRetryValue, OutcomeGaveUpValue, OutcomeThrottledValue}
 
 // Retry records a retry loop's attempts, delays and limiter waits. A nil
 // *Retry records nothing. Safe for concurrent use.
@@ -138,7 +146,7 @@ func NewRetry(mp metric.MeterProvider, attrs ...attribute.KeyValue) (*Retry, err
 	var obs [numOutcomes]metric.ObserveOption
 	for o := range numOutcomes {
 		obs[o] = metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{
-			attribute.String("outcome", outcomeNames[o])}, comp...)...))
+			attribute.String(AttrOutcome, outcomeNames[o])}, comp...)...))
 	}
 	r.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for i := range numOutcomes {
@@ -248,7 +256,7 @@ type SubscriberCounts struct {
 	Connected int64
 }
 
-var stateNames = [5]string{"pending", "subscribed", "retrying", "stopped", "held"}
+var stateNames = [5]string{StatePending, StateSubscribed, StateRetrying, StateStopped, StateHeld}
 
 // Subscriber records a subscriber.Manager's instruments. A nil *Subscriber
 // records nothing. Safe for concurrent use.
@@ -256,7 +264,7 @@ type Subscriber struct {
 	updates  metric.Int64Counter
 	updOpts  [numUpdates][]metric.AddOption
 	confirms metric.Int64Counter
-	reasons  sync.Map // reason string -> []metric.AddOption
+	confOpts [numConfirms][]metric.AddOption
 	reg      metric.Registration
 }
 
@@ -272,11 +280,23 @@ const (
 	numUpdates
 )
 
-var updateNames = [numUpdates]string{"delivered", "duplicate", "empty_held", "stale"}
+var updateNames = [numUpdates]string{ResultDelivered, ResultDuplicate, ResultEmptyHeld, ResultStale}
 
-// maxReasons bounds the confirmation reasons given their own attribute
-// value; later ones are counted as "other".
-const maxReasons = 32
+// Confirm is what confirmed a subscription: the reason attribute of
+// rebound.subscriber.confirmations. The adapter's own words for its
+// evidence ("push", "SDK cache refreshed from the server after the
+// reconnect") are free text: they go to Status.ConfirmReason, the
+// Confirmation hook and the logs, never to an attribute.
+type Confirm int
+
+// Confirmation reasons.
+const (
+	ConfirmSubscribe Confirm = iota // an acknowledged Registry.Subscribe
+	ConfirmEvidence                 // the adapter's Sink.Confirmed (a push, a cache refresh, a watch's progress)
+	numConfirms
+)
+
+var confirmNames = [numConfirms]string{ReasonSubscribe, ReasonEvidence}
 
 // NewSubscriber returns a Subscriber on mp's rebound meter; counts is
 // called each time the reader collects. A nil mp returns nil, nil.
@@ -292,11 +312,14 @@ func NewSubscriber(mp metric.MeterProvider, counts func() SubscriberCounts) (*Su
 		return nil, err
 	}
 	for u := range numUpdates {
-		s.updOpts[u] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("result", updateNames[u])))}
+		s.updOpts[u] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrResult, updateNames[u])))}
 	}
 	if s.confirms, err = m.Int64Counter(SubscriberConfirmations, metric.WithUnit("{confirmation}"),
-		metric.WithDescription("Evidence that the registry holds a subscription, by reason (\"subscribe\": an acknowledged subscribe).")); err != nil {
+		metric.WithDescription("Evidence that the registry holds a subscription, by reason: subscribe (an acknowledged subscribe) or evidence (the adapter's report: a push, a cache refresh).")); err != nil {
 		return nil, err
+	}
+	for c := range numConfirms {
+		s.confOpts[c] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrReason, confirmNames[c])))}
 	}
 	subs, err := m.Int64ObservableUpDownCounter(SubscriberSubscriptions, metric.WithUnit("{subscription}"),
 		metric.WithDescription("Subscriptions by state: pending, subscribed, retrying, held, stopped (retained)."))
@@ -310,7 +333,7 @@ func NewSubscriber(mp metric.MeterProvider, counts func() SubscriberCounts) (*Su
 	}
 	var obs [len(stateNames)]metric.ObserveOption
 	for i, n := range stateNames {
-		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", n)))
+		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrState, n)))
 	}
 	s.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		c := counts()
@@ -335,23 +358,11 @@ func (s *Subscriber) Updated(u Update) {
 	}
 }
 
-// Confirmed counts one confirmation with reason (at most maxReasons
-// distinct values; then "other").
-func (s *Subscriber) Confirmed(reason string) {
-	if s == nil {
-		return
+// Confirmed counts one confirmation of kind c.
+func (s *Subscriber) Confirmed(c Confirm) {
+	if s != nil && c >= 0 && c < numConfirms {
+		s.confirms.Add(context.Background(), 1, s.confOpts[c]...)
 	}
-	opts, ok := s.reasons.Load(reason)
-	if !ok {
-		n := 0
-		s.reasons.Range(func(any, any) bool { n++; return n < maxReasons })
-		if n >= maxReasons {
-			reason = "other"
-		}
-		opts, _ = s.reasons.LoadOrStore(reason,
-			[]metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reason)))})
-	}
-	s.confirms.Add(context.Background(), 1, opts.([]metric.AddOption)...)
 }
 
 // Close unregisters the callbacks.
@@ -368,6 +379,8 @@ type FailbackStats struct {
 	Queue                      int64
 	Succeeded, GaveUp, Dropped int64
 }
+
+var callNames = [3]string{CallSucceeded, CallGaveUp, CallDropped}
 
 // Failback reports a failback.Invoker's instruments, all observable: the
 // call path records nothing. A nil *Failback does nothing.
@@ -391,9 +404,9 @@ func NewFailback(mp metric.MeterProvider, stats func() FailbackStats) (*Failback
 	if err != nil {
 		return nil, err
 	}
-	var obs [3]metric.ObserveOption
-	for i, n := range []string{"succeeded", "gave_up", "dropped"} {
-		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", n)))
+	var obs [len(callNames)]metric.ObserveOption
+	for i, n := range callNames {
+		obs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrOutcome, n)))
 	}
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := stats()

@@ -2,7 +2,6 @@ package telemetry_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -41,7 +40,7 @@ func TestNilProviderRecordsNothing(t *testing.T) {
 	_ = r.Close()
 	s, _ := telemetry.NewSubscriber(nil, nil)
 	s.Updated(telemetry.UpdateDelivered)
-	s.Confirmed("push")
+	s.Confirmed(telemetry.ConfirmEvidence)
 	_ = s.Close()
 	f, _ := telemetry.NewFailback(nil, nil)
 	_ = f.Close()
@@ -105,9 +104,9 @@ func TestSubscriber(t *testing.T) {
 	s.Updated(telemetry.UpdateDelivered)
 	s.Updated(telemetry.UpdateDuplicate)
 	s.Updated(telemetry.UpdateDelivered)
-	s.Confirmed("push")
-	s.Confirmed("push")
-	s.Confirmed("subscribe")
+	s.Confirmed(telemetry.ConfirmEvidence)
+	s.Confirmed(telemetry.ConfirmEvidence)
+	s.Confirmed(telemetry.ConfirmSubscribe)
 	got, _ = collect(t, reader)
 	for k, v := range map[string]int64{"state=pending": 1, "state=subscribed": 0, "state=retrying": 1, "state=stopped": 0} {
 		if got[telemetry.SubscriberSubscriptions][k] != v {
@@ -117,17 +116,15 @@ func TestSubscriber(t *testing.T) {
 	if u := got[telemetry.SubscriberUpdates]; u["result=delivered"] != 2 || u["result=duplicate"] != 1 {
 		t.Errorf("updates %v", u)
 	}
-	if c := got[telemetry.SubscriberConfirmations]; c["reason=push"] != 2 || c["reason=subscribe"] != 1 {
+	if c := got[telemetry.SubscriberConfirmations]; c["reason=evidence"] != 2 || c["reason=subscribe"] != 1 || len(c) != 2 {
 		t.Errorf("confirmations %v", c)
 	}
 	if c, ok := got[telemetry.SubscriberConnected][""]; !ok || c != 0 {
 		t.Errorf("connected %v", got[telemetry.SubscriberConnected])
 	}
-	for i := range 100 { // reasons are bounded
-		s.Confirmed(fmt.Sprint("reason-", i))
-	}
+	s.Confirmed(-1) // out of range: not recorded
 	got, _ = collect(t, reader)
-	if n := len(got[telemetry.SubscriberConfirmations]); n > 33 || got[telemetry.SubscriberConfirmations]["reason=other"] == 0 {
+	if n := len(got[telemetry.SubscriberConfirmations]); n != 2 {
 		t.Errorf("%d reasons: %v", n, got[telemetry.SubscriberConfirmations])
 	}
 	_ = s.Close()

@@ -213,6 +213,18 @@ func (f *fakeSDK) ServerHealthy() bool {
 	return f.connected && !f.closed
 }
 
+// GetAllServicesInfo is the adapter's probe for a closed client: it
+// fails like a request (SHUTDOWN after CloseClient, UNHEALTHY while
+// disconnected).
+func (f *fakeSDK) GetAllServicesInfo(vo.GetAllServiceInfoParam) (model.ServiceList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.errLocked(); err != nil {
+		return model.ServiceList{}, err
+	}
+	return model.ServiceList{}, nil
+}
+
 func (f *fakeSDK) CloseClient() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -538,6 +538,25 @@ func (r *Registry) probeDue() bool {
 	return r.lastProbe.CompareAndSwap(last, now)
 }
 
+// probeClosed reports whether the SDK client was closed (CloseClient).
+// nacos-sdk-go v2.3.2 keeps that state in unexported fields (the rpc
+// client's status SHUTDOWN) and tells it only through the error of a
+// request: "client not connected, current status:SHUTDOWN". The probe is
+// GetAllServicesInfo for one name, a read-only ServiceListRequest (no
+// subscription, no callback, no cache entry), which a disconnected client
+// fails within its request timeout (at most about 300 ms) without sending.
+func (r *Registry) probeClosed() bool {
+	if r.clientClosed.Load() {
+		return true
+	}
+	_, err := r.client.GetAllServicesInfo(vo.GetAllServiceInfoParam{NameSpace: r.cfg.namespace, PageNo: 1, PageSize: 1})
+	if isShutdown(err) {
+		r.clientClosed.Store(true)
+		return true
+	}
+	return false
+}
+
 // Unsubscribe implements subscriber.Registry: it stops deliveries to sink,
 // removes its SDK callback with the SDK's Unsubscribe, and asks the other
 // subscriptions of the same key, if any, to resubscribe (the SDK
@@ -556,7 +575,14 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	s.ok.Store(false)
 	s.g.mu.Lock()
 	var err error
-	if s.registered {
+	switch {
+	case s.registered && r.clientClosed.Load():
+		// A closed client sends nothing: its Unsubscribe would only fail
+		// after the request timeout (for each subscription in turn).
+		s.g.cached.Store(false)
+		s.registered = false
+		err = ErrClosed
+	case s.registered:
 		s.g.cached.Store(false)
 		err = r.client.Unsubscribe(s.param)
 		s.registered = false
@@ -577,7 +603,10 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrClosed):
+		return err
 	case isShutdown(err):
+		r.clientClosed.Store(true)
 		return ErrClosed
 	default:
 		return opError("unsubscribe", key, err)
@@ -699,7 +728,10 @@ func isShutdown(err error) bool {
 // as it is connected again. After reporting Connected it confirms, from
 // evidence, every subscription whose last Subscribe succeeded (see
 // ConfirmsReconnects and WithEvidenceWindow). It runs until ctx is done (it
-// returns nil) or the Registry is closed (ErrClosed). While it runs,
+// returns nil) or the Registry or its SDK client is closed (ErrClosed, on
+// which the Manager stops every subscription; while the client is
+// disconnected, the monitor asks the SDK whether CloseClient was called at
+// once and then every 10 s, see probeClosed). While it runs,
 // Subscribe consults its view of the connection instead of calling
 // ServerHealthy.
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
@@ -721,7 +753,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 			return nil
 		case <-t.C:
 		}
-		if r.closed.Load() {
+		if r.closed.Load() || r.clientClosed.Load() {
 			return ErrClosed
 		}
 		var h bool
@@ -738,6 +770,13 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 			if !h && r.evidenceWhileDown() {
 				r.log.Debug("new data from the server in the SDK's cache: connected again")
 				h = true
+			}
+			if !h && r.probeDue() && r.probeClosed() {
+				// The Manager subscribes nothing while the connection is
+				// down (the SDK's redo would), so no Subscribe would ever
+				// find out: the monitor asks.
+				r.log.Info("the SDK client was closed (CloseClient): the registry is closed")
+				return ErrClosed
 			}
 		}
 		switch {

@@ -565,3 +565,38 @@ func TestSameListTwiceFromTheSDKIsPassedOnce(t *testing.T) {
 		t.Fatalf("updates %v, want %v (the repeated list passed once)", got, want)
 	}
 }
+
+// MonitorConnection finds out that the SDK client was closed (the Manager
+// sends no Subscribe while the connection is down, so no Subscribe can),
+// returns ErrClosed, and Unsubscribe then calls the closed SDK no more.
+func TestMonitorConnectionFindsClosedClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeSDK()
+		r := newRegistry(t, f)
+		key := subscriber.Key{Service: "orders"}
+		var s sink
+		if err := r.Subscribe(ctx, key, &s); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.MonitorConnection(context.Background(), func(subscriber.ConnState) {}) }()
+		time.Sleep(time.Second)
+		f.CloseClient()
+		time.Sleep(15 * time.Second)
+		select {
+		case err := <-done:
+			if !errors.Is(err, nacos.ErrClosed) || !errors.Is(err, subscriber.ErrRegistryClosed) {
+				t.Fatalf("MonitorConnection returned %v, want ErrClosed (subscriber.ErrRegistryClosed)", err)
+			}
+		default:
+			t.Fatal("MonitorConnection still running 15 s after CloseClient")
+		}
+		before := f.totalRequests()
+		if err := r.Unsubscribe(ctx, key, &s); !errors.Is(err, nacos.ErrClosed) {
+			t.Fatalf("Unsubscribe on a closed client: %v, want ErrClosed", err)
+		}
+		if n := f.totalRequests() - before; n != 0 {
+			t.Fatalf("Unsubscribe sent %d requests to a closed client", n)
+		}
+	})
+}
