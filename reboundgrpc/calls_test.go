@@ -443,3 +443,25 @@ func TestClientConnClosedBeforeInvoker(t *testing.T) {
 		t.Fatalf("served %v, want %v", got, want)
 	}
 }
+
+// TestQueuedRequestUndecodable: a queued FireAndForget request whose type
+// this binary does not know is a permanent ErrInvalidArgument naming the
+// type, never sent; a map that is not a queued request is sent as it is
+// (a custom codec may send maps) and the proto codec's failure explained.
+func TestQueuedRequestUndecodable(t *testing.T) {
+	rec := startRecorder(t)
+	inv := reboundgrpc.NewInvoker(newCC(t, rec), reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	_, err := inv.Invoke(ctx, &cluster.Invocation{Method: checkMethod, Args: []any{map[string]any{"type_url": "reboundgrpc.request/no.such.Type"}}})
+	if !rebound.IsPermanent(err) || !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "no.such.Type") {
+		t.Fatalf("unknown queued type: %v", err)
+	}
+	_, err = inv.Invoke(ctx, &cluster.Invocation{Method: checkMethod, Args: []any{map[string]any{"service": "x"}}})
+	if !rebound.IsPermanent(err) || !errors.Is(err, rebound.ErrInvalidArgument) || status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "protocodec") {
+		t.Fatalf("a JSON-decoded message: %v, want Internal explained (naming protocodec)", err)
+	}
+	if n := len(rec.requestIDs()); n != 0 {
+		t.Fatalf("%d calls reached the server, want none", n)
+	}
+}

@@ -158,8 +158,7 @@ func wrap(m proto.Message) (*anypb.Any, error) {
 
 // request returns the message to send for a: a wrapped request (an Any
 // from wrap, or its JSON-decoded form after a restart) unwrapped, any
-// other value as it is. A map that is not a wrapped request is an error:
-// a proto.Message that a Codec (failback's JSONCodec) decoded as JSON.
+// other value as it is (a map too: a custom gRPC codec may send one).
 func request(method string, a any) (any, error) {
 	var typeURL string
 	var value []byte
@@ -172,7 +171,7 @@ func request(method string, a any) (any, error) {
 	case map[string]any:
 		u, _ := v["type_url"].(string)
 		if !strings.HasPrefix(u, wrappedPrefix) {
-			return nil, notMessage(method, "request", a)
+			return a, nil
 		}
 		typeURL = u
 		if s, ok := v["value"].(string); ok {

@@ -111,9 +111,10 @@ func (i *Invoker) Target() string { return i.target }
 // reply] with a non-nil request) is a Permanent *rebound.ArgumentError
 // (matching rebound.ErrInvalidArgument), never retried; so is a request
 // that a failback Store's Codec could not give back as a proto.Message
-// after a restart (a map from failback's default JSONCodec; use
-// failback.WithCodec(protocodec.Codec{}) for calls made with Invoke, see
-// the package documentation), with a message that says so.
+// after a restart (a map from failback's default JSONCodec, which gRPC's
+// proto codec cannot send; use failback.WithCodec(protocodec.Codec{}) for
+// calls made with Invoke, see the package documentation), with a message
+// that says so.
 //
 // A call that fails with Canceled because the ClientConn is closed (its
 // state is Shutdown, or grpc.ErrClientConnClosing) while ctx is not done
@@ -136,9 +137,6 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	var reply any = &emptypb.Empty{}
 	if len(inv.Args) == 2 && inv.Args[1] != nil {
 		reply = inv.Args[1]
-		if _, ok := reply.(map[string]any); ok {
-			return nil, rebound.Permanent(notMessage(inv.Method, "reply", reply))
-		}
 	}
 	if len(inv.Attachments) > 0 {
 		kv := make([]string, 0, 2*len(inv.Attachments))
@@ -160,6 +158,18 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	if err != nil {
 		if ctx.Err() == nil && i.closing(err) {
 			return nil, rebound.Transient(fmt.Errorf("reboundgrpc: %s: the ClientConn is closed; the call stays queued: %w", inv.Method, err))
+		}
+		if status.Code(err) == codes.Internal && c == nil {
+			// A map the proto codec could not encode (a request or
+			// reply a JSON Codec gave back after a restart); a custom
+			// codec (grpc.ForceCodecV2) may send maps, so only its
+			// failure is explained.
+			if _, ok := req.(map[string]any); ok {
+				return nil, rebound.Permanent(fmt.Errorf("%w: %w", notMessage(inv.Method, "request", req), err))
+			}
+			if _, ok := reply.(map[string]any); ok {
+				return nil, rebound.Permanent(fmt.Errorf("%w: %w", notMessage(inv.Method, "reply", reply), err))
+			}
 		}
 		return nil, i.classify(err, trailer)
 	}
