@@ -108,8 +108,9 @@
 // FireAndForget is a unary client interceptor that sends the calls of
 // chosen methods through such a failback invoker, so generated client code
 // gets failback unchanged. Its first attempt continues the interceptor
-// chain it was called from (interceptors placed before it run once per
-// call, and the caller's call options apply); background retries, made
+// chain it was called from when the Invoker is over the same
+// *grpc.ClientConn (interceptors placed before it run once per call, and
+// the caller's call options apply); background retries, made
 // after the caller's chain has returned, are calls of their own through
 // the ClientConn's whole chain, with the Invoker's call options.
 //

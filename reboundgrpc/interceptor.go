@@ -37,7 +37,8 @@ type Queue interface {
 //
 // For a chosen method the interceptor hands the call to the Queue, which
 // makes its first attempt at once, in the caller's goroutine, through the
-// Invoker: that attempt continues the interceptor chain it came from (the
+// Invoker: when the Invoker is over the same *grpc.ClientConn (NewInvoker(cc)),
+// that attempt continues the interceptor chain it came from (the
 // interceptors after the FireAndForget, then the transport), with the
 // caller's context, the caller's call options and the Invoker's; the
 // interceptors before the FireAndForget see the call once, as the caller

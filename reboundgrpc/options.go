@@ -111,7 +111,8 @@ func WithLinger(d time.Duration) Option {
 // keep is called from a resolver goroutine of the key, once per instance
 // per list (not once per ClientConn: the state is shared), outside the
 // Builder's lock: a slow keep delays only its own key, and keep may call
-// Builder.Stats. It should not block. A panic in keep is recovered
+// Builder.Stats; it may be called concurrently for different keys, so it
+// must be safe for concurrent use. It should not block. A panic in keep is recovered
 // (counted in Stats.Panics, logged at Error with its stack): the
 // ClientConns keep the last list keep accepted, a ClientConn that has none
 // hears the panic (a *cluster.PanicError) through ReportError, and the
