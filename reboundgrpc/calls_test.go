@@ -99,6 +99,8 @@ func TestClassifyPushbackEveryCode(t *testing.T) {
 type recorder struct {
 	backend
 	down     atomic.Bool
+	hang     atomic.Bool  // block every call until its context ends
+	hanging  atomic.Int64 // calls blocked now
 	pushback atomic.Value // string; "" for none
 	mu       sync.Mutex
 	services []string   // HealthCheckRequest.Service of served calls
@@ -118,6 +120,12 @@ func startRecorder(t *testing.T) *recorder {
 		rec.mu.Lock()
 		rec.ids = append(rec.ids, md.Get("x-request-id"))
 		rec.mu.Unlock()
+		if rec.hang.Load() {
+			rec.hanging.Add(1)
+			<-ctx.Done()
+			rec.hanging.Add(-1)
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		if rec.down.Load() {
 			if pb := rec.pushback.Load().(string); pb != "" {
 				_ = grpc.SetTrailer(ctx, metadata.Pairs(reboundgrpc.PushbackTrailer, pb))
@@ -319,7 +327,8 @@ func (d *durable) wait(t *testing.T, n int) (ok, gaveUp []failback.Task) {
 		case task := <-d.h.gaveUp:
 			gaveUp = append(gaveUp, task)
 		case <-deadline.C:
-			t.Fatalf("%d of %d calls ended (%d succeeded, gave up %v)", len(ok)+len(gaveUp), n, len(ok), errsOf(gaveUp))
+			l, err := d.st.Len()
+			t.Fatalf("%d of %d calls ended (%d succeeded, gave up %v); failback %+v, store %d (%v)", len(ok)+len(gaveUp), n, len(ok), errsOf(gaveUp), d.fb.Stats(), l, err)
 		}
 	}
 	return ok, gaveUp
@@ -463,5 +472,39 @@ func TestQueuedRequestUndecodable(t *testing.T) {
 	}
 	if n := len(rec.requestIDs()); n != 0 {
 		t.Fatalf("%d calls reached the server, want none", n)
+	}
+}
+
+// TestCloseDuringRetryKeepsCall: closing the failback Invoker while a
+// retry is in flight (its context cancelled by Close) leaves the call in
+// the store for the next process (old: the attempt's Canceled status was
+// permanent and the call was given up and removed).
+func TestCloseDuringRetryKeepsCall(t *testing.T) {
+	rec := startRecorder(t)
+	rec.down.Store(true)
+	path := filepath.Join(t.TempDir(), "calls.db")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p1 := openDurable(t, path, rec)
+	if _, err := healthpb.NewHealthClient(p1.cc).Check(ctx, &healthpb.HealthCheckRequest{Service: "in-flight"}); err != nil {
+		t.Fatalf("Check: %v, want queued", err)
+	}
+	p1.queued(t, 1)
+	rec.hang.Store(true)
+	eventually(t, "a retry in flight", func() bool { return rec.hanging.Load() == 1 })
+	p1.stop(t)
+	select {
+	case task := <-p1.h.gaveUp:
+		t.Fatalf("the in-flight call was given up at Close: %v", task.Err)
+	default:
+	}
+	rec.hang.Store(false)
+	rec.down.Store(false)
+	p2 := openDurable(t, path, rec)
+	if ok, gaveUp := p2.wait(t, 1); len(ok) != 1 {
+		t.Fatalf("after the restart: gave up %v, want the call delivered", errsOf(gaveUp))
+	}
+	if got := rec.served(); !slices.Equal(got, []string{"in-flight"}) {
+		t.Fatalf("served %v", got)
 	}
 }

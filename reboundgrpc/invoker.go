@@ -116,6 +116,10 @@ func (i *Invoker) Target() string { return i.target }
 // calls made with Invoke, see the package documentation), with a message
 // that says so.
 //
+// An attempt ended by ctx returns an error that also wraps ctx.Err()
+// (errors.Is(err, context.Canceled) holds), so that a failback Invoker
+// that cancels its in-flight retries when it closes keeps them queued.
+//
 // A call that fails with Canceled because the ClientConn is closed (its
 // state is Shutdown, or grpc.ErrClientConnClosing) while ctx is not done
 // is transient, not permanent: a failback Invoker keeps it queued, and
@@ -170,6 +174,14 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 			if _, ok := reply.(map[string]any); ok {
 				return nil, rebound.Permanent(fmt.Errorf("%w: %w", notMessage(inv.Method, "reply", reply), err))
 			}
+		}
+		if cerr := ctx.Err(); cerr != nil && status.Code(err) == status.FromContextError(cerr).Code() {
+			// The attempt's context ended it: say so in a way errors.Is
+			// sees (grpc-go's status does not wrap the context's error),
+			// so that a failback Invoker closing during the attempt keeps
+			// the call (DropClosed, left in its Store) instead of giving
+			// it up as Canceled.
+			return nil, fmt.Errorf("%w (%w)", i.classify(err, trailer), cerr)
 		}
 		return nil, i.classify(err, trailer)
 	}
