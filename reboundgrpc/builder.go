@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/resolver"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -54,10 +56,36 @@ type Builder struct {
 
 	mu      sync.Mutex
 	closed  bool
-	entries map[string]*entry
+	entries map[keyID]*entry // by the Key's value, never its printed form
 
 	subscribes, unsubscribes, builds, resolveNows, refreshes atomic.Uint64
-	rejected                                                 atomic.Uint64
+	rejected, panics                                         atomic.Uint64
+}
+
+// keyID is a comparable form of a subscriber.Key, the key of the Builder's
+// subscriptions: two Keys share a subscription only if their fields are
+// equal (Clusters in any order). Key.String is not used: different keys
+// can print alike ("a/b/c" is service "a/b/c", or namespace "a", group
+// "b", service "c").
+type keyID struct {
+	namespace, group, service string
+	clusters                  string // sorted, each length-prefixed: "1:a3:b,c"
+}
+
+func idOf(k subscriber.Key) keyID {
+	id := keyID{namespace: k.Namespace, group: k.Group, service: k.Service}
+	if len(k.Clusters) > 0 {
+		cs := slices.Clone(k.Clusters)
+		slices.Sort(cs)
+		var sb strings.Builder
+		for _, c := range cs {
+			sb.WriteString(strconv.Itoa(len(c)))
+			sb.WriteByte(':')
+			sb.WriteString(c)
+		}
+		id.clusters = sb.String()
+	}
+	return id
 }
 
 // Stats counts what a Builder did, for tests and dashboards.
@@ -78,13 +106,21 @@ type Stats struct {
 	// Rejected counts states a ClientConn rejected (UpdateState errors),
 	// each sent again with backoff. An empty list is not counted.
 	Rejected uint64
+	// Panics counts recovered panics of the WithFilter function and of
+	// the WithHooks hooks (each logged at Error with its stack).
+	Panics uint64
 }
 
 // entry is one shared subscription.
 type entry struct {
 	key subscriber.Key
-	id  string
+	id  keyID
 	sub *subscriber.Subscription
+
+	// buildMu serializes the filtering of the entry's lists (run outside
+	// Builder.mu, so that a slow filter only delays its own key); it is
+	// taken before Builder.mu, never after.
+	buildMu sync.Mutex
 
 	// guarded by Builder.mu
 	removed   bool
@@ -96,6 +132,8 @@ type entry struct {
 	built     uint64 // version state was built for
 	state     resolver.State
 	filtered  int
+	good      bool  // state was built by a filter that returned (no panic)
+	filterErr error // the filter panicked on the list of version built
 	err       error // unresolved or stopped
 	stopped   bool
 
@@ -138,10 +176,6 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if o.mp != nil {
 		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
 	}
-	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(o.hooks), meter)
-	if err != nil {
-		return nil, err
-	}
 	log := o.log
 	if log == nil {
 		log = zap.NewNop()
@@ -150,9 +184,13 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		m:       m,
 		o:       o,
 		log:     log.With(zap.String("component", "reboundgrpc")),
-		retry:   retry,
-		entries: make(map[string]*entry),
+		entries: make(map[keyID]*entry),
 	}
+	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(b.safeHooks(o.hooks)), meter)
+	if err != nil {
+		return nil, err
+	}
+	b.retry = retry
 	b.meter, err = telemetry.NewGRPC(o.mp, func() telemetry.GRPCStats {
 		st := b.Stats()
 		return telemetry.GRPCStats{Subscriptions: int64(st.Subscriptions), Resolvers: int64(st.Resolvers),
@@ -192,7 +230,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 		r.cancel()
 		return nil, ErrClosed
 	}
-	id := key.String()
+	id := idOf(key)
 	e := b.entries[id]
 	if e == nil {
 		e = &entry{key: key, id: id, resolvers: make(map[*ccResolver]struct{})}
@@ -273,6 +311,7 @@ func (b *Builder) Stats() Stats {
 		ResolveNows:   b.resolveNows.Load(),
 		Refreshes:     b.refreshes.Load(),
 		Rejected:      b.rejected.Load(),
+		Panics:        b.panics.Load(),
 	}
 }
 
@@ -397,24 +436,94 @@ func (b *Builder) setErr(e *entry, err error, stopped bool) {
 
 // view is what a resolver sends.
 type view struct {
-	version  uint64
-	hasList  bool
-	state    resolver.State
-	filtered int
-	total    int
-	err      error
-	stopped  bool
+	version   uint64
+	hasList   bool
+	state     resolver.State
+	good      bool // state comes from a list the filter accepted
+	filtered  int
+	total     int
+	err       error
+	stopped   bool
+	filterErr error // the filter panicked on the latest list
 }
 
+// view returns what the entry's resolvers send. The filter runs outside
+// b.mu (under the entry's buildMu, once per list for all resolvers of the
+// entry): a slow filter delays only its own key, and a filter may call
+// Stats. A filter that panics leaves the last good state in place (see
+// filterPanicked).
 func (b *Builder) view(e *entry) view {
+	e.buildMu.Lock()
+	defer e.buildMu.Unlock()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if e.hasList && e.built != e.version {
-		e.state, e.filtered = endpoints(e.list, b.o.filter)
-		e.built = e.version
+		list, version := e.list, e.version
+		b.mu.Unlock()
+		st, filtered, perr := b.filter(list)
+		b.mu.Lock()
+		e.built = version
+		if perr != nil {
+			e.filterErr = perr
+		} else {
+			e.state, e.filtered, e.good, e.filterErr = st, filtered, true, nil
+		}
+		if perr != nil {
+			defer b.filterPanicked(e, perr) // logged after b.mu is released
+		}
 	}
-	return view{version: e.version, hasList: e.hasList, state: e.state, filtered: e.filtered,
-		total: len(e.list), err: e.err, stopped: e.stopped}
+	defer b.mu.Unlock()
+	return view{version: e.version, hasList: e.hasList, state: e.state, good: e.good, filtered: e.filtered,
+		total: len(e.list), err: e.err, stopped: e.stopped, filterErr: e.filterErr}
+}
+
+// filter builds the state of list, recovering a panic of the WithFilter
+// function as a *cluster.PanicError.
+func (b *Builder) filter(list []subscriber.Instance) (st resolver.State, filtered int, pe error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = cluster.NewPanicError("reboundgrpc.WithFilter", r)
+		}
+	}()
+	st, filtered = endpoints(list, b.o.filter)
+	return st, filtered, nil
+}
+
+func (b *Builder) filterPanicked(e *entry, err error) {
+	b.panics.Add(1)
+	var pe *cluster.PanicError
+	if errors.As(err, &pe) {
+		b.log.Error("recovered a panic of the filter; the ClientConns keep the last good list",
+			zap.Stringer("key", e.key), zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+	}
+}
+
+// safeHooks wraps every hook of h so that a panic is recovered (counted in
+// Stats.Panics and logged at Error) instead of killing the resolver's
+// goroutine and the process.
+func (b *Builder) safeHooks(h rebound.Hooks) rebound.Hooks {
+	wrap := func(name string, f func(rebound.Event)) func(rebound.Event) {
+		if f == nil {
+			return nil
+		}
+		return func(ev rebound.Event) {
+			defer func() {
+				if r := recover(); r != nil {
+					b.panics.Add(1)
+					pe := cluster.NewPanicError("reboundgrpc.WithHooks."+name, r)
+					b.log.Error("recovered a panic of a hook", zap.String("op", pe.Op),
+						zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+				}
+			}()
+			f(ev)
+		}
+	}
+	return rebound.Hooks{
+		Attempted: wrap("Attempted", h.Attempted),
+		Retried:   wrap("Retried", h.Retried),
+		Recovered: wrap("Recovered", h.Recovered),
+		GaveUp:    wrap("GaveUp", h.GaveUp),
+		Throttled: wrap("Throttled", h.Throttled),
+	}
 }
 
 // release detaches r from its entry; the last resolver starts the linger.
@@ -496,9 +605,12 @@ func (b *Builder) resolveNow(e *entry) {
 // refresh asks the Manager to confirm e's subscription again
 // (Subscription.Refresh: one limiter-paced registry request, and nothing
 // while the subscription is pending, retrying or within the Manager's own
-// refresh interval), unless the Manager is confirming it anyway.
+// refresh interval), unless the Manager is confirming it anyway. A held
+// subscription (an empty list held back, StateHeld) is refreshed too: the
+// registry is asked whether the providers are back, which ends the hold
+// early when they are.
 func (b *Builder) refresh(e *entry) {
-	if e.sub.Status().State != subscriber.StateSubscribed {
+	if st := e.sub.Status().State; st != subscriber.StateSubscribed && st != subscriber.StateHeld {
 		return
 	}
 	b.refreshes.Add(1)

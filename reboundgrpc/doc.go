@@ -23,7 +23,10 @@
 //     registry answers with errors, the ClientConn hears them through
 //     ReportError from WithUnresolvedReport (1 s) on, so fail-fast RPCs fail
 //     with Unavailable while grpc.WaitForReady(true) RPCs keep waiting.
-//   - One Manager subscription per Key, shared and reference-counted by
+//   - One Manager subscription per Key value (Namespace, Group, Service and
+//     the set of Clusters; never Key.String, which two different keys can
+//     share: service "a/b/c" and namespace "a", group "b", service "c"),
+//     shared and reference-counted by
 //     every ClientConn and by every resolver a ClientConn builds again when
 //     it leaves idle mode (grpc.WithIdleTimeout closes the resolver on
 //     entering idle mode). A subscription outlives its last resolver by
@@ -44,8 +47,11 @@
 //     observes it), and at once when a newer list arrives.
 //   - ResolveNow (which balancers call when connections fail) is coalesced
 //     across all ClientConns of a subscription: at most one re-confirmation
-//     per WithResolveNowInterval (6 s), and none while the Manager is
-//     confirming the subscription anyway. See Stats.Refreshes.
+//     (Subscription.Refresh) per WithResolveNowInterval (6 s), and none
+//     while the Manager is confirming the subscription anyway. A held
+//     subscription (an empty list held back after a reconnect, StateHeld)
+//     is refreshed too, so the registry is asked at once whether the
+//     providers are back. See Stats.Refreshes.
 //   - Instances that are not Healthy and Enabled are left out
 //     (WithFilter). Each endpoint carries its registry instance
 //     (InstanceFromEndpoint: ID, cluster, weight, metadata) and its
@@ -53,6 +59,16 @@
 //     (experimental/balancer/weight; see WeightScale). grpc-go's
 //     weighted_round_robin balancer takes its weights from ORCA load
 //     reports, not from the resolver.
+//   - The filter runs once per list for every ClientConn of the key, on a
+//     resolver goroutine, outside the Builder's lock: a slow filter delays
+//     only its own key, and it may call Stats. A panic of the filter or of
+//     a WithHooks hook is recovered (Stats.Panics, logged at Error with its
+//     stack): the ClientConns keep the last list the filter accepted (one
+//     with none hears the *cluster.PanicError through ReportError), and
+//     later lists are filtered and delivered as usual.
+//   - Target(scheme, key) is ParseTarget's inverse: a namespace that is not
+//     made of letters, digits, '-', '.', '_' and '~' goes into the
+//     namespace parameter, and everything is escaped.
 //
 // Metrics: WithMeterProvider (rebound.grpc.* instruments, read from
 // Stats). Hooks on the loops that re-send rejected states: WithHooks.
@@ -66,16 +82,49 @@
 //
 // Invoker turns a ClientConn into a cluster.Invoker; Classify marks gRPC
 // errors as transient (Unavailable, Aborted, DeadlineExceeded of the
-// attempt, ResourceExhausted with a grpc-retry-pushback-ms trailer, which
-// becomes a rebound.RetryAfter) or permanent (InvalidArgument, NotFound,
-// PermissionDenied, Unauthenticated, Unimplemented, ...), which is what
-// failback's default classifier reads:
+// attempt, ResourceExhausted with a grpc-retry-pushback-ms trailer) or
+// permanent (InvalidArgument, NotFound, PermissionDenied, Unauthenticated,
+// Unimplemented, ...), which is what failback's default classifier reads:
 //
 //	fb, _ := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)))
 //	_, err := fb.Invoke(ctx, &cluster.Invocation{Method: "/audit.Audit/Record", Args: []any{req}})
 //
 // The balancer picks the backend of every attempt, retries included.
+//
+// Server pushback (gRFC A6) is honoured on every retryable code: a
+// grpc-retry-pushback-ms trailer becomes a rebound.RetryAfter, which a
+// retry loop caps at its Policy.MaxRetryAfter (5 min by default), so a
+// pushback of more than a day waits the cap; a negative, malformed or
+// repeated one means "do not retry" and makes the error permanent.
+//
+// A call that fails with Canceled because the ClientConn is closed
+// (grpc.ErrClientConnClosing, or the ClientConn's state is Shutdown) is
+// transient: closing the ClientConn before the failback Invoker leaves the
+// queued calls queued (retried on the closed ClientConn, each failing the
+// same way) instead of giving them up; with a failback Store they stay in
+// it when the failback Invoker is closed, and the next process delivers
+// them. Close the failback Invoker first when no store is used.
+//
 // FireAndForget is a unary client interceptor that sends the calls of
 // chosen methods through such a failback invoker, so generated client code
-// gets failback unchanged.
+// gets failback unchanged. Its first attempt continues the interceptor
+// chain it was called from when the Invoker is over the same
+// *grpc.ClientConn (interceptors placed before it run once per call, and
+// the caller's call options apply); background retries, made
+// after the caller's chain has returned, are calls of their own through
+// the ClientConn's whole chain, with the Invoker's call options.
+//
+// # Calls kept across a restart
+//
+// With failback.WithStore, the arguments of a queued call are encoded by
+// the failback Codec and decoded by the next process. A request queued by
+// FireAndForget is kept as its protobuf wire form with its full type name,
+// which every Codec stores (failback's default JSONCodec included) and the
+// Invoker decodes again through protoregistry, so it is delivered after a
+// restart with its content. A request passed to failback's Invoke as a
+// message needs a Codec that gives protobuf messages back: use
+// failback.WithCodec(protocodec.Codec{}). With the JSONCodec such a
+// request comes back as a map, which the Invoker refuses with a permanent
+// *rebound.ArgumentError naming the fix (the call ends in failback's
+// GaveUp hook and log), never sending it.
 package reboundgrpc

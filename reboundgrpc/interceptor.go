@@ -2,11 +2,20 @@ package reboundgrpc
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 )
 
@@ -26,15 +35,33 @@ type Queue interface {
 //	ff.Bind(fb)
 //	_, err := auditpb.NewAuditClient(cc).Record(ctx, req) // nil when queued
 //
-// For a chosen method the interceptor makes the call through the Queue:
-// its first attempt runs at once in the caller's goroutine, through the
-// rest of the interceptor chain; if it fails with a transient status the
-// Queue keeps it and the caller gets a nil error. The caller's reply
-// message is left untouched (fire-and-forget: there is no answer to wait
-// for) and the caller's call options are not used (set the Invoker's with
-// WithCallOptions). The request is cloned (proto.Clone), so the caller may
-// reuse it. Calls the Queue makes come back through the interceptor and go
-// straight on. Until Bind, and for other methods, calls go straight on.
+// For a chosen method the interceptor hands the call to the Queue, which
+// makes its first attempt at once, in the caller's goroutine, through the
+// Invoker: when the Invoker is over the same *grpc.ClientConn (NewInvoker(cc)),
+// that attempt continues the interceptor chain it came from (the
+// interceptors after the FireAndForget, then the transport), with the
+// caller's context, the caller's call options and the Invoker's; the
+// interceptors before the FireAndForget see the call once, as the caller
+// made it. If the attempt fails with a transient status the Queue keeps the
+// call and the caller gets a nil error.
+//
+// Retries run later in the background, after the caller's interceptors
+// have returned, so they cannot continue the caller's chain: each one is a
+// new RPC through the ClientConn's whole chain (cc.Invoke: every
+// interceptor, including those before the FireAndForget, sees each retry
+// as a call of its own, which is what auth, metrics and tracing
+// interceptors need), with the context failback gives retries (none of the
+// caller's values unless failback.WithContextValues) and the Invoker's call
+// options only (WithCallOptions); the FireAndForget lets them through.
+// With a failback Store, the IdempotencyKey attachment (outgoing metadata)
+// tells the server a retry is the same call.
+//
+// The caller's reply message is left untouched (fire-and-forget: there is
+// no answer to wait for). A proto.Message request is queued as its wire
+// form (a snapshot, so the caller may reuse the message at once) that any
+// failback Codec stores and gives back after a restart, failback's default
+// JSONCodec included; the Invoker decodes it again through protoregistry.
+// Until Bind, and for other methods, calls go straight on.
 //
 // A FireAndForget is safe for concurrent use.
 type FireAndForget struct {
@@ -68,6 +95,31 @@ type bypassKey struct{}
 
 func bypassed(ctx context.Context) bool { return ctx.Value(bypassKey{}) != nil }
 
+// contKey carries the rest of the interceptor chain to the first attempt.
+type contKey struct{}
+
+// continuation is the rest of a FireAndForget call's interceptor chain,
+// used once, by the first attempt an Invoker over the same ClientConn
+// makes for the same method.
+type continuation struct {
+	used    atomic.Bool
+	method  string
+	req     any
+	cc      *grpc.ClientConn
+	invoker grpc.UnaryInvoker
+	opts    []grpc.CallOption
+}
+
+// firstAttempt returns the continuation of ctx if it is for method on cc
+// and was not used yet.
+func firstAttempt(ctx context.Context, cc grpc.ClientConnInterface, method string) *continuation {
+	c, _ := ctx.Value(contKey{}).(*continuation)
+	if c == nil || c.method != method || c.cc == nil || grpc.ClientConnInterface(c.cc) != cc || !c.used.CompareAndSwap(false, true) {
+		return nil
+	}
+	return c
+}
+
 // UnaryClientInterceptor returns the interceptor (install it with
 // grpc.WithChainUnaryInterceptor).
 func (f *FireAndForget) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
@@ -76,10 +128,82 @@ func (f *FireAndForget) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		if ref == nil || !f.methods[method] || bypassed(ctx) {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
+		arg := req
 		if m, ok := req.(proto.Message); ok {
-			req = proto.Clone(m)
+			w, err := wrap(m)
+			if err != nil {
+				return status.Errorf(codes.Internal, "reboundgrpc: encoding the request of %s: %v", method, err)
+			}
+			arg = w
 		}
-		_, err := ref.q.Invoke(ctx, &cluster.Invocation{Method: method, Args: []any{req}})
+		ctx = context.WithValue(ctx, contKey{}, &continuation{method: method, req: req, cc: cc, invoker: invoker, opts: opts})
+		_, err := ref.q.Invoke(ctx, &cluster.Invocation{Method: method, Args: []any{arg}})
 		return err
 	}
+}
+
+// wrappedPrefix starts the type URL of a request wrapped by wrap: an Any
+// with it is a FireAndForget request, not a request of type Any.
+const wrappedPrefix = "reboundgrpc.request/"
+
+// wrap returns m's wire form in an Any with a wrappedPrefix type URL. Any
+// failback Codec stores it: protocodec as an Any, JSONCodec as
+// {"type_url": ..., "value": base64}, both decoded again by request.
+func wrap(m proto.Message) (*anypb.Any, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return &anypb.Any{TypeUrl: wrappedPrefix + string(m.ProtoReflect().Descriptor().FullName()), Value: b}, nil
+}
+
+// request returns the message to send for a: a wrapped request (an Any
+// from wrap, or its JSON-decoded form after a restart) unwrapped, any
+// other value as it is (a map too: a custom gRPC codec may send one).
+func request(method string, a any) (any, error) {
+	var typeURL string
+	var value []byte
+	switch v := a.(type) {
+	case *anypb.Any:
+		if !strings.HasPrefix(v.GetTypeUrl(), wrappedPrefix) {
+			return a, nil
+		}
+		typeURL, value = v.TypeUrl, v.Value
+	case map[string]any:
+		u, _ := v["type_url"].(string)
+		if !strings.HasPrefix(u, wrappedPrefix) {
+			return a, nil
+		}
+		typeURL = u
+		if s, ok := v["value"].(string); ok {
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, wrappedError(method, typeURL, err)
+			}
+			value = b
+		}
+	default:
+		return a, nil
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(strings.TrimPrefix(typeURL, wrappedPrefix)))
+	if err != nil {
+		return nil, wrappedError(method, typeURL, err)
+	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(value, m); err != nil {
+		return nil, wrappedError(method, typeURL, err)
+	}
+	return m, nil
+}
+
+func wrappedError(method, typeURL string, err error) error {
+	return &rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv.Args[0]",
+		Reason: fmt.Sprintf("is a queued request of %s (%s) that cannot be decoded", method, strings.TrimPrefix(typeURL, wrappedPrefix)), Err: err}
+}
+
+func notMessage(method, what string, a any) error {
+	return &rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv.Args",
+		Reason: fmt.Sprintf("has a %s of %s that is a %T, not a proto.Message: it was stored by a failback Codec that cannot "+
+			"give protocol buffers messages back (failback's default JSONCodec); use failback.WithCodec(protocodec.Codec{}), "+
+			"or FireAndForget, whose requests every Codec keeps", what, method, a)}
 }

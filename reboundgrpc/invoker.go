@@ -2,12 +2,15 @@ package reboundgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -106,11 +109,34 @@ func (i *Invoker) Target() string { return i.target }
 // Invoke implements cluster.Invoker: one unary RPC. An Invocation it
 // cannot send (nil, no Method, or Args other than [request] or [request,
 // reply] with a non-nil request) is a Permanent *rebound.ArgumentError
-// (matching rebound.ErrInvalidArgument), never retried.
+// (matching rebound.ErrInvalidArgument), never retried; so is a request
+// that a failback Store's Codec could not give back as a proto.Message
+// after a restart (a map from failback's default JSONCodec, which gRPC's
+// proto codec cannot send; use failback.WithCodec(protocodec.Codec{}) for
+// calls made with Invoke, see the package documentation), with a message
+// that says so.
+//
+// An attempt ended by ctx returns an error that also wraps ctx.Err()
+// (errors.Is(err, context.Canceled) holds), so that a failback Invoker
+// that cancels its in-flight retries when it closes keeps them queued.
+//
+// A call that fails with Canceled because the ClientConn is closed (its
+// state is Shutdown, or grpc.ErrClientConnClosing) while ctx is not done
+// is transient, not permanent: a failback Invoker keeps it queued, and
+// with a Store it is left for the next process when the failback Invoker
+// is closed.
 func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, error) {
 	if inv == nil || inv.Method == "" || len(inv.Args) < 1 || len(inv.Args) > 2 || inv.Args[0] == nil {
 		return nil, rebound.Permanent(&rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv",
 			Reason: fmt.Sprintf("must have a Method and Args [request] or [request, reply] (method %q)", methodOf(inv))})
+	}
+	c := firstAttempt(ctx, i.cc, inv.Method)
+	var req any
+	var err error
+	if c == nil {
+		if req, err = request(inv.Method, inv.Args[0]); err != nil {
+			return nil, rebound.Permanent(err)
+		}
 	}
 	var reply any = &emptypb.Empty{}
 	if len(inv.Args) == 2 && inv.Args[1] != nil {
@@ -123,13 +149,57 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
 	}
-	ctx = context.WithValue(ctx, bypassKey{}, true) // a FireAndForget interceptor lets it through
 	var trailer metadata.MD
 	opts := append(i.opts[:len(i.opts):len(i.opts)], grpc.Trailer(&trailer))
-	if err := i.cc.Invoke(ctx, inv.Method, inv.Args[0], reply, opts...); err != nil {
+	if c != nil {
+		// The first attempt of a FireAndForget call: the rest of the
+		// interceptor chain it came from, with the caller's call options.
+		err = c.invoker(ctx, inv.Method, c.req, reply, c.cc, append(c.opts[:len(c.opts):len(c.opts)], opts...)...)
+	} else {
+		ctx = context.WithValue(ctx, bypassKey{}, true) // a FireAndForget interceptor lets it through
+		err = i.cc.Invoke(ctx, inv.Method, req, reply, opts...)
+	}
+	if err != nil {
+		if ctx.Err() == nil && i.closing(err) {
+			return nil, rebound.Transient(fmt.Errorf("reboundgrpc: %s: the ClientConn is closed; the call stays queued: %w", inv.Method, err))
+		}
+		if status.Code(err) == codes.Internal && c == nil {
+			// A map the proto codec could not encode (a request or
+			// reply a JSON Codec gave back after a restart); a custom
+			// codec (grpc.ForceCodecV2) may send maps, so only its
+			// failure is explained.
+			if _, ok := req.(map[string]any); ok {
+				return nil, rebound.Permanent(fmt.Errorf("%w: %w", notMessage(inv.Method, "request", req), err))
+			}
+			if _, ok := reply.(map[string]any); ok {
+				return nil, rebound.Permanent(fmt.Errorf("%w: %w", notMessage(inv.Method, "reply", reply), err))
+			}
+		}
+		if cerr := ctx.Err(); cerr != nil && status.Code(err) == status.FromContextError(cerr).Code() {
+			// The attempt's context ended it: say so in a way errors.Is
+			// sees (grpc-go's status does not wrap the context's error),
+			// so that a failback Invoker closing during the attempt keeps
+			// the call (DropClosed, left in its Store) instead of giving
+			// it up as Canceled.
+			return nil, fmt.Errorf("%w (%w)", i.classify(err, trailer), cerr)
+		}
 		return nil, i.classify(err, trailer)
 	}
 	return reply, nil
+}
+
+// closing reports whether err is a Canceled status caused by the
+// ClientConn closing.
+func (i *Invoker) closing(err error) bool {
+	if status.Code(err) != codes.Canceled {
+		return false
+	}
+	//lint:ignore SA1019 grpc-go returns exactly this status for a closed ClientConn; nothing else tells it from a server's Canceled
+	if errors.Is(err, grpc.ErrClientConnClosing) {
+		return true
+	}
+	c, ok := i.cc.(*grpc.ClientConn)
+	return ok && c.GetState() == connectivity.Shutdown
 }
 
 func methodOf(inv *cluster.Invocation) string {
@@ -144,15 +214,20 @@ func methodOf(inv *cluster.Invocation) string {
 //
 //   - transient (rebound.Transient): Unavailable, Aborted, and
 //     DeadlineExceeded (the attempt's deadline: failback never queues a call
-//     whose caller's context is done);
-//   - ResourceExhausted with a valid grpc-retry-pushback-ms trailer:
-//     transient, wrapped in rebound.RetryAfter with that delay; with a
-//     negative or malformed pushback (the server says "do not retry") or
-//     none: permanent (it is also what a client-side message-size limit
-//     returns);
+//     whose caller's context is done); Canceled caused by the ClientConn
+//     closing (grpc.ErrClientConnClosing);
+//   - ResourceExhausted: transient with a grpc-retry-pushback-ms trailer,
+//     permanent without one (it is also what a client-side message-size
+//     limit returns);
+//   - a grpc-retry-pushback-ms trailer on any of these retryable codes
+//     (gRFC A6): a valid one wraps the transient error in rebound.RetryAfter
+//     with that delay (a retry loop caps it at its Policy.MaxRetryAfter,
+//     5 min by default, so a pushback of days waits the cap); a negative or
+//     malformed one (the server says "do not retry") makes it permanent;
 //   - permanent (rebound.Permanent): InvalidArgument, NotFound,
 //     AlreadyExists, PermissionDenied, Unauthenticated, FailedPrecondition,
-//     OutOfRange, Unimplemented, Internal, DataLoss, Unknown, Canceled;
+//     OutOfRange, Unimplemented, Internal, DataLoss, Unknown, and Canceled
+//     (other than the ClientConn closing);
 //   - an error that is not a gRPC status (a context error, for example) is
 //     returned unmarked.
 //
@@ -167,32 +242,65 @@ func Classify(err error, trailer metadata.MD) error {
 		return err
 	}
 	switch st.Code() {
-	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded:
-		return rebound.Transient(err)
-	case codes.ResourceExhausted:
-		if d, ok := Pushback(trailer); ok {
-			return rebound.RetryAfter(d, rebound.Transient(err))
-		}
-		return rebound.Permanent(err)
 	case codes.OK:
 		return err
+	case codes.Canceled:
+		//lint:ignore SA1019 grpc-go returns exactly this status for a closed ClientConn; nothing else tells it from a server's Canceled
+		if errors.Is(err, grpc.ErrClientConnClosing) {
+			return rebound.Transient(err)
+		}
+		return rebound.Permanent(err)
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted:
+		d, present, retry := pushback(trailer)
+		switch {
+		case present && !retry:
+			return rebound.Permanent(err)
+		case present:
+			return rebound.RetryAfter(d, rebound.Transient(err))
+		case st.Code() == codes.ResourceExhausted:
+			return rebound.Permanent(err)
+		}
+		return rebound.Transient(err)
 	}
 	return rebound.Permanent(err)
 }
 
 // Pushback returns the delay of a grpc-retry-pushback-ms trailer. It reports
 // false when there is none, or when it is negative or malformed (which
-// gRFC A6 reads as "do not retry").
+// gRFC A6 reads as "do not retry"; more than one value is malformed). A
+// delay too large for a time.Duration saturates; a retry loop caps it at
+// its Policy.MaxRetryAfter.
 func Pushback(trailer metadata.MD) (time.Duration, bool) {
+	d, present, retry := pushback(trailer)
+	return d, present && retry
+}
+
+// maxPushbackMs is the largest pushback a time.Duration holds.
+const maxPushbackMs = int64(math.MaxInt64 / int64(time.Millisecond))
+
+// pushback parses the trailer: present is false without one; retry is
+// false for a negative or malformed one.
+func pushback(trailer metadata.MD) (d time.Duration, present, retry bool) {
 	vals := trailer.Get(PushbackTrailer)
-	if len(vals) != 1 {
-		return 0, false
+	if len(vals) == 0 {
+		return 0, false, false
+	}
+	if len(vals) > 1 {
+		return 0, true, false
 	}
 	ms, err := strconv.ParseInt(vals[0], 10, 64)
-	if err != nil || ms < 0 || ms > int64(24*time.Hour/time.Millisecond) {
-		return 0, false
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && ne.Err == strconv.ErrRange && ms > 0 {
+			ms = maxPushbackMs // a valid, huge number: saturate
+		} else {
+			return 0, true, false
+		}
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	if ms < 0 {
+		return 0, true, false
+	}
+	return time.Duration(min(ms, maxPushbackMs)) * time.Millisecond, true, true
 }
 
 // Retryable reports whether Classify marks err transient: use it with

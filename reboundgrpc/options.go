@@ -108,8 +108,15 @@ func WithLinger(d time.Duration) Option {
 
 // WithFilter sets which instances reach the ClientConn. Default:
 // DefaultFilter (Healthy and Enabled). A nil keep admits every instance.
-// keep is called from the subscription's delivery goroutine, once per
-// instance per list, and must not block.
+// keep is called from a resolver goroutine of the key, once per instance
+// per list (not once per ClientConn: the state is shared), outside the
+// Builder's lock: a slow keep delays only its own key, and keep may call
+// Builder.Stats; it may be called concurrently for different keys, so it
+// must be safe for concurrent use. It should not block. A panic in keep is recovered
+// (counted in Stats.Panics, logged at Error with its stack): the
+// ClientConns keep the last list keep accepted, a ClientConn that has none
+// hears the panic (a *cluster.PanicError) through ReportError, and the
+// next list is filtered again.
 func WithFilter(keep func(subscriber.Instance) bool) Option {
 	return optionFunc(func(o *options) {
 		if keep == nil {
@@ -188,7 +195,9 @@ func WithLogger(l *zap.Logger) Option {
 // resolver while the ClientConn rejects its state): Attempted after each
 // send, Retried with the delay before the next, Recovered when a send is
 // accepted after a rejection. They are called from the resolver's
-// goroutine, never under a lock, and must not block. Default: none.
+// goroutine, never under a lock, and must not block. A hook that panics is
+// recovered (counted in Stats.Panics, logged at Error with its stack) and
+// the loop goes on. Default: none.
 func WithHooks(h rebound.Hooks) Option {
 	return optionFunc(func(o *options) { o.hooks = h })
 }

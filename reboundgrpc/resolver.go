@@ -127,7 +127,15 @@ func (r *ccResolver) run() {
 // sub-connections) and answer with balancer.ErrBadResolverState by design,
 // followed by ReportError with a clear reason, which is what fails
 // fail-fast RPCs; sending it again would change nothing.
+//
+// A filter that panicked on the latest list leaves the last good state
+// (sent again: the ClientConn keeps its connections); with none, the
+// ClientConn hears the panic through ReportError.
 func (r *ccResolver) send(v view) error {
+	if v.hasList && v.filterErr != nil && !v.good {
+		r.cc.ReportError(fmt.Errorf("reboundgrpc: the filter of %s panicked; no list yet: %w", keyName(r.e.key), v.filterErr))
+		return nil
+	}
 	switch {
 	case v.hasList && len(v.state.Endpoints) > 0:
 		err := r.cc.UpdateState(v.state)
@@ -154,8 +162,10 @@ func (r *ccResolver) send(v view) error {
 }
 
 // ResolveNow implements resolver.Resolver: it asks for a re-confirmation
-// of the shared subscription, coalesced across every ClientConn using it
-// (see WithResolveNowInterval). It never blocks.
+// of the shared subscription (Subscription.Refresh), coalesced across every
+// ClientConn using it (see WithResolveNowInterval), also while the
+// subscription holds an empty list back (StateHeld): the registry is then
+// asked whether the providers are back. It never blocks.
 func (r *ccResolver) ResolveNow(resolver.ResolveNowOptions) {
 	r.b.resolveNow(r.e)
 }

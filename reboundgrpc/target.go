@@ -33,21 +33,63 @@ func ParseTarget(target string) (subscriber.Key, error) {
 	return keyFromURL(target, *u)
 }
 
-// Target formats key as a target of the given scheme, the inverse of
-// ParseTarget: Target("rebound", key) for use with grpc.NewClient.
-func Target(scheme string, key subscriber.Key) string {
-	u := url.URL{Scheme: scheme, Host: key.Namespace, Path: "/" + key.Service}
+// Target formats key as a target of the given scheme for grpc.NewClient,
+// the inverse of ParseTarget: ParseTarget(Target(scheme, k)) returns k
+// (its Clusters sorted and without repeats) for every Key it accepts, and
+// every Key ParseTarget returns is accepted. The namespace is the
+// authority when it is made of letters, digits, '-', '.', '_' and '~'
+// only, and the namespace parameter otherwise (a space, '/', '@', ':' or
+// any other character); the service and every parameter are escaped.
+//
+// It returns a *rebound.ArgumentError (matching rebound.ErrInvalidArgument)
+// for a scheme that is not a lower-case URL scheme, an empty Service, and a
+// cluster name ParseTarget could not read back (empty, containing ',', or
+// with leading or trailing white space).
+func Target(scheme string, key subscriber.Key) (string, error) {
+	bad := func(arg, reason string) (string, error) {
+		return "", &rebound.ArgumentError{Func: "reboundgrpc.Target", Arg: arg, Reason: reason}
+	}
+	if !validScheme(scheme) {
+		return bad("scheme", "must be a lower-case URL scheme (a letter, then letters, digits, '+', '-' or '.'); got "+strconv.Quote(scheme))
+	}
+	if key.Service == "" {
+		return bad("key.Service", "must not be empty")
+	}
+	for _, c := range key.Clusters {
+		if c == "" || strings.Contains(c, ",") || strings.TrimSpace(c) != c {
+			return bad("key.Clusters", "must be non-empty names without ',' and without leading or trailing white space; got "+strconv.Quote(c))
+		}
+	}
+	u := url.URL{Scheme: scheme, Path: "/" + key.Service}
 	q := url.Values{}
+	if hostSafe(key.Namespace) {
+		u.Host = key.Namespace
+	} else {
+		q.Set("namespace", key.Namespace)
+	}
 	if key.Group != "" {
 		q.Set("group", key.Group)
 	}
 	if len(key.Clusters) > 0 {
 		cs := slices.Clone(key.Clusters)
 		slices.Sort(cs)
-		q.Set("clusters", strings.Join(cs, ","))
+		q.Set("clusters", strings.Join(slices.Compact(cs), ","))
 	}
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), nil
+}
+
+// hostSafe reports whether ns can be the authority of a target as it is:
+// empty, or unreserved URL characters only (RFC 3986).
+func hostSafe(ns string) bool {
+	for _, c := range []byte(ns) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func keyFromTarget(t resolver.Target) (subscriber.Key, error) {

@@ -39,13 +39,18 @@ func TestParseTarget(t *testing.T) {
 			t.Errorf("ParseTarget(%q): %v", tc.in, err)
 			continue
 		}
-		if got.String() != tc.want.String() {
-			t.Errorf("ParseTarget(%q) = %s, want %s", tc.in, got, tc.want)
+		if !sameKey(got, tc.want) {
+			t.Errorf("ParseTarget(%q) = %#v, want %#v", tc.in, got, tc.want)
 		}
 		// Target is the inverse.
-		back, err := reboundgrpc.ParseTarget(reboundgrpc.Target("rebound", got))
-		if err != nil || back.String() != got.String() {
-			t.Errorf("ParseTarget(Target(%s)) = %s, %v", got, back, err)
+		tgt, err := reboundgrpc.Target("rebound", got)
+		if err != nil {
+			t.Errorf("Target(%#v): %v", got, err)
+			continue
+		}
+		back, err := reboundgrpc.ParseTarget(tgt)
+		if err != nil || !sameKey(back, got) {
+			t.Errorf("ParseTarget(Target(%#v)) = %#v, %v", got, back, err)
 		}
 	}
 	for _, bad := range []string{
