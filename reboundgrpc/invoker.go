@@ -17,6 +17,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/failback"
 )
 
 // PushbackTrailer is the trailer in which a gRPC server tells the client
@@ -122,9 +123,9 @@ func (i *Invoker) Target() string { return i.target }
 //
 // A call that fails with Canceled because the ClientConn is closed (its
 // state is Shutdown, or grpc.ErrClientConnClosing) while ctx is not done
-// is transient, not permanent: a failback Invoker keeps it queued, and
-// with a Store it is left for the next process when the failback Invoker
-// is closed.
+// is marked failback.Stopping: a failback Invoker does not retry it in
+// this process and never gives it up; with a Store it stays stored for
+// the next process.
 func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, error) {
 	if inv == nil || inv.Method == "" || len(inv.Args) < 1 || len(inv.Args) > 2 || inv.Args[0] == nil {
 		return nil, rebound.Permanent(&rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv",
@@ -161,7 +162,7 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	}
 	if err != nil {
 		if ctx.Err() == nil && i.closing(err) {
-			return nil, rebound.Transient(fmt.Errorf("reboundgrpc: %s: the ClientConn is closed; the call stays queued: %w", inv.Method, err))
+			return nil, failback.Stopping(fmt.Errorf("reboundgrpc: %s: the ClientConn is closed; the call stays queued: %w", inv.Method, err))
 		}
 		if status.Code(err) == codes.Internal && c == nil {
 			// A map the proto codec could not encode (a request or
