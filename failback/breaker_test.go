@@ -347,3 +347,50 @@ func pct(a, b int) float64 {
 	}
 	return 100 * float64(a) / float64(b)
 }
+
+// Invoke's success path allocates nothing with a breaker per target.
+func TestBreakerInvokeSuccessNoAlloc(t *testing.T) {
+	dir, _ := cluster.NewBreakerDirectory(okDir())
+	f := mustNew(t, dir)
+	defer mustClose(t, f)
+	ctx, inv := context.Background(), &cluster.Invocation{Method: "Notify"}
+	if allocs := testing.AllocsPerRun(1000, func() { _, _ = f.Invoke(ctx, inv) }); allocs != 0 {
+		t.Errorf("%v allocations per successful Invoke with a breaker, want 0", allocs)
+	}
+}
+
+// BenchmarkInvokeBreaker is a successful Invoke with and without a
+// breaker per target, in the same run.
+func BenchmarkInvokeBreaker(b *testing.B) {
+	ctx, inv := context.Background(), &cluster.Invocation{Method: "Notify"}
+	for _, withBreaker := range []bool{false, true} {
+		name := "baseline"
+		if withBreaker {
+			name = "breaker"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := okDir()
+			if withBreaker {
+				dir, _ = cluster.NewBreakerDirectory(dir)
+			}
+			f := mustNew(b, dir)
+			defer mustClose(b, f)
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = f.Invoke(ctx, inv)
+			}
+		})
+	}
+}
+
+// okProvider answers every call with success, recording nothing.
+type okProvider string
+
+func (p okProvider) Target() string { return string(p) }
+func (okProvider) Invoke(context.Context, *cluster.Invocation) (any, error) {
+	return nil, nil
+}
+
+func okDir() cluster.Directory {
+	return cluster.NewStaticDirectory(okProvider("10.0.0.1:20880"), okProvider("10.0.0.2:20880"), okProvider("10.0.0.3:20880"))
+}
