@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 )
 
 // flaky is an Invoker that fails with err while failing is set.
@@ -406,4 +408,31 @@ func BenchmarkBreakerInvoke(b *testing.B) {
 			_, _ = ivs[0].Invoke(ctx, inv)
 		}
 	})
+}
+
+// The metrics: breakers per state and transitions, read when collected;
+// Close unregisters them.
+func TestBreakerMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	ps := providers(3)
+	ps[0].failing.Store(true)
+	d, err := NewBreakerDirectory(static(ps), WithConsecutiveFailures(1), WithBreakerMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callTarget(t, d, "a", 1)
+	got := telemetrytest.Collect(t, reader)
+	if s := got["rebound.breaker.targets"]; s["state=open"] != 1 || s["state=closed"] != 2 || s["state=half_open"] != 0 {
+		t.Errorf("targets by state %v, want 1 open, 2 closed", s)
+	}
+	if s := got["rebound.breaker.transitions"]; s["state=open"] != 1 || s["state=closed"] != 0 {
+		t.Errorf("transitions %v, want 1 into open", s)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := telemetrytest.Collect(t, reader); len(got["rebound.breaker.targets"]) != 0 {
+		t.Errorf("still reported after Close: %v", got)
+	}
 }
