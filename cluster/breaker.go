@@ -606,6 +606,8 @@ func (d *BreakerDirectory) newBreaker(target string) *breakerState {
 // queues the event; deliver reports it after gobreaker returns.
 func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
 	now := time.Now()
+	d := b.d
+	d.evMu.Lock() // the mirror and the counts change together (see syncMembers)
 	b.state.Store(int32(to))
 	b.since.Store(now.UnixNano())
 	if to == gobreaker.StateOpen {
@@ -613,9 +615,6 @@ func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
 	} else {
 		b.until.Store(0)
 	}
-	d := b.d
-	d.gen.Add(1)
-	d.evMu.Lock()
 	if !b.gone {
 		d.states[from]--
 		d.states[to]++
@@ -624,6 +623,7 @@ func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
 		d.pending.Store(true)
 	}
 	d.evMu.Unlock()
+	d.gen.Add(1)
 }
 
 // deliver reports the queued state changes, one at a time, from the

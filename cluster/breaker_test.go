@@ -436,3 +436,56 @@ func TestBreakerMetrics(t *testing.T) {
 		t.Errorf("still reported after Close: %v", got)
 	}
 }
+
+// Concurrent calls while providers flap and the list changes: no race, and
+// the per-state counts match the breakers listed.
+func TestBreakerConcurrent(t *testing.T) {
+	ps := providers(4)
+	dir := &mutableDir{}
+	dir.set(ps[0], ps[1], ps[2], ps[3])
+	d, _ := NewBreakerDirectory(dir, WithConsecutiveFailures(2), WithOpenTimeout(time.Millisecond))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ivs, err := d.List(context.Background(), &Invocation{})
+				if err != nil {
+					continue
+				}
+				for _, iv := range ivs {
+					_, _ = iv.Invoke(context.Background(), &Invocation{})
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		ps[i%4].failing.Store(i%3 == 0)
+		if i%10 == 0 {
+			dir.set(ps[0], ps[1], ps[2])
+		} else {
+			dir.set(ps[0], ps[1], ps[2], ps[3])
+		}
+		_ = d.Breakers()
+		time.Sleep(100 * time.Microsecond)
+	}
+	close(stop)
+	wg.Wait()
+	listed(t, d) // settle the members on the last list
+	c := d.counts()
+	var n int64
+	for _, v := range c.States {
+		if v < 0 {
+			t.Errorf("negative state count: %+v", c)
+		}
+		n += v
+	}
+	if n != int64(len(d.Breakers())) {
+		t.Errorf("state counts %+v add up to %d, %d breakers listed", c.States, n, len(d.Breakers()))
+	}
+}
