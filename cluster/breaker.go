@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"reflect"
@@ -246,13 +247,16 @@ func WithBreakerMeterProvider(mp metric.MeterProvider) BreakerOption {
 // DefaultBreakerFailure is the classifier of WithBreakerClassifier's
 // default: an error counts as a failure of the provider when it is marked
 // rebound.Transient, is context.DeadlineExceeded (the attempt's own
-// timeout) or a net.Error; nil, rebound.Permanent, context.Canceled (the
-// caller gave up) and every other error (a business answer) do not.
+// timeout), io.ErrUnexpectedEOF, net.ErrClosed or a net.Error (syscall
+// errors such as ECONNREFUSED included); nil, rebound.Permanent,
+// context.Canceled (the caller gave up) and every other error (a business
+// answer) do not.
 func DefaultBreakerFailure(err error) bool {
 	switch {
 	case err == nil, rebound.IsPermanent(err), errors.Is(err, context.Canceled):
 		return false
-	case rebound.IsTransient(err), errors.Is(err, context.DeadlineExceeded):
+	case rebound.IsTransient(err), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return true
 	}
 	_, ok := errors.AsType[net.Error](err)

@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -487,5 +490,27 @@ func TestBreakerConcurrent(t *testing.T) {
 	}
 	if n != int64(len(d.Breakers())) {
 		t.Errorf("state counts %+v add up to %d, %d breakers listed", c.States, n, len(d.Breakers()))
+	}
+}
+
+func TestDefaultBreakerFailure(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("no such order"), false},
+		{rebound.Permanent(errDown), false},
+		{context.Canceled, false},
+		{errDown, true},
+		{context.DeadlineExceeded, true},
+		{io.ErrUnexpectedEOF, true},
+		{net.ErrClosed, true},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
+		{syscall.ECONNRESET, true},
+	} {
+		if got := DefaultBreakerFailure(c.err); got != c.want {
+			t.Errorf("DefaultBreakerFailure(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
