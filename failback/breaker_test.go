@@ -172,13 +172,15 @@ type scenario struct {
 	failingAfterEject, halfOpens                            int
 	failingCalls                                            int // calls the failing providers received before recovering
 	maxEjected                                              int
+	sent                                                    int    // calls the providers received, first attempts included
+	throttled                                               uint64 // retries the throttle rejected locally
 }
 
 // runScenario sends 200 calls/s for run through failback over 3 providers,
 // down[i] telling which answer UNAVAILABLE to everything; the providers
 // in recover come back at recoverAt. With breaker, the directory has a
 // breaker per target (open timeout 2 s).
-func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Duration) scenario {
+func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Duration, opts ...func() Option) scenario {
 	var sc scenario
 	synctest.Test(t, func(t *testing.T) {
 		ps, inner := bkProviders(3)
@@ -215,12 +217,16 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			dir = bd
 		}
 		var firstRetry atomic.Int64
-		f := mustNew(t, dir, WithPolicy(bkPolicy), WithMaxTasks(100000), WithSeed(1),
+		fopts := []Option{WithPolicy(bkPolicy), WithMaxTasks(100000), WithSeed(1),
 			WithHooks(Hooks{Succeeded: func(tk Task) {
 				if tk.Attempts == 2 {
 					firstRetry.Add(1)
 				}
-			}}))
+			}})}
+		for _, o := range opts {
+			fopts = append(fopts, o()) // built in the bubble
+		}
+		f := mustNew(t, dir, fopts...)
 		recovered := false
 		for time.Since(start) < run {
 			if !recovered && time.Since(start) >= recoverAt {
@@ -248,6 +254,10 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 		synctest.Wait()
 		st := f.Stats()
 		mustClose(t, f)
+		sc.throttled = st.Throttled
+		for _, p := range ps {
+			sc.sent += p.callsBetween(start, start.Add(time.Hour))
+		}
 		sc.queued = int(st.Offered)
 		sc.succeeded, sc.gaveUp = int(st.Succeeded), int(st.GaveUp)
 		for _, n := range st.Dropped {
@@ -338,6 +348,25 @@ func TestBreakerScenarioAllDown(t *testing.T) {
 	}
 	if base.gaveUp != base.queued || base.dropped != 0 {
 		t.Errorf("baseline: %+v", base)
+	}
+
+	// With an adaptive throttle the retries are paced: fewer reach the
+	// providers, and still no call is lost that the policy would keep.
+	throttle := func() Option {
+		th, err := rebound.NewAdaptiveThrottle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return WithThrottle(th)
+	}
+	paced := runScenario(t, true, down, run, time.Hour, throttle)
+	t.Logf("breaker and throttle: calls %d, sent to the providers %d (without the throttle %d), rejected locally %d, gave up %d, dropped %d, most ejected at once %d of 3",
+		paced.offered, paced.sent, br.sent, paced.throttled, paced.gaveUp, paced.dropped, paced.maxEjected)
+	if paced.sent >= br.sent || paced.throttled == 0 {
+		t.Errorf("the throttle did not pace the retries: %d sent (%d without it), %d rejected locally", paced.sent, br.sent, paced.throttled)
+	}
+	if paced.maxEjected > 1 || paced.dropped != 0 || paced.gaveUp != paced.queued {
+		t.Errorf("breaker and throttle: %+v: want at most 1 ejected, every call ended by its policy", paced)
 	}
 }
 
