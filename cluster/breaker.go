@@ -461,7 +461,7 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 		case gobreaker.StateClosed:
 			admitted[m] = true
 		case gobreaker.StateHalfOpen:
-			if b.cb.Counts().Requests < b.maxReq {
+			if c := b.cb.Counts(); c.Requests-min(c.Requests, c.TotalExclusions) < b.maxReq { // gobreaker's own rule
 				admitted[m] = true
 			} else {
 				ejected = append(ejected, cand{m, b.since.Load()})
@@ -742,11 +742,13 @@ func (bi *breakerInvoker) Target() string { return bi.m.b.target }
 func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (any, error) {
 	m := bi.m
 	b := m.b
-	half := gobreaker.State(b.state.Load()) == gobreaker.StateHalfOpen
-	ran := false
+	ran, half := false, false
 	res, err := b.cb.Execute(func() (any, error) {
 		ran = true
-		if half { // a probe was taken: List must look again
+		// Admitted: a lazy open -> half-open change has been mirrored by
+		// now. A probe was taken: List must look again, before the call
+		// and after it (an excluded outcome changes no state).
+		if half = gobreaker.State(b.state.Load()) == gobreaker.StateHalfOpen; half {
 			b.d.gen.Add(1)
 		}
 		return m.inv.Invoke(ctx, inv)

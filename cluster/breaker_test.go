@@ -514,3 +514,23 @@ func TestDefaultBreakerFailure(t *testing.T) {
 		}
 	}
 }
+
+// A half-open probe whose outcome the Settings exclude changes no state:
+// the target must be listed again for the next probe, not stay out.
+func TestBreakerExcludedProbeListedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := providers(2)
+		ps[0].failing.Store(true)
+		d, _ := NewBreakerDirectory(static(ps), WithConsecutiveFailures(1), WithOpenTimeout(time.Second),
+			WithBreakerSettings(func(string) gobreaker.Settings {
+				return gobreaker.Settings{IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) }}
+			}))
+		callTarget(t, d, "a", 1) // opens
+		time.Sleep(2 * time.Second)
+		ps[0].err = context.Canceled // the probe's outcome is excluded
+		callTarget(t, d, "a", 1)
+		if got := strings.Join(listed(t, d), ","); got != "a,b" {
+			t.Errorf("after an excluded probe listed %q, want a,b (a probe left)", got)
+		}
+	})
+}
