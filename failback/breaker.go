@@ -7,8 +7,9 @@ import (
 	"github.com/rebound-go/rebound/cluster"
 )
 
-// Circuit breakers: give New a *cluster.BreakerDirectory as its Directory
-// and every retry selects only targets whose breaker admits it.
+// Circuit breakers (see also the package doc): give New a
+// *cluster.BreakerDirectory as its Directory and every retry selects only
+// targets whose breaker admits it.
 //
 //	dir, err := cluster.NewBreakerDirectory(registryDir,
 //		cluster.WithBreakerClassifier(failback.DefaultRetryable)) // what failback retries is what trips

@@ -123,8 +123,9 @@ type Stats struct {
 	// out, ended in GaveUp.
 	Throttled uint64
 	// BreakerWaits counts retries that waited for a circuit breaker
-	// instead of being attempted (see the breaker section of the package
-	// doc): never sent, not in Retried nor in the task's Attempts.
+	// (a *cluster.BreakerOpenError: see "Circuit breakers" in the package
+	// doc) instead of being attempted: never sent, not in Retried nor in
+	// the task's Attempts.
 	BreakerWaits uint64
 	// Succeeded counts tasks that succeeded on a retry.
 	Succeeded uint64
