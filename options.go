@@ -31,6 +31,7 @@ type config struct {
 	limiter   *rate.Limiter
 	budget    *RetryBudget
 	throttle  *AdaptiveThrottle
+	breaker   Breaker // WithBreaker (breaker.go)
 	clock     backoff.Clock
 	newTimer  func() backoff.Timer
 	seed      uint64

@@ -112,13 +112,26 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		return &RetryError{Reason: err}
 	}
 	var start time.Time
+	var done func(error)
 	if r.start {
 		start = r.c.now()
 		if !r.c.begin(start) {
-			return r.loop(ctx, op, start, nil, true) // rejected locally: op not called
+			return r.loop(ctx, op, start, nil, ErrThrottled) // rejected locally: op not called
+		}
+	}
+	if b := r.c.breaker; b != nil {
+		var berr error
+		if done, berr = b.Allow(); berr != nil {
+			if !r.start {
+				start = r.c.now()
+			}
+			return r.loop(ctx, op, start, nil, &BreakerError{Err: berr})
 		}
 	}
 	err := op(ctx)
+	if done != nil {
+		done(err)
+	}
 	if err == nil {
 		if r.c.throttle != nil {
 			r.c.record(nil, start) // a failure is recorded by the Schedule's Next
@@ -136,12 +149,13 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	if !r.start {
 		start = r.c.now()
 	}
-	return r.loop(ctx, op, start, err, false)
+	return r.loop(ctx, op, start, err, nil)
 }
 
 // loop runs the retries after a failed first attempt, or after a first
-// attempt the throttle rejected locally (throttled: err is nil then).
-func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, err error, throttled bool) error {
+// attempt refused locally by the throttle or the breaker (refused is
+// ErrThrottled or a *BreakerError; err is nil then).
+func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, err, refused error) error {
 	c := &r.c
 	var s Schedule
 	r.initSchedule(&s, start)
@@ -154,9 +168,10 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		var d time.Duration
 		var stop error
 		waiting := false
-		if throttled { // the first attempt was not sent: no attempt ended
-			throttled, waiting = false, true
-			if d, stop = s.throttled(now); stop == nil {
+		if refused != nil { // the first attempt was not sent: no attempt ended
+			reason := refused
+			refused, waiting = nil, true
+			if d, stop = s.refuse(reason, now); stop == nil {
 				stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
 			}
 		} else {
@@ -193,6 +208,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		err = op(ctx)
 		if err == nil {
 			s.res = nil
+			s.endAttempt(nil)
 			if c.throttle != nil {
 				c.record(nil, c.now())
 			}

@@ -94,6 +94,8 @@ type Schedule struct {
 	limWait  time.Duration
 	allowed  bool // the throttle admitted the attempt that is due
 	thrott   bool // the last Begin or Admit rejected its attempt locally
+
+	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
 }
 
 // init prepares s for a loop of r starting at now. k numbers the
@@ -134,6 +136,7 @@ func (s *Schedule) Succeeded(now time.Time) {
 		}
 	}
 	s.res = nil // the token was used by the attempt
+	s.endAttempt(nil)
 	s.c.record(nil, now)
 	s.Reset(now)
 }
@@ -151,7 +154,11 @@ func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
 	s.thrott = false
 	if s.c.begin(now) {
 		s.allowed = true
-		return 0, nil
+		d, stop := s.askBreaker(now)
+		if stop != nil {
+			return 0, s.gaveUp(stop, now)
+		}
+		return d, nil
 	}
 	d, stop := s.throttled(now)
 	if stop != nil {
@@ -261,6 +268,7 @@ func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
 }
 
 func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
+	s.endAttempt(err)
 	s.attempts++
 	s.limWait = 0
 	s.allowed, s.thrott = false, false
@@ -366,7 +374,7 @@ func (s *Schedule) admit(now time.Time) (time.Duration, error) {
 	}
 	lim := s.c.limiter
 	if lim == nil {
-		return 0, nil
+		return s.askBreaker(now)
 	}
 	if s.res == nil {
 		s.res = lim.ReserveN(now, 1)
@@ -382,6 +390,9 @@ func (s *Schedule) admit(now time.Time) (time.Duration, error) {
 		return 0, s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
 			ErrExhausted, now.Add(w).Sub(s.start)-me, me))
 	}
+	if w <= 0 {
+		return s.askBreaker(now)
+	}
 	return w, nil
 }
 
@@ -389,6 +400,7 @@ func (s *Schedule) admit(now time.Time) (time.Duration, error) {
 // attempt that will not run (the loop stops, or restarts). It does nothing
 // when no token is held.
 func (s *Schedule) Cancel(now time.Time) {
+	s.endAttempt(context.Canceled) // an admitted attempt that will not be made
 	if s.res != nil {
 		s.res.CancelAt(now)
 		s.res = nil
@@ -426,7 +438,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 				return s.stop(err)
 			}
 		}
-		if s.c.limiter == nil && s.c.throttle == nil {
+		if s.c.limiter == nil && s.c.throttle == nil && s.c.breaker == nil {
 			return nil
 		}
 		now := s.c.now()
@@ -449,7 +461,16 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 			s.Cancel(s.c.now())
 			return s.stop(err)
 		}
-		return nil
+		if s.c.breaker == nil {
+			return nil
+		}
+		// The token is ours: the breaker is asked last, as the attempt starts.
+		if d, stop = s.askBreaker(s.c.now()); stop != nil {
+			return stop
+		}
+		if !s.thrott {
+			return nil
+		}
 	}
 }
 

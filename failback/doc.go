@@ -127,4 +127,18 @@
 // logging.Redacted. Per-task events are logged at Debug, give-ups and drops
 // at Warn; a full queue is logged like a failing loop (logging.Loop): one
 // Warn per episode, not one per refused call.
+//
+// # Circuit breakers
+//
+// Give New a *cluster.BreakerDirectory (a breaker per target) with the
+// same classifier as WithRetryable, and every attempt selects only targets
+// whose breaker admits it:
+//
+//	dir, _ := cluster.NewBreakerDirectory(registryDir, cluster.WithBreakerClassifier(failback.DefaultRetryable))
+//	fb, _ := failback.New(dir)
+//
+// A retry that no breaker admits (a *cluster.BreakerOpenError) waits until
+// the earliest half-open instead of spending an attempt: Hooks.Retried
+// gets the error and the wait as Err and Delay, Attempts is unchanged, and
+// Stats.BreakerWaits counts it. See docs/breaker.md.
 package failback

@@ -122,6 +122,11 @@ type Stats struct {
 	// Hooks.Retried with Err rebound.ErrThrottled) or, when its policy ran
 	// out, ended in GaveUp.
 	Throttled uint64
+	// BreakerWaits counts retries that waited for a circuit breaker
+	// (a *cluster.BreakerOpenError: see "Circuit breakers" in the package
+	// doc) instead of being attempted: never sent, not in Retried nor in
+	// the task's Attempts.
+	BreakerWaits uint64
 	// Succeeded counts tasks that succeeded on a retry.
 	Succeeded uint64
 	// GaveUp counts tasks that stopped with an error (see Hooks.GaveUp).
@@ -202,6 +207,8 @@ type Invoker struct {
 	throttledN                          uint64 // retries rejected locally (Stats.Throttled)
 	quarantined                         uint64 // stored calls set aside by New (Stats.Quarantined)
 	dropped                             [len(dropReasons)]uint64
+
+	breakerWaits uint64 // retries that waited for a breaker (Stats.BreakerWaits); guarded by mu
 
 	reservers sync.WaitGroup // Invoke calls between accepting a task and filing it
 	inHook    sync.Map       // ids of the goroutines running a hook (Close from a hook)
@@ -769,6 +776,7 @@ func (f *Invoker) Stats() Stats {
 	for i, r := range dropReasons {
 		s.Dropped[r] = f.dropped[i]
 	}
+	s.BreakerWaits = f.breakerWaits
 	return s
 }
 

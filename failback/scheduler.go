@@ -246,6 +246,13 @@ func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invoca
 func (f *Invoker) run(t *task) {
 	ctx, cancel, stop := f.attemptContext(t)
 	target, pe, err := f.safeSelect(ctx, t)
+	if target == nil && pe == nil && f.breakerHold(t, err, false) {
+		if stop != nil {
+			stop()
+		}
+		cancel()
+		return
+	}
 	tg := targetOf(target)
 	f.mu.Lock()
 	if target != nil && f.running[tg] >= f.cfg.perTarget && f.state != stateClosed {
@@ -303,6 +310,9 @@ func (f *Invoker) run(t *task) {
 		stop()
 	}
 	cancel()
+	if target != nil && pe == nil && err != nil && f.breakerHold(t, err, true) {
+		return
+	}
 	t.lastTarget = tg
 
 	now := f.now()

@@ -30,6 +30,8 @@
 //	rebound.grpc.resolvers                updowncounter (observable)   {resolver}      (none)
 //	rebound.grpc.resolve_now              counter (observable)         {call}          result=refreshed|coalesced
 //	rebound.grpc.rejected_states          counter (observable)         {state}         (none)
+//	rebound.breaker.targets               updowncounter (observable)   {target}        state=closed|half_open|open
+//	rebound.breaker.transitions           counter (observable)         {transition}    state (the state entered)
 //
 // The "current number" instruments are observable up-down counters, not
 // gauges, because they add up: two Managers on one MeterProvider report
