@@ -143,15 +143,19 @@ func TestRegisterRepairsForgottenInstance(t *testing.T) {
 		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
 	})
 	conns := srv.Stats().ConnectionsOpened
-	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
-		t.Fatalf("ForgetClientInstances = %d", n)
+	// Twice: the SDK's redo of its first connection event can come after
+	// Register's request and bring the instance back once on its own.
+	for range 2 {
+		if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
+			t.Fatalf("ForgetClientInstances = %d", n)
+		}
+		subscribertest.Eventually(t, e2eTimeout, "the instance to be registered again", func() bool {
+			return listed(srv, "orders", "10.0.0.1", 8080)
+		})
 	}
-	subscribertest.Eventually(t, e2eTimeout, "the instance to be registered again", func() bool {
-		return listed(srv, "orders", "10.0.0.1", 8080)
-	})
 	subscribertest.Eventually(t, e2eTimeout, "the repair to be counted", func() bool { return g.Status().Repairs >= 1 })
-	if st := g.Status(); st.Repairs != 1 || st.State != subscriber.RegistrationRegistered {
-		t.Fatalf("Status = %+v, want registered after one repair", st)
+	if st := g.Status(); st.Repairs < 1 || st.Repairs > 2 || st.State != subscriber.RegistrationRegistered {
+		t.Fatalf("Status = %+v, want registered after one or two repairs", st)
 	}
 	if st := srv.Stats(); st.ConnectionsOpened != conns {
 		t.Fatalf("connections opened %d -> %d: the repair must not need a reconnect", conns, st.ConnectionsOpened)
