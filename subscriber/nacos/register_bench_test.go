@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
@@ -169,4 +170,80 @@ func BenchmarkCleanRestartRequests(b *testing.B) {
 		b.ReportMetric(float64(ss.Requests[nacostest.RequestInstance])/benchProviders, "sdk-registers/provider")
 		b.ReportMetric(float64(rs.Requests[nacostest.RequestServiceQuery])/benchProviders, "rebound-checks/provider")
 	}
+}
+
+// BenchmarkDeregisterVisible measures what Drain's wait must cover: the
+// time from the start of a Registration's Shutdown (its deregister
+// request) to a rebound consumer (a Manager over this package's
+// Registry, another client) delivering the list without the instance,
+// through nacostest's push over loopback, and Shutdown's own duration
+// (deregister, then the query that confirms it). Reports means and the
+// maximum over the iterations.
+func BenchmarkDeregisterVisible(b *testing.B) {
+	b.ReportAllocs()
+	srv, err := nacostest.NewServer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Close)
+	newC := func() naming_client.INamingClient {
+		c, err := clients.NewNamingClient(vo.NacosClientParam{
+			ClientConfig:  nacostest.ClientConfig(b),
+			ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.CloseClient)
+		return c
+	}
+	reg, err := nacos.New(newC())
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := subscriber.New(reg, subscriber.WithEmptyListHold(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	lists := make(chan int, 16)
+	key := subscriber.Key{Service: "drain"}
+	if _, err := m.Subscribe(context.Background(), key, func(l []subscriber.Instance) { lists <- len(l) }); err != nil {
+		b.Fatal(err)
+	}
+	waitLen := func(n int) {
+		t := time.NewTimer(e2eTimeout)
+		defer t.Stop()
+		for {
+			select {
+			case got := <-lists:
+				if got == n {
+					return
+				}
+			case <-t.C:
+				b.Fatalf("no list of %d instances within %v", n, e2eTimeout)
+			}
+		}
+	}
+	provider := newC()
+	var shut, total, worst time.Duration
+	for b.Loop() {
+		g, err := nacos.Register(context.Background(), provider, key, inst("10.2.0.1", 8080))
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitLen(1)
+		start := time.Now()
+		if err := g.Shutdown(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		shut += time.Since(start)
+		waitLen(0)
+		d := time.Since(start)
+		total += d
+		worst = max(worst, d)
+	}
+	b.ReportMetric(float64(shut.Microseconds())/float64(b.N)/1000, "ms-mean-shutdown")
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "ms-mean-to-consumer")
+	b.ReportMetric(float64(worst.Microseconds())/1000, "ms-max-to-consumer")
 }
