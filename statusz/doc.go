@@ -7,7 +7,11 @@
 // WithSubscriptions (key, state, how long in it, attempts, last error,
 // instances, deliveries, last delivery, last confirmation), the registry
 // connection when the source reports it (CountsSource), and each
-// failback.Invoker given with WithFailback (queue, in flight, totals).
+// failback.Invoker given with WithFailback (queue, in flight, totals), and,
+// beside the subscriptions, a provider's registrations given with
+// WithRegistrations (statusz.Registrations{reg1, reg2}: registry, key,
+// instance, state, registrations, repairs, attempts, last error; those not
+// registered first).
 // Stuck subscriptions come first: retrying, pending, stopped, each the
 // longest in its state first; then subscribed ones by key.
 //
@@ -22,6 +26,7 @@
 //
 //	h, err := statusz.New(
 //		statusz.WithSubscriptions("nacos", manager),
+//		statusz.WithRegistrations("providers", statusz.Registrations{reg}),
 //		statusz.WithFailback("notify", invoker),
 //	)
 //	if err != nil { ... }
