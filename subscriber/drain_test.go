@@ -107,7 +107,7 @@ func TestDrainBadInput(t *testing.T) {
 		{"nil stop", context.Background(), 0, nil, "stop"},
 		{"negative wait", context.Background(), -time.Second, stop, "wait"},
 	} {
-		err := subscriber.Drain(tc.ctx, tc.wait, tc.stop) //nolint:staticcheck // SA1012: a nil ctx is the bad input under test
+		err := subscriber.Drain(tc.ctx, tc.wait, tc.stop)
 		var ae *rebound.ArgumentError
 		if !errors.As(err, &ae) || ae.Arg != tc.arg {
 			t.Errorf("%s: Drain = %v, want an ArgumentError naming %s", tc.name, err, tc.arg)

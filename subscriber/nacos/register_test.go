@@ -231,7 +231,7 @@ func TestRegisterBadInput(t *testing.T) {
 		{"bad check", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.RegisterOption{nacos.WithCheckInterval(-time.Second)}, "d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := nacos.Register(tc.ctx, tc.client, tc.key, tc.inst, tc.opts...) //nolint:staticcheck // SA1012: a nil ctx is the bad input under test
+			g, err := nacos.Register(tc.ctx, tc.client, tc.key, tc.inst, tc.opts...)
 			var ae *rebound.ArgumentError
 			if g != nil || !errors.As(err, &ae) || !errors.Is(err, rebound.ErrInvalidArgument) || ae.Arg != tc.arg {
 				t.Fatalf("Register = %v, %v; want an ArgumentError naming %q", g, err, tc.arg)
