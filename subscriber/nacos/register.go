@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -180,6 +181,7 @@ type Registration struct {
 	shutDone bool          // a Shutdown finished (under shut)
 	shutErr  error         // its result (under shut)
 	released bool          // the slot was given back (under shut)
+	closeReq atomic.Bool   // Close ran while a Shutdown held shut
 }
 
 // connEvent is a connection transition seen by the hub's monitor.
@@ -702,7 +704,15 @@ func (g *Registration) stop(ctx context.Context) error {
 // returns once the Registration's goroutine has ended, and returns nil.
 func (g *Registration) Close() error {
 	_ = g.stop(context.Background())
-	g.shut <- struct{}{}
+	select {
+	case g.shut <- struct{}{}:
+	default:
+		// A Shutdown is running: it gives the slot back and ends in
+		// stopped (even if its ctx ends first); Close does not wait for
+		// its requests.
+		g.closeReq.Store(true)
+		return nil
+	}
 	if !g.released {
 		g.released = true
 		g.h.release(g)
@@ -739,7 +749,7 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 		return g.shutErr
 	}
 	err := g.deregister(ctx)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && !g.closeReq.Load() {
 		// Not finished: a later call tries again.
 		return err
 	}
