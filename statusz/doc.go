@@ -7,7 +7,11 @@
 // WithSubscriptions (key, state, how long in it, attempts, last error,
 // instances, deliveries, last delivery, last confirmation), the registry
 // connection when the source reports it (CountsSource), and each
-// failback.Invoker given with WithFailback (queue, in flight, totals).
+// failback.Invoker given with WithFailback (queue, in flight, totals), and,
+// beside the subscriptions, a provider's registrations given with
+// WithRegistrations (statusz.Registrations{reg1, reg2}: registry, key,
+// instance, state, registrations, repairs, attempts, last error; those not
+// registered first).
 // Every state of subscriber.States is counted, filtered on and shown,
 // including a held empty list (subscriber.StateHeld: since, until and
 // why). Stuck subscriptions come first: retrying, held, pending, stopped,
@@ -27,6 +31,7 @@
 //
 //	h, err := statusz.New(
 //		statusz.WithSubscriptions("nacos", manager),
+//		statusz.WithRegistrations("providers", statusz.Registrations{reg}),
 //		statusz.WithFailback("notify", invoker),
 //	)
 //	if err != nil { ... }

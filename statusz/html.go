@@ -155,6 +155,16 @@ tr.retrying{background:#ffebe9}tr.held{background:#fbefff}tr.pending{background:
 </tbody></table>
 </section>
 {{end}}
+{{range $r := .Registrations}}
+<section class="registrations" data-name="{{$r.Name}}">
+<h2>Registrations: {{$r.Name}}</h2>
+<p class="counts">{{range $s, $n := $r.Counts}}{{$s}}: <b class="count-{{$s}}">{{$n}}</b> · {{end}}</p>
+<table class="regs"><thead><tr><th>key</th><th>instance</th><th>registry</th><th>state</th><th>for</th><th>registrations</th><th>repairs</th><th>attempts</th><th>last error</th></tr></thead><tbody>
+{{range $r.Registrations}}<tr class="{{if eq .State "registered"}}registered{{else if eq .State "stopped"}}stopped{{else}}retrying{{end}}"><td class="key">{{.Key}}</td><td class="key">{{.Instance}}</td><td>{{.Registry}}</td><td>{{.State}}</td><td title="since {{ts .Since}}">{{age .Age}}</td><td class="n">{{.Registrations}}</td><td class="n">{{.Repairs}}</td><td class="n">{{.Attempts}}</td><td class="err">{{.LastError}}{{if .LastError}} <span class="muted">{{since $.Generated .LastErrorAt}}</span>{{end}}</td></tr>
+{{else}}<tr><td colspan="9" class="muted">no registration</td></tr>{{end}}
+</tbody></table>
+</section>
+{{end}}
 {{range .Failback}}
 <section class="failback" data-name="{{.Name}}">
 <h2>Failback queue: {{.Name}}</h2>
@@ -163,6 +173,6 @@ tr.retrying{background:#ffebe9}tr.held{background:#fbefff}tr.pending{background:
 </tbody></table>
 </section>
 {{end}}
-{{if and (not .Managers) (not .Failback)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
+{{if and (not .Managers) (not .Failback) (not .Registrations)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
 </body></html>
 `))

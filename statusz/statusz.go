@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
@@ -36,6 +37,28 @@ type CountsSource interface {
 // is one.
 type StatsSource interface {
 	Stats() failback.Stats
+}
+
+// A RegistrationSource lists a provider's registrations: Registrations
+// (a slice of subscriber.Registration) is one.
+type RegistrationSource interface {
+	RegistrationStatus() []subscriber.RegistrationStatus
+}
+
+// Registrations is a RegistrationSource over a fixed set of
+// Registrations (nacos.Register's, etcd.Register's); nil entries are
+// skipped.
+type Registrations []subscriber.Registration
+
+// RegistrationStatus returns the Status of each Registration.
+func (r Registrations) RegistrationStatus() []subscriber.RegistrationStatus {
+	out := make([]subscriber.RegistrationStatus, 0, len(r))
+	for _, g := range r {
+		if !isNil(g) {
+			out = append(out, g.Status())
+		}
+	}
+	return out
 }
 
 // An Option configures New. A nil Option is ignored.
@@ -72,6 +95,20 @@ func WithFailback(name string, src StatsSource) Option {
 	})
 }
 
+// WithRegistrations adds a section for a provider's registrations under
+// name (beside the subscriptions): each registration's state, counts and
+// last error. Names must be unique and not empty; src must not be nil.
+func WithRegistrations(name string, src RegistrationSource) Option {
+	return optionFunc(func(h *Handler) error {
+		_, fixed := src.(Registrations) // an empty (even nil) set is a set
+		if err := h.checkName("statusz.WithRegistrations", name, !fixed && isNil(src)); err != nil {
+			return err
+		}
+		h.regs = append(h.regs, namedRegs{name, src})
+		return nil
+	})
+}
+
 // WithPageSize sets how many subscriptions an HTML page shows (default
 // DefaultPageSize); it must be at least 1.
 func WithPageSize(n int) Option {
@@ -94,12 +131,18 @@ type namedStats struct {
 	src  StatsSource
 }
 
+type namedRegs struct {
+	name string
+	src  RegistrationSource
+}
+
 // Handler serves the status page. Create it with New; it is safe for
 // concurrent use. Each request reads its sources afresh (Status, Stats):
 // the handler holds no state of its own.
 type Handler struct {
 	subs     []namedSubs
 	fbs      []namedStats
+	regs     []namedRegs
 	names    map[string]bool
 	pageSize int
 	now      func() time.Time
@@ -168,10 +211,39 @@ func (h *Handler) checkName(fn, name string, nilSrc bool) error {
 
 // Page is the JSON document the handler serves (format=json).
 type Page struct {
-	Generated time.Time      `json:"generated"`
-	Managers  []ManagerPage  `json:"managers"`
-	Failback  []FailbackPage `json:"failback"`
+	Generated     time.Time          `json:"generated"`
+	Managers      []ManagerPage      `json:"managers"`
+	Registrations []RegistrationPage `json:"registrations"`
+	Failback      []FailbackPage     `json:"failback"`
 }
+
+// RegistrationPage is one registration source (WithRegistrations).
+type RegistrationPage struct {
+	Name string `json:"name"`
+	// Counts has every state, also at 0.
+	Counts        map[string]int    `json:"counts"`
+	Registrations []RegistrationRow `json:"registrations"`
+}
+
+// RegistrationRow is one registration: subscriber.RegistrationStatus.
+type RegistrationRow struct {
+	Registry      string    `json:"registry"`
+	Key           string    `json:"key"`
+	Instance      string    `json:"instance"`
+	State         string    `json:"state"`
+	Since         time.Time `json:"since,omitzero"`
+	Registrations int       `json:"registrations"`
+	Repairs       int       `json:"repairs"`
+	Attempts      int       `json:"attempts"`
+	LastError     string    `json:"last_error,omitempty"`
+	LastErrorAt   time.Time `json:"last_error_at,omitzero"`
+
+	age time.Duration
+}
+
+// Age is how long the registration has been in its state when the page
+// was generated.
+func (r RegistrationRow) Age() time.Duration { return r.age }
 
 // ManagerPage is one subscription source.
 type ManagerPage struct {
@@ -330,9 +402,12 @@ func (q query) match(st subscriber.Status, key string) bool {
 // through ServeHTTP only.
 func (h *Handler) snapshot(q query) Page {
 	now := h.now()
-	p := Page{Generated: now, Managers: []ManagerPage{}, Failback: []FailbackPage{}}
+	p := Page{Generated: now, Managers: []ManagerPage{}, Registrations: []RegistrationPage{}, Failback: []FailbackPage{}}
 	for _, ns := range h.subs {
 		p.Managers = append(p.Managers, h.managerPage(ns, q, now))
+	}
+	for _, nr := range h.regs {
+		p.Registrations = append(p.Registrations, registrationPage(nr, now))
 	}
 	for _, nf := range h.fbs {
 		st := nf.src.Stats()
@@ -344,6 +419,49 @@ func (h *Handler) snapshot(q query) Page {
 		p.Failback = append(p.Failback, fp)
 	}
 	return p
+}
+
+// registrationPage lists a source's registrations, those not registered
+// first (repairing, registering, deregistering, stopped), the longest in
+// their state first, then the registered ones by key.
+func registrationPage(nr namedRegs, now time.Time) RegistrationPage {
+	all := nr.src.RegistrationStatus()
+	rp := RegistrationPage{Name: nr.name, Counts: map[string]int{}, Registrations: make([]RegistrationRow, 0, len(all))}
+	for _, s := range subscriber.RegistrationStates() {
+		rp.Counts[s.String()] = 0
+	}
+	for _, st := range all {
+		rp.Counts[st.State.String()]++
+		r := RegistrationRow{Registry: st.Registry, Key: st.Key.String(),
+			Instance: net.JoinHostPort(st.Instance.IP, strconv.FormatUint(st.Instance.Port, 10)),
+			State:    st.State.String(), Since: st.Since, Registrations: st.Registrations, Repairs: st.Repairs,
+			Attempts: st.Attempts, LastErrorAt: st.LastErrAt}
+		if st.LastErr != nil {
+			r.LastError = logging.Scrub(st.LastErr.Error())
+		}
+		if !st.Since.IsZero() {
+			r.age = now.Sub(st.Since)
+		}
+		rp.Registrations = append(rp.Registrations, r)
+	}
+	regRank := func(s string) int {
+		if s == subscriber.RegistrationRegistered.String() {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(rp.Registrations, func(a, b RegistrationRow) int {
+		if c := cmp.Compare(regRank(a.State), regRank(b.State)); c != 0 {
+			return c
+		}
+		if regRank(a.State) == 0 {
+			if c := a.Since.Compare(b.Since); c != 0 {
+				return c
+			}
+		}
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.Instance, b.Instance))
+	})
+	return rp
 }
 
 type row struct {

@@ -76,6 +76,15 @@
 // and package logging's throttled Loop: a subscription failing for an hour
 // writes a handful of lines, each attempt at Debug.
 //
+// # Providers
+//
+// Registration is the provider's side: one instance kept registered until
+// Shutdown (deregister, confirmed) or Close (stop repairing), with the
+// states of RegistrationState, a RegistrationStatus and RegistrationHooks.
+// nacos.Register and etcd.Register implement it, and both pass
+// subscribertest.RunRegistration. Drain stops a provider in the order that
+// fails no call: deregister, wait, stop serving.
+//
 // # Writing an adapter
 //
 // See Registry, Sink and ConnectionMonitor. An adapter makes one attempt per

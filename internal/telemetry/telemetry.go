@@ -32,6 +32,9 @@
 //	rebound.grpc.rejected_states          counter (observable)         {state}         (none)
 //	rebound.breaker.targets               updowncounter (observable)   {target}        state=closed|half_open|open
 //	rebound.breaker.transitions           counter (observable)         {transition}    state (the state entered)
+//	rebound.registration.registrations    updowncounter (observable)   {registration}  registry, state=registering|registered|repairing|deregistering|stopped
+//	rebound.registration.requests         counter (observable)         {request}       registry, op=register|check|update|deregister, result=success|failure
+//	rebound.registration.repairs          counter (observable)         {repair}        registry
 //
 // The "current number" instruments are observable up-down counters, not
 // gauges, because they add up: two Managers on one MeterProvider report

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
 )
 
 // Defaults of a Registry and a Registration.
@@ -82,6 +84,8 @@ type registerOptions struct {
 	common
 	ttl    time.Duration
 	policy rebound.Policy
+	hooks  subscriber.RegistrationHooks
+	meter  metric.MeterProvider
 }
 
 func newRegistryOptions(opts []Option) (registryOptions, error) {
@@ -216,4 +220,21 @@ func WithPolicy(p rebound.Policy) RegisterOption {
 		}
 		o.policy = p
 	})
+}
+
+// WithRegistrationHooks sets the hooks called on a registration's state
+// changes and requests (see subscriber.RegistrationHooks). Default: none.
+func WithRegistrationHooks(h subscriber.RegistrationHooks) RegisterOption {
+	return registerOption(func(o *registerOptions) { o.hooks = h })
+}
+
+// WithMeterProvider records the registration's OpenTelemetry metrics with
+// mp, on the meter "github.com/rebound-go/rebound", with
+// registry="etcd": rebound.registration.registrations{state} (1 for its
+// current state), rebound.registration.requests{op, result} and
+// rebound.registration.repairs, all observable (one collection callback
+// per Registration, unregistered when it stops). Default (and for nil):
+// no metrics; no global MeterProvider is used.
+func WithMeterProvider(mp metric.MeterProvider) RegisterOption {
+	return registerOption(func(o *registerOptions) { o.meter = mp })
 }

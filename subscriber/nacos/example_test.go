@@ -87,3 +87,42 @@ func addrsOf(ins []subscriber.Instance) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Register keeps a provider's instance registered: it returns once the
+// server accepted the first registration, repairs it after reconnects
+// (checking the server's list, not trusting the SDK's redo), and
+// Shutdown deregisters it and returns once the server no longer lists it.
+func ExampleRegister() {
+	srv, err := nacostest.NewServer()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	dir, err := os.MkdirTemp("", "nacos-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nacostest.RemoveDir(dir)
+	client, err := clients.NewNamingClient(vo.NacosClientParam{
+		ClientConfig:  &constant.ClientConfig{NotLoadCacheAtStart: true, CacheDir: dir, LogDir: dir, LogLevel: "error"},
+		ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.CloseClient()
+
+	g, err := nacos.Register(context.Background(), client, subscriber.Key{Service: "orders"},
+		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Healthy: true, Enabled: true})
+	if err != nil {
+		log.Fatal(err) // ErrRejected, ErrConflict, a *rebound.ArgumentError, ...
+	}
+	fmt.Println(g.Status().State, len(srv.Instances("", "", "orders")))
+
+	// Drain: deregister, let consumers move away, then stop serving.
+	err = subscriber.Drain(context.Background(), 0, func(context.Context) error { return nil }, g)
+	fmt.Println(err, g.Status().State, len(srv.Instances("", "", "orders")))
+	// Output:
+	// registered 1
+	// <nil> stopped 0
+}
