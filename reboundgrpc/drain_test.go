@@ -18,6 +18,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/reboundgrpc"
+	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/etcd"
 )
 
@@ -109,7 +110,7 @@ func TestDrainFailsNoCall(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // calls in flight on every backend
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := reboundgrpc.Drain(ctx, a.srv, env.regs[a]); err != nil {
+	if err := reboundgrpc.Drain(ctx, a.srv, reboundgrpc.DefaultDrainWait, env.regs[a]); err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
 	drained := load.failed.Load()
@@ -141,12 +142,15 @@ func TestDrainFailsNoCall(t *testing.T) {
 // settle is how long the baseline watches after the plain stop.
 const settle = time.Second
 
-type fakeDereg struct {
-	err    error
-	called atomic.Int32
+// fakeReg is a Registration whose Shutdown returns err.
+type fakeReg struct {
+	subscriber.Registration // nil: only Shutdown and Key are called
+	err                     error
+	called                  atomic.Int32
 }
 
-func (f *fakeDereg) Shutdown(ctx context.Context) error { f.called.Add(1); return f.err }
+func (f *fakeReg) Shutdown(ctx context.Context) error { f.called.Add(1); return f.err }
+func (f *fakeReg) Key() subscriber.Key                { return subscriber.Key{Service: "orders"} }
 
 func TestDrainBadInput(t *testing.T) {
 	srv := grpc.NewServer()
@@ -157,12 +161,12 @@ func TestDrainBadInput(t *testing.T) {
 		err  error
 		arg  string
 	}{
-		{"nil srv", reboundgrpc.Drain(context.Background(), nil, &fakeDereg{}), "srv"},
-		{"nil reg", reboundgrpc.Drain(context.Background(), srv, nil), "reg"},
-		{"typed nil reg", reboundgrpc.Drain(context.Background(), srv, nilReg), "reg"},
+		{"nil srv", reboundgrpc.Drain(context.Background(), nil, 0, &fakeReg{}), "srv"},
+		{"nil reg", reboundgrpc.Drain(context.Background(), srv, 0, nil), "regs"},
+		{"typed nil reg", reboundgrpc.Drain(context.Background(), srv, 0, nilReg), "regs"},
 		//lint:ignore SA1012 a nil ctx is the bad input under test
-		{"nil ctx", reboundgrpc.Drain(nil, srv, &fakeDereg{}), "ctx"},
-		{"negative wait", reboundgrpc.Drain(context.Background(), srv, &fakeDereg{}, reboundgrpc.WithDrainWait(-time.Second)), "d"},
+		{"nil ctx", reboundgrpc.Drain(nil, srv, 0, &fakeReg{}), "ctx"},
+		{"negative wait", reboundgrpc.Drain(context.Background(), srv, -time.Second, &fakeReg{}), "wait"},
 	}
 	for _, c := range cases {
 		var ae *rebound.ArgumentError
@@ -170,9 +174,9 @@ func TestDrainBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want an ArgumentError naming %s", c.name, c.err, c.arg)
 		}
 	}
-	// Nothing was stopped: the server still serves.
+	// Nothing was stopped: a server refused for bad input still serves.
 	b := startBackend(t)
-	if err := reboundgrpc.Drain(context.Background(), b.srv, &fakeDereg{}, reboundgrpc.WithDrainWait(-1)); err == nil {
+	if err := reboundgrpc.Drain(context.Background(), b.srv, -1, &fakeReg{}); err == nil {
 		t.Fatal("Drain with a negative wait returned nil")
 	}
 	cc, err := grpc.NewClient("passthrough:///"+b.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -189,8 +193,8 @@ func TestDrainBadInput(t *testing.T) {
 // same; a ctx that ends during the wait stops the server at once.
 func TestDrainErrorsAndCancel(t *testing.T) {
 	b := startBackend(t)
-	bad := &fakeDereg{err: errors.New("registry unreachable")}
-	err := reboundgrpc.Drain(context.Background(), b.srv, bad, reboundgrpc.WithDrainWait(0))
+	bad := &fakeReg{err: errors.New("registry unreachable")}
+	err := reboundgrpc.Drain(context.Background(), b.srv, 0, bad)
 	if err == nil || !errors.Is(err, bad.err) || bad.called.Load() != 1 {
 		t.Fatalf("Drain with a failing Shutdown = %v (Shutdown called %d times)", err, bad.called.Load())
 	}
@@ -201,7 +205,7 @@ func TestDrainErrorsAndCancel(t *testing.T) {
 	c := startBackend(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- reboundgrpc.Drain(ctx, c.srv, &fakeDereg{}, reboundgrpc.WithDrainWait(time.Hour)) }()
+	go func() { done <- reboundgrpc.Drain(ctx, c.srv, time.Hour, &fakeReg{}) }()
 	cancel()
 	select {
 	case err := <-done:

@@ -59,7 +59,8 @@
 // twice in one run: with a plain stop (the server stops, then the
 // instance is deregistered, the best case of a process that exits) and
 // with reboundgrpc.Drain (deregister, -drain-wait, GracefulStop), and
-// prints the failed RPCs of each. Registry: etcd.
+// prints the failed RPCs of each. The providers register with
+// etcd.Register or nacos.Register (-registry).
 package main
 
 import (
@@ -82,17 +83,14 @@ func main() {
 	flag.DurationVar(&cfg.interval, "interval", 5*time.Millisecond, "time between two RPCs of one consumer")
 	flag.DurationVar(&cfg.timeout, "timeout", time.Second, "timeout of each RPC")
 	flag.DurationVar(&cfg.tail, "tail", 10*time.Second, "least time the recovery and compaction phases watch the consumers after their last provider registered")
-	rolling := flag.Bool("rolling", false, "instead of the phases: restart each of -providers providers in turn under -rate RPC/s, once with a plain stop and once with reboundgrpc.Drain, and count failed RPCs (-registry etcd)")
+	rolling := flag.Bool("rolling", false, "instead of the phases: restart each of -providers providers in turn under -rate RPC/s, once with a plain stop and once with reboundgrpc.Drain, and count failed RPCs")
 	rate := flag.Int("rate", 200, "-rolling: RPCs per second through the consumer")
 	work := flag.Duration("work", 20*time.Millisecond, "-rolling: time each RPC takes in the provider")
-	wait := flag.Duration("drain-wait", reboundgrpc.DefaultDrainWait, "-rolling: reboundgrpc.WithDrainWait")
+	wait := flag.Duration("drain-wait", reboundgrpc.DefaultDrainWait, "-rolling: the wait of reboundgrpc.Drain")
 	flag.Parse()
 	if *rolling {
 		if !isFlagSet("providers") {
 			cfg.providers = 5
-		}
-		if !isFlagSet("registry") {
-			cfg.registry = "etcd"
 		}
 		rc := rollingConfig{registry: cfg.registry, providers: cfg.providers, rate: *rate, work: *work, timeout: cfg.timeout, wait: *wait,
 			progress: func(p string) { fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), p) }}

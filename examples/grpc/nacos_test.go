@@ -15,3 +15,5 @@ func TestScenarioNacos(t *testing.T) {
 	}
 	checkRebound(t, res)
 }
+
+func TestRollingNacos(t *testing.T) { testRolling(t, "nacos") }

@@ -289,7 +289,7 @@ func (r *etcdRegistry) deregister(p *provider) {
 }
 
 // deregisterer is p's etcd.Registration, for Drain (-rolling).
-func (r *etcdRegistry) deregisterer(p *provider) reboundgrpc.Deregisterer { return r.regs[p].reg }
+func (r *etcdRegistry) deregisterer(p *provider) subscriber.Registration { return r.regs[p].reg }
 
 // forget drops p's registration once it was shut down (-rolling).
 func (r *etcdRegistry) forget(p *provider) { delete(r.regs, p) }
@@ -356,4 +356,62 @@ func (r *etcdRegistry) close() {
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir)
 	}
+}
+
+// ---- Nacos, for -rolling ----
+
+// nacosRolling is the Nacos registry of -rolling: each provider registers
+// through nacos.Register on a client of its own, so that Drain can
+// deregister it (Shutdown returns once the server no longer lists it).
+type nacosRolling struct {
+	*nacosRegistry
+	provs map[*provider]*nacosProv
+}
+
+type nacosProv struct {
+	client naming_client.INamingClient
+	reg    *nacos.Registration
+}
+
+func newNacosRolling() (*nacosRolling, error) {
+	r, err := newNacosRegistry()
+	if err != nil {
+		return nil, err
+	}
+	return &nacosRolling{nacosRegistry: r, provs: map[*provider]*nacosProv{}}, nil
+}
+
+func (r *nacosRolling) register(p *provider) error {
+	c, err := nacosClient(r.srv, r.dir, false)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reg, err := nacos.Register(ctx, c, subscriber.Key{Service: service},
+		subscriber.Instance{IP: "127.0.0.1", Port: p.port, Weight: 1, Healthy: true, Enabled: true})
+	if err != nil {
+		c.CloseClient()
+		return fmt.Errorf("register %s: %w", p.name, err)
+	}
+	r.provs[p] = &nacosProv{client: c, reg: reg}
+	return nil
+}
+
+func (r *nacosRolling) deregisterer(p *provider) subscriber.Registration { return r.provs[p].reg }
+
+// forget closes p's registration and client once it was shut down.
+func (r *nacosRolling) forget(p *provider) {
+	if np := r.provs[p]; np != nil {
+		_ = np.reg.Close()
+		np.client.CloseClient()
+		delete(r.provs, p)
+	}
+}
+
+func (r *nacosRolling) close() {
+	for p := range r.provs {
+		r.forget(p)
+	}
+	r.nacosRegistry.close()
 }

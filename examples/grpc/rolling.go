@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound/reboundgrpc"
+	"github.com/rebound-go/rebound/subscriber"
 )
 
 // rollingConfig is the -rolling scenario's settings.
@@ -28,14 +29,14 @@ type rollingConfig struct {
 	rate      int           // RPCs per second through the consumer
 	work      time.Duration // each RPC's time in the provider
 	timeout   time.Duration // per RPC
-	wait      time.Duration // Drain's wait (reboundgrpc.WithDrainWait)
+	wait      time.Duration // reboundgrpc.Drain's wait
 	progress  func(string)
 }
 
 // rollingMode is one way to stop a provider in a rolling restart.
 type rollingMode struct {
 	name string
-	stop func(ctx context.Context, p *provider, d reboundgrpc.Deregisterer) error
+	stop func(ctx context.Context, p *provider, d subscriber.Registration) error
 }
 
 var rollingModes = []rollingMode{
@@ -45,7 +46,7 @@ var rollingModes = []rollingMode{
 		// connection or its lease ends; here the deregistration at once,
 		// the best case of it).
 		name: "plain stop",
-		stop: func(ctx context.Context, p *provider, d reboundgrpc.Deregisterer) error {
+		stop: func(ctx context.Context, p *provider, d subscriber.Registration) error {
 			p.srv.Stop()
 			return d.Shutdown(ctx)
 		},
@@ -103,8 +104,12 @@ func runRolling(cfg rollingConfig) ([]*rollingResult, error) {
 		var r *etcdRegistry
 		r, err = newEtcdRegistry()
 		reg = r
+	case "nacos":
+		var r *nacosRolling
+		r, err = newNacosRolling()
+		reg = r
 	default:
-		return nil, fmt.Errorf("-rolling -registry %q: want etcd", cfg.registry)
+		return nil, fmt.Errorf("-rolling -registry %q: want etcd or nacos", cfg.registry)
 	}
 	if err != nil {
 		return nil, err
@@ -209,8 +214,8 @@ func runRolling(cfg rollingConfig) ([]*rollingResult, error) {
 	for mi, mode := range rollingModes {
 		if mode.stop == nil {
 			wait := cfg.wait
-			mode.stop = func(ctx context.Context, p *provider, d reboundgrpc.Deregisterer) error {
-				return reboundgrpc.Drain(ctx, p.srv, d, reboundgrpc.WithDrainWait(wait))
+			mode.stop = func(ctx context.Context, p *provider, d subscriber.Registration) error {
+				return reboundgrpc.Drain(ctx, p.srv, wait, d)
 			}
 		}
 		res := &rollingResult{mode: mode.name, errs: map[string]int{}, perBackend: map[string]int64{}}
@@ -271,7 +276,7 @@ func reachAll(cc *grpc.ClientConn, ps []*provider, within time.Duration) error {
 type drainRegistry interface {
 	register(p *provider) error
 	// deregisterer is p's registration, for Drain (or the plain stop).
-	deregisterer(p *provider) reboundgrpc.Deregisterer
+	deregisterer(p *provider) subscriber.Registration
 	// forget drops p once stopped.
 	forget(p *provider)
 	rebound() (resolver.Builder, string)

@@ -8,12 +8,14 @@ import (
 	"github.com/rebound-go/rebound/reboundgrpc"
 )
 
-// TestRollingEtcd: a rolling restart of 3 providers under 100 RPC/s fails
+// TestRollingEtcd (and TestRollingNacos): a rolling restart of 3 providers under 100 RPC/s fails
 // no RPC with reboundgrpc.Drain; the plain stop's failures are printed
 // beside it (the comparison, not checked: they depend on which calls were
 // in flight).
-func TestRollingEtcd(t *testing.T) {
-	cfg := rollingConfig{registry: "etcd", providers: 3, rate: 100, work: 20 * time.Millisecond, timeout: 2 * time.Second, wait: reboundgrpc.DefaultDrainWait}
+func TestRollingEtcd(t *testing.T) { testRolling(t, "etcd") }
+
+func testRolling(t *testing.T, registry string) {
+	cfg := rollingConfig{registry: registry, providers: 3, rate: 100, work: 20 * time.Millisecond, timeout: 2 * time.Second, wait: reboundgrpc.DefaultDrainWait}
 	rs, err := runRolling(cfg)
 	if err != nil {
 		t.Fatal(err)
