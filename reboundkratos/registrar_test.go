@@ -55,7 +55,7 @@ func (f *fakeRegs) register(_ context.Context, key subscriber.Key, inst subscrib
 	return &fakeReg{f: f, id: id}, nil
 }
 
-func itoa(p uint64) string { return jsonNum(p) }
+func itoa(p uint64) string    { return jsonNum(p) }
 func jsonNum(p uint64) string { b, _ := json.Marshal(p); return string(b) }
 
 func helloworld() *registry.ServiceInstance {
