@@ -1,0 +1,142 @@
+package reboundkratos_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/rebound-go/rebound/reboundkratos"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/etcd"
+	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+type etcdEnv struct {
+	c *etcdtest.Cluster
+	m *subscriber.Manager // the last discovery's
+}
+
+func newEtcdEnv(t *testing.T) *etcdEnv {
+	t.Helper()
+	c, err := etcdtest.NewCluster(1, etcdtest.WithDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &etcdEnv{c: c}
+}
+
+func (e *etcdEnv) client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	client, err := clientv3.New(etcd.ClientConfig(nil, e.c.Endpoints()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+// registrar is a provider process's Registrar: its own etcd client,
+// etcd.Register in the contrib etcd layout.
+func (e *etcdEnv) registrar(t testing.TB) *reboundkratos.Registrar {
+	t.Helper()
+	client := e.client(t)
+	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatEtcd,
+		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (reboundkratos.Registration, error) {
+			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}), etcd.WithTTL(5*time.Second), etcd.WithLogger(zaptest.NewLogger(t)))
+		}, reboundkratos.WithDrainDelay(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// discovery is a consumer process's Discovery: its own etcd client, the
+// adapter in the contrib etcd layout, a Manager.
+func (e *etcdEnv) discovery(t testing.TB) *reboundkratos.Discovery {
+	t.Helper()
+	client := e.client(t)
+	reg, err := etcd.New(client, etcd.WithLayout(reboundkratos.EtcdLayout{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	m, err := subscriber.New(reg, subscriber.WithPolicy(fastPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	e.m = m
+	d, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatEtcd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func (e *etcdEnv) restart(t *testing.T, down time.Duration) {
+	t.Helper()
+	e.c.Stop()
+	time.Sleep(down)
+	if err := e.c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if err := e.c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKratosEtcd: kratos apps registered through the Registrar in the
+// contrib etcd layout, and a kratos gRPC client dialling
+// discovery:///helloworld through the Discovery:
+//   - the client starts while etcd is down: the dial does not fail, RPCs
+//     wait and reach the providers once etcd is back;
+//   - an etcd restart under load costs no RPC, and a provider registered
+//     after it is reached;
+//   - App.Stop of one of 3 providers under load (200 RPC/s) costs no RPC.
+func TestKratosEtcd(t *testing.T) {
+	env := newEtcdEnv(t)
+	p1 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	p2 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+
+	// Registry down at client start.
+	env.c.Stop()
+	d := env.discovery(t)
+	cc := dialKratos(t, d, "helloworld") // fails the test on a dial failure
+	time.Sleep(time.Second)
+	if err := env.c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitProviders(t, cc, p1, p2)
+
+	// Registry restart under load, then a new provider.
+	load := startLoad(t, cc)
+	env.restart(t, 2*time.Second)
+	p3 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	waitProviders(t, cc, p1, p2, p3)
+	load.stop()
+	t.Logf("etcd restart: %d RPCs ok, %d failed", load.ok.Load(), load.failed.Load())
+	if n := load.failed.Load(); n > 0 {
+		t.Fatalf("%d RPCs failed through the etcd restart (first: %v)", n, load.firstErr.Load())
+	}
+
+	// App.Stop of one of three under load.
+	load = startLoad(t, cc)
+	subscribertest.Eventually(t, testTimeout, "load on p1", func() bool { return load.count(p1.addr) > 10 })
+	p1.stop(t)
+	before := load.ok.Load()
+	subscribertest.Eventually(t, testTimeout, "400 RPCs after the stop", func() bool { return load.ok.Load() > before+400 })
+	load.stop()
+	t.Logf("App.Stop: %d RPCs ok, %d failed; discovery %+v", load.ok.Load(), load.failed.Load(), d.Stats())
+	if n := load.failed.Load(); n > 0 {
+		t.Fatalf("%d RPCs failed through App.Stop of one of 3 providers (first: %v)", n, load.firstErr.Load())
+	}
+}
