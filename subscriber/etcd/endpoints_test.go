@@ -70,14 +70,14 @@ func TestEndpointsLayoutReadsEndpointsManager(t *testing.T) {
 			subscriber.Instance{IP: "10.0.0.9", Port: 90, Metadata: map[string]string{"v": "2"}},
 			etcdreg.WithLayout(etcdreg.EndpointsLayout{}))
 	})
-	if want := target + "/10.0.0.9:90"; g.Key() != want {
-		t.Fatalf("Key() = %q, want %q", g.Key(), want)
+	if want := target + "/10.0.0.9:90"; g.InstanceKey() != want {
+		t.Fatalf("Key() = %q, want %q", g.InstanceKey(), want)
 	}
 	list, err := em.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, ok := list[g.Key()]
+	ep, ok := list[g.InstanceKey()]
 	if md, _ := ep.Metadata.(map[string]any); !ok || ep.Addr != "10.0.0.9:90" || md["v"] != "2" || len(list) != 1 {
 		t.Fatalf("endpoints.Manager lists %+v, want the registration at 10.0.0.9:90 with its metadata", list)
 	}

@@ -102,7 +102,7 @@ func TestQuorumLossLongerThanTTLKeepsKey(t *testing.T) {
 	})
 	first := g.Lease()
 	admin := newClient(t, c, c.Endpoint(0))
-	log := watchKey(t, admin, g.Key())
+	log := watchKey(t, admin, g.InstanceKey())
 
 	const ttl = 2 * time.Second
 	c.StopMember(1)
@@ -239,14 +239,14 @@ func TestRegistrationCloseStopsWithoutRevoking(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
-	resp, err := cli.Get(context.Background(), g.Key())
+	resp, err := cli.Get(context.Background(), g.InstanceKey())
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("after Close: %+v, %v; want the key still there (on its lease)", resp, err)
 	}
 	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	resp, err = cli.Get(context.Background(), g.Key())
+	resp, err = cli.Get(context.Background(), g.InstanceKey())
 	if err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("after Shutdown: %+v, %v; want the key gone", resp, err)
 	}
@@ -287,7 +287,7 @@ func TestBlackholedMemberKeepsLease(t *testing.T) {
 	// client may fail over to the others.
 	cli.SetEndpoints(c.Endpoints()...)
 	admin := newClient(t, c, c.Endpoint(1), c.Endpoint(2))
-	log := watchKey(t, admin, g.Key())
+	log := watchKey(t, admin, g.InstanceKey())
 
 	c.BlackholeMember(0)
 	defer c.HealMember(0)
@@ -337,7 +337,7 @@ func TestRegistrationRetriesAtOnceWhenConnectionIsBack(t *testing.T) {
 			etcdreg.WithPolicy(rebound.Policy{Initial: 30 * time.Second, Max: 30 * time.Second, Jitter: rebound.NoJitter}))
 	})
 	armed.Store(true)
-	if _, err := admin.Delete(context.Background(), g.Key()); err != nil {
+	if _, err := admin.Delete(context.Background(), g.InstanceKey()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -361,7 +361,7 @@ func TestRegistrationRetriesAtOnceWhenConnectionIsBack(t *testing.T) {
 	start := time.Now()
 	waitReady(t, c)
 	eventually(t, "the key back (well before the 30 s wait)", func() bool {
-		resp, err := admin.Get(context.Background(), g.Key())
+		resp, err := admin.Get(context.Background(), g.InstanceKey())
 		return err == nil && len(resp.Kvs) == 1
 	})
 	t.Logf("key back %v after the member restarted (policy wait: 30 s)", time.Since(start).Round(time.Millisecond))

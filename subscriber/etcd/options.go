@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
 )
 
 // Defaults of a Registry and a Registration.
@@ -82,6 +83,7 @@ type registerOptions struct {
 	common
 	ttl    time.Duration
 	policy rebound.Policy
+	hooks  subscriber.RegistrationHooks
 }
 
 func newRegistryOptions(opts []Option) (registryOptions, error) {
@@ -216,4 +218,10 @@ func WithPolicy(p rebound.Policy) RegisterOption {
 		}
 		o.policy = p
 	})
+}
+
+// WithRegistrationHooks sets the hooks called on a registration's state
+// changes and requests (see subscriber.RegistrationHooks). Default: none.
+func WithRegistrationHooks(h subscriber.RegistrationHooks) RegisterOption {
+	return registerOption(func(o *registerOptions) { o.hooks = h })
 }

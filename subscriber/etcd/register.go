@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -23,17 +24,21 @@ import (
 // happens (see Register). Create it with Register (the zero value is not
 // usable). Stop it with Shutdown, which deregisters the instance (revokes
 // its lease), or Close, which only stops (the key goes when the lease
-// expires). Its methods are safe for concurrent use.
+// expires). Its methods are safe for concurrent use. It implements
+// subscriber.Registration.
 type Registration struct {
 	client *clientv3.Client
 	opts   registerOptions
 	log    *zap.Logger
+	layout Layout
 	key    string // the instance's etcd key
-	value  string // its value
+	value  string // its value; written by Register and then only by the loop goroutine
 	ttl    int64  // seconds
+	track  *regstate.Tracker
 
 	retrier *rebound.Retrier
 	cancel  context.CancelFunc
+	updates chan update   // Update's requests to the loop goroutine
 	done    chan struct{} // closed when the goroutines end
 
 	mu         sync.Mutex
@@ -82,8 +87,14 @@ type Registration struct {
 //     the wait cut short when the client's connection comes back, and
 //     capped at TTL/3 while the old lease may still live.
 //
+// The Registration's Status follows subscriber.RegistrationState:
+// registered after Register, repairing while a lease is probed or
+// replaced or the key put back, deregistering in Shutdown, stopped after
+// Shutdown, Close or a permanent error. Update changes the instance's
+// value on the current lease.
+//
 // Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout,
-// WithTTL, WithPolicy; a nil option is ignored.
+// WithTTL, WithPolicy, WithRegistrationHooks; a nil option is ignored.
 func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
 	const fn = "Register"
 	if ctx == nil {
@@ -127,29 +138,48 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		return nil, err
 	}
 	k := prefix + id
+	log := o.log.With(zap.String("component", "subscriber/etcd"), zap.String("key", k))
 	g := &Registration{
 		client:  client,
 		opts:    o,
-		log:     o.log.With(zap.String("component", "subscriber/etcd"), zap.String("key", k)),
+		log:     log,
+		layout:  layout,
 		key:     k,
 		value:   string(value),
 		ttl:     int64((o.ttl + time.Second - 1) / time.Second),
+		track:   regstate.New(registryName, key, inst, o.hooks, log),
 		retrier: retrier,
+		updates: make(chan update),
 		done:    make(chan struct{}),
 	}
+	start := time.Now()
 	lease, rev, err := g.grantAndPut(ctx)
+	g.track.Attempt(subscriber.RegistrationOpRegister, start, err)
 	if err != nil {
+		g.track.Set(subscriber.RegistrationStopped, err)
 		return nil, err
 	}
 	g.lease, g.registered = lease, 1
+	g.track.Registered()
 	var lctx context.Context
 	lctx, g.cancel = context.WithCancel(context.Background())
 	go g.loop(lctx, lease, rev)
 	return g, nil
 }
 
-// Key returns the instance's etcd key.
-func (g *Registration) Key() string { return g.key }
+// InstanceKey returns the instance's etcd key.
+func (g *Registration) InstanceKey() string { return g.key }
+
+// Key returns the service key given to Register.
+func (g *Registration) Key() subscriber.Key { return g.track.Key() }
+
+// Instance returns the registered instance (Register's, or the last
+// successful Update's), Ephemeral set.
+func (g *Registration) Instance() subscriber.Instance { return g.track.Instance() }
+
+// Status returns a snapshot of the registration. Registrations and
+// Repairs count as the methods of the same names do.
+func (g *Registration) Status() subscriber.RegistrationStatus { return g.track.Status() }
 
 // Lease returns the lease the instance is currently bound to.
 func (g *Registration) Lease() clientv3.LeaseID {
@@ -214,6 +244,7 @@ type holder struct {
 
 	kaCancel context.CancelFunc
 	kaCh     <-chan *clientv3.LeaseKeepAliveResponse // nil: not kept alive
+	op       string                                  // the kind of request of the last repair (for the hooks)
 	wCancel  context.CancelFunc
 	wCh      clientv3.WatchChan // nil: not watching
 	yielded  bool               // another lease holds the key
@@ -243,10 +274,16 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 	defer timer.Stop()
 	// run makes one repair attempt; false: stop for good.
 	run := func() bool {
+		g.track.Set(subscriber.RegistrationRepairing, nil)
+		start := time.Now()
 		err := h.repair(&pending)
+		g.track.Attempt(h.op, start, err)
 		if err == nil {
 			failing = false
 			s.Succeeded(time.Now())
+			if pending == 0 {
+				g.track.Set(subscriber.RegistrationRegistered, nil)
+			}
 			return true
 		}
 		d, stop := s.Next(err, time.Now())
@@ -256,6 +293,7 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 				// Nothing more can be done; Shutdown and Close still
 				// work.
 				g.log.Error("registration stopped", zap.Error(stop))
+				g.track.Set(subscriber.RegistrationStopped, stop)
 			}
 			return false
 		}
@@ -299,6 +337,8 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 			} else {
 				pending &^= ensureKey
 			}
+		case u := <-g.updates:
+			u.done <- h.update(u)
 		case <-timer.C:
 			failing = false
 		case <-ready:
@@ -344,6 +384,7 @@ func (h *holder) repair(pending *int) error {
 	g := h.g
 	ctx, cancel := context.WithTimeout(h.ctx, g.opts.timeout)
 	defer cancel()
+	h.op = subscriber.RegistrationOpCheck
 	if *pending&probeLease != 0 {
 		resp, err := g.client.TimeToLive(ctx, h.lease)
 		switch {
@@ -376,6 +417,7 @@ func (h *holder) repair(pending *int) error {
 // is gone.
 func (h *holder) replaceLease(pending *int) error {
 	g := h.g
+	h.op = subscriber.RegistrationOpRegister
 	g.log.Warn("lease gone (expired, revoked or lost with the cluster's data); registering again",
 		zap.Int64("lease", int64(h.lease)))
 	lease, rev, err := g.grantAndPut(h.ctx)
@@ -388,6 +430,7 @@ func (h *holder) replaceLease(pending *int) error {
 	g.lease = lease
 	g.registered++
 	g.mu.Unlock()
+	g.track.Registered()
 	g.log.Info("registered again", zap.Int64("lease", int64(lease)), zap.Int64("previous", int64(old)))
 	h.stopKeepAlive()
 	h.keepAlive()
@@ -444,6 +487,7 @@ func (h *holder) repaired(msg string) {
 	h.g.mu.Lock()
 	h.g.repairs++
 	h.g.mu.Unlock()
+	h.g.track.Repaired()
 	h.g.log.Info(msg, zap.Int64("lease", int64(h.lease)))
 }
 
@@ -531,6 +575,7 @@ func (g *Registration) stop(ctx context.Context) error {
 // always returns nil.
 func (g *Registration) Close() error {
 	_ = g.stop(context.Background())
+	g.track.Set(subscriber.RegistrationStopped, nil)
 	return nil
 }
 
@@ -550,13 +595,89 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 		return err
 	}
 	g.revokeOnce.Do(func() {
+		g.track.Set(subscriber.RegistrationDeregistering, nil)
 		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 		defer cancel()
+		start := time.Now()
 		if _, err := g.client.Revoke(ctx, g.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			g.revokeErr = classify("revoke", g.key, err, g.closed())
 		}
+		g.track.Attempt(subscriber.RegistrationOpDeregister, start, g.revokeErr)
+		g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
 	})
 	return g.revokeErr
 }
 
-var _ io.Closer = (*Registration)(nil)
+// update is one Update request to the loop goroutine.
+type update struct {
+	ctx   context.Context
+	inst  subscriber.Instance
+	value string
+	done  chan error // buffered (1)
+}
+
+// Update changes the registered instance's value (weight, metadata,
+// enabled, healthy): it puts the new value on the current lease, bounded
+// by ctx and the attempt timeout, and returns once etcd holds it, or the
+// error (a *subscriber.OpError; the registration keeps the previous
+// value). inst must map to the same etcd key (the same ID, or IP and
+// port when ID is empty): another key is another instance, a
+// *rebound.ArgumentError. Ephemeral is set. After Shutdown or Close it
+// returns an error matching subscriber.ErrRegistrationStopped (and
+// rebound.ErrClosed).
+func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+	const fn = "Registration.Update"
+	if ctx == nil {
+		return argErr(fn, "ctx", "must not be nil")
+	}
+	inst.Ephemeral = true
+	id, value, err := g.layout.Encode(inst)
+	if err != nil {
+		return err
+	}
+	prefix, _ := g.layout.ServicePrefix(g.track.Key())
+	if prefix+id != g.key {
+		return argErr(fn, "inst", fmt.Sprintf("must keep the instance's key %q (another key is another instance: Register it); got %q", g.key, prefix+id))
+	}
+	u := update{ctx: ctx, inst: inst, value: string(value), done: make(chan error, 1)}
+	select {
+	case g.updates <- u:
+	case <-g.done:
+		return opErr("update", g.key, subscriber.ErrRegistrationStopped)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-u.done:
+		return err
+	case <-ctx.Done():
+		// The loop's request is bounded by ctx too: it ends soon.
+		return ctx.Err()
+	}
+}
+
+// update puts u's value on the current lease (in the loop goroutine).
+func (h *holder) update(u update) error {
+	g := h.g
+	ctx, cancel := context.WithTimeout(u.ctx, g.opts.timeout)
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
+	start := time.Now()
+	_, err := g.client.Put(ctx, g.key, u.value, clientv3.WithLease(h.lease))
+	if err != nil {
+		err = classify("put", g.key, err, g.closed())
+	}
+	g.track.Attempt(subscriber.RegistrationOpUpdate, start, err)
+	if err != nil {
+		return err
+	}
+	g.value = u.value
+	g.track.SetInstance(u.inst)
+	return nil
+}
+
+var (
+	_ io.Closer               = (*Registration)(nil)
+	_ subscriber.Registration = (*Registration)(nil)
+)

@@ -3,10 +3,13 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
@@ -46,8 +49,8 @@ func TestRegisterAndDeregister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := etcdreg.DefaultPrefix + "/public/DEFAULT_GROUP/orders/10.0.0.1:80"; g.Key() != want {
-		t.Fatalf("Key() = %q, want %q", g.Key(), want)
+	if want := etcdreg.DefaultPrefix + "/public/DEFAULT_GROUP/orders/10.0.0.1:80"; g.InstanceKey() != want {
+		t.Fatalf("Key() = %q, want %q", g.InstanceKey(), want)
 	}
 	rec.waitLast(t, "10.0.0.1:80")
 	got := rec.all()[len(rec.all())-1][0]
@@ -198,4 +201,86 @@ func TestRegisterErrors(t *testing.T) {
 			t.Fatalf("Register = %v, %v; want a transient *OpError for the grant", g, err)
 		}
 	})
+}
+
+// TestRegistrationStatusHooksAndUpdate: the Registration reports the
+// subscriber.Registration states and requests through its hooks, Update
+// changes the registered value on the same lease, and Update after
+// Shutdown is ErrRegistrationStopped.
+func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := newClient(t, c)
+	var (
+		mu     sync.Mutex
+		states []string
+		ops    []string
+	)
+	hooks := subscriber.RegistrationHooks{
+		StateChanged: func(sc subscriber.RegistrationStateChange) {
+			mu.Lock()
+			states = append(states, sc.From.String()+">"+sc.To.String())
+			mu.Unlock()
+		},
+		Attempted: func(a subscriber.RegistrationAttempt) {
+			mu.Lock()
+			ops = append(ops, a.Op)
+			mu.Unlock()
+		},
+	}
+	in := inst("10.0.0.1", 80)
+	g, err := etcdreg.Register(context.Background(), cli, orders, in,
+		append(fastRegister, etcdreg.WithRegistrationHooks(hooks))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.Status()
+	if st.State != subscriber.RegistrationRegistered || st.Registrations != 1 || st.Registry != "etcd" ||
+		st.Key.Service != "orders" || !st.Instance.Ephemeral || g.Key().Service != "orders" {
+		t.Fatalf("Status() = %+v, want registered once, etcd, orders, ephemeral", st)
+	}
+	lease := g.Lease()
+
+	up := in
+	up.Weight = 0
+	up.Metadata = map[string]string{"v": "2"}
+	if err := g.Update(context.Background(), up); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(context.Background(), g.InstanceKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != lease {
+		t.Fatalf("after Update: %v, want the key on lease %x", resp.Kvs, lease)
+	}
+	got, err := etcdreg.DecodeInstance("10.0.0.1:80", resp.Kvs[0].Value)
+	if err != nil || got.Metadata["v"] != "2" || got.Weight != 0 {
+		t.Fatalf("after Update the value decodes to %+v (%v), want weight 0 and v=2", got, err)
+	}
+	if g.Instance().Metadata["v"] != "2" {
+		t.Fatalf("Instance() = %+v, want the updated one", g.Instance())
+	}
+	other := inst("10.0.0.2", 80)
+	if err := g.Update(context.Background(), other); !errors.Is(err, rebound.ErrInvalidArgument) {
+		t.Fatalf("Update to another address = %v, want ErrInvalidArgument", err)
+	}
+
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Update(context.Background(), up); !errors.Is(err, subscriber.ErrRegistrationStopped) || !errors.Is(err, rebound.ErrClosed) {
+		t.Fatalf("Update after Shutdown = %v, want ErrRegistrationStopped (rebound.ErrClosed)", err)
+	}
+	if st := g.Status(); st.State != subscriber.RegistrationStopped {
+		t.Fatalf("State after Shutdown = %v, want stopped", st.State)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	wantStates := "RegistrationState(0)>registering registering>registered registered>deregistering deregistering>stopped"
+	if got := strings.Join(states, " "); got != wantStates {
+		t.Fatalf("state changes = %q, want %q", got, wantStates)
+	}
+	if got := strings.Join(ops, " "); got != "register update deregister" {
+		t.Fatalf("attempts = %q, want register update deregister", got)
+	}
 }

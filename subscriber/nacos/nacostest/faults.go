@@ -6,6 +6,7 @@ import (
 
 	nacospb "github.com/nacos-group/nacos-sdk-go/v2/api/grpc"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -381,6 +382,35 @@ func (s *Server) LoseNextPush(namespace, group, service string) int {
 				n++
 				break
 			}
+		}
+	}
+	return n
+}
+
+// ForgetClientInstances makes the server forget every ephemeral instance
+// of the client connection (or connections) that registered the instance
+// ip:port of service (in the namespace and group; empty means the
+// defaults), in every service, without closing the connection or telling
+// the client, as a Nacos node whose Distro sync lost a client's data
+// would: subscribers are pushed the lists without them, and the client
+// keeps believing they are registered (its next reconnect's redo would
+// bring them back). It returns how many instances it forgot. Safe for
+// concurrent use.
+func (s *Server) ForgetClientInstances(namespace, group, service, ip string, port uint64) int {
+	k := makeSvcKey(namespace, group, service)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.conns {
+		holds := slices.ContainsFunc(c.published[k], func(p published) bool {
+			return p.inst.Ip == ip && p.inst.Port == port
+		})
+		if !holds {
+			continue
+		}
+		for sk, ps := range c.published {
+			n += len(ps)
+			s.mutateLocked(sk, func() { delete(c.published, sk) })
 		}
 	}
 	return n

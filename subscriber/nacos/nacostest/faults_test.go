@@ -1,6 +1,7 @@
 package nacostest_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +245,29 @@ func TestPendingPushesBeforeLoseNextPush(t *testing.T) {
 	}
 	if n := srv.PendingPushes(); n != 0 {
 		t.Errorf("PendingPushes = %d after every push was received", n)
+	}
+}
+
+func TestForgetClientInstances(t *testing.T) {
+	srv := newServer(t)
+	a, b := newClient(t, srv, ""), newClient(t, srv, "")
+	mustRegister(t, a, registerParam("svc", "10.0.0.1", 1))
+	mustRegister(t, a, registerParam("other", "10.0.0.1", 2))
+	mustRegister(t, b, registerParam("svc", "10.0.0.2", 1))
+	conns := srv.ConnectionCount()
+	if n := srv.ForgetClientInstances("", "", "svc", "10.0.0.1", 1); n != 2 {
+		t.Fatalf("ForgetClientInstances = %d, want 2 (both of the first client's instances)", n)
+	}
+	if got := addrs(srv.Instances("", "", "svc")); !slices.Equal(got, []string{"10.0.0.2:1"}) {
+		t.Fatalf("svc instances = %v, want only the other client's", got)
+	}
+	if got := srv.Instances("", "", "other"); len(got) != 0 {
+		t.Fatalf("other instances = %v, want none", got)
+	}
+	if n := srv.ConnectionCount(); n != conns {
+		t.Fatalf("ConnectionCount = %d, want %d (no connection closed)", n, conns)
+	}
+	if n := srv.ForgetClientInstances("", "", "svc", "10.9.9.9", 1); n != 0 {
+		t.Fatalf("ForgetClientInstances of an unknown instance = %d, want 0", n)
 	}
 }

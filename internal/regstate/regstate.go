@@ -1,0 +1,188 @@
+// Package regstate keeps the status of one subscriber.Registration and
+// calls its hooks, for the registry adapters (subscriber/etcd,
+// subscriber/nacos), so that both report the same states the same way.
+package regstate
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// Tracker holds a registration's status. Its methods are safe for
+// concurrent use; hooks are called outside its lock, one at a time, in
+// the order of the events, by the goroutine that recorded an event while
+// no other goroutine was calling hooks.
+type Tracker struct {
+	hooks subscriber.RegistrationHooks
+	log   *zap.Logger
+	now   func() time.Time
+
+	mu      sync.Mutex
+	st      subscriber.RegistrationStatus
+	queue   []event
+	calling bool
+}
+
+type event struct {
+	state   *subscriber.RegistrationStateChange
+	attempt *subscriber.RegistrationAttempt
+}
+
+// New returns a Tracker in state registering (the hook sees From 0).
+func New(registry string, key subscriber.Key, inst subscriber.Instance, hooks subscriber.RegistrationHooks, log *zap.Logger) *Tracker {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	t := &Tracker{hooks: hooks, log: log, now: time.Now}
+	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: CloneInstance(inst)}
+	t.Set(subscriber.RegistrationRegistering, nil)
+	return t
+}
+
+// CloneInstance returns inst with its own Metadata map.
+func CloneInstance(inst subscriber.Instance) subscriber.Instance {
+	if inst.Metadata != nil {
+		inst.Metadata = maps.Clone(inst.Metadata)
+	}
+	return inst
+}
+
+func cloneKey(k subscriber.Key) subscriber.Key {
+	if k.Clusters != nil {
+		k.Clusters = append([]string(nil), k.Clusters...)
+	}
+	return k
+}
+
+// Key returns the registration's key (a copy).
+func (t *Tracker) Key() subscriber.Key {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cloneKey(t.st.Key)
+}
+
+// Instance returns the registered instance (a copy).
+func (t *Tracker) Instance() subscriber.Instance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return CloneInstance(t.st.Instance)
+}
+
+// SetInstance records the registered instance.
+func (t *Tracker) SetInstance(inst subscriber.Instance) {
+	inst = CloneInstance(inst)
+	t.mu.Lock()
+	t.st.Instance = inst
+	t.mu.Unlock()
+}
+
+// Status returns a snapshot.
+func (t *Tracker) Status() subscriber.RegistrationStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.st
+	st.Key = cloneKey(st.Key)
+	st.Instance = CloneInstance(st.Instance)
+	return st
+}
+
+// State returns the current state.
+func (t *Tracker) State() subscriber.RegistrationState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st.State
+}
+
+// Set moves to state to (a no-op if already there, or once stopped);
+// reason is why.
+func (t *Tracker) Set(to subscriber.RegistrationState, reason error) {
+	t.mu.Lock()
+	from := t.st.State
+	if from == to || from == subscriber.RegistrationStopped {
+		t.mu.Unlock()
+		return
+	}
+	now := t.now()
+	t.st.State, t.st.Since = to, now
+	if to == subscriber.RegistrationRegistered {
+		t.st.Attempts = 0
+	}
+	t.enqueueLocked(event{state: &subscriber.RegistrationStateChange{
+		Registry: t.st.Registry, Key: t.st.Key, From: from, To: to, Reason: reason, At: now}})
+}
+
+// Registered records an accepted registration (the first or a new one)
+// and moves to registered.
+func (t *Tracker) Registered() {
+	t.mu.Lock()
+	t.st.Registrations++
+	t.mu.Unlock()
+	t.Set(subscriber.RegistrationRegistered, nil)
+}
+
+// Repaired records a repair and moves to registered.
+func (t *Tracker) Repaired() {
+	t.mu.Lock()
+	t.st.Repairs++
+	t.mu.Unlock()
+	t.Set(subscriber.RegistrationRegistered, nil)
+}
+
+// Attempt records one request: a failure counts toward Attempts and
+// LastErr.
+func (t *Tracker) Attempt(op string, start time.Time, err error) {
+	t.mu.Lock()
+	now := t.now()
+	if err != nil {
+		t.st.Attempts++
+		t.st.LastErr, t.st.LastErrAt = err, now
+	}
+	t.enqueueLocked(event{attempt: &subscriber.RegistrationAttempt{
+		Registry: t.st.Registry, Key: t.st.Key, Op: op, Err: err, Duration: now.Sub(start), At: now}})
+}
+
+// enqueueLocked queues an event and, unless another goroutine is calling
+// hooks, calls them until the queue is empty. t.mu is held on entry and
+// released on return.
+func (t *Tracker) enqueueLocked(ev event) {
+	if t.hooks.StateChanged == nil && t.hooks.Attempted == nil {
+		t.mu.Unlock()
+		return
+	}
+	t.queue = append(t.queue, ev)
+	if t.calling {
+		t.mu.Unlock()
+		return
+	}
+	t.calling = true
+	for len(t.queue) > 0 {
+		ev := t.queue[0]
+		t.queue[0] = event{}
+		t.queue = t.queue[1:]
+		t.mu.Unlock()
+		t.call(ev)
+		t.mu.Lock()
+	}
+	t.queue = nil
+	t.calling = false
+	t.mu.Unlock()
+}
+
+func (t *Tracker) call(ev event) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.log.Error("registration hook panicked", zap.Any("panic", r), zap.Stack("stack"))
+		}
+	}()
+	switch {
+	case ev.state != nil && t.hooks.StateChanged != nil:
+		t.hooks.StateChanged(*ev.state)
+	case ev.attempt != nil && t.hooks.Attempted != nil:
+		t.hooks.Attempted(*ev.attempt)
+	}
+}

@@ -1,0 +1,179 @@
+package subscriber
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Registration is the provider's side of service discovery, as Registry is
+// the consumer's: one instance of a service kept registered in a service
+// registry until it is stopped. Adapters create them (nacos.Register,
+// etcd.Register): each makes the first registration itself and returns
+// its error, then repairs the registration whenever the registry loses
+// it (a restart, an expired lease, a rejected re-registration), until
+// Shutdown or Close.
+//
+// Every method is safe for concurrent use.
+type Registration interface {
+	// Key returns the service the instance is registered under, as given
+	// to the adapter's Register.
+	Key() Key
+	// Instance returns the instance as it is registered (the last
+	// successful Update's instance, or Register's), with the fields the
+	// adapter sets (Ephemeral) filled in. The caller may modify the
+	// returned value: its Metadata map is a copy.
+	Instance() Instance
+	// Status returns a snapshot of the registration.
+	Status() RegistrationStatus
+	// Update changes the registered instance (weight, metadata, enabled,
+	// healthy) and returns once the registry holds the new one, or the
+	// error of the attempt (bounded by ctx): the registration then keeps
+	// the previous instance. The instance's identity (address, cluster,
+	// and ID where the registry has one) must not change: that is another
+	// instance, a *rebound.ArgumentError. Update after Shutdown or Close
+	// returns an error matching rebound.ErrClosed.
+	Update(ctx context.Context, inst Instance) error
+	// Shutdown stops repairing and deregisters the instance; it returns
+	// nil once the registry no longer lists it (as far as the adapter can
+	// tell), or the error that prevented that (bounded by ctx). It is
+	// idempotent and may follow Close.
+	Shutdown(ctx context.Context) error
+	// Close stops repairing, at once and without a request: the instance
+	// stays registered until the registry drops it on its own (an etcd
+	// lease expires, a Nacos client's connection closes). Close is
+	// idempotent, leaves no goroutine behind and returns nil.
+	io.Closer
+}
+
+// RegistrationState is the state of a Registration.
+type RegistrationState int
+
+const (
+	// RegistrationRegistering: the first registration is in flight
+	// (inside the adapter's Register).
+	RegistrationRegistering RegistrationState = iota + 1
+	// RegistrationRegistered: the registry accepted the registration and
+	// the adapter knows of no reason to doubt that it holds it.
+	RegistrationRegistered
+	// RegistrationRepairing: the registry lost the registration, or may
+	// have (a reconnect, a lost lease, a rejected re-registration), and
+	// the adapter is checking or registering it again.
+	RegistrationRepairing
+	// RegistrationDeregistering: Shutdown is deregistering the instance.
+	RegistrationDeregistering
+	// RegistrationStopped: the registration ended (Shutdown, Close, or a
+	// permanent error such as the client being closed; see
+	// RegistrationStatus.LastErr).
+	RegistrationStopped
+)
+
+// RegistrationStates lists the RegistrationState values in order, for
+// per-state gauges and status pages.
+func RegistrationStates() []RegistrationState {
+	return []RegistrationState{RegistrationRegistering, RegistrationRegistered, RegistrationRepairing,
+		RegistrationDeregistering, RegistrationStopped}
+}
+
+func (s RegistrationState) String() string {
+	switch s {
+	case RegistrationRegistering:
+		return "registering"
+	case RegistrationRegistered:
+		return "registered"
+	case RegistrationRepairing:
+		return "repairing"
+	case RegistrationDeregistering:
+		return "deregistering"
+	case RegistrationStopped:
+		return "stopped"
+	}
+	return fmt.Sprintf("RegistrationState(%d)", int(s))
+}
+
+// RegistrationStatus is a snapshot of a Registration.
+type RegistrationStatus struct {
+	// Registry names the adapter: "nacos" or "etcd".
+	Registry string
+	Key      Key
+	Instance Instance
+	State    RegistrationState
+	// Since is when the registration entered State.
+	Since time.Time
+	// Registrations counts the registrations the registry accepted, the
+	// first included (for etcd: the leases granted with the key put on
+	// them; for Nacos: the register requests the server accepted).
+	Registrations int
+	// Repairs counts the times the adapter found the registration lost
+	// and restored it (for etcd: a key put back on a living lease; for
+	// Nacos: a re-registration after the server was found not to list
+	// the instance). A registration restored by the registry client on
+	// its own (the Nacos SDK's redo) is not a repair.
+	Repairs int
+	// Attempts counts the failed attempts of the current repair (0 when
+	// registered).
+	Attempts int
+	// LastErr is the error of the last failed attempt, kept after a
+	// success for inspection; LastErrAt is when it happened.
+	LastErr   error
+	LastErrAt time.Time
+}
+
+// RegistrationHooks are called on the life events of a Registration, for
+// metrics, logs and tracing; nil fields are skipped. Set them with the
+// adapter's option (nacos.WithRegistrationHooks,
+// etcd.WithRegistrationHooks).
+//
+// Hooks are never called with a lock held, and are called one at a time,
+// in the order the events happened, from the goroutine that caused the
+// event (the Registration's own goroutine, or the caller of Register,
+// Update or Shutdown): a slow hook delays the registration's repairs. A
+// hook may call Status, Key and Instance; it must not call Update,
+// Shutdown or Close. A panicking hook is recovered and logged.
+type RegistrationHooks struct {
+	// StateChanged: the registration moved from one state to another
+	// (From 0 at its creation).
+	StateChanged func(RegistrationStateChange)
+	// Attempted: one request of the registration to the registry ended:
+	// a register, a check of the server's list, an update, a deregister.
+	Attempted func(RegistrationAttempt)
+}
+
+// RegistrationStateChange is passed to RegistrationHooks.StateChanged.
+type RegistrationStateChange struct {
+	Registry string
+	Key      Key
+	From, To RegistrationState
+	// Reason is why it changed: the error that started a repair or
+	// stopped the registration; nil otherwise.
+	Reason error
+	At     time.Time
+}
+
+// Registration request kinds (RegistrationAttempt.Op).
+const (
+	// RegistrationOpRegister: a register request (the first, or a repair).
+	RegistrationOpRegister = "register"
+	// RegistrationOpCheck: a query of whether the registry still holds
+	// the registration.
+	RegistrationOpCheck = "check"
+	// RegistrationOpUpdate: a request made by Update.
+	RegistrationOpUpdate = "update"
+	// RegistrationOpDeregister: a deregister request, or the check that
+	// the registry no longer lists the instance.
+	RegistrationOpDeregister = "deregister"
+)
+
+// RegistrationAttempt is passed to RegistrationHooks.Attempted.
+type RegistrationAttempt struct {
+	Registry string
+	Key      Key
+	// Op is one of the RegistrationOp constants.
+	Op string
+	// Err is the attempt's error; nil for a success.
+	Err error
+	// Duration is how long the request took.
+	Duration time.Duration
+	At       time.Time
+}
