@@ -46,7 +46,7 @@ func (e *etcdEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 	t.Helper()
 	client := e.client(t)
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatEtcd,
-		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (reboundkratos.Registration, error) {
+		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
 			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}), etcd.WithTTL(5*time.Second), etcd.WithLogger(zaptest.NewLogger(t)))
 		}, reboundkratos.WithDrainDelay(time.Second))
 	if err != nil {

@@ -16,21 +16,17 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Registration is what a RegisterFunc returns: one instance kept
-// registered by an adapter until Shutdown (deregister) or Close (stop
-// without a request).
-type Registration interface {
-	Shutdown(ctx context.Context) error
-	Close() error
-}
-
 // RegisterFunc registers one instance of key's service through an
 // adapter and keeps it registered until the returned Registration is
 // stopped: the first registration is made before it returns (bounded by
 // ctx), and the adapter repairs it after registry restarts, lost leases
 // and rejected re-registrations. A closure over etcd.Register (with
-// etcd.WithLayout(EtcdLayout{})) or nacos.Register fits.
-type RegisterFunc func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (Registration, error)
+// etcd.WithLayout(EtcdLayout{})) or nacos.Register fits:
+//
+//	func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
+//		return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}))
+//	}
+type RegisterFunc func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error)
 
 // Registrar is a kratos registry.Registrar over an adapter's
 // registrations: pass it to kratos.New with kratos.Registrar. Register
@@ -54,7 +50,7 @@ type Registrar struct {
 }
 
 type registered struct {
-	units []Registration // nil while Register is in flight
+	units []subscriber.Registration // nil while Register is in flight
 }
 
 // NewRegistrar returns a Registrar writing instances in format f through
@@ -165,7 +161,7 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 	r.regs[id] = rg
 	r.mu.Unlock()
 
-	var done []Registration
+	var done []subscriber.Registration
 	for _, u := range us {
 		g, err := r.reg(ctx, u.key, u.inst)
 		if err == nil && g == nil {
@@ -197,7 +193,7 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 }
 
 // shutdown deregisters every part, logging failures.
-func (r *Registrar) shutdown(ctx context.Context, si *registry.ServiceInstance, gs []Registration) bool {
+func (r *Registrar) shutdown(ctx context.Context, si *registry.ServiceInstance, gs []subscriber.Registration) bool {
 	ok := true
 	for _, g := range gs {
 		if err := g.Shutdown(ctx); err != nil {
@@ -259,7 +255,7 @@ func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceIns
 // ErrClosed. It is idempotent and returns nil.
 func (r *Registrar) Close() error {
 	r.mu.Lock()
-	var gs []Registration
+	var gs []subscriber.Registration
 	if !r.closed {
 		r.closed = true
 		for id, rg := range r.regs {

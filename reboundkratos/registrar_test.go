@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,9 @@ type fakeRegs struct {
 	fail   error
 }
 
+// fakeReg implements Shutdown and Close, which the Registrar calls.
 type fakeReg struct {
+	subscriber.Registration
 	f  *fakeRegs
 	id string
 }
@@ -40,7 +43,7 @@ func (g *fakeReg) Shutdown(context.Context) error {
 
 func (g *fakeReg) Close() error { return nil }
 
-func (f *fakeRegs) register(_ context.Context, key subscriber.Key, inst subscriber.Instance) (reboundkratos.Registration, error) {
+func (f *fakeRegs) register(_ context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
@@ -49,14 +52,11 @@ func (f *fakeRegs) register(_ context.Context, key subscriber.Key, inst subscrib
 	if f.live == nil {
 		f.live = map[string]subscriber.Instance{}
 	}
-	id := key.String() + " " + inst.IP + ":" + itoa(inst.Port)
+	id := key.String() + " " + inst.IP + ":" + strconv.FormatUint(inst.Port, 10)
 	f.live[id] = inst
 	f.events = append(f.events, "register "+id)
 	return &fakeReg{f: f, id: id}, nil
 }
-
-func itoa(p uint64) string    { return jsonNum(p) }
-func jsonNum(p uint64) string { b, _ := json.Marshal(p); return string(b) }
 
 func helloworld() *registry.ServiceInstance {
 	return &registry.ServiceInstance{ID: "a1b2", Name: "helloworld", Version: "v1.0.0",
