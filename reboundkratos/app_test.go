@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 // testTimeout bounds every real-time wait (generous: the machine is busy).
 const testTimeout = 30 * time.Second
 
+// testDrain is the providers' drain delay.
+const testDrain = time.Second
+
 // provider is a kratos app with a gRPC server (kratos' server serves
 // grpc-go's health service) registered through a Registrar.
 type provider struct {
