@@ -75,6 +75,7 @@ type entry struct {
 	// the delivery goroutine's own
 	prev     []subscriber.Instance
 	prevConv []*registry.ServiceInstance // aligned with prev; nil: left out
+	spare    []*registry.ServiceInstance // the buffer convert fills next
 
 	// guarded by Discovery.mu
 	refs     int // watchers, plus one when pinned
@@ -264,7 +265,12 @@ func (d *Discovery) deliver(e *entry, list []subscriber.Instance) {
 // sorted by IP, Port, Cluster and ID).
 func (d *Discovery) convert(e *entry, list []subscriber.Instance) []*registry.ServiceInstance {
 	out := make([]*registry.ServiceInstance, 0, len(list))
-	conv := make([]*registry.ServiceInstance, len(list))
+	conv := e.spare[:0]
+	if cap(conv) < len(list) {
+		conv = make([]*registry.ServiceInstance, len(list))
+	}
+	conv = conv[:len(list)]
+	clear(conv)
 	j := 0
 	for i, in := range list {
 		for j < len(e.prev) && compareInst(e.prev[j], in) < 0 {
@@ -279,7 +285,7 @@ func (d *Discovery) convert(e *entry, list []subscriber.Instance) []*registry.Se
 			out = append(out, conv[i])
 		}
 	}
-	e.prev, e.prevConv = list, conv
+	e.prev, e.prevConv, e.spare = list, conv, e.prevConv
 	return out
 }
 
