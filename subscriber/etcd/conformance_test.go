@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -72,6 +73,76 @@ func TestConformance(t *testing.T) {
 				if err == nil && resp.Deleted != 1 {
 					return rebound.Permanent(fmt.Errorf("%s was not registered", key))
 				}
+				return err
+			})
+		},
+		Stop: func(t *testing.T) { c.Stop() },
+		Start: func(t *testing.T) {
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, c)
+		},
+	})
+}
+
+// TestRegistrationConformance runs the Registration conformance suite of
+// package subscribertest against etcd.Register and a single-member
+// embedded etcd (which keeps its data across the restart: the leases
+// and keys survive it).
+func TestRegistrationConformance(t *testing.T) {
+	c := newCluster(t, 1)
+	admin := newClient(t, c)
+	subscribertest.RunRegistration(t, subscribertest.RegistrationHarness{
+		NewClient: func(t *testing.T) (func(context.Context, subscriber.Key, subscriber.Instance) (subscriber.Registration, error), func()) {
+			cli, err := clientv3.New(etcdreg.ClientConfig(nil, c.Endpoints()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func(ctx context.Context, k subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
+					g, err := etcdreg.Register(ctx, cli, k, inst, fastRegister...)
+					if err != nil {
+						return nil, err // not a typed nil in the interface
+					}
+					return g, nil
+				}, func() {
+					_ = cli.Close()
+				}
+		},
+		NewRegistry: func(t *testing.T) (subscriber.Registry, func()) {
+			cli, err := clientv3.New(etcdreg.ClientConfig(nil, c.Endpoints()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := etcdreg.New(cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r, func() {
+				_ = r.Close()
+				_ = cli.Close()
+			}
+		},
+		Listed: func(t *testing.T, k subscriber.Key, inst subscriber.Instance) bool {
+			key, err := etcdreg.InstanceKey(etcdreg.DefaultPrefix, k, etcdreg.InstanceID(inst))
+			if err != nil {
+				return false
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := admin.Get(ctx, key)
+			if err != nil {
+				t.Fatalf("get %s: %v", key, err)
+			}
+			return len(resp.Kvs) == 1
+		},
+		Lose: func(t *testing.T, k subscriber.Key, inst subscriber.Instance) {
+			key, err := etcdreg.InstanceKey(etcdreg.DefaultPrefix, k, etcdreg.InstanceID(inst))
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(t, "delete "+key, func(ctx context.Context) error {
+				_, err := admin.Delete(ctx, key)
 				return err
 			})
 		},

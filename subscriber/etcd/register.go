@@ -107,7 +107,10 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		return nil, argErr(fn, "key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
 	}
 	if inst.IP == "" {
-		return nil, argErr(fn, "inst.IP", "must not be empty")
+		return nil, argErr(fn, "inst.IP", "must not be empty (a zero Instance is not an instance)")
+	}
+	if inst.Port == 0 || inst.Port > 65535 {
+		return nil, argErr(fn, "inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
 	}
 	o, err := newRegisterOptions(opts)
 	if err != nil {

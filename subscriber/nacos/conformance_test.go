@@ -10,10 +10,13 @@ package nacos_test
 // builds, like e2e_reconnect_test.go.
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
@@ -100,6 +103,72 @@ func TestConformance(t *testing.T) {
 				}
 			}
 			mu.Unlock()
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		Leaks: nacostest.SDKLeaks(),
+	})
+}
+
+// TestRegistrationConformance runs the Registration conformance suite of
+// package subscribertest against nacos.Register, the real nacos-sdk-go
+// client and the nacostest server, which comes back empty after a
+// restart: the Registrations (with the SDK's redo) must register again.
+func TestRegistrationConformance(t *testing.T) {
+	srv, err := nacostest.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	newNamingClient := func(t *testing.T) naming_client.INamingClient {
+		client, err := clients.NewNamingClient(vo.NacosClientParam{
+			ClientConfig:  nacostest.ClientConfig(t),
+			ServerConfigs: []constant.ServerConfig{srv.ServerConfig()},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client
+	}
+	subscribertest.RunRegistration(t, subscribertest.RegistrationHarness{
+		NewClient: func(t *testing.T) (func(context.Context, subscriber.Key, subscriber.Instance) (subscriber.Registration, error), func()) {
+			client := newNamingClient(t)
+			return func(ctx context.Context, k subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
+				g, err := nacos.Register(ctx, client, k, inst, append(fastRegister, nacos.WithCheckInterval(300*time.Millisecond))...)
+				if err != nil {
+					return nil, err // not a typed nil in the interface
+				}
+				return g, nil
+			}, client.CloseClient
+		},
+		NewRegistry: func(t *testing.T) (subscriber.Registry, func()) {
+			client := newNamingClient(t)
+			reg, err := nacos.New(client)
+			if err != nil {
+				client.CloseClient()
+				t.Fatal(err)
+			}
+			return reg, func() {
+				reg.Close()
+				client.CloseClient()
+			}
+		},
+		Listed: func(t *testing.T, k subscriber.Key, inst subscriber.Instance) bool {
+			for _, in := range srv.Instances(k.Namespace, k.Group, k.Service) {
+				if in.Ip == inst.IP && in.Port == inst.Port {
+					return true
+				}
+			}
+			return false
+		},
+		Lose: func(t *testing.T, k subscriber.Key, inst subscriber.Instance) {
+			if n := srv.ForgetClientInstances(k.Namespace, k.Group, k.Service, inst.IP, inst.Port); n == 0 {
+				t.Fatalf("ForgetClientInstances found no %s:%d", inst.IP, inst.Port)
+			}
+		},
+		Stop: func(t *testing.T) { srv.Stop() },
+		Start: func(t *testing.T) {
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}

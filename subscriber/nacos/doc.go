@@ -85,6 +85,23 @@
 // (during the adapter's own resubscription of it) can still interleave
 // with it. Pair the Manager with periodic reconciliation for those.
 //
+// # Providers: Register
+//
+// Register keeps a provider's ephemeral instance registered (a
+// subscriber.Registration, the same shape as etcd.Register's): it makes
+// the first registration itself and returns its error (a rejection that
+// the SDK reports as success is ErrRejected), then, after every
+// reconnect, asks the server (on a query connection of its own per
+// client, not the SDK's cache) whether the SDK's redo registered the
+// instance again, and registers it again only if it is missing, through
+// a rebound.Schedule. The same check runs every WithCheckInterval, which
+// finds an instance the server lost without closing the connection.
+// Shutdown deregisters and returns once the server no longer lists the
+// instance; the deregister request also removes the SDK's redo entry,
+// so no later reconnect brings it back. A second Register of one service
+// from one client is refused with ErrConflict (Nacos 2.x keeps one
+// instance per service per connection and would replace the first).
+//
 // Keys map to the SDK as follows: an empty Group is "DEFAULT_GROUP";
 // Clusters are sorted, de-duplicated and joined with ","; Namespace must be
 // empty or the client's namespace (a naming client serves one namespace).

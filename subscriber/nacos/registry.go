@@ -106,12 +106,23 @@ func (c *config) bad(fn, arg, reason string) {
 	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos." + fn, Arg: arg, Reason: reason})
 }
 
-// WithLogger sets the logger (default: none; nil means none). The adapter
-// logs at Debug, and at Info the subscriptions it hands back after a
-// reconnect; the Manager logs the retries.
-func WithLogger(l *zap.Logger) Option {
-	return optionFunc(func(c *config) { c.log = l })
+// A SharedOption configures both New and Register.
+type SharedOption interface {
+	Option
+	RegisterOption
 }
+
+type loggerOption struct{ l *zap.Logger }
+
+func (o loggerOption) apply(c *config)            { c.log = o.l }
+func (o loggerOption) applyRegister(c *regConfig) { c.log = o.l }
+
+// WithLogger sets the logger of a Registry or a Registration (default:
+// none; nil means none). The Registry logs at Debug, and at Info the
+// subscriptions it hands back after a reconnect; the Manager logs the
+// retries. A Registration logs its repairs at Info, a stop at Error, each
+// failed attempt at Debug.
+func WithLogger(l *zap.Logger) SharedOption { return loggerOption{l} }
 
 // WithNamespace sets the namespace id the client was configured with, so
 // that keys naming another namespace are rejected. Default: read from the
@@ -961,34 +972,53 @@ func (r *Registry) lookupProxy() (*naming_grpc.NamingGrpcProxy, error) {
 	if l.proxy != nil {
 		return l.proxy, nil
 	}
-	nc, ok := r.client.(interface {
+	ns := ""
+	if r.cfg.nsSet {
+		ns = r.cfg.namespace
+	}
+	proxy, cancel, err := newQueryProxy(r.client, ns, "lookup")
+	if err != nil {
+		return nil, err
+	}
+	l.proxy, l.cancel = proxy, cancel
+	return proxy, nil
+}
+
+// newQueryProxy opens a naming gRPC connection of its own to client's
+// servers, with client's configuration (namespace, when not empty,
+// replacing the client's), for server queries that bypass the client's
+// cache. Close it with CloseClient and cancel. op names the caller in
+// errors. A client that does not expose its configuration (the SDK's
+// NamingClient does) gets a permanent ErrLookupUnsupported.
+func newQueryProxy(client naming_client.INamingClient, namespace, op string) (*naming_grpc.NamingGrpcProxy, context.CancelFunc, error) {
+	nc, ok := client.(interface {
 		GetClientConfig() (constant.ClientConfig, error)
 		GetServerConfig() ([]constant.ServerConfig, error)
 		GetHttpAgent() (http_agent.IHttpAgent, error)
 	})
 	if !ok {
-		return nil, rebound.Permanent(ErrLookupUnsupported)
+		return nil, nil, rebound.Permanent(ErrLookupUnsupported)
 	}
 	cc, err := nc.GetClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("nacos: lookup: %w", err)
+		return nil, nil, fmt.Errorf("nacos: %s: %w", op, err)
 	}
 	servers, err := nc.GetServerConfig()
 	if err != nil {
-		return nil, fmt.Errorf("nacos: lookup: %w", err)
+		return nil, nil, fmt.Errorf("nacos: %s: %w", op, err)
 	}
 	agent, err := nc.GetHttpAgent()
 	if err != nil {
-		return nil, fmt.Errorf("nacos: lookup: %w", err)
+		return nil, nil, fmt.Errorf("nacos: %s: %w", op, err)
 	}
-	if r.cfg.nsSet {
-		cc.NamespaceId = r.cfg.namespace
+	if namespace != "" {
+		cc.NamespaceId = namespace
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := nacos_server.NewNacosServer(ctx, servers, cc, agent, cc.TimeoutMs, cc.Endpoint, nil)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("nacos: lookup: %w", err)
+		return nil, nil, fmt.Errorf("nacos: %s: %w", op, err)
 	}
 	// The holder is never written to: this connection subscribes to
 	// nothing, so no push arrives, and its replies are not stored.
@@ -996,8 +1026,7 @@ func (r *Registry) lookupProxy() (*naming_grpc.NamingGrpcProxy, error) {
 	proxy, err := naming_grpc.NewNamingGrpcProxy(ctx, cc, srv, holder)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("nacos: lookup: %w", err)
+		return nil, nil, fmt.Errorf("nacos: %s: %w", op, err)
 	}
-	l.proxy, l.cancel = proxy, cancel
-	return proxy, nil
+	return proxy, cancel, nil
 }

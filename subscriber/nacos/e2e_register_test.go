@@ -1,0 +1,136 @@
+//go:build !race
+
+package nacos_test
+
+// These tests restart the nacostest server so that the nacos-sdk-go client
+// reconnects, which trips data races inside nacos-sdk-go v2.3.2 itself
+// (see e2e_reconnect_test.go): they are excluded from -race builds.
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+func restart(t *testing.T, srv *nacostest.Server) {
+	t.Helper()
+	srv.Stop()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countChecks returns hooks counting the registration's successful
+// checks and (if registers is not nil) its register requests.
+func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.RegisterOption {
+	return nacos.WithRegistrationHooks(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+		switch {
+		case a.Op == subscriber.RegistrationOpCheck && a.Err == nil:
+			n.Add(1)
+		case a.Op == subscriber.RegistrationOpRegister && len(registers) > 0:
+			registers[0].Add(1)
+		}
+	}})
+}
+
+// TestE2ERegisterCleanRestart: after a clean restart the SDK's redo
+// registers the instance again; the Registration confirms it with one
+// check and sends no register request of its own.
+func TestE2ERegisterCleanRestart(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var checks, registers atomic.Int64
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		append(fastRegister, nacos.WithCheckInterval(0), countChecks(&checks, &registers))...)
+	restart(t, srv)
+	subscribertest.Eventually(t, e2eTimeout, "the instance to be listed again", func() bool { return listed(srv, "orders", "10.0.0.1", 8080) })
+	subscribertest.Eventually(t, e2eTimeout, "the registration to check the server", func() bool { return checks.Load() >= 1 })
+	subscribertest.Eventually(t, e2eTimeout, "the registration to be registered", func() bool {
+		return g.Status().State == subscriber.RegistrationRegistered
+	})
+	st := g.Status()
+	if st.Repairs != 0 || st.Registrations != 1 {
+		t.Fatalf("Status = %+v, want no repair: the SDK's redo worked", st)
+	}
+	// The SDK's redo sends one register request per CONNECTED event (its
+	// first connection's event may come after Register's request, and
+	// redo it too); the Registration sent only Register's.
+	if n := registers.Load(); n != 1 {
+		t.Fatalf("the Registration sent %d register requests, want 1 (Register's)", n)
+	}
+}
+
+// TestE2ERegisterRejectedRedo: the registry restarts and its TPS control
+// rejects the first register request of each new connection, which the
+// SDK's redo counts as done. The SDK alone (baseline, same run) stays
+// missing; the Registration finds its instance missing and registers it
+// again.
+func TestE2ERegisterRejectedRedo(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	sdk := newClient(t, srv)
+	if ok, err := sdk.RegisterInstance(vo.RegisterInstanceParam{ServiceName: "billing", Ip: "10.0.0.2", Port: 8080,
+		Weight: 1, Enable: true, Healthy: true, Ephemeral: true}); !ok || err != nil {
+		t.Fatalf("baseline RegisterInstance = %v, %v", ok, err)
+	}
+	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{FirstPerConnection: 1}); err != nil {
+		t.Fatal(err)
+	}
+	restart(t, srv)
+	subscribertest.Eventually(t, e2eTimeout, "the Registration's instance to be listed again", func() bool {
+		return listed(srv, "orders", "10.0.0.1", 8080)
+	})
+	subscribertest.Eventually(t, e2eTimeout, "both redos to be rejected", func() bool {
+		return srv.Stats().Rejected[nacostest.RequestInstance] >= 2
+	})
+	if listed(srv, "billing", "10.0.0.2", 8080) {
+		t.Fatal("the SDK alone registered again after a rejected redo: the baseline this test assumes is gone")
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the repair to be counted", func() bool { return g.Status().Repairs >= 1 })
+	if st := g.Status(); st.Repairs != 1 || st.State != subscriber.RegistrationRegistered {
+		t.Fatalf("Status = %+v, want registered after one repair", st)
+	}
+}
+
+// TestE2EShutdownNoGhost: an instance that Shutdown deregistered (or
+// whose first registration was rejected) does not come back with the
+// SDK's redo after a later reconnect.
+func TestE2EShutdownNoGhost(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var checks atomic.Int64
+	mustRegisterNacos(t, c, subscriber.Key{Service: "billing"}, inst("10.0.0.1", 9090), append(fastRegister, countChecks(&checks))...)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{Fraction: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "ghost"}, inst("10.0.0.1", 7070), fastRegister...); err == nil {
+		t.Fatal("Register under rejection succeeded")
+	}
+	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := checks.Load()
+	restart(t, srv)
+	// billing back and checked: the redo has run.
+	subscribertest.Eventually(t, e2eTimeout, "billing to be listed and checked again", func() bool {
+		return listed(srv, "billing", "10.0.0.1", 9090) && checks.Load() > before
+	})
+	if listed(srv, "orders", "10.0.0.1", 8080) {
+		t.Fatal("the instance Shutdown deregistered came back after a reconnect (a ghost)")
+	}
+	if listed(srv, "ghost", "10.0.0.1", 7070) {
+		t.Fatal("the instance whose Register failed came back after a reconnect (a ghost)")
+	}
+}
