@@ -48,7 +48,7 @@ func (e *etcdEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatEtcd,
 		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
 			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}), etcd.WithTTL(5*time.Second), etcd.WithLogger(zaptest.NewLogger(t)))
-		}, reboundkratos.WithDrainDelay(testDrain))
+		}, reboundkratos.WithDrainDelay(testDrain), reboundkratos.WithPolicy(fastPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,17 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // TestKratosNacosDownAtStartAndRestart: the kratos client starts while
 // Nacos is down: the dial does not fail (the contrib registry's Watch
 // fails it), RPCs reach the providers once Nacos is back; then a Nacos
-// restart with fresh state, with the first subscribes of every new
-// connection rejected by TPS control, under load: no RPC fails, and a
-// provider started after it is reached.
+// restart with fresh state, with the first subscribe and the first
+// register of every new connection rejected by TPS control (the SDK's
+// redo counts a rejected one as done), under load: no RPC fails, every
+// provider is registered again and reached, and a provider started after
+// it is reached.
 func TestKratosNacosDownAtStartAndRestart(t *testing.T) {
 	env := newNacosEnv(t)
 	p1 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
@@ -33,14 +36,21 @@ func TestKratosNacosDownAtStartAndRestart(t *testing.T) {
 	waitProviders(t, cc, p1, p2)
 
 	load := startLoad(t, cc)
-	if err := env.srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{FirstPerConnection: 2}); err != nil {
-		t.Fatal(err)
+	for _, rt := range []string{nacostest.RequestSubscribeService, nacostest.RequestInstance} {
+		if err := env.srv.SetRejection(rt, nacostest.Rejection{FirstPerConnection: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env.srv.Stop()
 	time.Sleep(2 * time.Second)
 	if err := env.srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// p1 and p2 were not restarted: the registry lists them again only
+	// because their Registrations re-registered the rejected redo.
+	subscribertest.Eventually(t, testTimeout, "p1 and p2 registered again", func() bool {
+		return len(env.srv.Instances("", "", "helloworld.grpc")) == 2
+	})
 	p3 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
 	waitProviders(t, cc, p1, p2, p3)
 	load.stop()

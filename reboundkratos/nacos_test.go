@@ -3,6 +3,7 @@ package reboundkratos_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -44,38 +45,16 @@ func (e *nacosEnv) client(t testing.TB) naming_client.INamingClient {
 	return client
 }
 
-// sdkRegistration registers through the SDK itself (RegisterInstance,
-// kept by the SDK's redo after a reconnect) and deregisters on Shutdown.
-type sdkRegistration struct {
-	subscriber.Registration // only Shutdown and Close are called
-	client                  naming_client.INamingClient
-	key                     subscriber.Key
-	inst                    subscriber.Instance
-}
-
-func (g *sdkRegistration) Shutdown(context.Context) error {
-	_, err := g.client.DeregisterInstance(vo.DeregisterInstanceParam{Ip: g.inst.IP, Port: g.inst.Port,
-		ServiceName: g.key.Service, GroupName: g.key.Group, Cluster: g.inst.Cluster, Ephemeral: true})
-	return err
-}
-
-func (g *sdkRegistration) Close() error { return nil }
-
 // registrar is a provider process's Registrar in the contrib Nacos
-// layout, over its own SDK client.
+// layout, over its own SDK client and nacos.Register.
 func (e *nacosEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 	t.Helper()
 	client := e.client(t)
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos,
 		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
-			_, err := client.RegisterInstance(vo.RegisterInstanceParam{Ip: inst.IP, Port: inst.Port, Weight: inst.Weight,
-				Enable: inst.Enabled, Healthy: inst.Healthy, Ephemeral: true, Metadata: inst.Metadata,
-				ClusterName: inst.Cluster, ServiceName: key.Service, GroupName: key.Group})
-			if err != nil {
-				return nil, err
-			}
-			return &sdkRegistration{client: client, key: key, inst: inst}, nil
-		}, reboundkratos.WithDrainDelay(testDrain))
+			return nacos.Register(ctx, client, key, inst, nacos.WithRedoGrace(500*time.Millisecond),
+				nacos.WithRegisterPolicy(fastPolicy))
+		}, reboundkratos.WithDrainDelay(testDrain), reboundkratos.WithPolicy(fastPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,7 @@ type registrarOptions struct {
 	cluster string
 	weight  float64
 	drain   time.Duration
+	policy  rebound.Policy
 }
 
 type sharedOption func(*common)
@@ -197,5 +198,21 @@ func WithDrainDelay(d time.Duration) RegistrarOption {
 			return
 		}
 		o.drain = d
+	})
+}
+
+// WithPolicy sets the backoff between the attempts of Register's first
+// registration of each part (default: the zero rebound.Policy, 1 s
+// doubling to 30 s, full jitter). Register retries an adapter error that
+// is not a bad argument or "closed" until ctx ends (kratos.App.Run's
+// ctx: kratos.RegistrarTimeout, default 10 s). p must be valid
+// (rebound.Policy.Validate).
+func WithPolicy(p rebound.Policy) RegistrarOption {
+	return registrarOption(func(o *registrarOptions) {
+		if err := p.Validate(); err != nil {
+			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundkratos.WithPolicy", Arg: "p", Reason: "breaks a Policy rule", Err: err})
+			return
+		}
+		o.policy = p
 	})
 }

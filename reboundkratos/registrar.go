@@ -125,9 +125,12 @@ func identity(si *registry.ServiceInstance) string { return si.Name + "\x00" + s
 // Register implements registry.Registrar: it registers service (for
 // FormatNacos one registry instance per endpoint, in service
 // "<name>.<scheme>"; for FormatEtcd one key) and returns once the
-// registry accepted every part, or with the first error, bounded by ctx
-// (the parts already registered are deregistered again). From then on
-// the adapter keeps it registered until Deregister.
+// registry accepted every part. A part whose first registration fails
+// (registry down, a TPS rejection) is tried again with the backoff of
+// WithPolicy until ctx ends; then Register returns the last error (a
+// *rebound.RetryError) and deregisters the parts already registered.
+// From then on the adapter keeps the instance registered until
+// Deregister.
 //
 // Errors: a *rebound.ArgumentError for a nil service, an empty or
 // unusable Name, (FormatEtcd) an empty ID, no endpoint, an endpoint that
@@ -163,10 +166,18 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 
 	var done []subscriber.Registration
 	for _, u := range us {
-		g, err := r.reg(ctx, u.key, u.inst)
-		if err == nil && g == nil {
-			err = errors.New("RegisterFunc returned a nil Registration")
-		}
+		var g subscriber.Registration
+		err := rebound.Retry(ctx, r.o.policy, func(ctx context.Context) error {
+			var err error
+			g, err = r.reg(ctx, u.key, u.inst)
+			if err == nil && g == nil {
+				return rebound.Permanent(errors.New("RegisterFunc returned a nil Registration"))
+			}
+			if err != nil {
+				r.log.Debug("register attempt failed", zap.Stringer("key", u.key), zap.Error(err))
+			}
+			return err
+		}, rebound.WithClassifier(registerTransient))
 		if err != nil {
 			r.shutdown(ctx, service, done)
 			r.mu.Lock()
@@ -190,6 +201,12 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 	}
 	r.log.Info("registered", zap.String("service", service.Name), zap.String("id", service.ID), zap.Strings("endpoints", service.Endpoints))
 	return nil
+}
+
+// registerTransient: every adapter error is worth another attempt but a
+// bad argument and a closed client.
+func registerTransient(err error) bool {
+	return !errors.Is(err, rebound.ErrInvalidArgument) && !errors.Is(err, rebound.ErrClosed)
 }
 
 // shutdown deregisters every part, logging failures.

@@ -246,10 +246,48 @@ func TestRegistrarBadInput(t *testing.T) {
 			t.Errorf("NewRegistrar: %v, want ErrInvalidArgument", err)
 		}
 	}
-	// A failing registry: the error is returned, nothing stays registered.
-	f.fail = errors.New("unavailable")
-	r2, _ := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register)
-	if err := r2.Register(context.Background(), helloworld()); err == nil || !strings.Contains(err.Error(), "unavailable") {
-		t.Errorf("Register through a failing registry: %v", err)
-	}
+}
+
+// TestRegisterRetriesFirstRegistration: a first registration the registry
+// rejects is tried again, with backoff, until ctx ends (kratos.App.Run's
+// RegistrarTimeout); then Register returns the last error and nothing
+// stays registered. A registry that accepts later is enough.
+func TestRegisterRetriesFirstRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var f fakeRegs
+		fails := 0
+		reg := func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
+			f.mu.Lock()
+			if fails > 0 {
+				fails--
+				f.mu.Unlock()
+				return nil, errors.New("Tps Flow restricted")
+			}
+			f.mu.Unlock()
+			return f.register(ctx, key, inst)
+		}
+		r, _ := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, reg, reboundkratos.WithDrainDelay(0),
+			reboundkratos.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}))
+		fails = 3
+		if err := r.Register(context.Background(), helloworld()); err != nil {
+			t.Fatalf("Register after 3 rejections: %v", err)
+		}
+		if len(f.live) != 2 {
+			t.Fatalf("registered %v", f.live)
+		}
+		_ = r.Deregister(context.Background(), helloworld())
+
+		fails = 1 << 30
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := r.Register(ctx, helloworld())
+		var re *rebound.RetryError
+		if !errors.As(err, &re) || re.Attempts < 5 || !strings.Contains(err.Error(), "Tps Flow restricted") {
+			t.Fatalf("Register against a registry that always rejects: %v, want a RetryError after several attempts", err)
+		}
+		t.Logf("%v", err)
+		if len(f.live) != 0 {
+			t.Fatalf("left registered: %v", f.live)
+		}
+	})
 }
