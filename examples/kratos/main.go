@@ -7,12 +7,13 @@
 //     nacos.Register, a kratos gRPC client dialling
 //     discovery:///hello-rebound.grpc through reboundkratos.Discovery over
 //     a subscriber.Manager;
+//
 //   - baseline: the same apps with a registry that behaves like kratos'
 //     contrib/registry/nacos (contrib.go): Register once per endpoint and
 //     the SDK's redo, Watch subscribes once (fails when Nacos is down), a
 //     capacity-1 channel, Stop unsubscribes.
 //
-//	go run ./examples/kratos [-outage 5s] [-phase 3s] [-interval 5ms]
+//     go run ./examples/kratos [-outage 5s] [-phase 3s] [-interval 5ms]
 //
 // Scenario: three providers per fleet; Nacos refuses connections while
 // the consumers start (each retries its dial every 500 ms) and comes back
