@@ -13,7 +13,9 @@
 //     the SDK's redo, Watch subscribes once (fails when Nacos is down), a
 //     capacity-1 channel, Stop unsubscribes.
 //
-//     go run ./examples/kratos [-outage 5s] [-phase 3s] [-interval 5ms]
+// Run it with
+//
+//	go run ./examples/kratos [-outage 5s] [-phase 3s] [-interval 5ms]
 //
 // Scenario: three providers per fleet; Nacos refuses connections while
 // the consumers start (each retries its dial every 500 ms) and comes back
