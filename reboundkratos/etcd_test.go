@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kratos/kratos/v2/registry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -20,9 +21,11 @@ type etcdEnv struct {
 	m *subscriber.Manager // the last discovery's
 }
 
-func newEtcdEnv(t *testing.T) *etcdEnv {
+func newEtcdEnv(t *testing.T) *etcdEnv { return newEtcdCluster(t, 1) }
+
+func newEtcdCluster(t *testing.T, size int) *etcdEnv {
 	t.Helper()
-	c, err := etcdtest.NewCluster(1, etcdtest.WithDir(t.TempDir()))
+	c, err := etcdtest.NewCluster(size, etcdtest.WithDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +33,12 @@ func newEtcdEnv(t *testing.T) *etcdEnv {
 	return &etcdEnv{c: c}
 }
 
-func (e *etcdEnv) client(t testing.TB) *clientv3.Client {
+func (e *etcdEnv) client(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	client, err := clientv3.New(etcd.ClientConfig(nil, e.c.Endpoints()...))
+	if len(endpoints) == 0 {
+		endpoints = e.c.Endpoints()
+	}
+	client, err := clientv3.New(etcd.ClientConfig(nil, endpoints...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +64,9 @@ func (e *etcdEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 
 // discovery is a consumer process's Discovery: its own etcd client, the
 // adapter in the contrib etcd layout, a Manager.
-func (e *etcdEnv) discovery(t testing.TB) *reboundkratos.Discovery {
+func (e *etcdEnv) discovery(t testing.TB, endpoints ...string) *reboundkratos.Discovery {
 	t.Helper()
-	client := e.client(t)
+	client := e.client(t, endpoints...)
 	reg, err := etcd.New(client, etcd.WithLayout(reboundkratos.EtcdLayout{}))
 	if err != nil {
 		t.Fatal(err)
@@ -138,5 +144,52 @@ func TestKratosEtcd(t *testing.T) {
 	t.Logf("App.Stop: %d RPCs ok, %d failed; discovery %+v", load.ok.Load(), load.failed.Load(), d.Stats())
 	if n := load.failed.Load(); n > 0 {
 		t.Fatalf("%d RPCs failed through App.Stop of one of 3 providers (first: %v)", n, load.firstErr.Load())
+	}
+}
+
+// TestKratosEtcdMemberCrashAndCompaction: the consumer's only etcd member
+// crashes; meanwhile p1 stops (App.Stop), p2 registers and the cluster
+// compacts at its current revision, so the consumer's watch cannot resume
+// where it was; the member comes back: the client moves to p2 and stops
+// calling p1, with no failed RPC. (The contrib etcd registry's watch
+// channel closes on compaction and its Next turns into a loop of Gets.)
+func TestKratosEtcdMemberCrashAndCompaction(t *testing.T) {
+	env := newEtcdCluster(t, 3)
+	p1 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	p0 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	d := env.discovery(t, env.c.Endpoint(0))
+	cc := dialKratos(t, d, "helloworld")
+	waitProviders(t, cc, p0, p1)
+
+	load := startLoad(t, cc)
+	env.c.StopMember(0)
+	p1.stop(t)
+	p2 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	admin := env.client(t, env.c.Endpoint(1), env.c.Endpoint(2))
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	resp, err := admin.Get(ctx, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.c.StartMember(0); err != nil {
+		t.Fatal(err)
+	}
+	waitProviders(t, cc, p0, p2)
+	// The Discovery's view is the cluster's: p0 and p2, p1 gone.
+	subscribertest.Eventually(t, testTimeout, "the view p0, p2", func() bool {
+		l, err := d.GetService(ctx, "helloworld")
+		return err == nil && ports(l) == ports([]*registry.ServiceInstance{{Endpoints: []string{"grpc://" + p0.addr}}, {Endpoints: []string{"grpc://" + p2.addr}}}) ||
+			err == nil && ports(l) == ports([]*registry.ServiceInstance{{Endpoints: []string{"grpc://" + p2.addr}}, {Endpoints: []string{"grpc://" + p0.addr}}})
+	})
+	n := load.ok.Load()
+	subscribertest.Eventually(t, testTimeout, "200 RPCs after p2 was reached", func() bool { return load.ok.Load() > n+200 })
+	load.stop()
+	t.Logf("member crash + compaction: %d RPCs ok, %d failed", load.ok.Load(), load.failed.Load())
+	if n := load.failed.Load(); n > 0 {
+		t.Fatalf("%d RPCs failed (first: %v)", n, load.firstErr.Load())
 	}
 }
