@@ -466,7 +466,10 @@ func (w *watcher) popLocked() ([]*registry.ServiceInstance, bool) {
 // one first), blocking until there is one. The slice is the caller's; the
 // ServiceInstances in it are shared and must not be modified. It returns
 // an error only when the watcher is stopped (ErrWatcherStopped) or its
-// ctx ended (an error wrapping ctx's error).
+// ctx ended (an error wrapping ctx's error). A subscription that stops
+// for good (the Manager closed, a key the registry can never accept)
+// delivers nothing more: Next keeps blocking, and kratos keeps its last
+// addresses, until Stop or ctx.
 func (w *watcher) Next() ([]*registry.ServiceInstance, error) {
 	for {
 		if err := w.parent.Err(); err != nil {

@@ -349,7 +349,8 @@ func TestDiscoveryBadInput(t *testing.T) {
 		{"Watch blank name", func() error { _, err := st.d.Watch(context.Background(), "  "); return err }()},
 		{"GetService empty name", func() error { _, err := st.d.GetService(context.Background(), ""); return err }()},
 		{"Watch nil ctx", func() error {
-			_, err := st.d.Watch(nil, "orders") //nolint:staticcheck // SA1012: a nil ctx is the bad input under test
+			//lint:ignore SA1012 a nil ctx is the bad input under test
+			_, err := st.d.Watch(nil, "orders")
 			return err
 		}()},
 	} {

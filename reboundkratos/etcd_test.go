@@ -2,6 +2,7 @@ package reboundkratos_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -148,26 +149,56 @@ func TestKratosEtcd(t *testing.T) {
 }
 
 // TestKratosEtcdMemberCrashAndCompaction: the consumer's only etcd member
-// crashes; meanwhile p1 stops (App.Stop), p2 registers and the cluster
-// compacts at its current revision, so the consumer's watch cannot resume
-// where it was; the member comes back: the client moves to p2 and stops
-// calling p1, with no failed RPC. (The contrib etcd registry's watch
-// channel closes on compaction and its Next turns into a loop of Gets.)
+// crashes; meanwhile an instance is deregistered, p2 registers and the
+// cluster compacts at its current revision, so the consumer's watch
+// cannot resume where it was; the member comes back: the Discovery's view
+// is the cluster's (the deregistered instance gone, p2 there), the client
+// reaches p2, no RPC fails. (The contrib etcd registry's watch channel
+// closes on compaction and its Next turns into a loop of Gets.) The
+// deregistered instance has no server behind it: a provider that stops
+// while its consumers cannot hear the registry would answer NOT_SERVING
+// to them whatever the registry does.
 func TestKratosEtcdMemberCrashAndCompaction(t *testing.T) {
 	env := newEtcdCluster(t, 3)
-	p1 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
 	p0 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	p1 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	ghostReg := env.registrar(t)
+	ghost := &registry.ServiceInstance{ID: "ghost", Name: "helloworld", Endpoints: []string{"grpc://" + closedAddr(t)}}
+	if err := ghostReg.Register(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
 	d := env.discovery(t, env.c.Endpoint(0))
 	cc := dialKratos(t, d, "helloworld")
 	waitProviders(t, cc, p0, p1)
+	view := func(want ...string) func() bool {
+		return func() bool {
+			l, err := d.GetService(ctx, "helloworld")
+			if err != nil || len(l) != len(want) {
+				return false
+			}
+			ids := map[string]bool{}
+			for _, si := range l {
+				ids[si.ID] = true
+			}
+			for _, id := range want {
+				if !ids[id] {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	subscribertest.Eventually(t, testTimeout, "the view p0, p1, ghost", view(p0.app.ID(), p1.app.ID(), "ghost"))
 
 	load := startLoad(t, cc)
 	env.c.StopMember(0)
-	p1.stop(t)
+	if err := ghostReg.Deregister(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
 	p2 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
 	admin := env.client(t, env.c.Endpoint(1), env.c.Endpoint(2))
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
 	resp, err := admin.Get(ctx, "/")
 	if err != nil {
 		t.Fatal(err)
@@ -178,13 +209,8 @@ func TestKratosEtcdMemberCrashAndCompaction(t *testing.T) {
 	if err := env.c.StartMember(0); err != nil {
 		t.Fatal(err)
 	}
-	waitProviders(t, cc, p0, p2)
-	// The Discovery's view is the cluster's: p0 and p2, p1 gone.
-	subscribertest.Eventually(t, testTimeout, "the view p0, p2", func() bool {
-		l, err := d.GetService(ctx, "helloworld")
-		return err == nil && ports(l) == ports([]*registry.ServiceInstance{{Endpoints: []string{"grpc://" + p0.addr}}, {Endpoints: []string{"grpc://" + p2.addr}}}) ||
-			err == nil && ports(l) == ports([]*registry.ServiceInstance{{Endpoints: []string{"grpc://" + p2.addr}}, {Endpoints: []string{"grpc://" + p0.addr}}})
-	})
+	waitProviders(t, cc, p0, p1, p2)
+	subscribertest.Eventually(t, testTimeout, "the view p0, p1, p2", view(p0.app.ID(), p1.app.ID(), p2.app.ID()))
 	n := load.ok.Load()
 	subscribertest.Eventually(t, testTimeout, "200 RPCs after p2 was reached", func() bool { return load.ok.Load() > n+200 })
 	load.stop()
@@ -192,4 +218,15 @@ func TestKratosEtcdMemberCrashAndCompaction(t *testing.T) {
 	if n := load.failed.Load(); n > 0 {
 		t.Fatalf("%d RPCs failed (first: %v)", n, load.firstErr.Load())
 	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	lis, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close()
+	return addr
 }
