@@ -23,7 +23,7 @@
 // the first register and subscribe request of every new connection
 // rejected (TPS control, reported as success by nacos-sdk-go); p5 starts;
 // p1 stops with kratos.App.Stop. Each consumer makes one health Check RPC
-// per -interval (5 ms: 200 RPC/s) with a 1 s timeout.
+// per -interval (5 ms: 200 RPC/s) with a -timeout (1 s) each.
 package main
 
 import (
@@ -42,6 +42,7 @@ import (
 func main() {
 	cfg := config{}
 	flag.DurationVar(&cfg.interval, "interval", 5*time.Millisecond, "time between two RPCs of one consumer")
+	flag.DurationVar(&cfg.timeout, "timeout", time.Second, "timeout of each RPC")
 	flag.DurationVar(&cfg.phase, "phase", 3*time.Second, "length of each phase after its event")
 	flag.DurationVar(&cfg.outage, "outage", 5*time.Second, "how long Nacos is down at the start and in the restart")
 	flag.Parse()
@@ -63,8 +64,8 @@ func main() {
 }
 
 func printTable(w io.Writer, r *result) {
-	fmt.Fprintf(w, "kratos v2.8.3 apps on nacostest, one RPC per %v per consumer, outages of %v, phases of %v\n\n",
-		r.cfg.interval, r.cfg.outage, r.cfg.phase)
+	fmt.Fprintf(w, "kratos v2.8.3 apps on nacostest, one RPC per %v per consumer (timeout %v), outages of %v, phases of %v\n\n",
+		r.cfg.interval, r.cfg.timeout, r.cfg.outage, r.cfg.phase)
 	rows := [][]string{{"", "rebound", "baseline (contrib-like)"}}
 	add := func(name string, cell func(f *fleet) string) {
 		row := []string{name}
@@ -116,6 +117,14 @@ func printTable(w io.Writer, r *result) {
 			}
 		}
 		fmt.Fprintln(w, b.String())
+	}
+	names := [numPhases]string{"start", "new provider", "restart", "App.Stop"}
+	for _, f := range r.fleets {
+		for ph, e := range f.firstErr {
+			if e != "" {
+				fmt.Fprintf(w, "note: %s's first failed RPC in the %s phase: %s\n", f.name, names[ph], e)
+			}
+		}
 	}
 	for _, f := range r.fleets {
 		if f.dialErr != "" {

@@ -29,6 +29,7 @@ import (
 // config is the scenario's settings (see the flags in main.go).
 type config struct {
 	interval time.Duration // between two RPCs of one consumer
+	timeout  time.Duration // of each RPC
 	phase    time.Duration // length of each phase after its event
 	outage   time.Duration // how long Nacos is down at the start and in the restart
 	cacheDir string        // the SDK clients' cache directory (removed by run)
@@ -71,6 +72,7 @@ type fleet struct {
 	mu           sync.Mutex
 	phase        int
 	ok, failed   [numPhases]int
+	firstErr     [numPhases]string
 	firstSeen    map[string]time.Time // by address
 	dialFailures int
 	dialErr      string
@@ -183,7 +185,7 @@ func (f *fleet) load(ctx context.Context, cfg config, backUp func() time.Time, w
 		case <-t.C:
 		}
 		var p peer.Peer
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 		resp, err := healthpb.NewHealthClient(f.cc).Check(rctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p))
 		cancel()
 		now := time.Now()
@@ -199,6 +201,12 @@ func (f *fleet) load(ctx context.Context, cfg config, backUp func() time.Time, w
 			}
 		} else if ctx.Err() == nil {
 			f.failed[f.phase]++
+			if f.firstErr[f.phase] == "" {
+				if err == nil {
+					err = fmt.Errorf("health: %v", resp.GetStatus())
+				}
+				f.firstErr[f.phase] = err.Error()
+			}
 		}
 		f.mu.Unlock()
 	}
