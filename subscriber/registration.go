@@ -30,7 +30,8 @@ type Registration interface {
 	// Update changes the registered instance (weight, metadata, enabled,
 	// healthy) and returns once the registry holds the new one, or the
 	// error of the attempt (bounded by ctx): the registration then keeps
-	// the previous instance. The instance's identity (address, cluster,
+	// reporting and repairing the previous instance (the registry may
+	// have received either; call Update again). The instance's identity (address, cluster,
 	// and ID where the registry has one) must not change: that is another
 	// instance, a *rebound.ArgumentError. Update after Shutdown or Close
 	// returns an error matching rebound.ErrClosed.

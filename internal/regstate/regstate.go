@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -22,10 +24,48 @@ type Tracker struct {
 	log   *zap.Logger
 	now   func() time.Time
 
-	mu      sync.Mutex
-	st      subscriber.RegistrationStatus
-	queue   []event
-	calling bool
+	mu       sync.Mutex
+	st       subscriber.RegistrationStatus
+	requests [4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure
+	metrics  *telemetry.Registration
+	queue    []event
+	calling  bool
+}
+
+// StartMetrics reports the registration's rebound.registration.*
+// instruments on mp (nothing for a nil mp) until it stops.
+func (t *Tracker) StartMetrics(mp metric.MeterProvider) error {
+	m, err := telemetry.NewRegistration(mp, t.st.Registry, t.stats)
+	if err != nil || m == nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.st.State == subscriber.RegistrationStopped {
+		t.mu.Unlock()
+		return m.Close()
+	}
+	t.metrics = m
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *Tracker) stats() telemetry.RegistrationStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := telemetry.RegistrationStats{State: int(t.st.State) - 1, Requests: t.requests, Repairs: int64(t.st.Repairs)}
+	if t.st.State == subscriber.RegistrationStopped {
+		st.State = -1
+	}
+	return st
+}
+
+func opIndex(op string) int {
+	for i, n := range telemetry.RegistrationOpNames {
+		if n == op {
+			return i
+		}
+	}
+	return -1
 }
 
 type event struct {
@@ -112,6 +152,11 @@ func (t *Tracker) Set(to subscriber.RegistrationState, reason error) {
 	if to == subscriber.RegistrationRegistered {
 		t.st.Attempts = 0
 	}
+	if to == subscriber.RegistrationStopped && t.metrics != nil {
+		m := t.metrics
+		t.metrics = nil
+		defer func() { _ = m.Close() }() // after the lock is released
+	}
 	t.enqueueLocked(event{state: &subscriber.RegistrationStateChange{
 		Registry: t.st.Registry, Key: t.st.Key, From: from, To: to, Reason: reason, At: now}})
 }
@@ -138,9 +183,14 @@ func (t *Tracker) Repaired() {
 func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	t.mu.Lock()
 	now := t.now()
+	res := 0
 	if err != nil {
 		t.st.Attempts++
 		t.st.LastErr, t.st.LastErrAt = err, now
+		res = 1
+	}
+	if i := opIndex(op); i >= 0 {
+		t.requests[i][res]++
 	}
 	t.enqueueLocked(event{attempt: &subscriber.RegistrationAttempt{
 		Registry: t.st.Registry, Key: t.st.Key, Op: op, Err: err, Duration: now.Sub(start), At: now}})

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rebound-go/rebound/internal/telemetry"
+	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -53,5 +56,53 @@ func TestStatesOrderedAndNamed(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "registering,registered,repairing,deregistering,stopped" {
 		t.Fatalf("RegistrationStates = %s", got)
+	}
+}
+
+// TestMetrics: the registration reports its state (1 for the current
+// one), its requests by op and result, and its repairs; once stopped it
+// unregisters (reports nothing).
+func TestMetrics(t *testing.T) {
+	reader, mp := telemetrytest.NewProvider()
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	if err := tr.StartMetrics(mp); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tr.Attempt(subscriber.RegistrationOpRegister, start, nil)
+	tr.Registered()
+	tr.Attempt(subscriber.RegistrationOpCheck, start, errors.New("down"))
+	tr.Attempt(subscriber.RegistrationOpCheck, start, nil)
+	tr.Set(subscriber.RegistrationRepairing, nil)
+	tr.Attempt(subscriber.RegistrationOpRegister, start, nil)
+	tr.Repaired()
+	v := telemetrytest.Read(t, reader).Values
+	want := map[string]map[string]int64{
+		telemetry.RegistrationRegistrations: {
+			"registry=nacos,state=registered": 1, "registry=nacos,state=repairing": 0, "registry=nacos,state=registering": 0,
+			"registry=nacos,state=deregistering": 0, "registry=nacos,state=stopped": 0},
+		telemetry.RegistrationRepairs: {"registry=nacos": 1},
+	}
+	for name, vals := range want {
+		for attrs, n := range vals {
+			if got := v[name][attrs]; got != n {
+				t.Errorf("%s{%s} = %d, want %d", name, attrs, got, n)
+			}
+		}
+	}
+	reqs := v[telemetry.RegistrationRequests]
+	for attrs, n := range map[string]int64{
+		"op=register,registry=nacos,result=success":   2,
+		"op=check,registry=nacos,result=failure":      1,
+		"op=check,registry=nacos,result=success":      1,
+		"op=deregister,registry=nacos,result=success": 0,
+	} {
+		if got := reqs[attrs]; got != n {
+			t.Errorf("requests{%s} = %d, want %d (all: %v)", attrs, got, n, reqs)
+		}
+	}
+	tr.Set(subscriber.RegistrationStopped, nil)
+	if v := telemetrytest.Read(t, reader).Values; len(v[telemetry.RegistrationRegistrations]) != 0 {
+		t.Fatalf("a stopped registration still reports %v", v[telemetry.RegistrationRegistrations])
 	}
 }

@@ -30,6 +30,9 @@
 //	rebound.grpc.resolvers                updowncounter (observable)   {resolver}      (none)
 //	rebound.grpc.resolve_now              counter (observable)         {call}          result=refreshed|coalesced
 //	rebound.grpc.rejected_states          counter (observable)         {state}         (none)
+//	rebound.registration.registrations    updowncounter (observable)   {registration}  registry, state=registering|registered|repairing|deregistering|stopped
+//	rebound.registration.requests         counter (observable)         {request}       registry, op=register|check|update|deregister, result=success|failure
+//	rebound.registration.repairs          counter (observable)         {repair}        registry
 //
 // The "current number" instruments are observable up-down counters, not
 // gauges, because they add up: two Managers on one MeterProvider report

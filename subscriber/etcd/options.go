@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
@@ -84,6 +85,7 @@ type registerOptions struct {
 	ttl    time.Duration
 	policy rebound.Policy
 	hooks  subscriber.RegistrationHooks
+	meter  metric.MeterProvider
 }
 
 func newRegistryOptions(opts []Option) (registryOptions, error) {
@@ -224,4 +226,15 @@ func WithPolicy(p rebound.Policy) RegisterOption {
 // changes and requests (see subscriber.RegistrationHooks). Default: none.
 func WithRegistrationHooks(h subscriber.RegistrationHooks) RegisterOption {
 	return registerOption(func(o *registerOptions) { o.hooks = h })
+}
+
+// WithMeterProvider records the registration's OpenTelemetry metrics with
+// mp, on the meter "github.com/rebound-go/rebound", with
+// registry="etcd": rebound.registration.registrations{state} (1 for its
+// current state), rebound.registration.requests{op, result} and
+// rebound.registration.repairs, all observable (one collection callback
+// per Registration, unregistered when it stops). Default (and for nil):
+// no metrics; no global MeterProvider is used.
+func WithMeterProvider(mp metric.MeterProvider) RegisterOption {
+	return registerOption(func(o *registerOptions) { o.meter = mp })
 }

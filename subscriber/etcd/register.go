@@ -94,7 +94,8 @@ type Registration struct {
 // value on the current lease.
 //
 // Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout,
-// WithTTL, WithPolicy, WithRegistrationHooks; a nil option is ignored.
+// WithTTL, WithPolicy, WithRegistrationHooks, WithMeterProvider; a nil
+// option is ignored.
 func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
 	const fn = "Register"
 	if ctx == nil {
@@ -154,6 +155,9 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		retrier: retrier,
 		updates: make(chan update),
 		done:    make(chan struct{}),
+	}
+	if err := g.track.StartMetrics(o.meter); err != nil {
+		return nil, &rebound.ArgumentError{Func: "etcd.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
 	start := time.Now()
 	lease, rev, err := g.grantAndPut(ctx)

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/nacos-group/nacos-sdk-go/v2 v2.3.2
 	github.com/rebound-go/rebound v0.0.0-00010101000000-000000000000
+	go.opentelemetry.io/otel/metric v1.45.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	google.golang.org/grpc v1.83.2
@@ -54,7 +55,6 @@ require (
 	github.com/prometheus/procfs v0.20.1 // indirect
 	github.com/tjfoc/gmsm v1.4.1 // indirect
 	go.opentelemetry.io/otel v1.45.0 // indirect
-	go.opentelemetry.io/otel/metric v1.45.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect

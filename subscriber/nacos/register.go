@@ -16,6 +16,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
@@ -68,6 +69,7 @@ type regConfig struct {
 	grace     time.Duration
 	check     time.Duration
 	hooks     subscriber.RegistrationHooks
+	meter     metric.MeterProvider
 	errs      []error
 }
 
@@ -136,6 +138,17 @@ func WithCheckInterval(d time.Duration) RegisterOption {
 // changes and requests (see subscriber.RegistrationHooks). Default: none.
 func WithRegistrationHooks(h subscriber.RegistrationHooks) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) { c.hooks = h })
+}
+
+// WithMeterProvider records the registration's OpenTelemetry metrics with
+// mp, on the meter "github.com/rebound-go/rebound", with
+// registry="nacos": rebound.registration.registrations{state} (1 for its
+// current state), rebound.registration.requests{op, result} and
+// rebound.registration.repairs, all observable (one collection callback
+// per Registration, unregistered when it stops). Register only; default
+// (and for nil): no metrics; no global MeterProvider is used.
+func WithMeterProvider(mp metric.MeterProvider) RegisterOption {
+	return registerOptionFunc(func(c *regConfig) { c.meter = mp })
 }
 
 // Registration keeps one ephemeral instance registered with a Nacos 2.x
@@ -225,8 +238,8 @@ type regUpdate struct {
 // the client: a Registration over a closed client stays repairing.
 //
 // Options: WithLogger, WithRegisterPolicy, WithRegisterRetryOptions,
-// WithRedoGrace, WithCheckInterval, WithRegistrationHooks; a nil option
-// is ignored.
+// WithRedoGrace, WithCheckInterval, WithRegistrationHooks,
+// WithMeterProvider; a nil option is ignored.
 func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
 	const fn = "nacos.Register"
 	arg := func(name, reason string) error { return &rebound.ArgumentError{Func: fn, Arg: name, Reason: reason} }
@@ -306,6 +319,10 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	}
 	g.h = h
 	g.track = regstate.New("nacos", key, inst, cfg.hooks, g.log)
+	if err := g.track.StartMetrics(cfg.meter); err != nil {
+		h.release(g)
+		return nil, &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
+	}
 	if err := g.register(subscriber.RegistrationOpRegister, g.inst); err != nil {
 		// The SDK cached the instance for its redo before sending: remove
 		// it (a deregister request, which the SDK sends even when it

@@ -266,12 +266,10 @@ func (s *regSuite) lost(t *testing.T) {
 	// after it connected (nacos-sdk-go's first connection event can come
 	// after Register's request, and its redo then sends it again), which
 	// may bring the instance back the first time; the second loss is the
-	// Registration's to repair.
+	// Registration's to repair. (A fast repair may already have put it
+	// back when Lose returns.)
 	for range 2 {
 		s.h.Lose(t, k, in)
-		if s.h.Listed(t, k, in) {
-			t.Fatal("Lose did not remove the instance")
-		}
 		s.waitListed(t, k, in, true)
 	}
 	eventually(t, s.timeout, "a repair to be counted", func() bool { return g.Status().Repairs >= 1 })
