@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/go-kratos/kratos/v2/registry"
 	"go.uber.org/zap"
@@ -223,9 +222,11 @@ func (r *Registrar) shutdown(ctx context.Context, si *registry.ServiceInstance, 
 	return ok
 }
 
-// Deregister implements registry.Registrar: it deregisters service (stops
-// its Registrations with Shutdown, bounded by ctx), then waits the drain
-// delay (WithDrainDelay) or until ctx ends, and returns nil.
+// Deregister implements registry.Registrar: it deregisters service (the
+// Shutdown of its Registrations, concurrently, bounded by ctx), then waits
+// the drain delay (WithDrainDelay) or until ctx ends, and returns nil:
+// the first two steps of subscriber.Drain, kratos.App.Stop doing the
+// third (it stops the servers when Deregister returns).
 //
 // It returns nil also when a deregistration failed (the registry is
 // down, ctx ended): the failure is logged at Warn and the Registration is
@@ -254,15 +255,17 @@ func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceIns
 		r.log.Warn("deregister: not registered", zap.String("service", service.Name), zap.String("id", service.ID))
 		return nil
 	}
-	r.shutdown(ctx, service, rg.units)
-	r.log.Info("deregistered; draining", zap.String("service", service.Name), zap.String("id", service.ID), zap.Duration("delay", r.o.drain))
-	if r.o.drain > 0 {
-		t := time.NewTimer(r.o.drain)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
+	// subscriber.Drain's first two steps; kratos stops the servers when
+	// Deregister returns.
+	err := subscriber.Drain(ctx, r.o.drain, func(context.Context) error { return nil }, rg.units...)
+	for _, g := range rg.units {
+		_ = g.Close() // stops a registration whose Shutdown failed; no-op otherwise
+	}
+	if err != nil {
+		r.log.Warn("deregister failed; the instance leaves when the registry drops it",
+			zap.String("service", service.Name), zap.String("id", service.ID), zap.Error(err))
+	} else {
+		r.log.Info("deregistered and drained", zap.String("service", service.Name), zap.String("id", service.ID), zap.Duration("delay", r.o.drain))
 	}
 	return nil
 }

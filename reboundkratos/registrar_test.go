@@ -22,11 +22,14 @@ import (
 type fakeRegs struct {
 	mu     sync.Mutex
 	live   map[string]subscriber.Instance // key + ip:port
-	events []string
-	fail   error
+	events      []string
+	fail        error
+	shutdownErr error
+	closed      int
 }
 
-// fakeReg implements Shutdown and Close, which the Registrar calls.
+// fakeReg implements Shutdown, Close and Key, which the Registrar and
+// subscriber.Drain call.
 type fakeReg struct {
 	subscriber.Registration
 	f  *fakeRegs
@@ -36,12 +39,22 @@ type fakeReg struct {
 func (g *fakeReg) Shutdown(context.Context) error {
 	g.f.mu.Lock()
 	defer g.f.mu.Unlock()
+	if g.f.shutdownErr != nil {
+		return g.f.shutdownErr
+	}
 	delete(g.f.live, g.id)
 	g.f.events = append(g.f.events, "shutdown "+g.id)
 	return nil
 }
 
-func (g *fakeReg) Close() error { return nil }
+func (g *fakeReg) Close() error {
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	g.f.closed++
+	return nil
+}
+
+func (g *fakeReg) Key() subscriber.Key { return subscriber.Key{Service: g.id} }
 
 func (f *fakeRegs) register(_ context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
 	f.mu.Lock()
@@ -288,6 +301,31 @@ func TestRegisterRetriesFirstRegistration(t *testing.T) {
 		t.Logf("%v", err)
 		if len(f.live) != 0 {
 			t.Fatalf("left registered: %v", f.live)
+		}
+	})
+}
+
+// TestDeregisterFailureStillStops: a deregistration the registry refuses
+// is logged, the Registration closed, the drain still waited, and nil
+// returned: kratos.App.Stop does not stop the servers when Deregister
+// fails.
+func TestDeregisterFailureStillStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var f fakeRegs
+		r, _ := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register, reboundkratos.WithDrainDelay(2*time.Second))
+		if err := r.Register(context.Background(), helloworld()); err != nil {
+			t.Fatal(err)
+		}
+		f.shutdownErr = errors.New("registry down")
+		start := time.Now()
+		if err := r.Deregister(context.Background(), helloworld()); err != nil {
+			t.Fatalf("Deregister with a failing registry: %v, want nil", err)
+		}
+		if d := time.Since(start); d != 2*time.Second {
+			t.Fatalf("Deregister took %v, want the 2 s drain", d)
+		}
+		if f.closed != 2 {
+			t.Fatalf("%d Registrations closed, want 2", f.closed)
 		}
 	})
 }
