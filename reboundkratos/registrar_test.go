@@ -20,8 +20,8 @@ import (
 
 // fakeRegs records what a Registrar registers.
 type fakeRegs struct {
-	mu     sync.Mutex
-	live   map[string]subscriber.Instance // key + ip:port
+	mu          sync.Mutex
+	live        map[string]subscriber.Instance // key + ip:port
 	events      []string
 	fail        error
 	shutdownErr error
