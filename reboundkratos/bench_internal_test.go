@@ -132,9 +132,9 @@ func BenchmarkGetService(b *testing.B) {
 	}
 }
 
-// BenchmarkBaselineClone100 is the floor GetService cannot go under: a
-// copy of a 100-pointer slice (the one allocation GetService makes), for
-// comparison in the same run on a loaded machine.
+// BenchmarkBaselineClone100 is what GetService would cost if it copied
+// the list (as a reader that must own its slice does): a copy of a
+// 100-pointer slice, for comparison in the same run.
 func BenchmarkBaselineClone100(b *testing.B) {
 	d := benchDiscovery(b)
 	e := pinned(b, d, lists(100))

@@ -304,8 +304,10 @@ func sameInst(a, b subscriber.Instance) bool {
 // for a name that no watcher holds subscribes to it (the subscription is
 // kept until Close) and waits, bounded by ctx, for its first list; every
 // later call answers from the Manager's current list without a registry
-// request. The ServiceInstances are shared: callers must not modify them
-// (the slice is the caller's).
+// request and without allocating. The slice and the ServiceInstances in
+// it are shared, like the lists the Manager hands its listeners: callers
+// must not modify them (appending to the slice copies it; use
+// slices.Clone to sort or filter in place).
 //
 // Errors: a *rebound.ArgumentError for a nil ctx or an empty name,
 // ErrClosed after Close, ctx's error (wrapping the registry's last error,
@@ -317,7 +319,7 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	}
 	d.mu.Lock()
 	if e := d.entries[serviceName]; e != nil && e.hasList && e.pinned && !d.closed {
-		list := slices.Clone(e.list)
+		list := e.list[:len(e.list):len(e.list)]
 		d.mu.Unlock()
 		return list, nil
 	}
@@ -337,7 +339,7 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 		return nil, fmt.Errorf("reboundkratos: GetService %q: no instance list yet: %w", serviceName, ctx.Err())
 	}
 	d.mu.Lock()
-	list := slices.Clone(e.list)
+	list := e.list[:len(e.list):len(e.list)]
 	d.mu.Unlock()
 	return list, nil
 }

@@ -235,6 +235,11 @@ func TestGetServiceFromMemory(t *testing.T) {
 		if l[0].Version != "v1" || l[1].Version != "v2" || l[0].Name != "orders.grpc" || l[0].Endpoints[0] != "grpc://127.0.0.1:9001" {
 			t.Fatalf("instance %+v", *l[0])
 		}
+		// The slice is shared but capped: an append copies it.
+		_ = append(l, &registry.ServiceInstance{ID: "x"})
+		if again, _ := st.d.GetService(context.Background(), "orders.grpc"); len(again) != 2 || cap(again) != 2 {
+			t.Fatalf("GetService after an append to its result: len %d cap %d", len(again), cap(again))
+		}
 		before := st.reg.Stats()
 		for range 100 {
 			if _, err := st.d.GetService(context.Background(), "orders.grpc"); err != nil {
