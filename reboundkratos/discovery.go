@@ -307,7 +307,8 @@ func sameInst(a, b subscriber.Instance) bool {
 // request and without allocating. The slice and the ServiceInstances in
 // it are shared, like the lists the Manager hands its listeners: callers
 // must not modify them (appending to the slice copies it; use
-// slices.Clone to sort or filter in place).
+// slices.Clone to sort or filter in place; note that kratos'
+// ServiceInstance.Equal sorts the Endpoints of both instances in place).
 //
 // Errors: a *rebound.ArgumentError for a nil ctx or an empty name,
 // ErrClosed after Close, ctx's error (wrapping the registry's last error,
