@@ -467,7 +467,8 @@ func (w *watcher) popLocked() ([]*registry.ServiceInstance, bool) {
 
 // Next implements registry.Watcher: it returns the next list (the current
 // one first), blocking until there is one. The slice is the caller's; the
-// ServiceInstances in it are shared and must not be modified. It returns
+// ServiceInstances in it are shared and must not be modified (nor passed
+// to kratos' ServiceInstance.Equal, which sorts Endpoints in place). It returns
 // an error only when the watcher is stopped (ErrWatcherStopped) or its
 // ctx ended (an error wrapping ctx's error). A subscription that stops
 // for good (the Manager closed, a key the registry can never accept)
