@@ -1,0 +1,291 @@
+package reboundkratos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/go-kratos/kratos/v2/registry"
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// RegisterFunc registers one instance of key's service through an
+// adapter and keeps it registered until the returned Registration is
+// stopped: the first registration is made before it returns (bounded by
+// ctx), and the adapter repairs it after registry restarts, lost leases
+// and rejected re-registrations. A closure over etcd.Register (with
+// etcd.WithLayout(EtcdLayout{})) or nacos.Register fits:
+//
+//	func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
+//		return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}))
+//	}
+type RegisterFunc func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error)
+
+// Registrar is a kratos registry.Registrar over an adapter's
+// registrations: pass it to kratos.New with kratos.Registrar. Register
+// keeps the instance registered until Deregister (through registry
+// restarts and rejections: that is the adapter's Registration's work);
+// Deregister drains: it deregisters, waits WithDrainDelay so that
+// consumers see the instance leave while it still serves, then returns
+// and kratos stops the servers.
+//
+// Create it with NewRegistrar; the zero Registrar is not usable. It is
+// safe for concurrent use.
+type Registrar struct {
+	f   Format
+	reg RegisterFunc
+	o   registrarOptions
+	log *zap.Logger
+
+	mu     sync.Mutex
+	closed bool
+	regs   map[string]*registered // by instance identity (name, ID)
+}
+
+type registered struct {
+	units []subscriber.Registration // nil while Register is in flight
+}
+
+// NewRegistrar returns a Registrar writing instances in format f through
+// register. It returns a *rebound.ArgumentError for an unknown f, a nil
+// register or a bad option. Defaults: group DefaultGroup and cluster
+// DefaultCluster and weight DefaultNacosWeight (FormatNacos, as the
+// contrib registry), drain delay DefaultDrainDelay, no logging.
+func NewRegistrar(f Format, register RegisterFunc, opts ...RegistrarOption) (*Registrar, error) {
+	o := registrarOptions{cluster: DefaultCluster, weight: DefaultNacosWeight, drain: DefaultDrainDelay}
+	if !f.valid() {
+		o.bad("NewRegistrar", "f", "must be FormatNacos or FormatEtcd; got "+f.String())
+	}
+	if register == nil {
+		o.bad("NewRegistrar", "register", "is nil (a RegisterFunc is required)")
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyRegistrar(&o)
+		}
+	}
+	if f == FormatEtcd && (o.group != "" || o.namespace != "") {
+		o.bad("NewRegistrar", "opts", "WithGroup and WithNamespace do not apply to FormatEtcd (its keys have no group or namespace)")
+	}
+	if len(o.errs) > 0 {
+		return nil, errors.Join(o.errs...)
+	}
+	log := o.log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Registrar{f: f, reg: register, o: o, log: log.With(zap.String("component", "reboundkratos")), regs: make(map[string]*registered)}, nil
+}
+
+// unit is one registration of an instance: for FormatNacos one per
+// endpoint, for FormatEtcd one.
+type unit struct {
+	key  subscriber.Key
+	inst subscriber.Instance
+}
+
+func (r *Registrar) units(eps []endpoint, si *registry.ServiceInstance) ([]unit, error) {
+	if r.f == FormatEtcd {
+		raw, err := json.Marshal(si)
+		if err != nil {
+			return nil, &rebound.ArgumentError{Func: "reboundkratos.Registrar.Register", Arg: "service", Reason: "cannot be encoded as JSON", Err: err}
+		}
+		md := make(map[string]string, len(si.Metadata)+1)
+		maps.Copy(md, si.Metadata)
+		md[MetadataInstance] = string(raw)
+		return []unit{{key: subscriber.Key{Service: si.Name}, inst: subscriber.Instance{
+			ID: si.ID, IP: eps[0].host, Port: eps[0].port, Weight: DefaultNacosWeight,
+			Healthy: true, Enabled: true, Ephemeral: true, Cluster: "DEFAULT", Metadata: md,
+		}}}, nil
+	}
+	us := make([]unit, 0, len(eps))
+	for _, ep := range eps {
+		md := make(map[string]string, len(si.Metadata)+2)
+		maps.Copy(md, si.Metadata)
+		md[MetadataKind] = ep.scheme
+		md[MetadataVersion] = si.Version
+		us = append(us, unit{
+			key: subscriber.Key{Namespace: r.o.namespace, Group: r.o.group, Service: si.Name + "." + ep.scheme},
+			inst: subscriber.Instance{IP: ep.host, Port: ep.port, Weight: r.o.weight, Healthy: true, Enabled: true,
+				Ephemeral: true, Cluster: r.o.cluster, Metadata: md},
+		})
+	}
+	return us, nil
+}
+
+func identity(si *registry.ServiceInstance) string { return si.Name + "\x00" + si.ID }
+
+// Register implements registry.Registrar: it registers service (for
+// FormatNacos one registry instance per endpoint, in service
+// "<name>.<scheme>"; for FormatEtcd one key) and returns once the
+// registry accepted every part. A part whose first registration fails
+// (registry down, a TPS rejection) is tried again with the backoff of
+// WithPolicy until ctx ends; then Register returns the last error (a
+// *rebound.RetryError) and deregisters the parts already registered.
+// From then on the adapter keeps the instance registered until
+// Deregister.
+//
+// Errors: a *rebound.ArgumentError for a nil service, an empty or
+// unusable Name, (FormatEtcd) an empty ID, no endpoint, an endpoint that
+// is not a URL with a host:port, a scheme kratos does not know (not grpc,
+// grpcs, http or https), duplicate endpoints, or an instance (Name and ID)
+// registered already; ErrClosed after Close; the adapter's error.
+func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInstance) error {
+	const fn = "reboundkratos.Registrar.Register"
+	if ctx == nil {
+		return &rebound.ArgumentError{Func: fn, Arg: "ctx", Reason: "is nil"}
+	}
+	eps, err := checkInstance(fn, r.f, service)
+	if err != nil {
+		return err
+	}
+	us, err := r.units(eps, service)
+	if err != nil {
+		return err
+	}
+	id := identity(service)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if _, ok := r.regs[id]; ok {
+		r.mu.Unlock()
+		return &rebound.ArgumentError{Func: fn, Arg: "service", Reason: fmt.Sprintf("(name %q, ID %q) is registered already (Deregister it first)", service.Name, service.ID)}
+	}
+	rg := &registered{}
+	r.regs[id] = rg
+	r.mu.Unlock()
+
+	var done []subscriber.Registration
+	for _, u := range us {
+		var g subscriber.Registration
+		err := rebound.Retry(ctx, r.o.policy, func(ctx context.Context) error {
+			var err error
+			g, err = r.reg(ctx, u.key, u.inst)
+			if err == nil && g == nil {
+				return rebound.Permanent(errors.New("RegisterFunc returned a nil Registration"))
+			}
+			if err != nil {
+				r.log.Debug("register attempt failed", zap.Stringer("key", u.key), zap.Error(err))
+			}
+			return err
+		}, rebound.WithClassifier(registerTransient))
+		if err != nil {
+			r.shutdown(ctx, service, done)
+			r.mu.Lock()
+			delete(r.regs, id)
+			r.mu.Unlock()
+			return fmt.Errorf("reboundkratos: register %s as %s: %w", service.Name, u.key, err)
+		}
+		done = append(done, g)
+	}
+	r.mu.Lock()
+	closed := r.closed
+	if !closed {
+		rg.units = done
+	}
+	r.mu.Unlock()
+	if closed {
+		for _, g := range done {
+			_ = g.Close()
+		}
+		return ErrClosed
+	}
+	r.log.Info("registered", zap.String("service", service.Name), zap.String("id", service.ID), zap.Strings("endpoints", service.Endpoints))
+	return nil
+}
+
+// registerTransient: every adapter error is worth another attempt but a
+// bad argument and a closed client.
+func registerTransient(err error) bool {
+	return !errors.Is(err, rebound.ErrInvalidArgument) && !errors.Is(err, rebound.ErrClosed)
+}
+
+// shutdown deregisters every part, logging failures.
+func (r *Registrar) shutdown(ctx context.Context, si *registry.ServiceInstance, gs []subscriber.Registration) bool {
+	ok := true
+	for _, g := range gs {
+		if err := g.Shutdown(ctx); err != nil {
+			ok = false
+			_ = g.Close()
+			r.log.Warn("deregister failed; the instance leaves when the registry drops it",
+				zap.String("service", si.Name), zap.String("id", si.ID), zap.Error(err))
+		}
+	}
+	return ok
+}
+
+// Deregister implements registry.Registrar: it deregisters service (the
+// Shutdown of its Registrations, concurrently, bounded by ctx), then waits
+// the drain delay (WithDrainDelay) or until ctx ends, and returns nil:
+// the first two steps of subscriber.Drain, kratos.App.Stop doing the
+// third (it stops the servers when Deregister returns).
+//
+// It returns nil also when a deregistration failed (the registry is
+// down, ctx ended): the failure is logged at Warn and the Registration is
+// closed, so the instance leaves when the registry drops it on its own
+// (etcd: its lease expires; Nacos: its client's connection closes).
+// kratos.App.Stop does not stop the servers when Deregister returns an
+// error, which would leave the process running. It returns a
+// *rebound.ArgumentError for a nil ctx or service; a service that is not
+// registered is logged and ignored.
+func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceInstance) error {
+	const fn = "reboundkratos.Registrar.Deregister"
+	if ctx == nil {
+		return &rebound.ArgumentError{Func: fn, Arg: "ctx", Reason: "is nil"}
+	}
+	if service == nil {
+		return &rebound.ArgumentError{Func: fn, Arg: "service", Reason: "is nil"}
+	}
+	id := identity(service)
+	r.mu.Lock()
+	rg, ok := r.regs[id]
+	if ok && rg.units != nil {
+		delete(r.regs, id)
+	}
+	r.mu.Unlock()
+	if !ok || rg.units == nil {
+		r.log.Warn("deregister: not registered", zap.String("service", service.Name), zap.String("id", service.ID))
+		return nil
+	}
+	// subscriber.Drain's first two steps; kratos stops the servers when
+	// Deregister returns.
+	err := subscriber.Drain(ctx, r.o.drain, func(context.Context) error { return nil }, rg.units...)
+	for _, g := range rg.units {
+		_ = g.Close() // stops a registration whose Shutdown failed; no-op otherwise
+	}
+	if err != nil {
+		r.log.Warn("deregister failed; the instance leaves when the registry drops it",
+			zap.String("service", service.Name), zap.String("id", service.ID), zap.Error(err))
+	} else {
+		r.log.Info("deregistered and drained", zap.String("service", service.Name), zap.String("id", service.ID), zap.Duration("delay", r.o.drain))
+	}
+	return nil
+}
+
+// Close stops every Registration without deregistering (the instances
+// leave when the registry drops them) and makes Register return
+// ErrClosed. It is idempotent and returns nil.
+func (r *Registrar) Close() error {
+	r.mu.Lock()
+	var gs []subscriber.Registration
+	if !r.closed {
+		r.closed = true
+		for id, rg := range r.regs {
+			gs = append(gs, rg.units...)
+			delete(r.regs, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, g := range gs {
+		_ = g.Close()
+	}
+	return nil
+}
