@@ -17,11 +17,6 @@ var (
 	// It matches rebound.ErrClosed. It does not wrap ErrNoInvokers: a
 	// closed directory will not recover.
 	ErrClosed = rebound.NewClosedError("cluster: directory closed")
-	// ErrInvalidArgument is rebound.ErrInvalidArgument, matched by the
-	// *rebound.ArgumentError this package returns for a bad argument.
-	//
-	// Deprecated: match rebound.ErrInvalidArgument.
-	ErrInvalidArgument = rebound.ErrInvalidArgument
 )
 
 // PanicError is the error a recovered panic becomes: a DialFunc that

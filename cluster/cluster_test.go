@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 
@@ -65,33 +64,6 @@ func TestStaticDirectory(t *testing.T) {
 		if !errors.Is(err, ErrNoInvokers) || got != nil {
 			t.Errorf("empty List = %v, %v; want nil, ErrNoInvokers", got, err)
 		}
-	}
-}
-
-func TestTransient(t *testing.T) {
-	base := errors.New("overloaded")
-	if Transient(nil) != nil {
-		t.Error("Transient(nil) != nil")
-	}
-	tr := Transient(base)
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"plain", base, false},
-		{"marked", tr, true},
-		{"wrapped mark", fmt.Errorf("call: %w", tr), true},
-		{"joined mark", errors.Join(io.EOF, tr), true},
-		{"mark of wrapped", Transient(fmt.Errorf("x: %w", base)), true},
-	} {
-		if got := IsTransient(tc.err); got != tc.want {
-			t.Errorf("%s: IsTransient = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if !errors.Is(tr, base) || tr.Error() != base.Error() {
-		t.Errorf("Transient hides its error: Is=%v, text %q", errors.Is(tr, base), tr.Error())
 	}
 }
 

@@ -24,10 +24,6 @@
 //   - Random and RoundRobin load balancers (zero values usable, safe for
 //     concurrent use). Both skip the invokers passed as exclude (compared by
 //     Target) while another invoker is left.
-//   - Transient and IsTransient: deprecated forwards to rebound.Transient
-//     and rebound.IsTransient, the way an Invoker says "this failure is
-//     worth retrying" when the error is not a network error; failback's
-//     default classifier honours it.
 //   - PanicError: what a recovered panic of user code (a DialFunc here; an
 //     Invoker, Directory, LoadBalance or hook in package failback) becomes.
 //   - ErrNoInvokers: what every Directory and LoadBalance here returns when

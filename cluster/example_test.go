@@ -67,13 +67,3 @@ func ExampleNewStaticDirectory() {
 	// 10.0.0.7:20880 handled Notify
 	// true cluster: no invokers available
 }
-
-func ExampleTransient() {
-	errOverloaded := errors.New("provider overloaded")
-	err := fmt.Errorf("Notify: %w", cluster.Transient(errOverloaded))
-	fmt.Println(cluster.IsTransient(err), errors.Is(err, errOverloaded))
-	fmt.Println(cluster.IsTransient(errOverloaded))
-	// Output:
-	// true true
-	// false
-}

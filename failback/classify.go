@@ -17,8 +17,7 @@ import (
 // reports true for errors that a later attempt, possibly on another
 // provider, may not hit:
 //
-//   - errors marked by the invoker with rebound.Transient (or the
-//     deprecated cluster.Transient);
+//   - errors marked by the invoker with rebound.Transient;
 //   - cluster.ErrNoInvokers: the directory is empty now, but providers come
 //     back (a closed directory, cluster.ErrClosed, is not retryable);
 //   - context.DeadlineExceeded: the Invoker applies this only to an

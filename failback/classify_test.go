@@ -37,8 +37,6 @@ func TestDefaultRetryable(t *testing.T) {
 		{"attempt's DeadlineExceeded", fmt.Errorf("call: %w", context.DeadlineExceeded), true},
 		{"context.Canceled", context.Canceled, false},
 		{"rebound.Transient", rebound.Transient(errors.New("leader not elected")), true},
-		//lint:ignore SA1019 the deprecated forward must keep working for old callers
-		{"cluster.Transient (deprecated)", cluster.Transient(errors.New("leader not elected")), true},
 		{"wrapped Transient", fmt.Errorf("x: %w", rebound.Transient(business)), true},
 		{"empty directory", fmt.Errorf("list: %w", cluster.ErrNoInvokers), true},
 		{"closed directory", cluster.ErrClosed, false},

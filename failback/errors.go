@@ -29,12 +29,6 @@ var (
 	// time-to-live (WithTTL, WithCallTTL) would end before its first retry;
 	// DropExpired is the matching drop reason.
 	ErrExpired = errors.New("failback: call expired")
-	// ErrInvalidArgument is rebound.ErrInvalidArgument, matched by the
-	// *rebound.ArgumentError that New, Invoke and Shutdown return for a bad
-	// argument or option.
-	//
-	// Deprecated: match rebound.ErrInvalidArgument.
-	ErrInvalidArgument = rebound.ErrInvalidArgument
 	// ErrNotRetryable is the Reason of a GiveUpError when a retry failed
 	// with an error the classifier (WithRetryable) does not retry, or one
 	// marked rebound.Permanent.

@@ -60,10 +60,10 @@ func TestInvokeArguments(t *testing.T) {
 	f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", nil)))
 	defer mustClose(t, f)
 	//lint:ignore SA1012 testing the nil check
-	if _, err := f.Invoke(nil, &cluster.Invocation{}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "ctx") { //nolint:staticcheck
+	if _, err := f.Invoke(nil, &cluster.Invocation{}); !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "ctx") { //nolint:staticcheck
 		t.Errorf("Invoke(nil ctx) = %v", err)
 	}
-	if _, err := f.Invoke(context.Background(), nil); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "inv") {
+	if _, err := f.Invoke(context.Background(), nil); !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "inv") {
 		t.Errorf("Invoke(nil inv) = %v", err)
 	}
 	//lint:ignore SA1012 testing the nil-context error on purpose
