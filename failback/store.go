@@ -154,12 +154,41 @@ type JSONCodec struct {
 	Types func(method string) []any
 }
 
-// Marshal implements Codec.
-func (c JSONCodec) Marshal(_ string, args []any) ([]byte, error) {
+// Marshal implements Codec. It refuses a protocol buffers message (a
+// value with a ProtoReflect method, such as a gRPC request): encoding/json
+// writes one, but gives it back after a restart as a map that no gRPC call
+// can send, so the call would be lost then; use failback/protocodec. An
+// Any (google.golang.org/protobuf/types/known/anypb) is the exception: it
+// carries its type name and wire bytes, which come back as the map's
+// "type_url" and "value" (base64), enough to rebuild the message
+// (reboundgrpc's FireAndForget queues its requests so).
+func (c JSONCodec) Marshal(method string, args []any) ([]byte, error) {
 	if args == nil {
 		args = []any{}
 	}
+	for i, a := range args {
+		if isProtoMessage(a) {
+			return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q is a protocol buffers message (%T), which JSON cannot give back after a restart: use failback.WithCodec(protocodec.Codec{})", i, method, a)
+		}
+	}
 	return json.Marshal(args)
+}
+
+// isProtoMessage reports whether v is a protocol buffers message (it has
+// the ProtoReflect method every generated message has), without importing
+// the protobuf runtime into this package.
+func isProtoMessage(v any) bool {
+	if v == nil {
+		return false
+	}
+	t := reflect.TypeOf(v)
+	if _, ok := t.MethodByName("ProtoReflect"); !ok {
+		return false
+	}
+	if t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "google.golang.org/protobuf/types/known/anypb" && t.Elem().Name() == "Any" {
+		return false // its JSON form keeps its content: see Marshal
+	}
+	return true
 }
 
 // Unmarshal implements Codec.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // memStore is an in-memory Store that records every change.
@@ -333,6 +336,35 @@ func TestStoreQueuedHookPanics(t *testing.T) {
 		calls, log := st.snapshot()
 		if len(calls) != 0 || !reflect.DeepEqual(log, []string{"add", "remove"}) {
 			t.Errorf("after a panicking Queued: %d stored, log %v; want 0, [add remove]", len(calls), log)
+		}
+	})
+}
+
+// A protocol buffers message is refused by JSONCodec when the call is
+// stored (it would come back as a map after a restart, which no gRPC call
+// can send): Invoke reports the call as not queued, naming protocodec,
+// instead of queueing a call the next process would give up.
+func TestJSONCodecRefusesProtoMessages(t *testing.T) {
+	msg := wrapperspb.String("order o1")
+	if _, err := (JSONCodec{}).Marshal("Notify", []any{msg}); err == nil || !strings.Contains(err.Error(), "protocodec") {
+		t.Fatalf("Marshal(proto message) = %v, want an error naming protocodec", err)
+	}
+	// An Any keeps its content as JSON (type URL and wire bytes).
+	if _, err := (JSONCodec{}).Marshal("Notify", []any{&anypb.Any{TypeUrl: "x/y", Value: []byte{1}}}); err != nil {
+		t.Fatalf("Marshal(Any) = %v", err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore()
+		p := newProvider("a:1", alwaysFail(errRefused))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st))
+		defer mustClose(t, f)
+		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify", Args: []any{msg}})
+		var rej *RejectedError
+		if !errors.As(err, &rej) || rej.Reason != DropStore || !strings.Contains(err.Error(), "protocodec") {
+			t.Fatalf("Invoke with a proto message and JSONCodec = %v; want a RejectedError (store) naming protocodec", err)
+		}
+		if calls, _ := st.snapshot(); len(calls) != 0 {
+			t.Fatalf("%d calls stored, want none", len(calls))
 		}
 	})
 }
