@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,36 +55,10 @@ type Builder struct {
 
 	mu      sync.Mutex
 	closed  bool
-	entries map[keyID]*entry // by the Key's value, never its printed form
+	entries map[subscriber.KeyID]*entry // by the Key's value, never its printed form
 
 	subscribes, unsubscribes, builds, resolveNows, refreshes atomic.Uint64
 	rejected, panics                                         atomic.Uint64
-}
-
-// keyID is a comparable form of a subscriber.Key, the key of the Builder's
-// subscriptions: two Keys share a subscription only if their fields are
-// equal (Clusters in any order). Key.String is not used: different keys
-// can print alike ("a/b/c" is service "a/b/c", or namespace "a", group
-// "b", service "c").
-type keyID struct {
-	namespace, group, service string
-	clusters                  string // sorted, each length-prefixed: "1:a3:b,c"
-}
-
-func idOf(k subscriber.Key) keyID {
-	id := keyID{namespace: k.Namespace, group: k.Group, service: k.Service}
-	if len(k.Clusters) > 0 {
-		cs := slices.Clone(k.Clusters)
-		slices.Sort(cs)
-		var sb strings.Builder
-		for _, c := range cs {
-			sb.WriteString(strconv.Itoa(len(c)))
-			sb.WriteByte(':')
-			sb.WriteString(c)
-		}
-		id.clusters = sb.String()
-	}
-	return id
 }
 
 // Stats counts what a Builder did, for tests and dashboards.
@@ -114,7 +87,7 @@ type Stats struct {
 // entry is one shared subscription.
 type entry struct {
 	key subscriber.Key
-	id  keyID
+	id  subscriber.KeyID
 	sub *subscriber.Subscription
 
 	// buildMu serializes the filtering of the entry's lists (run outside
@@ -184,7 +157,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		m:       m,
 		o:       o,
 		log:     log.With(zap.String("component", "reboundgrpc")),
-		entries: make(map[keyID]*entry),
+		entries: make(map[subscriber.KeyID]*entry),
 	}
 	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(b.safeHooks(o.hooks)), meter)
 	if err != nil {
@@ -230,7 +203,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 		r.cancel()
 		return nil, ErrClosed
 	}
-	id := idOf(key)
+	id := key.ID()
 	e := b.entries[id]
 	if e == nil {
 		e = &entry{key: key, id: id, resolvers: make(map[*ccResolver]struct{})}

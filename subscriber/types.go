@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -24,12 +25,13 @@ type Key struct {
 	Clusters []string
 }
 
-// String returns a readable, canonical form of k, usable as a map key:
-// the service alone when Namespace and Group are empty ("orders"),
+// String returns a readable, canonical form of k, for logs and pages: the
+// service alone when Namespace and Group are empty ("orders"),
 // "group/service" when only Group is set ("DEFAULT_GROUP/orders"),
 // "namespace/group/service" when Namespace is set (with an empty group
 // "namespace//service"), followed by "[c1,c2]" when clusters are set,
-// sorted.
+// sorted. Two different keys may print alike (a '/' or '[' in a name):
+// key a map by ID, not by String.
 func (k Key) String() string {
 	var b strings.Builder
 	switch {
@@ -51,6 +53,34 @@ func (k Key) String() string {
 		b.WriteByte(']')
 	}
 	return b.String()
+}
+
+// KeyID is a comparable form of a Key, for map keys: two Keys have the
+// same KeyID exactly when they name the same subscription (the same
+// namespace, group and service, and the same set of clusters in any
+// order). Build it with Key.ID.
+type KeyID struct {
+	Namespace, Group, Service string
+	// Clusters is the sorted clusters, each prefixed with its length
+	// ("1:a3:b,c" for "a" and "b,c"), so that no two sets map alike.
+	Clusters string
+}
+
+// ID returns k's KeyID.
+func (k Key) ID() KeyID {
+	id := KeyID{Namespace: k.Namespace, Group: k.Group, Service: k.Service}
+	if len(k.Clusters) > 0 {
+		cs := slices.Clone(k.Clusters)
+		slices.Sort(cs)
+		var b strings.Builder
+		for _, c := range cs {
+			b.WriteString(strconv.Itoa(len(c)))
+			b.WriteByte(':')
+			b.WriteString(c)
+		}
+		id.Clusters = b.String()
+	}
+	return id
 }
 
 // Instance is one registered instance of a service, as the registry reports

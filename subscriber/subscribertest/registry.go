@@ -46,14 +46,14 @@ type Registry struct {
 	mu       sync.Mutex
 	down     bool
 	closed   bool
-	services map[string][]subscriber.Instance // by Key.String()
-	sinks    map[subscriber.Sink]string       // acknowledged sinks -> key
+	services map[subscriber.KeyID][]subscriber.Instance
+	sinks    map[subscriber.Sink]subscriber.KeyID // acknowledged sinks -> key
 	fail     func(key subscriber.Key) error
 	hook     func(key subscriber.Key)
 	stats    Stats
 	monitors map[*monitor]struct{}
 	redo     map[subscriber.Sink]subscriber.Key // client-side subscriptions, when redo is on
-	version  map[string]uint64                  // by Key.String(): Set calls
+	version  map[subscriber.KeyID]uint64        // Set calls
 	pushed   map[subscriber.Sink]uint64         // the version last pushed to a sink
 	lose     map[subscriber.Sink]bool           // sinks that lose the next push (LoseNextPush)
 	redoFn   func(key subscriber.Key) RedoOutcome
@@ -88,11 +88,11 @@ type monitor struct {
 // New returns an up, empty Registry.
 func New() *Registry {
 	return &Registry{
-		services: make(map[string][]subscriber.Instance),
-		sinks:    make(map[subscriber.Sink]string),
+		services: make(map[subscriber.KeyID][]subscriber.Instance),
+		sinks:    make(map[subscriber.Sink]subscriber.KeyID),
 		monitors: make(map[*monitor]struct{}),
 		redo:     make(map[subscriber.Sink]subscriber.Key),
-		version:  make(map[string]uint64),
+		version:  make(map[subscriber.KeyID]uint64),
 		pushed:   make(map[subscriber.Sink]uint64),
 		lose:     make(map[subscriber.Sink]bool),
 	}
@@ -130,7 +130,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 			return err
 		}
 	}
-	ks := key.String()
+	ks := key.ID()
 	r.sinks[sink] = ks
 	r.redo[sink] = key
 	r.stats.Acks++
@@ -207,7 +207,7 @@ func (r *Registry) reportLocked(states ...subscriber.ConnState) {
 func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.String()
+	ks := key.ID()
 	r.services[ks] = slices.Clone(instances)
 	r.version[ks]++
 	if r.down {
@@ -235,7 +235,7 @@ func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 func (r *Registry) LoseNextPush(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks, n := key.String(), 0
+	ks, n := key.ID(), 0
 	for sink, k := range r.sinks {
 		if k == ks {
 			r.lose[sink] = true
@@ -245,7 +245,7 @@ func (r *Registry) LoseNextPush(key subscriber.Key) int {
 	return n
 }
 
-func (r *Registry) pushLocked(sink subscriber.Sink, ks string) {
+func (r *Registry) pushLocked(sink subscriber.Sink, ks subscriber.KeyID) {
 	list := r.services[ks]
 	out := make([]subscriber.Instance, len(list))
 	for i, in := range list {
@@ -301,7 +301,7 @@ func (r *Registry) Forget() {
 func (r *Registry) Break(key subscriber.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.String()
+	ks := key.ID()
 	for sink, k := range r.sinks {
 		if k == ks {
 			delete(r.sinks, sink)
@@ -353,7 +353,7 @@ func (r *Registry) Stats() Stats {
 func (r *Registry) Subscribed(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.String()
+	ks := key.ID()
 	n := 0
 	for _, k := range r.sinks {
 		if k == ks {
@@ -405,7 +405,7 @@ func (r *Registry) redoAll() {
 		switch out {
 		case RedoConfirm:
 			r.stats.Redos++
-			ks := key.String()
+			ks := key.ID()
 			r.sinks[sink] = ks
 			if v, ok := r.pushed[sink]; !ok || v != r.version[ks] {
 				r.pushLocked(sink, ks) // like the SDK: callbacks only for a changed list
@@ -430,7 +430,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 	case r.down:
 		return nil, ErrUnavailable
 	}
-	list := r.services[key.String()]
+	list := r.services[key.ID()]
 	out := make([]subscriber.Instance, len(list))
 	for i, in := range list {
 		in.Metadata = maps.Clone(in.Metadata)
