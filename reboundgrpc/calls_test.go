@@ -408,7 +408,7 @@ func TestStoredCallSurvivesRestart(t *testing.T) {
 
 // TestClientConnClosedBeforeInvoker: closing the ClientConn before the
 // failback Invoker keeps the queued calls (Canceled "client connection is
-// closing" is transient), so they stay in the store and the next process,
+// closing" is failback.Stopping), so they stay in the store and the next process,
 // on a new ClientConn, delivers them (old: each became a give-up).
 func TestClientConnClosedBeforeInvoker(t *testing.T) {
 	rec := startRecorder(t)
@@ -426,10 +426,11 @@ func TestClientConnClosedBeforeInvoker(t *testing.T) {
 	}
 	p1.queued(t, 3)
 	_ = p1.cc.Close() // before the failback Invoker
-	// Every call is retried on the closed ClientConn at least once.
-	before := p1.fb.Stats().Retried
-	eventually(t, "retries on the closed ClientConn", func() bool {
-		retried.Store(int64(p1.fb.Stats().Retried - before))
+	// Every call's next retry meets the closed ClientConn: marked
+	// failback.Stopping, it is not retried again in this process and not
+	// given up (DropClosed), and stays in the store.
+	eventually(t, "every call's retry on the closed ClientConn", func() bool {
+		retried.Store(int64(p1.fb.Stats().Dropped[failback.DropClosed]))
 		return retried.Load() >= 3 || len(p1.h.gaveUp) > 0
 	})
 	select {
