@@ -1,0 +1,36 @@
+package logging_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rebound-go/rebound/logging"
+)
+
+// Values Scrub left whole or in part: a Go literal (%#v of gRPC metadata
+// or of a []byte), a list of several values, an object, JSON quoted twice,
+// a PEM block.
+func TestScrubCompositeValues(t *testing.T) {
+	twice := fmt.Sprintf("%q", fmt.Sprintf("%q", `{"password":"SECRETX word","user":"n"}`))
+	for _, tc := range []struct{ in, want string }{
+		{`metadata.MD{"authorization":[]string{"Bearer SECRETX"}}`, `metadata.MD{"authorization":[]string{[REDACTED]}}`},
+		{fmt.Sprintf("%#v", struct{ Password []byte }{[]byte("SECRETX")}), `struct { Password []uint8 }{Password:[]uint8{[REDACTED]}}`},
+		{"map[x-api-key:[SECRETX SECRETY] user:[n]]", "map[x-api-key:[[REDACTED]] user:[n]]"},
+		{`{"password":{"value":"SECRETX"},"user":"n"}`, `{"password":{[REDACTED]},"user":"n"}`},
+		{"body " + twice, strings.Replace(twice, "SECRETX word", "[REDACTED]", 1)},
+		{"{PrivateKey:-----BEGIN RSA PRIVATE KEY-----\nMIIE SECRETX\n-----END RSA PRIVATE KEY----- User:n}", "{PrivateKey:[REDACTED] User:n}"},
+		{"privateKey: -----BEGIN PRIVATE KEY----- SECRETX", "privateKey: [REDACTED]"},
+	} {
+		if tc.in == "body "+twice {
+			tc.want = "body " + tc.want
+		}
+		got := logging.Scrub(tc.in)
+		if got != tc.want {
+			t.Errorf("Scrub(%q)\n = %q\nwant %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(got, "SECRET") {
+			t.Errorf("Scrub(%q) kept a secret: %q", tc.in, got)
+		}
+	}
+}
