@@ -136,6 +136,11 @@ func NewIdempotencyKey() string {
 // after a restart. It must be safe for concurrent use. JSONCodec is the
 // default; package failback/protocodec stores protocol buffers messages
 // (reboundgrpc's requests) by type name.
+//
+// A panic in Marshal, Unmarshal or the Store's Add is recovered: Invoke
+// then drops the call with DropStore and returns an error wrapping
+// ErrStore and ErrPanicked; New treats a record whose Unmarshal panicked
+// as a bad record (*BadRecordError, set aside with WithQuarantine).
 type Codec interface {
 	// Marshal encodes the arguments of a call to method.
 	Marshal(method string, args []any) ([]byte, error)
@@ -307,11 +312,11 @@ func (f *Invoker) wall(mono int64) time.Time { return f.epoch.Add(time.Duration(
 // storeAdd puts t in the store (durably) and records its ID in t.
 func (f *Invoker) storeAdd(t *task) error {
 	st := f.cfg.durable.store
-	args, err := f.cfg.durable.codecOrDefault().Marshal(t.inv.Method, t.inv.Args)
+	args, err := marshalArgs(f.cfg.durable.codecOrDefault(), t.inv.Method, t.inv.Args)
 	if err != nil {
 		return fmt.Errorf("%w: encoding the arguments of %q: %w", ErrStore, t.inv.Method, err)
 	}
-	id, err := st.Add(StoredCall{
+	id, err := storeAddCall(st, StoredCall{
 		Method: t.inv.Method, Attachments: t.inv.Attachments, Args: args,
 		Attempts: int(t.attempts), Due: f.wall(t.due), Born: f.wall(t.born),
 	})
@@ -320,6 +325,44 @@ func (f *Invoker) storeAdd(t *task) error {
 	}
 	t.sid = id
 	return nil
+}
+
+// recovered returns the panic value r recovered from op as an error
+// wrapping ErrPanicked and the *PanicError.
+func recovered(op string, r any) error {
+	return fmt.Errorf("%w: %w", ErrPanicked, cluster.NewPanicError(op, r))
+}
+
+// marshalArgs is codec.Marshal with a panic returned as an error: the
+// Codec is the user's, and Invoke must release the call it reserved.
+func marshalArgs(codec Codec, method string, args []any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, recovered("failback.Codec.Marshal", r)
+		}
+	}()
+	return codec.Marshal(method, args)
+}
+
+// unmarshalArgs is codec.Unmarshal with a panic returned as an error: a
+// record the Codec cannot read is a bad record, not a crash of New.
+func unmarshalArgs(codec Codec, method string, data []byte) (args []any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			args, err = nil, recovered("failback.Codec.Unmarshal", r)
+		}
+	}()
+	return codec.Unmarshal(method, data)
+}
+
+// storeAddCall is st.Add with a panic returned as an error.
+func storeAddCall(st Store, c StoredCall) (id uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			id, err = 0, recovered("failback.Store.Add", r)
+		}
+	}()
+	return st.Add(c)
 }
 
 // storeRetried records t's attempts and next due time.
@@ -371,7 +414,7 @@ func (f *Invoker) loadStored() error {
 			bad = append(bad, berr)
 			return nil
 		}
-		args, err := codec.Unmarshal(c.Method, c.Args)
+		args, err := unmarshalArgs(codec, c.Method, c.Args)
 		if err != nil {
 			berr := &BadRecordError{ID: c.ID, Method: c.Method, Err: err}
 			if !f.cfg.durable.quarantine {
