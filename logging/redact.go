@@ -91,7 +91,8 @@ var (
 //     becomes "http://user:[REDACTED]@host"), also without a scheme at the
 //     start of a word ("root:pw@tcp(db)"); as in net/url, the user
 //     information ends at the last '@' of the host part, so a password
-//     holding '@' or '/' is redacted whole.
+//     holding '@' or '/' is redacted whole; also before an empty host
+//     ("root:pw@/orders", go-sql-driver/mysql's DSN without one).
 //
 // A string without ':' or '=' is returned as is, without allocating.
 // Scrub takes time linear in the length of s.
@@ -198,8 +199,11 @@ func isPort(s string) bool {
 	return true
 }
 
+// isHostStart reports whether c may follow the '@' that ends user
+// information: a host, or '/' for none (go-sql-driver/mysql's
+// "user:password@/dbname").
 func isHostStart(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '('
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '(' || c == '/'
 }
 
 // isHeaderKey reports whether the whole value after key is a credential:
@@ -239,8 +243,10 @@ func valueSpan(s string, v int, header bool) (start, end int) {
 	case '{':
 		return v + 1, balancedEnd(s, v+1, '{', '}') // an object: all of it
 	case '[', '<', '(':
-		if !header {
-			return v + 1, balancedEnd(s, v+1, c, closer(c)) // a list: every value
+		if !header || v+1 < len(s) && (s[v+1] == '"' || s[v+1] == '\'') {
+			// A list: every value (also of a header as JSON:
+			// "Cookie":["a=1","b=2"]).
+			return v + 1, balancedEnd(s, v+1, c, closer(c))
 		}
 		v++
 	}

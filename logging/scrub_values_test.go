@@ -21,6 +21,11 @@ func TestScrubCompositeValues(t *testing.T) {
 		{"body " + twice, strings.Replace(twice, "SECRETX word", "[REDACTED]", 1)},
 		{"{PrivateKey:-----BEGIN RSA PRIVATE KEY-----\nMIIE SECRETX\n-----END RSA PRIVATE KEY----- User:n}", "{PrivateKey:[REDACTED] User:n}"},
 		{"privateKey: -----BEGIN PRIVATE KEY----- SECRETX", "privateKey: [REDACTED]"},
+		// An http.Header as JSON: every value of a credential header.
+		{`{"Authorization":["Bearer SECRETX"],"Cookie":["a=1","SID=SECRETY"],"Accept":["*/*"]}`, `{"Authorization":[[REDACTED]],"Cookie":[[REDACTED]],"Accept":["*/*"]}`},
+		// go-sql-driver/mysql's DSN without a host ("user:password@/dbname").
+		{"[mysql] dial root:SECRETX@/orders failed", "[mysql] dial root:[REDACTED]@/orders failed"},
+		{"mysql://root:SECRETX@/orders", "mysql://root:[REDACTED]@/orders"},
 	} {
 		if tc.in == "body "+twice {
 			tc.want = "body " + tc.want
