@@ -93,3 +93,28 @@ func TestCodecUnmarshalPanics(t *testing.T) {
 		}()
 	})
 }
+
+// panicStore panics in Update and Remove (a user's Store with a bug).
+type panicStore struct{ *memStore }
+
+func (panicStore) Update(uint64, int, time.Time) error { panic("store: update") }
+func (panicStore) Remove(uint64) error                 { panic("store: remove") }
+
+// A Store panicking in Update or Remove, called on a retry worker, killed
+// the process. The panic is recovered and logged as the error would be:
+// the call goes on (Update) or ends (Remove) as without a store.
+func TestStorePanicsOnWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := cluster.NewStaticDirectory(newProvider("a:1", downUntil(20*time.Second)))
+		f := mustNew(t, dir, WithStore(panicStore{newMemStore()}))
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
+			t.Fatalf("Invoke = %v", err)
+		}
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if s := f.Stats(); s.Succeeded != 1 || s.Retried < 2 || s.Queued != 0 || s.InFlight != 0 {
+			t.Errorf("%+v; want the call retried and succeeded", s)
+		}
+		mustClose(t, f)
+	})
+}

@@ -140,7 +140,8 @@ func NewIdempotencyKey() string {
 // A panic in Marshal, Unmarshal or the Store's Add is recovered: Invoke
 // then drops the call with DropStore and returns an error wrapping
 // ErrStore and ErrPanicked; New treats a record whose Unmarshal panicked
-// as a bad record (*BadRecordError, set aside with WithQuarantine).
+// as a bad record (*BadRecordError, set aside with WithQuarantine). A
+// panic in the Store's Update or Remove is logged as their errors are.
 type Codec interface {
 	// Marshal encodes the arguments of a call to method.
 	Marshal(method string, args []any) ([]byte, error)
@@ -365,12 +366,33 @@ func storeAddCall(st Store, c StoredCall) (id uint64, err error) {
 	return st.Add(c)
 }
 
+// storeUpdate is st.Update with a panic returned as an error: it runs on
+// a retry worker, where a panic would end the process.
+func storeUpdate(st Store, id uint64, attempts int, due time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("failback.Store.Update", r)
+		}
+	}()
+	return st.Update(id, attempts, due)
+}
+
+// storeRemove is st.Remove with a panic returned as an error.
+func storeRemove(st Store, id uint64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("failback.Store.Remove", r)
+		}
+	}()
+	return st.Remove(id)
+}
+
 // storeRetried records t's attempts and next due time.
 func (f *Invoker) storeRetried(t *task) {
 	if t.sid == 0 {
 		return
 	}
-	if err := f.cfg.durable.store.Update(t.sid, int(t.attempts), f.wall(t.due)); err != nil {
+	if err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due)); err != nil {
 		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
 			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
 	}
@@ -382,7 +404,7 @@ func (f *Invoker) storeEnded(t *task, reason DropReason) {
 	if f.cfg.durable.store == nil || t.sid == 0 || reason == DropClosed {
 		return
 	}
-	if err := f.cfg.durable.store.Remove(t.sid); err != nil {
+	if err := storeRemove(f.cfg.durable.store, t.sid); err != nil {
 		f.log.Warn("failback: store: could not remove an ended call (it will run again after a restart)",
 			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
 	}
