@@ -94,8 +94,10 @@ var (
 //     holding '@' or '/' is redacted whole; also before an empty host
 //     ("root:pw@/orders", go-sql-driver/mysql's DSN without one).
 //
-// A string without ':' or '=' is returned as is, without allocating.
-// Scrub takes time linear in the length of s.
+// A value that is "[REDACTED]" already stays as it is, so that Scrub of
+// its own output returns it unchanged. A string without ':' or '=' is
+// returned as is, without allocating. Scrub takes time linear in the
+// length of s.
 func Scrub(s string) string {
 	if !strings.ContainsAny(s, ":=") || !mayHoldSecret(s) {
 		return s
@@ -120,6 +122,10 @@ func Scrub(s string) string {
 			continue
 		}
 		if start, end := valueSpan(s, m[1], isHeaderKey(key)); end > start {
+			if strings.HasPrefix(s[m[1]:], RedactedValue) || strings.HasPrefix(s[start:], RedactedValue) ||
+				s[m[1]] == '[' && strings.HasPrefix(s[m[1]+1:], RedactedValue) {
+				continue // scrubbed already: Scrub of its own output changes nothing
+			}
 			spans = append(spans, [2]int{start, end})
 			redacted = end
 		}

@@ -39,3 +39,20 @@ func TestScrubCompositeValues(t *testing.T) {
 		}
 	}
 }
+
+// Scrub of a text Scrub returned changed it again: "password: [REDACTED]"
+// became "password: [[REDACTED]]", "Authorization: Bearer [REDACTED]"
+// gained a stray bracket. A text scrubbed twice (an error text from a
+// status page logged through a redacting logger) reads as scrubbed once.
+func TestScrubTwiceIsScrubOnce(t *testing.T) {
+	for _, in := range []string{
+		"password: secret", "password=[secret]", "Authorization: Bearer x", `{"password":"x"}`, "http://u:p@h/",
+		"Cookie: a=b", "map[token:[a b]]", "u:p@tcp(h)/d", "password={x}", `metadata.MD{"authorization":[]string{"Bearer x"}}`,
+		"privateKey: -----BEGIN KEY----- x -----END KEY-----", `{"Cookie":["a=1"]}`,
+	} {
+		once := logging.Scrub(in)
+		if twice := logging.Scrub(once); twice != once {
+			t.Errorf("Scrub(%q) = %q, and again %q", in, once, twice)
+		}
+	}
+}
