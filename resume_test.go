@@ -43,3 +43,35 @@ func TestScheduleResume(t *testing.T) {
 		}
 	}
 }
+
+// Resume drew every one of the n delays: a stored call with a huge attempt
+// count (a damaged record's bytes: 2^31 attempts) took half a minute to
+// load, each. It draws only the last few now, which is where the sequence
+// is (the ceiling depends on n alone; a decorrelated delay reaches its
+// steady range within them).
+func TestScheduleResumeHugeCount(t *testing.T) {
+	for _, j := range []rebound.Jitter{rebound.FullJitter, rebound.DecorrelatedJitter, rebound.NoJitter, rebound.EqualJitter} {
+		p := rebound.Policy{Jitter: j, Initial: time.Millisecond, Max: time.Minute}
+		r, err := rebound.NewRetrier(p, rebound.WithSeed(7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.NewSchedule(time.Unix(0, 0))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Resume(1 << 40)
+		}()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Minute): // generous: it takes microseconds
+			t.Fatalf("%v: Resume(2^40) did not return", j)
+		}
+		if s.Attempts() != 1<<40 {
+			t.Errorf("%v: Attempts = %d, want 2^40", j, s.Attempts())
+		}
+		if d, _ := s.Next(errors.New("boom"), time.Unix(0, 0)); d < p.Initial || d > p.Max {
+			t.Errorf("%v: next delay %v out of [Initial, Max]", j, d)
+		}
+	}
+}

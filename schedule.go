@@ -530,9 +530,18 @@ func asPermanent(err error) *backoff.PermanentError {
 // if those n delays had been drawn, so MaxAttempts counts the attempts made
 // before the interruption and the next delay is the one after them. It
 // consults no budget, throttle or limiter and does nothing if n is not
-// more than Attempts.
+// more than Attempts. Of a long run it draws only the last resumeDraws
+// delays (where the sequence is: a ceiling depends on n alone, a
+// decorrelated delay reaches its steady range within them), so that a
+// huge n (a damaged record's count) takes no time.
 func (s *Schedule) Resume(n int) {
+	if n-s.attempts > resumeDraws {
+		s.attempts = n - resumeDraws
+	}
 	for ; s.attempts < n; s.attempts++ {
 		s.d.draw(s.attempts)
 	}
 }
+
+// resumeDraws is how many of the delays before it Resume draws at most.
+const resumeDraws = 256

@@ -136,6 +136,12 @@ func NewIdempotencyKey() string {
 // after a restart. It must be safe for concurrent use. JSONCodec is the
 // default; package failback/protocodec stores protocol buffers messages
 // (reboundgrpc's requests) by type name.
+//
+// A panic in Marshal, Unmarshal or the Store's Add is recovered: Invoke
+// then drops the call with DropStore and returns an error wrapping
+// ErrStore and ErrPanicked; New treats a record whose Unmarshal panicked
+// as a bad record (*BadRecordError, set aside with WithQuarantine). A
+// panic in the Store's Update or Remove is logged as their errors are.
 type Codec interface {
 	// Marshal encodes the arguments of a call to method.
 	Marshal(method string, args []any) ([]byte, error)
@@ -336,11 +342,11 @@ func (f *Invoker) wall(mono int64) time.Time { return f.epoch.Add(time.Duration(
 // storeAdd puts t in the store (durably) and records its ID in t.
 func (f *Invoker) storeAdd(t *task) error {
 	st := f.cfg.durable.store
-	args, err := f.cfg.durable.codecOrDefault().Marshal(t.inv.Method, t.inv.Args)
+	args, err := marshalArgs(f.cfg.durable.codecOrDefault(), t.inv.Method, t.inv.Args)
 	if err != nil {
 		return fmt.Errorf("%w: encoding the arguments of %q: %w", ErrStore, t.inv.Method, err)
 	}
-	id, err := st.Add(StoredCall{
+	id, err := storeAddCall(st, StoredCall{
 		Method: t.inv.Method, Attachments: t.inv.Attachments, Args: args,
 		Attempts: int(t.attempts), Due: f.wall(t.due), Born: f.wall(t.born),
 	})
@@ -351,12 +357,71 @@ func (f *Invoker) storeAdd(t *task) error {
 	return nil
 }
 
+// recovered returns the panic value r recovered from op as an error
+// wrapping ErrPanicked and the *PanicError.
+func recovered(op string, r any) error {
+	return fmt.Errorf("%w: %w", ErrPanicked, cluster.NewPanicError(op, r))
+}
+
+// marshalArgs is codec.Marshal with a panic returned as an error: the
+// Codec is the user's, and Invoke must release the call it reserved.
+func marshalArgs(codec Codec, method string, args []any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, recovered("failback.Codec.Marshal", r)
+		}
+	}()
+	return codec.Marshal(method, args)
+}
+
+// unmarshalArgs is codec.Unmarshal with a panic returned as an error: a
+// record the Codec cannot read is a bad record, not a crash of New.
+func unmarshalArgs(codec Codec, method string, data []byte) (args []any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			args, err = nil, recovered("failback.Codec.Unmarshal", r)
+		}
+	}()
+	return codec.Unmarshal(method, data)
+}
+
+// storeAddCall is st.Add with a panic returned as an error.
+func storeAddCall(st Store, c StoredCall) (id uint64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			id, err = 0, recovered("failback.Store.Add", r)
+		}
+	}()
+	return st.Add(c)
+}
+
+// storeUpdate is st.Update with a panic returned as an error: it runs on
+// a retry worker, where a panic would end the process.
+func storeUpdate(st Store, id uint64, attempts int, due time.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("failback.Store.Update", r)
+		}
+	}()
+	return st.Update(id, attempts, due)
+}
+
+// storeRemove is st.Remove with a panic returned as an error.
+func storeRemove(st Store, id uint64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("failback.Store.Remove", r)
+		}
+	}()
+	return st.Remove(id)
+}
+
 // storeRetried records t's attempts and next due time.
 func (f *Invoker) storeRetried(t *task) {
 	if t.sid == 0 {
 		return
 	}
-	if err := f.cfg.durable.store.Update(t.sid, int(t.attempts), f.wall(t.due)); err != nil {
+	if err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due)); err != nil {
 		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
 			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
 	}
@@ -368,7 +433,7 @@ func (f *Invoker) storeEnded(t *task, reason DropReason) {
 	if f.cfg.durable.store == nil || t.sid == 0 || reason == DropClosed {
 		return
 	}
-	if err := f.cfg.durable.store.Remove(t.sid); err != nil {
+	if err := storeRemove(f.cfg.durable.store, t.sid); err != nil {
 		f.log.Warn("failback: store: could not remove an ended call (it will run again after a restart)",
 			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
 	}
@@ -400,7 +465,7 @@ func (f *Invoker) loadStored() error {
 			bad = append(bad, berr)
 			return nil
 		}
-		args, err := codec.Unmarshal(c.Method, c.Args)
+		args, err := unmarshalArgs(codec, c.Method, c.Args)
 		if err != nil {
 			berr := &BadRecordError{ID: c.ID, Method: c.Method, Err: err}
 			if !f.cfg.durable.quarantine {

@@ -55,9 +55,10 @@ func IsSensitiveKey(key string) bool {
 
 var (
 	// keySep finds a key and its separator: "key: ", "key=", `"key":`,
-	// `\"key\":` (JSON inside a quoted string) and Go's %+v "Key:". Group 1
+	// `\"key\":` (JSON inside a quoted string, or quoted twice: `\\\"key\\\":`)
+	// and Go's %+v "Key:". Group 1
 	// is the key; the value starts at the end of the match.
-	keySep = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.\-]*)(?:\\?["'])?\s*[:=]\s*`)
+	keySep = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.\-]*)(?:\\*["'])?\s*[:=]\s*`)
 	// urlUser finds "scheme://user:" and dsnUser "user:" at the start of a
 	// word (a DSN such as "root:pw@tcp(db)"): a password may follow.
 	urlUser = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@"'<>\[\]]*:`)
@@ -72,7 +73,11 @@ var (
 //     ClientConfig). A quoted value ends at its closing quote (backslash
 //     escapes count, also for a quoted string inside a quoted string, as
 //     in `"{\"password\":\"x\"}"`); another value ends at white space, a
-//     quote, a comma, '&', ';' or a bracket;
+//     quote, a comma, '&', ';' or a bracket. A value that is an object
+//     ("{...}"), a list ("[a b]", "<...>", "(...)"), a Go literal of a
+//     slice (%#v's `[]string{"Bearer x"}`, `[]uint8{0x70}`) or a PEM block
+//     ("-----BEGIN ...-----END ...-----") is redacted whole, to its
+//     matching end; so is a value quoted inside text quoted more than once;
 //   - the whole value of a header whose key ends with "authorization" or
 //     "cookie" (Authorization, Proxy-Authorization, Cookie, Set-Cookie):
 //     every cookie of "Cookie: a=1; SESSIONID=x", the credentials of
@@ -86,10 +91,13 @@ var (
 //     becomes "http://user:[REDACTED]@host"), also without a scheme at the
 //     start of a word ("root:pw@tcp(db)"); as in net/url, the user
 //     information ends at the last '@' of the host part, so a password
-//     holding '@' or '/' is redacted whole.
+//     holding '@' or '/' is redacted whole; also before an empty host
+//     ("root:pw@/orders", go-sql-driver/mysql's DSN without one).
 //
-// A string without ':' or '=' is returned as is, without allocating.
-// Scrub takes time linear in the length of s.
+// A value that is "[REDACTED]" already stays as it is, so that Scrub of
+// its own output returns it unchanged. A string without ':' or '=' is
+// returned as is, without allocating. Scrub takes time linear in the
+// length of s.
 func Scrub(s string) string {
 	if !strings.ContainsAny(s, ":=") || !mayHoldSecret(s) {
 		return s
@@ -114,6 +122,10 @@ func Scrub(s string) string {
 			continue
 		}
 		if start, end := valueSpan(s, m[1], isHeaderKey(key)); end > start {
+			if strings.HasPrefix(s[m[1]:], RedactedValue) || strings.HasPrefix(s[start:], RedactedValue) ||
+				s[m[1]] == '[' && strings.HasPrefix(s[m[1]+1:], RedactedValue) {
+				continue // scrubbed already: Scrub of its own output changes nothing
+			}
 			spans = append(spans, [2]int{start, end})
 			redacted = end
 		}
@@ -193,8 +205,11 @@ func isPort(s string) bool {
 	return true
 }
 
+// isHostStart reports whether c may follow the '@' that ends user
+// information: a host, or '/' for none (go-sql-driver/mysql's
+// "user:password@/dbname").
 func isHostStart(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '('
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '(' || c == '/'
 }
 
 // isHeaderKey reports whether the whole value after key is a credential:
@@ -214,21 +229,39 @@ func valueSpan(s string, v int, header bool) (start, end int) {
 	if v >= len(s) {
 		return v, v
 	}
+	if j := goLiteral(s, v); j > v {
+		return j, balancedEnd(s, j, '{', '}') // []string{"Bearer x"}, []uint8{0x70}
+	}
 	switch c := s[v]; c {
 	case '"', '\'':
 		end := quotedEnd(s, v+1, c, false)
 		return skipScheme(s, v+1, end), end
 	case '\\':
-		if v+1 < len(s) && (s[v+1] == '"' || s[v+1] == '\'') {
-			end := quotedEnd(s, v+2, s[v+1], true)
-			return skipScheme(s, v+2, end), end
+		n := v
+		for n < len(s) && s[n] == '\\' {
+			n++
 		}
+		if n < len(s) && (s[n] == '"' || s[n] == '\'') && isEscapeRun(n-v) {
+			// A value quoted inside n-v levels of quoted text.
+			end := quotedEndN(s, n+1, s[n], n-v)
+			return skipScheme(s, n+1, end), end
+		}
+	case '{':
+		return v + 1, balancedEnd(s, v+1, '{', '}') // an object: all of it
 	case '[', '<', '(':
+		if !header || v+1 < len(s) && (s[v+1] == '"' || s[v+1] == '\'') {
+			// A list: every value (also of a header as JSON:
+			// "Cookie":["a=1","b=2"]).
+			return v + 1, balancedEnd(s, v+1, c, closer(c))
+		}
 		v++
 	}
 	if header {
 		end := lineEnd(s, v)
 		return skipScheme(s, v, end), end
+	}
+	if strings.HasPrefix(s[v:], pemBegin) {
+		return v, pemEnd(s, v)
 	}
 	end = bareEnd(s, v)
 	if end < len(s) && (s[end] == ' ' || s[end] == '\t') && isScheme(s[v:end]) {
@@ -241,6 +274,102 @@ func valueSpan(s string, v int, header bool) (start, end int) {
 		}
 	}
 	return v, end
+}
+
+const pemBegin, pemEndLine, pemDashes = "-----BEGIN ", "-----END ", "-----"
+
+// pemEnd returns the end of the PEM block starting at i: after the dashes
+// of its END line, or the end of s.
+func pemEnd(s string, i int) int {
+	e := strings.Index(s[i:], pemEndLine)
+	if e < 0 {
+		return len(s)
+	}
+	e += i + len(pemEndLine)
+	d := strings.Index(s[e:], pemDashes)
+	if d < 0 {
+		return len(s)
+	}
+	return e + d + len(pemDashes)
+}
+
+// goLiteral returns where the elements of a Go composite literal of a
+// slice type at i begin (after "[]T{"), as %#v writes them; i if there is
+// none.
+func goLiteral(s string, i int) int {
+	if !strings.HasPrefix(s[i:], "[]") {
+		return i
+	}
+	for j := i + 2; j < len(s); j++ {
+		switch c := s[j]; {
+		case c == '{':
+			return j + 1
+		case isSchemeChar(c), c == '_', c == '.', c == '*', c == '[', c == ']':
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func closer(c byte) byte {
+	switch c {
+	case '[':
+		return ']'
+	case '<':
+		return '>'
+	}
+	return ')'
+}
+
+// balancedEnd returns where the bracketed text starting at i (after its
+// opening bracket open) ends: at the matching close, skipping quoted
+// strings; or at the end of s.
+func balancedEnd(s string, i int, open, close byte) int {
+	depth := 1
+	for i < len(s) {
+		switch c := s[i]; c {
+		case open:
+			depth++
+		case close:
+			if depth--; depth == 0 {
+				return i
+			}
+		case '"':
+			if i == 0 || s[i-1] != '\\' {
+				i = quotedEnd(s, i+1, c, false)
+			}
+		}
+		i++
+	}
+	return len(s)
+}
+
+// isEscapeRun reports whether n backslashes before a quote are how a
+// quote is written inside quoted text (1, 3, 7, ...: each level of
+// quoting doubles the backslashes and adds one).
+func isEscapeRun(n int) bool { return n > 0 && (n+1)&n == 0 }
+
+// quotedEndN returns where the quoted text starting at i ends, its quote
+// q written with n backslashes before it (n is 0 or an isEscapeRun): at
+// the first backslash of the closing quote, or at the end of s. A quote
+// closes when the run of r backslashes before it is n modulo 2(n+1); a
+// run one level deeper, 2n+1, is a quote inside the value.
+func quotedEndN(s string, i int, q byte, n int) int {
+	start := i
+	for ; i < len(s); i++ {
+		if s[i] != q {
+			continue
+		}
+		r := 0
+		for i-r-1 >= start && s[i-r-1] == '\\' {
+			r++
+		}
+		if r%(2*(n+1)) == n {
+			return i - n
+		}
+	}
+	return len(s)
 }
 
 // bareEnd returns the end of an unquoted value starting at i.

@@ -117,6 +117,12 @@ var scrubTemplates = []struct {
 	{`Post "http://nacos:%s@10.0.0.1:8848/nacos": refused`, urlPassword},
 	{"etcd://root:%s@host:2379 next", urlPassword},
 	{"dsn root:%s@tcp(db:3306)/x", urlPassword},
+	{"[mysql] root:%s@/orders", urlPassword},
+	{`{"Cookie":["a=1",%s],"Accept":["*/*"]}`, jsonQuote},
+	{`metadata.MD{"authorization":[]string{%s}}`, strconv.Quote},
+	{"map[x-api-key:[%s k2] user:[n]]", bare},
+	{`{"password":{"value":%s},"user":"n"}`, jsonQuote},
+	{"body %s", func(s string) string { return strconv.Quote(strconv.Quote(`{"password":` + jsonQuote(s) + `}`)) }},
 }
 
 func keep(s string, drop string) string {

@@ -168,8 +168,8 @@ tr.retrying{background:#ffebe9}tr.held{background:#fbefff}tr.pending{background:
 {{range .Failback}}
 <section class="failback" data-name="{{.Name}}">
 <h2>Failback queue: {{.Name}}</h2>
-<table class="fb"><thead><tr><th>queued</th><th>in flight</th><th>offered</th><th>retried</th><th>succeeded</th><th>gave up</th><th>dropped</th></tr></thead><tbody>
-<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td>{{$any := false}}{{range $r, $n := .Dropped}}{{if $n}}{{$any = true}}{{$r}}: {{$n}} {{end}}{{end}}{{if not $any}}0{{end}}</td></tr>
+<table class="fb"><thead><tr><th>queued</th><th>in flight</th><th>offered</th><th>retried</th><th>succeeded</th><th>gave up</th><th>throttled</th><th>quarantined</th><th>dropped</th></tr></thead><tbody>
+<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td class="n">{{.Throttled}}</td><td class="n">{{.Quarantined}}</td><td>{{$any := false}}{{range $r, $n := .Dropped}}{{if $n}}{{$any = true}}{{$r}}: {{$n}} {{end}}{{end}}{{if not $any}}0{{end}}</td></tr>
 </tbody></table>
 </section>
 {{end}}

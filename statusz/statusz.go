@@ -295,6 +295,11 @@ type FailbackPage struct {
 	Succeeded uint64            `json:"succeeded"`
 	GaveUp    uint64            `json:"gave_up"`
 	Dropped   map[string]uint64 `json:"dropped"`
+	// Throttled and Quarantined are failback.Stats.Throttled (retries
+	// the adaptive throttle refused) and Stats.Quarantined (stored calls
+	// set aside at load).
+	Throttled   uint64 `json:"throttled"`
+	Quarantined uint64 `json:"quarantined"`
 }
 
 // states is subscriber.States in the page's order, stuck first (see rank).
@@ -412,7 +417,8 @@ func (h *Handler) snapshot(q query) Page {
 	for _, nf := range h.fbs {
 		st := nf.src.Stats()
 		fp := FailbackPage{Name: nf.name, Queued: st.Queued, InFlight: st.InFlight, Offered: st.Offered,
-			Retried: st.Retried, Succeeded: st.Succeeded, GaveUp: st.GaveUp, Dropped: map[string]uint64{}}
+			Retried: st.Retried, Succeeded: st.Succeeded, GaveUp: st.GaveUp, Dropped: map[string]uint64{},
+			Throttled: st.Throttled, Quarantined: st.Quarantined}
 		for r, n := range st.Dropped {
 			fp.Dropped[string(r)] = n
 		}

@@ -491,8 +491,8 @@ func (s *Store) closedErr(err error) error {
 // the file. It is idempotent; methods called after it return ErrClosed.
 // If bbolt panicked in a commit (damage Open could not see), that panic
 // was recovered: the commit's callers, and every later call, got an error
-// wrapping ErrDamaged, and Close returns it without closing the file (bbolt
-// could wait for ever), which the process's exit releases.
+// wrapping ErrDamaged, and Close returns it (every time) without closing
+// the file (bbolt could wait for ever), which the process's exit releases.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	first := !s.closed
@@ -500,7 +500,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if !first {
 		<-s.stopped
-		return nil
+		return s.brokenErr() // a broken Store says so every time
 	}
 	close(s.done)
 	<-s.stopped

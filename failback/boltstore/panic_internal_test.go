@@ -59,3 +59,25 @@ func TestPanicInCommitBreaksTheStore(t *testing.T) {
 }
 
 func errContains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// Close of a broken Store returned its ErrDamaged once, and nil from then
+// on, as if a later Close had closed the file: every Close says the same.
+func TestCloseOfABrokenStoreAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "calls.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.commitPanic = func() { panic("assertion failed") }
+	if _, err := s.Add(failback.StoredCall{Method: "m"}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Add = %v; want ErrDamaged", err)
+	}
+	for i := range 2 {
+		if err := s.Close(); !errors.Is(err, ErrDamaged) {
+			t.Errorf("Close #%d = %v; want ErrDamaged", i+1, err)
+		}
+	}
+	if err := s.db.Close(); err != nil { // the panic rolled back: the file can be closed here
+		t.Fatal(err)
+	}
+}
