@@ -66,6 +66,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/rebound-go/rebound/examples/internal/table"
 	"io"
 	"os"
 	"strings"
@@ -230,25 +231,7 @@ func printTable(w io.Writer, r *result) {
 			}
 		}
 	}
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for j, c := range row {
-			widths[j] = max(widths[j], len(c))
-		}
-	}
-	for _, row := range rows {
-		var b strings.Builder
-		for j, c := range row {
-			if j > 0 {
-				b.WriteString("  ")
-			}
-			b.WriteString(c)
-			if j < len(row)-1 {
-				b.WriteString(strings.Repeat(" ", widths[j]-len(c)))
-			}
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
+	table.Print(w, rows)
 	for _, n := range r.notes {
 		fmt.Fprintln(w, "note:", n)
 	}

@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/rebound-go/rebound/examples/internal/table"
 	"io"
 	"net"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -325,19 +325,7 @@ func printRolling(w io.Writer, cfg rollingConfig, rs []*rollingResult) {
 		}
 		return fmt.Sprintf("mean %v, max %v", (sum / time.Duration(len(r.stopTime))).Round(time.Millisecond), max.Round(time.Millisecond))
 	})
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			widths[i] = max(widths[i], len(c))
-		}
-	}
-	for _, row := range rows {
-		var b strings.Builder
-		for i, c := range row {
-			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
-		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-	}
+	table.Print(w, rows)
 }
 
 func maxDur(a, b time.Duration) time.Duration {

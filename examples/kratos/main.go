@@ -29,6 +29,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/rebound-go/rebound/examples/internal/table"
 	"io"
 	"os"
 	"strings"
@@ -102,22 +103,7 @@ func printTable(w io.Writer, r *result) {
 		}
 		return "0"
 	})
-	widths := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for j, c := range row {
-			widths[j] = max(widths[j], len(c))
-		}
-	}
-	for _, row := range rows {
-		var b strings.Builder
-		for j, c := range row {
-			b.WriteString(c)
-			if j < len(row)-1 {
-				b.WriteString(strings.Repeat(" ", widths[j]-len(c)+2))
-			}
-		}
-		fmt.Fprintln(w, b.String())
-	}
+	table.Print(w, rows)
 	names := [numPhases]string{"start", "new provider", "restart", "App.Stop"}
 	for _, f := range r.fleets {
 		for ph, e := range f.firstErr {
