@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
@@ -104,8 +105,14 @@ func TestBrowser(t *testing.T) {
 	})
 
 	// A failback invoker whose only provider refuses: its calls wait in
-	// the queue.
-	fb, err := failback.New(cluster.NewStaticDirectory(refusing{}),
+	// the queue, and the provider's breaker is open.
+	bdir, err := cluster.NewBreakerDirectory(cluster.NewStaticDirectory(refusing{}),
+		cluster.WithConsecutiveFailures(1), cluster.WithMaxEjected(1), cluster.WithOpenTimeout(time.Hour),
+		cluster.WithBreakerClassifier(failback.DefaultRetryable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := failback.New(bdir,
 		failback.WithPolicy(rebound.Policy{Initial: time.Hour, Max: time.Hour}))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +124,13 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
-	h, err := statusz.New(statusz.WithSubscriptions("nacos", m), statusz.WithFailback("notify", fb))
+	// A target name as hostile registry data could hold it.
+	const hostile = `<img src=x onerror="document.title='owned'">:80`
+	xss := fakeBreakers{{Target: hostile, State: gobreaker.StateOpen, Since: time.Now().Add(-time.Minute),
+		Until: time.Now().Add(time.Minute), Ejected: true}}
+
+	h, err := statusz.New(statusz.WithSubscriptions("nacos", m), statusz.WithFailback("notify", fb),
+		statusz.WithBreakers("notify", bdir), statusz.WithBreakers("hostile", xss))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +182,13 @@ func TestBrowser(t *testing.T) {
 	registry := text(`span.badge`)
 	queued := text(`section.failback table.fb tbody td:first-child`)
 	lastDelivery := text(`table.subs tbody tr:last-child td:nth-child(8)`)
+	openTarget := text(`section.failback table.breakers tbody tr:first-child td.key`)
+	openSelection := text(`section.failback table.breakers tbody tr:first-child td:nth-child(6)`)
+	hostileTarget := text(`section.breakers table.breakers tbody tr:first-child td.key`)
+	injected, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("section.breakers img, section.breakers script").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rows, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("table.subs tbody tr").length`))
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +211,12 @@ func TestBrowser(t *testing.T) {
 	}
 	if queued != "3" {
 		t.Errorf("failback queue shows %q, want 3", queued)
+	}
+	if openTarget != "10.0.0.9:20880" || openSelection != "ejected" {
+		t.Errorf("failback section's open breaker: %q %q, want 10.0.0.9:20880 ejected", openTarget, openSelection)
+	}
+	if hostileTarget != hostile || injected != 0 {
+		t.Errorf("hostile target shown as %q with %d injected elements, want the text as is and none", hostileTarget, injected)
 	}
 	if registry != "connected" {
 		t.Errorf("registry badge %q, want connected", registry)

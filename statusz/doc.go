@@ -12,6 +12,20 @@
 // WithRegistrations (statusz.Registrations{reg1, reg2}: registry, key,
 // instance, state, registrations, repairs, attempts, last error; those not
 // registered first).
+//
+// WithBreakers lists the circuit breakers that are not closed of a
+// *cluster.BreakerDirectory (any BreakerSource): target, state (open or
+// half-open), since when and for how long, when an open one next lets a
+// probe through, and whether its target is ejected (out of selection) or,
+// beyond the directory's ejection share (cluster.WithMaxEjected), "over
+// the share, still called"; the longest open first. Give it the name of
+// the WithFailback section whose invoker calls through the directory and
+// the breakers are listed there, beside the invoker's Stats.BreakerWaits
+// (retries that waited for a breaker instead of being attempted); under
+// another name they get a section of their own. In JSON they are
+// FailbackPage.Breakers (absent without a source, [] with none open) and
+// Page.Breakers. Targets are registry data: the page escapes them (as
+// everything it shows) and passes them through logging.Scrub.
 // Every state of subscriber.States is counted, filtered on and shown,
 // including a held empty list (subscriber.StateHeld: since, until and
 // why). Stuck subscriptions come first: retrying, held, pending, stopped,
@@ -33,6 +47,7 @@
 //		statusz.WithSubscriptions("nacos", manager),
 //		statusz.WithRegistrations("providers", statusz.Registrations{reg}),
 //		statusz.WithFailback("notify", invoker),
+//		statusz.WithBreakers("notify", breakers), // the invoker's *cluster.BreakerDirectory
 //	)
 //	if err != nil { ... }
 //	mux.Handle("/debug/rebound", h)

@@ -109,7 +109,13 @@ var funcs = template.FuncMap{
 		}
 		return now.Sub(t).Round(time.Second).String() + " ago"
 	},
-	"add":    func(a, b int) int { return a + b },
+	"add": func(a, b int) int { return a + b },
+	// given reports whether a failback section has a breaker source (an
+	// empty list is one with no open breaker).
+	"given": func(rows []BreakerRow) bool { return rows != nil },
+	"breakers": func(now time.Time, rows []BreakerRow) breakerTable {
+		return breakerTable{now, rows}
+	},
 	"states": stateNames,
 }
 
@@ -124,7 +130,7 @@ h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.15em;margin:1.4em 0 .4em}
 .muted{color:#57606a}table{border-collapse:collapse;width:100%;margin:.4em 0}
 th,td{border-bottom:1px solid #d0d7de;padding:.25em .5em;text-align:left;vertical-align:top}
 th{background:#f6f8fa;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
-tr.retrying{background:#ffebe9}tr.held{background:#fbefff}tr.pending{background:#fff8c5}tr.stopped{background:#eaeef2;color:#57606a}
+tr.retrying,tr.open{background:#ffebe9}tr.half-open{background:#fff8c5}h3{font-size:1em;margin:.8em 0 .2em}tr.held{background:#fbefff}tr.pending{background:#fff8c5}tr.stopped{background:#eaeef2;color:#57606a}
 .badge{display:inline-block;padding:.05em .6em;border-radius:1em;font-weight:600}
 .connected{background:#dafbe1;color:#116329}.disconnected{background:#ffebe9;color:#a40e26}.unknown{background:#eaeef2}
 .err{font-family:ui-monospace,monospace;font-size:.9em;word-break:break-word;max-width:40em}
@@ -168,11 +174,31 @@ tr.retrying{background:#ffebe9}tr.held{background:#fbefff}tr.pending{background:
 {{range .Failback}}
 <section class="failback" data-name="{{.Name}}">
 <h2>Failback queue: {{.Name}}</h2>
-<table class="fb"><thead><tr><th>queued</th><th>in flight</th><th>offered</th><th>retried</th><th>succeeded</th><th>gave up</th><th>throttled</th><th>quarantined</th><th>dropped</th></tr></thead><tbody>
-<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td class="n">{{.Throttled}}</td><td class="n">{{.Quarantined}}</td><td>{{$any := false}}{{range $r, $n := .Dropped}}{{if $n}}{{$any = true}}{{$r}}: {{$n}} {{end}}{{end}}{{if not $any}}0{{end}}</td></tr>
+<table class="fb"><thead><tr><th>queued</th><th>in flight</th><th>offered</th><th>retried</th><th>succeeded</th><th>gave up</th><th>throttled</th><th>quarantined</th><th>dropped</th><th title="retries that waited for a circuit breaker instead of being attempted">breaker waits</th></tr></thead><tbody>
+<tr><td class="n">{{.Queued}}</td><td class="n">{{.InFlight}}</td><td class="n">{{.Offered}}</td><td class="n">{{.Retried}}</td><td class="n">{{.Succeeded}}</td><td class="n">{{.GaveUp}}</td><td class="n">{{.Throttled}}</td><td class="n">{{.Quarantined}}</td><td>{{$any := false}}{{range $r, $n := .Dropped}}{{if $n}}{{$any = true}}{{$r}}: {{$n}} {{end}}{{end}}{{if not $any}}0{{end}}</td><td class="n breaker-waits">{{.BreakerWaits}}</td></tr>
 </tbody></table>
+{{if given .Breakers}}{{template "breakers" (breakers $.Generated .Breakers)}}{{end}}
 </section>
 {{end}}
-{{if and (not .Managers) (not .Failback) (not .Registrations)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
+{{range .Breakers}}
+<section class="breakers" data-name="{{.Name}}">
+<h2>Circuit breakers: {{.Name}}</h2>
+{{template "breakers" (breakers $.Generated .Breakers)}}
+</section>
+{{end}}
+{{if and (not .Managers) (not .Failback) (not .Registrations) (not .Breakers)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
 </body></html>
 `))
+
+// breakersTmpl is the table of a breaker source's open breakers.
+var _ = template.Must(page.New("breakers").Parse(`<h3>Open circuit breakers ({{len .Rows}})</h3>
+<table class="breakers"><thead><tr><th>target</th><th>state</th><th>since</th><th>for</th><th>next probe</th><th>selection</th></tr></thead><tbody>
+{{range .Rows}}<tr class="{{if .Open}}open{{else}}half-open{{end}}"><td class="key">{{.Target}}</td><td>{{.State}}</td><td>{{ts .Since}}</td><td>{{age .Age}}</td><td>{{if .Open}}{{ts .Until}}{{with .ProbeIn}} <span class="muted">in {{age .}}</span>{{else}} <span class="muted">due</span>{{end}}{{else}}<span class="muted">probing</span>{{end}}</td><td>{{if .Ejected}}ejected{{else if .Open}}<span class="over">over the share, still called</span>{{else}}listed for a probe{{end}}</td></tr>
+{{else}}<tr><td colspan="6" class="muted">no open breaker</td></tr>{{end}}
+</tbody></table>
+`))
+
+type breakerTable struct {
+	Generated time.Time
+	Rows      []BreakerRow
+}

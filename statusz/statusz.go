@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/failback"
 	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
@@ -43,6 +46,12 @@ type StatsSource interface {
 // (a slice of subscriber.Registration) is one.
 type RegistrationSource interface {
 	RegistrationStatus() []subscriber.RegistrationStatus
+}
+
+// A BreakerSource lists the circuit breakers that are not closed (open or
+// half-open): *cluster.BreakerDirectory is one.
+type BreakerSource interface {
+	Open() []cluster.BreakerStatus
 }
 
 // Registrations is a RegistrationSource over a fixed set of
@@ -109,6 +118,34 @@ func WithRegistrations(name string, src RegistrationSource) Option {
 	})
 }
 
+// WithBreakers adds the open (and half-open) circuit breakers of src (for
+// example the *cluster.BreakerDirectory a failback invoker calls through)
+// under name: each one's target, state, since when and for how long, when
+// it next lets a probe through, and whether its target is out of selection
+// ("ejected") or over the ejection share and still called. When name is
+// also the name of a WithFailback section (in either order), the breakers
+// are listed in that section, beside the invoker's Stats.BreakerWaits;
+// otherwise they get a section of their own. Names must otherwise be
+// unique and not empty; src must not be nil, nor a nil pointer.
+func WithBreakers(name string, src BreakerSource) Option {
+	return optionFunc(func(h *Handler) error {
+		const fn = "statusz.WithBreakers"
+		switch {
+		case isNil(src):
+			return &rebound.ArgumentError{Func: fn, Arg: "src", Reason: "must not be nil", Err: rebound.ErrInvalidArgument}
+		case strings.TrimSpace(name) == "":
+			return &rebound.ArgumentError{Func: fn, Arg: "name", Reason: "must not be empty", Err: rebound.ErrInvalidArgument}
+		}
+		for _, nb := range h.brks {
+			if nb.name == name {
+				return &rebound.ArgumentError{Func: fn, Arg: "name", Reason: fmt.Sprintf("%q is used twice", name), Err: rebound.ErrInvalidArgument}
+			}
+		}
+		h.brks = append(h.brks, namedBreakers{name, src})
+		return nil
+	})
+}
+
 // WithPageSize sets how many subscriptions an HTML page shows (default
 // DefaultPageSize); it must be at least 1.
 func WithPageSize(n int) Option {
@@ -131,6 +168,11 @@ type namedStats struct {
 	src  StatsSource
 }
 
+type namedBreakers struct {
+	name string
+	src  BreakerSource
+}
+
 type namedRegs struct {
 	name string
 	src  RegistrationSource
@@ -143,6 +185,7 @@ type Handler struct {
 	subs     []namedSubs
 	fbs      []namedStats
 	regs     []namedRegs
+	brks     []namedBreakers
 	names    map[string]bool
 	pageSize int
 	now      func() time.Time
@@ -177,6 +220,22 @@ func New(opts ...Option) (*Handler, error) {
 		if err := o.apply(h); err != nil {
 			return nil, err
 		}
+	}
+	// A breaker source goes in the failback section of its name, or gets
+	// a section of its own under a name no other section uses.
+	fbNames := map[string]bool{}
+	for _, nf := range h.fbs {
+		fbNames[nf.name] = true
+	}
+	for _, nb := range h.brks {
+		if fbNames[nb.name] {
+			continue
+		}
+		if h.names[nb.name] {
+			return nil, &rebound.ArgumentError{Func: "statusz.WithBreakers", Arg: "name",
+				Reason: fmt.Sprintf("%q is used twice (only a WithFailback section may share a name with WithBreakers)", nb.name), Err: rebound.ErrInvalidArgument}
+		}
+		h.names[nb.name] = true
 	}
 	return h, nil
 }
@@ -215,7 +274,53 @@ type Page struct {
 	Managers      []ManagerPage      `json:"managers"`
 	Registrations []RegistrationPage `json:"registrations"`
 	Failback      []FailbackPage     `json:"failback"`
+	// Breakers has the WithBreakers sources whose name is not a failback
+	// section's (those are in FailbackPage.Breakers).
+	Breakers []BreakerPage `json:"breakers"`
 }
+
+// BreakerPage is a WithBreakers source of its own section.
+type BreakerPage struct {
+	Name     string       `json:"name"`
+	Breakers []BreakerRow `json:"breakers"`
+}
+
+// BreakerRow is one breaker that is not closed: cluster.BreakerStatus.
+// Rows are ordered the longest open first, then by target.
+type BreakerRow struct {
+	Target string `json:"target"`
+	// State is gobreaker's name of the state: "open" or "half-open".
+	State string    `json:"state"`
+	Since time.Time `json:"since,omitzero"`
+	// Until is when an open breaker lets a probe through; absent for a
+	// half-open one.
+	Until time.Time `json:"until,omitzero"`
+	// Ejected reports whether the target is out of selection; an open
+	// breaker over the ejection share is not (its target is still
+	// called).
+	Ejected bool `json:"ejected"`
+	// The counts are gobreaker's in the current state: it resets them at
+	// each change, so they are zero while open and count the probes while
+	// half-open.
+	Requests             uint32 `json:"requests"`
+	TotalSuccesses       uint32 `json:"total_successes"`
+	TotalFailures        uint32 `json:"total_failures"`
+	ConsecutiveSuccesses uint32 `json:"consecutive_successes"`
+	ConsecutiveFailures  uint32 `json:"consecutive_failures"`
+
+	age, probeIn time.Duration
+}
+
+// Age is how long the breaker has been in its state when the page was
+// generated.
+func (r BreakerRow) Age() time.Duration { return r.age }
+
+// ProbeIn is how long until an open breaker lets a probe through, when
+// the page was generated (0 for half-open, or when it is due).
+func (r BreakerRow) ProbeIn() time.Duration { return r.probeIn }
+
+// Open reports whether the breaker is open (not half-open).
+func (r BreakerRow) Open() bool { return r.State == gobreaker.StateOpen.String() }
 
 // RegistrationPage is one registration source (WithRegistrations).
 type RegistrationPage struct {
@@ -300,6 +405,12 @@ type FailbackPage struct {
 	// set aside at load).
 	Throttled   uint64 `json:"throttled"`
 	Quarantined uint64 `json:"quarantined"`
+	// BreakerWaits is Stats.BreakerWaits: retries that waited for a
+	// circuit breaker instead of being attempted.
+	BreakerWaits uint64 `json:"breaker_waits"`
+	// Breakers lists the open breakers of the WithBreakers source of the
+	// same name; absent without one, [] when none is open.
+	Breakers []BreakerRow `json:"breakers,omitzero"`
 }
 
 // states is subscriber.States in the page's order, stuck first (see rank).
@@ -407,7 +518,8 @@ func (q query) match(st subscriber.Status, key string) bool {
 // through ServeHTTP only.
 func (h *Handler) snapshot(q query) Page {
 	now := h.now()
-	p := Page{Generated: now, Managers: []ManagerPage{}, Registrations: []RegistrationPage{}, Failback: []FailbackPage{}}
+	p := Page{Generated: now, Managers: []ManagerPage{}, Registrations: []RegistrationPage{}, Failback: []FailbackPage{},
+		Breakers: []BreakerPage{}}
 	for _, ns := range h.subs {
 		p.Managers = append(p.Managers, h.managerPage(ns, q, now))
 	}
@@ -418,13 +530,52 @@ func (h *Handler) snapshot(q query) Page {
 		st := nf.src.Stats()
 		fp := FailbackPage{Name: nf.name, Queued: st.Queued, InFlight: st.InFlight, Offered: st.Offered,
 			Retried: st.Retried, Succeeded: st.Succeeded, GaveUp: st.GaveUp, Dropped: map[string]uint64{},
-			Throttled: st.Throttled, Quarantined: st.Quarantined}
+			Throttled: st.Throttled, Quarantined: st.Quarantined, BreakerWaits: st.BreakerWaits}
 		for r, n := range st.Dropped {
 			fp.Dropped[string(r)] = n
 		}
+		for _, nb := range h.brks {
+			if nb.name == nf.name {
+				fp.Breakers = breakerRows(nb.src, now)
+			}
+		}
 		p.Failback = append(p.Failback, fp)
 	}
+	for _, nb := range h.brks {
+		if !slices.ContainsFunc(h.fbs, func(nf namedStats) bool { return nf.name == nb.name }) {
+			p.Breakers = append(p.Breakers, BreakerPage{Name: nb.name, Breakers: breakerRows(nb.src, now)})
+		}
+	}
 	return p
+}
+
+// breakerRows lists src's breakers that are not closed (a source that
+// returns closed ones too has them left out), the longest open first.
+// Targets are registry data: they pass through logging.Scrub like error
+// texts (an address with credentials in it), and the template escapes
+// them.
+func breakerRows(src BreakerSource, now time.Time) []BreakerRow {
+	all := src.Open()
+	rows := make([]BreakerRow, 0, len(all))
+	for _, s := range all {
+		if s.State == gobreaker.StateClosed {
+			continue
+		}
+		r := BreakerRow{Target: logging.Scrub(s.Target), State: s.State.String(), Since: s.Since, Until: s.Until, Ejected: s.Ejected,
+			Requests: s.Counts.Requests, TotalSuccesses: s.Counts.TotalSuccesses, TotalFailures: s.Counts.TotalFailures,
+			ConsecutiveSuccesses: s.Counts.ConsecutiveSuccesses, ConsecutiveFailures: s.Counts.ConsecutiveFailures}
+		if !s.Since.IsZero() {
+			r.age = now.Sub(s.Since)
+		}
+		if !s.Until.IsZero() {
+			r.probeIn = max(0, s.Until.Sub(now))
+		}
+		rows = append(rows, r)
+	}
+	slices.SortStableFunc(rows, func(a, b BreakerRow) int {
+		return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Target, b.Target))
+	})
+	return rows
 }
 
 // registrationPage lists a source's registrations, those not registered
