@@ -74,6 +74,12 @@ func TestStory(t *testing.T) {
 		if err := dir.WaitReady(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Both subscriptions have their first list before the outage (audit's
+		// could still be on its way when notify's arrived).
+		synctest.Wait()
+		if got := auditLists.addrs(); len(got) != 1 || len(got[0]) != 1 {
+			t.Fatalf("before the outage audit's listener got %v, want its provider", got)
+		}
 		fb, err = failback.New(dir) // the default: 3 retries, 5 to 60 s apart
 		if err != nil {
 			t.Fatal(err)
