@@ -442,15 +442,20 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 		admitted = make(map[*breakerMember]bool, len(inner))
 		ejected  []cand
 		listed   int
+		use      = make([]*breakerMember, len(inner)) // the member of each listed entry; nil for a nil or duplicate one
+		seen     = make(map[string]bool, len(inner))
 	)
-	for _, iv := range inner {
+	for i, iv := range inner {
 		if iv == nil {
 			continue
 		}
-		m := d.members[iv.Target()]
-		if m == nil || !sameInvoker(m.inv, iv) { // a duplicate target: the first one counts
+		tg := iv.Target()
+		m := d.members[tg]
+		if m == nil || seen[tg] { // a duplicate target: the first one counts (as in syncMembers)
 			continue
 		}
+		seen[tg] = true
+		use[i] = m
 		listed++
 		b := m.b
 		st := gobreaker.State(b.state.Load())
@@ -494,12 +499,8 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 			until = u
 		}
 	}
-	for _, iv := range inner {
-		if iv == nil {
-			continue
-		}
-		m := d.members[iv.Target()]
-		if m == nil || !sameInvoker(m.inv, iv) {
+	for _, m := range use {
+		if m == nil {
 			continue
 		}
 		switch {
@@ -770,17 +771,21 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (any, err
 	return nil, &BreakerOpenError{Target: b.target, Until: until, Err: err}
 }
 
-// sameInvoker reports whether a and b are the same invoker; invokers of a
-// type that cannot be compared are the same only if both are that type
-// (they are told apart by Target).
-func sameInvoker(a, b Invoker) bool {
+// sameInvoker reports whether a and b are the same invoker. Invokers that
+// cannot be compared (a type that is not comparable, or a comparable type
+// whose == panics, such as an interface field holding a slice) are never
+// the same: the member then takes the new invoker and keeps its breaker,
+// so calls reach what the inner directory lists now.
+func sameInvoker(a, b Invoker) (same bool) {
 	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
+	if ta != tb || !ta.Comparable() {
 		return false
 	}
-	if !ta.Comparable() {
-		return true
-	}
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
 	return a == b
 }
 
