@@ -5,6 +5,8 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/rebound-go/rebound/subscriber"
@@ -46,14 +48,14 @@ type Registry struct {
 	mu       sync.Mutex
 	down     bool
 	closed   bool
-	services map[string][]subscriber.Instance // by Key.String()
+	services map[string][]subscriber.Instance // by keyOf
 	sinks    map[subscriber.Sink]string       // acknowledged sinks -> key
 	fail     func(key subscriber.Key) error
 	hook     func(key subscriber.Key)
 	stats    Stats
 	monitors map[*monitor]struct{}
 	redo     map[subscriber.Sink]subscriber.Key // client-side subscriptions, when redo is on
-	version  map[string]uint64                  // by Key.String(): Set calls
+	version  map[string]uint64                  // by keyOf: Set calls
 	pushed   map[subscriber.Sink]uint64         // the version last pushed to a sink
 	lose     map[subscriber.Sink]bool           // sinks that lose the next push (LoseNextPush)
 	redoFn   func(key subscriber.Key) RedoOutcome
@@ -130,7 +132,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 			return err
 		}
 	}
-	ks := key.String()
+	ks := keyOf(key)
 	r.sinks[sink] = ks
 	r.redo[sink] = key
 	r.stats.Acks++
@@ -207,7 +209,7 @@ func (r *Registry) reportLocked(states ...subscriber.ConnState) {
 func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.String()
+	ks := keyOf(key)
 	r.services[ks] = slices.Clone(instances)
 	r.version[ks]++
 	if r.down {
@@ -235,7 +237,7 @@ func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 func (r *Registry) LoseNextPush(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks, n := key.String(), 0
+	ks, n := keyOf(key), 0
 	for sink, k := range r.sinks {
 		if k == ks {
 			r.lose[sink] = true
@@ -301,7 +303,7 @@ func (r *Registry) Forget() {
 func (r *Registry) Break(key subscriber.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.String()
+	ks := keyOf(key)
 	for sink, k := range r.sinks {
 		if k == ks {
 			delete(r.sinks, sink)
@@ -353,7 +355,7 @@ func (r *Registry) Stats() Stats {
 func (r *Registry) Subscribed(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.String()
+	ks := keyOf(key)
 	n := 0
 	for _, k := range r.sinks {
 		if k == ks {
@@ -405,7 +407,7 @@ func (r *Registry) redoAll() {
 		switch out {
 		case RedoConfirm:
 			r.stats.Redos++
-			ks := key.String()
+			ks := keyOf(key)
 			r.sinks[sink] = ks
 			if v, ok := r.pushed[sink]; !ok || v != r.version[ks] {
 				r.pushLocked(sink, ks) // like the SDK: callbacks only for a changed list
@@ -430,7 +432,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 	case r.down:
 		return nil, ErrUnavailable
 	}
-	list := r.services[key.String()]
+	list := r.services[keyOf(key)]
 	out := make([]subscriber.Instance, len(list))
 	for i, in := range list {
 		in.Metadata = maps.Clone(in.Metadata)
@@ -445,3 +447,17 @@ var (
 	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
 	_ subscriber.Reconciler         = (*Registry)(nil)
 )
+
+// keyOf is the Registry's map key for key: its fields, each quoted, the
+// clusters sorted and without repeats. Key.String is not used: different
+// keys can print alike ("a/b/c" is service "a/b/c", or namespace "a",
+// group "b", service "c").
+func keyOf(key subscriber.Key) string {
+	cs := slices.Clone(key.Clusters)
+	slices.Sort(cs)
+	parts := []string{strconv.Quote(key.Namespace), strconv.Quote(key.Group), strconv.Quote(key.Service)}
+	for _, c := range cs {
+		parts = append(parts, strconv.Quote(c))
+	}
+	return strings.Join(parts, " ")
+}
