@@ -140,8 +140,8 @@ func (c *continuation) expire() {
 	c.mu.Lock()
 	c.used = true
 	c.mu.Unlock()
-	//lint:ignore SA2001 a wait for the attempt holding it, not a critical section
 	c.inUse.Lock()
+	//lint:ignore SA2001 a wait for the attempt holding it, not a critical section
 	c.inUse.Unlock()
 }
 
