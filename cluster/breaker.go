@@ -161,9 +161,10 @@ func WithBreakerSettings(factory func(target string) gobreaker.Settings) Breaker
 // open breakers may take out of selection at once, as Envoy's
 // max_ejection_percent: floor(share × targets) (so with 3 targets and the
 // default 0.5, one). When more breakers are open, the ones that opened
-// first stay out and the others are called anyway (if every provider
-// fails, the fault is likely not theirs: keep sending, paced by the
-// caller's budget and throttle); a call through an open breaker is then
+// first (from closed: a half-open breaker keeps its place) stay out and
+// the others are called anyway (if every provider fails, the fault is
+// likely not theirs: keep sending, paced by the caller's budget and
+// throttle); a call through an open breaker is then
 // made without it and not counted. 1 lets every target out: List then
 // returns a *BreakerOpenError when all are open. share must be in (0, 1].
 func WithMaxEjected(share float64) BreakerOption {
@@ -339,6 +340,7 @@ type breakerState struct {
 	state   atomic.Int32 // gobreaker.State, mirrored by onStateChange
 	since   atomic.Int64 // UnixNano
 	until   atomic.Int64 // UnixNano of the end of the open timeout; 0 unless open
+	opened  atomic.Int64 // UnixNano of the last closed -> open change (the outage's start); kept while open or half-open
 	ejected atomic.Bool
 	gone    bool // dropped; guarded by d.evMu
 }
@@ -436,7 +438,7 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	nowNs := now.UnixNano()
 	type cand struct {
 		m     *breakerMember
-		since int64
+		since int64 // when its outage began (the breaker's last closed -> open): the first opened stay out
 	}
 	var (
 		admitted = make(map[*breakerMember]bool, len(inner))
@@ -469,10 +471,10 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 			if c := b.cb.Counts(); c.Requests-min(c.Requests, c.TotalExclusions) < b.maxReq { // gobreaker's own rule
 				admitted[m] = true
 			} else {
-				ejected = append(ejected, cand{m, b.since.Load()})
+				ejected = append(ejected, cand{m, b.opened.Load()})
 			}
 		default:
-			ejected = append(ejected, cand{m, b.since.Load()})
+			ejected = append(ejected, cand{m, b.opened.Load()})
 		}
 	}
 	maxOut := int(math.Floor(d.cfg.share*float64(listed) + 1e-9))
@@ -617,6 +619,9 @@ func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
 	b.since.Store(now.UnixNano())
 	if to == gobreaker.StateOpen {
 		b.until.Store(now.Add(b.timeout).UnixNano())
+		if from == gobreaker.StateClosed {
+			b.opened.Store(now.UnixNano())
+		}
 	} else {
 		b.until.Store(0)
 	}

@@ -2,7 +2,11 @@ package cluster
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // valueInvoker is an Invoker of a type that cannot be compared (it holds a
@@ -73,4 +77,53 @@ func TestBreakerInvokerUncomparableValue(t *testing.T) {
 		}
 		inner.set(panicEqInvoker{target: "a", state: []int{2}})
 	}
+}
+
+// TestBreakerShareKeepsFirstOpenedOut: with more breakers open than the
+// share lets out, the target whose breaker opened first stays out, also
+// while it is half-open with its probe in flight: the probe is its one
+// call, and the traffic beyond the share goes to the target that opened
+// later (before, the half-open one was sorted by when it became half-open
+// and was called anyway, a burst beside its probe).
+func TestBreakerShareKeepsFirstOpenedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := providers(3)
+		ps[0].failing.Store(true)
+		ps[1].failing.Store(true)
+		d, _ := NewBreakerDirectory(static(ps), WithOpenTimeout(time.Second), WithConsecutiveFailures(1))
+		callTarget(t, d, "a", 1) // a opens at 0
+		time.Sleep(500 * time.Millisecond)
+		callTarget(t, d, "b", 1) // b opens at 0.5 s: beyond the share (1 of 3), called anyway
+		if got := strings.Join(listed(t, d), ","); got != "b,c" {
+			t.Fatalf("listed %q, want b,c (a out, b beyond the share)", got)
+		}
+		time.Sleep(700 * time.Millisecond) // a half-open at 1 s
+		ivs, _ := d.List(context.Background(), &Invocation{})
+		if got := strings.Join(targets(ivs), ","); got != "a,c" {
+			t.Fatalf("a half-open: listed %q, want a,c (a's probe, b out)", got)
+		}
+		ps[0].failing.Store(false)
+		ps[0].block = make(chan struct{})
+		release := sync.OnceFunc(func() { close(ps[0].block) })
+		defer release()
+		done := make(chan error, 1)
+		go func() { _, err := ivs[0].Invoke(context.Background(), &Invocation{}); done <- err }()
+		synctest.Wait() // a's probe is in flight
+		before := ps[0].calls.Load()
+		if got := strings.Join(listed(t, d), ","); got != "b,c" {
+			t.Fatalf("during a's probe listed %q, want b,c (a opened first: it stays out)", got)
+		}
+		for _, e := range callTarget(t, d, "a", 3) {
+			if e == nil {
+				t.Errorf("a call reached a beside its probe")
+			}
+		}
+		if n := ps[0].calls.Load() - before; n != 0 {
+			t.Errorf("a reached %d times during its probe, want 0 (one call, not a burst)", n)
+		}
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+	})
 }
