@@ -523,6 +523,9 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	if len(out) == 0 {
 		if until == math.MaxInt64 { // only half-open breakers with their probes out: look again soon
 			until = nowNs + int64(d.probeRecheck())
+			// and answer anew then, so that the Until a caller waits for
+			// is never in the past while a probe takes long
+			v.check = min(v.check, until+1)
 		}
 		v.err = &BreakerOpenError{Until: time.Unix(0, until+1)}
 		v.out = nil

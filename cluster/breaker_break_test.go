@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -125,5 +126,43 @@ func TestBreakerShareKeepsFirstOpenedOut(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("probe: %v", err)
 		}
+	})
+}
+
+// TestBreakerProbeRecheckNotInPast: while every target is half-open with
+// its probe in flight, List's *BreakerOpenError says when to look again;
+// that time stays in the future however long the probe takes (the cached
+// answer kept the first Until, so a failback retry waiting for it found it
+// past and requeued every millisecond until the probe ended).
+func TestBreakerProbeRecheckNotInPast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := providers(1)
+		ps[0].failing.Store(true)
+		d, _ := NewBreakerDirectory(static(ps), WithOpenTimeout(time.Second), WithConsecutiveFailures(1), WithMaxEjected(1))
+		callTarget(t, d, "a", 1)
+		time.Sleep(2 * time.Second) // half-open
+		ivs, err := d.List(context.Background(), &Invocation{})
+		if err != nil || len(ivs) != 1 {
+			t.Fatalf("half-open: %v, %v", ivs, err)
+		}
+		ps[0].block = make(chan struct{})
+		release := sync.OnceFunc(func() { close(ps[0].block) })
+		defer release()
+		done := make(chan error, 1)
+		go func() { _, err := ivs[0].Invoke(context.Background(), &Invocation{}); done <- err }()
+		synctest.Wait() // the probe is in flight
+		for i := range 5 {
+			_, err := d.List(context.Background(), &Invocation{})
+			var boe *BreakerOpenError
+			if !errors.As(err, &boe) {
+				t.Fatalf("List during the probe: %v, want a *BreakerOpenError", err)
+			}
+			if !boe.Until.After(time.Now()) {
+				t.Fatalf("after %d s of probe, List says look again at %v, %v ago", i, boe.Until, time.Since(boe.Until))
+			}
+			time.Sleep(time.Second)
+		}
+		release()
+		<-done
 	})
 }
