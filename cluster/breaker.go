@@ -179,11 +179,12 @@ func WithMaxEjected(share float64) BreakerOption {
 
 // WithConsecutiveFailures sets how many consecutive failures trip a
 // breaker whose Settings have no ReadyToTrip. Default
-// DefaultConsecutiveFailures (5). n must be > 0.
+// DefaultConsecutiveFailures (5). n must be in [1, math.MaxUint32]
+// (gobreaker counts in a uint32).
 func WithConsecutiveFailures(n int) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) {
 		if n <= 0 || n > math.MaxUint32 {
-			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be > 0, got %d", n))
+			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
 			return
 		}
 		c.failures = uint32(n)
