@@ -183,7 +183,7 @@ func WithMaxEjected(share float64) BreakerOption {
 // (gobreaker counts in a uint32).
 func WithConsecutiveFailures(n int) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) {
-		if n <= 0 || n > math.MaxUint32 {
+		if n <= 0 || uint64(n) > math.MaxUint32 { // uint64: an int may be 32 bits
 			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
 			return
 		}
