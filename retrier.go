@@ -2,6 +2,7 @@ package rebound
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -128,9 +129,11 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 			return r.loop(ctx, op, start, nil, &BreakerError{Err: berr})
 		}
 	}
-	err := op(ctx)
+	var err error
 	if done != nil {
-		done(err)
+		err = attemptDone(ctx, op, done)
+	} else {
+		err = op(ctx)
 	}
 	if err == nil {
 		if r.c.throttle != nil {
@@ -205,10 +208,15 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 			}
 			return stop
 		}
-		err = op(ctx)
+		if s.done != nil {
+			done := s.done
+			s.done = nil
+			err = attemptDone(ctx, op, done)
+		} else {
+			err = op(ctx)
+		}
 		if err == nil {
 			s.res = nil
-			s.endAttempt(nil)
 			if c.throttle != nil {
 				c.record(nil, c.now())
 			}
@@ -220,4 +228,25 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 			return nil
 		}
 	}
+}
+
+// errAttemptPanicked is what a Breaker's done receives for an attempt that
+// panicked, as gobreaker's own Execute counts a panic.
+var errAttemptPanicked = errors.New("rebound: the attempt panicked")
+
+// attemptDone makes the attempt op and reports its end to done, also when
+// op panics or exits its goroutine (done gets errAttemptPanicked; the
+// panic goes on): an end never reported would keep a half-open breaker's
+// probe counted for good, refusing every loop that shares it.
+func attemptDone(ctx context.Context, op func(context.Context) error, done func(error)) error {
+	ended := false
+	defer func() {
+		if !ended {
+			done(errAttemptPanicked)
+		}
+	}()
+	err := op(ctx)
+	ended = true
+	done(err)
+	return err
 }

@@ -161,9 +161,10 @@ func WithBreakerSettings(factory func(target string) gobreaker.Settings) Breaker
 // open breakers may take out of selection at once, as Envoy's
 // max_ejection_percent: floor(share × targets) (so with 3 targets and the
 // default 0.5, one). When more breakers are open, the ones that opened
-// first stay out and the others are called anyway (if every provider
-// fails, the fault is likely not theirs: keep sending, paced by the
-// caller's budget and throttle); a call through an open breaker is then
+// first (from closed: a half-open breaker keeps its place) stay out and
+// the others are called anyway (if every provider fails, the fault is
+// likely not theirs: keep sending, paced by the caller's budget and
+// throttle); a call through an open breaker is then
 // made without it and not counted. 1 lets every target out: List then
 // returns a *BreakerOpenError when all are open. share must be in (0, 1].
 func WithMaxEjected(share float64) BreakerOption {
@@ -178,11 +179,12 @@ func WithMaxEjected(share float64) BreakerOption {
 
 // WithConsecutiveFailures sets how many consecutive failures trip a
 // breaker whose Settings have no ReadyToTrip. Default
-// DefaultConsecutiveFailures (5). n must be > 0.
+// DefaultConsecutiveFailures (5). n must be in [1, math.MaxUint32]
+// (gobreaker counts in a uint32).
 func WithConsecutiveFailures(n int) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) {
-		if n <= 0 || n > math.MaxUint32 {
-			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be > 0, got %d", n))
+		if n <= 0 || uint64(n) > math.MaxUint32 { // uint64: an int may be 32 bits
+			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
 			return
 		}
 		c.failures = uint32(n)
@@ -339,6 +341,7 @@ type breakerState struct {
 	state   atomic.Int32 // gobreaker.State, mirrored by onStateChange
 	since   atomic.Int64 // UnixNano
 	until   atomic.Int64 // UnixNano of the end of the open timeout; 0 unless open
+	opened  atomic.Int64 // UnixNano of the last closed -> open change (the outage's start); kept while open or half-open
 	ejected atomic.Bool
 	gone    bool // dropped; guarded by d.evMu
 }
@@ -436,21 +439,26 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	nowNs := now.UnixNano()
 	type cand struct {
 		m     *breakerMember
-		since int64
+		since int64 // when its outage began (the breaker's last closed -> open): the first opened stay out
 	}
 	var (
 		admitted = make(map[*breakerMember]bool, len(inner))
 		ejected  []cand
 		listed   int
+		use      = make([]*breakerMember, len(inner)) // the member of each listed entry; nil for a nil or duplicate one
+		seen     = make(map[string]bool, len(inner))
 	)
-	for _, iv := range inner {
+	for i, iv := range inner {
 		if iv == nil {
 			continue
 		}
-		m := d.members[iv.Target()]
-		if m == nil || !sameInvoker(m.inv, iv) { // a duplicate target: the first one counts
+		tg := iv.Target()
+		m := d.members[tg]
+		if m == nil || seen[tg] { // a duplicate target: the first one counts (as in syncMembers)
 			continue
 		}
+		seen[tg] = true
+		use[i] = m
 		listed++
 		b := m.b
 		st := gobreaker.State(b.state.Load())
@@ -464,10 +472,10 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 			if c := b.cb.Counts(); c.Requests-min(c.Requests, c.TotalExclusions) < b.maxReq { // gobreaker's own rule
 				admitted[m] = true
 			} else {
-				ejected = append(ejected, cand{m, b.since.Load()})
+				ejected = append(ejected, cand{m, b.opened.Load()})
 			}
 		default:
-			ejected = append(ejected, cand{m, b.since.Load()})
+			ejected = append(ejected, cand{m, b.opened.Load()})
 		}
 	}
 	maxOut := int(math.Floor(d.cfg.share*float64(listed) + 1e-9))
@@ -494,12 +502,8 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 			until = u
 		}
 	}
-	for _, iv := range inner {
-		if iv == nil {
-			continue
-		}
-		m := d.members[iv.Target()]
-		if m == nil || !sameInvoker(m.inv, iv) {
+	for _, m := range use {
+		if m == nil {
 			continue
 		}
 		switch {
@@ -520,6 +524,9 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	if len(out) == 0 {
 		if until == math.MaxInt64 { // only half-open breakers with their probes out: look again soon
 			until = nowNs + int64(d.probeRecheck())
+			// and answer anew then, so that the Until a caller waits for
+			// is never in the past while a probe takes long
+			v.check = min(v.check, until+1)
 		}
 		v.err = &BreakerOpenError{Until: time.Unix(0, until+1)}
 		v.out = nil
@@ -616,6 +623,9 @@ func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
 	b.since.Store(now.UnixNano())
 	if to == gobreaker.StateOpen {
 		b.until.Store(now.Add(b.timeout).UnixNano())
+		if from == gobreaker.StateClosed {
+			b.opened.Store(now.UnixNano())
+		}
 	} else {
 		b.until.Store(0)
 	}
@@ -770,17 +780,21 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (any, err
 	return nil, &BreakerOpenError{Target: b.target, Until: until, Err: err}
 }
 
-// sameInvoker reports whether a and b are the same invoker; invokers of a
-// type that cannot be compared are the same only if both are that type
-// (they are told apart by Target).
-func sameInvoker(a, b Invoker) bool {
+// sameInvoker reports whether a and b are the same invoker. Invokers that
+// cannot be compared (a type that is not comparable, or a comparable type
+// whose == panics, such as an interface field holding a slice) are never
+// the same: the member then takes the new invoker and keeps its breaker,
+// so calls reach what the inner directory lists now.
+func sameInvoker(a, b Invoker) (same bool) {
 	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
+	if ta != tb || !ta.Comparable() {
 		return false
 	}
-	if !ta.Comparable() {
-		return true
-	}
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
 	return a == b
 }
 

@@ -59,7 +59,7 @@ func TestClassifyPushbackEveryCode(t *testing.T) {
 		{codes.DeadlineExceeded, md("x"), false, 0},
 		{codes.ResourceExhausted, md("86400001"), true, 86400001 * time.Millisecond},
 		{codes.Unavailable, md("86400001"), true, 86400001 * time.Millisecond},
-		{codes.ResourceExhausted, md(strconv.Itoa(huge)), true, time.Duration(1<<63 - 1).Truncate(time.Millisecond)},
+		{codes.ResourceExhausted, md(strconv.FormatInt(huge, 10)), true, time.Duration(1<<63 - 1).Truncate(time.Millisecond)},
 		{codes.ResourceExhausted, md("99999999999999999999"), true, time.Duration(1<<63 - 1).Truncate(time.Millisecond)},
 		{codes.InvalidArgument, md("100"), false, 0}, // not retryable whatever the trailer
 	} {

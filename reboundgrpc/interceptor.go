@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -102,7 +103,9 @@ type contKey struct{}
 // used once, by the first attempt an Invoker over the same ClientConn
 // makes for the same method.
 type continuation struct {
-	used    atomic.Bool
+	mu      sync.Mutex // guards used
+	used    bool       // taken by an attempt, or expired
+	inUse   sync.Mutex // held by the attempt that took it, until it ends
 	method  string
 	req     any
 	cc      *grpc.ClientConn
@@ -114,10 +117,32 @@ type continuation struct {
 // and was not used yet.
 func firstAttempt(ctx context.Context, cc grpc.ClientConnInterface, method string) *continuation {
 	c, _ := ctx.Value(contKey{}).(*continuation)
-	if c == nil || c.method != method || c.cc == nil || grpc.ClientConnInterface(c.cc) != cc || !c.used.CompareAndSwap(false, true) {
+	if c == nil || c.method != method || c.cc == nil || grpc.ClientConnInterface(c.cc) != cc {
 		return nil
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.used {
+		return nil
+	}
+	c.used = true
+	c.inUse.Lock() // released by done
 	return c
+}
+
+// done ends the use of c that firstAttempt granted.
+func (c *continuation) done() { c.inUse.Unlock() }
+
+// expire makes c unusable once the interceptor returns, and waits for an
+// attempt that took it to end: after that the caller may reuse its
+// message and read its call options' results.
+func (c *continuation) expire() {
+	c.mu.Lock()
+	c.used = true
+	c.mu.Unlock()
+	c.inUse.Lock()
+	//lint:ignore SA2001 a wait for the attempt holding it, not a critical section
+	c.inUse.Unlock()
 }
 
 // UnaryClientInterceptor returns the interceptor (install it with
@@ -136,7 +161,15 @@ func (f *FireAndForget) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 			}
 			arg = w
 		}
-		ctx = context.WithValue(ctx, contKey{}, &continuation{method: method, req: req, cc: cc, invoker: invoker, opts: opts})
+		c := &continuation{method: method, req: req, cc: cc, invoker: invoker, opts: opts}
+		// The continuation is valid only until the interceptor returns: a
+		// retry whose context keeps the caller's values
+		// (failback.WithContextValues) after a first attempt that never
+		// reached the Invoker (the directory listed nothing) must not
+		// continue a chain that has returned, with the caller's message
+		// (which it may reuse) and call options.
+		defer c.expire()
+		ctx = context.WithValue(ctx, contKey{}, c)
 		_, err := ref.q.Invoke(ctx, &cluster.Invocation{Method: method, Args: []any{arg}})
 		return err
 	}

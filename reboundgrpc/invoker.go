@@ -132,6 +132,9 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 			Reason: fmt.Sprintf("must have a Method and Args [request] or [request, reply] (method %q)", methodOf(inv))})
 	}
 	c := firstAttempt(ctx, i.cc, inv.Method)
+	if c != nil {
+		defer c.done()
+	}
 	var req any
 	var err error
 	if c == nil {

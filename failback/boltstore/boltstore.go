@@ -233,7 +233,7 @@ func (s *Store) Add(c failback.StoredCall) (uint64, error) {
 
 // Update implements failback.Store; updating an unknown ID does nothing.
 func (s *Store) Update(id uint64, attempts int, due time.Time) error {
-	return s.submit(op{kind: opUpdate, id: id, attempts: uint32(min(max(attempts, 0), 1<<32-1)), due: due.UnixNano()})
+	return s.submit(op{kind: opUpdate, id: id, attempts: uint32(min(uint64(max(attempts, 0)), 1<<32-1)), due: due.UnixNano()})
 }
 
 // Remove implements failback.Store.
@@ -534,7 +534,7 @@ func encode(c failback.StoredCall) []byte {
 	}
 	b := make([]byte, headerLen, n)
 	b[0] = version
-	binary.BigEndian.PutUint32(b[1:5], uint32(min(max(c.Attempts, 0), 1<<32-1)))
+	binary.BigEndian.PutUint32(b[1:5], uint32(min(uint64(max(c.Attempts, 0)), 1<<32-1)))
 	binary.BigEndian.PutUint64(b[5:13], uint64(c.Due.UnixNano()))
 	binary.BigEndian.PutUint64(b[13:21], uint64(c.Born.UnixNano()))
 	b = appendString(b, c.Method)

@@ -79,5 +79,7 @@ func Values() map[string]map[string][]string {
 		GRPCResolvers:           {},
 		GRPCResolveNow:          {AttrResult: {ResolveRefreshed, ResolveCoalesced}},
 		GRPCRejected:            {},
+		BreakerTargets:          {AttrState: BreakerStateNames[:]},
+		BreakerTransitions:      {AttrState: BreakerStateNames[:]},
 	}
 }

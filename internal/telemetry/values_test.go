@@ -39,9 +39,14 @@ func TestEveryValueIsDocumented(t *testing.T) {
 	if _, err := telemetry.NewGRPC(mp, func() telemetry.GRPCStats { return telemetry.GRPCStats{ResolveNows: 2, Refreshes: 1} }); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := telemetry.NewBreaker(mp, func() telemetry.BreakerCounts {
+		return telemetry.BreakerCounts{States: [3]int64{2, 0, 1}, Transitions: [3]int64{1, 1, 2}}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	snap := telemetrytest.Read(t, reader)
-	if n := telemetrytest.CheckValues(t, snap); n < 20 {
-		t.Errorf("%d data points checked, want at least 20", n)
+	if n := telemetrytest.CheckValues(t, snap); n < 26 {
+		t.Errorf("%d data points checked, want at least 26", n)
 	}
 	for name := range telemetry.Values() {
 		if _, ok := snap.Values[name]; !ok {
