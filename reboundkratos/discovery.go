@@ -61,6 +61,10 @@ type Discovery struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*entry // by name
+	// retired holds the entries replaced after their subscription stopped
+	// for good while watchers still hold them, so that Close stops those
+	// watchers too.
+	retired map[*entry]struct{}
 
 	subscribes, unsubscribes atomic.Uint64
 }
@@ -178,6 +182,12 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 		select {
 		case <-e.sub.Done(): // stopped for good (permanent error): start again
 			d.removeLocked(e)
+			if len(e.watchers) > 0 {
+				if d.retired == nil {
+					d.retired = make(map[*entry]struct{})
+				}
+				d.retired[e] = struct{}{}
+			}
 			e = nil
 		default:
 		}
@@ -399,16 +409,23 @@ func (d *Discovery) Close() error {
 	var ws []*watcher
 	if !d.closed {
 		d.closed = true
-		for _, e := range d.entries {
-			list = append(list, e)
+		stop := func(e *entry) {
 			for w := range e.watchers {
 				w.stopped = true
 				w.queue, w.head = nil, 0
 				ws = append(ws, w)
 			}
 			e.watchers = nil
+		}
+		for _, e := range d.entries {
+			list = append(list, e)
+			stop(e)
 			d.removeLocked(e)
 		}
+		for e := range d.retired {
+			stop(e)
+		}
+		d.retired = nil
 	}
 	d.mu.Unlock()
 	for _, w := range ws {
@@ -515,6 +532,9 @@ func (w *watcher) release() {
 	w.stopped = true
 	w.queue, w.head = nil, 0
 	delete(e.watchers, w)
+	if len(e.watchers) == 0 {
+		delete(d.retired, e)
+	}
 	e.refs--
 	last := e.refs == 0 && !e.removed
 	if last {

@@ -1,0 +1,45 @@
+package reboundkratos_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rebound-go/rebound/reboundkratos"
+)
+
+// TestCloseStopsWatchersOfAStoppedSubscription: a subscription that
+// stopped for good (here: the Manager closed first) is replaced by the
+// next Watch or GetService of its name; Close must still stop the
+// watchers of the old one (their Next returns ErrWatcherStopped), as its
+// doc says of every watcher.
+func TestCloseStopsWatchersOfAStoppedSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStack(t, reboundkratos.FormatNacos)
+		st.reg.Set(orders, nacosInst(9001, "v1"))
+		w, err := st.d.Watch(context.Background(), "orders.grpc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recv(t, nextAsync(w)); got != "[9001]" {
+			t.Fatalf("first Next = %s, want [9001]", got)
+		}
+		_ = st.m.Close()
+		synctest.Wait()
+		if _, err := st.d.Watch(context.Background(), "orders.grpc"); err == nil {
+			t.Fatal("Watch over a closed Manager: nil error")
+		}
+		ch := nextAsync(w)
+		_ = st.d.Close()
+		time.Sleep(time.Second)
+		if got := recv(t, ch); got != "error: "+reboundkratos.ErrWatcherStopped.Error() {
+			t.Fatalf("Next after Discovery.Close = %s, want ErrWatcherStopped", got)
+		}
+		_, err = w.Next()
+		if !errors.Is(err, reboundkratos.ErrWatcherStopped) {
+			t.Fatalf("Next = %v", err)
+		}
+	})
+}
