@@ -1,0 +1,68 @@
+package nacos_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// TestShutdownAfterCloseSparesTheNextRegistration: Close gives the
+// service's slot on the client back, so another Registration of the
+// service may follow on the same client (Nacos then holds the new
+// instance in place of the old one). A Shutdown of the closed
+// Registration must not deregister the new one: Nacos' deregister
+// removes the connection's instance of the service whatever address it
+// names, and the SDK drops its redo entry of the service.
+func TestShutdownAfterCloseSparesTheNextRegistration(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	key := subscriber.Key{Service: "orders"}
+	old := mustRegisterNacos(t, c, key, inst("10.0.0.1", 8080), fastRegister...)
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next := mustRegisterNacos(t, c, key, inst("10.0.0.2", 8080), fastRegister...)
+	if !listed(srv, "orders", "10.0.0.2", 8080) {
+		t.Fatal("the second registration is not listed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown of the closed registration: %v", err)
+	}
+	if !listed(srv, "orders", "10.0.0.2", 8080) {
+		t.Fatalf("Shutdown of the closed registration deregistered the next one (server lists %+v; its state %v)",
+			srv.Instances("", "", "orders"), next.Status().State)
+	}
+}
+
+// TestShutdownAfterCloseLeavesNoQueryConnection: a Shutdown after Close
+// checks the server's list on the client's query connection; the
+// connection must be closed again when it is done (it was left open,
+// with its goroutines, for the life of the process).
+func TestShutdownAfterCloseLeavesNoQueryConnection(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	base := srv.ConnectionCount() // the client's (no query connection yet: no check ran)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if listed(srv, "orders", "10.0.0.1", 8080) {
+		t.Fatal("Shutdown returned nil but the server lists the instance")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.ConnectionCount() > base && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := srv.ConnectionCount(); n > base {
+		t.Fatalf("%d connections after Shutdown, want %d (the query connection was left open)", n, base)
+	}
+}
