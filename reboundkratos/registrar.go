@@ -212,6 +212,15 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 			if handOver() {
 				return fmt.Errorf("reboundkratos: register %s: deregistered while registering: %w", service.Name, err)
 			}
+			r.mu.Lock()
+			closed := r.closed
+			r.mu.Unlock()
+			if closed {
+				for _, g := range done {
+					_ = g.Close()
+				}
+				return ErrClosed
+			}
 			r.shutdown(ctx, service, done)
 			r.mu.Lock()
 			if r.regs[id] == rg {
@@ -346,7 +355,7 @@ func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceIns
 
 // Close stops every Registration without deregistering (the instances
 // leave when the registry drops them) and makes Register return
-// ErrClosed. It is idempotent and returns nil.
+// ErrClosed (a Register in flight too: its attempts end). It is idempotent and returns nil.
 func (r *Registrar) Close() error {
 	r.mu.Lock()
 	var gs []subscriber.Registration
@@ -354,6 +363,9 @@ func (r *Registrar) Close() error {
 		r.closed = true
 		for id, rg := range r.regs {
 			gs = append(gs, rg.units...)
+			if rg.units == nil && rg.cancel != nil {
+				rg.cancel() // a Register in flight: it returns ErrClosed
+			}
 			delete(r.regs, id)
 		}
 	}

@@ -2,6 +2,7 @@ package reboundkratos_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -61,5 +62,36 @@ func TestDeregisterDuringRegisterLeavesNoGhost(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.live) != 0 {
 		t.Fatalf("after Deregister returned %v, still registered: %v (events %v)", derr, f.live, f.events)
+	}
+}
+
+// TestCloseEndsAnInFlightRegister: Close makes Register return ErrClosed,
+// also a Register that is retrying a failing first registration (it kept
+// retrying until its ctx ended).
+func TestCloseEndsAnInFlightRegister(t *testing.T) {
+	f := &fakeRegs{fail: errors.New("registry down")}
+	tried := make(chan struct{}, 1)
+	failing := func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
+		select {
+		case tried <- struct{}{}:
+		default:
+		}
+		return f.register(ctx, key, inst)
+	}
+	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatEtcd, failing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regDone := make(chan error, 1)
+	go func() { regDone <- r.Register(context.Background(), helloworld()) }()
+	<-tried
+	_ = r.Close()
+	select {
+	case err := <-regDone:
+		if !errors.Is(err, reboundkratos.ErrClosed) {
+			t.Fatalf("Register after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Register still retrying 10 s after Close")
 	}
 }
