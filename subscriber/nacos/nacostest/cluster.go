@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
@@ -53,6 +54,11 @@ type Cluster struct {
 	pending map[syncKey]bool         // copies scheduled, not yet made
 	timers  map[*time.Timer]struct{} // every timer not yet fired
 	wg      sync.WaitGroup           // timer functions running
+
+	// seq orders publications across the nodes, so that a node's own
+	// newer publication of an address wins over an older copy from a
+	// peer.
+	seq atomic.Uint64
 }
 
 // syncKey names one client connection of one node.
