@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +64,7 @@ type Registration struct {
 // bounded by ctx and WithAttemptTimeout) and returns its error, if any,
 // with nothing left running: a *subscriber.OpError, or a
 // *rebound.ArgumentError for a bad argument or option (among them an
-// empty inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
+// empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
 // Weight). The put
 // overwrites the key: a new registration takes over an instance key
 // another one holds (see below).
@@ -110,8 +111,8 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if len(key.Clusters) > 0 {
 		return nil, argErr(fn, "key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
 	}
-	if inst.IP == "" {
-		return nil, argErr(fn, "inst.IP", "must not be empty (a zero Instance is not an instance)")
+	if strings.TrimSpace(inst.IP) == "" {
+		return nil, argErr(fn, "inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
 	}
 	if inst.Port == 0 || inst.Port > 65535 {
 		return nil, argErr(fn, "inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))

@@ -211,7 +211,7 @@ type regUpdate struct {
 // Bad input is a *rebound.ArgumentError: a nil ctx; a nil (or typed-nil)
 // client; an empty Service, "@@" in Service or Group, Clusters set (the
 // instance's cluster is inst.Cluster), a Namespace other than the
-// client's; an empty inst.IP (the zero Instance), a Port of 0 or above
+// client's; an empty or blank inst.IP (the zero Instance), a Port of 0 or above
 // 65535, a negative, NaN or infinite Weight; a bad option. A second
 // registration of the same service (Group and Service) from the same
 // client, while the first is not stopped, is a *rebound.ArgumentError
@@ -261,8 +261,8 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		return nil, arg("key", fmt.Sprintf(`must not contain "@@" in Service or Group (Nacos' separator); got %q`, key.String()))
 	case len(key.Clusters) > 0:
 		return nil, arg("key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
-	case inst.IP == "":
-		return nil, arg("inst.IP", "must not be empty (a zero Instance is not an instance)")
+	case strings.TrimSpace(inst.IP) == "":
+		return nil, arg("inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
 	case inst.Port == 0 || inst.Port > math.MaxUint16:
 		return nil, arg("inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
 	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
