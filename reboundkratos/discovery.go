@@ -330,9 +330,13 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	}
 	d.mu.Lock()
 	if e := d.entries[serviceName]; e != nil && e.hasList && e.pinned && !d.closed {
-		list := e.list[:len(e.list):len(e.list)]
-		d.mu.Unlock()
-		return list, nil
+		select {
+		case <-e.sub.Done(): // stopped for good: acquireLocked starts again
+		default:
+			list := e.list[:len(e.list):len(e.list)]
+			d.mu.Unlock()
+			return list, nil
+		}
 	}
 	e, err := d.acquireLocked("GetService", serviceName, true)
 	d.mu.Unlock()

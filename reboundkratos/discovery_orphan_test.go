@@ -43,3 +43,24 @@ func TestCloseStopsWatchersOfAStoppedSubscription(t *testing.T) {
 		}
 	})
 }
+
+// TestGetServiceAfterSubscriptionStopped: GetService answers from memory,
+// but once the name's subscription stopped for good (here: the Manager
+// closed) it returns an error, as its doc says, not the last list as if
+// it were current.
+func TestGetServiceAfterSubscriptionStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStack(t, reboundkratos.FormatNacos)
+		st.reg.Set(orders, nacosInst(9001, "v1"))
+		l, err := st.d.GetService(context.Background(), "orders.grpc")
+		if err != nil || len(l) != 1 {
+			t.Fatalf("GetService = %v, %v", l, err)
+		}
+		_ = st.m.Close()
+		synctest.Wait()
+		l, err = st.d.GetService(context.Background(), "orders.grpc")
+		if err == nil {
+			t.Fatalf("GetService after the subscription stopped for good = %d instances, nil error; want an error", len(l))
+		}
+	})
+}
