@@ -2,10 +2,13 @@ package nacos_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
 )
 
 // TestShutdownAfterCloseSparesTheNextRegistration: Close gives the
@@ -64,5 +67,74 @@ func TestShutdownAfterCloseLeavesNoQueryConnection(t *testing.T) {
 	}
 	if n := srv.ConnectionCount(); n > base {
 		t.Fatalf("%d connections after Shutdown, want %d (the query connection was left open)", n, base)
+	}
+}
+
+// TestShutdownAfterClientClosed: a closed client's connection is closed,
+// so the server dropped its instances: Shutdown confirms that and
+// returns nil (as its doc says), instead of retrying until ctx ends.
+func TestShutdownAfterClientClosed(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	c.CloseClient()
+	deadline := time.Now().Add(10 * time.Second)
+	for listed(srv, "orders", "10.0.0.1", 8080) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown after the client closed = %v, want nil (the server no longer lists it)", err)
+	}
+}
+
+// TestShutdownRacingUpdatesAndRepairs: Updates and repairs (the server
+// forgets the instance again and again) running while Shutdown runs:
+// Shutdown returns nil, the server then lists nothing, and no late
+// repair or Update brings the instance back.
+func TestShutdownRacingUpdatesAndRepairs(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	opts := append([]nacos.RegisterOption{nacos.WithCheckInterval(20 * time.Millisecond)}, fastRegister...)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			in := g.Instance()
+			in.Metadata = map[string]string{"v": strconv.Itoa(i)}
+			_ = g.Update(context.Background(), in)
+		}
+	})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080)
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := g.Shutdown(ctx)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	for range 20 {
+		if listed(srv, "orders", "10.0.0.1", 8080) {
+			t.Fatal("the instance is listed after Shutdown returned nil")
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
 }
