@@ -144,6 +144,9 @@ func (d *Discovery) Stats() DiscoveryStats {
 	for _, e := range d.entries {
 		st.Watchers += len(e.watchers)
 	}
+	for e := range d.retired {
+		st.Watchers += len(e.watchers)
+	}
 	d.mu.Unlock()
 	st.Subscribes, st.Unsubscribes = d.subscribes.Load(), d.unsubscribes.Load()
 	return st
@@ -182,6 +185,7 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 		select {
 		case <-e.sub.Done(): // stopped for good (permanent error): start again
 			d.removeLocked(e)
+			d.unsubscribeAsync(e) // releases it in the Manager
 			if len(e.watchers) > 0 {
 				if d.retired == nil {
 					d.retired = make(map[*entry]struct{})
