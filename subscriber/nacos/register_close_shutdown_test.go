@@ -138,3 +138,29 @@ func TestShutdownRacingUpdatesAndRepairs(t *testing.T) {
 		time.Sleep(25 * time.Millisecond)
 	}
 }
+
+// TestShutdownRacingClose: Shutdown and Close at once, in either order:
+// both return, the Registration ends stopped with its slot given back
+// (the service can be registered again on the client), and the server
+// lists nothing once Shutdown returned nil.
+func TestShutdownRacingClose(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	key := subscriber.Key{Service: "orders"}
+	for i := range 10 {
+		g := mustRegisterNacos(t, c, key, inst("10.0.0.1", 8080), fastRegister...)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var wg sync.WaitGroup
+		var serr error
+		wg.Go(func() { serr = g.Shutdown(ctx) })
+		wg.Go(func() { _ = g.Close() })
+		wg.Wait()
+		cancel()
+		if st := g.Status(); st.State != subscriber.RegistrationStopped {
+			t.Fatalf("round %d: state %v after Shutdown and Close", i, st.State)
+		}
+		if serr == nil && listed(srv, "orders", "10.0.0.1", 8080) {
+			t.Fatalf("round %d: Shutdown returned nil but the server lists the instance", i)
+		}
+	}
+}
