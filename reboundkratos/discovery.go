@@ -61,6 +61,10 @@ type Discovery struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*entry // by name
+	// retired holds the entries replaced after their subscription stopped
+	// for good while watchers still hold them, so that Close stops those
+	// watchers too.
+	retired map[*entry]struct{}
 
 	subscribes, unsubscribes atomic.Uint64
 }
@@ -140,6 +144,9 @@ func (d *Discovery) Stats() DiscoveryStats {
 	for _, e := range d.entries {
 		st.Watchers += len(e.watchers)
 	}
+	for e := range d.retired {
+		st.Watchers += len(e.watchers)
+	}
 	d.mu.Unlock()
 	st.Subscribes, st.Unsubscribes = d.subscribes.Load(), d.unsubscribes.Load()
 	return st
@@ -178,6 +185,13 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 		select {
 		case <-e.sub.Done(): // stopped for good (permanent error): start again
 			d.removeLocked(e)
+			d.unsubscribeAsync(e) // releases it in the Manager
+			if len(e.watchers) > 0 {
+				if d.retired == nil {
+					d.retired = make(map[*entry]struct{})
+				}
+				d.retired[e] = struct{}{}
+			}
 			e = nil
 		default:
 		}
@@ -320,9 +334,13 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	}
 	d.mu.Lock()
 	if e := d.entries[serviceName]; e != nil && e.hasList && e.pinned && !d.closed {
-		list := e.list[:len(e.list):len(e.list)]
-		d.mu.Unlock()
-		return list, nil
+		select {
+		case <-e.sub.Done(): // stopped for good: acquireLocked starts again
+		default:
+			list := e.list[:len(e.list):len(e.list)]
+			d.mu.Unlock()
+			return list, nil
+		}
 	}
 	e, err := d.acquireLocked("GetService", serviceName, true)
 	d.mu.Unlock()
@@ -399,16 +417,23 @@ func (d *Discovery) Close() error {
 	var ws []*watcher
 	if !d.closed {
 		d.closed = true
-		for _, e := range d.entries {
-			list = append(list, e)
+		stop := func(e *entry) {
 			for w := range e.watchers {
 				w.stopped = true
 				w.queue, w.head = nil, 0
 				ws = append(ws, w)
 			}
 			e.watchers = nil
+		}
+		for _, e := range d.entries {
+			list = append(list, e)
+			stop(e)
 			d.removeLocked(e)
 		}
+		for e := range d.retired {
+			stop(e)
+		}
+		d.retired = nil
 	}
 	d.mu.Unlock()
 	for _, w := range ws {
@@ -515,6 +540,9 @@ func (w *watcher) release() {
 	w.stopped = true
 	w.queue, w.head = nil, 0
 	delete(e.watchers, w)
+	if len(e.watchers) == 0 {
+		delete(d.retired, e)
+	}
 	e.refs--
 	last := e.refs == 0 && !e.removed
 	if last {

@@ -2,6 +2,7 @@ package reboundkratos
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -175,11 +176,11 @@ func WithCluster(cluster string) RegistrarOption {
 }
 
 // WithWeight sets the weight FormatNacos registers instances with
-// (default DefaultNacosWeight). w must be > 0.
+// (default DefaultNacosWeight). w must be a finite number > 0.
 func WithWeight(w float64) RegistrarOption {
 	return registrarOption(func(o *registrarOptions) {
-		if !(w > 0) {
-			o.bad("WithWeight", "w", "must be > 0; got "+strconv.FormatFloat(w, 'g', -1, 64))
+		if !(w > 0) || math.IsInf(w, 1) {
+			o.bad("WithWeight", "w", "must be a finite number > 0; got "+strconv.FormatFloat(w, 'g', -1, 64))
 			return
 		}
 		o.weight = w

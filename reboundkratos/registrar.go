@@ -50,6 +50,16 @@ type Registrar struct {
 
 type registered struct {
 	units []subscriber.Registration // nil while Register is in flight
+
+	// While Register is in flight: cancel ends its attempts, done is
+	// closed when it returned. Under Registrar.mu: aborted (a Deregister
+	// came during Register: Register leaves its registrations in units
+	// for it), orphaned (that Deregister stopped waiting: Register
+	// closes them itself).
+	cancel   context.CancelFunc
+	done     chan struct{}
+	aborted  bool
+	orphaned bool
 }
 
 // NewRegistrar returns a Registrar writing instances in format f through
@@ -159,11 +169,32 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 		r.mu.Unlock()
 		return &rebound.ArgumentError{Func: fn, Arg: "service", Reason: fmt.Sprintf("(name %q, ID %q) is registered already (Deregister it first)", service.Name, service.ID)}
 	}
-	rg := &registered{}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rg := &registered{cancel: cancel, done: make(chan struct{})}
+	defer close(rg.done)
 	r.regs[id] = rg
 	r.mu.Unlock()
+	ctx = rctx
 
 	var done []subscriber.Registration
+	// handOver gives done to a Deregister that came while Register was in
+	// flight (true), which deregisters them; or closes them if that
+	// Deregister gave up waiting.
+	handOver := func() bool {
+		r.mu.Lock()
+		aborted, orphaned := rg.aborted, rg.orphaned
+		if aborted {
+			rg.units = done
+		}
+		r.mu.Unlock()
+		if orphaned {
+			for _, g := range done {
+				_ = g.Close()
+			}
+		}
+		return aborted
+	}
 	for _, u := range us {
 		var g subscriber.Registration
 		err := rebound.Retry(ctx, r.o.policy, func(ctx context.Context) error {
@@ -178,13 +209,30 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 			return err
 		}, rebound.WithClassifier(registerTransient))
 		if err != nil {
+			if handOver() {
+				return fmt.Errorf("reboundkratos: register %s: deregistered while registering: %w", service.Name, err)
+			}
+			r.mu.Lock()
+			closed := r.closed
+			r.mu.Unlock()
+			if closed {
+				for _, g := range done {
+					_ = g.Close()
+				}
+				return ErrClosed
+			}
 			r.shutdown(ctx, service, done)
 			r.mu.Lock()
-			delete(r.regs, id)
+			if r.regs[id] == rg {
+				delete(r.regs, id)
+			}
 			r.mu.Unlock()
 			return fmt.Errorf("reboundkratos: register %s as %s: %w", service.Name, u.key, err)
 		}
 		done = append(done, g)
+	}
+	if handOver() {
+		return fmt.Errorf("reboundkratos: register %s: deregistered while registering: %w", service.Name, context.Canceled)
 	}
 	r.mu.Lock()
 	closed := r.closed
@@ -228,6 +276,12 @@ func (r *Registrar) shutdown(ctx context.Context, si *registry.ServiceInstance, 
 // the first two steps of subscriber.Drain, kratos.App.Stop doing the
 // third (it stops the servers when Deregister returns).
 //
+// A Deregister that comes while Register of the same instance is still
+// in flight (kratos.App.Stop during App.Run's Register) ends Register's
+// attempts (Register then returns an error), waits for it, bounded by
+// ctx, and deregisters what it registered: no instance stays registered
+// after Deregister returned.
+//
 // It returns nil also when a deregistration failed (the registry is
 // down, ctx ended): the failure is logged at Warn and the Registration is
 // closed, so the instance leaves when the registry drops it on its own
@@ -247,13 +301,42 @@ func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceIns
 	id := identity(service)
 	r.mu.Lock()
 	rg, ok := r.regs[id]
-	if ok && rg.units != nil {
+	inflight := ok && rg.units == nil
+	if ok {
 		delete(r.regs, id)
+		rg.aborted = inflight
 	}
 	r.mu.Unlock()
-	if !ok || rg.units == nil {
+	if !ok {
 		r.log.Warn("deregister: not registered", zap.String("service", service.Name), zap.String("id", service.ID))
 		return nil
+	}
+	if inflight {
+		// kratos.App.Stop while App.Run's Register is still trying: end
+		// its attempts and deregister what it registered, so that no
+		// instance is left registered after Deregister returns.
+		rg.cancel()
+		select {
+		case <-rg.done:
+		case <-ctx.Done():
+			r.mu.Lock()
+			rg.orphaned = true
+			units := rg.units // handed over just before: close them here
+			r.mu.Unlock()
+			for _, g := range units {
+				_ = g.Close()
+			}
+			r.log.Warn("deregister: the registration in flight did not end in time; it is closed when it does (the instance leaves when the registry drops it)",
+				zap.String("service", service.Name), zap.String("id", service.ID), zap.Error(ctx.Err()))
+			return nil
+		}
+		r.mu.Lock()
+		units := rg.units
+		r.mu.Unlock()
+		if len(units) == 0 {
+			return nil
+		}
+		rg = &registered{units: units}
 	}
 	// subscriber.Drain's first two steps; kratos stops the servers when
 	// Deregister returns.
@@ -272,7 +355,7 @@ func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceIns
 
 // Close stops every Registration without deregistering (the instances
 // leave when the registry drops them) and makes Register return
-// ErrClosed. It is idempotent and returns nil.
+// ErrClosed (a Register in flight too: its attempts end). It is idempotent and returns nil.
 func (r *Registrar) Close() error {
 	r.mu.Lock()
 	var gs []subscriber.Registration
@@ -280,6 +363,9 @@ func (r *Registrar) Close() error {
 		r.closed = true
 		for id, rg := range r.regs {
 			gs = append(gs, rg.units...)
+			if rg.units == nil && rg.cancel != nil {
+				rg.cancel() // a Register in flight: it returns ErrClosed
+			}
 			delete(r.regs, id)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,6 +249,10 @@ func TestRegistrarBadInput(t *testing.T) {
 		}(),
 		func() error {
 			_, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register, reboundkratos.WithWeight(0))
+			return err
+		}(),
+		func() error {
+			_, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register, reboundkratos.WithWeight(math.Inf(1)))
 			return err
 		}(),
 		func() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -47,7 +48,8 @@ import (
 //
 // ctx must not be nil, stop must not be nil, wait must not be negative
 // (a *rebound.ArgumentError, before anything is done); a nil Registration
-// in regs is skipped.
+// in regs (or a typed-nil pointer, a Registration that was never made)
+// is skipped.
 func Drain(ctx context.Context, wait time.Duration, stop func(context.Context) error, regs ...Registration) error {
 	const fn = "subscriber.Drain"
 	switch {
@@ -63,6 +65,9 @@ func Drain(ctx context.Context, wait time.Duration, stop func(context.Context) e
 	for i, r := range regs {
 		if r == nil {
 			continue
+		}
+		if v := reflect.ValueOf(r); v.Kind() == reflect.Pointer && v.IsNil() {
+			continue // a typed nil: a Registration that was never made
 		}
 		wg.Go(func() {
 			if err := r.Shutdown(ctx); err != nil {

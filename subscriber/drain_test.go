@@ -114,3 +114,27 @@ func TestDrainBadInput(t *testing.T) {
 		}
 	}
 }
+
+// nilReg is a Registration whose nil pointer panics when used, as the
+// adapters' do.
+type nilReg struct{ key subscriber.Key }
+
+func (r *nilReg) Key() subscriber.Key                               { return r.key }
+func (r *nilReg) Instance() subscriber.Instance                     { return subscriber.Instance{} }
+func (r *nilReg) Status() subscriber.RegistrationStatus             { return subscriber.RegistrationStatus{} }
+func (r *nilReg) Update(context.Context, subscriber.Instance) error { return nil }
+func (r *nilReg) Shutdown(context.Context) error                    { _ = r.key; return nil }
+func (r *nilReg) Close() error                                      { return nil }
+
+// TestDrainSkipsTypedNilRegistration: a typed-nil Registration (a
+// *nacos.Registration variable left nil because Register failed) is
+// skipped like a nil one, instead of panicking in Drain's goroutine and
+// crashing the process.
+func TestDrainSkipsTypedNilRegistration(t *testing.T) {
+	var failed *nilReg
+	stopped := false
+	err := subscriber.Drain(context.Background(), 0, func(context.Context) error { stopped = true; return nil }, failed, nil)
+	if err != nil || !stopped {
+		t.Fatalf("Drain = %v, stopped %v; want nil, true", err, stopped)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,7 +63,9 @@ type Registration struct {
 // Register makes the first registration itself (a lease grant and a put,
 // bounded by ctx and WithAttemptTimeout) and returns its error, if any,
 // with nothing left running: a *subscriber.OpError, or a
-// *rebound.ArgumentError for a bad argument or option. The put
+// *rebound.ArgumentError for a bad argument or option (among them an
+// empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
+// Weight). The put
 // overwrites the key: a new registration takes over an instance key
 // another one holds (see below).
 //
@@ -107,11 +111,14 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if len(key.Clusters) > 0 {
 		return nil, argErr(fn, "key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
 	}
-	if inst.IP == "" {
-		return nil, argErr(fn, "inst.IP", "must not be empty (a zero Instance is not an instance)")
+	if strings.TrimSpace(inst.IP) == "" {
+		return nil, argErr(fn, "inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
 	}
 	if inst.Port == 0 || inst.Port > 65535 {
 		return nil, argErr(fn, "inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
+	}
+	if err := checkWeight(fn, inst.Weight); err != nil {
+		return nil, err
 	}
 	o, err := newRegisterOptions(opts)
 	if err != nil {
@@ -623,19 +630,31 @@ type update struct {
 	done  chan error // buffered (1)
 }
 
+// checkWeight rejects a weight no balancer can use (and JSON cannot hold).
+func checkWeight(fn string, w float64) error {
+	if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+		return argErr(fn, "inst.Weight", fmt.Sprintf("must be a finite number >= 0; got %v", w))
+	}
+	return nil
+}
+
 // Update changes the registered instance's value (weight, metadata,
 // enabled, healthy): it puts the new value on the current lease, bounded
 // by ctx and the attempt timeout, and returns once etcd holds it, or the
 // error (a *subscriber.OpError; the registration keeps the previous
 // value). inst must map to the same etcd key (the same ID, or IP and
 // port when ID is empty): another key is another instance, a
-// *rebound.ArgumentError. Ephemeral is set. After Shutdown or Close it
+// *rebound.ArgumentError, as is a negative, NaN or infinite Weight.
+// Ephemeral is set. After Shutdown or Close it
 // returns an error matching subscriber.ErrRegistrationStopped (and
 // rebound.ErrClosed).
 func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
 	const fn = "Registration.Update"
 	if ctx == nil {
 		return argErr(fn, "ctx", "must not be nil")
+	}
+	if err := checkWeight(fn, inst.Weight); err != nil {
+		return err
 	}
 	inst.Ephemeral = true
 	id, value, err := g.layout.Encode(inst)

@@ -211,7 +211,7 @@ type regUpdate struct {
 // Bad input is a *rebound.ArgumentError: a nil ctx; a nil (or typed-nil)
 // client; an empty Service, "@@" in Service or Group, Clusters set (the
 // instance's cluster is inst.Cluster), a Namespace other than the
-// client's; an empty inst.IP (the zero Instance), a Port of 0 or above
+// client's; an empty or blank inst.IP (the zero Instance), a Port of 0 or above
 // 65535, a negative, NaN or infinite Weight; a bad option. A second
 // registration of the same service (Group and Service) from the same
 // client, while the first is not stopped, is a *rebound.ArgumentError
@@ -261,8 +261,8 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		return nil, arg("key", fmt.Sprintf(`must not contain "@@" in Service or Group (Nacos' separator); got %q`, key.String()))
 	case len(key.Clusters) > 0:
 		return nil, arg("key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
-	case inst.IP == "":
-		return nil, arg("inst.IP", "must not be empty (a zero Instance is not an instance)")
+	case strings.TrimSpace(inst.IP) == "":
+		return nil, arg("inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
 	case inst.Port == 0 || inst.Port > math.MaxUint16:
 		return nil, arg("inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
 	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
@@ -730,8 +730,11 @@ func (g *Registration) Close() error {
 // returns ctx's error, or the last attempt's). A closed client counts as
 // deregistered once the server's list confirms it (its connection
 // closed, so the server dropped its instances). Shutdown may follow
-// Close; later calls return the first one's result, unless it ended on
-// ctx, in which case they try again.
+// Close; if another Registration of the same service on the same client
+// was made in between (Nacos then holds its instance in place of this
+// one), Shutdown sends nothing and returns nil, so as not to deregister
+// that one. Later calls return the first one's result, unless it ended
+// on ctx, in which case they try again.
 func (g *Registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: "nacos.Registration.Shutdown", Arg: "ctx", Reason: "must not be nil"}
@@ -747,6 +750,22 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 	defer func() { <-g.shut }()
 	if g.shutDone {
 		return g.shutErr
+	}
+	if g.released {
+		// Close gave the slot back: take it again for the deregistration,
+		// unless another Registration of the service holds it. Nacos then
+		// holds that one's instance in place of this one, and a deregister
+		// request (which removes the connection's instance of the service
+		// whatever address it names, and the SDK's redo entry of the
+		// service) would remove it.
+		h, ok := reclaimHub(g.client, g)
+		if !ok {
+			g.log.Info("shutdown after close: another registration of the service on the client replaced the instance; nothing to deregister")
+			g.shutDone, g.shutErr = true, nil
+			g.track.Set(subscriber.RegistrationStopped, nil)
+			return nil
+		}
+		g.h, g.released = h, false
 	}
 	err := g.deregister(ctx)
 	if err != nil && ctx.Err() != nil && !g.closeReq.Load() {
@@ -862,6 +881,23 @@ func acquireHub(client naming_client.INamingClient, g *Registration) (*hub, erro
 	}
 	h.slots[g.slot] = g
 	return h, nil
+}
+
+// reclaimHub takes the service's slot on client's hub for g again (after
+// Close gave it back); false if another Registration holds it.
+func reclaimHub(client naming_client.INamingClient, g *Registration) (*hub, bool) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	h := hubs.m[client]
+	if h == nil {
+		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
+		hubs.m[client] = h
+	}
+	if other, taken := h.slots[g.slot]; taken && other != g {
+		return nil, false
+	}
+	h.slots[g.slot] = g
+	return h, true
 }
 
 // attach starts delivering connection events to g (and the monitor with

@@ -223,6 +223,7 @@ func TestRegisterBadInput(t *testing.T) {
 		{"clusters", context.Background(), c, subscriber.Key{Service: "s", Clusters: []string{"c"}}, ok, nil, "key.Clusters"},
 		{"other namespace", context.Background(), c, subscriber.Key{Namespace: "other", Service: "s"}, ok, nil, "key.Namespace"},
 		{"zero instance", context.Background(), c, subscriber.Key{Service: "s"}, subscriber.Instance{}, nil, "inst.IP"},
+		{"blank IP", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.IP = " \t" }), nil, "inst.IP"},
 		{"port 0", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 0 }), nil, "inst.Port"},
 		{"port 65536", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 65536 }), nil, "inst.Port"},
 		{"NaN weight", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Weight = math.NaN() }), nil, "inst.Weight"},

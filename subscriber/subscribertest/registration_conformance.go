@@ -3,6 +3,7 @@ package subscribertest
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -344,6 +345,10 @@ func (s *regSuite) badInput(t *testing.T) {
 		{"empty IP", subscriber.Instance{Port: 80, Weight: 1, Enabled: true}, "inst.IP"},
 		{"port 0", Instance("10.9.0.6", 0), "inst.Port"},
 		{"port 65536", Instance("10.9.0.6", 65536), "inst.Port"},
+		{"blank IP", Instance(" ", 80), "inst.IP"},
+		{"negative weight", withWeight(Instance("10.9.0.6", 80), -1), "inst.Weight"},
+		{"NaN weight", withWeight(Instance("10.9.0.6", 80), math.NaN()), "inst.Weight"},
+		{"infinite weight", withWeight(Instance("10.9.0.6", 80), math.Inf(1)), "inst.Weight"},
 	} {
 		g, err := reg(context.Background(), k, tc.inst)
 		var ae *rebound.ArgumentError
@@ -351,7 +356,12 @@ func (s *regSuite) badInput(t *testing.T) {
 			t.Errorf("%s: Register = %v, %v; want a *rebound.ArgumentError naming %q", tc.name, g, err, tc.arg)
 		}
 	}
-	if s.h.Listed(t, k, Instance("10.9.0.6", 0)) || s.h.Listed(t, k, Instance("10.9.0.6", 65536)) {
+	if s.h.Listed(t, k, Instance("10.9.0.6", 0)) || s.h.Listed(t, k, Instance("10.9.0.6", 65536)) || s.h.Listed(t, k, Instance("10.9.0.6", 80)) {
 		t.Fatal("bad input was registered")
 	}
+}
+
+func withWeight(in subscriber.Instance, w float64) subscriber.Instance {
+	in.Weight = w
+	return in
 }

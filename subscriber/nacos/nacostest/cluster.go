@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
@@ -53,6 +54,11 @@ type Cluster struct {
 	pending map[syncKey]bool         // copies scheduled, not yet made
 	timers  map[*time.Timer]struct{} // every timer not yet fired
 	wg      sync.WaitGroup           // timer functions running
+
+	// seq orders publications across the nodes, so that a node's own
+	// newer publication of an address wins over an older copy from a
+	// peer.
+	seq atomic.Uint64
 }
 
 // syncKey names one client connection of one node.
@@ -222,7 +228,7 @@ func (c *Cluster) after(d time.Duration, fn func()) {
 // scheduleSync copies node origin's client conn to the other nodes after
 // the sync delay; changes within the delay coalesce into one copy of the
 // latest state.
-func (c *Cluster) scheduleSync(origin int, conn string) {
+func (c *Cluster) scheduleSync(origin int, conn string, run *runState) {
 	k := syncKey{origin: origin, conn: conn}
 	c.mu.Lock()
 	if c.pending[k] || c.closed {
@@ -235,15 +241,15 @@ func (c *Cluster) scheduleSync(origin int, conn string) {
 		c.mu.Lock()
 		delete(c.pending, k)
 		c.mu.Unlock()
-		c.sync(k)
+		c.sync(k, run)
 	})
 }
 
 // sync copies k's current instances (none if the connection closed) to
 // every other running node. Nothing is sent when the origin is stopped: a
 // crashed node sends nothing.
-func (c *Cluster) sync(k syncKey) {
-	snap, ok := c.nodes[k.origin].snapshotConn(k.conn)
+func (c *Cluster) sync(k syncKey, run *runState) {
+	snap, ok := c.nodes[k.origin].snapshotConn(k.conn, run)
 	if !ok {
 		return
 	}
@@ -296,11 +302,13 @@ func (c *Cluster) load(i int) map[syncKey]syncedCopy {
 }
 
 // snapshotConn returns a copy of the instances of connection addr, empty
-// if it is closed; false if the node is stopped.
-func (s *Server) snapshotConn(addr string) (map[svcKey][]published, bool) {
+// if it is closed; false if the node is stopped or is no longer in the
+// run the copy was scheduled in (it crashed since: a restarted node does
+// not know its old connections and sends nothing about them).
+func (s *Server) snapshotConn(addr string, run *runState) (map[svcKey][]published, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.run == nil {
+	if s.run == nil || s.run != run {
 		return nil, false
 	}
 	out := map[svcKey][]published{}
@@ -414,7 +422,7 @@ func (s *Server) syncConnLocked(c *conn) {
 	}
 	// scheduleSync takes the cluster's lock only: no lock-order cycle
 	// with node locks (the timer function takes node locks without it).
-	s.cluster.scheduleSync(s.node, c.addr)
+	s.cluster.scheduleSync(s.node, c.addr, s.run)
 }
 
 // syncedHostsLocked adds the node's copies of other nodes' clients to add.

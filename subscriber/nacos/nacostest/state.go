@@ -235,6 +235,9 @@ func (s *Server) notifyLocked(k svcKey) {
 }
 
 func (s *Server) nextSeqLocked() uint64 {
+	if s.cluster != nil {
+		return s.cluster.seq.Add(1)
+	}
 	s.seq++
 	return s.seq
 }
