@@ -419,3 +419,162 @@ poll:
 		t.Errorf("the rebound subscriptions did not hold the full list %v after the crash", crashObserve)
 	}
 }
+
+// TestE2EClusterCrashBeforeSync: a provider registers on a node that
+// crashes within the sync delay, so the change never left the node. The
+// consumers on that node had been handed the new provider; they fail over
+// to a node that does not hold it until the provider's client fails over
+// too and registers it there. The Registration (nacos.Register) must have
+// it listed on every running node, and every rebound subscription must
+// hold both providers, within the sync delay plus crashTarget. The lists
+// that dropped the new provider meanwhile (with rebound and with the SDK
+// alone) are logged: neither can deliver what the registry does not hold.
+func TestE2EClusterCrashBeforeSync(t *testing.T) {
+	const syncDelay = 3 * time.Second // a slow Distro sync, so that the crash surely comes first
+	c, err := nacostest.NewCluster(3, nacostest.WithSyncDelay(syncDelay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	log := zaptest.NewLogger(t)
+	ctx := context.Background()
+	steady, late := "10.0.1.1:8080", "10.0.1.2:8080"
+
+	sc, _ := newCrashClient(t, c)
+	sg, err := nacos.Register(ctx, sc, subscriber.Key{Service: "orders"}, inst("10.0.1.1", 8080), nacos.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sg.Close() }) // before the client's CloseClient
+	eventually(t, e2eTimeout, "every node to list the first provider", func() bool {
+		for i := range c.Len() {
+			if !slices.Equal(addrs(c.Instances(i, "", "", "orders")), []string{steady}) {
+				return false
+			}
+		}
+		return true
+	})
+
+	type consumer struct {
+		node int
+		sub  *subscriber.Subscription // nil: the SDK alone
+		log  *listLog
+	}
+	var all []*consumer
+	for range 3 {
+		client, node := newCrashClient(t, c)
+		reg, err := nacos.New(client, nacos.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = reg.Close() })
+		m, err := subscriber.New(reg, subscriber.WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		l := &listLog{}
+		sub, err := m.Subscribe(ctx, subscriber.Key{Service: "orders"}, l.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, &consumer{node: node, sub: sub, log: l})
+
+		client, node = newCrashClient(t, c)
+		l = &listLog{}
+		if err := client.Subscribe(&vo.SubscribeParam{ServiceName: "orders", SubscribeCallback: l.sdkCallback}); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, &consumer{node: node, log: l})
+	}
+	eventually(t, e2eTimeout, "every consumer to hold the first provider", func() bool {
+		for _, x := range all {
+			if !x.log.full([]string{steady}) {
+				return false
+			}
+		}
+		return true
+	})
+
+	lc, crashed := newCrashClient(t, c)
+	regStart := time.Now()
+	lg, err := nacos.Register(ctx, lc, subscriber.Key{Service: "orders"}, inst("10.0.1.2", 8080), nacos.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	both := []string{steady, late}
+	// The consumers on the crashed node get the new provider with its
+	// node's push; crash before the sync.
+	eventually(t, syncDelay/2, "the crashed node's consumers to hold the new provider", func() bool {
+		for _, x := range all {
+			if x.node == crashed && !x.log.full(both) {
+				return false
+			}
+		}
+		return true
+	})
+	if time.Since(regStart) > syncDelay*2/3 {
+		t.Skipf("the set-up took %v of the %v sync delay: the crash may not come first", time.Since(regStart), syncDelay)
+	}
+	for i := range c.Len() {
+		if i != crashed && len(c.Instances(i, "", "", "orders")) != 1 {
+			t.Fatalf("node %d already lists %v: the sync came before the crash", i, addrs(c.Instances(i, "", "", "orders")))
+		}
+	}
+	crash := time.Now()
+	c.Node(crashed).Stop()
+
+	var listedIn, heldIn time.Duration
+	eventually(t, syncDelay+crashTarget, "every running node to list both providers and every rebound subscription to hold them", func() bool {
+		if listedIn == 0 {
+			ok := true
+			for i := range c.Len() {
+				if i != crashed && !slices.Equal(addrs(c.Instances(i, "", "", "orders")), both) {
+					ok = false
+				}
+			}
+			if ok {
+				listedIn = time.Since(crash)
+			}
+		}
+		if heldIn == 0 {
+			ok := true
+			for _, x := range all {
+				if x.sub != nil && (x.sub.Status().State != subscriber.StateSubscribed || !x.log.full(both)) {
+					ok = false
+				}
+			}
+			if ok {
+				heldIn = time.Since(crash)
+			}
+		}
+		return listedIn > 0 && heldIn > 0
+	})
+	if st := lg.Status(); st.State != subscriber.RegistrationRegistered {
+		t.Errorf("the new provider's registration: %+v", st)
+	}
+	// Lists that miss the steady provider are wrong for everyone; lists
+	// that dropped the new one after holding it are the crash's loss.
+	var dropped []string
+	for _, x := range all {
+		kind := "rebound"
+		if x.sub == nil {
+			kind = "sdk"
+		}
+		had := false
+		for _, l := range x.log.get() {
+			if !slices.Contains(l, steady) && x.sub != nil {
+				t.Errorf("a rebound listener (node %d) was handed %v, without the provider registered throughout", x.node, l)
+			}
+			switch {
+			case slices.Contains(l, late):
+				had = true
+			case had:
+				dropped = append(dropped, fmt.Sprintf("%s (node %d): %v", kind, x.node, l))
+			}
+		}
+	}
+	t.Logf("crashed node %d %v after the new provider's Register; both providers on every running node %v after the crash, every rebound subscription holding both %v after it; lists that dropped the new provider after holding it: %d %v",
+		crashed, crash.Sub(regStart).Round(time.Millisecond), listedIn.Round(time.Millisecond), heldIn.Round(time.Millisecond), len(dropped), dropped)
+}
