@@ -25,6 +25,7 @@ const (
 	defaultOut       = "outage.png"
 	defaultRestarts  = 2
 	defaultTPSFirst  = 10
+	defaultRegReject = 1
 )
 
 // config is the parsed flags.
@@ -32,6 +33,7 @@ type config struct {
 	clients, subs, providers int
 	restarts                 int
 	tpsFirst                 int  // TPS control rejects the first N subscribes of each new connection after the restart
+	regReject                int  // ... and the first N registers (InstanceRequests) of each new connection
 	clean                    bool // -clean: a clean restart (no TPS rejection, no consumer restarted)
 	down, timeout            time.Duration
 	naiveNoSleep             bool
@@ -83,7 +85,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.down, "down", defaultDown, "how long the registry is down")
 	fs.IntVar(&c.restarts, "restarts", defaultRestarts, "consumers restarted (new process, new client) while the registry is down")
 	fs.IntVar(&c.tpsFirst, "tps-reject", defaultTPSFirst, "the restarted registry's TPS control rejects the first N SubscribeServiceRequests of every new connection (Nacos' own response type, reported as success by nacos-sdk-go); 0 = none")
-	fs.BoolVar(&c.clean, "clean", false, "a clean restart: no TPS rejection and no consumer restarted (sets -tps-reject 0 -restarts 0)")
+	fs.IntVar(&c.regReject, "tps-reject-register", defaultRegReject, "the restarted registry's TPS control also rejects the first N InstanceRequests (registers) of every new connection (an InstanceResponse with success false: nacos-sdk-go's redo counts it as done); 0 = none")
+	fs.BoolVar(&c.clean, "clean", false, "a clean restart: no TPS rejection and no consumer restarted (sets -tps-reject 0 -tps-reject-register 0 -restarts 0)")
 	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "how long to wait, after the restart, for every subscription to converge")
 	fs.BoolVar(&c.naiveNoSleep, "naive-nosleep", false, "naive loop without the 1 s sleep (retries at once, at most -nosleep-cap calls per service)")
 	fs.IntVar(&c.noSleepCap, "nosleep-cap", defaultCap, "with -naive-nosleep: give up a service after this many Subscribe calls")
@@ -102,14 +105,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.clean {
 		conflict := ""
 		fs.Visit(func(f *flag.Flag) {
-			if (f.Name == "restarts" && c.restarts != 0) || (f.Name == "tps-reject" && c.tpsFirst != 0) {
+			if (f.Name == "restarts" && c.restarts != 0) || (f.Name == "tps-reject" && c.tpsFirst != 0) ||
+				(f.Name == "tps-reject-register" && c.regReject != 0) {
 				conflict = f.Name
 			}
 		})
 		if conflict != "" {
 			return c, fmt.Errorf("-clean with -%s: a clean restart has no TPS rejection and no consumer restart", conflict)
 		}
-		c.restarts, c.tpsFirst = 0, 0
+		c.restarts, c.tpsFirst, c.regReject = 0, 0, 0
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -134,6 +138,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.tpsFirst < 0 || c.tpsFirst > 1_000_000 {
 		return c, fmt.Errorf("-tps-reject %d: must be between 0 and 1000000", c.tpsFirst)
+	}
+	if c.regReject < 0 || c.regReject > 1_000_000 {
+		return c, fmt.Errorf("-tps-reject-register %d: must be between 0 and 1000000", c.regReject)
 	}
 	if err := positive("nosleep-cap", c.noSleepCap, 1_000_000); err != nil {
 		return c, err
@@ -173,13 +180,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return c, err
 		}
 		c.nacosServer = sc
-		tpsSet := false
-		fs.Visit(func(f *flag.Flag) { tpsSet = tpsSet || f.Name == "tps-reject" })
+		tpsSet, regSet := false, false
+		fs.Visit(func(f *flag.Flag) {
+			tpsSet = tpsSet || f.Name == "tps-reject"
+			regSet = regSet || f.Name == "tps-reject-register"
+		})
 		switch {
 		case tpsSet && c.tpsFirst > 0:
 			return c, fmt.Errorf("-tps-reject %d with -nacos: TPS rejections are injected by the embedded registry only", c.tpsFirst)
-		case !tpsSet:
+		case regSet && c.regReject > 0:
+			return c, fmt.Errorf("-tps-reject-register %d with -nacos: TPS rejections are injected by the embedded registry only", c.regReject)
+		}
+		if !tpsSet {
 			c.tpsFirst = 0 // a real server has its own TPS control
+		}
+		if !regSet {
+			c.regReject = 0
 		}
 	}
 	return c, nil

@@ -21,13 +21,20 @@ func TestParseFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.clients != 20 || c.subs != 50 || c.providers != 3 || c.down != 10*time.Second ||
-		c.timeout != 10*time.Second || c.restarts != 2 || c.tpsFirst != 10 || c.clean || c.naiveNoSleep || c.jitter != rebound.FullJitter ||
+		c.timeout != 10*time.Second || c.restarts != 2 || c.tpsFirst != 10 || c.regReject != 1 || c.clean || c.naiveNoSleep || c.jitter != rebound.FullJitter ||
 		!c.updateCacheWhenEmpty || c.nacosAddr != "" || c.out != "outage.png" ||
 		!slices.Equal(c.modes, []mode{sdkMode, naiveMode, reboundMode}) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if c.policy() != (rebound.Policy{}) {
 		t.Fatalf("default policy %+v, want rebound's zero Policy", c.policy())
+	}
+	c, err = parseFlags([]string{"-clean"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.clean || c.restarts != 0 || c.tpsFirst != 0 || c.regReject != 0 {
+		t.Fatalf("-clean: %+v, want no restart and no TPS rejection of subscribes or registers", c)
 	}
 }
 
@@ -49,6 +56,9 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-clean", "-restarts", "2"}, "-clean with -restarts"},
 		{[]string{"-clean", "-tps-reject", "5"}, "-clean with -tps-reject"},
 		{[]string{"-tps-reject", "-1"}, "-tps-reject -1"},
+		{[]string{"-clean", "-tps-reject-register", "1"}, "-clean with -tps-reject-register"},
+		{[]string{"-tps-reject-register", "-1"}, "-tps-reject-register -1"},
+		{[]string{"-nacos", "10.0.0.1:8848", "-tps-reject-register", "1"}, "-tps-reject-register 1 with -nacos"},
 		{[]string{"-nacos", "10.0.0.1:8848", "-tps-reject", "10"}, "-tps-reject 10 with -nacos"},
 		{[]string{"-nacos", "localhost"}, "want host:port"},
 		{[]string{"-nacos", ":8848"}, "host is empty"},
@@ -81,7 +91,7 @@ func TestParseFlagsNacos(t *testing.T) {
 	if c.nacosServer.IpAddr != "nacos.internal" || c.nacosServer.Port != 8848 || c.nacosServer.GrpcPort != 0 {
 		t.Fatalf("server config %+v", c.nacosServer)
 	}
-	if !slices.Equal(c.modes, []mode{reboundMode}) || c.jitter != rebound.EqualJitter {
+	if !slices.Equal(c.modes, []mode{reboundMode}) || c.jitter != rebound.EqualJitter || c.tpsFirst != 0 || c.regReject != 0 {
 		t.Fatalf("config %+v", c)
 	}
 }

@@ -17,14 +17,16 @@
 // Every subscription is confirmed and every listener has the providers'
 // instances. Then the registry goes down for -down (nacostest Server.Stop:
 // every connection fails at once) and restarts empty on the same address
-// (Server.Start). The providers re-register by nacos-sdk-go's own redo. By
-// default the restarted registry's TPS control trips on the reconnect
-// storm, as Nacos 2.x's does: it rejects the first -tps-reject (10)
-// SubscribeServiceRequests of every new connection, in Nacos' own response
-// type (SubscribeServiceResponse, errorCode 503), which nacos-sdk-go v2.3.2
-// reports as success; and -restarts (2) consumers are restarted while the
-// registry is down. -clean runs a clean restart instead (no rejection, no
-// consumer restarted).
+// (Server.Start). The providers re-register (how depends on the run, see
+// below). By default the restarted registry's TPS control trips on the
+// reconnect storm, as Nacos 2.x's does: it rejects the first -tps-reject
+// (10) SubscribeServiceRequests and the first -tps-reject-register (1)
+// InstanceRequests (registers) of every new connection, in Nacos' own
+// response types (SubscribeServiceResponse, InstanceResponse, errorCode
+// 503, success false), which nacos-sdk-go v2.3.2 reports as success (its
+// redo counts both as done); and -restarts (2) consumers are restarted
+// while the registry is down. -clean runs a clean restart instead (no
+// rejection, no consumer restarted).
 // The consumers must converge again to the registry's truth: every
 // subscription in place at the registry and every listener holding the
 // right list. The program waits up to -timeout for that. Then one more
@@ -47,7 +49,25 @@
 //	}
 //
 // after which it relies on nacos-sdk-go's own redo to resubscribe after a
-// reconnect. Every Subscribe call appends onChange to the SDK's callbacks
+// reconnect.
+//
+// The providers follow the run. sdk: one client.RegisterInstance per
+// service at start-up, then the SDK's redo. naive: the register loop most
+// code has, at start-up, per service:
+//
+//	for {
+//		_, err := client.RegisterInstance(param) // the bool is not looked at
+//		if err == nil {
+//			break
+//		}
+//		time.Sleep(1 * time.Second)
+//	}
+//
+// then the SDK's redo: after a restart it does what the SDK alone does (a
+// rejected register returns false with a nil error, and the loop only runs
+// at start-up). rebound: one nacos.Register per service, which checks
+// after each reconnect (WithRedoGrace, 1 s) whether the SDK's redo
+// registered the instance again and registers what is missing. Every Subscribe call appends onChange to the SDK's callbacks
 // once more, so a service subscribed after failures delivers each change
 // several times. With -naive-nosleep the loop retries at once, at most
 // -nosleep-cap calls per service. The rebound run uses one
@@ -79,7 +99,11 @@
 // it, the subscribes the TPS control rejected, the time from the restart
 // until every subscription was back with the right list, the
 // subscriptions still missing then, the time the providers took to
-// re-register, the times until every subscription was held by the
+// re-register, the provider instances (one per provider per service) the
+// registry did not list when the recovery window ended, the register
+// requests (InstanceRequests) it received during the window, the
+// registers its TPS control rejected, the times until every subscription
+// was held by the
 // registry and until the consumer code also confirmed it, the
 // notifications lost (listeners whose final list differs
 // from the registry's after the change made after the recovery) and
@@ -124,7 +148,9 @@
 //	-timeout      how long to wait for the recovery after the restart (default 10s)
 //	-restarts     consumers restarted while the registry is down (default 2)
 //	-tps-reject   subscribes rejected per new connection by TPS control (default 10)
-//	-clean        a clean restart: -restarts 0 -tps-reject 0
+//	-tps-reject-register
+//	              registers rejected per new connection by TPS control (default 1)
+//	-clean        a clean restart: -restarts 0 -tps-reject 0 -tps-reject-register 0
 //	-naive-nosleep, -nosleep-cap
 //	              naive loop without the sleep, capped per service (default off, 1000)
 //	-jitter       rebound's jitter: full (default), equal, decorrelated, none
@@ -161,9 +187,11 @@ import (
 // usageSummary is printed by -h above the flags.
 const usageSummary = `Runs the same registry outage three times against nacos-sdk-go clients: with
 nacos-sdk-go alone (sdk), with the subscribe loop most code has (naive) and with
-rebound's subscriber.Manager, and prints what each cost and whether every
-subscription recovered. By default the restarted registry's TPS control rejects
-part of the reconnect storm and two consumers restart during the outage.`
+rebound's subscriber.Manager (providers: the SDK's RegisterInstance, a naive
+register loop, nacos.Register), and prints what each cost and whether every
+subscription and registration recovered. By default the restarted registry's
+TPS control rejects part of the reconnect storm (subscribes and registers) and
+two consumers restart during the outage.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -75,20 +75,23 @@ func (s *series) windows(from, to time.Time) []int64 {
 }
 
 // meter counts the requests an embedded registry receives (all of them,
-// and SubscribeServiceRequests), fed by nacostest.WithRequestHook.
+// SubscribeServiceRequests and InstanceRequests), fed by nacostest.WithRequestHook.
 type meter struct {
-	all, subscribe *series
+	all, subscribe, register *series
 }
 
 func newMeter(start time.Time, span time.Duration) *meter {
-	return &meter{all: newSeries(start, span), subscribe: newSeries(start, span)}
+	return &meter{all: newSeries(start, span), subscribe: newSeries(start, span), register: newSeries(start, span)}
 }
 
 // request records one request of type typ.
 func (m *meter) request(typ string) {
 	now := time.Now()
 	m.all.add(now)
-	if typ == nacostest.RequestSubscribeService {
+	switch typ {
+	case nacostest.RequestSubscribeService:
 		m.subscribe.add(now)
+	case nacostest.RequestInstance:
+		m.register.add(now)
 	}
 }

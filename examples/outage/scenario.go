@@ -17,6 +17,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacoslog"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 )
@@ -91,8 +92,16 @@ type result struct {
 	// recovery window, and the most requests in any 100 ms window of it.
 	subReqAfter, reqAfter, peakAfter int64
 	// rejected is how many SubscribeServiceRequests the registry's TPS
-	// control rejected from the restart to the end of the run.
-	rejected int64
+	// control rejected from the restart to the end of the run; regRejected
+	// the InstanceRequests (registers).
+	rejected, regRejected int64
+	// regReqAfter is the InstanceRequests (registers) the registry
+	// received during the recovery window.
+	regReqAfter int64
+	// provMissing is the provider instances (one per provider per
+	// service) the registry did not list at the end of the recovery
+	// window, of provTotal.
+	provMissing, provTotal int
 
 	notInPlace int // subscriptions missing at the registry (or unconfirmed) at the end of the window
 	lost       int // listeners whose final list differs from the registry's
@@ -149,9 +158,10 @@ type scenario struct {
 
 	calls          atomic.Int64 // client-side subscribe calls
 	setUpTook      time.Duration
-	rejectedBefore int64 // the registry's rejections before the restart
+	rejectedBefore nacostest.Stats // the registry's counts before the restart
 
 	providers []naming_client.INamingClient
+	regs      []*nacos.Registration       // the providers' registrations (rebound run)
 	canary    naming_client.INamingClient // registers the change after the recovery
 
 	mu      sync.Mutex // guards the fields below (progress reads them)
@@ -243,10 +253,23 @@ func (s *scenario) setUp(ctx context.Context) error {
 	s.prog.phase(s.mode, "registering")
 	errs := make([]error, len(s.providers))
 	var wg sync.WaitGroup
+	regs := make([][]*nacos.Registration, len(s.providers))
 	for p, c := range s.providers {
-		wg.Go(func() { errs[p] = s.register(ctx, c, p) })
+		wg.Go(func() {
+			switch s.mode {
+			case reboundMode:
+				regs[p], errs[p] = s.registerRebound(ctx, c, p)
+			case naiveMode:
+				errs[p] = s.registerNaive(ctx, c, p)
+			default:
+				errs[p] = s.register(ctx, c, p)
+			}
+		})
 	}
 	wg.Wait()
+	for _, r := range regs {
+		s.regs = append(s.regs, r...)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -363,11 +386,7 @@ func (s *scenario) register(ctx context.Context, c naming_client.INamingClient, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ok, err := c.RegisterInstance(vo.RegisterInstanceParam{
-			Ip: providerIP(p), Port: providerPort, ServiceName: svc, Weight: 1,
-			Enable: true, Healthy: true, Ephemeral: true,
-			Metadata: map[string]string{"provider": strconv.Itoa(p)},
-		})
+		ok, err := c.RegisterInstance(s.providerParam(p, svc))
 		if err == nil && !ok {
 			err = errors.New("the registry refused it")
 		}
@@ -376,6 +395,83 @@ func (s *scenario) register(ctx context.Context, c naming_client.INamingClient, 
 		}
 	}
 	return nil
+}
+
+// providerParam is provider p's instance in svc, as the SDK registers it.
+func (s *scenario) providerParam(p int, svc string) vo.RegisterInstanceParam {
+	return vo.RegisterInstanceParam{
+		Ip: providerIP(p), Port: providerPort, ServiceName: svc, Weight: 1,
+		Enable: true, Healthy: true, Ephemeral: true,
+		Metadata: map[string]string{"provider": strconv.Itoa(p)},
+	}
+}
+
+// registerNaive is the naive provider's code: in every service, register
+// until the call returns no error, 1 s apart; the returned bool (false
+// when the server rejected the request) is not looked at, and after that
+// nacos-sdk-go's redo re-registers after each reconnect.
+func (s *scenario) registerNaive(ctx context.Context, c naming_client.INamingClient, p int) error {
+	for _, svc := range s.services {
+		for {
+			_, err := c.RegisterInstance(s.providerParam(p, svc))
+			if err == nil {
+				break
+			}
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// registerRebound registers provider p's instance in every service with
+// nacos.Register, which keeps it registered.
+func (s *scenario) registerRebound(ctx context.Context, c naming_client.INamingClient, p int) ([]*nacos.Registration, error) {
+	var regs []*nacos.Registration
+	for _, svc := range s.services {
+		g, err := nacos.Register(ctx, c, subscriber.Key{Service: svc}, subscriber.Instance{
+			IP: providerIP(p), Port: providerPort, Weight: 1, Healthy: true, Enabled: true,
+			Metadata: map[string]string{"provider": strconv.Itoa(p)},
+		})
+		if err != nil {
+			return regs, fmt.Errorf("provider %d registering in %s: %w", p, svc, err)
+		}
+		regs = append(regs, g)
+	}
+	return regs, nil
+}
+
+// closeRegs stops the rebound providers' repair (their instances stay
+// registered until their clients close).
+func (s *scenario) closeRegs() error {
+	var errs []error
+	for _, g := range s.regs {
+		errs = append(errs, g.Close())
+	}
+	s.regs = nil
+	return errors.Join(errs...)
+}
+
+// missingProviders counts the provider instances the embedded registry
+// does not list, of one per provider per service.
+func (s *scenario) missingProviders() (missing, total int) {
+	total = s.cfg.providers * len(s.services)
+	if s.srv == nil || !s.srv.Running() {
+		return 0, total
+	}
+	for _, svc := range s.services {
+		listed := map[string]bool{}
+		for _, in := range s.srv.Instances("", "", svc) {
+			listed[in.Ip] = true
+		}
+		for p := range s.cfg.providers {
+			if !listed[providerIP(p)] {
+				missing++
+			}
+		}
+	}
+	return missing, total
 }
 
 // waitQuiet waits until the embedded registry has received no request for
@@ -607,10 +703,12 @@ func (s *scenario) run(ctx context.Context) (result, error) {
 	res.attemptsAfter = end.attempts - up.attempts
 	st := s.snapshot()
 	res.notInPlace = st.total - st.confirmed
+	res.provMissing, res.provTotal = s.missingProviders()
 	from := down.t.Add(-plotBefore)
 	// Up to the end of the bucket the window ends in.
 	if last := end.t.Add(bucket); s.meter != nil {
 		res.subReqAfter = s.meter.subscribe.sum(up.t, last)
+		res.regReqAfter = s.meter.register.sum(up.t, last)
 		res.reqAfter = s.meter.all.sum(up.t, last)
 		res.peakAfter = s.meter.all.peak(up.t, last)
 		res.requests = s.meter.all.windows(from, last)
@@ -625,7 +723,9 @@ func (s *scenario) run(ctx context.Context) (result, error) {
 	}
 	res.timing.change = time.Since(t)
 	if s.srv != nil {
-		res.rejected = s.srv.Stats().TotalRejected - s.rejectedBefore
+		st := s.srv.Stats()
+		res.rejected = st.Rejected[nacostest.RequestSubscribeService] - s.rejectedBefore.Rejected[nacostest.RequestSubscribeService]
+		res.regRejected = st.Rejected[nacostest.RequestInstance] - s.rejectedBefore.Rejected[nacostest.RequestInstance]
 	}
 	final := s.mark()
 	res.empties = final.empties - down.empties
@@ -674,6 +774,11 @@ func (s *scenario) emptyService(ctx context.Context) (time.Duration, bool, error
 			ws = append(ws, sl.watches[0])
 		}
 	}
+	// rebound's registrations would repair the deregistered instances:
+	// stop them first (the instances stay registered).
+	if err := s.closeRegs(); err != nil {
+		return 0, false, err
+	}
 	start := time.Now()
 	for _, in := range s.srv.Instances("", "", svc) {
 		s.srv.DeregisterInstance("", "", svc, nacostest.Instance{Ip: in.Ip, Port: in.Port, ClusterName: in.ClusterName})
@@ -700,10 +805,16 @@ func (s *scenario) emptyService(ctx context.Context) (time.Duration, bool, error
 func (s *scenario) canaryChange(ctx context.Context) error {
 	s.prog.phase(s.mode, "change")
 	s.expected.Store(&s.withCanary)
-	if err := s.register(ctx, s.canary, s.cfg.providers); err != nil {
+	// The canary's connection is new since the restart: the TPS control
+	// may reject its first registers; retry those (the canary measures
+	// the consumers, not the providers).
+	err := pollEvery(ctx, canaryTimeout, pollInterval, func() bool {
+		return s.register(ctx, s.canary, s.cfg.providers) == nil
+	})
+	if err != nil {
 		return fmt.Errorf("registering the change after the recovery: %w", err)
 	}
-	err := poll(ctx, canaryTimeout, "the change to reach every listener", func() bool {
+	err = poll(ctx, canaryTimeout, "the change to reach every listener", func() bool {
 		st := s.snapshot()
 		return st.truthOK && st.correct == st.total
 	})
@@ -742,7 +853,14 @@ func (s *scenario) outage(ctx context.Context) (down, up mark, err error) {
 			return down, up, err
 		}
 	}
-	s.rejectedBefore = s.srv.Stats().TotalRejected
+	if s.cfg.regReject > 0 {
+		// ... and the first N registers: an InstanceResponse with
+		// success false, which nacos-sdk-go's redo counts as done.
+		if err := s.srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{FirstPerConnection: s.cfg.regReject}); err != nil {
+			return down, up, err
+		}
+	}
+	s.rejectedBefore = s.srv.Stats()
 	if err := s.srv.Start(); err != nil {
 		return down, up, fmt.Errorf("restarting the registry: %w", err)
 	}
@@ -802,6 +920,7 @@ func (s *scenario) close() error {
 		}
 	}
 	wg.Wait()
+	errs = append(errs, s.closeRegs()) // before their clients
 	// CloseClient can block for seconds inside nacos-sdk-go (its Shutdown
 	// waits for the client's event goroutine, which may be busy re-sending
 	// its subscriptions): close the clients concurrently.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
 )
 
 // Row labels of the table (the test looks rows up by these).
@@ -27,6 +28,9 @@ const (
 	rowConfirmed   = "restart -> ... and confirmed by the consumer code"
 	rowNotInPlace  = "subscriptions missing at the end of recovery"
 	rowProviders   = "restart -> providers re-registered"
+	rowProvMissing = "provider instances missing at the end of recovery"
+	rowRegReqs     = "register requests (InstanceRequests), recovery"
+	rowRegRejected = "registers rejected by TPS control (reported ok)"
 	rowLost        = "notifications lost (change after recovery)"
 	rowDuplicated  = "notifications duplicated"
 	rowEmpties     = "empty lists to listeners that had instances"
@@ -47,12 +51,17 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	fmt.Fprintf(w, "Registry outage: %d consumers x %d services = %d subscriptions, %d providers; %s\n",
 		cfg.clients, cfg.subs, cfg.clients*cfg.subs, cfg.providers, registry)
 	if cfg.nacosAddr == "" {
-		fmt.Fprintf(w, "down for %v, restarted empty; providers re-register by nacos-sdk-go's redo", cfg.down)
-		if cfg.tpsFirst > 0 {
+		fmt.Fprintf(w, "down for %v, restarted empty", cfg.down)
+		switch {
+		case cfg.tpsFirst > 0 && cfg.regReject > 0:
+			fmt.Fprintf(w, "; its TPS control rejects the first %d subscribes and the first %d registers of every new connection (Nacos' own response types: nacos-sdk-go reports success)", cfg.tpsFirst, cfg.regReject)
+		case cfg.tpsFirst > 0:
 			fmt.Fprintf(w, "; its TPS control rejects the first %d subscribes of every new connection (Nacos' own response type: nacos-sdk-go reports success)", cfg.tpsFirst)
+		case cfg.regReject > 0:
+			fmt.Fprintf(w, "; its TPS control rejects the first %d registers of every new connection (Nacos' own response type: nacos-sdk-go reports success)", cfg.regReject)
 		}
 	} else {
-		fmt.Fprintf(w, "restarted by hand (asked for about %v down); providers re-register by nacos-sdk-go's redo", cfg.down)
+		fmt.Fprintf(w, "restarted by hand (asked for about %v down)", cfg.down)
 	}
 	switch {
 	case cfg.restarts == 1:
@@ -67,21 +76,24 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	}
 	if slices.Contains(cfg.modes, sdkMode) {
 		fmt.Fprintf(w, "sdk:     at start-up, per service: client.Subscribe(...) once, error ignored; nacos-sdk-go's redo does the rest.\n")
+		fmt.Fprintf(w, "         providers: client.RegisterInstance(...) once per service; nacos-sdk-go's redo re-registers.\n")
 	}
 	if slices.Contains(cfg.modes, naiveMode) {
 		fmt.Fprintf(w, "naive:   at start-up, per service: %s\n", naive)
 		fmt.Fprintf(w, "         then relies on nacos-sdk-go's own redo after a reconnect.\n")
+		fmt.Fprintf(w, "         providers: for { _, err := client.RegisterInstance(...); if err == nil { break }; time.Sleep(time.Second) } (the bool not checked), then the SDK's redo.\n")
 	}
 	if slices.Contains(cfg.modes, reboundMode) {
 		fmt.Fprintf(w, "rebound: one subscriber.Manager per consumer over subscriber/nacos; policy: %s; shared limiter %g/s, burst %d.\n",
 			policyText(cfg), float64(subscriber.DefaultLimit), subscriber.DefaultBurst)
+		fmt.Fprintf(w, "         providers: nacos.Register per service (checks the SDK's redo %v after a reconnect, re-registers what is missing).\n", nacos.DefaultRedoGrace)
 	}
 	fmt.Fprintf(w, "Recovery: from the restart until every subscription is back at the registry with the right list, at most -timeout (%v).\n\n", cfg.timeout)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	width := len(rowConverged)
 	for _, l := range []string{rowDown, rowCPU, rowCPUAfter, rowCallsDown, rowCallsAfter, rowSubReqs, rowRequests, rowPeak, rowRejected, rowNotInPlace,
-		rowProviders, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp, rowEmptied} {
+		rowProviders, rowProvMissing, rowRegReqs, rowRegRejected, rowHeld, rowConfirmed, rowLost, rowDuplicated, rowEmpties, rowFirstEmpty, rowGaveUp, rowEmptied} {
 		width = max(width, len(l))
 	}
 	row := func(label string, cell func(r result) string) {
@@ -158,6 +170,14 @@ func printTable(w io.Writer, cfg config, results []result) error {
 		}
 		return seconds(r.providers)
 	})
+	row(rowProvMissing, func(r result) string {
+		if !r.observed {
+			return notAvailable
+		}
+		return fmt.Sprint(r.provMissing)
+	})
+	row(rowRegReqs, server(func(r result) int64 { return r.regReqAfter }))
+	row(rowRegRejected, server(func(r result) int64 { return r.regRejected }))
 	row(rowLost, func(r result) string { return fmt.Sprint(r.lost) })
 	row(rowDuplicated, func(r result) string { return fmt.Sprint(r.duplicated) })
 	row(rowEmpties, func(r result) string { return fmt.Sprint(r.empties) })
@@ -179,6 +199,7 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	notes := []string{
 		"sdk: nacos-sdk-go v2.3.2 alone (one Subscribe per service, then its redo after each reconnect): the baseline.",
 		"subscribe calls: client.Subscribe calls (naive) or Registry.Subscribe attempts by the Managers (rebound).",
+		"provider instances: one per provider per service (" + fmt.Sprint(cfg.providers*cfg.subs) + "); missing: not listed by the registry when the recovery window ended; re-registered: the time until the registry listed every one; register requests: every InstanceRequest the registry received in the window (redo, repair and the rejected ones).",
 		"missing: not subscribed at the registry (or, with -nacos, not confirmed by the consumer's code).",
 		"held: every subscription at the registry, whatever the lists (this waits for every consumer's nacos-sdk-go client to reconnect, at the SDK's own pace); confirmed: and the consumer code believes it (rebound: every Manager subscription in state subscribed; the SDK alone and the naive loop believe it all along); \"back, right list\" also waits for the providers to re-register.",
 		"lost: listeners whose final list differs from the registry's after one more provider registered in every service once the recovery ended.",
