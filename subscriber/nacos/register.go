@@ -613,6 +613,13 @@ func (g *Registration) loop(ctx context.Context) {
 		case u := <-g.updates:
 			err := g.update(u)
 			u.done <- err
+			if err == nil && up && need == needNothing {
+				// A re-send by the SDK's redo that raced the update
+				// (its copy taken before) would put the old values back:
+				// check after the grace, as after a reconnect.
+				need = needCheck
+				begin(jitter(g.cfg.grace, 1, 1.5))
+			}
 		}
 	}
 }
@@ -632,6 +639,21 @@ func (g *Registration) update(u regUpdate) error {
 	return nil
 }
 
+// sameRegistered reports whether the server's instance x carries what
+// in registered: its weight, enabled flag and metadata (the server may
+// add metadata keys of its own).
+func sameRegistered(x, in model.Instance) bool {
+	if x.Weight != in.Weight || x.Enable != in.Enable {
+		return false
+	}
+	for k, v := range in.Metadata {
+		if x.Metadata[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // jitter returns d scaled by a random factor in [lo, hi).
 func jitter(d time.Duration, lo, hi float64) time.Duration {
 	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
@@ -640,7 +662,9 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 // Update changes the registered instance (weight, metadata, enabled,
 // healthy): one register request with the new instance, which Nacos
 // applies in place (its connection's instance of the service is
-// replaced). It returns once the server accepted it, or the error (a
+// replaced), checked against the server after the redo grace (a re-send
+// of the old instance by the SDK's redo racing the Update is then
+// registered over). It returns once the server accepted it, or the error (a
 // *subscriber.OpError, wrapping ErrRejected for a rejection). After a
 // failed Update the Registration keeps reporting and repairing the
 // previous instance, but the server and the SDK's redo cache may hold
@@ -1024,7 +1048,10 @@ func (h *hub) listed(service, group string, in model.Instance) (bool, error) {
 			c = defaultCluster
 		}
 		if x.Ip == in.Ip && x.Port == in.Port && c == cluster {
-			return true, nil
+			// Listed as registered only with the values this
+			// Registration sent: a stale copy (the SDK's redo re-sending
+			// the instance as it was before an Update) is not.
+			return sameRegistered(x, in), nil
 		}
 	}
 	return false, nil

@@ -171,10 +171,27 @@ func TestRegistrationUpdate(t *testing.T) {
 	if err := g.Update(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	ins := srv.Instances("", "", "orders")
-	if len(ins) != 1 || ins[0].Weight != 0 || ins[0].Metadata["v"] != "2" {
-		t.Fatalf("server lists %+v after Update, want weight 0 and v=2", ins)
+	// The SDK's start-up redo may re-send the old instance after the
+	// Update (its copy taken before): the check after the grace repairs it.
+	subscribertest.Eventually(t, e2eTimeout, "the server to list weight 0 and v=2", func() bool {
+		ins := srv.Instances("", "", "orders")
+		return len(ins) == 1 && ins[0].Weight == 0 && ins[0].Metadata["v"] == "2"
+	})
+	// A stale copy put back later (as a racing redo would) is registered
+	// over by the check that follows an Update.
+	if err := g.Update(context.Background(), in); err != nil {
+		t.Fatal(err)
 	}
+	stale := srv.Instances("", "", "orders")[0]
+	stale.Weight, stale.Metadata = 1, map[string]string{"v": "1"}
+	if err := srv.RegisterInstance("", "", "orders", stale); err != nil {
+		t.Fatal(err)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the stale copy to be registered over", func() bool {
+		ins := srv.Instances("", "", "orders")
+		return len(ins) == 1 && ins[0].Weight == 0 && ins[0].Metadata["v"] == "2"
+	})
+
 	if got := g.Instance(); got.Weight != 0 || got.Metadata["v"] != "2" {
 		t.Fatalf("Instance() = %+v", got)
 	}
