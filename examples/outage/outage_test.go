@@ -250,8 +250,10 @@ func TestRunReduced(t *testing.T) {
 	}
 	if v := tab[rowProviders]["rebound"]; strings.HasPrefix(v, notConvergedIn) {
 		t.Errorf("rebound: providers not re-registered: %s", v)
-	} else if d := tab.seconds(t, rowProviders, "rebound"); d <= 0 || d > 8*time.Second {
-		t.Errorf("rebound: providers re-registered after %v, want within (0, 8s]", d)
+	} else if d := tab.seconds(t, rowProviders, "rebound"); d <= 0 || d > 15*time.Second {
+		// Generous for a loaded machine: the redo grace (1-1.5 s), the
+		// check, and a jittered retry of each rejected register.
+		t.Errorf("rebound: providers re-registered after %v, want within (0, 15s]", d)
 	}
 	if v := tab.int(t, rowRegReqs, "rebound"); v < providers*subs {
 		t.Errorf("rebound: %d register requests during the recovery, want at least %d (the SDK's redo)", v, providers*subs)
