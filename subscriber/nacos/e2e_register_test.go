@@ -96,7 +96,10 @@ func TestE2ERegisterRejectedRedo(t *testing.T) {
 	// (the SDK sometimes gets two after a restart) redoes it again,
 	// accepted this time.
 	t.Logf("baseline, the SDK alone: instance listed again after its rejected redo: %v", listed(srv, "billing", "10.0.0.2", 8080))
-	subscribertest.Eventually(t, e2eTimeout, "the repair to be counted", func() bool { return g.Status().Repairs >= 1 })
+	subscribertest.Eventually(t, e2eTimeout, "the repair to be counted, registered", func() bool {
+		st := g.Status()
+		return st.Repairs >= 1 && st.State == subscriber.RegistrationRegistered
+	})
 	if st := g.Status(); st.Repairs != 1 || st.State != subscriber.RegistrationRegistered {
 		t.Fatalf("Status = %+v, want registered after one repair", st)
 	}

@@ -530,6 +530,9 @@ func (g *Registration) loop(ctx context.Context) {
 			if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
 				g.log.Info("registered again")
 				g.track.Registered()
+				// Registered before the repair is counted, so that a
+				// Status showing the repair shows it registered.
+				g.track.Set(subscriber.RegistrationRegistered, nil)
 				g.track.Repaired()
 				need = needNothing
 			}

@@ -153,7 +153,10 @@ func TestRegisterRepairsForgottenInstance(t *testing.T) {
 			return listed(srv, "orders", "10.0.0.1", 8080)
 		})
 	}
-	subscribertest.Eventually(t, e2eTimeout, "the repair to be counted", func() bool { return g.Status().Repairs >= 1 })
+	subscribertest.Eventually(t, e2eTimeout, "the repair to be counted, registered", func() bool {
+		st := g.Status()
+		return st.Repairs >= 1 && st.State == subscriber.RegistrationRegistered
+	})
 	if st := g.Status(); st.Repairs < 1 || st.Repairs > 2 || st.State != subscriber.RegistrationRegistered {
 		t.Fatalf("Status = %+v, want registered after one or two repairs", st)
 	}
