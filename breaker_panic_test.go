@@ -29,7 +29,9 @@ func TestRetrierBreakerAttemptPanics(t *testing.T) {
 					Timeout:     time.Second,
 					ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 },
 				})
-				r, err := rebound.NewRetrier(rebound.Policy{Initial: 1500 * time.Millisecond, Max: 1500 * time.Millisecond, MaxAttempts: 3},
+				// NoJitter: the retry comes 1.5 s later, after the breaker's 1 s open
+				// timeout (a fully jittered delay could come while it is open).
+				r, err := rebound.NewRetrier(rebound.Policy{Initial: 1500 * time.Millisecond, Max: 1500 * time.Millisecond, MaxAttempts: 3, Jitter: rebound.NoJitter},
 					rebound.WithBreaker(cb))
 				if err != nil {
 					t.Fatal(err)
