@@ -3,6 +3,7 @@ package failback
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -105,7 +106,17 @@ func (panicStore) Remove(uint64) error                 { panic("store: remove") 
 // the call goes on (Update) or ends (Remove) as without a store.
 func TestStorePanicsOnWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := cluster.NewStaticDirectory(newProvider("a:1", downUntil(20*time.Second)))
+		// The first two calls fail (the first attempt and the first retry,
+		// whose reschedule calls Update), the third succeeds (Remove): by
+		// count, not by time, since the retries' jittered delays could put
+		// all of them inside any down window.
+		var calls atomic.Int32
+		dir := cluster.NewStaticDirectory(newProvider("a:1", func(context.Context, call) (any, error) {
+			if calls.Add(1) <= 2 {
+				return nil, errRefused
+			}
+			return "ok", nil
+		}))
 		f := mustNew(t, dir, WithStore(panicStore{newMemStore()}))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatalf("Invoke = %v", err)
