@@ -99,10 +99,10 @@ func CheckValues(t testing.TB, s Snapshot) int {
 				}
 				found := false
 				for _, v := range vals {
-					found = found || v == kv.Value.Emit()
+					found = found || v == kv.Value.String()
 				}
 				if !found {
-					t.Errorf("%s: %s=%q is not one of the documented values %q", name, kv.Key, kv.Value.Emit(), vals)
+					t.Errorf("%s: %s=%q is not one of the documented values %q", name, kv.Key, kv.Value.String(), vals)
 				}
 			}
 		}
