@@ -2,7 +2,7 @@ package rebound
 
 import (
 	"errors"
-	"reflect"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"time"
 )
 
@@ -61,7 +61,7 @@ func WithBreaker(b Breaker) Option {
 			c.bad("WithBreaker", "b", "must not be nil (omit the option for no breaker)")
 			return
 		}
-		if v := reflect.ValueOf(b); v.Kind() == reflect.Pointer && v.IsNil() {
+		if nilness.Is(b) {
 			c.bad("WithBreaker", "b", "is a nil pointer: pass a breaker, for example gobreaker.NewTwoStepCircuitBreaker")
 			return
 		}

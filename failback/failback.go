@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"math"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,7 +242,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	}
 	if dir == nil {
 		cfg.bad("New", "dir", "must not be nil: a cluster.Directory is required", nil)
-	} else if v := reflect.ValueOf(dir); v.Kind() == reflect.Pointer && v.IsNil() {
+	} else if nilness.Is(dir) {
 		cfg.bad("New", "dir", "is a nil pointer: a cluster.Directory is required", nil)
 	}
 	for _, o := range opts {

@@ -3,7 +3,7 @@ package reboundgrpc
 import (
 	"context"
 	"fmt"
-	"reflect"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,7 +48,7 @@ func Drain(ctx context.Context, srv *grpc.Server, wait time.Duration, regs ...su
 		return &rebound.ArgumentError{Func: "reboundgrpc.Drain", Arg: "srv", Reason: "must not be nil"}
 	}
 	for i, r := range regs {
-		if isNil(r) {
+		if nilness.Is(r) {
 			return &rebound.ArgumentError{Func: "reboundgrpc.Drain", Arg: "regs", Reason: fmt.Sprintf("regs[%d] is nil", i)}
 		}
 	}
@@ -86,16 +86,4 @@ func gracefulStop(ctx context.Context, srv *grpc.Server) error {
 		<-done
 		return ctx.Err()
 	}
-}
-
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"net"
 	"net/http"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,7 +63,7 @@ type Registrations []subscriber.Registration
 func (r Registrations) RegistrationStatus() []subscriber.RegistrationStatus {
 	out := make([]subscriber.RegistrationStatus, 0, len(r))
 	for _, g := range r {
-		if !isNil(g) {
+		if !nilness.Is(g) {
 			out = append(out, g.Status())
 		}
 	}
@@ -83,7 +83,7 @@ func (f optionFunc) apply(h *Handler) error { return f(h) }
 // CountsSource, its registry connection is shown.
 func WithSubscriptions(name string, src StatusSource) Option {
 	return optionFunc(func(h *Handler) error {
-		if err := h.checkName("statusz.WithSubscriptions", name, isNil(src)); err != nil {
+		if err := h.checkName("statusz.WithSubscriptions", name, nilness.Is(src)); err != nil {
 			return err
 		}
 		h.subs = append(h.subs, namedSubs{name, src})
@@ -96,7 +96,7 @@ func WithSubscriptions(name string, src StatusSource) Option {
 // nor a nil pointer.
 func WithFailback(name string, src StatsSource) Option {
 	return optionFunc(func(h *Handler) error {
-		if err := h.checkName("statusz.WithFailback", name, isNil(src)); err != nil {
+		if err := h.checkName("statusz.WithFailback", name, nilness.Is(src)); err != nil {
 			return err
 		}
 		h.fbs = append(h.fbs, namedStats{name, src})
@@ -110,7 +110,7 @@ func WithFailback(name string, src StatsSource) Option {
 func WithRegistrations(name string, src RegistrationSource) Option {
 	return optionFunc(func(h *Handler) error {
 		_, fixed := src.(Registrations) // an empty (even nil) set is a set
-		if err := h.checkName("statusz.WithRegistrations", name, !fixed && isNil(src)); err != nil {
+		if err := h.checkName("statusz.WithRegistrations", name, !fixed && nilness.Is(src)); err != nil {
 			return err
 		}
 		h.regs = append(h.regs, namedRegs{name, src})
@@ -131,7 +131,7 @@ func WithBreakers(name string, src BreakerSource) Option {
 	return optionFunc(func(h *Handler) error {
 		const fn = "statusz.WithBreakers"
 		switch {
-		case isNil(src):
+		case nilness.Is(src):
 			return &rebound.ArgumentError{Func: fn, Arg: "src", Reason: "must not be nil", Err: rebound.ErrInvalidArgument}
 		case strings.TrimSpace(name) == "":
 			return &rebound.ArgumentError{Func: fn, Arg: "name", Reason: "must not be empty", Err: rebound.ErrInvalidArgument}
@@ -238,21 +238,6 @@ func New(opts ...Option) (*Handler, error) {
 		h.names[nb.name] = true
 	}
 	return h, nil
-}
-
-// isNil reports whether src is nil or holds a nil pointer (a nil
-// *subscriber.Manager or *failback.Invoker, which would panic on the first
-// request instead of failing New).
-func isNil(src any) bool {
-	if src == nil {
-		return true
-	}
-	v := reflect.ValueOf(src)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 func (h *Handler) checkName(fn, name string, nilSrc bool) error {

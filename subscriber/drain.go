@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"sync"
 	"time"
 )
@@ -66,7 +66,7 @@ func Drain(ctx context.Context, wait time.Duration, stop func(context.Context) e
 		if r == nil {
 			continue
 		}
-		if v := reflect.ValueOf(r); v.Kind() == reflect.Pointer && v.IsNil() {
+		if nilness.Is(r) {
 			continue // a typed nil: a Registration that was never made
 		}
 		wg.Go(func() {

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"slices"
 	"strings"
 	"sync"
@@ -200,7 +200,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("subscriber.New", "reg", "is nil")
 	}
-	if v := reflect.ValueOf(reg); v.Kind() == reflect.Pointer && v.IsNil() {
+	if nilness.Is(reg) {
 		return nil, argError("subscriber.New", "reg", "is a nil pointer")
 	}
 	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -248,7 +249,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if ctx == nil {
 		return nil, arg("ctx", "must not be nil")
 	}
-	if isNil(client) {
+	if nilness.Is(client) {
 		return nil, arg("client", "must not be nil")
 	}
 	if !reflect.TypeOf(client).Comparable() {

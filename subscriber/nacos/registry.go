@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"maps"
 	"reflect"
 	"slices"
@@ -287,7 +288,7 @@ func sameList(a, b []subscriber.Instance) bool {
 // New returns a Registry over client. It returns an *rebound.ArgumentError
 // for a nil client (a typed nil included) or a bad option value.
 func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) {
-	if isNil(client) {
+	if nilness.Is(client) {
 		return nil, &rebound.ArgumentError{Func: "nacos.New", Arg: "client", Reason: "is nil"}
 	}
 	cfg := config{poll: DefaultPollInterval, downPoll: DefaultDownPollInterval, window: DefaultEvidenceWindow, cap: DefaultEvidenceCap}
@@ -325,18 +326,6 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 		subs:        make(map[subscriber.Sink]*sub),
 		groups:      make(map[string]*group),
 	}, nil
-}
-
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Interface, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Close marks the Registry closed: Subscribe returns ErrClosed from now on
