@@ -67,6 +67,7 @@
 //	retryable, Shutdown/Close has begun     *RejectedError: ErrClosed + the error
 //	marked Stopping, no Store               the error, unchanged
 //	marked Stopping, with a Store           (nil, nil): queued and stored
+//	marked Stopping, Policy.MaxAttempts 1   the error, unchanged (even with a Store)
 //	after Shutdown or Close began           ErrClosed (no attempt)
 //
 // # Goroutines and hooks

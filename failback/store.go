@@ -161,7 +161,8 @@ type JSONCodec struct {
 }
 
 // Marshal implements Codec. It refuses a protocol buffers message (a
-// value with a ProtoReflect method, such as a gRPC request): encoding/json
+// value with a ProtoReflect method, such as a gRPC request, or a message
+// passed by value): encoding/json
 // writes one, but gives it back after a restart as a map that no gRPC call
 // can send, so the call would be lost then; use failback/protocodec. An
 // Any (google.golang.org/protobuf/types/known/anypb) is the exception: it
@@ -188,6 +189,9 @@ func isProtoMessage(v any) bool {
 		return false
 	}
 	t := reflect.TypeOf(v)
+	if t.Kind() != reflect.Pointer {
+		t = reflect.PointerTo(t) // a message passed by value: its methods are on the pointer
+	}
 	if _, ok := t.MethodByName("ProtoReflect"); !ok {
 		return false
 	}

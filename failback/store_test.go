@@ -349,6 +349,14 @@ func TestJSONCodecRefusesProtoMessages(t *testing.T) {
 	if _, err := (JSONCodec{}).Marshal("Notify", []any{msg}); err == nil || !strings.Contains(err.Error(), "protocodec") {
 		t.Fatalf("Marshal(proto message) = %v, want an error naming protocodec", err)
 	}
+	// A message passed by value (not a pointer) is a message too: JSON
+	// gives it back as a map just the same.
+	if _, err := (JSONCodec{}).Marshal("Notify", []any{*wrapperspb.String("order o1")}); err == nil || !strings.Contains(err.Error(), "protocodec") {
+		t.Fatalf("Marshal(proto message by value) = %v, want an error naming protocodec", err)
+	}
+	if _, err := (JSONCodec{}).Marshal("Notify", []any{anypb.Any{TypeUrl: "x/y"}}); err != nil {
+		t.Fatalf("Marshal(Any by value) = %v", err)
+	}
 	// An Any keeps its content as JSON (type URL and wire bytes).
 	if _, err := (JSONCodec{}).Marshal("Notify", []any{&anypb.Any{TypeUrl: "x/y", Value: []byte{1}}}); err != nil {
 		t.Fatalf("Marshal(Any) = %v", err)

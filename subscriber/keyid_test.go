@@ -29,6 +29,12 @@ func TestKeyID(t *testing.T) {
 	if c1.ID() == c3.ID() {
 		t.Errorf("clusters {a, b,c} and {a,b, c} have one ID %#v", c1.ID())
 	}
+	// A cluster named twice is the same set (Nacos de-duplicates them).
+	d1 := subscriber.Key{Service: "s", Clusters: []string{"a", "b", "a"}}
+	d2 := subscriber.Key{Service: "s", Clusters: []string{"b", "a"}}
+	if d1.ID() != d2.ID() || d1.String() != d2.String() {
+		t.Errorf("clusters {a, b, a} and {b, a}: IDs %#v, %#v, printed %q, %q; want one set", d1.ID(), d2.ID(), d1, d2)
+	}
 }
 
 // The in-memory registry keeps keys that print alike apart (it kept them

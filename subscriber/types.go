@@ -21,7 +21,8 @@ type Key struct {
 	// Service is the service name; it must not be empty.
 	Service string
 	// Clusters restricts the subscription to these clusters; empty means
-	// all. Order does not matter (String sorts them).
+	// all. Order and repeats do not matter (String sorts them and prints
+	// each once).
 	Clusters []string
 }
 
@@ -30,7 +31,7 @@ type Key struct {
 // "group/service" when only Group is set ("DEFAULT_GROUP/orders"),
 // "namespace/group/service" when Namespace is set (with an empty group
 // "namespace//service"), followed by "[c1,c2]" when clusters are set,
-// sorted. Two different keys may print alike (a '/' or '[' in a name):
+// sorted, each once. Two different keys may print alike (a '/' or '[' in a name):
 // key a map by ID, not by String.
 func (k Key) String() string {
 	var b strings.Builder
@@ -46,8 +47,7 @@ func (k Key) String() string {
 	}
 	b.WriteString(k.Service)
 	if len(k.Clusters) > 0 {
-		cs := slices.Clone(k.Clusters)
-		slices.Sort(cs)
+		cs := slices.Compact(slices.Sorted(slices.Values(k.Clusters)))
 		b.WriteByte('[')
 		b.WriteString(strings.Join(cs, ","))
 		b.WriteByte(']')
@@ -70,8 +70,7 @@ type KeyID struct {
 func (k Key) ID() KeyID {
 	id := KeyID{Namespace: k.Namespace, Group: k.Group, Service: k.Service}
 	if len(k.Clusters) > 0 {
-		cs := slices.Clone(k.Clusters)
-		slices.Sort(cs)
+		cs := slices.Compact(slices.Sorted(slices.Values(k.Clusters)))
 		var b strings.Builder
 		for _, c := range cs {
 			b.WriteString(strconv.Itoa(len(c)))

@@ -39,6 +39,10 @@ const (
 	// instance the server lost without closing the connection (a failed
 	// Distro sync between Nacos nodes, an operator's deregistration). Each
 	// check is one ServiceQueryRequest; the interval is jittered by ±25 %.
+	// An instance listed with other values (weight, enabled, metadata) is
+	// registered again once; if a later check finds other values again
+	// (before an Update), they are the server's (an operator's edit, another client's copy
+	// of the address) and are left, with a warning, until an Update.
 	DefaultCheckInterval = 30 * time.Second
 )
 
@@ -434,17 +438,18 @@ func (g *Registration) register(op string, in model.Instance) error {
 	return err
 }
 
-// listed asks the server (not the SDK's cache) whether it lists in.
-func (g *Registration) listed(op string, in model.Instance) (bool, error) {
+// listed asks the server (not the SDK's cache) whether it lists in's
+// address (found) and with in's values (same).
+func (g *Registration) listed(op string, in model.Instance) (found, same bool, err error) {
 	start := time.Now()
-	found, err := g.h.listed(g.key.Service, g.group, in)
+	found, same, err = g.h.listed(g.key.Service, g.group, in)
 	if err != nil {
 		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLookupUnsupported) {
 			err = opError("check", g.key, err)
 		}
 	}
 	g.track.Attempt(op, start, err)
-	return found, err
+	return found, same, err
 }
 
 // Key returns the key given to Register.
@@ -468,10 +473,17 @@ const (
 func (g *Registration) loop(ctx context.Context) {
 	defer close(g.done)
 	var (
-		need    = needNothing
-		up      = true
-		s       *rebound.Schedule // the current repair run; nil when none
-		admit   bool              // the timer is the wait before an Admit
+		need = needNothing
+		up   = true
+		s    *rebound.Schedule // the current repair run; nil when none
+		// other: the instance was registered again because the server
+		// listed it with other values; if it does again at a later
+		// check (before an Update), they are the server's (an
+		// operator's weight, another client's copy of the address), and
+		// registering again would only fight them at every check.
+		other   bool
+		left    bool // the other values were left (logged once)
+		admit   bool // the timer is the wait before an Admit
 		timer   = time.NewTimer(time.Hour)
 		periodT = time.NewTimer(time.Hour)
 	)
@@ -513,14 +525,29 @@ func (g *Registration) loop(ctx context.Context) {
 		g.mu.Unlock()
 		var err error
 		if need == needCheck {
-			var found bool
-			found, err = g.listed(subscriber.RegistrationOpCheck, in)
+			var found, same bool
+			found, same, err = g.listed(subscriber.RegistrationOpCheck, in)
 			switch {
-			case err == nil && found:
-				if g.track.State() == subscriber.RegistrationRepairing {
+			case err == nil && found && (same || other):
+				switch {
+				case !same && !left:
+					g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
+					left = true
+				case same && g.track.State() == subscriber.RegistrationRepairing:
 					g.log.Debug("the server lists the instance (the SDK's redo worked)")
 				}
+				if same {
+					// other stays: a server that took the values back
+					// and then lists others again (two clients taking the
+					// address from each other) is not fought either.
+					left = false
+				}
 				need = needNothing
+			case err == nil && found:
+				g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
+				g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+				other = true
+				need = needRegister
 			case err == nil:
 				g.log.Info("the server does not list the instance; registering it again")
 				g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
@@ -617,6 +644,9 @@ func (g *Registration) loop(ctx context.Context) {
 		case u := <-g.updates:
 			err := g.update(u)
 			u.done <- err
+			if err == nil {
+				other, left = false, false // new values: a difference is news again
+			}
 			if err == nil && up && need == needNothing {
 				// A re-send by the SDK's redo that raced the update
 				// (its copy taken before) would put the old values back:
@@ -854,7 +884,7 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 	if err != nil {
 		return err
 	}
-	found, err := g.listed(subscriber.RegistrationOpDeregister, in)
+	found, _, err := g.listed(subscriber.RegistrationOpDeregister, in)
 	if err != nil {
 		return err
 	}
@@ -1029,18 +1059,19 @@ func (h *hub) broadcast(ev connEvent) {
 }
 
 // listed queries the server's list of the service (all clusters, healthy
-// or not) on the hub's own connection and reports whether it holds in.
-func (h *hub) listed(service, group string, in model.Instance) (bool, error) {
+// or not) on the hub's own connection and reports whether it holds in's
+// address (found), and with in's values (same).
+func (h *hub) listed(service, group string, in model.Instance) (found, same bool, err error) {
 	p, err := h.queryProxy()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	svc, err := p.QueryInstancesOfService(service, group, "", 0, false)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if svc == nil || svc.LastRefTime == 0 {
-		return false, ErrRejected
+		return false, false, ErrRejected
 	}
 	cluster := in.ClusterName
 	if cluster == "" {
@@ -1055,10 +1086,13 @@ func (h *hub) listed(service, group string, in model.Instance) (bool, error) {
 			// Listed as registered only with the values this
 			// Registration sent: a stale copy (the SDK's redo re-sending
 			// the instance as it was before an Update) is not.
-			return sameRegistered(x, in), nil
+			if sameRegistered(x, in) {
+				return true, true, nil
+			}
+			found = true
 		}
 	}
-	return false, nil
+	return found, false, nil
 }
 
 func (h *hub) queryProxy() (*naming_grpc.NamingGrpcProxy, error) {
