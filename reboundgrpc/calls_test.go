@@ -105,7 +105,18 @@ type recorder struct {
 	mu       sync.Mutex
 	services []string   // HealthCheckRequest.Service of served calls
 	ids      [][]string // x-request-id of every call, served or not
+	// stopped holds the x-proc of client processes that have stopped: the
+	// server handles a request after its client sent it, so a call sent
+	// by a process while the server was down may reach the handler after
+	// the test brought the server back and the process stopped (its
+	// outcome unknown to the client, which keeps it: at least once).
+	// Calls of a stopped process are refused so that a test of a restart
+	// sees only what the next process delivers.
+	stopped map[string]bool
 }
+
+// procKey is the metadata key naming the client process of a call.
+const procKey = "x-proc"
 
 func startRecorder(t *testing.T) *recorder {
 	t.Helper()
@@ -119,7 +130,12 @@ func startRecorder(t *testing.T) *recorder {
 		md, _ := metadata.FromIncomingContext(ctx)
 		rec.mu.Lock()
 		rec.ids = append(rec.ids, md.Get("x-request-id"))
+		procs := md.Get(procKey)
+		gone := len(procs) > 0 && rec.stopped[procs[0]]
 		rec.mu.Unlock()
+		if gone {
+			return nil, status.Error(codes.Unavailable, "client process stopped")
+		}
 		if rec.hang.Load() {
 			rec.hanging.Add(1)
 			<-ctx.Done()
@@ -278,7 +294,13 @@ type durable struct {
 	fb *failback.Invoker
 	ff *reboundgrpc.FireAndForget
 	h  *hookLog
+	// proc names the process in every call's metadata (procKey).
+	proc string
+	rec  *recorder
 }
+
+// procs numbers the processes of openDurable.
+var procs atomic.Int64
 
 func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Option) *durable {
 	t.Helper()
@@ -287,8 +309,11 @@ func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	d := &durable{st: st, ff: reboundgrpc.NewFireAndForget(checkMethod), h: newHookLog()}
-	d.cc = newCC(t, rec, grpc.WithChainUnaryInterceptor(d.ff.UnaryClientInterceptor()))
+	d := &durable{st: st, ff: reboundgrpc.NewFireAndForget(checkMethod), h: newHookLog(), proc: strconv.FormatInt(procs.Add(1), 10), rec: rec}
+	name := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, procKey, d.proc), method, req, reply, cc, opts...)
+	}
+	d.cc = newCC(t, rec, grpc.WithChainUnaryInterceptor(name, d.ff.UnaryClientInterceptor()))
 	d.h.gaveUp = make(chan failback.Task, 100)
 	d.h.succeeded = make(chan failback.Task, 100)
 	d.fb, err = failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(d.cc)),
@@ -308,6 +333,12 @@ func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Opti
 // stop closes the process's failback Invoker, ClientConn and store.
 func (d *durable) stop(t *testing.T) {
 	t.Helper()
+	d.rec.mu.Lock()
+	if d.rec.stopped == nil {
+		d.rec.stopped = map[string]bool{}
+	}
+	d.rec.stopped[d.proc] = true
+	d.rec.mu.Unlock()
 	_ = d.fb.Close()
 	_ = d.cc.Close()
 	if err := d.st.Close(); err != nil {
