@@ -152,10 +152,11 @@ type Manager struct {
 	reg      Registry
 	opts     options
 	log      *zap.Logger
-	loopLog  *zap.Logger // log with the subscriber component, for the retry Loops
-	confirms bool        // reg is a ReconnectConfirmer that confirms reconnects
-	recon    Reconciler  // nil unless reg implements it
-	noLookup atomic.Bool // recon answered with a permanent error: not used any more
+	loopLog  *zap.Logger                             // log with the subscriber component, for the retry Loops
+	confirms bool                                    // reg is a ReconnectConfirmer that confirms reconnects
+	table    *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
+	recon    Reconciler                              // nil unless reg implements it
+	noLookup atomic.Bool                             // recon answered with a permanent error: not used any more
 	sched    *scheduler
 	retrier  *rebound.Retrier      // the policy and the shared limiter, compiled once
 	disp     *dispatcher           // nil without hooks
@@ -236,6 +237,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		log:     log.With(zap.String("component", "subscriber")),
 		subs:    make(map[uint64]*Subscription),
 		allDone: make(chan struct{}),
+		table:   tableFor(false),
 	}
 	m.loopLog = m.log
 	if rc, ok := reg.(Reconciler); ok {
@@ -258,6 +260,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if mon, ok := reg.(ConnectionMonitor); ok {
 		if rc, ok := reg.(ReconnectConfirmer); ok {
 			m.confirms = rc.ConfirmsReconnects()
+			m.table = tableFor(m.confirms)
 		}
 		m.wg.Add(1)
 		go m.monitor(mon)
@@ -315,7 +318,7 @@ func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscrip
 	m.nextID++
 	s.id = m.nextID
 	m.subs[s.id] = s
-	s.openFirstWindow(m.down, m.upAt)
+	s.hold.openFirst(m.opts.hold, m.down, m.upAt)
 	m.mu.Unlock()
 
 	s.start()

@@ -11,28 +11,39 @@ import (
 	"github.com/rebound-go/rebound/internal/dueheap"
 )
 
-// timerKind says what a scheduler entry of a subscription is for.
+// timerKind says what a scheduler entry is for; the scheduler passes it
+// back to its owner and does not read it.
 type timerKind uint8
 
-const (
-	timerRetry     timerKind = iota // the next attempt (after a backoff delay or for a limiter token)
-	timerConfirm                    // the safety cap on a ReconnectConfirmer's evidence
-	timerHold                       // the end of an empty-list hold
-	timerReconcile                  // the next reconciliation or a Refresh lookup
-	numTimers
-)
+// timerOwner is what a scheduler entry belongs to. The scheduler calls
+// onTimer with no lock held when e is due; gen is e's generation when it
+// was popped: an entry moved or cancelled since (e.gen != gen, read under
+// the owner's lock) is a stale firing to ignore.
+type timerOwner interface {
+	onTimer(e *entry, gen uint32, now time.Time)
+}
 
-// entry is one due time of one subscription in the Manager's scheduler.
-// Its fields are guarded by the scheduler's mutex; gen is written only with
-// both the subscription's and the scheduler's mutex held, so the
-// subscription may read it under its own.
+// jobRunner runs one job the scheduler goroutine was given (enqueue).
+type jobRunner interface {
+	runJob(ctx context.Context, n int)
+}
+
+// entry is one due time of one owner in the Manager's scheduler. Its
+// fields are guarded by the scheduler's mutex; gen is written only with
+// both the owner's lock and the scheduler's mutex held, so the owner may
+// read it under its own.
 type entry struct {
-	s     *Subscription
+	owner timerOwner
 	due   int64 // when it fires (scheduler.key: monotonic ns since the scheduler's start, on the grid, see fireAt)
 	seq   uint64
 	index int32 // in the heap; -1 when not queued
 	gen   uint32
 	kind  timerKind
+}
+
+// newEntry returns an unscheduled entry of kind for owner.
+func newEntry(owner timerOwner, kind timerKind) entry {
+	return entry{owner: owner, index: -1, kind: kind}
 }
 
 func (e *entry) Key() (int64, uint64) { return e.due, e.seq }
@@ -80,13 +91,14 @@ func fireAt(due, now int64) int64 {
 	return due
 }
 
-// scheduler runs every due time of every subscription of a Manager on one
-// heap and one timer, in one goroutine: a subscription waiting for its
-// next attempt, a limiter token, evidence or the end of a hold costs an
-// entry in the heap, no goroutine and no timer of its own.
+// scheduler runs every due time of a Manager on one heap and one timer, in
+// one goroutine: a subscription waiting for its next attempt, a limiter
+// token, evidence or the end of a hold costs an entry in the heap, no
+// goroutine and no timer of its own. It knows entries and jobs, not what
+// they belong to (timerOwner, jobRunner).
 //
-// Lock order: a subscription's mutex, then the scheduler's. The scheduler
-// goroutine calls Subscription.onTimer with no lock held; a stale firing
+// Lock order: an owner's lock, then the scheduler's. The scheduler
+// goroutine calls timerOwner.onTimer with no lock held; a stale firing
 // (the entry was moved or cancelled after it was popped) is recognised by
 // its generation and ignored.
 //
@@ -124,9 +136,9 @@ type owner struct {
 	rescue *time.Timer
 }
 
-// job is one Registry.Subscribe attempt to run.
+// job is one attempt to run on the scheduler goroutine.
 type job struct {
-	s   *Subscription
+	r   jobRunner
 	ctx context.Context
 	n   int
 }
@@ -145,7 +157,7 @@ func (sc *scheduler) start() {
 
 // enqueue queues an attempt; the scheduler goroutine runs it after the
 // timers due now. It is called from the scheduler goroutine (onTimer), with
-// j.s.mu held and the attempt added to the Manager's WaitGroup.
+// the owner's lock held and the attempt added to the Manager's WaitGroup.
 func (sc *scheduler) enqueue(j job) {
 	sc.mu.Lock()
 	sc.jobs = append(sc.jobs, j)
@@ -180,7 +192,7 @@ func (sc *scheduler) runJobs(ow *owner) bool {
 			ow.rescue.Reset(TimerSlack)
 		}
 		ow.busy.Store(true)
-		j.s.attempt(j.ctx, j.n)
+		j.r.runJob(j.ctx, j.n)
 		ow.busy.Store(false)
 		ow.rescue.Stop()
 		if sc.cur.Load() != ow {
@@ -203,7 +215,7 @@ func (sc *scheduler) takeOver(ow *owner) {
 }
 
 // set (re)schedules e at due, replacing any earlier schedule. The caller
-// holds e.s.mu.
+// holds e's owner's lock.
 func (sc *scheduler) set(e *entry, due time.Time) {
 	d := fireAt(sc.key(due), sc.key(time.Now()))
 	sc.mu.Lock()
@@ -237,7 +249,7 @@ func (sc *scheduler) set(e *entry, due time.Time) {
 func (sc *scheduler) key(t time.Time) int64 { return int64(t.Sub(sc.epoch)) }
 
 // cancel removes e from the schedule; a firing already under way is made
-// stale. The caller holds e.s.mu.
+// stale. The caller holds e's owner's lock.
 func (sc *scheduler) cancel(e *entry) {
 	sc.mu.Lock()
 	e.gen++
@@ -284,7 +296,7 @@ func (sc *scheduler) run(ow *owner) {
 		sc.mu.Unlock()
 
 		for i, f := range due {
-			f.e.s.onTimer(f.e, f.gen, now)
+			f.e.owner.onTimer(f.e, f.gen, now)
 			due[i] = firing{}
 		}
 		// Run the attempts just started, and any left behind by a

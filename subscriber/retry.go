@@ -1,0 +1,273 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+)
+
+// runCtl is the retry control of a subscription: its state in the
+// transition table (runtable.go) and what the actions work on. Its methods
+// are called with the subscription's mutex held, except attempt.
+type runCtl struct {
+	st       runState
+	cancel   context.CancelFunc // of the attempt in flight
+	sch      *rebound.Schedule  // of the current confirmation; nil while subscribed
+	confDL   time.Time          // deadline of a wait for evidence (rsAwaiting); zero: none
+	attempts int                // of the current confirmation
+	total    int
+	deferred int   // attempts deferred locally (throttle, budget)
+	deferWhy error // why the last due attempt was deferred; nil once one is sent
+	gate     gate
+}
+
+// stepIn is what comes with an event.
+type stepIn struct {
+	now     time.Time
+	reason  error         // the disruption, the attempt's error, why an attempt was deferred
+	delay   time.Duration // evTokenWait, evDeferred: when to ask again
+	confirm string        // evConfirmed: the adapter's evidence
+}
+
+// stepOut is what a step did, for the caller's logging.
+type stepOut struct {
+	acked  bool          // the subscription was confirmed (aAck, aAckEvidence)
+	failed bool          // a failed attempt was recorded (aFailure)
+	delay  time.Duration // aBackoff: the delay before the retry
+	gaveUp error         // aBackoff: the Schedule ended the loop (a classifier said not retryable)
+}
+
+// step moves the retry control on ev: the table's next state, then its
+// actions in bit order.
+func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
+	tr := s.m.table[r.st][ev]
+	if tr.next != same {
+		r.st = tr.next
+	}
+	now := in.now
+	for a := tr.do; a != 0; a &= a - 1 {
+		switch a & -a {
+		case aResetAttempts:
+			r.attempts = 0
+		case aRetrying:
+			s.setStateLocked(StateRetrying, in.reason)
+		case aFailure:
+			out.failed = true
+			s.lastErr = in.reason
+			s.setStateLocked(StateRetrying, in.reason)
+		case aCancelAttempt:
+			if r.cancel != nil {
+				r.cancel() // its connection is gone
+			}
+		case aCancelConfirm:
+			s.cancelTimer(timerConfirm)
+		case aCancelRetry:
+			s.cancelTimer(timerRetry)
+			if r.sch != nil {
+				r.sch.Cancel(now) // a token held for it given back
+			}
+		case aNotConfirmed:
+			s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
+			s.lastErr = ErrNotConfirmed
+		case aNewRun:
+			r.schedule(s.m, now).Reset(now) // gives back a token held
+		case aTimerNow:
+			r.gate = gate{}
+			s.setTimer(timerRetry, now)
+		case aTimerFirst:
+			r.gate = gate{}
+			s.setTimer(timerRetry, now.Add(r.schedule(s.m, now).FirstDelay()))
+		case aTimerAt:
+			s.setTimer(timerRetry, now.Add(in.delay))
+		case aBackoff:
+			d, stop := r.schedule(s.m, now).Next(in.reason, now)
+			if stop != nil {
+				out.gaveUp = stop // not retryable after all (a classifier): stop like a permanent error
+				break
+			}
+			r.gate = gate{}
+			out.delay = d
+			s.setTimer(timerRetry, now.Add(d))
+		case aDeferred:
+			r.deferred++
+			r.deferWhy = in.reason
+			if s.m.disp != nil {
+				s.m.disp.push(hookEvent{def: &Deferral{Key: s.key, ID: s.id, Reason: in.reason, Delay: in.delay, At: now}})
+			}
+		case aAwait:
+			r.confDL = time.Time{}
+			s.cancelTimer(timerConfirm)
+		case aAwaitCap:
+			r.confDL = now.Add(s.m.opts.confirmCap)
+			s.setTimer(timerConfirm, r.confDL)
+		case aSucceeded:
+			s.closeReadyLocked()
+			s.lastErr = nil
+			r.schedule(s.m, now).Succeeded(now) // the token was used; the next attempt is a new run
+		case aAck:
+			out.acked = true
+			r.ack(s, now, "subscribe", false)
+		case aAckEvidence:
+			out.acked = true
+			r.ack(s, now, in.confirm, true)
+		case aLaunch:
+			r.launch(s, true)
+		case aLaunchNow:
+			r.gate.deposit(s.m, now) // a first attempt (WithBudget)
+			r.launch(s, false)
+		case aStop:
+			for k := range numTimers {
+				s.cancelTimer(k)
+			}
+			if r.cancel != nil {
+				r.cancel() // ends the attempt in flight
+			}
+			if r.sch != nil {
+				r.sch.Cancel(now) // a token reserved for an attempt that will not run
+				r.sch = nil
+			}
+		}
+	}
+	return out
+}
+
+// status fills the retry control's part of a Status.
+func (r *runCtl) status(st *Status) {
+	st.Attempts, st.TotalAttempts = r.attempts, r.total
+	st.Deferred, st.DeferReason = r.deferred, r.deferWhy
+	if r.st == rsAwaiting {
+		st.ConfirmDeadline = r.confDL
+	}
+}
+
+// schedule returns the subscription's rebound.Schedule, creating it (a new
+// run at now) if needed.
+func (r *runCtl) schedule(m *Manager, now time.Time) *rebound.Schedule {
+	if r.sch == nil {
+		r.sch = m.retrier.NewSchedule(now)
+	}
+	return r.sch
+}
+
+// fire runs when the retry timer is due: the attempt due asks for
+// admission, and the answer is the event.
+func (r *runCtl) fire(s *Subscription, now time.Time) {
+	kind, ok := r.st.due()
+	if !ok {
+		return
+	}
+	ev, d, why := r.admit(s.m, kind, now)
+	r.step(s, ev, stepIn{now: now, reason: why, delay: d})
+}
+
+// launch starts an attempt: in a goroutine of its own when queued is false
+// (the first attempt, from Subscribe), on the scheduler's runners
+// otherwise.
+func (r *runCtl) launch(s *Subscription, queued bool) {
+	r.deferWhy = nil
+	r.attempts++
+	r.total++
+	ctx, cancel := context.WithCancel(s.parent)
+	r.cancel = cancel
+	s.calls.Add(1)
+	s.m.wg.Add(1)
+	if queued {
+		s.m.sched.enqueue(job{r: s, ctx: ctx, n: r.attempts})
+		return
+	}
+	go r.attempt(s, ctx, r.attempts)
+}
+
+// attempt is one Registry.Subscribe call.
+func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
+	defer s.m.wg.Done()
+	err := ctx.Err() // cancelled while queued: the subscription stopped or reconnected
+	if err == nil {
+		err = r.call(s, ctx)
+	}
+	permanent := err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err))
+
+	s.mu.Lock()
+	r.cancel()
+	r.cancel = nil
+	var out stepOut
+	now := time.Now()
+	switch {
+	case s.stopped:
+		err = nil // not worth a log line: the subscription is stopping
+	case err == nil:
+		out = r.step(s, evSucceeded, stepIn{now: now})
+	case permanent:
+		s.lastErr = err
+	case ctx.Err() != nil && s.parent.Err() == nil:
+		// Cancelled by a reconnect (the only other canceller is stop).
+		out = r.step(s, evAborted, stepIn{now: now, reason: err})
+	default:
+		out = r.step(s, evFailed, stepIn{now: now, reason: err})
+	}
+	if out.gaveUp != nil {
+		permanent, err = true, out.gaveUp
+	}
+	stopped := s.stopped
+	lg := s.loopLocked()
+	s.mu.Unlock()
+	s.calls.Done()
+
+	switch {
+	case stopped:
+	case out.acked:
+		lg.Succeeded(n)
+	case permanent:
+		lg.GaveUp(n, err)
+		if s.stop(err) {
+			s.finish()
+		}
+	case out.failed:
+		lg.Failed(n, err, out.delay)
+	}
+}
+
+func (r *runCtl) call(s *Subscription, ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("subscriber: Registry.Subscribe(%s) panicked: %v", s.key, p)
+		}
+	}()
+	return s.m.reg.Subscribe(ctx, s.key, &s.sink)
+}
+
+// ack records a confirmation: the subscription is subscribed. reason is
+// "subscribe" for an acknowledged Registry.Subscribe (evidence false), or
+// the adapter's words for its Sink.Confirmed (evidence true).
+func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence bool) {
+	if !evidence {
+		r.gate.accepted(s.m, now) // an answered request (WithThrottle)
+		if r.sch == nil && s.m.metrics != nil {
+			// A first attempt that succeeded ran without a Schedule:
+			// report it to the retry metrics like any other attempt.
+			r.schedule(s.m, now)
+		}
+	}
+	if r.sch != nil {
+		// Not Cancel: a token Admit reserved was used by the attempt that
+		// succeeded (at the same instant, Cancel would give it back).
+		r.sch.Succeeded(now)
+		r.sch = nil // a new run starts with the next disruption
+	}
+	s.lastErr = nil
+	s.closeReadyLocked()
+	s.hold.confirmedAt(now, s.m.opts.hold)
+	s.setStateLocked(s.settledLocked(), nil)
+	if reason != "" && s.m.disp != nil {
+		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence}})
+	}
+	s.look.schedule(s, now)
+	if s.dq.hasLatest {
+		s.dq.kick(s)
+	}
+}
