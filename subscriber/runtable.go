@@ -83,6 +83,7 @@ const (
 	aResetAttempts runAction = 1 << iota // Status.Attempts counts a new confirmation from 0
 	aRetrying                            // the state becomes StateRetrying (stepIn.reason)
 	aFailure                             // record the failed attempt (lastErr, StateRetrying)
+	aSucceeded                           // the attempt succeeded, but another follows: close Ready, clear lastErr, end the run
 	aCancelAttempt                       // cancel the Registry.Subscribe call in flight (its connection is gone)
 	aCancelConfirm                       // cancel the evidence cap timer
 	aCancelRetry                         // cancel the retry timer, give back a token held
@@ -95,7 +96,6 @@ const (
 	aDeferred                            // record an attempt deferred locally
 	aAwait                               // wait for evidence, no deadline
 	aAwaitCap                            // wait for evidence until now + WithConfirmTimeout
-	aSucceeded                           // the attempt succeeded, but another follows: close Ready, clear lastErr, end the run
 	aAck                                 // acknowledged by Registry.Subscribe: confirmed
 	aAckEvidence                         // confirmed by the adapter's evidence
 	aLaunch                              // start an attempt on the scheduler goroutine
@@ -104,9 +104,9 @@ const (
 	numRunActions  = iota
 )
 
-var runActionNames = [numRunActions]string{"reset-attempts", "retrying", "failure", "cancel-attempt",
+var runActionNames = [numRunActions]string{"reset-attempts", "retrying", "failure", "succeeded", "cancel-attempt",
 	"cancel-confirm", "cancel-retry", "not-confirmed", "new-run", "timer-now", "timer-first", "timer-at",
-	"backoff", "deferred", "await", "await-cap", "succeeded", "ack", "ack-evidence", "launch", "launch-now", "stop"}
+	"backoff", "deferred", "await", "await-cap", "ack", "ack-evidence", "launch", "launch-now", "stop"}
 
 // transition is a table cell: the next state (same: stay) and the actions.
 type transition struct {
