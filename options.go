@@ -31,7 +31,10 @@ type config struct {
 	limiter   *rate.Limiter
 	budget    *RetryBudget
 	throttle  *AdaptiveThrottle
-	breaker   Breaker // WithBreaker (breaker.go)
+	breaker   Breaker        // WithBreaker (breaker.go)
+	gates     [numKinds]Gate // WithAdmission (decide.go)
+	gatesSet  [numKinds]bool
+	refusal   [3]Refusal // WithRefusal: budget, throttle, breaker
 	clock     backoff.Clock
 	newTimer  func() backoff.Timer
 	seed      uint64
@@ -205,10 +208,11 @@ func (c *config) isTransient(err error) bool {
 // budget, a request for the throttle. It reports whether the throttle lets
 // the attempt through (false: rejected locally, do not send it).
 func (c *config) begin(now time.Time) bool {
-	if c.budget != nil {
+	g := c.gatesOf(FirstAttempt)
+	if c.budget != nil && g&GateBudget != 0 {
 		c.budget.Deposit(now)
 	}
-	return c.throttle == nil || c.throttle.Allow(now)
+	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
 }
 
 // record gives the throttle an attempt's outcome.

@@ -92,7 +92,7 @@ type Schedule struct {
 	last     error // the last error given to Next
 	res      *rate.Reservation
 	limWait  time.Duration
-	allowed  bool // the throttle admitted the attempt that is due
+	passed   Gate // the gates the attempt that is due has passed (decide.go)
 	thrott   bool // the last Begin or Admit rejected its attempt locally
 
 	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
@@ -116,7 +116,7 @@ func (s *Schedule) Reset(now time.Time) {
 	s.attempts = 0
 	s.last = nil
 	s.limWait = 0
-	s.allowed, s.thrott = false, false
+	s.passed, s.thrott = 0, false
 	s.d.reset()
 	s.start = now
 }
@@ -151,27 +151,19 @@ func (s *Schedule) Succeeded(now time.Time) {
 // attempt. Without a budget or throttle it does nothing. Loops whose
 // retries go through Next call it so that the budget knows their traffic.
 func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
-	s.thrott = false
-	if s.c.begin(now) {
-		s.allowed = true
-		d, stop := s.askBreaker(now)
-		if stop != nil {
-			return 0, s.gaveUp(stop, now)
-		}
-		return d, nil
-	}
-	d, stop := s.throttled(now)
-	if stop != nil {
-		return 0, s.gaveUp(stop, now)
-	}
-	return d, nil
+	return s.legacy(s.ready(FirstAttempt, now), now)
 }
 
-// throttled counts the attempt due at now as rejected locally by the
-// throttle (a failed attempt that was not sent) and returns the delay
-// before the next try, or the stop when the policy allows none.
-func (s *Schedule) throttled(now time.Time) (time.Duration, error) {
-	return s.refuse(ErrThrottled, now)
+// legacy maps a Decision of Ready onto the (delay, stop) of Begin and
+// Admit.
+func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
+	switch d.Verdict {
+	case WaitFor:
+		return d.Delay, nil
+	case Stop, Drop:
+		return 0, s.gaveUp(d.Err, now)
+	}
+	return 0, nil
 }
 
 // Refuse counts the attempt due at now as refused locally for reason (a
@@ -196,7 +188,7 @@ func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
 
 func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 	s.Cancel(now) // a token held for the refused attempt is not used
-	s.thrott, s.allowed = true, false
+	s.thrott, s.passed = true, 0
 	s.attempts++
 	s.last = reason
 	s.limWait = 0
@@ -271,7 +263,7 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 	s.endAttempt(err)
 	s.attempts++
 	s.limWait = 0
-	s.allowed, s.thrott = false, false
+	s.passed, s.thrott = 0, false
 	s.res = nil // a token reserved for the attempt that just failed was used
 	if err != nil {
 		s.last = err
@@ -302,7 +294,7 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		}
 		return 0, s.stop(ErrExhausted)
 	}
-	if s.c.budget != nil && !s.c.budget.TryWithdraw(now) {
+	if s.c.budgetAtFailure() && !s.c.budget.TryWithdraw(now) {
 		return 0, s.stop(ErrBudgetExhausted)
 	}
 	return d, nil
@@ -357,43 +349,7 @@ func (s *Schedule) FirstDelay() time.Duration {
 //
 // With hooks, a stop is reported to GaveUp, a rejection to Throttled.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
-	w, stop := s.admit(now)
-	if stop != nil {
-		return 0, s.gaveUp(stop, now)
-	}
-	return w, nil
-}
-
-func (s *Schedule) admit(now time.Time) (time.Duration, error) {
-	s.thrott = false
-	if s.c.throttle != nil && !s.allowed && s.res == nil {
-		if !s.c.throttle.Allow(now) {
-			return s.throttled(now)
-		}
-		s.allowed = true
-	}
-	lim := s.c.limiter
-	if lim == nil {
-		return s.askBreaker(now)
-	}
-	if s.res == nil {
-		s.res = lim.ReserveN(now, 1)
-		if !s.res.OK() { // cannot happen: WithLimiter rejects limiters that never grant
-			s.res = nil
-			return 0, s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted))
-		}
-		s.limWait = s.res.DelayFrom(now)
-	}
-	w := s.res.DelayFrom(now)
-	if me := s.d.p.MaxElapsed; me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
-		s.Cancel(now)
-		return 0, s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
-			ErrExhausted, now.Add(w).Sub(s.start)-me, me))
-	}
-	if w <= 0 {
-		return s.askBreaker(now)
-	}
-	return w, nil
+	return s.legacy(s.ready(RetryAttempt, now), now)
 }
 
 // Cancel gives back, at now, the limiter token Admit reserved for an
@@ -438,21 +394,22 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 				return s.stop(err)
 			}
 		}
-		if s.c.limiter == nil && s.c.throttle == nil && s.c.breaker == nil {
+		if s.c.limiter == nil && s.c.throttle == nil && s.c.breaker == nil && (s.c.budget == nil || s.c.budgetAtFailure()) {
 			return nil
 		}
 		now := s.c.now()
-		w, stop := s.admit(now)
-		if stop != nil {
-			return stop
-		}
-		if w <= 0 {
+		dec := s.ready(RetryAttempt, now)
+		switch dec.Verdict {
+		case AttemptNow:
 			return nil
+		case Stop, Drop:
+			return dec.Err
 		}
-		if s.thrott { // rejected locally: back off, then ask again
-			d = w
+		if dec.Reason != ErrLimited { // refused locally: back off, then ask again
+			d = dec.Delay
 			continue
 		}
+		w := dec.Delay
 		if err := s.deadline(ctx, w, "retry limiter: next token in %v would come after the context deadline"); err != nil {
 			s.Cancel(now)
 			return err
@@ -461,16 +418,20 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 			s.Cancel(s.c.now())
 			return s.stop(err)
 		}
-		if s.c.breaker == nil {
-			return nil
-		}
 		// The token is ours: the breaker is asked last, as the attempt starts.
-		if d, stop = s.askBreaker(s.c.now()); stop != nil {
-			return stop
-		}
-		if !s.thrott {
+		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&GateBreaker == 0 || s.done != nil {
 			return nil
 		}
+		done, err := s.c.breaker.Allow()
+		if err == nil {
+			s.done = done
+			return nil
+		}
+		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
+		if dec.Verdict != WaitFor {
+			return dec.Err
+		}
+		d = dec.Delay
 	}
 }
 
