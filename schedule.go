@@ -11,79 +11,17 @@ import (
 )
 
 // A Schedule decides, for one retry loop, whether and when the next attempt
-// runs: it is the one step function of rebound. Retry and Retrier.Do run on
-// it, and so do the loops of subscriber, failback and the etcd
-// registration; none of them computes a delay itself.
+// runs: Decide is the step function of rebound, and Retry, Retrier.Do and
+// the loops of subscriber, failback and the registrations all run on it;
+// none of them counts attempts, draws a delay or asks a limiter itself.
 //
-// A loop with a goroutine of its own:
-//
-//	s := r.NewSchedule(time.Now()) // r is a *Retrier; one Schedule per loop
-//	for {
-//		err := attempt(ctx)
-//		if err == nil {
-//			s.Succeeded(time.Now()) // like grpc-go's reconnect loop: reset once connected
-//			... wait for the next reason to run, then s.Reset(time.Now())
-//			continue
-//		}
-//		d, stop := s.Next(err, time.Now())
-//		if stop != nil {
-//			return stop
-//		}
-//		if err := s.Wait(ctx, d, nil); err != nil { // the delay, then the limiter
-//			return err
-//		}
-//	}
-//
-// A scheduler with a heap of due times (failback) calls Next when an
-// attempt fails, queues the task for now+d, and calls Admit when it is due:
-// Admit takes the limiter token at that moment and says how much longer to
-// wait (0: run now; a reserved token is then held for the task).
-//
-// Next decides everything in one place, in this order:
-//
-//  1. an error marked Permanent stops the loop with the unwrapped error; an
-//     error the classifier (WithClassifier) does not call transient stops it
-//     with the error unchanged;
-//  2. MaxAttempts reached: stop with a *RetryError (Reason ErrExhausted);
-//  3. the delay: the policy's jittered draw, raised to the error's
-//     Retry-After (RetryAfter), which is first clamped to
-//     Policy.MaxRetryAfter (default 5 min);
-//  4. MaxElapsed: if the next attempt would START after start+MaxElapsed,
-//     stop (ErrExhausted; the text names a Retry-After that caused it);
-//  5. the RetryBudget (WithBudget) must allow the retry (else stop with
-//     Reason ErrBudgetExhausted). A non-transient error counts as an
-//     accept for the AdaptiveThrottle, a transient one as a rejection.
-//
-// Admit, when the retry is due, asks the AdaptiveThrottle (WithThrottle),
-// then the shared limiter (WithLimiter): a token reserved at that moment,
-// and MaxElapsed checked again against the attempt's real start (the delay
-// plus the token wait).
-//
-// # Adaptive throttling
-//
-// The throttle rejects requests locally (the SRE book's client-side
-// throttling): it is asked when an attempt is about to be sent (Begin for
-// a run's first attempt, Admit for a retry), and an attempt it rejects is
-// a failed attempt that was never sent. It counts toward MaxAttempts and
-// MaxElapsed like a failure with error ErrThrottled, the loop waits the
-// policy's next delay (no Retry-After: the backend said nothing) and asks
-// again; Begin and Admit return that delay, Wait waits it for itself. The
-// loop ends only when the policy runs out: a *RetryError with Reason
-// ErrExhausted and Last ErrThrottled. So a process whose backend rejects
-// most of its requests sends fewer of them and backs off, without ending
-// the work it was asked to do. Throttled reports whether the last Begin or
-// Admit rejected the attempt; with hooks, each rejection is reported to
-// Hooks.Throttled (and counted as rebound.retry.attempts{outcome=throttled}).
-// The RetryBudget is charged once per retry Next schedules, not again for
-// an attempt the throttle deferred.
-//
-// Time is passed in (like golang.org/x/time/rate), so a Schedule runs in
-// virtual time too (a simulator, testing/synctest, a fake clock); only Wait
-// reads the clock (WithClock, default time.Now). Next and Admit without a
-// limiter allocate nothing.
-//
-// A Schedule is not safe for concurrent use: one per loop. Build it with
-// Retrier.NewSchedule; the zero Schedule is not usable.
+// A loop reports what happened (Ready, Failed, Succeeded, Abandoned) and
+// does what the Decision says (attempt now, wait, stop, drop, idle). Time
+// is passed in, so a Schedule runs in virtual time too; only Wait reads
+// the clock (WithClock). A Schedule is not safe for concurrent use: one
+// per loop, built with Retrier.NewSchedule. The order of the rules
+// (classification, MaxAttempts, delay and Retry-After, MaxElapsed,
+// admission) and the blocking form are in docs/engine.md.
 type Schedule struct {
 	c        *config
 	d        drawer
@@ -238,7 +176,7 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // ends and returns stop). stop is the attempt's own error (unwrapped from
 // Permanent) when it is not worth retrying, and a *RetryError otherwise
 // (Reason ErrExhausted). A nil err counts as a transient failure of unknown
-// cause. The delay is always at least MinDelay. See Schedule for the rules.
+// cause. The delay is always at least MinDelay. The rules are in docs/engine.md.
 //
 // With hooks (WithHooks, WithNotify on the Retrier), Next reports the
 // attempt: Attempted, then Retried (with the delay) or GaveUp (with stop),
