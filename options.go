@@ -203,21 +203,3 @@ func WithSeed(seed uint64) Option {
 func (c *config) isTransient(err error) bool {
 	return asPermanent(err) == nil && (c.transient == nil || c.transient(err))
 }
-
-// begin accounts for a run's first attempt at now: a deposit in the
-// budget, a request for the throttle. It reports whether the throttle lets
-// the attempt through (false: rejected locally, do not send it).
-func (c *config) begin(now time.Time) bool {
-	g := c.gatesOf(FirstAttempt)
-	if c.budget != nil && g&GateBudget != 0 {
-		c.budget.Deposit(now)
-	}
-	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
-}
-
-// record gives the throttle an attempt's outcome.
-func (c *config) record(err error, now time.Time) {
-	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
-		c.throttle.Accepted(now)
-	}
-}

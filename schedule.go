@@ -2,7 +2,6 @@ package rebound
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -416,11 +415,6 @@ func Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func asPermanent(err error) *backoff.PermanentError {
-	p, _ := errors.AsType[*backoff.PermanentError](err)
-	return p
 }
 
 // Resume makes s continue a loop that had already reported n failed
