@@ -6,70 +6,85 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
+// The subscriptions' admission is decided by the engine
+// (rebound.Schedule.Decide), with these settings:
+//
+//   - the Subscribe call's first attempt passes the budget only (a
+//     deposit): the limiter paces retries and re-confirmations, not new
+//     subscriptions, and the throttle never holds back a first attempt
+//     (see WithThrottle);
+//   - the first attempt of every later run (a disruption, a Refresh, a
+//     missing confirmation) deposits in the budget and takes a limiter
+//     token;
+//   - a retry after a failure withdraws from the budget, asks the
+//     throttle and takes a token (the engine's default);
+//   - a refusal by the budget or the throttle defers the retry to the next
+//     backoff step (RefuseDefer; a subscription never gives up: its policy
+//     has no MaxAttempts);
+//   - a Lookup takes a limiter token (the engine's default).
+//
+// A subscription's first run uses schedules of the Manager's starter
+// Retrier, whose first attempts take no token; every later run one of its
+// retrier. Both share the limiter, the budget and the throttle.
+func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
+	ropts := []rebound.Option{rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), o.retryMetrics()}
+	if o.limiter != nil {
+		ropts = append(ropts, rebound.WithLimiter(o.limiter))
+	}
+	if o.budget != nil {
+		ropts = append(ropts, rebound.WithBudget(o.budget))
+	}
+	if o.throttle != nil {
+		ropts = append(ropts, rebound.WithThrottle(o.throttle))
+	}
+	retrier, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget|rebound.GateLimiter))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	starter, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget))...)
+	return retrier, starter, err
+}
+
 // admission is what the attempt due at the retry timer asks for.
 type admission uint8
 
 const (
-	admitFirst  admission = iota + 1 // the first attempt of a run: a budget deposit, then a limiter token
-	admitRetry                       // a retry after a failure: the budget, the throttle, then a token
+	admitFirst  admission = iota + 1 // the first attempt of a run
+	admitRetry                       // a retry after a failure
 	admitQueued                      // an admitted attempt waiting for its token: the time left on it
 )
 
-// gate is the admission state of the attempt due: the budget (WithBudget)
-// and the throttle (WithThrottle) are asked once each per retry.
-type gate struct {
-	withdrawn bool // the budget allowed the retry already
-	allowed   bool // the throttle allowed it already
-}
+// kinds are the engine's kinds of the admissions. A queued attempt asks
+// as a first attempt: the gates it passed are not asked again, and a first
+// attempt's gates (budget, limiter) are a subset of a retry's, so it only
+// learns the time left on its token (a retry's throttle is not asked
+// again).
+var kinds = [...]rebound.AttemptKind{admitFirst: rebound.FirstAttempt, admitRetry: rebound.RetryAttempt, admitQueued: rebound.FirstAttempt}
 
-// admit asks for the attempt of kind k due at now. It returns the event:
-// evAdmitted (send it now), evTokenWait (a limiter token is held for it,
-// due after the duration returned) or evDeferred (refused locally, with
-// the reason: the retry is deferred to the next backoff step, see
-// rebound.Schedule.Refuse; a subscription never gives up: its policy has
-// no MaxAttempts, so Refuse never stops).
+// admit asks the engine for the attempt of kind k due at now. It returns
+// the event: evAdmitted (send it now), evTokenWait (a limiter token is
+// held for it, due after the duration returned) or evDeferred (refused
+// locally, with the reason: deferred to the next backoff step).
 func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.Duration, error) {
-	switch k {
-	case admitRetry:
-		var why error
-		switch b, t := m.opts.budget, m.opts.throttle; {
-		case b != nil && !r.gate.withdrawn && !b.TryWithdraw(now):
-			why = rebound.ErrBudgetExhausted
-		case t != nil && !r.gate.allowed && !t.Allow(now):
-			r.gate.withdrawn = b != nil // not charged again for this retry
-			why = rebound.ErrThrottled
-		default:
-			r.gate.withdrawn, r.gate.allowed = b != nil, t != nil
-		}
-		if why != nil {
-			d, _ := r.schedule(m, now).Refuse(why, now)
-			return evDeferred, d, why
-		}
-	case admitFirst:
-		r.gate.deposit(m, now)
-	}
-	if m.opts.limiter != nil {
-		// The token is taken when the attempt is due, not when it was
-		// scheduled (in time order, see rebound.Schedule.Admit); Admit
-		// called again returns the time left on the token it holds.
-		if w, _ := r.schedule(m, now).Admit(now); w > 0 {
-			return evTokenWait, w, nil
-		}
-	}
-	return evAdmitted, 0, nil
-}
-
-// deposit records a first attempt of a confirmation in the budget
-// (WithBudget).
-func (g *gate) deposit(m *Manager, now time.Time) {
-	if b := m.opts.budget; b != nil {
-		b.Deposit(now)
+	d := r.schedule(m, now).Decide(now, rebound.Ready(kinds[k]))
+	switch {
+	case d.Verdict != rebound.WaitFor:
+		// AttemptNow. Stop and Drop cannot happen: no MaxElapsed
+		// (WithPolicy), the refusals defer.
+		return evAdmitted, 0, nil
+	case d.Reason == rebound.ErrLimited:
+		return evTokenWait, d.Delay, nil
+	default:
+		return evDeferred, d.Delay, d.Reason
 	}
 }
 
-// accepted records an answered request for the throttle (WithThrottle).
-func (g *gate) accepted(m *Manager, now time.Time) {
-	if t := m.opts.throttle; t != nil {
-		t.Accepted(now)
+// decide gives the engine an outcome (Succeeded, Abandoned) of the
+// current run, if there is one, and ends the run: the next starts with a
+// new Schedule.
+func (r *runCtl) endRun(now time.Time, st rebound.Step) {
+	if r.sch != nil {
+		r.sch.Decide(now, st)
+		r.sch = nil
 	}
 }

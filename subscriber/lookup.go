@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 )
@@ -20,19 +19,28 @@ import (
 // the subscription's mutex held, except run.
 type lookups struct {
 	lastRefresh time.Time
-	busy        bool              // a Lookup is in flight
+	phase       lookPhase
 	refresh     bool              // the scheduled Lookup is a Refresh
-	res         *rate.Reservation // the token held for the next Lookup
+	sch         *rebound.Schedule // the lookups' admission: a Schedule of the Manager's retrier, created when first needed
 	ctx         context.Context   // of the Lookup in flight
 	cancel      context.CancelFunc
 }
+
+// lookPhase is where the next or current Lookup is.
+type lookPhase uint8
+
+const (
+	lookIdle  lookPhase = iota // none due, or due at the timer
+	lookToken                  // admitted, waiting for its limiter token at the timer
+	lookBusy                   // in flight
+)
 
 // on reports whether the Manager looks up: its Registry is a Reconciler
 // that has not answered with a permanent error.
 func (l *lookups) on(m *Manager) bool { return m.recon != nil && !m.noLookup.Load() }
 
 // pending reports whether a Lookup is in flight or a Refresh's is due.
-func (l *lookups) pending() bool { return l.busy || l.refresh }
+func (l *lookups) pending() bool { return l.phase == lookBusy || l.refresh }
 
 // schedule schedules the next periodic Lookup, jittered uniformly in
 // [0.75, 1.25] of the period.
@@ -62,7 +70,7 @@ func (l *lookups) refreshNow(s *Subscription, now time.Time) {
 // check schedules a Lookup for the empty-list hold at once, unless one is
 // already on its way.
 func (l *lookups) check(s *Subscription, now time.Time) {
-	if !l.pending() && l.res == nil {
+	if !l.pending() && l.phase != lookToken {
 		s.setTimer(timerReconcile, now)
 	}
 }
@@ -70,49 +78,47 @@ func (l *lookups) check(s *Subscription, now time.Time) {
 // confirmed cancels a Refresh's Lookup not sent yet: the adapter's
 // evidence answers it.
 func (l *lookups) confirmed(s *Subscription, now time.Time) {
-	if !l.refresh || l.busy {
+	if !l.refresh || l.phase == lookBusy {
 		return
 	}
 	l.refresh = false
-	l.giveBack()
+	l.giveBack(now)
 	s.cancelTimer(timerReconcile)
 	l.schedule(s, now)
 }
 
 // stop cancels the Lookup in flight and gives back a token held.
-func (l *lookups) stop() {
+func (l *lookups) stop(now time.Time) {
 	if l.cancel != nil {
 		l.cancel()
 	}
-	l.giveBack()
+	l.giveBack(now)
 }
 
-func (l *lookups) giveBack() {
-	if l.res != nil {
-		l.res.Cancel()
-		l.res = nil
+func (l *lookups) giveBack(now time.Time) {
+	if l.phase == lookToken {
+		l.sch.Decide(now, rebound.Abandoned())
+		l.phase = lookIdle
 	}
 }
 
-// fire runs when the timerReconcile entry is due: the Lookup starts once a
-// token of the shared limiter is due.
+// fire runs when the timerReconcile entry is due: the Lookup starts once
+// the engine admits it (a token of the shared limiter).
 func (l *lookups) fire(s *Subscription, now time.Time) {
-	if s.run.st != rsSubscribed || l.busy {
+	if s.run.st != rsSubscribed || l.phase == lookBusy {
 		// Not subscribed: the next acknowledgement schedules it again.
 		l.refresh = false
 		return
 	}
-	if lim := s.m.opts.limiter; lim != nil && l.res == nil {
-		if r := lim.ReserveN(now, 1); r.OK() {
-			if d := r.DelayFrom(now); d > 0 {
-				l.res = r
-				s.setTimer(timerReconcile, now.Add(d))
-				return
-			}
-		}
+	if l.sch == nil {
+		l.sch = s.m.retrier.NewSchedule(now)
 	}
-	l.res = nil
-	l.busy = true
+	if d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt)); d.Verdict == rebound.WaitFor {
+		l.phase = lookToken
+		s.setTimer(timerReconcile, now.Add(d.Delay))
+		return
+	}
+	l.phase = lookBusy
 	refresh := l.refresh
 	l.refresh = false
 	l.ctx, l.cancel = context.WithTimeout(s.parent, UnsubscribeTimeout)
@@ -133,7 +139,7 @@ func (l *lookups) run(s *Subscription, seq uint64, refresh bool) {
 		sortInstances(list)
 	}
 	s.mu.Lock()
-	l.busy = false
+	l.phase = lookIdle
 	l.cancel()
 	l.ctx, l.cancel = nil, nil
 	now := time.Now()

@@ -158,7 +158,8 @@ type Manager struct {
 	recon    Reconciler                              // nil unless reg implements it
 	noLookup atomic.Bool                             // recon answered with a permanent error: not used any more
 	sched    *scheduler
-	retrier  *rebound.Retrier      // the policy and the shared limiter, compiled once
+	retrier  *rebound.Retrier      // the policy and the admission of every run but a subscription's first (admit.go)
+	starter  *rebound.Retrier      // the same for a subscription's first run: its first attempt takes no token
 	disp     *dispatcher           // nil without hooks
 	metrics  *telemetry.Subscriber // nil without WithMeterProvider (metrics.go)
 
@@ -217,12 +218,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if !o.limiterSet {
 		o.limiter = newDefaultLimiter()
 	}
-	var ropts []rebound.Option
-	if o.limiter != nil {
-		ropts = append(ropts, rebound.WithLimiter(o.limiter))
-	}
-	ropts = append(ropts, o.retryMetrics())
-	retrier, err := rebound.NewRetrier(o.policy, ropts...)
+	retrier, starter, err := o.retriers()
 	if err != nil {
 		return nil, err // WithPolicy and WithLimiter checked already; defensive
 	}
@@ -232,6 +228,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	}
 	m := &Manager{
 		retrier: retrier,
+		starter: starter,
 		reg:     reg,
 		opts:    o,
 		log:     log.With(zap.String("component", "subscriber")),

@@ -23,7 +23,6 @@ type runCtl struct {
 	total    int
 	deferred int   // attempts deferred locally (throttle, budget)
 	deferWhy error // why the last due attempt was deferred; nil once one is sent
-	gate     gate
 }
 
 // stepIn is what comes with an event.
@@ -68,31 +67,26 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			s.cancelTimer(timerConfirm)
 		case aCancelRetry:
 			s.cancelTimer(timerRetry)
-			if r.sch != nil {
-				r.sch.Cancel(now) // a token held for it given back
-			}
+			r.endRun(now, rebound.Abandoned()) // a token held for it given back
 		case aNotConfirmed:
 			s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
 			s.lastErr = ErrNotConfirmed
 		case aNewRun:
-			r.schedule(s.m, now).Reset(now) // gives back a token held
+			r.endRun(now, rebound.Abandoned()) // a token held given back; the next Schedule starts the run
 		case aTimerNow:
-			r.gate = gate{}
 			s.setTimer(timerRetry, now)
 		case aTimerFirst:
-			r.gate = gate{}
 			s.setTimer(timerRetry, now.Add(r.schedule(s.m, now).FirstDelay()))
 		case aTimerAt:
 			s.setTimer(timerRetry, now.Add(in.delay))
 		case aBackoff:
-			d, stop := r.schedule(s.m, now).Next(in.reason, now)
-			if stop != nil {
-				out.gaveUp = stop // not retryable after all (a classifier): stop like a permanent error
+			d := r.schedule(s.m, now).Decide(now, rebound.Failed(in.reason))
+			if d.Verdict == rebound.Stop {
+				out.gaveUp = d.Err // not retryable after all (a classifier): stop like a permanent error
 				break
 			}
-			r.gate = gate{}
-			out.delay = d
-			s.setTimer(timerRetry, now.Add(d))
+			out.delay = d.Delay
+			s.setTimer(timerRetry, now.Add(d.Delay))
 		case aDeferred:
 			r.deferred++
 			r.deferWhy = in.reason
@@ -108,7 +102,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aSucceeded:
 			s.closeReadyLocked()
 			s.lastErr = nil
-			r.schedule(s.m, now).Succeeded(now) // the token was used; the next attempt is a new run
+			r.endRun(now, rebound.Succeeded()) // the token was used; the next attempt is a new run
 		case aAck:
 			out.acked = true
 			r.ack(s, now, "subscribe", false)
@@ -118,7 +112,10 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aLaunch:
 			r.launch(s, true)
 		case aLaunchNow:
-			r.gate.deposit(s.m, now) // a first attempt (WithBudget)
+			// The Subscribe call's first run: a deposit in the budget, no
+			// token (admit.go).
+			r.sch = s.m.starter.NewSchedule(now)
+			r.sch.Decide(now, rebound.Ready(rebound.FirstAttempt))
 			r.launch(s, false)
 		case aStop:
 			for k := range numTimers {
@@ -127,10 +124,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			if r.cancel != nil {
 				r.cancel() // ends the attempt in flight
 			}
-			if r.sch != nil {
-				r.sch.Cancel(now) // a token reserved for an attempt that will not run
-				r.sch = nil
-			}
+			r.endRun(now, rebound.Abandoned()) // a token reserved for an attempt that will not run
 		}
 	}
 	return out
@@ -245,20 +239,10 @@ func (r *runCtl) call(s *Subscription, ctx context.Context) (err error) {
 // "subscribe" for an acknowledged Registry.Subscribe (evidence false), or
 // the adapter's words for its Sink.Confirmed (evidence true).
 func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence bool) {
-	if !evidence {
-		r.gate.accepted(s.m, now) // an answered request (WithThrottle)
-		if r.sch == nil && s.m.metrics != nil {
-			// A first attempt that succeeded ran without a Schedule:
-			// report it to the retry metrics like any other attempt.
-			r.schedule(s.m, now)
-		}
-	}
-	if r.sch != nil {
-		// Not Cancel: a token Admit reserved was used by the attempt that
-		// succeeded (at the same instant, Cancel would give it back).
-		r.sch.Succeeded(now)
-		r.sch = nil // a new run starts with the next disruption
-	}
+	// Succeeded, not Abandoned: a token held was used by the attempt that
+	// succeeded (an answered request for the throttle). A new run starts
+	// with the next disruption. Evidence ends a run that made no attempt.
+	r.endRun(now, rebound.Succeeded())
 	s.lastErr = nil
 	s.closeReadyLocked()
 	s.hold.confirmedAt(now, s.m.opts.hold)

@@ -256,7 +256,7 @@ func (s *Subscription) stop(cause error) bool {
 	s.stopped = true
 	s.stopErr = cause
 	s.run.step(s, evStop, stepIn{now: time.Now()}) // every timer, the attempt in flight, a token held
-	s.look.stop()
+	s.look.stop(time.Now())
 	s.dq.latest, s.dq.hasLatest = nil, false
 	s.hold.since = time.Time{}
 	s.setStateLocked(StateStopped, cause)
