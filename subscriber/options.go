@@ -252,7 +252,7 @@ func WithStoppedRetention(n int) Option {
 //
 // A subscription never gives up because of the budget: a retry the budget
 // refuses is not sent and is deferred to the next step of the policy's
-// backoff (rebound.Schedule.Refuse), like a retry the throttle rejects;
+// backoff (rebound.RefuseDefer), like a retry the throttle rejects;
 // it asks again then. Deferred retries count in Status.Deferred (with
 // Status.DeferReason rebound.ErrBudgetExhausted), are reported to
 // Hooks.Deferred, and counted as rebound.retry.attempts{outcome=throttled}

@@ -239,6 +239,12 @@ func TestRunTableRules(t *testing.T) {
 			if next == rsAwaiting && tr.do&(aAwait|aAwaitCap) == 0 && tr != ignore {
 				fail("waits for evidence without saying until when")
 			}
+			if next == rsAwaiting && ev == evLost && tr.do&aAwait == 0 {
+				fail("no deadline for evidence while the connection is down")
+			}
+			if next == rsAwaiting && ev == evReconnected && tr.do&aAwaitCap == 0 {
+				fail("evidence awaited after a reconnect, until the cap")
+			}
 			if tr.do&(aAwait|aAwaitCap) != 0 && next != rsAwaiting {
 				fail("an evidence wait outside awaiting")
 			}
