@@ -79,7 +79,7 @@ func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.D
 	}
 }
 
-// decide gives the engine an outcome (Succeeded, Abandoned) of the
+// endRun gives the engine an outcome (Succeeded, Abandoned) of the
 // current run, if there is one, and ends the run: the next starts with a
 // new Schedule.
 func (r *runCtl) endRun(now time.Time, st rebound.Step) {
