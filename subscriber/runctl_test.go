@@ -58,6 +58,10 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					m.subs[s.id] = s
 					m.mu.Unlock()
 
+					// Off the scheduler's grid: a timer set at now fires on
+					// the next multiple of TimerSlack, after the checks
+					// (virtual time stands still while this goroutine runs).
+					time.Sleep(TimerSlack / 2)
 					s.mu.Lock()
 					now := time.Now()
 					s.state = StateRetrying
