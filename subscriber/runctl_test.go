@@ -130,6 +130,13 @@ func TestRunCtlFollowsTable(t *testing.T) {
 						t.Errorf("%s: retrying but %v", where(), s.state)
 					}
 					s.mu.Unlock()
+					// A launch enqueued the attempt for the scheduler
+					// goroutine, which runs it after the firing that
+					// launched it; here no firing did: wake it.
+					select {
+					case m.sched.wake <- struct{}{}:
+					default:
+					}
 					if s.stop(ErrUnsubscribed) {
 						s.finish()
 					}
