@@ -374,6 +374,9 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 	default: // RefuseStop
 		s.Cancel(now)
 		s.thrott, s.passed = true, 0
+		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+		}
 		return Decision{Verdict: Stop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
 	}
 }

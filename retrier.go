@@ -167,7 +167,8 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 		return r.loop(ctx, op, start, nil, reason)
 	}
 	err := &RetryError{Reason: reason}
-	if r.c.observed() {
+	if r.c.observed() { // a local rejection (Delay 0: GaveUp follows)
+		r.c.emitThrottled(Event{Err: reason})
 		r.c.emitGaveUp(Event{Err: err, Waiting: true})
 	}
 	return err
