@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/time/rate"
 )
 
 // A Retrier is a Policy and a set of options compiled and validated once:
@@ -115,12 +116,17 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	}
 	var start time.Time
 	var done func(error)
+	var res *rate.Reservation // the first attempt's token (WithAdmission)
 	if r.start {
 		start = r.c.now()
 		if !r.c.begin(start) { // rejected locally: op not called
 			return r.refusedFirst(ctx, op, start, GateThrottle, ErrThrottled)
 		}
-		if err := r.firstToken(ctx, start); err != nil {
+		var err error
+		if res, err = r.firstToken(ctx, start); err != nil {
+			if r.c.observed() {
+				r.c.emitGaveUp(Event{Err: err, Waiting: true, Elapsed: r.c.now().Sub(start)})
+			}
 			return err
 		}
 	}
@@ -129,6 +135,9 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		if done, berr = b.Allow(); berr != nil {
 			if !r.start {
 				start = r.c.now()
+			}
+			if res != nil { // the attempt is not made: its token is given back
+				res.CancelAt(r.c.now())
 			}
 			return r.refusedFirst(ctx, op, start, GateBreaker, &BreakerError{Err: berr})
 		}
@@ -174,21 +183,31 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 	return err
 }
 
-// firstToken waits for a limiter token before the first attempt when
-// WithAdmission puts first attempts behind the limiter.
-func (r *Retrier) firstToken(ctx context.Context, now time.Time) error {
+// firstToken waits for a limiter token before the first attempt, due at
+// now, when WithAdmission puts first attempts behind the limiter, and
+// returns it (nil without). As for a retry (Schedule.Decide), a token that
+// would come after MaxElapsed or after ctx's deadline, or never, ends the
+// call at once, and a token not used is given back.
+func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, error) {
 	lim := r.c.limiter
 	if lim == nil || r.c.gatesOf(FirstAttempt)&GateLimiter == 0 {
-		return nil
+		return nil, nil
 	}
 	res := lim.ReserveN(now, 1)
+	if !res.OK() { // the limiter's burst was set to 0 after WithLimiter checked it
+		return nil, &RetryError{Reason: fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)}
+	}
 	w := res.DelayFrom(now)
 	if w <= 0 {
-		return nil
+		return res, nil
+	}
+	if me := r.p.MaxElapsed; me > 0 && w > me {
+		res.CancelAt(now)
+		return nil, &RetryError{Reason: fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v", ErrExhausted, w-me, me)}
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(w).Before(dl) {
 		res.CancelAt(now)
-		return &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
+		return nil, &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
 	}
 	var t backoff.Timer
 	if r.c.newTimer != nil {
@@ -196,9 +215,9 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) error {
 	}
 	if err := Wait(ctx, w, t); err != nil {
 		res.CancelAt(r.c.now())
-		return &RetryError{Reason: err}
+		return nil, &RetryError{Reason: err}
 	}
-	return nil
+	return res, nil
 }
 
 // loop runs the retries after a failed first attempt, or after a first
