@@ -29,8 +29,10 @@ type Schedule struct {
 	last     error // the last error given to Next
 	res      *rate.Reservation
 	limWait  time.Duration
-	passed   Gate // the gates the attempt that is due has passed (decide.go)
-	thrott   bool // the last Begin or Admit rejected its attempt locally
+	passed   Gate              // the gates the attempt that is due has passed (decide.go)
+	lres     *rate.Reservation // the token held for a lookup (LookupAttempt)
+	lpassed  Gate              // the gates the lookup that is due has passed
+	thrott   bool              // the last Begin or Admit rejected its attempt locally
 
 	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
 }
@@ -45,10 +47,16 @@ func (s *Schedule) init(c *config, p Policy, seed uint64, seeded bool, now time.
 
 // Reset starts a new run of the loop at now: no attempt counted, the delay
 // sequence from its first step, MaxElapsed measured from now, a token
-// reserved by Admit for an attempt that will not run given back. Call it
-// before the first attempt of every run (a subscription confirming itself
-// again after a disruption); Succeeded calls it after a success.
+// reserved by Admit (or for a lookup) for an attempt that will not run
+// given back. Call it before the first attempt of every run (a
+// subscription confirming itself again after a disruption); Succeeded
+// calls it after a success (keeping a lookup's token).
 func (s *Schedule) Reset(now time.Time) {
+	s.cancelLookup(now)
+	s.reset(now)
+}
+
+func (s *Schedule) reset(now time.Time) {
 	s.Cancel(now)
 	s.attempts = 0
 	s.last = nil
@@ -75,7 +83,7 @@ func (s *Schedule) Succeeded(now time.Time) {
 	s.res = nil // the token was used by the attempt
 	s.endAttempt(nil)
 	s.c.record(nil, now)
-	s.Reset(now)
+	s.reset(now)
 }
 
 // Begin accounts for the first attempt of a run, about to start at now:
