@@ -73,17 +73,19 @@ func (s *Schedule) reset(now time.Time) {
 // With hooks it reports the attempt: Attempted, and Recovered if earlier
 // attempts of the run failed.
 func (s *Schedule) Succeeded(now time.Time) {
-	if s.c.observed() {
-		e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
-		s.c.emitAttempted(e)
-		if s.attempts > 0 {
-			s.c.emitRecovered(e)
-		}
-	}
+	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
+	// The breaker and the throttle hear the success before the hooks, so
+	// that a hook that panics leaves no admission held.
 	s.res = nil // the token was used by the attempt
 	s.endAttempt(nil)
 	s.c.record(nil, now)
 	s.reset(now)
+	if s.c.observed() {
+		s.c.emitAttempted(e)
+		if e.Attempt > 1 {
+			s.c.emitRecovered(e)
+		}
+	}
 }
 
 // Begin accounts for the first attempt of a run, about to start at now:
