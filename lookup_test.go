@@ -48,12 +48,18 @@ func TestDecideLookupBesideAPendingRetry(t *testing.T) {
 // rejectingThrottle returns a throttle taught that the backend rejects
 // every request.
 func rejectingThrottle(t *testing.T) *rebound.AdaptiveThrottle {
+	return rejectingThrottleAt(t, t0)
+}
+
+// rejectingThrottleAt is rejectingThrottle taught in the second before
+// end.
+func rejectingThrottleAt(t *testing.T, end time.Time) *rebound.AdaptiveThrottle {
 	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1), rebound.ThrottleSeed(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1000 {
-		th.Allow(t0.Add(time.Duration(i) * time.Millisecond))
+		th.Allow(end.Add(time.Duration(i-1000) * time.Millisecond))
 	}
 	return th
 }
