@@ -174,10 +174,13 @@ const (
 	// WaitFor: ask again (Ready) after Decision.Delay; Decision.Reason
 	// says why.
 	WaitFor
-	// Stop: the loop ends with Decision.Err.
+	// Stop: the loop ends with Decision.Err. A Ready of the run (a
+	// first attempt or a retry), Begin, Admit or Wait that comes after it
+	// (a stale wake-up) returns it again, reported to no hook, until
+	// Reset: no attempt is admitted past the end.
 	Stop
 	// Drop: a refusal under RefuseDrop; the work is dropped
-	// (Decision.Err says why).
+	// (Decision.Err says why). It ends the run as Stop does.
 	Drop
 	// Idle: nothing is due; the loop asks again (Ready) when it has a
 	// reason to make an attempt.
@@ -290,9 +293,15 @@ func (s *Schedule) Decide(now time.Time, st Step) Decision {
 			return Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Decide", Arg: "st",
 				Reason: fmt.Sprintf("is Ready(%v): the kind must be FirstAttempt, RetryAttempt or LookupAttempt", st.kind)}, Attempt: s.attempts}
 		}
+		if st.kind != LookupAttempt && s.ended != nil {
+			return s.endedDecision()
+		}
 		d := s.ready(st.kind, now)
 		if d.Verdict == Stop {
 			d.Err = s.gaveUp(d.Err, now)
+		}
+		if st.kind != LookupAttempt {
+			s.end(d)
 		}
 		return d
 	case opFailed:
@@ -315,6 +324,25 @@ func (s *Schedule) Decide(now time.Time, st Step) Decision {
 		s.passed = 0
 		return Decision{Verdict: Idle, Attempt: s.attempts}
 	}
+}
+
+// end records a Decision that ends the run (Stop, Drop): a Ready, Begin or
+// Admit that comes after it (a heap scheduler's stale wake-up) gets it
+// again, until Reset.
+func (s *Schedule) end(d Decision) {
+	if d.Verdict == Stop || d.Verdict == Drop {
+		s.ended, s.endedDrop = d.Err, d.Verdict == Drop
+	}
+}
+
+// endedDecision is the Decision of a Ready after the run ended: the same
+// verdict and error, reported to no hook again.
+func (s *Schedule) endedDecision() Decision {
+	v := Stop
+	if s.endedDrop {
+		v = Drop
+	}
+	return Decision{Verdict: v, Err: s.ended, Attempt: s.attempts}
 }
 
 // ready is the admission of an attempt of kind k due at now.

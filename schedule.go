@@ -22,17 +22,19 @@ import (
 // (classification, MaxAttempts, delay and Retry-After, MaxElapsed,
 // admission) and the blocking form are in docs/engine.md.
 type Schedule struct {
-	c        *config
-	d        drawer
-	start    time.Time
-	attempts int   // failed attempts reported to Next since Reset
-	last     error // the last error given to Next
-	res      *rate.Reservation
-	limWait  time.Duration
-	passed   Gate              // the gates the attempt that is due has passed (decide.go)
-	lres     *rate.Reservation // the token held for a lookup (LookupAttempt)
-	lpassed  Gate              // the gates the lookup that is due has passed
-	thrott   bool              // the last Begin or Admit rejected its attempt locally
+	c         *config
+	d         drawer
+	start     time.Time
+	attempts  int   // failed attempts reported to Next since Reset
+	last      error // the last error given to Next
+	res       *rate.Reservation
+	limWait   time.Duration
+	passed    Gate              // the gates the attempt that is due has passed (decide.go)
+	lres      *rate.Reservation // the token held for a lookup (LookupAttempt)
+	lpassed   Gate              // the gates the lookup that is due has passed
+	thrott    bool              // the last Begin or Admit rejected its attempt locally
+	ended     error             // the stop (or drop) that ended the run, until Reset
+	endedDrop bool
 
 	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
 }
@@ -62,6 +64,7 @@ func (s *Schedule) reset(now time.Time) {
 	s.last = nil
 	s.limWait = 0
 	s.passed, s.thrott = 0, false
+	s.ended, s.endedDrop = nil, false
 	s.d.reset()
 	s.start = now
 }
@@ -98,12 +101,16 @@ func (s *Schedule) Succeeded(now time.Time) {
 // attempt. Without a budget or throttle it does nothing. Loops whose
 // retries go through Next call it so that the budget knows their traffic.
 func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
+	if s.ended != nil {
+		return 0, s.ended
+	}
 	return s.legacy(s.ready(FirstAttempt, now), now)
 }
 
 // legacy maps a Decision of Ready onto the (delay, stop) of Begin and
 // Admit.
 func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
+	s.end(d)
 	switch d.Verdict {
 	case WaitFor:
 		return d.Delay, nil
@@ -128,6 +135,7 @@ func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
 func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
 	d, stop := s.refuse(reason, now)
 	if stop != nil {
+		s.ended = stop
 		return 0, s.gaveUp(stop, now)
 	}
 	return d, nil
@@ -192,10 +200,17 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // so a loop built on a Schedule is observed like Retry.
 func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
 	if !s.c.observed() {
-		return s.next(err, now)
+		d, stop := s.next(err, now)
+		if stop != nil {
+			s.ended = stop
+		}
+		return d, stop
 	}
 	attempt, lw := s.attempts+1, s.limWait
 	d, stop := s.next(err, now)
+	if stop != nil {
+		s.ended = stop
+	}
 	el := now.Sub(s.start)
 	s.c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: lw, Elapsed: el})
 	if stop != nil {
@@ -296,6 +311,9 @@ func (s *Schedule) FirstDelay() time.Duration {
 //
 // With hooks, a stop is reported to GaveUp, a rejection to Throttled.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
+	if s.ended != nil {
+		return 0, s.ended
+	}
 	return s.legacy(s.ready(RetryAttempt, now), now)
 }
 
@@ -325,6 +343,9 @@ func (s *Schedule) Cancel(now time.Time) {
 //
 // With hooks, a stop is reported to GaveUp.
 func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if s.ended != nil {
+		return s.ended
+	}
 	if err := s.wait(ctx, d, t); err != nil {
 		return s.gaveUp(err, s.c.now())
 	}

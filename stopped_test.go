@@ -1,0 +1,63 @@
+package rebound_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// After a Stop, a Ready that comes anyway (a heap scheduler's stale
+// wake-up) gets the same Stop, reported once, until Reset: no attempt is
+// admitted beyond MaxAttempts, after a permanent error, or past a refusal
+// that ended the loop.
+func TestDecideReadyAfterStop(t *testing.T) {
+	p := fixed
+	p.MaxAttempts = 2
+	for _, tc := range []struct {
+		name string
+		opts []rebound.Option
+		stop func(s *rebound.Schedule) rebound.Decision
+	}{
+		{"MaxAttempts", nil, func(s *rebound.Schedule) rebound.Decision {
+			s.Decide(t0, rebound.Failed(nil))
+			return s.Decide(t0, rebound.Failed(nil))
+		}},
+		{"permanent", nil, func(s *rebound.Schedule) rebound.Decision {
+			return s.Decide(t0, rebound.Failed(rebound.Permanent(errors.New("bad request"))))
+		}},
+		{"refusal", []rebound.Option{rebound.WithBreaker(&fakeBreaker{open: true}), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop)},
+			func(s *rebound.Schedule) rebound.Decision { return s.Decide(t0, rebound.Ready(rebound.FirstAttempt)) }},
+		{"drop", []rebound.Option{rebound.WithBreaker(&fakeBreaker{open: true}), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDrop)},
+			func(s *rebound.Schedule) rebound.Decision { return s.Decide(t0, rebound.Ready(rebound.FirstAttempt)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h hookCount
+			s := mustRetrier(t, p, append(tc.opts, h.hooks())...).NewSchedule(t0)
+			first := tc.stop(s)
+			if first.Verdict != rebound.Stop && first.Verdict != rebound.Drop {
+				t.Fatalf("%+v, want the loop ended", first)
+			}
+			gaveUp, attempts := h.gaveUp, s.Attempts()
+			for _, k := range []rebound.AttemptKind{rebound.RetryAttempt, rebound.FirstAttempt} {
+				d := s.Decide(t0.Add(time.Minute), rebound.Ready(k))
+				if d.Verdict != first.Verdict || d.Err != first.Err {
+					t.Errorf("Ready(%v) after the loop ended: %+v, want %v again with %v", k, d, first.Verdict, first.Err)
+				}
+			}
+			if _, err := s.Admit(t0.Add(time.Minute)); err != first.Err {
+				t.Errorf("Admit after the loop ended: %v, want %v", err, first.Err)
+			}
+			if h.gaveUp != gaveUp || s.Attempts() != attempts {
+				t.Errorf("GaveUp %d, attempts %d after the repeats; want %d and %d (nothing new)", h.gaveUp, s.Attempts(), gaveUp, attempts)
+			}
+			s.Reset(t0.Add(time.Minute))
+			if tc.opts == nil {
+				if d := s.Decide(t0.Add(time.Minute), rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+					t.Errorf("after Reset: %+v, want a new run", d)
+				}
+			}
+		})
+	}
+}
