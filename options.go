@@ -99,8 +99,8 @@ func WithClassifier(transient func(error) bool) Option {
 	return optionFunc(func(c *config) { c.transient = transient })
 }
 
-// WithLimiter makes every retry (never the first attempt) take a token from
-// l when its backoff delay is over, so that any number of loops sharing l
+// WithLimiter makes every retry (and, with WithAdmission, a first attempt
+// or a lookup) take a token from l when its backoff delay is over, so that any number of loops sharing l
 // together never start retries faster than its rate. A *rate.Limiter is
 // safe for concurrent use. The token is reserved at the moment the retry is
 // due (Schedule.Admit), never ahead of time: reservations made at future
