@@ -287,6 +287,9 @@ func LookedUp(err error) Step { return Step{op: opLookedUp, kind: LookupAttempt,
 // GaveUp, Recovered, Throttled). Decide allocates nothing without a
 // limiter or hooks.
 func (s *Schedule) Decide(now time.Time, st Step) Decision {
+	if err := s.unmade("Decide"); err != nil {
+		return Decision{Verdict: Stop, Err: err}
+	}
 	switch st.op {
 	case opReady:
 		if st.kind >= numKinds {

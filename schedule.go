@@ -18,7 +18,8 @@ import (
 // does what the Decision says (attempt now, wait, stop, drop, idle). Time
 // is passed in, so a Schedule runs in virtual time too; only Wait reads
 // the clock (WithClock). A Schedule is not safe for concurrent use: one
-// per loop, built with Retrier.NewSchedule. The order of the rules
+// per loop, built with Retrier.NewSchedule (a zero Schedule's methods
+// return an *ArgumentError). The order of the rules
 // (classification, MaxAttempts, delay and Retry-After, MaxElapsed,
 // admission) and the blocking form are in docs/engine.md.
 type Schedule struct {
@@ -37,6 +38,15 @@ type Schedule struct {
 	endedDrop bool
 
 	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
+}
+
+// unmade returns the *ArgumentError of method fn called on a Schedule not
+// made by Retrier.NewSchedule (a zero Schedule), nil for one that was.
+func (s *Schedule) unmade(fn string) error {
+	if s.c != nil {
+		return nil
+	}
+	return &ArgumentError{Func: "rebound.Schedule." + fn, Arg: "s", Reason: "is a zero Schedule: make it with Retrier.NewSchedule"}
 }
 
 // init prepares s for a loop of r starting at now. k numbers the
@@ -76,6 +86,9 @@ func (s *Schedule) reset(now time.Time) {
 // With hooks it reports the attempt: Attempted, and Recovered if earlier
 // attempts of the run failed.
 func (s *Schedule) Succeeded(now time.Time) {
+	if s.c == nil { // a zero Schedule: nothing to report to
+		return
+	}
 	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
 	// The breaker and the throttle hear the success before the hooks, so
 	// that a hook that panics leaves no admission held.
@@ -101,6 +114,9 @@ func (s *Schedule) Succeeded(now time.Time) {
 // attempt. Without a budget or throttle it does nothing. Loops whose
 // retries go through Next call it so that the budget knows their traffic.
 func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
+	if err := s.unmade("Begin"); err != nil {
+		return 0, err
+	}
 	if s.ended != nil {
 		return 0, s.ended
 	}
@@ -133,6 +149,9 @@ func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
 // defers a retry its RetryBudget refuses (reason ErrBudgetExhausted) with
 // it, where Next would end the loop.
 func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
+	if err := s.unmade("Refuse"); err != nil {
+		return 0, err
+	}
 	d, stop := s.refuse(reason, now)
 	if stop != nil {
 		s.ended = stop
@@ -199,6 +218,9 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // attempt: Attempted, then Retried (with the delay) or GaveUp (with stop),
 // so a loop built on a Schedule is observed like Retry.
 func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
+	if uerr := s.unmade("Next"); uerr != nil {
+		return 0, uerr
+	}
 	if !s.c.observed() {
 		d, stop := s.next(err, now)
 		if stop != nil {
@@ -311,6 +333,9 @@ func (s *Schedule) FirstDelay() time.Duration {
 //
 // With hooks, a stop is reported to GaveUp, a rejection to Throttled.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
+	if err := s.unmade("Admit"); err != nil {
+		return 0, err
+	}
 	if s.ended != nil {
 		return 0, s.ended
 	}
@@ -339,10 +364,17 @@ func (s *Schedule) Cancel(now time.Time) {
 // loop, a *RetryError whose Reason is ctx.Err() (ctx done: a token held is
 // given back), an error wrapping context.DeadlineExceeded (a wait that
 // would end after ctx's deadline, checked before sleeping), or ErrExhausted
-// (see Admit). t is the timer to wait on; nil means a new time.Timer.
+// (see Admit). t is the timer to wait on; nil means a new time.Timer. A
+// nil ctx is an *ArgumentError.
 //
 // With hooks, a stop is reported to GaveUp.
 func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if ctx == nil {
+		return &ArgumentError{Func: "rebound.Schedule.Wait", Arg: "ctx", Reason: "must not be nil"}
+	}
+	if err := s.unmade("Wait"); err != nil {
+		return err
+	}
 	if s.ended != nil {
 		return s.ended
 	}

@@ -61,3 +61,52 @@ func TestDecideReadyAfterStop(t *testing.T) {
 		})
 	}
 }
+
+// A zero Schedule (not made by Retrier.NewSchedule) and a nil ctx are bad
+// input: an *ArgumentError naming them, never a panic.
+func TestScheduleBadInput(t *testing.T) {
+	var s rebound.Schedule
+	check := func(name string, err error) {
+		t.Helper()
+		if ae, ok := errors.AsType[*rebound.ArgumentError](err); !ok || !errors.Is(err, rebound.ErrInvalidArgument) || ae.Arg == "" {
+			t.Errorf("%s: %v, want an *ArgumentError", name, err)
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("zero Schedule: panic %v", p)
+			}
+		}()
+		d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+		if d.Verdict != rebound.Stop {
+			t.Errorf("Decide on a zero Schedule: %+v, want Stop", d)
+		}
+		check("Decide", d.Err)
+		check("Decide(Failed)", s.Decide(t0, rebound.Failed(nil)).Err)
+		_, err := s.Next(nil, t0)
+		check("Next", err)
+		_, err = s.Admit(t0)
+		check("Admit", err)
+		_, err = s.Begin(t0)
+		check("Begin", err)
+		_, err = s.Refuse(rebound.ErrThrottled, t0)
+		check("Refuse", err)
+		check("Wait", s.Wait(t.Context(), time.Second, nil))
+		s.Decide(t0, rebound.Succeeded())
+		s.Decide(t0, rebound.Abandoned())
+		s.Decide(t0, rebound.LookedUp(nil))
+		s.Reset(t0)
+		s.Cancel(t0)
+	}()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("Wait(nil ctx): panic %v", p)
+			}
+		}()
+		s := mustRetrier(t, fixed).NewSchedule(t0)
+		//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
+		check("Wait(nil ctx)", s.Wait(nil, time.Second, nil))
+	}()
+}
