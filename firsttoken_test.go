@@ -3,6 +3,7 @@ package rebound_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,4 +76,33 @@ func TestRetrierDoFirstAttemptBehindLimiter(t *testing.T) {
 			}
 		})
 	})
+}
+
+// The first attempt's wait for its token is its Event.LimiterWait, in
+// Retrier.Do as in Decide.
+func TestRetrierDoFirstTokenWaitReported(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first attempt fails %v", fail), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lim := rate.NewLimiter(rate.Every(time.Second), 1)
+				lim.Allow() // the next token in 1s
+				var waits []time.Duration
+				r := mustRetrier(t, fixed, rebound.WithLimiter(lim),
+					rebound.WithAdmission(rebound.FirstAttempt, rebound.GateLimiter),
+					rebound.WithAdmission(rebound.RetryAttempt, 0),
+					rebound.WithHooks(rebound.Hooks{Attempted: func(e rebound.Event) { waits = append(waits, e.LimiterWait) }}))
+				n := 0
+				err := r.Do(context.Background(), func(context.Context) error {
+					n++
+					if fail && n == 1 {
+						return errors.New("down")
+					}
+					return nil
+				})
+				if err != nil || len(waits) == 0 || waits[0] != time.Second {
+					t.Errorf("Do %v, LimiterWait of each attempt %v; want the first 1s", err, waits)
+				}
+			})
+		})
+	}
 }

@@ -63,8 +63,9 @@ type Event struct {
 	// the loop gives up).
 	Delay time.Duration
 	// LimiterWait is the time the attempt waited for a limiter token after
-	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 for a first
-	// attempt and without WithLimiter).
+	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 without
+	// WithLimiter, and for a first attempt that is not behind the limiter:
+	// see WithAdmission).
 	LimiterWait time.Duration
 	// Waiting is set on an EventGiveUp that does not end an attempt: the
 	// loop stopped while waiting for its next attempt (its context done, a
