@@ -403,6 +403,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 		case AttemptNow:
 			return nil
 		case Stop, Drop:
+			s.end(dec)
 			return dec.Err
 		}
 		if dec.Reason != ErrLimited { // refused locally: back off, then ask again
@@ -429,6 +430,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 		}
 		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
 		if dec.Verdict != WaitFor {
+			s.end(dec)
 			return dec.Err
 		}
 		d = dec.Delay

@@ -110,3 +110,23 @@ func TestScheduleBadInput(t *testing.T) {
 		check("Wait(nil ctx)", s.Wait(nil, time.Second, nil))
 	}()
 }
+
+// A stop Schedule.Wait decides (a refusal under RefuseStop) ends the run
+// as Decide's does.
+func TestScheduleWaitStopEndsTheRun(t *testing.T) {
+	var h hookCount
+	b := &fakeBreaker{open: true}
+	s := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop), h.hooks()).NewSchedule(time.Now())
+	if _, err := s.Next(errors.New("down"), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Wait(t.Context(), 0, nil)
+	if !errors.Is(err, rebound.ErrBreakerOpen) {
+		t.Fatalf("Wait: %v, want the breaker's refusal", err)
+	}
+	asked, gaveUp := b.asked, h.gaveUp
+	if _, again := s.Admit(time.Now()); again != err || b.asked != asked || h.gaveUp != gaveUp {
+		t.Errorf("Admit after Wait stopped: %v (breaker asked %d more, GaveUp %d more), want the same stop, nothing asked or reported",
+			again, b.asked-asked, h.gaveUp-gaveUp)
+	}
+}
