@@ -184,7 +184,8 @@ func WithClock(clk backoff.Clock) Option {
 }
 
 // WithTimer sets a factory for the timer a loop waits on; each Retry call
-// (or Retrier.Do that retries) makes one timer. Default (and for nil): a
+// (or Retrier.Do that retries) makes one timer, and one more for a first
+// attempt that waits for its limiter token (WithAdmission). Default (and for nil): a
 // time.Timer. Use it with a fake clock.
 func WithTimer(newTimer func() backoff.Timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })
