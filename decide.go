@@ -300,11 +300,11 @@ func (s *Schedule) Decide(now time.Time, st Step) Decision {
 			return s.endedDecision()
 		}
 		d := s.ready(st.kind, now)
+		if st.kind != LookupAttempt {
+			s.end(d) // before the hooks: one that panics leaves the run ended
+		}
 		if d.Verdict == Stop {
 			d.Err = s.gaveUp(d.Err, now)
-		}
-		if st.kind != LookupAttempt {
-			s.end(d)
 		}
 		return d
 	case opFailed:

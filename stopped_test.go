@@ -130,3 +130,18 @@ func TestScheduleWaitStopEndsTheRun(t *testing.T) {
 			again, b.asked-asked, h.gaveUp-gaveUp)
 	}
 }
+
+// A GaveUp hook that panics (its caller recovering) still leaves the run
+// ended: the next Ready asks no gate again.
+func TestDecideStopHookPanics(t *testing.T) {
+	b := &fakeBreaker{open: true}
+	s := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop),
+		rebound.WithHooks(rebound.Hooks{GaveUp: func(rebound.Event) { panic("hook") }})).NewSchedule(t0)
+	func() {
+		defer func() { _ = recover() }()
+		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+	}()
+	if d := s.Decide(t0, rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.Stop || b.asked != 1 {
+		t.Errorf("Ready after the stop: %+v, breaker asked %d times; want the stop again, asked once", d, b.asked)
+	}
+}
