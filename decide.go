@@ -297,6 +297,7 @@ func (s *Schedule) Decide(now time.Time, st Step) Decision {
 				Reason: fmt.Sprintf("is Ready(%v): the kind must be FirstAttempt, RetryAttempt or LookupAttempt", st.kind)}, Attempt: s.attempts}
 		}
 		if st.kind != LookupAttempt && s.ended != nil {
+			s.thrott = false // nothing was asked: nothing rejected
 			return s.endedDecision()
 		}
 		d := s.ready(st.kind, now)

@@ -118,6 +118,7 @@ func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
 		return 0, err
 	}
 	if s.ended != nil {
+		s.thrott = false // nothing was asked: nothing rejected
 		return 0, s.ended
 	}
 	return s.legacy(s.ready(FirstAttempt, now), now)
@@ -337,6 +338,7 @@ func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
 		return 0, err
 	}
 	if s.ended != nil {
+		s.thrott = false // nothing was asked: nothing rejected
 		return 0, s.ended
 	}
 	return s.legacy(s.ready(RetryAttempt, now), now)

@@ -46,8 +46,8 @@ func TestDecideReadyAfterStop(t *testing.T) {
 					t.Errorf("Ready(%v) after the loop ended: %+v, want %v again with %v", k, d, first.Verdict, first.Err)
 				}
 			}
-			if _, err := s.Admit(t0.Add(time.Minute)); err != first.Err {
-				t.Errorf("Admit after the loop ended: %v, want %v", err, first.Err)
+			if _, err := s.Admit(t0.Add(time.Minute)); err != first.Err || s.Throttled() {
+				t.Errorf("Admit after the loop ended: %v, Throttled %v; want %v, and nothing rejected locally", err, s.Throttled(), first.Err)
 			}
 			if h.gaveUp != gaveUp || s.Attempts() != attempts {
 				t.Errorf("GaveUp %d, attempts %d after the repeats; want %d and %d (nothing new)", h.gaveUp, s.Attempts(), gaveUp, attempts)
