@@ -284,8 +284,10 @@ func LookedUp(err error) Step { return Step{op: opLookedUp, kind: LookupAttempt,
 //   - LookedUp(err): a lookup ended (its outcome for the throttle). Idle.
 //
 // Hooks are reported as by the methods it replaces (Attempted, Retried,
-// GaveUp, Recovered, Throttled). Decide allocates nothing without a
-// limiter or hooks.
+// GaveUp, Recovered, Throttled), once each: every refusal to Throttled,
+// a Stop to GaveUp, a Drop to Throttled alone (the loop reports the drop;
+// Admit, for its callers, reports it to GaveUp too). Decide allocates
+// nothing without a limiter.
 func (s *Schedule) Decide(now time.Time, st Step) Decision {
 	if err := s.unmade("Decide"); err != nil {
 		return Decision{Verdict: Stop, Err: err}
