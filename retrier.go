@@ -186,9 +186,10 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 
 // firstToken waits for a limiter token before the first attempt, due at
 // now, when WithAdmission puts first attempts behind the limiter, and
-// returns it (nil without) and the wait for it. As for a retry (Schedule.Decide), a token that
-// would come after MaxElapsed or after ctx's deadline, or never, ends the
-// call at once, and a token not used is given back.
+// returns it (nil without) and the wait for it. As for a retry
+// (Schedule.Decide), a token that would come after MaxElapsed or after
+// ctx's deadline, or never, ends the call at once, and a token not used
+// is given back.
 func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, time.Duration, error) {
 	lim := r.c.limiter
 	if lim == nil || r.c.gatesOf(FirstAttempt)&GateLimiter == 0 {
