@@ -355,6 +355,13 @@ func (s *Schedule) endedDecision() Decision {
 func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 	s.thrott = false
 	c := s.c
+	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
+	// after it (a scheduler whose workers were busy) is not made.
+	if me := s.d.p.MaxElapsed; k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+		s.Cancel(now)
+		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
+			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
+	}
 	g := c.gatesOf(k)
 	// A lookup is beside the run: its token and the gates it passed are
 	// its own.
