@@ -51,7 +51,7 @@ func (f *Invoker) breakerHold(t *task, err error, sent bool) bool {
 	}
 	f.mu.Lock()
 	if sent {
-		t.attempts--
+		t.made(0) // the refused attempt was not sent: the Schedule never counted it
 		f.retried--
 	}
 	f.breakerWaits++

@@ -808,6 +808,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 		last = ErrStopping // a Permanent mark under it does not count
 	}
 	d, stop := t.sched.Next(last, f.at(now))
+	t.made(0)
 	if stop == nil {
 		return d, nil
 	}
@@ -817,13 +818,11 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	return 0, stop
 }
 
-// accepted tells the throttle (WithThrottle) that a provider accepted an
-// attempt at now: it succeeded, or failed with an error that retrying would
-// not fix (the provider answered).
+// accepted tells the engine (for the throttle of WithThrottle) that a
+// provider accepted an attempt at now: it succeeded, or failed with an
+// error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
-	if f.cfg.throttle != nil {
-		f.cfg.throttle.Accepted(now)
-	}
+	f.retrier.Record(nil, now)
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

@@ -30,12 +30,21 @@ type task struct {
 	born       int64  // first failure, nanoseconds since f.epoch
 	expires    int64  // end of the TTL; MaxInt64 if none
 	seq        uint64
-	attempts   int32
+	attempts   int32  // the attempts made, as the Schedule counts them (see made)
 	index      int32  // position in the heap
 	sid        uint64 // ID in the Store (WithStore); 0 if none
 }
 
 func (t *task) target() string { return t.lastTarget }
+
+// made records t's attempts as its Schedule counts them (the failed
+// attempts of the run, refusals included, or the count a Store restored),
+// plus running: 1 while an attempt the Schedule has not been told about
+// yet is under way or has just ended (its success, or a failure that ends
+// the task without a retry). The count is the Schedule's, never kept here.
+func (t *task) made(running int32) {
+	t.attempts = int32(min(t.sched.Attempts(), math.MaxInt32-1)) + running
+}
 
 // Key and SetIndex make a task an element of the due-time heap (dueheap).
 func (t *task) Key() (int64, uint64) { return t.due, t.seq }
@@ -271,7 +280,7 @@ func (f *Invoker) run(t *task) {
 		f.running[tg]++
 	}
 	f.mu.Unlock()
-	t.attempts++
+	t.made(1) // the attempt about to be sent counts from now on
 	if target != nil {
 		pe, err = safeInvoke(ctx, target, t.inv)
 		f.mu.Lock()
@@ -379,7 +388,7 @@ func (f *Invoker) throttled(t *task, now int64) bool {
 		}
 		return false
 	}
-	t.attempts++
+	t.made(0) // the Schedule counted the rejected attempt
 	t.lastErr = rebound.ErrThrottled
 	f.mu.Lock()
 	f.throttledN++
