@@ -585,6 +585,7 @@ func (g *Registration) loop(ctx context.Context) {
 			s = g.retrier.NewSchedule(now)
 		}
 		d, stop := s.Next(err, now)
+		g.track.SetAttempts(s.Attempts())
 		if stop != nil {
 			g.log.Error("registration stopped", zap.Error(stop))
 			g.track.Set(subscriber.RegistrationStopped, stop)
@@ -629,6 +630,7 @@ func (g *Registration) loop(ctx context.Context) {
 			if admit {
 				admit = false
 				w, stop := s.Admit(time.Now())
+				g.track.SetAttempts(s.Attempts()) // a local refusal counts
 				if stop != nil {
 					g.track.Set(subscriber.RegistrationStopped, stop)
 					return
@@ -857,6 +859,7 @@ func (g *Registration) deregister(ctx context.Context) error {
 			return err
 		}
 		d, stop := s.Next(err, time.Now())
+		g.track.SetAttempts(s.Attempts())
 		if stop != nil {
 			return stop
 		}
