@@ -483,6 +483,7 @@ func (g *Registration) loop(ctx context.Context) {
 		// registering again would only fight them at every check.
 		other   bool
 		left    bool // the other values were left (logged once)
+		first   bool // the timer is the wait before the run's first attempt (Begin)
 		admit   bool // the timer is the wait before an Admit
 		timer   = time.NewTimer(time.Hour)
 		periodT = time.NewTimer(time.Hour)
@@ -497,19 +498,15 @@ func (g *Registration) loop(ctx context.Context) {
 		}
 	}
 	armPeriodic()
-	// begin starts a repair run (unless one runs) whose first attempt is
-	// due after d.
+	// begin starts a repair run whose first attempt is due after d (a
+	// grace, not a backoff): the Schedule admits it when it is due.
 	begin := func(d time.Duration) {
 		timer.Stop()
 		if s != nil {
 			s.Cancel(time.Now())
 		}
-		now := time.Now()
-		s = g.retrier.NewSchedule(now)
-		if w, err := s.Begin(now); err == nil && w > 0 {
-			d = max(d, w)
-		}
-		admit = false
+		s = g.retrier.NewSchedule(time.Now())
+		first, admit = true, false
 		if d <= 0 {
 			d = time.Nanosecond
 		}
@@ -627,9 +624,21 @@ func (g *Registration) loop(ctx context.Context) {
 				begin(0)
 			}
 		case <-timer.C:
-			if admit {
-				admit = false
-				w, stop := s.Admit(time.Now())
+			if first || admit {
+				var w time.Duration
+				var stop error
+				if first {
+					// The run's first attempt: the budget's deposit, the
+					// throttle's and the breaker's admission. A wait
+					// after it (a local refusal's backoff, a breaker's
+					// open time) ends in an Admit, as for a retry.
+					first = false
+					w, stop = s.Begin(time.Now())
+					admit = w > 0
+				} else {
+					admit = false
+					w, stop = s.Admit(time.Now())
+				}
 				g.track.SetAttempts(s.Attempts()) // a local refusal counts
 				if stop != nil {
 					g.track.Set(subscriber.RegistrationStopped, stop)
