@@ -482,9 +482,8 @@ func (g *Registration) loop(ctx context.Context) {
 		// operator's weight, another client's copy of the address), and
 		// registering again would only fight them at every check.
 		other   bool
-		left    bool // the other values were left (logged once)
-		first   bool // the timer is the wait before the run's first attempt (Begin)
-		admit   bool // the timer is the wait before an Admit
+		left    bool                // the other values were left (logged once)
+		kind    rebound.AttemptKind // the attempt the timer is the wait for
 		timer   = time.NewTimer(time.Hour)
 		periodT = time.NewTimer(time.Hour)
 	)
@@ -503,10 +502,10 @@ func (g *Registration) loop(ctx context.Context) {
 	begin := func(d time.Duration) {
 		timer.Stop()
 		if s != nil {
-			s.Cancel(time.Now())
+			s.Decide(time.Now(), rebound.Abandoned())
 		}
 		s = g.retrier.NewSchedule(time.Now())
-		first, admit = true, false
+		kind = rebound.FirstAttempt
 		if d <= 0 {
 			d = time.Nanosecond
 		}
@@ -565,7 +564,7 @@ func (g *Registration) loop(ctx context.Context) {
 		now := time.Now()
 		if err == nil {
 			if s != nil {
-				s.Succeeded(now)
+				s.Decide(now, rebound.Succeeded())
 				s = nil
 			}
 			g.track.Set(subscriber.RegistrationRegistered, nil)
@@ -581,23 +580,23 @@ func (g *Registration) loop(ctx context.Context) {
 		if s == nil {
 			s = g.retrier.NewSchedule(now)
 		}
-		d, stop := s.Next(err, now)
-		g.track.SetAttempts(s.Attempts())
-		if stop != nil {
-			g.log.Error("registration stopped", zap.Error(stop))
-			g.track.Set(subscriber.RegistrationStopped, stop)
+		dec := s.Decide(now, rebound.Failed(err))
+		g.track.SetAttempts(dec.Attempt)
+		if dec.Verdict != rebound.WaitFor {
+			g.log.Error("registration stopped", zap.Error(dec.Err))
+			g.track.Set(subscriber.RegistrationStopped, dec.Err)
 			return false
 		}
-		g.log.Debug("registration repair failed", zap.Int("attempt", s.Attempts()), zap.Duration("next", d), zap.Error(err))
-		admit = true
-		timer.Reset(d)
+		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+		kind = rebound.RetryAttempt
+		timer.Reset(dec.Delay)
 		return true
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			if s != nil {
-				s.Cancel(time.Now())
+				s.Decide(time.Now(), rebound.Abandoned())
 			}
 			return
 		case ev := <-g.events:
@@ -624,30 +623,26 @@ func (g *Registration) loop(ctx context.Context) {
 				begin(0)
 			}
 		case <-timer.C:
-			if first || admit {
-				var w time.Duration
-				var stop error
-				if first {
-					// The run's first attempt: the budget's deposit, the
-					// throttle's and the breaker's admission. A wait
-					// after it (a local refusal's backoff, a breaker's
-					// open time) ends in an Admit, as for a retry.
-					first = false
-					w, stop = s.Begin(time.Now())
-					admit = w > 0
-				} else {
-					admit = false
-					w, stop = s.Admit(time.Now())
+			if s == nil || !up || need == needNothing {
+				continue // nothing to do (attempt would do nothing either)
+			}
+			// The attempt is due: the Schedule admits it (the gates of
+			// its kind: WithRegisterRetryOptions), or says how long to
+			// wait (a limiter token: the same attempt; a local refusal's
+			// backoff: then a retry), or stops the loop.
+			dec := s.Decide(time.Now(), rebound.Ready(kind))
+			g.track.SetAttempts(dec.Attempt) // a local refusal counts
+			switch dec.Verdict {
+			case rebound.WaitFor:
+				if !errors.Is(dec.Reason, rebound.ErrLimited) {
+					kind = rebound.RetryAttempt
 				}
-				g.track.SetAttempts(s.Attempts()) // a local refusal counts
-				if stop != nil {
-					g.track.Set(subscriber.RegistrationStopped, stop)
-					return
-				}
-				if w > 0 {
-					timer.Reset(w)
-					continue
-				}
+				timer.Reset(dec.Delay)
+				continue
+			case rebound.Stop, rebound.Drop:
+				g.log.Error("registration stopped", zap.Error(dec.Err))
+				g.track.Set(subscriber.RegistrationStopped, dec.Err)
+				return
 			}
 			if !attempt() {
 				return
@@ -867,13 +862,20 @@ func (g *Registration) deregister(ctx context.Context) error {
 		if errors.Is(err, ErrLookupUnsupported) {
 			return err
 		}
-		d, stop := s.Next(err, time.Now())
-		g.track.SetAttempts(s.Attempts())
-		if stop != nil {
-			return stop
+		// The Schedule decides: the delay, then the retry's admission
+		// (the gates of WithRegisterRetryOptions), waited until ctx is
+		// done.
+		dec := s.Decide(time.Now(), rebound.Failed(err))
+		for dec.Verdict == rebound.WaitFor {
+			g.track.SetAttempts(dec.Attempt)
+			if werr := rebound.Wait(ctx, dec.Delay, nil); werr != nil {
+				s.Decide(time.Now(), rebound.Abandoned())
+				return errors.Join(werr, last)
+			}
+			dec = s.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt))
 		}
-		if werr := rebound.Wait(ctx, d, nil); werr != nil {
-			return errors.Join(werr, last)
+		if dec.Verdict != rebound.AttemptNow {
+			return dec.Err
 		}
 	}
 }
