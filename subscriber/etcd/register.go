@@ -301,35 +301,44 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 	)
 	timer.Stop()
 	defer timer.Stop()
-	// run makes one repair attempt; false: stop for good.
+	// run makes one repair attempt, as the Schedule decides (Decide:
+	// admitted, then told how it went); false: stop for good.
 	run := func() bool {
 		g.track.Set(subscriber.RegistrationRepairing, nil)
-		start := time.Now()
-		err := h.repair(&pending)
-		g.track.Attempt(h.op, start, err)
-		if err == nil {
-			failing = false
-			s.Succeeded(time.Now())
-			if pending == 0 {
-				g.track.Set(subscriber.RegistrationRegistered, nil)
-			}
-			return true
+		kind := rebound.RetryAttempt
+		if s.Attempts() == 0 {
+			kind = rebound.FirstAttempt
 		}
-		d, stop := s.Next(err, time.Now())
-		g.track.SetAttempts(s.Attempts())
-		if stop != nil {
+		dec := s.Decide(time.Now(), rebound.Ready(kind))
+		var err error
+		if dec.Verdict == rebound.AttemptNow {
+			start := time.Now()
+			err = h.repair(&pending)
+			g.track.Attempt(h.op, start, err)
+			if err == nil {
+				failing = false
+				s.Decide(time.Now(), rebound.Succeeded())
+				if pending == 0 {
+					g.track.Set(subscriber.RegistrationRegistered, nil)
+				}
+				return true
+			}
+			dec = s.Decide(time.Now(), rebound.Failed(err))
+		}
+		g.track.SetAttempts(dec.Attempt)
+		if dec.Verdict != rebound.WaitFor {
 			if ctx.Err() == nil {
 				// Permanent: the client was closed, permission denied.
 				// Nothing more can be done; Shutdown and Close still
 				// work.
-				g.log.Error("registration stopped", zap.Error(stop))
-				g.track.Set(subscriber.RegistrationStopped, stop)
+				g.log.Error("registration stopped", zap.Error(dec.Err))
+				g.track.Set(subscriber.RegistrationStopped, dec.Err)
 			}
 			return false
 		}
-		g.log.Debug("registration repair failed", zap.Int("attempt", s.Attempts()), zap.Duration("next", d), zap.Error(err))
+		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
 		failing = true
-		timer.Reset(d)
+		timer.Reset(dec.Delay)
 		return true
 	}
 	for {

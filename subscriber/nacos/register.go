@@ -106,9 +106,10 @@ func WithRegisterPolicy(p rebound.Policy) RegisterOption {
 // registration's repairs: share a rebound.WithLimiter, rebound.WithBudget
 // or rebound.WithThrottle among many registrations (a sidecar holding
 // thousands) so that a registry restart does not make them all retry at
-// once. The first check after a reconnect counts as a first attempt
-// (the budget's deposit), every later attempt as a retry (a limiter
-// token). Default: none.
+// once. The Schedule admits each attempt when it is due: the first check
+// after a reconnect (or a periodic one) as a first attempt (the budget's
+// deposit), every later attempt, Shutdown's retries included, as a retry
+// (a limiter token). Default: none.
 func WithRegisterRetryOptions(opts ...rebound.Option) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) { c.retryOpts = append(c.retryOpts, opts...) })
 }
