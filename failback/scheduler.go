@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -153,25 +152,14 @@ func (f *Invoker) work() {
 		t := f.popReadyLocked()
 		f.inflight++
 		now := f.now()
-		// MaxElapsed and the TTL bound the start of an attempt: time spent
-		// waiting for a worker counts. (The engine checks MaxElapsed when
-		// it schedules the retry, and against a limiter token's wait; the
-		// wait for a worker is this queue's, so it is checked here.)
-		var reason error
-		drop := DropReason("")
-		switch me := f.cfg.policy.MaxElapsed; { // shadowcheck:allow the wait for a worker is failback's queue, which the engine does not see
-		case now > t.expires:
-			drop = DropExpired
-		case me > 0 && time.Duration(now-t.born) > me:
-			reason = fmt.Errorf("%w: the next attempt would start %v after the first failure, beyond MaxElapsed %v",
-				rebound.ErrExhausted, time.Duration(now-t.born), me)
-		}
+		// The TTL bounds the start of an attempt: time spent waiting for a
+		// worker counts. (So does MaxElapsed: the engine's Ready stops a
+		// retry that comes due after it.)
+		expired := now > t.expires
 		f.mu.Unlock()
 		switch {
-		case drop != "":
-			f.finish(t, outDropped, drop, nil, nil, now)
-		case reason != nil:
-			f.finish(t, outGaveUp, "", reason, t.lastErr, now)
+		case expired:
+			f.finish(t, outDropped, DropExpired, nil, nil, now)
 		case !f.admitted(t, now):
 			// refused locally: rescheduled, dropped or ended without an attempt
 		default:
@@ -395,6 +383,11 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 	case rebound.Drop:
 		f.finish(t, outDropped, DropBudget, nil, nil, now)
 		return false
+	case rebound.Stop:
+		if !t.sched.Throttled() { // not a refusal: the retry came due after MaxElapsed
+			f.finish(t, outGaveUp, "", stopReason(dec.Err), t.lastErr, now)
+			return false
+		}
 	}
 	t.made(0) // the Schedule counted the refused attempt
 	t.lastErr = rebound.ErrThrottled
