@@ -3,7 +3,6 @@ package rebound
 import (
 	"errors"
 	"github.com/rebound-go/rebound/internal/nilness"
-	"time"
 )
 
 // A Breaker is a circuit breaker that a loop asks before every attempt,
@@ -67,22 +66,6 @@ func WithBreaker(b Breaker) Option {
 		}
 		c.breaker = b
 	})
-}
-
-// askBreaker asks the loop's breaker for the attempt due at now, once per
-// attempt. A refusal counts as a failed attempt that was not sent (see
-// refuse): it returns the delay before the next try, or the stop.
-func (s *Schedule) askBreaker(now time.Time) (time.Duration, error) {
-	b := s.c.breaker
-	if b == nil || s.done != nil {
-		return 0, nil
-	}
-	done, err := b.Allow()
-	if err != nil {
-		return s.refuse(&BreakerError{Err: err}, now)
-	}
-	s.done = done
-	return 0, nil
 }
 
 // endAttempt reports the end of the admitted attempt to the breaker.

@@ -122,3 +122,9 @@ func RetryAfterDelay(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// asPermanent returns the *backoff.PermanentError in err's chain, if any.
+func asPermanent(err error) *backoff.PermanentError {
+	p, _ := errors.AsType[*backoff.PermanentError](err)
+	return p
+}

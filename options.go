@@ -31,7 +31,10 @@ type config struct {
 	limiter   *rate.Limiter
 	budget    *RetryBudget
 	throttle  *AdaptiveThrottle
-	breaker   Breaker // WithBreaker (breaker.go)
+	breaker   Breaker        // WithBreaker (breaker.go)
+	gates     [numKinds]Gate // WithAdmission (decide.go)
+	gatesSet  [numKinds]bool
+	refusal   [3]Refusal // WithRefusal: budget, throttle, breaker
 	clock     backoff.Clock
 	newTimer  func() backoff.Timer
 	seed      uint64
@@ -199,21 +202,4 @@ func WithSeed(seed uint64) Option {
 // isTransient reports whether the loop would retry err.
 func (c *config) isTransient(err error) bool {
 	return asPermanent(err) == nil && (c.transient == nil || c.transient(err))
-}
-
-// begin accounts for a run's first attempt at now: a deposit in the
-// budget, a request for the throttle. It reports whether the throttle lets
-// the attempt through (false: rejected locally, do not send it).
-func (c *config) begin(now time.Time) bool {
-	if c.budget != nil {
-		c.budget.Deposit(now)
-	}
-	return c.throttle == nil || c.throttle.Allow(now)
-}
-
-// record gives the throttle an attempt's outcome.
-func (c *config) record(err error, now time.Time) {
-	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
-		c.throttle.Accepted(now)
-	}
 }

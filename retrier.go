@@ -3,6 +3,7 @@ package rebound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -52,7 +53,7 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 		return joinArgErrors(r.c.errs)
 	}
 	r.p = p.Normalized()
-	r.start = r.p.MaxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil
+	r.start = r.p.MaxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
 	return nil
 }
 
@@ -116,17 +117,20 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	var done func(error)
 	if r.start {
 		start = r.c.now()
-		if !r.c.begin(start) {
-			return r.loop(ctx, op, start, nil, ErrThrottled) // rejected locally: op not called
+		if !r.c.begin(start) { // rejected locally: op not called
+			return r.refusedFirst(ctx, op, start, GateThrottle, ErrThrottled)
+		}
+		if err := r.firstToken(ctx, start); err != nil {
+			return err
 		}
 	}
-	if b := r.c.breaker; b != nil {
+	if b := r.c.breaker; b != nil && r.c.gatesOf(FirstAttempt)&GateBreaker != 0 {
 		var berr error
 		if done, berr = b.Allow(); berr != nil {
 			if !r.start {
 				start = r.c.now()
 			}
-			return r.loop(ctx, op, start, nil, &BreakerError{Err: berr})
+			return r.refusedFirst(ctx, op, start, GateBreaker, &BreakerError{Err: berr})
 		}
 	}
 	var err error
@@ -153,6 +157,47 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		start = r.c.now()
 	}
 	return r.loop(ctx, op, start, err, nil)
+}
+
+// refusedFirst handles a first attempt refused by gate g at start: the
+// retries follow under RefuseDefer; under RefuseStop or RefuseDrop the
+// call ends (a blocking call has no queue to drop from).
+func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) error, start time.Time, g Gate, reason error) error {
+	if r.c.refusalOf(g) == RefuseDefer {
+		return r.loop(ctx, op, start, nil, reason)
+	}
+	err := &RetryError{Reason: reason}
+	if r.c.observed() {
+		r.c.emitGaveUp(Event{Err: err, Waiting: true})
+	}
+	return err
+}
+
+// firstToken waits for a limiter token before the first attempt when
+// WithAdmission puts first attempts behind the limiter.
+func (r *Retrier) firstToken(ctx context.Context, now time.Time) error {
+	lim := r.c.limiter
+	if lim == nil || r.c.gatesOf(FirstAttempt)&GateLimiter == 0 {
+		return nil
+	}
+	res := lim.ReserveN(now, 1)
+	w := res.DelayFrom(now)
+	if w <= 0 {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(w).Before(dl) {
+		res.CancelAt(now)
+		return &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
+	}
+	var t backoff.Timer
+	if r.c.newTimer != nil {
+		t = r.c.newTimer()
+	}
+	if err := Wait(ctx, w, t); err != nil {
+		res.CancelAt(r.c.now())
+		return &RetryError{Reason: err}
+	}
+	return nil
 }
 
 // loop runs the retries after a failed first attempt, or after a first

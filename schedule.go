@@ -2,7 +2,6 @@ package rebound
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,79 +10,17 @@ import (
 )
 
 // A Schedule decides, for one retry loop, whether and when the next attempt
-// runs: it is the one step function of rebound. Retry and Retrier.Do run on
-// it, and so do the loops of subscriber, failback and the etcd
-// registration; none of them computes a delay itself.
+// runs: Decide is the step function of rebound, and Retry, Retrier.Do and
+// the loops of subscriber, failback and the registrations all run on it;
+// none of them counts attempts, draws a delay or asks a limiter itself.
 //
-// A loop with a goroutine of its own:
-//
-//	s := r.NewSchedule(time.Now()) // r is a *Retrier; one Schedule per loop
-//	for {
-//		err := attempt(ctx)
-//		if err == nil {
-//			s.Succeeded(time.Now()) // like grpc-go's reconnect loop: reset once connected
-//			... wait for the next reason to run, then s.Reset(time.Now())
-//			continue
-//		}
-//		d, stop := s.Next(err, time.Now())
-//		if stop != nil {
-//			return stop
-//		}
-//		if err := s.Wait(ctx, d, nil); err != nil { // the delay, then the limiter
-//			return err
-//		}
-//	}
-//
-// A scheduler with a heap of due times (failback) calls Next when an
-// attempt fails, queues the task for now+d, and calls Admit when it is due:
-// Admit takes the limiter token at that moment and says how much longer to
-// wait (0: run now; a reserved token is then held for the task).
-//
-// Next decides everything in one place, in this order:
-//
-//  1. an error marked Permanent stops the loop with the unwrapped error; an
-//     error the classifier (WithClassifier) does not call transient stops it
-//     with the error unchanged;
-//  2. MaxAttempts reached: stop with a *RetryError (Reason ErrExhausted);
-//  3. the delay: the policy's jittered draw, raised to the error's
-//     Retry-After (RetryAfter), which is first clamped to
-//     Policy.MaxRetryAfter (default 5 min);
-//  4. MaxElapsed: if the next attempt would START after start+MaxElapsed,
-//     stop (ErrExhausted; the text names a Retry-After that caused it);
-//  5. the RetryBudget (WithBudget) must allow the retry (else stop with
-//     Reason ErrBudgetExhausted). A non-transient error counts as an
-//     accept for the AdaptiveThrottle, a transient one as a rejection.
-//
-// Admit, when the retry is due, asks the AdaptiveThrottle (WithThrottle),
-// then the shared limiter (WithLimiter): a token reserved at that moment,
-// and MaxElapsed checked again against the attempt's real start (the delay
-// plus the token wait).
-//
-// # Adaptive throttling
-//
-// The throttle rejects requests locally (the SRE book's client-side
-// throttling): it is asked when an attempt is about to be sent (Begin for
-// a run's first attempt, Admit for a retry), and an attempt it rejects is
-// a failed attempt that was never sent. It counts toward MaxAttempts and
-// MaxElapsed like a failure with error ErrThrottled, the loop waits the
-// policy's next delay (no Retry-After: the backend said nothing) and asks
-// again; Begin and Admit return that delay, Wait waits it for itself. The
-// loop ends only when the policy runs out: a *RetryError with Reason
-// ErrExhausted and Last ErrThrottled. So a process whose backend rejects
-// most of its requests sends fewer of them and backs off, without ending
-// the work it was asked to do. Throttled reports whether the last Begin or
-// Admit rejected the attempt; with hooks, each rejection is reported to
-// Hooks.Throttled (and counted as rebound.retry.attempts{outcome=throttled}).
-// The RetryBudget is charged once per retry Next schedules, not again for
-// an attempt the throttle deferred.
-//
-// Time is passed in (like golang.org/x/time/rate), so a Schedule runs in
-// virtual time too (a simulator, testing/synctest, a fake clock); only Wait
-// reads the clock (WithClock, default time.Now). Next and Admit without a
-// limiter allocate nothing.
-//
-// A Schedule is not safe for concurrent use: one per loop. Build it with
-// Retrier.NewSchedule; the zero Schedule is not usable.
+// A loop reports what happened (Ready, Failed, Succeeded, Abandoned) and
+// does what the Decision says (attempt now, wait, stop, drop, idle). Time
+// is passed in, so a Schedule runs in virtual time too; only Wait reads
+// the clock (WithClock). A Schedule is not safe for concurrent use: one
+// per loop, built with Retrier.NewSchedule. The order of the rules
+// (classification, MaxAttempts, delay and Retry-After, MaxElapsed,
+// admission) and the blocking form are in docs/engine.md.
 type Schedule struct {
 	c        *config
 	d        drawer
@@ -92,7 +29,7 @@ type Schedule struct {
 	last     error // the last error given to Next
 	res      *rate.Reservation
 	limWait  time.Duration
-	allowed  bool // the throttle admitted the attempt that is due
+	passed   Gate // the gates the attempt that is due has passed (decide.go)
 	thrott   bool // the last Begin or Admit rejected its attempt locally
 
 	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
@@ -116,7 +53,7 @@ func (s *Schedule) Reset(now time.Time) {
 	s.attempts = 0
 	s.last = nil
 	s.limWait = 0
-	s.allowed, s.thrott = false, false
+	s.passed, s.thrott = 0, false
 	s.d.reset()
 	s.start = now
 }
@@ -151,27 +88,19 @@ func (s *Schedule) Succeeded(now time.Time) {
 // attempt. Without a budget or throttle it does nothing. Loops whose
 // retries go through Next call it so that the budget knows their traffic.
 func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
-	s.thrott = false
-	if s.c.begin(now) {
-		s.allowed = true
-		d, stop := s.askBreaker(now)
-		if stop != nil {
-			return 0, s.gaveUp(stop, now)
-		}
-		return d, nil
-	}
-	d, stop := s.throttled(now)
-	if stop != nil {
-		return 0, s.gaveUp(stop, now)
-	}
-	return d, nil
+	return s.legacy(s.ready(FirstAttempt, now), now)
 }
 
-// throttled counts the attempt due at now as rejected locally by the
-// throttle (a failed attempt that was not sent) and returns the delay
-// before the next try, or the stop when the policy allows none.
-func (s *Schedule) throttled(now time.Time) (time.Duration, error) {
-	return s.refuse(ErrThrottled, now)
+// legacy maps a Decision of Ready onto the (delay, stop) of Begin and
+// Admit.
+func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
+	switch d.Verdict {
+	case WaitFor:
+		return d.Delay, nil
+	case Stop, Drop:
+		return 0, s.gaveUp(d.Err, now)
+	}
+	return 0, nil
 }
 
 // Refuse counts the attempt due at now as refused locally for reason (a
@@ -196,7 +125,7 @@ func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
 
 func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 	s.Cancel(now) // a token held for the refused attempt is not used
-	s.thrott, s.allowed = true, false
+	s.thrott, s.passed = true, 0
 	s.attempts++
 	s.last = reason
 	s.limWait = 0
@@ -246,7 +175,7 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // ends and returns stop). stop is the attempt's own error (unwrapped from
 // Permanent) when it is not worth retrying, and a *RetryError otherwise
 // (Reason ErrExhausted). A nil err counts as a transient failure of unknown
-// cause. The delay is always at least MinDelay. See Schedule for the rules.
+// cause. The delay is always at least MinDelay. The rules are in docs/engine.md.
 //
 // With hooks (WithHooks, WithNotify on the Retrier), Next reports the
 // attempt: Attempted, then Retried (with the delay) or GaveUp (with stop),
@@ -271,7 +200,7 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 	s.endAttempt(err)
 	s.attempts++
 	s.limWait = 0
-	s.allowed, s.thrott = false, false
+	s.passed, s.thrott = 0, false
 	s.res = nil // a token reserved for the attempt that just failed was used
 	if err != nil {
 		s.last = err
@@ -302,7 +231,7 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		}
 		return 0, s.stop(ErrExhausted)
 	}
-	if s.c.budget != nil && !s.c.budget.TryWithdraw(now) {
+	if s.c.budgetAtFailure() && !s.c.budget.TryWithdraw(now) {
 		return 0, s.stop(ErrBudgetExhausted)
 	}
 	return d, nil
@@ -357,43 +286,7 @@ func (s *Schedule) FirstDelay() time.Duration {
 //
 // With hooks, a stop is reported to GaveUp, a rejection to Throttled.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
-	w, stop := s.admit(now)
-	if stop != nil {
-		return 0, s.gaveUp(stop, now)
-	}
-	return w, nil
-}
-
-func (s *Schedule) admit(now time.Time) (time.Duration, error) {
-	s.thrott = false
-	if s.c.throttle != nil && !s.allowed && s.res == nil {
-		if !s.c.throttle.Allow(now) {
-			return s.throttled(now)
-		}
-		s.allowed = true
-	}
-	lim := s.c.limiter
-	if lim == nil {
-		return s.askBreaker(now)
-	}
-	if s.res == nil {
-		s.res = lim.ReserveN(now, 1)
-		if !s.res.OK() { // cannot happen: WithLimiter rejects limiters that never grant
-			s.res = nil
-			return 0, s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted))
-		}
-		s.limWait = s.res.DelayFrom(now)
-	}
-	w := s.res.DelayFrom(now)
-	if me := s.d.p.MaxElapsed; me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
-		s.Cancel(now)
-		return 0, s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
-			ErrExhausted, now.Add(w).Sub(s.start)-me, me))
-	}
-	if w <= 0 {
-		return s.askBreaker(now)
-	}
-	return w, nil
+	return s.legacy(s.ready(RetryAttempt, now), now)
 }
 
 // Cancel gives back, at now, the limiter token Admit reserved for an
@@ -438,21 +331,22 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 				return s.stop(err)
 			}
 		}
-		if s.c.limiter == nil && s.c.throttle == nil && s.c.breaker == nil {
+		if s.c.limiter == nil && s.c.throttle == nil && s.c.breaker == nil && (s.c.budget == nil || s.c.budgetAtFailure()) {
 			return nil
 		}
 		now := s.c.now()
-		w, stop := s.admit(now)
-		if stop != nil {
-			return stop
-		}
-		if w <= 0 {
+		dec := s.ready(RetryAttempt, now)
+		switch dec.Verdict {
+		case AttemptNow:
 			return nil
+		case Stop, Drop:
+			return dec.Err
 		}
-		if s.thrott { // rejected locally: back off, then ask again
-			d = w
+		if dec.Reason != ErrLimited { // refused locally: back off, then ask again
+			d = dec.Delay
 			continue
 		}
+		w := dec.Delay
 		if err := s.deadline(ctx, w, "retry limiter: next token in %v would come after the context deadline"); err != nil {
 			s.Cancel(now)
 			return err
@@ -461,16 +355,20 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 			s.Cancel(s.c.now())
 			return s.stop(err)
 		}
-		if s.c.breaker == nil {
-			return nil
-		}
 		// The token is ours: the breaker is asked last, as the attempt starts.
-		if d, stop = s.askBreaker(s.c.now()); stop != nil {
-			return stop
-		}
-		if !s.thrott {
+		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&GateBreaker == 0 || s.done != nil {
 			return nil
 		}
+		done, err := s.c.breaker.Allow()
+		if err == nil {
+			s.done = done
+			return nil
+		}
+		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
+		if dec.Verdict != WaitFor {
+			return dec.Err
+		}
+		d = dec.Delay
 	}
 }
 
@@ -517,11 +415,6 @@ func Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-func asPermanent(err error) *backoff.PermanentError {
-	p, _ := errors.AsType[*backoff.PermanentError](err)
-	return p
 }
 
 // Resume makes s continue a loop that had already reported n failed

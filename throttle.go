@@ -26,43 +26,20 @@ const throttleSlots = 20
 
 // An AdaptiveThrottle rejects requests locally when the backend has been
 // rejecting them: client-side throttling as in the Google SRE book
-// ("Handling Overload"). Over a sliding Window (default 2 min, as in the
-// book) it counts requests (every attempt the application makes, the
-// locally rejected ones included) and accepts (attempts the backend
-// accepted), and rejects a new request with probability
+// ("Handling Overload"). Over a sliding window (default 2 min) it counts
+// requests and accepts and rejects a new request with probability
 //
 //	max(0, (requests - K×accepts) / (requests + 1))
 //
-// with K default 2: nothing is rejected while at least half of the
-// requests are accepted; when the backend rejects everything, the client
-// sends a shrinking share of its requests, without any shared state, so a
-// fleet of independent processes backs off a server that is rejecting
-// them, and recovers as soon as its requests are accepted again.
+// (K default 2: nothing is rejected while half the requests are accepted).
+// Give it to loops with WithThrottle; an attempt it rejects is not sent
+// and is handled by the throttle's refusal rule (WithRefusal, default
+// RefuseDefer: see docs/engine.md). With few requests per process it slows
+// the recovery after an outage (docs/storm.md has the rows).
 //
-// Give it to loops with WithThrottle: Retry, Retrier.Do and a Schedule's
-// Begin, Admit and Wait ask it when an attempt is about to be sent. A
-// rejected attempt is not sent (the operation is not called); for the
-// loop it is a failed attempt, counted toward MaxAttempts and MaxElapsed,
-// after which the loop waits its policy's next delay and asks again. The
-// rejection is local: the loop does not end because of it, only when its
-// policy runs out (a *RetryError with Reason ErrExhausted and Last
-// ErrThrottled). Loops record accepts from the outcomes: a success, or an
-// error that is not transient (the backend answered), is an accept; a
-// transient error is a rejection. Loops that run attempts themselves use
-// Allow and Accepted directly, or Schedule.Begin and Retrier.Record.
-//
-// With one call per process and a backend that was down, the throttle
-// sees only failures, so after recovery it lets few attempts through
-// until accepts come back: it sheds load from a process with many
-// requests, but slows the recovery of a process with few (see the storm
-// simulator's rows in docs/storm.md).
-//
-// An AdaptiveThrottle is safe for concurrent use and meant to be shared
-// (one per backend, per process). Time is passed in, so it runs in virtual
-// time too; a time more than one slot (Window/20) before the latest one
-// seen (a clock stepped back) or a zero time.Time starts the window anew,
-// its counts cleared; ThrottleSeed makes its draws deterministic. Its methods
-// allocate nothing. The zero value is not usable: use NewAdaptiveThrottle.
+// It is safe for concurrent use, meant to be shared per backend, reads
+// time from its callers (a clock stepped back, or a zero time, starts the
+// window anew) and allocates nothing. Make it with NewAdaptiveThrottle.
 type AdaptiveThrottle struct {
 	mu     sync.Mutex
 	w      window // a: requests, b: accepts

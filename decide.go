@@ -1,0 +1,397 @@
+package rebound
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AttemptKind is what an attempt is, for admission (WithAdmission).
+type AttemptKind uint8
+
+const (
+	// FirstAttempt is the first attempt of a run: after NewSchedule, Reset
+	// or a success.
+	FirstAttempt AttemptKind = iota
+	// RetryAttempt is an attempt after a failure of the run.
+	RetryAttempt
+	// LookupAttempt is a read beside the run (a subscription's
+	// confirmation lookup): it takes its admission but is not an attempt
+	// of the run (no attempt counted, no MaxElapsed).
+	LookupAttempt
+
+	numKinds = 3
+)
+
+func (k AttemptKind) String() string {
+	switch k {
+	case FirstAttempt:
+		return "first"
+	case RetryAttempt:
+		return "retry"
+	case LookupAttempt:
+		return "lookup"
+	}
+	return fmt.Sprintf("AttemptKind(%d)", uint8(k))
+}
+
+// Gate is a set of the admission checks an attempt passes before it is
+// made (WithAdmission).
+type Gate uint8
+
+const (
+	// GateLimiter takes a token of the shared limiter (WithLimiter).
+	GateLimiter Gate = 1 << iota
+	// GateBudget draws on the RetryBudget (WithBudget): a first attempt
+	// deposits, a retry withdraws.
+	GateBudget
+	// GateThrottle asks the AdaptiveThrottle (WithThrottle).
+	GateThrottle
+	// GateBreaker asks the Breaker (WithBreaker).
+	GateBreaker
+
+	allGates = GateLimiter | GateBudget | GateThrottle | GateBreaker
+)
+
+// defaultGates is the admission of each kind without WithAdmission: a
+// first attempt takes no limiter token (the limiter paces retries), a
+// retry passes every gate, a lookup takes a token only.
+var defaultGates = [numKinds]Gate{
+	FirstAttempt:  GateBudget | GateThrottle | GateBreaker,
+	RetryAttempt:  allGates,
+	LookupAttempt: GateLimiter,
+}
+
+// Refusal is what a refusal by the budget, the throttle or the breaker
+// does to the loop (WithRefusal).
+type Refusal uint8
+
+const (
+	refuseDefault Refusal = iota
+	// RefuseStop ends the loop: Verdict Stop, a *RetryError whose Reason
+	// is the refusal (ErrBudgetExhausted, ErrThrottled or a *BreakerError).
+	RefuseStop
+	// RefuseDefer counts the attempt as failed without sending it and
+	// waits the policy's next delay (Verdict WaitFor, Reason the refusal);
+	// the loop ends only when its policy runs out.
+	RefuseDefer
+	// RefuseDrop drops the work (Verdict Drop, Err a *RetryError whose
+	// Reason is the refusal): for a queue whose callers learn of the
+	// drop, not of a give-up.
+	RefuseDrop
+)
+
+// refusalGate is the index of a gate that can refuse in config.refusal.
+func refusalGate(g Gate) int {
+	switch g {
+	case GateBudget:
+		return 0
+	case GateThrottle:
+		return 1
+	case GateBreaker:
+		return 2
+	}
+	return -1
+}
+
+// defaultRefusal is each refusing gate's rule without WithRefusal.
+var defaultRefusal = [3]Refusal{RefuseStop, RefuseDefer, RefuseDefer}
+
+// WithAdmission sets the gates an attempt of kind k passes before it is
+// made (defaults: FirstAttempt GateBudget|GateThrottle|GateBreaker,
+// RetryAttempt all four, LookupAttempt GateLimiter). A gate whose part is
+// not configured (no WithLimiter, no WithBudget...) admits every attempt.
+// An unknown kind or gate is an *ArgumentError.
+func WithAdmission(k AttemptKind, g Gate) Option {
+	return optionFunc(func(c *config) {
+		switch {
+		case k >= numKinds:
+			c.bad("WithAdmission", "k", fmt.Sprintf("is %v: must be FirstAttempt, RetryAttempt or LookupAttempt", k))
+		case k == LookupAttempt && g&(GateBudget|GateBreaker) != 0:
+			c.bad("WithAdmission", "g", "may hold only GateLimiter and GateThrottle for LookupAttempt: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
+		case g&^allGates != 0:
+			c.bad("WithAdmission", "g", fmt.Sprintf("has unknown bits %#x: must be a set of GateLimiter, GateBudget, GateThrottle, GateBreaker", uint8(g&^allGates)))
+		default:
+			c.gates[k] = g
+			c.gatesSet[k] = true
+		}
+	})
+}
+
+// WithRefusal sets what a refusal by gate g (GateBudget, GateThrottle or
+// GateBreaker; the limiter never refuses, it makes the attempt wait) does:
+// RefuseStop, RefuseDefer or RefuseDrop. Defaults: the budget stops, the
+// throttle and the breaker defer. Anything else is an *ArgumentError.
+func WithRefusal(g Gate, r Refusal) Option {
+	return optionFunc(func(c *config) {
+		i := refusalGate(g)
+		switch {
+		case i < 0:
+			c.bad("WithRefusal", "g", fmt.Sprintf("is %#x: must be one of GateBudget, GateThrottle, GateBreaker", uint8(g)))
+		case r < RefuseStop || r > RefuseDrop:
+			c.bad("WithRefusal", "r", fmt.Sprintf("is %d: must be RefuseStop, RefuseDefer or RefuseDrop", r))
+		default:
+			c.refusal[i] = r
+		}
+	})
+}
+
+// gatesOf returns the admission of kind k.
+func (c *config) gatesOf(k AttemptKind) Gate {
+	if c.gatesSet[k] {
+		return c.gates[k]
+	}
+	return defaultGates[k]
+}
+
+// refusalOf returns the rule of the refusing gate g.
+func (c *config) refusalOf(g Gate) Refusal {
+	i := refusalGate(g)
+	if r := c.refusal[i]; r != refuseDefault {
+		return r
+	}
+	return defaultRefusal[i]
+}
+
+// budgetAtFailure reports whether a retry's withdrawal from the budget is
+// made when the failure is reported (Next): a refusal that stops the loop
+// is known then, so the loop does not wait a delay to learn it. Under the
+// other rules the withdrawal is made when the retry is due.
+func (c *config) budgetAtFailure() bool {
+	return c.budget != nil && c.gatesOf(RetryAttempt)&GateBudget != 0 && c.refusalOf(GateBudget) == RefuseStop
+}
+
+// Verdict is what a loop does next (Decision.Verdict).
+type Verdict uint8
+
+const (
+	// AttemptNow: make the attempt now. A limiter token and a breaker
+	// admission are held for it: report its end with Failed or Succeeded,
+	// or Abandoned if it will not be made.
+	AttemptNow Verdict = iota
+	// WaitFor: ask again (Ready) after Decision.Delay; Decision.Reason
+	// says why.
+	WaitFor
+	// Stop: the loop ends with Decision.Err.
+	Stop
+	// Drop: a refusal under RefuseDrop; the work is dropped
+	// (Decision.Err says why).
+	Drop
+	// Idle: nothing is due; the loop asks again (Ready) when it has a
+	// reason to make an attempt.
+	Idle
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case AttemptNow:
+		return "attempt now"
+	case WaitFor:
+		return "wait"
+	case Stop:
+		return "stop"
+	case Drop:
+		return "drop"
+	case Idle:
+		return "idle"
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}
+
+// ErrLimited is the Decision.Reason of a wait for a limiter token.
+var ErrLimited = errors.New("rebound: waiting for a retry limiter token")
+
+// A Decision is what Decide returns: what the loop does next.
+type Decision struct {
+	Verdict Verdict
+	// Delay is how long to wait (WaitFor).
+	Delay time.Duration
+	// Reason says why the loop waits (WaitFor): nil for the backoff after
+	// a failure, ErrLimited for a limiter token, the refusal
+	// (ErrThrottled, ErrBudgetExhausted, a *BreakerError) for an attempt
+	// deferred without being sent.
+	Reason error
+	// Err is why the loop ends (Stop: a *RetryError, or the attempt's own
+	// error when it is not retried) or the work is dropped (Drop).
+	Err error
+	// Attempt is the number of failed attempts of the run so far, local
+	// refusals included.
+	Attempt int
+}
+
+// A Step is what happened, given to Decide: Ready, Failed, Succeeded or
+// Abandoned.
+type Step struct {
+	op   stepOp
+	kind AttemptKind
+	err  error
+}
+
+type stepOp uint8
+
+const (
+	opReady stepOp = iota
+	opFailed
+	opSucceeded
+	opAbandoned
+)
+
+// Ready is the Step of an attempt of kind k that is due now.
+func Ready(k AttemptKind) Step { return Step{op: opReady, kind: k} }
+
+// Failed is the Step of an attempt that failed with err (nil: a transient
+// failure of unknown cause).
+func Failed(err error) Step { return Step{op: opFailed, err: err} }
+
+// Succeeded is the Step of an attempt that succeeded.
+func Succeeded() Step { return Step{op: opSucceeded} }
+
+// Abandoned is the Step of an admitted attempt that will not be made: its
+// limiter token and breaker admission are given back.
+func Abandoned() Step { return Step{op: opAbandoned} }
+
+// Decide is the step function of rebound: given what happened at now, it
+// returns what the loop does next. Every loop of the tree runs on it.
+//
+//   - Ready(k): admission. The gates of kind k (WithAdmission) are asked
+//     in order budget, throttle, limiter, breaker, each once per attempt
+//     however often Ready is repeated. AttemptNow; WaitFor (a token wait,
+//     Reason ErrLimited, or a deferred refusal); Stop or Drop (a refusal
+//     under RefuseStop or RefuseDrop, or a token that comes after
+//     MaxElapsed).
+//   - Failed(err): classification and the delay. WaitFor the backoff
+//     (raised to a Retry-After), or Stop: the error unwrapped from
+//     Permanent, the error a classifier does not call transient, or a
+//     *RetryError (MaxAttempts, MaxElapsed, a budget under RefuseStop).
+//   - Succeeded(): the run is over (an accept for the throttle, the
+//     sequence reset). Idle.
+//   - Abandoned(): the admitted attempt will not be made. Idle.
+//
+// Hooks are reported as by the methods it replaces (Attempted, Retried,
+// GaveUp, Recovered, Throttled). Decide allocates nothing without a
+// limiter or hooks.
+func (s *Schedule) Decide(now time.Time, st Step) Decision {
+	switch st.op {
+	case opReady:
+		if st.kind >= numKinds {
+			return Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Decide", Arg: "st",
+				Reason: fmt.Sprintf("is Ready(%v): the kind must be FirstAttempt, RetryAttempt or LookupAttempt", st.kind)}, Attempt: s.attempts}
+		}
+		d := s.ready(st.kind, now)
+		if d.Verdict == Stop {
+			d.Err = s.gaveUp(d.Err, now)
+		}
+		return d
+	case opFailed:
+		d, stop := s.Next(st.err, now)
+		if stop != nil {
+			return Decision{Verdict: Stop, Err: stop, Attempt: s.attempts}
+		}
+		return Decision{Verdict: WaitFor, Delay: d, Attempt: s.attempts}
+	case opSucceeded:
+		s.Succeeded(now)
+		return Decision{Verdict: Idle}
+	default:
+		s.Cancel(now)
+		s.passed = 0
+		return Decision{Verdict: Idle, Attempt: s.attempts}
+	}
+}
+
+// ready is the admission of an attempt of kind k due at now.
+func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
+	s.thrott = false
+	c := s.c
+	g := c.gatesOf(k)
+	if g&GateBudget != 0 && c.budget != nil && s.passed&GateBudget == 0 {
+		switch k {
+		case FirstAttempt:
+			c.budget.Deposit(now)
+		case RetryAttempt:
+			if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
+				return s.refused(GateBudget, ErrBudgetExhausted, now)
+			}
+		}
+		s.passed |= GateBudget
+	}
+	if g&GateThrottle != 0 && c.throttle != nil && s.passed&GateThrottle == 0 {
+		if !c.throttle.Allow(now) {
+			return s.refused(GateThrottle, ErrThrottled, now)
+		}
+		s.passed |= GateThrottle
+	}
+	if g&GateLimiter != 0 && c.limiter != nil {
+		if s.res == nil {
+			s.res = c.limiter.ReserveN(now, 1)
+			if !s.res.OK() { // cannot happen: WithLimiter rejects limiters that never grant
+				s.res = nil
+				return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}
+			}
+			s.limWait = s.res.DelayFrom(now)
+		}
+		w := s.res.DelayFrom(now)
+		if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+			s.Cancel(now)
+			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
+				ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}
+		}
+		if w > 0 {
+			return Decision{Verdict: WaitFor, Delay: w, Reason: ErrLimited, Attempt: s.attempts}
+		}
+	}
+	if g&GateBreaker != 0 && c.breaker != nil && s.done == nil {
+		done, err := c.breaker.Allow()
+		if err != nil {
+			return s.refused(GateBreaker, &BreakerError{Err: err}, now)
+		}
+		s.done = done
+	}
+	if k == LookupAttempt {
+		// A lookup is not an attempt of the run: its token is used now.
+		s.res = nil
+		s.passed = 0
+	}
+	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
+}
+
+// refused applies gate g's rule (WithRefusal) to the attempt it refused at
+// now for reason.
+func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
+	switch s.c.refusalOf(g) {
+	case RefuseDefer:
+		d, stop := s.refuse(reason, now)
+		if stop != nil {
+			return Decision{Verdict: Stop, Err: stop, Attempt: s.attempts}
+		}
+		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
+	case RefuseDrop:
+		s.Cancel(now)
+		s.thrott, s.passed = true, 0
+		if s.c.observed() {
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+		}
+		return Decision{Verdict: Drop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+	default: // RefuseStop
+		s.Cancel(now)
+		s.thrott, s.passed = true, 0
+		return Decision{Verdict: Stop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+	}
+}
+
+// begin accounts for a run's first attempt at now: a deposit in the
+// budget, a request for the throttle. It reports whether the throttle lets
+// the attempt through (false: rejected locally, do not send it).
+func (c *config) begin(now time.Time) bool {
+	g := c.gatesOf(FirstAttempt)
+	if c.budget != nil && g&GateBudget != 0 {
+		c.budget.Deposit(now)
+	}
+	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
+}
+
+// record gives the throttle an attempt's outcome.
+func (c *config) record(err error, now time.Time) {
+	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
+		c.throttle.Accepted(now)
+	}
+}

@@ -1,0 +1,209 @@
+package rebound_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound"
+)
+
+var fixed = rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
+
+// TestDecideLoop walks a loop on the one call: a first attempt, a
+// failure, the backoff, a retry, a success.
+func TestDecideLoop(t *testing.T) {
+	s := mustRetrier(t, fixed).NewSchedule(t0)
+	if d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		t.Fatalf("first attempt: %+v", d)
+	}
+	d := s.Decide(t0, rebound.Failed(errors.New("down")))
+	if d.Verdict != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
+		t.Fatalf("after a failure: %+v, want wait 1s (the backoff), attempt 1", d)
+	}
+	if d := s.Decide(t0.Add(time.Second), rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+		t.Fatalf("retry: %+v", d)
+	}
+	if d := s.Decide(t0.Add(time.Second), rebound.Succeeded()); d.Verdict != rebound.Idle || s.Attempts() != 0 {
+		t.Fatalf("after a success: %+v, attempts %d", d, s.Attempts())
+	}
+	// A permanent error stops at once with the error itself.
+	perm := errors.New("bad request")
+	if d := s.Decide(t0, rebound.Failed(rebound.Permanent(perm))); d.Verdict != rebound.Stop || d.Err != perm {
+		t.Fatalf("permanent: %+v", d)
+	}
+}
+
+// TestDecideMaxAttempts: the engine counts the attempts, the loop does
+// not.
+func TestDecideMaxAttempts(t *testing.T) {
+	p := fixed
+	p.MaxAttempts = 3
+	s := mustRetrier(t, p).NewSchedule(t0)
+	var d rebound.Decision
+	for i := range 3 {
+		d = s.Decide(t0, rebound.Failed(errors.New("down")))
+		if i < 2 && d.Verdict != rebound.WaitFor {
+			t.Fatalf("failure %d: %+v", i+1, d)
+		}
+	}
+	if !errors.Is(d.Err, rebound.ErrExhausted) || d.Verdict != rebound.Stop || d.Attempt != 3 {
+		t.Fatalf("third failure: %+v, want stop ErrExhausted after 3", d)
+	}
+}
+
+// TestDecideLimiter: a retry waits for its token (Reason ErrLimited); a
+// second Ready before it comes returns the time left on the same token;
+// Abandoned gives it back.
+func TestDecideLimiter(t *testing.T) {
+	lim := rate.NewLimiter(rate.Every(time.Second), 1)
+	r := mustRetrier(t, fixed, rebound.WithLimiter(lim))
+	lim.ReserveN(t0, 1) // the burst is spent: the next token at t0+1s
+	s := r.NewSchedule(t0)
+	s.Decide(t0, rebound.Failed(nil))
+	d := s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
+	if d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited || d.Delay != time.Second {
+		t.Fatalf("retry without a token: %+v, want wait 1s for the limiter", d)
+	}
+	d = s.Decide(t0.Add(400*time.Millisecond), rebound.Ready(rebound.RetryAttempt))
+	if d.Verdict != rebound.WaitFor || d.Delay != 600*time.Millisecond {
+		t.Fatalf("asked again after 400ms: %+v, want the 600ms left on the token held", d)
+	}
+	s.Decide(t0.Add(400*time.Millisecond), rebound.Abandoned())
+	// The token given back: another loop gets it at t0+1s, not t0+2s.
+	if w := lim.ReserveN(t0.Add(400*time.Millisecond), 1).DelayFrom(t0.Add(400 * time.Millisecond)); w != 600*time.Millisecond {
+		t.Fatalf("after Abandoned the next token comes in %v, want 600ms (the token given back)", w)
+	}
+}
+
+// TestDecideLookup: a lookup takes a token and counts no attempt.
+func TestDecideLookup(t *testing.T) {
+	lim := rate.NewLimiter(rate.Every(time.Second), 1)
+	s := mustRetrier(t, fixed, rebound.WithLimiter(lim)).NewSchedule(t0)
+	if d := s.Decide(t0, rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+		t.Fatalf("first lookup: %+v", d)
+	}
+	d := s.Decide(t0, rebound.Ready(rebound.LookupAttempt))
+	if d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited || d.Delay != time.Second {
+		t.Fatalf("second lookup at once: %+v, want wait 1s for a token", d)
+	}
+	if d := s.Decide(t0.Add(time.Second), rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow || s.Attempts() != 0 {
+		t.Fatalf("lookup after 1s: %+v, attempts %d (want 0: a lookup is not an attempt of the run)", d, s.Attempts())
+	}
+}
+
+// TestDecideRefusalRules: the budget's refusal under each rule.
+func TestDecideRefusalRules(t *testing.T) {
+	for _, tc := range []struct {
+		rule    rebound.Refusal
+		verdict rebound.Verdict
+	}{
+		{rebound.RefuseStop, rebound.Stop},
+		{rebound.RefuseDefer, rebound.WaitFor},
+		{rebound.RefuseDrop, rebound.Drop},
+	} {
+		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.000001), rebound.BudgetMinPerSecond(0.000001))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, tc.rule)).NewSchedule(t0)
+		if d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+			t.Fatalf("%v: first attempt %+v", tc.rule, d)
+		}
+		d := s.Decide(t0, rebound.Failed(errors.New("down")))
+		if tc.rule == rebound.RefuseStop { // known at the failure: no wait to learn it
+			if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
+				t.Fatalf("stop rule, after the failure: %+v", d)
+			}
+			continue
+		}
+		if d.Verdict != rebound.WaitFor {
+			t.Fatalf("%v: after the failure %+v", tc.rule, d)
+		}
+		d = s.Decide(t0.Add(time.Second), rebound.Ready(rebound.RetryAttempt))
+		if d.Verdict != tc.verdict {
+			t.Fatalf("rule %v: retry refused by the budget: %+v, want %v", tc.rule, d, tc.verdict)
+		}
+		switch tc.verdict {
+		case rebound.WaitFor:
+			if d.Reason != rebound.ErrBudgetExhausted || d.Delay != time.Second || d.Attempt != 2 {
+				t.Fatalf("defer: %+v, want a wait of the next backoff delay, the refusal counted as attempt 2", d)
+			}
+		case rebound.Drop:
+			if !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
+				t.Fatalf("drop: %+v", d)
+			}
+		}
+	}
+}
+
+// TestDecideAdmissionPerKind: WithAdmission(FirstAttempt, GateBudget)
+// lets first attempts through a throttle that rejects everything, and
+// the throttle still refuses retries.
+func TestDecideAdmissionPerKind(t *testing.T) {
+	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1), rebound.ThrottleSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Teach the throttle that the backend rejects everything.
+	for i := range 1000 {
+		th.Allow(t0.Add(time.Duration(i) * time.Millisecond))
+	}
+	now := t0.Add(time.Second)
+	plain := mustRetrier(t, fixed, rebound.WithThrottle(th)).NewSchedule(now)
+	refused := 0
+	for range 50 {
+		if d := plain.Decide(now, rebound.Ready(rebound.FirstAttempt)); d.Verdict == rebound.WaitFor {
+			refused++
+		}
+		plain.Reset(now)
+	}
+	if refused == 0 {
+		t.Fatal("the default admission sent every first attempt through a throttle that rejects most: the test proves nothing")
+	}
+	s := mustRetrier(t, fixed, rebound.WithThrottle(th), rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget)).NewSchedule(now)
+	for range 50 {
+		if d := s.Decide(now, rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+			t.Fatalf("first attempt with the throttle out of its admission: %+v", d)
+		}
+		s.Reset(now)
+	}
+}
+
+// TestDecideBadInput: the options name the argument and the rule.
+func TestDecideBadInput(t *testing.T) {
+	for _, o := range []rebound.Option{
+		rebound.WithAdmission(7, rebound.GateLimiter),
+		rebound.WithAdmission(rebound.RetryAttempt, 0x80),
+		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateBreaker),
+		rebound.WithRefusal(rebound.GateLimiter, rebound.RefuseStop),
+		rebound.WithRefusal(rebound.GateBudget, 9),
+	} {
+		_, err := rebound.NewRetrier(fixed, o)
+		if ae, ok := errors.AsType[*rebound.ArgumentError](err); !ok || !errors.Is(err, rebound.ErrInvalidArgument) || ae.Reason == "" {
+			t.Errorf("%v: want an *ArgumentError with a reason", err)
+		}
+	}
+	s := mustRetrier(t, fixed).NewSchedule(t0)
+	if d := s.Decide(t0, rebound.Ready(9)); d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrInvalidArgument) {
+		t.Fatalf("Ready(9): %+v", d)
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	r, err := rebound.NewRetrier(fixed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := r.NewSchedule(t0)
+	fail := errors.New("down")
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+		s.Decide(t0, rebound.Failed(fail))
+		s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
+		s.Decide(t0, rebound.Succeeded())
+	}
+}
