@@ -94,7 +94,17 @@ func (r *ccResolver) run() {
 			return
 		case <-r.v.Changed():
 		case <-retryC:
-			retryC, resend = nil, true
+			retryC = nil
+			// The resend is due: the engine admits it (or says how long
+			// to wait; nothing limits these sends today).
+			if sched != nil {
+				if d := sched.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt)); d.Verdict == rebound.WaitFor {
+					timer.Reset(d.Delay)
+					retryC = timer.C
+					continue
+				}
+			}
+			resend = true
 		case <-graceC:
 			graceC = nil
 		}
@@ -130,7 +140,7 @@ func (r *ccResolver) run() {
 		sent = snap.Version
 		if err == nil {
 			if sched != nil {
-				sched.Succeeded(time.Now())
+				sched.Decide(time.Now(), rebound.Succeeded())
 				sched = nil
 			}
 			continue
@@ -140,20 +150,21 @@ func (r *ccResolver) run() {
 		if sched == nil {
 			sched = r.b.retry.NewSchedule(now)
 		}
-		d, stop := sched.Next(err, now)
-		if stop != nil {
+		dec := sched.Decide(now, rebound.Failed(err))
+		if dec.Verdict != rebound.WaitFor {
 			// Unreachable with the policies WithPolicy admits (no
 			// MaxAttempts, no MaxElapsed): a new run of the engine
 			// decides the delay; if it refuses too, the next list
 			// is sent when it comes.
 			sched = r.b.retry.NewSchedule(now)
-			if d, stop = sched.Next(err, now); stop != nil {
+			if dec = sched.Decide(now, rebound.Failed(err)); dec.Verdict != rebound.WaitFor {
 				r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
 					zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)), zap.Error(err))
 				sched = nil
 				continue
 			}
 		}
+		d := dec.Delay
 		r.b.log.Warn("ClientConn rejected the state; sending it again later",
 			zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)),
 			zap.Duration("delay", d), zap.Error(err))

@@ -184,7 +184,9 @@ func (w *watch) run() {
 		w.snap.Stopped = err
 		w.changedLocked()
 		w.mu.Unlock()
-		w.m.log.Info("watched subscription stopped", zap.Stringer("key", w.sub.key), zap.Error(err))
+		if !errors.Is(err, ErrManagerClosed) {
+			w.m.log.Info("watched subscription stopped", zap.Stringer("key", w.sub.key), zap.Error(err))
+		}
 	case <-w.release:
 		w.m.watches.bySink.Delete(Sink(&w.sub.sink))
 		if err := w.sub.Unsubscribe(); err != nil {
