@@ -48,3 +48,36 @@ func TestUnresolvedPushed(t *testing.T) {
 		}
 	})
 }
+
+// TestBuilderSharesTheManagersView: a ClientConn's resolver and another
+// reader of the same key over the same Manager share one registry
+// subscription; the Builder's Close lets go of its share only.
+func TestBuilderSharesTheManagersView(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg, m, b := memEnvWith(t, nil, reboundgrpc.WithLinger(0))
+		reg.Set(orders, inst(1))
+		v, err := m.Watch(orders)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		f := newFakeCC()
+		r, err := b.Build(mustTarget(t, "rebound:///orders"), f, resolver.BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if states, _ := f.snapshot(); len(states) != 1 || states[0] != 1 {
+			t.Fatalf("states %v, want [1]", states)
+		}
+		if s := reg.Stats(); s.Subscribes != 1 || s.Active != 1 {
+			t.Fatalf("registry %+v, want one subscription for both readers", s)
+		}
+		r.Close()
+		_ = b.Close()
+		synctest.Wait()
+		if s := reg.Stats(); s.Active != 1 || !v.Snapshot().HasList {
+			t.Fatalf("registry %+v after the Builder's Close, want the other reader's subscription kept", s)
+		}
+	})
+}
