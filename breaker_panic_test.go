@@ -68,3 +68,41 @@ func TestRetrierBreakerAttemptPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleSucceededHookPanics: the breaker hears a success before the
+// hooks do, so a hook that panics (and a caller that recovers) does not
+// keep a half-open gobreaker's probe counted for good.
+func TestScheduleSucceededHookPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cb := gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
+			Timeout:     time.Second,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 },
+		})
+		panicky := true
+		r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter},
+			rebound.WithBreaker(cb), rebound.WithHooks(rebound.Hooks{Attempted: func(rebound.Event) {
+				if panicky {
+					panic("hook")
+				}
+			}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _ := cb.Allow()
+		done(errors.New("down")) // open
+		time.Sleep(2 * time.Second)
+		s := r.NewSchedule(time.Now())
+		if d := s.Decide(time.Now(), rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+			t.Fatalf("the half-open breaker's probe: %+v", d)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			s.Decide(time.Now(), rebound.Succeeded())
+		}()
+		panicky = false
+		s2 := r.NewSchedule(time.Now())
+		if d := s2.Decide(time.Now(), rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+			t.Fatalf("after the probe succeeded (a hook panicked): %+v (state %v, counts %+v): the breaker never admits again", d, cb.State(), cb.Counts())
+		}
+	})
+}

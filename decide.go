@@ -17,7 +17,9 @@ const (
 	RetryAttempt
 	// LookupAttempt is a read beside the run (a subscription's
 	// confirmation lookup): it takes its admission but is not an attempt
-	// of the run (no attempt counted, no MaxElapsed).
+	// of the run (no attempt counted, no MaxElapsed). It holds its own
+	// token, apart from the run's, and reports its end with LookedUp; a
+	// refusal by the throttle leaves the run as it is.
 	LookupAttempt
 
 	numKinds = 3
@@ -172,10 +174,13 @@ const (
 	// WaitFor: ask again (Ready) after Decision.Delay; Decision.Reason
 	// says why.
 	WaitFor
-	// Stop: the loop ends with Decision.Err.
+	// Stop: the loop ends with Decision.Err. A Ready of the run (a
+	// first attempt or a retry), Begin, Admit or Wait that comes after it
+	// (a stale wake-up) returns it again, reported to no hook, until
+	// Reset: no attempt is admitted past the end.
 	Stop
 	// Drop: a refusal under RefuseDrop; the work is dropped
-	// (Decision.Err says why).
+	// (Decision.Err says why). It ends the run as Stop does.
 	Drop
 	// Idle: nothing is due; the loop asks again (Ready) when it has a
 	// reason to make an attempt.
@@ -234,6 +239,7 @@ const (
 	opFailed
 	opSucceeded
 	opAbandoned
+	opLookedUp
 )
 
 // Ready is the Step of an attempt of kind k that is due now.
@@ -247,8 +253,17 @@ func Failed(err error) Step { return Step{op: opFailed, err: err} }
 func Succeeded() Step { return Step{op: opSucceeded} }
 
 // Abandoned is the Step of an admitted attempt that will not be made: its
-// limiter token and breaker admission are given back.
+// limiter token and breaker admission are given back, and the token a
+// lookup holds.
 func Abandoned() Step { return Step{op: opAbandoned} }
+
+// LookedUp is the Step of a lookup (admitted by Ready(LookupAttempt))
+// that ended with err (nil: it succeeded). With the throttle in the
+// lookup's admission, its outcome is recorded as an attempt's is (nil or
+// an error that is not transient is an accept), so that lookups the
+// backend answers do not teach the throttle that it rejects them. The run
+// is untouched.
+func LookedUp(err error) Step { return Step{op: opLookedUp, kind: LookupAttempt, err: err} }
 
 // Decide is the step function of rebound: given what happened at now, it
 // returns what the loop does next. Every loop of the tree runs on it.
@@ -266,18 +281,31 @@ func Abandoned() Step { return Step{op: opAbandoned} }
 //   - Succeeded(): the run is over (an accept for the throttle, the
 //     sequence reset). Idle.
 //   - Abandoned(): the admitted attempt will not be made. Idle.
+//   - LookedUp(err): a lookup ended (its outcome for the throttle). Idle.
 //
 // Hooks are reported as by the methods it replaces (Attempted, Retried,
-// GaveUp, Recovered, Throttled). Decide allocates nothing without a
-// limiter or hooks.
+// GaveUp, Recovered, Throttled), once each: every refusal to Throttled,
+// a Stop to GaveUp, a Drop to Throttled alone (the loop reports the drop;
+// Admit, for its callers, reports it to GaveUp too). Decide allocates
+// nothing without a limiter.
 func (s *Schedule) Decide(now time.Time, st Step) Decision {
+	if err := s.unmade("Decide"); err != nil {
+		return Decision{Verdict: Stop, Err: err}
+	}
 	switch st.op {
 	case opReady:
 		if st.kind >= numKinds {
 			return Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Decide", Arg: "st",
 				Reason: fmt.Sprintf("is Ready(%v): the kind must be FirstAttempt, RetryAttempt or LookupAttempt", st.kind)}, Attempt: s.attempts}
 		}
+		if st.kind != LookupAttempt && s.ended != nil {
+			s.thrott = false // nothing was asked: nothing rejected
+			return s.endedDecision()
+		}
 		d := s.ready(st.kind, now)
+		if st.kind != LookupAttempt {
+			s.end(d) // before the hooks: one that panics leaves the run ended
+		}
 		if d.Verdict == Stop {
 			d.Err = s.gaveUp(d.Err, now)
 		}
@@ -291,19 +319,57 @@ func (s *Schedule) Decide(now time.Time, st Step) Decision {
 	case opSucceeded:
 		s.Succeeded(now)
 		return Decision{Verdict: Idle}
+	case opLookedUp:
+		if s.c.gatesOf(LookupAttempt)&GateThrottle != 0 {
+			s.c.record(st.err, now)
+		}
+		return Decision{Verdict: Idle, Attempt: s.attempts}
 	default:
 		s.Cancel(now)
+		s.cancelLookup(now)
 		s.passed = 0
 		return Decision{Verdict: Idle, Attempt: s.attempts}
 	}
+}
+
+// end records a Decision that ends the run (Stop, Drop): a Ready, Begin or
+// Admit that comes after it (a heap scheduler's stale wake-up) gets it
+// again, until Reset.
+func (s *Schedule) end(d Decision) {
+	if d.Verdict == Stop || d.Verdict == Drop {
+		s.ended, s.endedDrop = d.Err, d.Verdict == Drop
+	}
+}
+
+// endedDecision is the Decision of a Ready after the run ended: the same
+// verdict and error, reported to no hook again.
+func (s *Schedule) endedDecision() Decision {
+	v := Stop
+	if s.endedDrop {
+		v = Drop
+	}
+	return Decision{Verdict: v, Err: s.ended, Attempt: s.attempts}
 }
 
 // ready is the admission of an attempt of kind k due at now.
 func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 	s.thrott = false
 	c := s.c
+	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
+	// after it (a scheduler whose workers were busy) is not made.
+	if me := s.d.p.MaxElapsed; k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+		s.Cancel(now)
+		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
+			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
+	}
 	g := c.gatesOf(k)
-	if g&GateBudget != 0 && c.budget != nil && s.passed&GateBudget == 0 {
+	// A lookup is beside the run: its token and the gates it passed are
+	// its own.
+	res, passed := &s.res, &s.passed
+	if k == LookupAttempt {
+		res, passed = &s.lres, &s.lpassed
+	}
+	if g&GateBudget != 0 && c.budget != nil && *passed&GateBudget == 0 {
 		switch k {
 		case FirstAttempt:
 			c.budget.Deposit(now)
@@ -312,26 +378,32 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 				return s.refused(GateBudget, ErrBudgetExhausted, now)
 			}
 		}
-		s.passed |= GateBudget
+		*passed |= GateBudget
 	}
-	if g&GateThrottle != 0 && c.throttle != nil && s.passed&GateThrottle == 0 {
+	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
 		if !c.throttle.Allow(now) {
+			if k == LookupAttempt {
+				return s.refusedLookup(ErrThrottled, now)
+			}
 			return s.refused(GateThrottle, ErrThrottled, now)
 		}
-		s.passed |= GateThrottle
+		*passed |= GateThrottle
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
-		if s.res == nil {
-			s.res = c.limiter.ReserveN(now, 1)
-			if !s.res.OK() { // cannot happen: WithLimiter rejects limiters that never grant
-				s.res = nil
+		if *res == nil {
+			*res = c.limiter.ReserveN(now, 1)
+			if !(*res).OK() { // the limiter's burst was set to 0 after WithLimiter checked it
+				*res = nil
 				return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}
 			}
-			s.limWait = s.res.DelayFrom(now)
+			if k != LookupAttempt {
+				s.limWait = (*res).DelayFrom(now)
+			}
 		}
-		w := s.res.DelayFrom(now)
+		w := (*res).DelayFrom(now)
 		if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
 			s.Cancel(now)
+			s.passed = 0
 			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
 				ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}
 		}
@@ -348,8 +420,7 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 	}
 	if k == LookupAttempt {
 		// A lookup is not an attempt of the run: its token is used now.
-		s.res = nil
-		s.passed = 0
+		s.lres, s.lpassed = nil, 0
 	}
 	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
 }
@@ -374,8 +445,44 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 	default: // RefuseStop
 		s.Cancel(now)
 		s.thrott, s.passed = true, 0
+		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+		}
 		return Decision{Verdict: Stop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
 	}
+}
+
+// refusedLookup applies the throttle's rule to the lookup it refused at
+// now for reason. The run is untouched: no attempt counted, the run's
+// token and breaker admission kept. Under RefuseDefer the lookup waits a
+// draw of the policy's first delay (FirstDelay) and asks again.
+func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
+	s.thrott, s.lpassed = true, 0 // the throttle is asked first: no token is held yet
+	var d time.Duration
+	r := s.c.refusalOf(GateThrottle)
+	if r == RefuseDefer {
+		d = s.FirstDelay()
+	}
+	if s.c.observed() {
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
+	}
+	switch r {
+	case RefuseDefer:
+		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
+	case RefuseDrop:
+		return Decision{Verdict: Drop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+	default:
+		return Decision{Verdict: Stop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+	}
+}
+
+// cancelLookup gives back, at now, the token a lookup holds.
+func (s *Schedule) cancelLookup(now time.Time) {
+	if s.lres != nil {
+		s.lres.CancelAt(now)
+		s.lres = nil
+	}
+	s.lpassed = 0
 }
 
 // begin accounts for a run's first attempt at now: a deposit in the

@@ -2,6 +2,7 @@ package rebound_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,5 +206,26 @@ func BenchmarkDecide(b *testing.B) {
 		s.Decide(t0, rebound.Failed(fail))
 		s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
 		s.Decide(t0, rebound.Succeeded())
+	}
+}
+
+// TestDecideRetryDueAfterMaxElapsed: a retry that comes due after
+// MaxElapsed (its scheduler was late) is not made; the engine says so, the
+// loop does not check MaxElapsed itself.
+func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
+	p := fixed
+	p.MaxElapsed = 10 * time.Second
+	s := mustRetrier(t, p).NewSchedule(t0)
+	if d := s.Decide(t0, rebound.Failed(errors.New("down"))); d.Verdict != rebound.WaitFor {
+		t.Fatalf("after the failure: %+v", d)
+	}
+	d := s.Decide(t0.Add(11*time.Second), rebound.Ready(rebound.RetryAttempt))
+	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) || !strings.Contains(d.Err.Error(), "after MaxElapsed") {
+		t.Fatalf("retry due 11 s after the start with MaxElapsed 10 s: %+v, want a stop naming MaxElapsed", d)
+	}
+	s.Reset(t0)
+	s.Decide(t0, rebound.Failed(errors.New("down")))
+	if d := s.Decide(t0.Add(9*time.Second), rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+		t.Fatalf("retry due within MaxElapsed: %+v", d)
 	}
 }

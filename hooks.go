@@ -21,10 +21,12 @@ const (
 	// EventRecovered: an attempt succeeded after at least one failure
 	// (Hooks.Recovered).
 	EventRecovered
-	// EventThrottled: the AdaptiveThrottle (WithThrottle) rejected an
-	// attempt locally: it was not sent, it counts as a failed attempt
-	// (Err is ErrThrottled), and the loop waits Delay before trying again
-	// (Delay 0: the loop gives up, GaveUp follows) (Hooks.Throttled).
+	// EventThrottled: an attempt was refused locally (the
+	// AdaptiveThrottle, the RetryBudget or the Breaker; see WithRefusal):
+	// it was not sent, Err is the refusal (ErrThrottled,
+	// ErrBudgetExhausted, a *BreakerError), and the loop waits Delay
+	// before trying again (Delay 0: the loop gives up, GaveUp follows, or
+	// the work is dropped) (Hooks.Throttled).
 	EventThrottled
 )
 
@@ -61,8 +63,9 @@ type Event struct {
 	// the loop gives up).
 	Delay time.Duration
 	// LimiterWait is the time the attempt waited for a limiter token after
-	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 for a first
-	// attempt and without WithLimiter).
+	// its Delay (EventAttempt, EventSuccess, EventRecovered; 0 without
+	// WithLimiter, and for a first attempt that is not behind the limiter:
+	// see WithAdmission).
 	LimiterWait time.Duration
 	// Waiting is set on an EventGiveUp that does not end an attempt: the
 	// loop stopped while waiting for its next attempt (its context done, a
@@ -108,10 +111,12 @@ type Hooks struct {
 	// Err the error the loop returns; Waiting when no attempt ended there
 	// (see Event.Waiting).
 	GaveUp func(Event)
-	// Throttled is called when the AdaptiveThrottle rejected an attempt
-	// locally (it was not sent); Kind EventThrottled, Err ErrThrottled,
-	// Delay the wait before the loop tries again (0 if it gives up:
-	// GaveUp follows). Attempted is not called for it.
+	// Throttled is called when an attempt was refused locally (it was
+	// not sent): by the AdaptiveThrottle, the RetryBudget or the Breaker,
+	// under every refusal rule; Kind EventThrottled, Err the refusal
+	// (ErrThrottled, ErrBudgetExhausted, a *BreakerError), Delay the wait
+	// before the loop tries again (0 if it gives up: GaveUp follows).
+	// Attempted is not called for it.
 	Throttled func(Event)
 }
 

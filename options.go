@@ -99,8 +99,8 @@ func WithClassifier(transient func(error) bool) Option {
 	return optionFunc(func(c *config) { c.transient = transient })
 }
 
-// WithLimiter makes every retry (never the first attempt) take a token from
-// l when its backoff delay is over, so that any number of loops sharing l
+// WithLimiter makes every retry (and, with WithAdmission, a first attempt
+// or a lookup) take a token from l when its backoff delay is over, so that any number of loops sharing l
 // together never start retries faster than its rate. A *rate.Limiter is
 // safe for concurrent use. The token is reserved at the moment the retry is
 // due (Schedule.Admit), never ahead of time: reservations made at future
@@ -184,7 +184,8 @@ func WithClock(clk backoff.Clock) Option {
 }
 
 // WithTimer sets a factory for the timer a loop waits on; each Retry call
-// (or Retrier.Do that retries) makes one timer. Default (and for nil): a
+// (or Retrier.Do that retries) makes one timer, and one more for a first
+// attempt that waits for its limiter token (WithAdmission). Default (and for nil): a
 // time.Timer. Use it with a fake clock.
 func WithTimer(newTimer func() backoff.Timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })

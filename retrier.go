@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/time/rate"
 )
 
 // A Retrier is a Policy and a set of options compiled and validated once:
@@ -115,12 +116,18 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	}
 	var start time.Time
 	var done func(error)
+	var res *rate.Reservation // the first attempt's token (WithAdmission)
+	var lw time.Duration      // and the wait for it
 	if r.start {
 		start = r.c.now()
 		if !r.c.begin(start) { // rejected locally: op not called
 			return r.refusedFirst(ctx, op, start, GateThrottle, ErrThrottled)
 		}
-		if err := r.firstToken(ctx, start); err != nil {
+		var err error
+		if res, lw, err = r.firstToken(ctx, start); err != nil {
+			if r.c.observed() {
+				r.c.emitGaveUp(Event{Err: err, Waiting: true, Elapsed: r.c.now().Sub(start)})
+			}
 			return err
 		}
 	}
@@ -129,6 +136,9 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		if done, berr = b.Allow(); berr != nil {
 			if !r.start {
 				start = r.c.now()
+			}
+			if res != nil { // the attempt is not made: its token is given back
+				res.CancelAt(r.c.now())
 			}
 			return r.refusedFirst(ctx, op, start, GateBreaker, &BreakerError{Err: berr})
 		}
@@ -147,7 +157,7 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		case len(r.c.hooks) > 0 || len(r.c.notify) > 0:
 			// No clock read on the success path (time.Now costs more
 			// than the rest of it): Elapsed is 0 for a first attempt.
-			r.c.emitAttempted(Event{Attempt: 1})
+			r.c.emitAttempted(Event{Attempt: 1, LimiterWait: lw})
 		case r.c.meter != nil:
 			r.c.meter.Succeeded() // metrics alone: one atomic add
 		}
@@ -156,7 +166,7 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 	if !r.start {
 		start = r.c.now()
 	}
-	return r.loop(ctx, op, start, err, nil)
+	return r.loop(ctx, op, start, lw, err, nil)
 }
 
 // refusedFirst handles a first attempt refused by gate g at start: the
@@ -164,30 +174,42 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 // call ends (a blocking call has no queue to drop from).
 func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) error, start time.Time, g Gate, reason error) error {
 	if r.c.refusalOf(g) == RefuseDefer {
-		return r.loop(ctx, op, start, nil, reason)
+		return r.loop(ctx, op, start, 0, nil, reason)
 	}
 	err := &RetryError{Reason: reason}
-	if r.c.observed() {
+	if r.c.observed() { // a local rejection (Delay 0: GaveUp follows)
+		r.c.emitThrottled(Event{Err: reason})
 		r.c.emitGaveUp(Event{Err: err, Waiting: true})
 	}
 	return err
 }
 
-// firstToken waits for a limiter token before the first attempt when
-// WithAdmission puts first attempts behind the limiter.
-func (r *Retrier) firstToken(ctx context.Context, now time.Time) error {
+// firstToken waits for a limiter token before the first attempt, due at
+// now, when WithAdmission puts first attempts behind the limiter, and
+// returns it (nil without) and the wait for it. As for a retry
+// (Schedule.Decide), a token that would come after MaxElapsed or after
+// ctx's deadline, or never, ends the call at once, and a token not used
+// is given back.
+func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, time.Duration, error) {
 	lim := r.c.limiter
 	if lim == nil || r.c.gatesOf(FirstAttempt)&GateLimiter == 0 {
-		return nil
+		return nil, 0, nil
 	}
 	res := lim.ReserveN(now, 1)
+	if !res.OK() { // the limiter's burst was set to 0 after WithLimiter checked it
+		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)}
+	}
 	w := res.DelayFrom(now)
 	if w <= 0 {
-		return nil
+		return res, 0, nil
+	}
+	if me := r.p.MaxElapsed; me > 0 && w > me {
+		res.CancelAt(now)
+		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v", ErrExhausted, w-me, me)}
 	}
 	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(w).Before(dl) {
 		res.CancelAt(now)
-		return &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
+		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
 	}
 	var t backoff.Timer
 	if r.c.newTimer != nil {
@@ -195,18 +217,20 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) error {
 	}
 	if err := Wait(ctx, w, t); err != nil {
 		res.CancelAt(r.c.now())
-		return &RetryError{Reason: err}
+		return nil, 0, &RetryError{Reason: err}
 	}
-	return nil
+	return res, w, nil
 }
 
-// loop runs the retries after a failed first attempt, or after a first
-// attempt refused locally by the throttle or the breaker (refused is
-// ErrThrottled or a *BreakerError; err is nil then).
-func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, err, refused error) error {
+// loop runs the retries after a failed first attempt (lw its wait for a
+// limiter token), or after a first attempt refused locally by the throttle
+// or the breaker (refused is ErrThrottled or a *BreakerError; err is nil
+// then).
+func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, lw time.Duration, err, refused error) error {
 	c := &r.c
 	var s Schedule
 	r.initSchedule(&s, start)
+	s.limWait = lw // the first attempt's wait for its token (WithAdmission)
 	var timer backoff.Timer
 	if c.newTimer != nil {
 		timer = c.newTimer()

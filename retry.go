@@ -42,7 +42,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 				return nil
 			}
 			r := &Retrier{p: p.Normalized()}
-			return r.loop(ctx, op, r.c.now(), err, nil)
+			return r.loop(ctx, op, r.c.now(), 0, err, nil)
 		}
 	}
 	r := &Retrier{}

@@ -18,21 +18,35 @@ import (
 // does what the Decision says (attempt now, wait, stop, drop, idle). Time
 // is passed in, so a Schedule runs in virtual time too; only Wait reads
 // the clock (WithClock). A Schedule is not safe for concurrent use: one
-// per loop, built with Retrier.NewSchedule. The order of the rules
+// per loop, built with Retrier.NewSchedule (a zero Schedule's methods
+// return an *ArgumentError). The order of the rules
 // (classification, MaxAttempts, delay and Retry-After, MaxElapsed,
 // admission) and the blocking form are in docs/engine.md.
 type Schedule struct {
-	c        *config
-	d        drawer
-	start    time.Time
-	attempts int   // failed attempts reported to Next since Reset
-	last     error // the last error given to Next
-	res      *rate.Reservation
-	limWait  time.Duration
-	passed   Gate // the gates the attempt that is due has passed (decide.go)
-	thrott   bool // the last Begin or Admit rejected its attempt locally
+	c         *config
+	d         drawer
+	start     time.Time
+	attempts  int   // failed attempts reported to Next since Reset
+	last      error // the last error given to Next
+	res       *rate.Reservation
+	limWait   time.Duration
+	passed    Gate              // the gates the attempt that is due has passed (decide.go)
+	lres      *rate.Reservation // the token held for a lookup (LookupAttempt)
+	lpassed   Gate              // the gates the lookup that is due has passed
+	thrott    bool              // the last Begin or Admit rejected its attempt locally
+	ended     error             // the stop (or drop) that ended the run, until Reset
+	endedDrop bool
 
 	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
+}
+
+// unmade returns the *ArgumentError of method fn called on a Schedule not
+// made by Retrier.NewSchedule (a zero Schedule), nil for one that was.
+func (s *Schedule) unmade(fn string) error {
+	if s.c != nil {
+		return nil
+	}
+	return &ArgumentError{Func: "rebound.Schedule." + fn, Arg: "s", Reason: "is a zero Schedule: make it with Retrier.NewSchedule"}
 }
 
 // init prepares s for a loop of r starting at now. k numbers the
@@ -45,15 +59,22 @@ func (s *Schedule) init(c *config, p Policy, seed uint64, seeded bool, now time.
 
 // Reset starts a new run of the loop at now: no attempt counted, the delay
 // sequence from its first step, MaxElapsed measured from now, a token
-// reserved by Admit for an attempt that will not run given back. Call it
-// before the first attempt of every run (a subscription confirming itself
-// again after a disruption); Succeeded calls it after a success.
+// reserved by Admit (or for a lookup) for an attempt that will not run
+// given back. Call it before the first attempt of every run (a
+// subscription confirming itself again after a disruption); Succeeded
+// calls it after a success (keeping a lookup's token).
 func (s *Schedule) Reset(now time.Time) {
+	s.cancelLookup(now)
+	s.reset(now)
+}
+
+func (s *Schedule) reset(now time.Time) {
 	s.Cancel(now)
 	s.attempts = 0
 	s.last = nil
 	s.limWait = 0
 	s.passed, s.thrott = 0, false
+	s.ended, s.endedDrop = nil, false
 	s.d.reset()
 	s.start = now
 }
@@ -65,17 +86,22 @@ func (s *Schedule) Reset(now time.Time) {
 // With hooks it reports the attempt: Attempted, and Recovered if earlier
 // attempts of the run failed.
 func (s *Schedule) Succeeded(now time.Time) {
-	if s.c.observed() {
-		e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
-		s.c.emitAttempted(e)
-		if s.attempts > 0 {
-			s.c.emitRecovered(e)
-		}
+	if s.c == nil { // a zero Schedule: nothing to report to
+		return
 	}
+	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
+	// The breaker and the throttle hear the success before the hooks, so
+	// that a hook that panics leaves no admission held.
 	s.res = nil // the token was used by the attempt
 	s.endAttempt(nil)
 	s.c.record(nil, now)
-	s.Reset(now)
+	s.reset(now)
+	if s.c.observed() {
+		s.c.emitAttempted(e)
+		if e.Attempt > 1 {
+			s.c.emitRecovered(e)
+		}
+	}
 }
 
 // Begin accounts for the first attempt of a run, about to start at now:
@@ -88,12 +114,20 @@ func (s *Schedule) Succeeded(now time.Time) {
 // attempt. Without a budget or throttle it does nothing. Loops whose
 // retries go through Next call it so that the budget knows their traffic.
 func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
+	if err := s.unmade("Begin"); err != nil {
+		return 0, err
+	}
+	if s.ended != nil {
+		s.thrott = false // nothing was asked: nothing rejected
+		return 0, s.ended
+	}
 	return s.legacy(s.ready(FirstAttempt, now), now)
 }
 
 // legacy maps a Decision of Ready onto the (delay, stop) of Begin and
 // Admit.
 func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
+	s.end(d)
 	switch d.Verdict {
 	case WaitFor:
 		return d.Delay, nil
@@ -116,8 +150,12 @@ func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
 // defers a retry its RetryBudget refuses (reason ErrBudgetExhausted) with
 // it, where Next would end the loop.
 func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
+	if err := s.unmade("Refuse"); err != nil {
+		return 0, err
+	}
 	d, stop := s.refuse(reason, now)
 	if stop != nil {
+		s.ended = stop
 		return 0, s.gaveUp(stop, now)
 	}
 	return d, nil
@@ -181,11 +219,21 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // attempt: Attempted, then Retried (with the delay) or GaveUp (with stop),
 // so a loop built on a Schedule is observed like Retry.
 func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {
+	if uerr := s.unmade("Next"); uerr != nil {
+		return 0, uerr
+	}
 	if !s.c.observed() {
-		return s.next(err, now)
+		d, stop := s.next(err, now)
+		if stop != nil {
+			s.ended = stop
+		}
+		return d, stop
 	}
 	attempt, lw := s.attempts+1, s.limWait
 	d, stop := s.next(err, now)
+	if stop != nil {
+		s.ended = stop
+	}
 	el := now.Sub(s.start)
 	s.c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: lw, Elapsed: el})
 	if stop != nil {
@@ -286,6 +334,13 @@ func (s *Schedule) FirstDelay() time.Duration {
 //
 // With hooks, a stop is reported to GaveUp, a rejection to Throttled.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
+	if err := s.unmade("Admit"); err != nil {
+		return 0, err
+	}
+	if s.ended != nil {
+		s.thrott = false // nothing was asked: nothing rejected
+		return 0, s.ended
+	}
 	return s.legacy(s.ready(RetryAttempt, now), now)
 }
 
@@ -311,10 +366,20 @@ func (s *Schedule) Cancel(now time.Time) {
 // loop, a *RetryError whose Reason is ctx.Err() (ctx done: a token held is
 // given back), an error wrapping context.DeadlineExceeded (a wait that
 // would end after ctx's deadline, checked before sleeping), or ErrExhausted
-// (see Admit). t is the timer to wait on; nil means a new time.Timer.
+// (see Admit). t is the timer to wait on; nil means a new time.Timer. A
+// nil ctx is an *ArgumentError.
 //
 // With hooks, a stop is reported to GaveUp.
 func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+	if ctx == nil {
+		return &ArgumentError{Func: "rebound.Schedule.Wait", Arg: "ctx", Reason: "must not be nil"}
+	}
+	if err := s.unmade("Wait"); err != nil {
+		return err
+	}
+	if s.ended != nil {
+		return s.ended
+	}
 	if err := s.wait(ctx, d, t); err != nil {
 		return s.gaveUp(err, s.c.now())
 	}
@@ -340,6 +405,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 		case AttemptNow:
 			return nil
 		case Stop, Drop:
+			s.end(dec)
 			return dec.Err
 		}
 		if dec.Reason != ErrLimited { // refused locally: back off, then ask again
@@ -366,6 +432,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 		}
 		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
 		if dec.Verdict != WaitFor {
+			s.end(dec)
 			return dec.Err
 		}
 		d = dec.Delay

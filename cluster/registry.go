@@ -59,6 +59,8 @@ type dirConfig struct {
 	filter       func(subscriber.Instance) bool
 	keepOnEmpty  bool
 	errorHandler func(error)
+	view         *subscriber.View // WithView (view.go)
+	errs         []error
 }
 
 // WithLogger sets the logger for dial failures (Warn), kept-on-empty pushes
@@ -106,11 +108,15 @@ func WithErrorHandler(fn func(error)) DirectoryOption {
 }
 
 // RegistryDirectory is a Directory fed by a registry subscription: pass its
-// Update method as the subscriber.Listener.
+// Update method as the subscriber.Listener, or let it read the Manager's
+// shared view of the key (WithView).
 //
 //	dir, err := cluster.NewRegistryDirectory(dial)
 //	sub, err := manager.Subscribe(ctx, key, dir.Update)
 //	err = dir.WaitReady(ctx) // the first invokers are listed
+//
+//	v, err := manager.Watch(key) // or: one subscription shared by every reader of key
+//	dir, err := cluster.NewRegistryDirectory(dial, cluster.WithView(v))
 //
 // Weights are normalised at the edge: a NaN or negative Weight is taken as
 // 0 and +Inf as math.MaxFloat64, both for comparing instances and in what
@@ -151,6 +157,8 @@ type RegistryDirectory struct {
 	closed     bool
 	ready      chan struct{} // closed once the list first has an invoker, or by Close
 	readyDone  bool
+
+	follow *follower // WithView's reader, nil without (view.go)
 }
 
 type dirSnapshot struct {
@@ -165,8 +173,9 @@ type dirEntry struct {
 
 // NewRegistryDirectory returns an empty directory that turns instances into
 // invokers with dial. Until the first update with instances, List returns
-// ErrNoInvokers (see Ready and WaitReady). A nil dial is a
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument).
+// ErrNoInvokers (see Ready and WaitReady). A nil dial, or WithView(nil),
+// is a *rebound.ArgumentError (matching rebound.ErrInvalidArgument). With
+// WithView the directory starts following the view at once.
 func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDirectory, error) {
 	if dial == nil {
 		return nil, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
@@ -187,7 +196,11 @@ func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDire
 			o.apply(&d.cfg)
 		}
 	}
+	if len(d.cfg.errs) > 0 {
+		return nil, errors.Join(d.cfg.errs...)
+	}
 	d.snap.Store(&dirSnapshot{})
+	d.startFollow()
 	return d, nil
 }
 
@@ -387,6 +400,7 @@ func (d *RegistryDirectory) Close() error {
 	d.snap.Store(&dirSnapshot{closed: true})
 	d.markReadyLocked(false)
 	d.mu.Unlock()
+	d.stopFollow()
 	return errors.Join(d.closeEntries(all, "directory closed")...)
 }
 

@@ -44,14 +44,14 @@ func (f *Invoker) breakerHold(t *task, err error, sent bool) bool {
 		return false
 	}
 	now := f.now()
-	wait := max(time.Until(boe.Until), minBreakerWait)
+	wait := max(time.Until(boe.Until), minBreakerWait) // shadowcheck:allow the open time of a target's breaker in the Directory, not a backoff
 	due := satAdd(now, wait)
 	if due > t.expires {
 		return false
 	}
 	f.mu.Lock()
 	if sent {
-		t.attempts--
+		t.made(0) // the refused attempt was not sent: the Schedule never counted it
 		f.retried--
 	}
 	f.breakerWaits++

@@ -1,7 +1,9 @@
 package failback
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -184,5 +186,54 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 		if last == 0 {
 			t.Fatalf("no call gave up on a throttled attempt")
 		}
+	})
+}
+
+// TestBudgetAskedWhenTheRetryIsDue: the engine asks the budget for a retry
+// when the retry is due (rebound.RefuseDrop), not when the attempt before
+// it failed. A call whose first attempt fails while a shared budget is
+// spent (another loop took the only retry) is queued, and when its retry
+// is due the requests sent meanwhile have refilled the budget: the retry
+// is sent and succeeds. (Charged at the failure, it was refused at once and
+// Invoke returned a *RejectedError with DropBudget.) ExampleWithBudget
+// shows a retry the budget still refuses when due: dropped, DropBudget.
+func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(1), rebound.BudgetMinPerSecond(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n atomic.Int32
+		p := newProvider("a:1", func(_ context.Context, c call) (any, error) {
+			if n.Add(1) == 1 {
+				// Another loop sharing the budget takes the retry the
+				// first attempt's deposit allowed.
+				if !budget.TryWithdraw(time.Now()) {
+					t.Error("the first attempt's deposit allowed no retry")
+				}
+				return nil, errRefused
+			}
+			return "ok", nil
+		})
+		rec := newRecorder()
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(budget), WithHooks(rec.hooks()),
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}))
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"}); err != nil {
+			t.Fatalf("Invoke with the budget spent: %v, want the call queued (the budget is asked when the retry is due)", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"}); err != nil { // a request: a deposit
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		s := f.Stats()
+		if s.Succeeded != 1 || s.Retried != 1 || s.Dropped[DropBudget] != 0 {
+			t.Fatalf("Stats %+v: want the queued call's retry sent and succeeded once the budget refilled", s)
+		}
+		if got := rec.get("succeeded"); len(got) != 1 || got[0].Attempts != 2 {
+			t.Fatalf("Succeeded hooks %+v, want one with Attempts 2", got)
+		}
+		mustClose(t, f)
 	})
 }

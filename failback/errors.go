@@ -105,10 +105,8 @@ const (
 	// DropStore: the Store (WithStore) failed to add the call; it was never
 	// queued and Invoke returned an error wrapping ErrStore.
 	DropStore DropReason = "store"
-	// DropBudget: the retry budget (WithBudget) refused the call's next
-	// retry: too many retries for the requests sent recently. If that was
-	// its first retry, the call was never queued and Invoke returned an
-	// error wrapping rebound.ErrBudgetExhausted.
+	// DropBudget: the retry budget (WithBudget) refused the call's retry
+	// when it was due: too many retries for the requests sent recently.
 	DropBudget DropReason = "budget"
 	// DropThrottled is no longer reported: a retry the adaptive throttle
 	// (WithThrottle) rejects locally is rescheduled like a failed attempt,
@@ -138,20 +136,10 @@ func (r DropReason) sentinel() error {
 	return ErrClosed
 }
 
-// refusal maps a Schedule's stop reason to the drop reason of a retry
-// refused by the budget.
-func refusal(reason error) (DropReason, bool) {
-	if errors.Is(reason, rebound.ErrBudgetExhausted) {
-		return DropBudget, true
-	}
-	return "", false
-}
-
 // RejectedError is returned by Invoke when the first attempt failed with a
 // retryable error and the call could not be queued for retry. errors.Is
-// holds for ErrQueueFull, ErrClosed, ErrExpired, ErrStore or
-// rebound.ErrBudgetExhausted (by Reason) and for the attempt's own error,
-// Err.
+// holds for ErrQueueFull, ErrClosed, ErrExpired or ErrStore (by Reason)
+// and for the attempt's own error, Err.
 type RejectedError struct {
 	Reason DropReason
 	Err    error

@@ -132,27 +132,36 @@ func Example_registry() {
 	// offered 1 succeeded 1
 }
 
-// ExampleWithBudget: retries draw from a shared rebound.RetryBudget. Here
-// the budget allows no retry at all (ratio 0, no floor), so a failed call
-// is not queued: Invoke says why, and Hooks.Dropped reports it with
-// DropBudget.
+// ExampleWithBudget: retries draw from a shared rebound.RetryBudget, asked
+// when a retry is due. Here the budget allows no retry at all (ratio 0, no
+// floor): the failed call is queued, and when its retry is due the budget
+// refuses it and Hooks.Dropped reports it with DropBudget (and its last
+// error).
 func ExampleWithBudget() {
 	budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0))
 	if err != nil {
 		panic(err)
 	}
+	dropped := make(chan struct{})
 	down := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
 	fb, err := failback.New(down, failback.WithBudget(budget),
-		failback.WithHooks(failback.Hooks{Dropped: func(_ failback.Task, r failback.DropReason) { fmt.Println("dropped:", r) }}))
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond}),
+		failback.WithHooks(failback.Hooks{Dropped: func(t failback.Task, r failback.DropReason) {
+			fmt.Println("dropped:", r, errors.Is(t.Err, cluster.ErrNoInvokers))
+			close(dropped)
+		}}))
 	if err != nil {
 		panic(err)
 	}
 	defer fb.Close()
 	_, err = fb.Invoke(context.Background(), &cluster.Invocation{Method: "Notify"})
-	fmt.Println(errors.Is(err, rebound.ErrBudgetExhausted), errors.Is(err, cluster.ErrNoInvokers))
+	fmt.Println("Invoke:", err)
+	<-dropped
+	fmt.Println("retries sent:", fb.Stats().Retried)
 	// Output:
-	// dropped: budget
-	// true true
+	// Invoke: <nil>
+	// dropped: budget true
+	// retries sent: 0
 }
 
 // ExampleWithCallTTL: a call that is worthless after a second is not

@@ -83,7 +83,7 @@ type Hooks struct {
 	GaveUp func(Task)
 	// Dropped: the call will not be retried (any further) for a reason
 	// other than its own outcome (see DropReason). DropQueueFull,
-	// DropExpired or DropBudget before the first retry, and
+	// DropExpired before the first retry, and
 	// DropClosed for a call that failed after Shutdown or Close began: from
 	// the goroutine calling Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
 	// queued when Close stops the invoker: from the goroutine calling Close
@@ -269,7 +269,9 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		ropts = append(ropts, rebound.WithSeed(cfg.seed))
 	}
 	if cfg.budget != nil {
-		ropts = append(ropts, rebound.WithBudget(cfg.budget))
+		// A retry the budget refuses is dropped (DropBudget), when it is
+		// due.
+		ropts = append(ropts, rebound.WithBudget(cfg.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
 	}
 	if cfg.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(cfg.throttle))
@@ -451,13 +453,6 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	}
 	d, reason := f.nextDelay(t, now)
 	if reason != nil {
-		if drop, ok := refusal(reason); ok { // the budget or throttle refused the first retry
-			f.mu.Lock()
-			f.offered++
-			f.dropped[dropIndex(drop)]++
-			f.mu.Unlock()
-			return f.reject(t, drop)
-		}
 		return err // the policy allows no retry at all
 	}
 	return f.offer(t, d, seq)
@@ -807,23 +802,19 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	if IsStopping(last) {
 		last = ErrStopping // a Permanent mark under it does not count
 	}
-	d, stop := t.sched.Next(last, f.at(now))
-	if stop == nil {
-		return d, nil
+	dec := t.sched.Decide(f.at(now), rebound.Failed(last))
+	t.made(0)
+	if dec.Verdict == rebound.WaitFor {
+		return dec.Delay, nil
 	}
-	if re, ok := errors.AsType[*rebound.RetryError](stop); ok {
-		return 0, re.Reason
-	}
-	return 0, stop
+	return 0, stopReason(dec.Err)
 }
 
-// accepted tells the throttle (WithThrottle) that a provider accepted an
-// attempt at now: it succeeded, or failed with an error that retrying would
-// not fix (the provider answered).
+// accepted tells the engine (for the throttle of WithThrottle) that a
+// provider accepted an attempt at now: it succeeded, or failed with an
+// error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
-	if f.cfg.throttle != nil {
-		f.cfg.throttle.Accepted(now)
-	}
+	f.retrier.Record(nil, now)
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

@@ -189,10 +189,11 @@ func WithTTL(d time.Duration) Option {
 
 // WithBudget makes retries draw from b, a rebound.RetryBudget that any
 // number of invokers and loops may share (one per downstream service):
-// each first attempt made by Invoke is a deposit, each retry a withdrawal,
-// and a call whose next retry the budget refuses is dropped with
-// DropBudget (Hooks.Dropped; if it was the first retry, Invoke returns a
-// *RejectedError wrapping rebound.ErrBudgetExhausted instead). So during a
+// each first attempt made by Invoke is a deposit, each retry a withdrawal
+// when it is due (the engine's rebound.RefuseDrop rule), and a call whose
+// retry the budget refuses then is dropped with DropBudget
+// (Hooks.Dropped, by the retry worker; Invoke has queued the call and
+// returned nil). So during a
 // full outage the retries sent stay at the budget's ratio of the calls
 // plus its floor (20% plus 10/s by default) instead of multiplying the
 // load. With a budget, Invoke reads the clock once per call. Default:

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -30,12 +29,21 @@ type task struct {
 	born       int64  // first failure, nanoseconds since f.epoch
 	expires    int64  // end of the TTL; MaxInt64 if none
 	seq        uint64
-	attempts   int32
+	attempts   int32  // the attempts made, as the Schedule counts them (see made)
 	index      int32  // position in the heap
 	sid        uint64 // ID in the Store (WithStore); 0 if none
 }
 
 func (t *task) target() string { return t.lastTarget }
+
+// made records t's attempts as its Schedule counts them (the failed
+// attempts of the run, refusals included, or the count a Store restored),
+// plus running: 1 while an attempt the Schedule has not been told about
+// yet is under way or has just ended (its success, or a failure that ends
+// the task without a retry). The count is the Schedule's, never kept here.
+func (t *task) made(running int32) {
+	t.attempts = int32(min(t.sched.Attempts(), math.MaxInt32-1)) + running
+}
 
 // Key and SetIndex make a task an element of the due-time heap (dueheap).
 func (t *task) Key() (int64, uint64) { return t.due, t.seq }
@@ -144,25 +152,16 @@ func (f *Invoker) work() {
 		t := f.popReadyLocked()
 		f.inflight++
 		now := f.now()
-		// MaxElapsed and the TTL bound the start of an attempt: time spent
-		// waiting for a worker counts.
-		var reason error
-		drop := DropReason("")
-		switch me := f.cfg.policy.MaxElapsed; {
-		case now > t.expires:
-			drop = DropExpired
-		case me > 0 && time.Duration(now-t.born) > me:
-			reason = fmt.Errorf("%w: the next attempt would start %v after the first failure, beyond MaxElapsed %v",
-				rebound.ErrExhausted, time.Duration(now-t.born), me)
-		}
+		// The TTL bounds the start of an attempt: time spent waiting for a
+		// worker counts. (So does MaxElapsed: the engine's Ready stops a
+		// retry that comes due after it.)
+		expired := now > t.expires
 		f.mu.Unlock()
 		switch {
-		case drop != "":
-			f.finish(t, outDropped, drop, nil, nil, now)
-		case reason != nil:
-			f.finish(t, outGaveUp, "", reason, t.lastErr, now)
-		case f.cfg.throttle != nil && f.throttled(t, now):
-			// rejected locally: rescheduled (or ended) without an attempt
+		case expired:
+			f.finish(t, outDropped, DropExpired, nil, nil, now)
+		case !f.admitted(t, now):
+			// refused locally: rescheduled, dropped or ended without an attempt
 		default:
 			f.run(t)
 		}
@@ -271,7 +270,7 @@ func (f *Invoker) run(t *task) {
 		f.running[tg]++
 	}
 	f.mu.Unlock()
-	t.attempts++
+	t.made(1) // the attempt about to be sent counts from now on
 	if target != nil {
 		pe, err = safeInvoke(ctx, target, t.inv)
 		f.mu.Lock()
@@ -325,7 +324,9 @@ func (f *Invoker) run(t *task) {
 	if pe != nil {
 		f.logPanic(pe, t.inv)
 		out, reason = outGaveUp, ErrPanicked
-	} else if err != nil {
+	} else if err == nil {
+		t.sched.Decide(f.at(now), rebound.Succeeded()) // an accept for the throttle
+	} else {
 		t.lastErr = err
 		if target != nil {
 			t.addFailed(target)
@@ -338,13 +339,12 @@ func (f *Invoker) run(t *task) {
 			out, drop = outDropped, DropClosed // cancelled by Close: not the call's own outcome
 		case !f.retryable(err):
 			out, reason = outGaveUp, ErrNotRetryable
-			f.accepted(f.at(now)) // the provider answered
+			// Not retried: the engine hears of it as a permanent failure
+			// (the provider answered: an accept for the throttle).
+			t.sched.Decide(f.at(now), rebound.Failed(rebound.Permanent(err)))
 		default:
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
-				if d, ok := refusal(reason); ok {
-					out, drop = outDropped, d
-				}
 			} else if due := satAdd(now, delay); due > t.expires {
 				out, drop = outDropped, DropExpired
 			} else if closing {
@@ -355,31 +355,41 @@ func (f *Invoker) run(t *task) {
 			}
 		}
 	}
-
-	if out == outSucceeded && f.account {
-		t.sched.Succeeded(f.at(now)) // an accept for the throttle
-	}
 	f.settle(t, out, drop, delay, reason, err, now, "failback: retry failed")
 }
 
-// throttled asks the throttle (WithThrottle), through t's Schedule, whether
-// t's retry, due now, may be sent. If it may not, the retry counts as a
-// failed attempt that was never sent (error rebound.ErrThrottled): t is
-// requeued for the policy's next delay, reported to Hooks.Retried like a
-// failed retry and counted in Stats.Throttled, or, when the policy allows
-// no further attempt, ends in GaveUp (Reason rebound.ErrExhausted, Last
-// rebound.ErrThrottled); the TTL and Close apply as for a failed retry. It
-// reports whether t was rejected (then it is no longer this worker's).
-func (f *Invoker) throttled(t *task, now int64) bool {
-	d, stop := t.sched.Admit(f.at(now))
-	if !t.sched.Throttled() {
-		if stop != nil { // cannot happen without a limiter; handled anyway
-			f.finish(t, outGaveUp, "", stopReason(stop), t.lastErr, now)
-			return true
-		}
+// admitted asks t's Schedule whether t's retry, due now, may be sent
+// (Decide, Ready(RetryAttempt)): the budget (WithBudget, under
+// rebound.RefuseDrop) and the throttle (WithThrottle, under
+// rebound.RefuseDefer) admit it, each once per attempt. It reports whether
+// the retry may be sent; if not, t is no longer this worker's:
+//
+//   - the budget refused it (Verdict Drop): dropped with DropBudget;
+//   - the throttle refused it: the retry counts as a failed attempt that
+//     was never sent (error rebound.ErrThrottled): t is requeued for the
+//     policy's next delay, reported to Hooks.Retried like a failed retry
+//     and counted in Stats.Throttled, or, when the policy allows no
+//     further attempt (Verdict Stop), ends in GaveUp (Reason
+//     rebound.ErrExhausted, Last rebound.ErrThrottled); the TTL and Close
+//     apply as for a failed retry.
+//
+// The invoker's Retrier has no limiter and no breaker: a wait is always a
+// refusal's backoff.
+func (f *Invoker) admitted(t *task, now int64) bool {
+	dec := t.sched.Decide(f.at(now), rebound.Ready(rebound.RetryAttempt))
+	switch dec.Verdict {
+	case rebound.AttemptNow:
+		return true
+	case rebound.Drop:
+		f.finish(t, outDropped, DropBudget, nil, nil, now)
 		return false
+	case rebound.Stop:
+		if !t.sched.Throttled() { // not a refusal: the retry came due after MaxElapsed
+			f.finish(t, outGaveUp, "", stopReason(dec.Err), t.lastErr, now)
+			return false
+		}
 	}
-	t.attempts++
+	t.made(0) // the Schedule counted the refused attempt
 	t.lastErr = rebound.ErrThrottled
 	f.mu.Lock()
 	f.throttledN++
@@ -388,10 +398,11 @@ func (f *Invoker) throttled(t *task, now int64) bool {
 		out    = outRequeued
 		drop   DropReason
 		reason error
+		d      = dec.Delay
 	)
 	switch due := satAdd(now, d); {
-	case stop != nil:
-		out, reason = outGaveUp, stopReason(stop)
+	case dec.Verdict == rebound.Stop:
+		out, reason = outGaveUp, stopReason(dec.Err)
 	case due > t.expires:
 		out, drop = outDropped, DropExpired
 	case f.baseCtx.Err() != nil:
@@ -400,7 +411,7 @@ func (f *Invoker) throttled(t *task, now int64) bool {
 		t.due = due
 	}
 	f.settle(t, out, drop, d, reason, rebound.ErrThrottled, now, "failback: retry rejected locally by the throttle")
-	return true
+	return false
 }
 
 // stopReason is the Reason of a Schedule's *rebound.RetryError stop.

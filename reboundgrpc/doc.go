@@ -21,18 +21,21 @@
 //     delivers its first list; RPCs made meanwhile wait for it (they block
 //     in grpc-go until the first resolver state or their deadline). If the
 //     registry answers with errors, the ClientConn hears them through
-//     ReportError from WithUnresolvedReport (1 s) on, so fail-fast RPCs fail
-//     with Unavailable while grpc.WaitForReady(true) RPCs keep waiting.
-//   - One Manager subscription per Key value (Namespace, Group, Service and
-//     the set of Clusters; never Key.String, which two different keys can
-//     share: service "a/b/c" and namespace "a", group "b", service "c"),
-//     shared and reference-counted by
-//     every ClientConn and by every resolver a ClientConn builds again when
-//     it leaves idle mode (grpc.WithIdleTimeout closes the resolver on
-//     entering idle mode). A subscription outlives its last resolver by
-//     WithLinger (30 s): a resolver built within it gets the last list at
-//     once, with no registry request. 1,000 ClientConns to one target make
-//     one registry subscription.
+//     ReportError from WithUnresolvedReport (1 s) after Build on, each new
+//     error as the Manager's view pushes it (no polling), so fail-fast RPCs
+//     fail with Unavailable while grpc.WaitForReady(true) RPCs keep waiting.
+//   - Each resolver is a thin reader of its key's shared view
+//     (subscriber.View, in the Builder's subscriber.WatchGroup): one Manager
+//     subscription per Key value (Namespace, Group, Service and the set of
+//     Clusters; never Key.String, which two different keys can share:
+//     service "a/b/c" and namespace "a", group "b", service "c"), shared
+//     and reference-counted by the Manager for every ClientConn, every
+//     resolver a ClientConn builds again when it leaves idle mode
+//     (grpc.WithIdleTimeout closes the resolver on entering idle mode) and
+//     every other reader of the key. A subscription outlives the Builder's
+//     last resolver by WithLinger (30 s): a resolver built within it gets
+//     the last list at once, with no registry request. 1,000 ClientConns to
+//     one target make one registry subscription.
 //   - Lists come from the Manager, so its rules apply: last-known-good
 //     while the registry is unreachable, empty lists held back during
 //     reconnect churn (subscriber.WithEmptyListHold). A confirmed empty list
@@ -46,8 +49,8 @@
 //     resolver (WithPolicy, the zero rebound.Policy by default; WithHooks
 //     observes it), and at once when a newer list arrives.
 //   - ResolveNow (which balancers call when connections fail) is coalesced
-//     across all ClientConns of a subscription: at most one re-confirmation
-//     (Subscription.Refresh) per WithResolveNowInterval (6 s), and none
+//     by the view across all ClientConns of a subscription (View.Refresh):
+//     at most one re-confirmation per WithResolveNowInterval (6 s), and none
 //     while the Manager is confirming the subscription anyway. A held
 //     subscription (an empty list held back after a reconnect, StateHeld)
 //     is refreshed too, so the registry is asked at once whether the
@@ -59,9 +62,9 @@
 //     (experimental/balancer/weight; see WeightScale). grpc-go's
 //     weighted_round_robin balancer takes its weights from ORCA load
 //     reports, not from the resolver.
-//   - The filter runs once per list for every ClientConn of the key, on a
-//     resolver goroutine, outside the Builder's lock: a slow filter delays
-//     only its own key, and it may call Stats. A panic of the filter or of
+//   - The filter runs once per list on each ClientConn's resolver
+//     goroutine, outside any lock: a slow filter delays only the
+//     ClientConns it runs for, and it may call Stats. A panic of the filter or of
 //     a WithHooks hook is recovered (Stats.Panics, logged at Error with its
 //     stack): the ClientConns keep the last list the filter accepted (one
 //     with none hears the *cluster.PanicError through ReportError), and
@@ -73,10 +76,9 @@
 // Metrics: WithMeterProvider (rebound.grpc.* instruments, read from
 // Stats). Hooks on the loops that re-send rejected states: WithHooks.
 //
-// Goroutines: a resolver runs one goroutine only while it has a state to
-// send (or to send again); each shared subscription has one watcher
-// goroutine; Close on the resolver (grpc-go calls it) and on the Builder
-// waits for them.
+// Goroutines: a resolver runs one goroutine, waiting on its view's change
+// signal; Close on the resolver (grpc-go calls it) and on the Builder
+// waits for it. The shared subscriptions' goroutines are the Manager's.
 //
 // # Failback for gRPC calls
 //

@@ -108,11 +108,11 @@ func WithLinger(d time.Duration) Option {
 
 // WithFilter sets which instances reach the ClientConn. Default:
 // DefaultFilter (Healthy and Enabled). A nil keep admits every instance.
-// keep is called from a resolver goroutine of the key, once per instance
-// per list (not once per ClientConn: the state is shared), outside the
-// Builder's lock: a slow keep delays only its own key, and keep may call
-// Builder.Stats; it may be called concurrently for different keys, so it
-// must be safe for concurrent use. It should not block. A panic in keep is recovered
+// keep is called from each ClientConn's resolver goroutine, once per
+// instance per list, outside any lock: a slow keep delays only the
+// ClientConns it runs for, and keep may call Builder.Stats; it is called
+// concurrently for different ClientConns, so it must be safe for
+// concurrent use. It should not block. A panic in keep is recovered
 // (counted in Stats.Panics, logged at Error with its stack): the
 // ClientConns keep the last list keep accepted, a ClientConn that has none
 // hears the panic (a *cluster.PanicError) through ReportError, and the
@@ -170,8 +170,9 @@ func WithResolveNowInterval(d time.Duration) Option {
 // yet (the registry is slow or down at Build) hears the subscription's last
 // error through ReportError, so that fail-fast RPCs fail with Unavailable
 // instead of waiting for their deadline; RPCs with grpc.WaitForReady(true)
-// keep waiting. The check repeats with doubling intervals (capped at 30 s)
-// until the first list arrives. Default: DefaultUnresolvedReport (1 s).
+// keep waiting. From d after Build on, each new error the key's view pushes
+// (subscriber.Snapshot.Unresolved) is reported until the first list
+// arrives. Default: DefaultUnresolvedReport (1 s).
 // 0 never reports (every RPC waits for the first list or its deadline). d
 // must not be negative.
 func WithUnresolvedReport(d time.Duration) Option {

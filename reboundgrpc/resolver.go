@@ -10,79 +10,137 @@ import (
 	"google.golang.org/grpc/resolver"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
 )
 
-// ccResolver is the resolver of one ClientConn (one Build). It runs a
-// goroutine only while it has a state to send (or to send again after the
-// ClientConn rejected it); Close stops it and waits for it.
+// ccResolver is the resolver of one ClientConn (one Build): a thin reader
+// of its key's shared subscriber.View. Its one goroutine waits for the
+// view's change signal, builds the state of each new list (the filter) and
+// sends it, and sends a state the ClientConn rejected again with backoff;
+// Close stops it and waits for it.
 type ccResolver struct {
 	b      *Builder
-	e      *entry
+	key    subscriber.Key
+	v      *subscriber.View
 	cc     resolver.ClientConn
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	wake   chan struct{} // cap 1: a newer state is waiting
+	built  time.Time // when Build returned: unresolved reports start WithUnresolvedReport later
 
-	mu      sync.Mutex
-	closed  bool
-	running bool
-	dirty   bool // the entry has a version this resolver has not sent
+	closeOnce sync.Once
+
+	// the goroutine's own: the state built for list
+	list      []subscriber.Instance
+	hasList   bool
+	state     resolver.State
+	filtered  int
+	good      bool  // state was built by a filter that returned (no panic)
+	filterErr error // the filter panicked on list
 }
 
-// notify tells r that its entry has a new version.
-func (r *ccResolver) notify() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	r.dirty = true
-	if r.running {
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
-		return
-	}
-	r.running = true
+func newResolver(b *Builder, key subscriber.Key, v *subscriber.View, cc resolver.ClientConn) *ccResolver {
+	r := &ccResolver{b: b, key: key, v: v, cc: cc, built: time.Now()}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
+}
+
+func (r *ccResolver) start() {
 	r.wg.Add(1)
 	go r.run()
 }
 
-// run sends the entry's latest state until there is nothing new, retrying
-// a rejected state with backoff: one rebound.Schedule per run (the step
-// function every loop of rebound runs on), told of every rejection and of
-// the acceptance that ends it.
+// view is what a resolver sends.
+type view struct {
+	hasList   bool
+	state     resolver.State
+	good      bool // state comes from a list the filter accepted
+	filtered  int
+	total     int
+	err       error
+	stopped   bool
+	filterErr error // the filter panicked on the latest list
+}
+
+// run follows the view until the resolver is closed: each change is sent
+// once (the latest, when changes come faster than the ClientConn takes
+// them), a rejected state is sent again with backoff (one
+// rebound.Schedule per run of rejections, told of the acceptance that
+// ends it), and the registry's error reaches a ClientConn with no list
+// yet from WithUnresolvedReport after Build on.
 func (r *ccResolver) run() {
 	defer r.wg.Done()
-	var sched *rebound.Schedule
-	var timer *time.Timer
+	var (
+		sched   *rebound.Schedule
+		timer   *time.Timer
+		retryC  <-chan time.Time
+		graceT  *time.Timer
+		graceC  <-chan time.Time
+		sent    uint64 // the version last sent (0: none)
+		resend  bool   // the last state was rejected and its delay has passed
+		pending bool   // an unresolved error waits for WithUnresolvedReport
+	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
-	}()
-	sent := uint64(0)
-	for {
-		r.mu.Lock()
-		if r.closed || !r.dirty {
-			r.running = false
-			r.mu.Unlock()
-			return
+		if graceT != nil {
+			graceT.Stop()
 		}
-		r.dirty = false
-		r.mu.Unlock()
-
-		v := r.b.view(r.e)
-		if v.version == sent && sent != 0 {
-			continue // already sent (a retry found nothing newer)
+	}()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.v.Changed():
+		case <-retryC:
+			retryC = nil
+			// The resend is due: the engine admits it (or says how long
+			// to wait; nothing limits these sends today).
+			if sched != nil {
+				if d := sched.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt)); d.Verdict == rebound.WaitFor {
+					timer.Reset(d.Delay)
+					retryC = timer.C
+					continue
+				}
+			}
+			resend = true
+		case <-graceC:
+			graceC = nil
+		}
+		snap := r.v.Snapshot()
+		if snap.Version == sent && !resend && !pending {
+			continue // already sent (the signal of a change read with the previous one)
+		}
+		if snap.Version != sent {
+			retryC = nil // a newer state replaces the one waiting to be sent again
+			if timer != nil {
+				timer.Stop() // Go 1.23+ timers: no stale tick after Stop
+			}
+		}
+		resend, pending = false, false
+		v, ok := r.viewOf(snap)
+		if !ok {
+			if snap.Unresolved != nil && r.b.o.unresolved > 0 {
+				// Unresolved before WithUnresolvedReport: look again then.
+				pending = true
+				if graceC == nil {
+					at := r.built.Add(r.b.o.unresolved)
+					if graceT == nil {
+						graceT = time.NewTimer(time.Until(at))
+					} else {
+						graceT.Reset(time.Until(at))
+					}
+					graceC = graceT.C
+				}
+			}
+			continue
 		}
 		err := r.send(v)
+		sent = snap.Version
 		if err == nil {
-			sent = v.version
 			if sched != nil {
-				sched.Succeeded(time.Now())
+				sched.Decide(time.Now(), rebound.Succeeded())
 				sched = nil
 			}
 			continue
@@ -92,33 +150,71 @@ func (r *ccResolver) run() {
 		if sched == nil {
 			sched = r.b.retry.NewSchedule(now)
 		}
-		d, stop := sched.Next(err, now)
-		if stop != nil {
+		dec := sched.Decide(now, rebound.Failed(err))
+		if dec.Verdict != rebound.WaitFor {
 			// Unreachable with the policies WithPolicy admits (no
-			// MaxAttempts, no MaxElapsed, every error transient): keep
-			// trying at the policy's cap rather than drop the state.
-			d = r.b.o.policy.Normalized().Max
-			sched = nil
+			// MaxAttempts, no MaxElapsed): a new run of the engine
+			// decides the delay; if it refuses too, the next list
+			// is sent when it comes.
+			sched = r.b.retry.NewSchedule(now)
+			if dec = sched.Decide(now, rebound.Failed(err)); dec.Verdict != rebound.WaitFor {
+				r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
+					zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)), zap.Error(err))
+				sched = nil
+				continue
+			}
 		}
+		d := dec.Delay
 		r.b.log.Warn("ClientConn rejected the state; sending it again later",
-			zap.Stringer("key", r.e.key), zap.Int("endpoints", len(v.state.Endpoints)),
+			zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)),
 			zap.Duration("delay", d), zap.Error(err))
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
 			timer.Reset(d)
 		}
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-r.wake: // a newer state: send it now
-			timer.Stop() // Go 1.23+ timers: no stale tick after Stop
-		case <-timer.C:
-			r.mu.Lock()
-			r.dirty = true // send the same state again
-			r.mu.Unlock()
+		retryC = timer.C
+	}
+}
+
+// viewOf builds what snap makes the resolver send; false when there is
+// nothing to send yet (no list, not stopped, and no unresolved report due).
+// The filter runs once per list, on the resolver's goroutine, with no lock
+// held; a filter that panics leaves the last good state in place (see
+// filterPanicked).
+func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
+	if snap.HasList && (!r.hasList || !sameSlice(r.list, snap.List)) {
+		r.list, r.hasList = snap.List, true
+		st, filtered, perr := r.b.filter(snap.List)
+		if perr != nil {
+			r.filterErr = perr
+			r.b.filterPanicked(r.key, perr)
+		} else {
+			r.state, r.filtered, r.good, r.filterErr = st, filtered, true, nil
 		}
 	}
+	v := view{hasList: r.hasList, state: r.state, good: r.good, filtered: r.filtered, total: len(r.list), filterErr: r.filterErr}
+	switch {
+	case snap.Stopped != nil:
+		v.stopped = true
+		v.err = fmt.Errorf("reboundgrpc: subscription %s stopped: %w", keyName(r.key), snap.Stopped)
+		r.b.log.Debug("subscription stopped", zap.Stringer("key", r.key), zap.Error(snap.Stopped))
+	case snap.HasList:
+	case snap.Unresolved != nil:
+		if r.b.o.unresolved == 0 || time.Now().Before(r.built.Add(r.b.o.unresolved)) {
+			return v, false
+		}
+		v.err = fmt.Errorf("%w for %s: %w", ErrUnresolved, keyName(r.key), snap.Unresolved)
+	default:
+		return v, false // nothing yet
+	}
+	return v, true
+}
+
+// sameSlice reports whether a and b are the same list (the view hands
+// out one shared slice per list).
+func sameSlice(a, b []subscriber.Instance) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // send hands one view to the ClientConn. Only a non-empty state the
@@ -133,7 +229,7 @@ func (r *ccResolver) run() {
 // ClientConn hears the panic through ReportError.
 func (r *ccResolver) send(v view) error {
 	if v.hasList && v.filterErr != nil && !v.good {
-		r.cc.ReportError(fmt.Errorf("reboundgrpc: the filter of %s panicked; no list yet: %w", keyName(r.e.key), v.filterErr))
+		r.cc.ReportError(fmt.Errorf("reboundgrpc: the filter of %s panicked; no list yet: %w", keyName(r.key), v.filterErr))
 		return nil
 	}
 	switch {
@@ -145,9 +241,9 @@ func (r *ccResolver) send(v view) error {
 		return err
 	case v.hasList:
 		_ = r.cc.UpdateState(resolver.State{})
-		reason := fmt.Errorf("%w for %s in the registry", ErrNoInstances, keyName(r.e.key))
+		reason := fmt.Errorf("%w for %s in the registry", ErrNoInstances, keyName(r.key))
 		if v.total > 0 {
-			reason = fmt.Errorf("%w for %s: the registry lists %d, none passes the filter (healthy and enabled by default)", ErrNoInstances, keyName(r.e.key), v.total)
+			reason = fmt.Errorf("%w for %s: the registry lists %d, none passes the filter (healthy and enabled by default)", ErrNoInstances, keyName(r.key), v.total)
 		}
 		if v.stopped {
 			reason = fmt.Errorf("%w; %w", reason, v.err)
@@ -162,26 +258,26 @@ func (r *ccResolver) send(v view) error {
 }
 
 // ResolveNow implements resolver.Resolver: it asks for a re-confirmation
-// of the shared subscription (Subscription.Refresh), coalesced across every
+// of the shared subscription (View.Refresh), coalesced across every
 // ClientConn using it (see WithResolveNowInterval), also while the
 // subscription holds an empty list back (StateHeld): the registry is then
 // asked whether the providers are back. It never blocks.
 func (r *ccResolver) ResolveNow(resolver.ResolveNowOptions) {
-	r.b.resolveNow(r.e)
+	r.b.resolveNows.Add(1)
+	r.v.Refresh()
 }
 
-// Close implements resolver.Resolver: it detaches the ClientConn from the
-// shared subscription (which lingers, see WithLinger) and waits for the
+// Close implements resolver.Resolver: it releases the ClientConn's View
+// (the shared subscription lingers, see WithLinger) and waits for the
 // resolver's goroutine. Idempotent.
 func (r *ccResolver) Close() {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return
-	}
-	r.closed = true
-	r.mu.Unlock()
-	r.b.release(r)
-	r.cancel()
+	r.stop()
+	_ = r.v.Close()
+	r.b.forget(r)
+}
+
+// stop ends the resolver's goroutine and waits for it.
+func (r *ccResolver) stop() {
+	r.closeOnce.Do(r.cancel)
 	r.wg.Wait()
 }

@@ -40,12 +40,15 @@ func (stoppedError) Is(target error) bool {
 // pass it to kratos' clients (transport/grpc.WithDiscovery,
 // transport/http.WithDiscovery) and dial "discovery:///<name>".
 //
-// Every Watch of a name, and GetService, share one Manager subscription
-// per name, reference-counted: a watcher's Stop releases only its own
-// share; the subscription ends with its last watcher (GetService keeps
-// its name subscribed until Close). The Manager keeps the subscription
-// alive through registry outages and restarts, so Watch never blocks and
-// never fails because the registry is down.
+// Every Watch of a name, and GetService, read one shared view of the
+// name's key (subscriber.View, in the Discovery's subscriber.WatchGroup):
+// the Manager's one subscription of the key, shared with every other
+// reader of it (a gRPC Builder, a cluster.RegistryDirectory). A watcher's
+// Stop releases only its own share; the Discovery lets go of the view
+// with the name's last watcher (GetService keeps its name until Close).
+// The Manager keeps the subscription alive through registry outages and
+// restarts, so Watch never blocks and never fails because the registry is
+// down.
 //
 // Create it with NewDiscovery; the zero Discovery is not usable. It is
 // safe for concurrent use. It does not own the Manager: close the kratos
@@ -56,7 +59,8 @@ type Discovery struct {
 	o   discoveryOptions
 	log *zap.Logger
 
-	wg sync.WaitGroup // unsubscribe goroutines
+	views *subscriber.WatchGroup // the shared views of the names' keys
+	wg    sync.WaitGroup         // the entries' follow goroutines
 
 	mu      sync.Mutex
 	closed  bool
@@ -69,12 +73,16 @@ type Discovery struct {
 	subscribes, unsubscribes atomic.Uint64
 }
 
-// entry is one shared subscription.
+// entry is one name: its view, kratos' form of the list, and the
+// watchers to hand each list to.
 type entry struct {
-	name  string
-	key   subscriber.Key
-	sub   *subscriber.Subscription
-	ready chan struct{} // closed by the first list
+	name    string
+	key     subscriber.Key
+	v       *subscriber.View
+	ready   chan struct{} // closed by the first list
+	quit    chan struct{} // closed when the Discovery lets go of the view: follow returns
+	stopped chan struct{} // closed when the view's subscription stopped for good
+	stopErr error         // why; set before stopped is closed
 
 	// the delivery goroutine's own
 	prev     []subscriber.Instance
@@ -119,21 +127,26 @@ func NewDiscovery(m *subscriber.Manager, f Format, opts ...DiscoveryOption) (*Di
 	if m.Closed() {
 		return nil, fmt.Errorf("reboundkratos.NewDiscovery: %w", subscriber.ErrManagerClosed)
 	}
+	views, err := m.NewWatchGroup()
+	if err != nil {
+		return nil, fmt.Errorf("reboundkratos.NewDiscovery: %w", err)
+	}
 	log := o.log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Discovery{m: m, f: f, o: o, log: log.With(zap.String("component", "reboundkratos")), entries: make(map[string]*entry)}, nil
+	return &Discovery{m: m, f: f, o: o, log: log.With(zap.String("component", "reboundkratos")), views: views, entries: make(map[string]*entry)}, nil
 }
 
 // DiscoveryStats counts what a Discovery did, for tests and dashboards.
 type DiscoveryStats struct {
-	// Subscriptions is the number of Manager subscriptions held now.
+	// Subscriptions is the number of names whose shared view the
+	// Discovery holds now.
 	Subscriptions int
 	// Watchers is the number of watchers not stopped.
 	Watchers int
-	// Subscribes and Unsubscribes count Manager.Subscribe and
-	// Subscription.Unsubscribe calls since NewDiscovery.
+	// Subscribes and Unsubscribes count the views of names the Discovery
+	// opened and closed since NewDiscovery.
 	Subscribes, Unsubscribes uint64
 }
 
@@ -174,8 +187,8 @@ func (d *Discovery) key(fn, name string) (subscriber.Key, error) {
 }
 
 // acquire returns name's entry with one more reference (or the pin),
-// subscribing if there is none. Called with d.mu held; the Manager's
-// listener may run before Subscribe returns: it waits for d.mu.
+// opening the name's view if there is none. Called with d.mu held; the
+// entry's follow goroutine waits for d.mu to deliver.
 func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 	if d.closed {
 		return nil, ErrClosed
@@ -183,9 +196,9 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 	e := d.entries[name]
 	if e != nil {
 		select {
-		case <-e.sub.Done(): // stopped for good (permanent error): start again
+		case <-e.stopped: // stopped for good (permanent error): start again
 			d.removeLocked(e)
-			d.unsubscribeAsync(e) // releases it in the Manager
+			d.unsubscribeAsync(e) // releases its view
 			if len(e.watchers) > 0 {
 				if d.retired == nil {
 					d.retired = make(map[*entry]struct{})
@@ -201,12 +214,15 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		e = &entry{name: name, key: key, ready: make(chan struct{}), watchers: make(map[*watcher]struct{})}
-		sub, err := d.m.Subscribe(context.Background(), key, func(l []subscriber.Instance) { d.deliver(e, l) })
+		e = &entry{name: name, key: key, ready: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{}),
+			watchers: make(map[*watcher]struct{})}
+		v, err := d.views.Watch(key)
 		if err != nil {
 			return nil, fmt.Errorf("reboundkratos: subscribe %q: %w", name, err)
 		}
-		e.sub = sub
+		e.v = v
+		d.wg.Add(1)
+		go d.follow(e)
 		d.entries[name] = e
 		d.subscribes.Add(1)
 		d.log.Info("subscribed", zap.String("service", name), zap.Stringer("key", key))
@@ -230,23 +246,51 @@ func (d *Discovery) removeLocked(e *entry) {
 	}
 }
 
-// unsubscribe ends e's subscription in a goroutine the Discovery waits
-// for in Close, so that Stop never blocks on the registry.
+// unsubscribeAsync lets go of e's view: its follow goroutine returns and
+// the Manager ends the shared subscription in the background if e held
+// the last share (Close waits for that). It never blocks on the registry.
 func (d *Discovery) unsubscribeAsync(e *entry) {
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.unsubscribes.Add(1)
-		if err := e.sub.Unsubscribe(); err != nil {
-			d.log.Warn("unsubscribe failed", zap.String("service", e.name), zap.Error(err))
-		} else {
-			d.log.Info("unsubscribed", zap.String("service", e.name))
-		}
-	}()
+	close(e.quit)
+	_ = e.v.Close()
+	d.unsubscribes.Add(1)
+	d.log.Info("unsubscribed", zap.String("service", e.name))
 }
 
-// deliver is the subscription's Listener (one goroutine per
-// subscription, never concurrent with itself).
+// follow reads e's view until the Discovery lets go of it, handing each
+// new list to deliver (the latest, should lists come faster than they
+// are converted), and records a stop for good.
+func (d *Discovery) follow(e *entry) {
+	defer d.wg.Done()
+	var last []subscriber.Instance
+	has := false
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-e.v.Changed():
+		}
+		s := e.v.Snapshot()
+		if s.HasList && (!has || !sameSlice(last, s.List)) {
+			last, has = s.List, true
+			d.deliver(e, s.List)
+		}
+		if s.Stopped != nil {
+			e.stopErr = s.Stopped
+			close(e.stopped)
+			d.log.Warn("subscription stopped", zap.String("service", e.name), zap.Error(s.Stopped))
+			return
+		}
+	}
+}
+
+// sameSlice reports whether a and b are the same list (the view hands
+// out one shared slice per list).
+func sameSlice(a, b []subscriber.Instance) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// deliver hands a new list to e's watchers (from e's follow goroutine,
+// never concurrent with itself).
 func (d *Discovery) deliver(e *entry, list []subscriber.Instance) {
 	conv := d.convert(e, list)
 	d.mu.Lock()
@@ -335,7 +379,7 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	d.mu.Lock()
 	if e := d.entries[serviceName]; e != nil && e.hasList && e.pinned && !d.closed {
 		select {
-		case <-e.sub.Done(): // stopped for good: acquireLocked starts again
+		case <-e.stopped: // stopped for good: acquireLocked starts again
 		default:
 			list := e.list[:len(e.list):len(e.list)]
 			d.mu.Unlock()
@@ -349,10 +393,10 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	}
 	select {
 	case <-e.ready:
-	case <-e.sub.Done():
-		return nil, fmt.Errorf("reboundkratos: GetService %q: subscription stopped: %w", serviceName, e.sub.Err())
+	case <-e.stopped:
+		return nil, fmt.Errorf("reboundkratos: GetService %q: subscription stopped: %w", serviceName, e.stopErr)
 	case <-ctx.Done():
-		if last := e.sub.Status().LastErr; last != nil {
+		if last := e.v.Snapshot().Unresolved; last != nil {
 			return nil, fmt.Errorf("reboundkratos: GetService %q: no instance list yet: %w (registry: %w)", serviceName, ctx.Err(), last)
 		}
 		return nil, fmt.Errorf("reboundkratos: GetService %q: no instance list yet: %w", serviceName, ctx.Err())
@@ -444,6 +488,7 @@ func (d *Discovery) Close() error {
 		d.unsubscribeAsync(e)
 	}
 	d.wg.Wait()
+	_ = d.views.Close() // waits for the subscriptions it held the last share of
 	return nil
 }
 

@@ -28,7 +28,8 @@
 // order; it returns an error only when the watcher was stopped
 // (ErrWatcherStopped, which matches context.Canceled so kratos' loop
 // ends) or its ctx ended, so kratos' fixed one-second retry loop never
-// runs. Every watcher of a name shares one Manager subscription; Stop
+// runs. Every watcher of a name reads the Manager's one shared view of its
+// key (subscriber.View), shared with every other reader of the key; Stop
 // releases only its own share. GetService answers from memory.
 //
 // # Providers

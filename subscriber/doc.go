@@ -72,6 +72,23 @@
 //     goroutine of the Manager; from a listener or hook it starts closing
 //     and returns ErrCalledFromCallback instead of deadlocking.
 //
+// # Shared views
+//
+// Manager.Watch (and WatchGroup.Watch, for a component built over the
+// Manager) returns a View of a key's list instead of taking a Listener:
+// every View of one key shares one Manager subscription, reference-counted
+// (the last Close ends it, after the group's WatchLinger). A View shows a
+// Snapshot (the current list; the registry's error while there is no list
+// yet, Snapshot.Unresolved; the reason of a stop for good,
+// Snapshot.Stopped) and signals each change on a channel that coalesces:
+// a slow reader finds the latest snapshot, never a backlog. The
+// unresolved error and the stop are pushed as they happen (the outcome of
+// each Registry.Subscribe attempt, a lost connection, the subscription's
+// end), not polled; View.Refresh re-confirmations are paced per key by
+// the group (WatchRefreshInterval). reboundgrpc's resolvers,
+// reboundkratos' Discovery and cluster.WithView read their lists this
+// way. See docs/watch.md.
+//
 // Logging goes through an injected *zap.Logger (WithLogger, default none)
 // and package logging's throttled Loop: a subscription failing for an hour
 // writes a handful of lines, each attempt at Debug.

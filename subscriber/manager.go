@@ -180,6 +180,8 @@ type Manager struct {
 	subs    map[uint64]*Subscription
 	retired []Status // stopped subscriptions, oldest first, at most opts.keepStopped
 
+	watches watchSet // the shared views (watch.go)
+
 	closeOnce sync.Once
 	allDone   chan struct{} // closed when Close has finished
 }
@@ -237,6 +239,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		table:   tableFor(false),
 	}
 	m.loopLog = m.log
+	m.reg = &watchedRegistry{Registry: reg, ws: &m.watches} // reports attempts to the views
 	if rc, ok := reg.(Reconciler); ok {
 		m.recon = rc
 	}
@@ -534,6 +537,9 @@ func (m *Manager) onConnection(st ConnState) {
 	}
 	for _, s := range subs {
 		s.disrupt(kind, reason)
+	}
+	if st == Disconnected {
+		m.watches.disconnected()
 	}
 }
 

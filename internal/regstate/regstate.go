@@ -178,14 +178,13 @@ func (t *Tracker) Repaired() {
 	t.Set(subscriber.RegistrationRegistered, nil)
 }
 
-// Attempt records one request: a failure counts toward Attempts and
-// LastErr.
+// Attempt records one request: a failure is LastErr. (Attempts is the
+// repair's Schedule's count: see SetAttempts.)
 func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	t.mu.Lock()
 	now := t.now()
 	res := 0
 	if err != nil {
-		t.st.Attempts++
 		t.st.LastErr, t.st.LastErrAt = err, now
 		res = 1
 	}
@@ -194,6 +193,15 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	}
 	t.enqueueLocked(event{attempt: &subscriber.RegistrationAttempt{
 		Registry: t.st.Registry, Key: t.st.Key, Op: op, Err: err, Duration: now.Sub(start), At: now}})
+}
+
+// SetAttempts records the failed attempts of the current repair (or
+// deregistration) as its rebound.Schedule counts them (Attempts, local
+// refusals included); moving to registered sets it back to 0.
+func (t *Tracker) SetAttempts(n int) {
+	t.mu.Lock()
+	t.st.Attempts = n
+	t.mu.Unlock()
 }
 
 // enqueueLocked queues an event and, unless another goroutine is calling

@@ -106,3 +106,29 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("a stopped registration still reports %v", v[telemetry.RegistrationRegistrations])
 	}
 }
+
+// TestAttemptsAreTheSchedules: Status.Attempts is the count the repair's
+// Schedule gives (SetAttempts), not a count of failed requests kept here:
+// a failed Update or check outside a repair run does not move it, and
+// moving to registered clears it.
+func TestAttemptsAreTheSchedules(t *testing.T) {
+	tr := New("etcd", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	start := time.Now()
+	tr.Registered()
+	tr.Attempt(subscriber.RegistrationOpUpdate, start, errors.New("update refused"))
+	if st := tr.Status(); st.Attempts != 0 || st.LastErr == nil {
+		t.Fatalf("after a failed update: Attempts %d (want 0: no repair runs), LastErr %v (want the error)", st.Attempts, st.LastErr)
+	}
+	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
+	for n := 1; n <= 3; n++ {
+		tr.Attempt(subscriber.RegistrationOpRegister, start, errors.New("down"))
+		tr.SetAttempts(n)
+		if got := tr.Status().Attempts; got != n {
+			t.Fatalf("after the Schedule counted %d: Attempts %d", n, got)
+		}
+	}
+	tr.Repaired()
+	if got := tr.Status().Attempts; got != 0 {
+		t.Fatalf("registered again: Attempts %d, want 0", got)
+	}
+}

@@ -202,9 +202,10 @@ func WithTTL(d time.Duration) RegisterOption {
 // WithPolicy sets the backoff between the attempts of a registration to
 // repair itself (probe its lease, register again, put its key back).
 // Default: the zero rebound.Policy (full jitter, 1 s doubling to 30 s).
-// While the old lease may still be alive, the wait is also capped at a
-// third of the TTL (the keep-alive period), so that a lease extended by
-// a new leader is found alive. p must be valid and must leave
+// Its Max (and a server's Retry-After) is capped at a third of the TTL
+// (the keep-alive period, 10 s with DefaultTTL): the old lease may still
+// be alive while a repair fails, and a lease extended by a new leader
+// must be found alive before it expires. p must be valid and must leave
 // MaxAttempts and MaxElapsed zero: a registration keeps trying until it
 // is closed.
 func WithPolicy(p rebound.Policy) RegisterOption {

@@ -87,9 +87,9 @@ type Registration struct {
 //     lets the key go (its Registration shut down or died), it puts the
 //     key back. So closing one of two Registrations of an instance never
 //     removes the other's, and two never fight over the key.
-//   - Failed requests are retried through a rebound.Schedule (WithPolicy),
-//     the wait cut short when the client's connection comes back, and
-//     capped at TTL/3 while the old lease may still live.
+//   - Failed requests are retried through a rebound.Schedule (WithPolicy,
+//     its Max capped at TTL/3), the wait cut short when the client's
+//     connection comes back.
 //
 // The Registration's Status follows subscriber.RegistrationState:
 // registered after Register, repairing while a lease is probed or
@@ -124,7 +124,8 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if err != nil {
 		return nil, err
 	}
-	retrier, err := rebound.NewRetrier(o.policy)
+	ttl := int64((o.ttl + time.Second - 1) / time.Second)
+	retrier, err := rebound.NewRetrier(repairPolicy(o.policy, ttl))
 	if err != nil {
 		return nil, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err}
 	}
@@ -157,7 +158,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		layout:  layout,
 		key:     k,
 		value:   string(value),
-		ttl:     int64((o.ttl + time.Second - 1) / time.Second),
+		ttl:     ttl,
 		track:   regstate.New(registryName, key, inst, o.hooks, log),
 		retrier: retrier,
 		updates: make(chan update),
@@ -179,6 +180,20 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	lctx, g.cancel = context.WithCancel(context.Background())
 	go g.loop(lctx, lease, rev)
 	return g, nil
+}
+
+// repairPolicy is p with its waits capped at a third of the lease's TTL
+// (ttl seconds), the keep-alive period: the old lease may still live
+// while a repair fails (a new leader extends every lease by a TTL), and a
+// repair must find it alive before it expires. The cap is the policy's,
+// so that the Schedule draws every wait, a Retry-After included.
+func repairPolicy(p rebound.Policy, ttl int64) rebound.Policy {
+	p = p.Normalized()
+	limit := max(time.Duration(ttl)*time.Second/3, rebound.MinDelay)
+	p.Max = min(p.Max, limit)
+	p.Initial = min(p.Initial, p.Max)
+	p.MaxRetryAfter = min(p.MaxRetryAfter, p.Max)
+	return p
 }
 
 // InstanceKey returns the instance's etcd key.
@@ -286,39 +301,44 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 	)
 	timer.Stop()
 	defer timer.Stop()
-	// run makes one repair attempt; false: stop for good.
+	// run makes one repair attempt, as the Schedule decides (Decide:
+	// admitted, then told how it went); false: stop for good.
 	run := func() bool {
 		g.track.Set(subscriber.RegistrationRepairing, nil)
-		start := time.Now()
-		err := h.repair(&pending)
-		g.track.Attempt(h.op, start, err)
-		if err == nil {
-			failing = false
-			s.Succeeded(time.Now())
-			if pending == 0 {
-				g.track.Set(subscriber.RegistrationRegistered, nil)
-			}
-			return true
+		kind := rebound.RetryAttempt
+		if s.Attempts() == 0 {
+			kind = rebound.FirstAttempt
 		}
-		d, stop := s.Next(err, time.Now())
-		if stop != nil {
+		dec := s.Decide(time.Now(), rebound.Ready(kind))
+		var err error
+		if dec.Verdict == rebound.AttemptNow {
+			start := time.Now()
+			err = h.repair(&pending)
+			g.track.Attempt(h.op, start, err)
+			if err == nil {
+				failing = false
+				s.Decide(time.Now(), rebound.Succeeded())
+				if pending == 0 {
+					g.track.Set(subscriber.RegistrationRegistered, nil)
+				}
+				return true
+			}
+			dec = s.Decide(time.Now(), rebound.Failed(err))
+		}
+		g.track.SetAttempts(dec.Attempt)
+		if dec.Verdict != rebound.WaitFor {
 			if ctx.Err() == nil {
 				// Permanent: the client was closed, permission denied.
 				// Nothing more can be done; Shutdown and Close still
 				// work.
-				g.log.Error("registration stopped", zap.Error(stop))
-				g.track.Set(subscriber.RegistrationStopped, stop)
+				g.log.Error("registration stopped", zap.Error(dec.Err))
+				g.track.Set(subscriber.RegistrationStopped, dec.Err)
 			}
 			return false
 		}
-		if pending&probeLease != 0 {
-			// The old lease may still live (a new leader extends it by
-			// a TTL): ask again at least as often as keep-alives go.
-			d = min(d, time.Duration(g.ttl)*time.Second/3)
-		}
-		g.log.Debug("registration repair failed", zap.Int("attempt", s.Attempts()), zap.Duration("next", d), zap.Error(err))
+		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
 		failing = true
-		timer.Reset(d)
+		timer.Reset(dec.Delay)
 		return true
 	}
 	for {

@@ -106,9 +106,10 @@ func WithRegisterPolicy(p rebound.Policy) RegisterOption {
 // registration's repairs: share a rebound.WithLimiter, rebound.WithBudget
 // or rebound.WithThrottle among many registrations (a sidecar holding
 // thousands) so that a registry restart does not make them all retry at
-// once. The first check after a reconnect counts as a first attempt
-// (the budget's deposit), every later attempt as a retry (a limiter
-// token). Default: none.
+// once. The Schedule admits each attempt when it is due: the first check
+// after a reconnect (or a periodic one) as a first attempt (the budget's
+// deposit), every later attempt, Shutdown's retries included, as a retry
+// (a limiter token). Default: none.
 func WithRegisterRetryOptions(opts ...rebound.Option) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) { c.retryOpts = append(c.retryOpts, opts...) })
 }
@@ -482,8 +483,8 @@ func (g *Registration) loop(ctx context.Context) {
 		// operator's weight, another client's copy of the address), and
 		// registering again would only fight them at every check.
 		other   bool
-		left    bool // the other values were left (logged once)
-		admit   bool // the timer is the wait before an Admit
+		left    bool                // the other values were left (logged once)
+		kind    rebound.AttemptKind // the attempt the timer is the wait for
 		timer   = time.NewTimer(time.Hour)
 		periodT = time.NewTimer(time.Hour)
 	)
@@ -497,19 +498,15 @@ func (g *Registration) loop(ctx context.Context) {
 		}
 	}
 	armPeriodic()
-	// begin starts a repair run (unless one runs) whose first attempt is
-	// due after d.
+	// begin starts a repair run whose first attempt is due after d (a
+	// grace, not a backoff): the Schedule admits it when it is due.
 	begin := func(d time.Duration) {
 		timer.Stop()
 		if s != nil {
-			s.Cancel(time.Now())
+			s.Decide(time.Now(), rebound.Abandoned())
 		}
-		now := time.Now()
-		s = g.retrier.NewSchedule(now)
-		if w, err := s.Begin(now); err == nil && w > 0 {
-			d = max(d, w)
-		}
-		admit = false
+		s = g.retrier.NewSchedule(time.Now())
+		kind = rebound.FirstAttempt
 		if d <= 0 {
 			d = time.Nanosecond
 		}
@@ -568,7 +565,7 @@ func (g *Registration) loop(ctx context.Context) {
 		now := time.Now()
 		if err == nil {
 			if s != nil {
-				s.Succeeded(now)
+				s.Decide(now, rebound.Succeeded())
 				s = nil
 			}
 			g.track.Set(subscriber.RegistrationRegistered, nil)
@@ -584,22 +581,23 @@ func (g *Registration) loop(ctx context.Context) {
 		if s == nil {
 			s = g.retrier.NewSchedule(now)
 		}
-		d, stop := s.Next(err, now)
-		if stop != nil {
-			g.log.Error("registration stopped", zap.Error(stop))
-			g.track.Set(subscriber.RegistrationStopped, stop)
+		dec := s.Decide(now, rebound.Failed(err))
+		g.track.SetAttempts(dec.Attempt)
+		if dec.Verdict != rebound.WaitFor {
+			g.log.Error("registration stopped", zap.Error(dec.Err))
+			g.track.Set(subscriber.RegistrationStopped, dec.Err)
 			return false
 		}
-		g.log.Debug("registration repair failed", zap.Int("attempt", s.Attempts()), zap.Duration("next", d), zap.Error(err))
-		admit = true
-		timer.Reset(d)
+		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+		kind = rebound.RetryAttempt
+		timer.Reset(dec.Delay)
 		return true
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			if s != nil {
-				s.Cancel(time.Now())
+				s.Decide(time.Now(), rebound.Abandoned())
 			}
 			return
 		case ev := <-g.events:
@@ -626,17 +624,26 @@ func (g *Registration) loop(ctx context.Context) {
 				begin(0)
 			}
 		case <-timer.C:
-			if admit {
-				admit = false
-				w, stop := s.Admit(time.Now())
-				if stop != nil {
-					g.track.Set(subscriber.RegistrationStopped, stop)
-					return
+			if s == nil || !up || need == needNothing {
+				continue // nothing to do (attempt would do nothing either)
+			}
+			// The attempt is due: the Schedule admits it (the gates of
+			// its kind: WithRegisterRetryOptions), or says how long to
+			// wait (a limiter token: the same attempt; a local refusal's
+			// backoff: then a retry), or stops the loop.
+			dec := s.Decide(time.Now(), rebound.Ready(kind))
+			g.track.SetAttempts(dec.Attempt) // a local refusal counts
+			switch dec.Verdict {
+			case rebound.WaitFor:
+				if !errors.Is(dec.Reason, rebound.ErrLimited) {
+					kind = rebound.RetryAttempt
 				}
-				if w > 0 {
-					timer.Reset(w)
-					continue
-				}
+				timer.Reset(dec.Delay)
+				continue
+			case rebound.Stop, rebound.Drop:
+				g.log.Error("registration stopped", zap.Error(dec.Err))
+				g.track.Set(subscriber.RegistrationStopped, dec.Err)
+				return
 			}
 			if !attempt() {
 				return
@@ -856,12 +863,20 @@ func (g *Registration) deregister(ctx context.Context) error {
 		if errors.Is(err, ErrLookupUnsupported) {
 			return err
 		}
-		d, stop := s.Next(err, time.Now())
-		if stop != nil {
-			return stop
+		// The Schedule decides: the delay, then the retry's admission
+		// (the gates of WithRegisterRetryOptions), waited until ctx is
+		// done.
+		dec := s.Decide(time.Now(), rebound.Failed(err))
+		for dec.Verdict == rebound.WaitFor {
+			g.track.SetAttempts(dec.Attempt)
+			if werr := rebound.Wait(ctx, dec.Delay, nil); werr != nil {
+				s.Decide(time.Now(), rebound.Abandoned())
+				return errors.Join(werr, last)
+			}
+			dec = s.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt))
 		}
-		if werr := rebound.Wait(ctx, d, nil); werr != nil {
-			return errors.Join(werr, last)
+		if dec.Verdict != rebound.AttemptNow {
+			return dec.Err
 		}
 	}
 }

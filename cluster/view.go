@@ -1,0 +1,84 @@
+package cluster
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// WithView feeds the directory from v, a view of the providers' key
+// (subscriber.Manager.Watch), instead of passing Update to
+// Manager.Subscribe as a Listener: the directory reads v in a goroutine of
+// its own and applies each new list (the latest one, when lists arrive
+// faster than the directory dials), so several directories and other
+// readers of the key share one Manager subscription. The directory owns v
+// from then on: Close stops the goroutine, waits for it (and so for an
+// Update in progress) and closes v. A key that stops for good (the Manager
+// closed) leaves the last list in place. A nil v is a
+// *rebound.ArgumentError from NewRegistryDirectory.
+func WithView(v *subscriber.View) DirectoryOption {
+	return dirOptionFunc(func(c *dirConfig) {
+		if v == nil {
+			c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster.WithView", Arg: "v", Reason: "must not be nil"})
+			return
+		}
+		c.view = v
+	})
+}
+
+// follower is the goroutine of WithView.
+type follower struct {
+	v    *subscriber.View
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (d *RegistryDirectory) startFollow() {
+	if d.cfg.view == nil {
+		return
+	}
+	f := &follower{v: d.cfg.view, stop: make(chan struct{}), done: make(chan struct{})}
+	d.follow = f
+	go f.run(d)
+}
+
+// stopFollow ends WithView's goroutine, once, and closes the view.
+func (d *RegistryDirectory) stopFollow() {
+	f := d.follow
+	if f == nil {
+		return
+	}
+	close(f.stop) // Close runs this once (it returns early when closed)
+	<-f.done
+	_ = f.v.Close()
+}
+
+func (f *follower) run(d *RegistryDirectory) {
+	defer close(f.done)
+	var last []subscriber.Instance
+	has, warned := false, false
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-f.v.Changed():
+		}
+		s := f.v.Snapshot()
+		if s.Stopped != nil && !warned {
+			warned = true
+			d.cfg.logger.Warn("cluster: the directory's subscription stopped; keeping the last list", zap.Error(s.Stopped))
+		}
+		if !s.HasList || has && sameList(last, s.List) {
+			continue // no list yet, or the same one (an error or a stop)
+		}
+		last, has = s.List, true
+		d.Update(s.List)
+	}
+}
+
+// sameList reports whether a and b are the same list (a view hands out
+// one shared slice per list).
+func sameList(a, b []subscriber.Instance) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

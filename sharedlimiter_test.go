@@ -1,0 +1,133 @@
+package rebound_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Many Schedules share one rate.Limiter, in virtual time, each failing,
+// retrying, looking up, abandoning and restarting at random: the attempts
+// and lookups admitted never exceed the limiter's rate (burst included) in
+// any window.
+func TestSharedLimiterAcrossSchedules(t *testing.T) {
+	const (
+		loops = 40
+		every = 100 * time.Millisecond // 10 tokens a second
+		burst = 3
+	)
+	lim := rate.NewLimiter(rate.Every(every), burst)
+	r := mustRetrier(t, rebound.Policy{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: rebound.FullJitter},
+		rebound.WithLimiter(lim), rebound.WithSeed(7),
+		rebound.WithAdmission(rebound.FirstAttempt, rebound.GateLimiter))
+	rnd := rand.New(rand.NewPCG(1, 2))
+	// Each loop has two lanes, its run and its lookups beside it, each
+	// asking again exactly when its wait is over (its token's time).
+	type lane struct {
+		s    *rebound.Schedule
+		due  time.Time
+		kind rebound.AttemptKind
+	}
+	var lanes []*lane
+	for range loops {
+		s := r.NewSchedule(t0)
+		lanes = append(lanes,
+			&lane{s: s, due: t0.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond)},
+			&lane{s: s, due: t0.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond), kind: rebound.LookupAttempt})
+	}
+	var grants []time.Time
+	for step := 0; step < 20000; step++ {
+		l := lanes[0] // the lane due first runs next: time only moves forward
+		for _, o := range lanes[1:] {
+			if o.due.Before(l.due) {
+				l = o
+			}
+		}
+		now := l.due
+		if l.kind != rebound.LookupAttempt {
+			switch rnd.IntN(20) {
+			case 0:
+				l.s.Decide(now, rebound.Abandoned())
+			case 1:
+				l.s.Reset(now)
+				l.kind = rebound.FirstAttempt
+			}
+		}
+		d := l.s.Decide(now, rebound.Ready(l.kind))
+		switch d.Verdict {
+		case rebound.AttemptNow:
+			grants = append(grants, now)
+			switch {
+			case l.kind == rebound.LookupAttempt:
+				l.s.Decide(now, rebound.LookedUp(nil))
+				l.due = now.Add(time.Duration(rnd.IntN(500)) * time.Millisecond)
+			case rnd.IntN(4) == 0:
+				l.s.Decide(now, rebound.Succeeded())
+				l.kind = rebound.FirstAttempt
+				l.due = now.Add(time.Duration(rnd.IntN(200)) * time.Millisecond)
+			default:
+				f := l.s.Decide(now, rebound.Failed(errors.New("down")))
+				if f.Verdict != rebound.WaitFor {
+					t.Fatalf("failure: %+v", f)
+				}
+				l.kind = rebound.RetryAttempt
+				l.due = now.Add(f.Delay)
+			}
+		case rebound.WaitFor:
+			l.due = now.Add(d.Delay)
+		default:
+			t.Fatalf("Ready: %+v", d)
+		}
+	}
+	if len(grants) < 1000 {
+		t.Fatalf("only %d grants: the test proves nothing", len(grants))
+	}
+	// In any window of length w, at most burst + w/every grants.
+	const w = time.Second
+	j := 0
+	for i := range grants {
+		for grants[i].Sub(grants[j]) >= w {
+			j++
+		}
+		if n := i - j + 1; n > burst+int(w/every) {
+			t.Fatalf("%d grants in the %v ending at %v, want at most %d", n, w, grants[i].Sub(t0), burst+int(w/every))
+		}
+	}
+	t.Logf("%d grants over %v", len(grants), grants[len(grants)-1].Sub(t0))
+}
+
+// Decide costs no allocation without a limiter, with the budget, the
+// throttle and hooks; nor does Retrier.Do whose first attempt succeeds.
+func TestDecideAndDoDoNotAllocate(t *testing.T) {
+	b := mustBudget(t)
+	th, err := rebound.NewAdaptiveThrottle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(rebound.Event) {}
+	r := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithThrottle(th),
+		rebound.WithHooks(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev, Throttled: ev}))
+	s := r.NewSchedule(t0)
+	fail := errors.New("down")
+	if n := testing.AllocsPerRun(100, func() {
+		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+		s.Decide(t0, rebound.Failed(fail))
+		s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
+		s.Decide(t0, rebound.Succeeded())
+		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+		s.Decide(t0, rebound.Abandoned())
+	}); n != 0 {
+		t.Errorf("Decide: %v allocations per loop, want 0", n)
+	}
+	ctx := t.Context()
+	op := func(context.Context) error { return nil }
+	if n := testing.AllocsPerRun(100, func() { _ = r.Do(ctx, op) }); n != 0 {
+		t.Errorf("Retrier.Do, first attempt succeeds: %v allocations, want 0", n)
+	}
+}

@@ -1,0 +1,323 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+)
+
+// ErrWatchGroupClosed is returned by WatchGroup.Watch after the group's
+// Close. It matches rebound.ErrClosed.
+var ErrWatchGroupClosed = rebound.NewClosedError("subscriber: watch group closed")
+
+// Snapshot is what a View shows of its key at one moment.
+type Snapshot struct {
+	// Version grows by one with every change of the snapshot (a list, an
+	// unresolved error that appears, changes or clears, the stop); 0 means
+	// nothing has happened yet. A reader that has handled a version can
+	// skip a signal that finds the same one.
+	Version uint64
+	// List is the current instance list, as a Listener receives it (sorted,
+	// shared by every reader: do not modify it). HasList reports whether a
+	// first list has arrived; List is nil before.
+	List    []Instance
+	HasList bool
+	// Unresolved is set while no list has arrived and the last
+	// Registry.Subscribe attempt failed (or the registry connection was
+	// lost): the registry's error. It clears with the first list or an
+	// acknowledged attempt, and is never set once a list has arrived (the
+	// Manager keeps the last list through outages).
+	Unresolved error
+	// Stopped is set once the shared subscription stopped for good (the
+	// Manager closed, a permanent registry error): the reason
+	// (Subscription.Err). List keeps the last list. A later Watch of the
+	// key starts a new subscription.
+	Stopped error
+}
+
+// View is one reader's handle on the shared view of a key's instance list
+// that the Manager keeps (see Manager.Watch). Every View of one key shares
+// one Manager subscription; the last Close (after its group's linger, see
+// NewWatchGroup) ends it.
+//
+// A View is safe for concurrent use. Its methods never block on the
+// registry.
+type View struct {
+	w      *watch
+	g      *WatchGroup
+	c      chan struct{} // cap 1: a change the reader has not been told of
+	closed atomic.Bool
+}
+
+// Key returns the view's key.
+func (v *View) Key() Key { return v.w.sub.Key() }
+
+// Changed returns a channel that receives a value after each change of the
+// snapshot. Changes coalesce: a reader that is slow sees one value for any
+// number of changes, and Snapshot then returns the latest; it never works
+// through a backlog. The channel is the same on every call; it is never
+// closed (a stop is a change: see Snapshot.Stopped). A new View whose key
+// already has something to show has a value waiting.
+func (v *View) Changed() <-chan struct{} { return v.c }
+
+// Snapshot returns the view's current snapshot.
+func (v *View) Snapshot() Snapshot {
+	v.w.mu.Lock()
+	defer v.w.mu.Unlock()
+	return v.w.snap
+}
+
+// Refresh asks for a re-confirmation of the shared subscription
+// (Subscription.Refresh), paced per key by the group's refresh interval
+// (see WatchRefreshInterval): the first call after a quiet interval is
+// served at once, the calls within the interval by one re-confirmation at
+// its end. Nothing is sent while the subscription is not subscribed or
+// held. It never blocks. After Close it does nothing.
+func (v *View) Refresh() {
+	if v.closed.Load() {
+		return
+	}
+	v.g.refresh(v.w)
+}
+
+// Close releases the view's share of the subscription and returns nil. The
+// last share ends the subscription in the background, once the group's
+// linger has passed. Close is idempotent and never blocks on the registry.
+func (v *View) Close() error {
+	if v.closed.Swap(true) {
+		return nil
+	}
+	v.w.mu.Lock()
+	delete(v.w.views, v)
+	v.w.mu.Unlock()
+	v.g.release(v.w)
+	return nil
+}
+
+// watch is the shared state of one key: one Manager subscription, its
+// snapshot, and the views to signal.
+type watch struct {
+	m       *Manager
+	id      KeyID
+	sub     *Subscription
+	release chan struct{} // closed when no group holds the watch any more
+	done    chan struct{} // closed once the subscription has ended
+
+	// guarded by Manager.watches.mu
+	refs int  // groups holding the watch
+	gone bool // no longer the key's watch: a later Watch starts a new one
+
+	mu    sync.Mutex
+	snap  Snapshot
+	heard bool // an attempt's outcome was reported (newer than any Status read)
+	views map[*View]struct{}
+}
+
+// changedLocked bumps the version and signals every view, coalescing.
+func (w *watch) changedLocked() {
+	w.snap.Version++
+	for v := range w.views {
+		select {
+		case v.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// update is the subscription's Listener.
+func (w *watch) update(list []Instance) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.snap.Stopped != nil {
+		return
+	}
+	w.snap.List, w.snap.HasList, w.snap.Unresolved = list, true, nil
+	w.changedLocked()
+}
+
+// attempted records the outcome of one Registry.Subscribe attempt.
+func (w *watch) attempted(ctx context.Context, err error) {
+	if ctx.Err() != nil || err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err)) {
+		return // cancelled (not the registry's answer), or a stop that Done reports
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.heard = true
+	w.unresolvedLocked(err)
+}
+
+// unresolvedLocked sets (err != nil) or clears the unresolved error while
+// there is no list.
+func (w *watch) unresolvedLocked(err error) {
+	if w.snap.HasList || w.snap.Stopped != nil {
+		return
+	}
+	old := w.snap.Unresolved
+	if (old == nil) == (err == nil) && (err == nil || old.Error() == err.Error()) {
+		return // unchanged: not a change for the readers
+	}
+	w.snap.Unresolved = err
+	w.changedLocked()
+}
+
+// run is the watch's goroutine (owned by the Manager's WaitGroup): it ends
+// the subscription when the last group lets go, or reports its stop.
+func (w *watch) run() {
+	defer w.m.wg.Done()
+	defer close(w.done)
+	select {
+	case <-w.sub.Done():
+		w.m.watches.forget(w)
+		err := w.sub.Err()
+		if err == nil {
+			err = ErrUnsubscribed
+		}
+		w.mu.Lock()
+		w.snap.Stopped = err
+		w.changedLocked()
+		w.mu.Unlock()
+		if !errors.Is(err, ErrManagerClosed) {
+			w.m.log.Info("watched subscription stopped", zap.Stringer("key", w.sub.key), zap.Error(err))
+		}
+	case <-w.release:
+		w.m.watches.bySink.Delete(Sink(&w.sub.sink))
+		if err := w.sub.Unsubscribe(); err != nil {
+			w.m.log.Warn("unsubscribe of a watched key failed", zap.Stringer("key", w.sub.key), zap.Error(err))
+		}
+	}
+}
+
+// watchSet is the Manager's watches, one per key.
+type watchSet struct {
+	mu     sync.Mutex
+	byKey  map[KeyID]*watch
+	bySink sync.Map // Sink -> *watch, for watchedRegistry
+	dflt   *WatchGroup
+	once   sync.Once
+}
+
+// acquire returns key's watch with one more reference, starting it (a
+// Manager subscription and the watch's goroutine) if there is none.
+func (m *Manager) acquireWatch(fn string, key Key) (*watch, error) {
+	ws := &m.watches
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	id := key.ID()
+	if w := ws.byKey[id]; w != nil {
+		w.refs++
+		return w, nil
+	}
+	if !m.track() {
+		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
+	}
+	w := &watch{m: m, id: id, release: make(chan struct{}), done: make(chan struct{}), views: make(map[*View]struct{})}
+	sub, err := m.Subscribe(context.Background(), key, w.update)
+	if err != nil {
+		m.wg.Done()
+		return nil, err
+	}
+	w.sub = sub
+	ws.bySink.Store(Sink(&sub.sink), w)
+	// Outcomes reported from now on are seen; one that came before is in
+	// the Status (heard keeps a newer report from being overwritten).
+	if st := sub.Status(); st.State == StateRetrying && st.LastErr != nil {
+		w.mu.Lock()
+		if !w.heard {
+			w.unresolvedLocked(st.LastErr)
+		}
+		w.mu.Unlock()
+	}
+	if ws.byKey == nil {
+		ws.byKey = make(map[KeyID]*watch)
+	}
+	ws.byKey[id] = w
+	w.refs = 1
+	go w.run()
+	return w, nil
+}
+
+// unrefWatch drops one reference; the last one ends the watch (in its
+// goroutine). It reports whether it was the last.
+func (m *Manager) unrefWatch(w *watch) bool {
+	ws := &m.watches
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w.refs--
+	if w.refs > 0 {
+		return false
+	}
+	if !w.gone {
+		w.gone = true
+		delete(ws.byKey, w.id)
+	}
+	close(w.release)
+	return true
+}
+
+// forget takes a stopped watch out of the set.
+func (ws *watchSet) forget(w *watch) {
+	ws.bySink.Delete(Sink(&w.sub.sink))
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if !w.gone {
+		w.gone = true
+		delete(ws.byKey, w.id)
+	}
+}
+
+// disconnected marks every watch without a list unresolved (the
+// ConnectionMonitor reported the connection lost).
+func (ws *watchSet) disconnected() {
+	ws.mu.Lock()
+	list := make([]*watch, 0, len(ws.byKey))
+	for _, w := range ws.byKey {
+		list = append(list, w)
+	}
+	ws.mu.Unlock()
+	for _, w := range list {
+		w.mu.Lock()
+		w.unresolvedLocked(ErrDisconnected)
+		w.mu.Unlock()
+	}
+}
+
+// watchedRegistry is the Registry the Manager's subscriptions call: the
+// adapter, with each Subscribe outcome reported to the key's watch.
+type watchedRegistry struct {
+	Registry
+	ws *watchSet
+}
+
+func (r *watchedRegistry) Subscribe(ctx context.Context, key Key, sink Sink) error {
+	err := r.Registry.Subscribe(ctx, key, sink)
+	if w, ok := r.ws.bySink.Load(sink); ok {
+		w.(*watch).attempted(ctx, err)
+	}
+	return err
+}
+
+// Watch returns a View of key's instance list, shared with every other
+// View of the key: the first Watch of a key starts one Manager
+// subscription (Subscribe, which returns at once), later ones join it, and
+// it ends in the background when the last View is closed. The view shows
+// the current list and pushes every change to Changed, coalescing; a key
+// that has no list yet shows the registry's error (Snapshot.Unresolved),
+// and a subscription that stops for good shows why (Snapshot.Stopped).
+// Views from Watch belong to the Manager's own group, with no linger and
+// no refresh pacing beyond the Manager's (see NewWatchGroup for a group of
+// its own).
+//
+// Errors: an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a
+// key Subscribe would reject (an empty service, an empty cluster name);
+// an error wrapping ErrManagerClosed after Close.
+func (m *Manager) Watch(key Key) (*View, error) {
+	ws := &m.watches
+	ws.once.Do(func() { ws.dflt = &WatchGroup{m: m, keys: make(map[KeyID]*groupKey)} })
+	return ws.dflt.watch("subscriber.Manager.Watch", key)
+}

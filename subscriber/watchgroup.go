@@ -1,0 +1,312 @@
+package subscriber
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A WatchGroupOption configures NewWatchGroup.
+type WatchGroupOption interface {
+	apply(*WatchGroup)
+}
+
+type watchGroupOption func(*WatchGroup)
+
+func (f watchGroupOption) apply(g *WatchGroup) { f(g) }
+
+// WatchLinger keeps a key's subscription for d after the group's last View
+// of it is closed, so that a View opened again within d (a gRPC ClientConn
+// leaving idle mode) shows the last list at once and costs the registry
+// nothing. Default: 0 (the last Close releases the key at once). d must not
+// be negative.
+func WatchLinger(d time.Duration) WatchGroupOption {
+	return watchGroupOption(func(g *WatchGroup) {
+		if d < 0 {
+			g.errs = append(g.errs, argError("subscriber.WatchLinger", "d", "must not be negative (0 releases at once)"))
+			return
+		}
+		g.linger = d
+	})
+}
+
+// WatchRefreshInterval sets the least time between two re-confirmations of
+// one key that the group's View.Refresh calls lead to: the first call after
+// a quiet interval is served at once, the others in the interval by one at
+// its end. Default: the Manager's WithRefreshInterval plus one second (so
+// that the Manager does not drop the one sent at the end of an interval).
+// d must be positive.
+func WatchRefreshInterval(d time.Duration) WatchGroupOption {
+	return watchGroupOption(func(g *WatchGroup) {
+		if d <= 0 {
+			g.errs = append(g.errs, argError("subscriber.WatchRefreshInterval", "d", "must be > 0"))
+			return
+		}
+		g.rnInterval = d
+	})
+}
+
+// WatchGroup is the Views of one component built over a Manager (a gRPC
+// resolver Builder, a kratos Discovery): it holds one share of each key's
+// subscription while it has a View of the key (or lingers, see
+// WatchLinger), paces their refreshes, counts what it did, and ends all of
+// it at once with Close. Views of different groups share the Manager's
+// one subscription of a key too.
+//
+// Create it with NewWatchGroup; the zero WatchGroup is not usable. It is
+// safe for concurrent use.
+type WatchGroup struct {
+	m          *Manager
+	linger     time.Duration
+	rnInterval time.Duration
+	errs       []error
+
+	wg sync.WaitGroup // linger and refresh timers whose callback may run
+
+	mu     sync.Mutex
+	closed bool
+	keys   map[KeyID]*groupKey
+
+	subscribes, unsubscribes, refreshes atomic.Uint64
+}
+
+// groupKey is a group's share of one watch.
+type groupKey struct {
+	w            *watch
+	views        int
+	linger       *time.Timer
+	lastRefresh  time.Time
+	refreshTimer *time.Timer
+}
+
+// WatchGroupStats counts what a WatchGroup did.
+type WatchGroupStats struct {
+	// Keys is the number of keys the group holds now (with a View open or
+	// lingering); Views the number of its Views open now.
+	Keys, Views int
+	// Subscribes and Unsubscribes count the times the group took and let
+	// go of a key's share.
+	Subscribes, Unsubscribes uint64
+	// Refreshes counts the re-confirmations View.Refresh calls led to.
+	Refreshes uint64
+}
+
+// NewWatchGroup returns an empty group of Views over m. It returns an
+// *ArgumentError for a bad option (nil options are ignored) and an error
+// wrapping ErrManagerClosed after Close. Defaults: no linger, refreshes
+// paced at the Manager's refresh interval plus one second.
+func (m *Manager) NewWatchGroup(opts ...WatchGroupOption) (*WatchGroup, error) {
+	g := &WatchGroup{m: m, rnInterval: m.opts.refreshMin + time.Second, keys: make(map[KeyID]*groupKey)}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(g)
+		}
+	}
+	if len(g.errs) > 0 {
+		return nil, errors.Join(g.errs...)
+	}
+	if m.Closed() {
+		return nil, fmt.Errorf("subscriber: NewWatchGroup: %w", ErrManagerClosed)
+	}
+	return g, nil
+}
+
+// Watch returns a View of key in the group (see Manager.Watch). Errors:
+// those of Manager.Watch, and ErrWatchGroupClosed after Close.
+func (g *WatchGroup) Watch(key Key) (*View, error) {
+	return g.watch("subscriber.WatchGroup.Watch", key)
+}
+
+func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
+	if strings.TrimSpace(key.Service) == "" {
+		return nil, argError(fn, "key.Service", "is empty or only white space")
+	}
+	for i, c := range key.Clusters {
+		if strings.TrimSpace(c) == "" {
+			return nil, argError(fn, fmt.Sprintf("key.Clusters[%d]", i), "is empty or only white space")
+		}
+	}
+	if g.m.Closed() {
+		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, ErrWatchGroupClosed
+	}
+	id := key.ID()
+	gk := g.keys[id]
+	if gk != nil {
+		g.m.watches.mu.Lock()
+		gone := gk.w.gone
+		g.m.watches.mu.Unlock()
+		if gone { // stopped for good: start again
+			g.dropLocked(id, gk)
+			gk = nil
+		}
+	}
+	if gk == nil {
+		w, err := g.m.acquireWatch(fn, key)
+		if err != nil {
+			return nil, err
+		}
+		gk = &groupKey{w: w}
+		g.keys[id] = gk
+		g.subscribes.Add(1)
+	}
+	if gk.linger != nil {
+		if gk.linger.Stop() {
+			g.wg.Done() // the callback will not run
+		}
+		gk.linger = nil
+	}
+	gk.views++
+	v := &View{w: gk.w, g: g, c: make(chan struct{}, 1)}
+	w := gk.w
+	w.mu.Lock()
+	w.views[v] = struct{}{}
+	if w.snap.Version > 0 {
+		v.c <- struct{}{}
+	}
+	w.mu.Unlock()
+	return v, nil
+}
+
+// dropLocked lets go of the group's share of gk (in the background).
+func (g *WatchGroup) dropLocked(id KeyID, gk *groupKey) {
+	if g.keys[id] == gk {
+		delete(g.keys, id)
+	}
+	for _, t := range []**time.Timer{&gk.linger, &gk.refreshTimer} {
+		if *t != nil {
+			if (*t).Stop() {
+				g.wg.Done()
+			}
+			*t = nil
+		}
+	}
+	g.unsubscribes.Add(1)
+	g.m.unrefWatch(gk.w)
+}
+
+// release is a View's Close.
+func (g *WatchGroup) release(w *watch) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id := w.id
+	gk := g.keys[id]
+	if gk == nil || gk.w != w {
+		return // the group let go of it already (Close, or it stopped and was replaced)
+	}
+	gk.views--
+	if gk.views > 0 {
+		return
+	}
+	if g.linger == 0 {
+		g.dropLocked(id, gk)
+		return
+	}
+	g.wg.Add(1)
+	var t *time.Timer
+	t = time.AfterFunc(g.linger, func() {
+		defer g.wg.Done()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.keys[id] != gk || gk.linger != t || gk.views > 0 {
+			return
+		}
+		gk.linger = nil
+		g.dropLocked(id, gk)
+	})
+	gk.linger = t
+}
+
+// refresh paces View.Refresh per key.
+func (g *WatchGroup) refresh(w *watch) {
+	g.mu.Lock()
+	gk := g.keys[w.id]
+	if gk == nil || gk.w != w || gk.refreshTimer != nil {
+		g.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	next := gk.lastRefresh.Add(g.rnInterval)
+	if gk.lastRefresh.IsZero() || !now.Before(next) {
+		gk.lastRefresh = now
+		g.mu.Unlock()
+		g.refreshNow(w)
+		return
+	}
+	g.wg.Add(1)
+	var t *time.Timer
+	t = time.AfterFunc(next.Sub(now), func() {
+		defer g.wg.Done()
+		g.mu.Lock()
+		if g.keys[w.id] != gk || gk.refreshTimer != t {
+			g.mu.Unlock()
+			return
+		}
+		gk.refreshTimer = nil
+		gk.lastRefresh = time.Now()
+		g.mu.Unlock()
+		g.refreshNow(w)
+	})
+	gk.refreshTimer = t
+	g.mu.Unlock()
+}
+
+// refreshNow asks the Manager to confirm w's subscription again, unless it
+// is confirming it anyway (pending, retrying): a held subscription is
+// refreshed too, which ends the hold early when the providers are back.
+func (g *WatchGroup) refreshNow(w *watch) {
+	if st := w.sub.Status().State; st != StateSubscribed && st != StateHeld {
+		return
+	}
+	g.refreshes.Add(1)
+	w.sub.Refresh()
+}
+
+// Stats returns the group's counters.
+func (g *WatchGroup) Stats() WatchGroupStats {
+	g.mu.Lock()
+	st := WatchGroupStats{Keys: len(g.keys)}
+	for _, gk := range g.keys {
+		st.Views += gk.views
+	}
+	g.mu.Unlock()
+	st.Subscribes, st.Unsubscribes, st.Refreshes = g.subscribes.Load(), g.unsubscribes.Load(), g.refreshes.Load()
+	return st
+}
+
+// Close lets go of every key of the group, lingering or not, and waits
+// until the subscriptions it was the last to hold have ended (each
+// Registry.Unsubscribe is bounded by UnsubscribeTimeout) and its timers
+// are done. Views still open keep their last snapshot and see no further
+// change; their Close does nothing more. Watch returns ErrWatchGroupClosed
+// afterwards. Close is idempotent and returns nil.
+func (g *WatchGroup) Close() error {
+	g.mu.Lock()
+	var ended []*watch
+	if !g.closed {
+		g.closed = true
+		for id, gk := range g.keys {
+			last := gk.w
+			g.dropLocked(id, gk)
+			ended = append(ended, last)
+		}
+	}
+	g.mu.Unlock()
+	for _, w := range ended {
+		g.m.watches.mu.Lock()
+		gone := w.refs == 0
+		g.m.watches.mu.Unlock()
+		if gone {
+			<-w.done
+		}
+	}
+	g.wg.Wait()
+	return nil
+}
