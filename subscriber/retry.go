@@ -164,7 +164,7 @@ func (r *runCtl) fire(s *Subscription, now time.Time) {
 // otherwise.
 func (r *runCtl) launch(s *Subscription, queued bool) {
 	r.deferWhy = nil
-	r.attempts++
+	r.attempts++ // shadowcheck:allow the calls sent in this confirmation: Status.Attempts and the id that tells a stale result apart; the engine counts failed attempts, refusals included
 	r.total++
 	ctx, cancel := context.WithCancel(s.parent)
 	r.cancel = cancel
