@@ -45,14 +45,16 @@ func ExampleRetry() {
 			}
 			return nil
 		},
-		rebound.WithNotify(func(e rebound.Event) {
-			fmt.Printf("%s: attempt %d: %v\n", e.Kind, e.Attempt, e.Err)
-		}))
+		rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			if e.Kind != rebound.EventAttempt { // retry, recovered: the outcome of each attempt
+				fmt.Printf("%s: attempt %d: %v\n", e.Kind, e.Attempt, e.Err)
+			}
+		})))
 	fmt.Println("err:", err)
 	// Output:
 	// retry: attempt 1: connection refused
 	// retry: attempt 2: connection refused
-	// success: attempt 3: <nil>
+	// recovered: attempt 3: <nil>
 	// err: <nil>
 }
 
@@ -84,7 +86,7 @@ func ExampleRetryAfter() {
 func ExampleRetrier() {
 	// Build once (policy and options validated here), use from any goroutine.
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond},
-		rebound.WithHooks(rebound.Hooks{
+		rebound.WithObserver(rebound.Hooks{
 			Retried:   func(e rebound.Event) { fmt.Printf("attempt %d failed: %v\n", e.Attempt, e.Err) },
 			Recovered: func(e rebound.Event) { fmt.Printf("recovered at attempt %d\n", e.Attempt) },
 		}))

@@ -37,7 +37,7 @@ func ExampleRetry_quickStart() {
 			return rebound.Permanent(err) // retrying cannot help
 		}
 		return err
-	}, rebound.WithNotify(logging.RetryNotify(logger, "sync")))
+	}, rebound.WithObserver(logging.RetryObserver(logger, "sync")))
 	fmt.Println(calls, err, errors.Is(err, errNotFound), errors.Is(err, rebound.ErrExhausted))
 	// Output: 3 404 no such user true false
 }
@@ -62,7 +62,7 @@ func ExampleNewRetrier() {
 
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, // guide: rebound.Policy{}
 		rebound.WithBudget(budget),
-		rebound.WithHooks(rebound.Hooks{Recovered: onRecovered, GaveUp: onGaveUp}))
+		rebound.WithObserver(rebound.Hooks{Recovered: onRecovered, GaveUp: onGaveUp}))
 	if err != nil {
 		fmt.Println(err) // *rebound.ArgumentError naming the option and the rule
 		return
