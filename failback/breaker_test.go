@@ -82,7 +82,7 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 		var mu sync.Mutex
 		var retried []Task
 		var succeeded []Task
-		f := mustNew(t, dir, WithPolicy(bkPolicy), WithHooks(Hooks{
+		f := mustNew(t, dir, WithPolicy(bkPolicy), WithObserver(Hooks{
 			Retried:   func(tk Task) { mu.Lock(); retried = append(retried, tk); mu.Unlock() },
 			Succeeded: func(tk Task) { mu.Lock(); succeeded = append(succeeded, tk); mu.Unlock() },
 		}))
@@ -218,7 +218,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 		}
 		var firstRetry atomic.Int64
 		fopts := []Option{WithPolicy(bkPolicy), WithMaxTasks(100000), WithSeed(1),
-			WithHooks(Hooks{Succeeded: func(tk Task) {
+			WithObserver(Hooks{Succeeded: func(tk Task) {
 				if tk.Attempts == 2 {
 					firstRetry.Add(1)
 				}
