@@ -349,8 +349,6 @@ type ManagerPage struct {
 	Page          int            `json:"page"`
 	Pages         int            `json:"pages"`
 	Subscriptions []Subscription `json:"subscriptions"`
-	// DroppedEvents is Counts.DroppedEvents (hook events lost).
-	DroppedEvents uint64 `json:"dropped_hook_events,omitempty"`
 }
 
 // Subscription is one row.
@@ -622,7 +620,6 @@ func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage 
 		if c.Connection != 0 {
 			mp.Registry = c.Connection.String()
 		}
-		mp.DroppedEvents = c.DroppedEvents
 	}
 	rows := make([]row, 0, len(all))
 	for i := range all {

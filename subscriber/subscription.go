@@ -62,6 +62,40 @@ type Subscription struct {
 	confDL    time.Time             // deadline of a wait for evidence
 	log       *logging.Loop         // created at the first attempt's end
 	extra     *[numTimers - 1]entry // the other scheduler entries, allocated when first needed
+	outbox    []rebound.Event       // events noted under mu, handed to the observers by unlock
+	flushing  bool                  // a goroutine is handing the outbox to the observers
+}
+
+// noteLocked notes an event for the observers; unlock hands it over once
+// s.mu is released. The caller holds s.mu.
+func (s *Subscription) noteLocked(detail any) {
+	if s.m.observed() {
+		s.outbox = append(s.outbox, event(detail))
+	}
+}
+
+// unlock releases s.mu and then hands the events noted under it to the
+// observers, in order, with no lock held. One goroutine at a time does so
+// for a subscription: one that finds another at it leaves its events to
+// that one, which keeps the order.
+func (s *Subscription) unlock() {
+	if len(s.outbox) == 0 || s.flushing {
+		s.mu.Unlock()
+		return
+	}
+	s.flushing = true
+	for {
+		evs := s.outbox
+		s.outbox = nil
+		s.mu.Unlock()
+		s.m.emit(evs...)
+		s.mu.Lock()
+		if len(s.outbox) == 0 {
+			s.flushing = false
+			s.mu.Unlock()
+			return
+		}
+	}
 }
 
 // timer returns the scheduler entry of kind, allocating it if needed. The
@@ -236,7 +270,7 @@ func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subs
 // retries and re-confirmations, not new subscriptions).
 func (s *Subscription) start() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.stopped {
 		return
 	}
@@ -270,14 +304,14 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 // Subscribe context's cause, or the registry's permanent error.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.stopErr
 }
 
 // Status returns a snapshot of the subscription.
 func (s *Subscription) Status() Status {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.statusLocked()
 }
 
@@ -344,7 +378,7 @@ func (s *Subscription) Unsubscribe() error {
 // it.
 func (s *Subscription) Refresh() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	now := time.Now()
 	if s.stopped || s.run.phase != phaseIdle || !s.run.acked || s.run.lookupBusy || s.run.lookupRefresh ||
 		(!s.run.lastRefresh.IsZero() && now.Sub(s.run.lastRefresh) < s.m.opts.refreshMin) {
@@ -365,7 +399,7 @@ func (s *Subscription) Refresh() {
 func (s *Subscription) stop(cause error) bool {
 	s.mu.Lock()
 	if s.stopped {
-		s.mu.Unlock()
+		s.unlock()
 		return false
 	}
 	s.stopped = true
@@ -391,7 +425,7 @@ func (s *Subscription) stop(cause error) bool {
 	s.dq.latest, s.dq.hasLatest = nil, false
 	s.hold.since = time.Time{}
 	s.setStateLocked(StateStopped, cause)
-	s.mu.Unlock()
+	s.unlock()
 	return true
 }
 
@@ -404,7 +438,7 @@ func (s *Subscription) stop(cause error) bool {
 func (s *Subscription) registryClosed(err error) {
 	s.mu.Lock()
 	waiting := !s.stopped && (s.run.phase == phaseAwaiting || (s.run.phase == phaseIdle && s.run.acked))
-	s.mu.Unlock()
+	s.unlock()
 	if waiting && s.stop(err) {
 		s.finish()
 	}
@@ -417,7 +451,7 @@ func (s *Subscription) finish() error {
 	s.calls.Wait()
 	s.mu.Lock()
 	called, stopAfter, cause := s.run.called, s.stopAfter, s.stopErr
-	s.mu.Unlock()
+	s.unlock()
 	if stopAfter != nil {
 		stopAfter()
 	}
@@ -474,9 +508,7 @@ func (s *Subscription) setStateLocked(st State, reason error) {
 	now := time.Now()
 	s.state, s.since = st, now
 	s.m.countState(from, st)
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{state: &StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now}})
-	}
+	s.noteLocked(StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now})
 }
 
 // settledLocked is the state of a confirmed subscription.
@@ -609,7 +641,7 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 	}
 	stopped := s.stopped
 	lg := s.loopLocked()
-	s.mu.Unlock()
+	s.unlock()
 	s.calls.Done()
 
 	switch {
@@ -665,8 +697,8 @@ func (s *Subscription) ackLocked(reason string, evidence bool) {
 		s.hold.windowEnd = now.Add(s.m.opts.hold)
 	}
 	s.setStateLocked(s.settledLocked(), nil)
-	if reason != "" && s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence}})
+	if reason != "" {
+		s.noteLocked(Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence})
 	}
 	s.scheduleReconcileLocked(now)
 	if s.dq.hasLatest {
@@ -677,7 +709,7 @@ func (s *Subscription) ackLocked(reason string, evidence bool) {
 // onTimer is called by the scheduler, with no lock held, when e is due.
 func (s *Subscription) onTimer(e *entry, gen uint32, now time.Time) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if e.gen != gen || s.stopped {
 		return // moved or cancelled after it was popped
 	}
@@ -756,9 +788,7 @@ func (s *Subscription) deferredLocked(now time.Time, d time.Duration, why error)
 	s.run.tokenHeld = false
 	s.run.deferred++
 	s.run.deferWhy = why
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{def: &Deferral{Key: s.key, ID: s.id, Reason: why, Delay: d, At: now}})
-	}
+	s.noteLocked(Deferral{Key: s.key, ID: s.id, Reason: why, Delay: d, At: now})
 }
 
 // disruptKind says why a subscription must be confirmed again.
@@ -773,7 +803,7 @@ const (
 // disrupt makes the subscription confirm itself again.
 func (s *Subscription) disrupt(kind disruptKind, reason error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.disruptLocked(kind, reason, time.Now())
 }
 
@@ -871,7 +901,7 @@ func (s *Subscription) awaitLocked(deadline time.Time) {
 // confirmed is Sink.Confirmed.
 func (s *Subscription) confirmed(reason string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.stopped {
 		return
 	}
@@ -901,9 +931,7 @@ func (s *Subscription) confirmed(reason string) {
 		s.cancelTimer(timerReconcile)
 		s.scheduleReconcileLocked(now)
 	}
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true}})
-	}
+	s.noteLocked(Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true})
 }
 
 // --- reconciliation ---
@@ -958,7 +986,7 @@ func (s *Subscription) lookup(seq uint64, refresh bool) {
 	defer s.m.wg.Done()
 	s.mu.Lock()
 	ctx := s.run.lookupCtx
-	s.mu.Unlock()
+	s.unlock()
 	list, err := s.callLookup(ctx)
 	if err == nil {
 		sortInstances(list)
@@ -1005,7 +1033,7 @@ func (s *Subscription) lookup(seq uint64, refresh bool) {
 	if !s.stopped && s.run.phase == phaseIdle {
 		s.scheduleReconcileLocked(now)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	s.calls.Done()
 	switch {
 	case repair && heldEmpty:
@@ -1032,7 +1060,7 @@ func (s *Subscription) callLookup(ctx context.Context) (list []Instance, err err
 func (s *Subscription) update(list []Instance) {
 	sortInstances(list)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.stopped {
 		return
 	}
@@ -1070,9 +1098,7 @@ func (h *emptyHold) untilLocked(hold time.Duration) time.Time {
 }
 
 func (s *Subscription) pushDeliveryLocked(r DeliveryResult, n int, now time.Time) {
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{del: &Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now}})
-	}
+	s.noteLocked(Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
 }
 
 func (s *Subscription) kickLocked() {
@@ -1095,12 +1121,12 @@ func (s *Subscription) deliverLoop() {
 		list, ok := s.nextLocked(now)
 		if !ok {
 			s.dq.delivering = false
-			s.mu.Unlock()
+			s.unlock()
 			return
 		}
 		s.dq.deliveries++
 		s.dq.lastAt = now
-		s.mu.Unlock()
+		s.unlock()
 		s.call(list)
 	}
 }
