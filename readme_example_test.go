@@ -14,7 +14,7 @@ import (
 
 // ExampleRetry_quickStart is docs/guide.md's first "Retry one operation"
 // snippet: a Permanent error ends the loop at once, and the loop is logged
-// through logging.RetryNotify. (The guide uses the zero Policy; here the
+// through logging.RetryObserver. (The guide uses the zero Policy; here the
 // delays are shortened so that the example runs quickly.) The README's own
 // snippets are in readme_snippets_test.go.
 func ExampleRetry_quickStart() {

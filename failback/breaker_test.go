@@ -197,7 +197,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			var err error
 			bd, err = cluster.NewBreakerDirectory(inner, cluster.WithOpenTimeout(openTimeout),
 				cluster.WithBreakerClassifier(DefaultRetryable),
-				cluster.WithBreakerHooks(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+				cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

@@ -43,7 +43,7 @@
 //     balancer.ErrBadResolverState by design; that is not retried.
 //   - A non-empty state the ClientConn rejects (UpdateState returns an
 //     error) is sent again with backoff, timed by a rebound.Schedule per
-//     resolver (WithPolicy, the zero rebound.Policy by default; WithHooks
+//     resolver (WithPolicy, the zero rebound.Policy by default; WithObserver
 //     observes it), and at once when a newer list arrives.
 //   - ResolveNow (which balancers call when connections fail) is coalesced
 //     across all ClientConns of a subscription: at most one re-confirmation
@@ -62,7 +62,7 @@
 //   - The filter runs once per list for every ClientConn of the key, on a
 //     resolver goroutine, outside the Builder's lock: a slow filter delays
 //     only its own key, and it may call Stats. A panic of the filter or of
-//     a WithHooks hook is recovered (Stats.Panics, logged at Error with its
+//     a WithObserver observer is recovered (Stats.Panics, logged at Error with its
 //     stack): the ClientConns keep the last list the filter accepted (one
 //     with none hears the *cluster.PanicError through ReportError), and
 //     later lists are filtered and delivered as usual.
@@ -71,7 +71,7 @@
 //     namespace parameter, and everything is escaped.
 //
 // Metrics: WithMeterProvider (rebound.grpc.* instruments, read from
-// Stats). Hooks on the loops that re-send rejected states: WithHooks.
+// Stats). Observers of the loops that re-send rejected states: WithObserver.
 //
 // Goroutines: a resolver runs one goroutine only while it has a state to
 // send (or to send again); each shared subscription has one watcher

@@ -20,10 +20,9 @@ import (
 //   - rebound.subscriber.updates{result=delivered|duplicate|empty_held|stale}
 //     and rebound.subscriber.confirmations{reason=subscribe|evidence}
 //     (subscribe: an acknowledged Registry.Subscribe; evidence: the
-//     adapter's Sink.Confirmed, whatever its words), counted from the
-//     Manager's hook events (see Hooks: never under a lock, never on a
-//     subscription's goroutine; events dropped by a full hook queue are
-//     not counted, Counts.DroppedEvents says how many);
+//     adapter's Sink.Confirmed, whatever its words), counted by an
+//     observer of the Manager's events (see Hooks), called before those of
+//     WithObserver, so every event is counted;
 //   - rebound.retry.attempts, rebound.retry.delay and rebound.limiter.wait
 //     with component=subscriber, from the subscriptions' retry loops.
 //
