@@ -27,16 +27,19 @@ import (
 // subscription and in the order its events happened (the events of
 // different subscriptions may be observed concurrently and in any
 // order). That goroutine is the caller of Subscribe (the pending state),
-// a registry call of the subscription (its first attempt, a lookup), the
-// Manager's scheduler goroutine (retries, timers), the adapter's
-// goroutine that called the Sink (deliveries, confirmations), the
-// subscription's delivery goroutine, the ConnectionMonitor's goroutine
-// (connection changes, and the disruptions they cause), or the caller of
-// Unsubscribe, Close or Shutdown (the stopped state). A slow observer
-// therefore stalls exactly these: the subscription whose event it
-// observes, and for as long as it runs the goroutine it was called from,
-// which for the scheduler is every subscription's retries and timers, and
-// for a Sink call the adapter's own delivery of pushes. Wrap a slow
+// the subscription's first attempt or lookup, the Manager's scheduler
+// goroutine (retries and timers), the adapter's goroutine that called the
+// Sink (deliveries, confirmations), the subscription's delivery goroutine,
+// the ConnectionMonitor's goroutine (connection changes, and the
+// disruptions they cause), or the caller of Unsubscribe, Close or
+// Shutdown (the stopped state). A slow observer therefore stalls exactly
+// this: the subscription whose event it observes, and the goroutine it
+// was called from while it runs, which for a Sink call is the adapter's
+// handling of further pushes and for the ConnectionMonitor its next
+// report. The scheduler is not held: an observer called there runs as one
+// of its jobs, and after TimerSlack the scheduler moves to a new goroutine
+// (as for a slow registry call), so other subscriptions' retries and
+// timers go on. Status and Counts never wait for an observer. Wrap a slow
 // observer in a rebound.Queue (which drops and counts what overflows) to
 // stall nothing. Status and Counts are always exact, so a gauge should be
 // read from Counts, not rebuilt from events.

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -160,4 +161,43 @@ func TestWithObserverNil(t *testing.T) {
 	if subscriber.WithObserver(nil) != nil || subscriber.WithObserver(f) != nil || subscriber.WithObserver(subscriber.Hooks{}) != nil {
 		t.Fatal("WithObserver of nothing is an option")
 	}
+}
+
+// A slow observer of an event of the scheduler goroutine (here a retry
+// that succeeded) holds the scheduler only until its rescue moves it to a
+// new goroutine: the other subscription's retry, due at the same time,
+// still runs.
+func TestSlowObserverOnSchedulerStallsNoOtherRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		payments := subscriber.Key{Service: "payments"}
+		reg.Set(orders, inst("10.0.0.1"))
+		reg.Set(payments, inst("10.0.0.2"))
+		reg.SetDown(true)
+		release := make(chan struct{})
+		var stuck atomic.Bool
+		obs := subscriber.Hooks{StateChanged: func(c subscriber.StateChange) {
+			if c.From == subscriber.StateRetrying && c.To == subscriber.StateSubscribed && stuck.CompareAndSwap(false, true) {
+				<-release // the first of the two to recover blocks here
+			}
+		}}
+		m := newManager(t, plain{reg}, subscriber.WithObserver(obs), subscriber.WithLimiter(nil),
+			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		a := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		b := mustSubscribe(t, m, payments, func([]subscriber.Instance) {})
+		synctest.Wait()
+		if a.Status().State != subscriber.StateRetrying || b.Status().State != subscriber.StateRetrying {
+			t.Fatalf("states %v, %v; want both retrying", a.Status().State, b.Status().State)
+		}
+		reg.SetDown(false)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if !stuck.Load() {
+			t.Fatal("no retry recovered")
+		}
+		if sa, sb := a.Status().State, b.Status().State; sa != subscriber.StateSubscribed || sb != subscriber.StateSubscribed {
+			t.Fatalf("while an observer is stuck on one recovery: %v, %v; want both subscribed", sa, sb)
+		}
+		close(release)
+	})
 }

@@ -126,9 +126,10 @@ type owner struct {
 
 // job is one Registry.Subscribe attempt to run.
 type job struct {
-	s   *Subscription
-	ctx context.Context
-	n   int
+	s     *Subscription
+	ctx   context.Context
+	n     int
+	flush bool // hand s's noted events to the observers (unlockOnScheduler), not an attempt
 }
 
 func newScheduler(wg *sync.WaitGroup, done <-chan struct{}) *scheduler {
@@ -143,9 +144,10 @@ func (sc *scheduler) start() {
 	go sc.run(ow)
 }
 
-// enqueue queues an attempt; the scheduler goroutine runs it after the
-// timers due now. It is called from the scheduler goroutine (onTimer), with
-// j.s.mu held and the attempt added to the Manager's WaitGroup.
+// enqueue queues an attempt (or a flush of observer events); the
+// scheduler goroutine runs it after the timers due now. It is called from
+// the scheduler goroutine (onTimer), with j.s.mu held and an attempt
+// added to the Manager's WaitGroup.
 func (sc *scheduler) enqueue(j job) {
 	sc.mu.Lock()
 	sc.jobs = append(sc.jobs, j)
@@ -180,7 +182,11 @@ func (sc *scheduler) runJobs(ow *owner) bool {
 			ow.rescue.Reset(TimerSlack)
 		}
 		ow.busy.Store(true)
-		j.s.attempt(j.ctx, j.n)
+		if j.flush {
+			j.s.flush()
+		} else {
+			j.s.attempt(j.ctx, j.n)
+		}
 		ow.busy.Store(false)
 		ow.rescue.Stop()
 		if sc.cur.Load() != ow {

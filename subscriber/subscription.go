@@ -84,18 +84,40 @@ func (s *Subscription) unlock() {
 		return
 	}
 	s.flushing = true
-	for {
+	s.flushLocked()
+}
+
+// unlockOnScheduler is unlock for the scheduler goroutine's timers: the
+// events are handed over by a job of the scheduler, which runs right
+// after the timers due now, under the same rescue as an attempt (a slow
+// observer moves the scheduler to a new goroutine after TimerSlack, as a
+// slow registry call does).
+func (s *Subscription) unlockOnScheduler() {
+	if len(s.outbox) > 0 && !s.flushing {
+		s.flushing = true
+		s.m.sched.enqueue(job{s: s, flush: true})
+	}
+	s.mu.Unlock()
+}
+
+// flush is the scheduler job of unlockOnScheduler.
+func (s *Subscription) flush() {
+	s.mu.Lock()
+	s.flushLocked()
+}
+
+// flushLocked hands the outbox to the observers until it is empty. The
+// caller holds s.mu and has set s.flushing; s.mu is released on return.
+func (s *Subscription) flushLocked() {
+	for len(s.outbox) > 0 {
 		evs := s.outbox
 		s.outbox = nil
 		s.mu.Unlock()
 		s.m.emit(evs...)
 		s.mu.Lock()
-		if len(s.outbox) == 0 {
-			s.flushing = false
-			s.mu.Unlock()
-			return
-		}
 	}
+	s.flushing = false
+	s.mu.Unlock()
 }
 
 // timer returns the scheduler entry of kind, allocating it if needed. The
@@ -709,7 +731,7 @@ func (s *Subscription) ackLocked(reason string, evidence bool) {
 // onTimer is called by the scheduler, with no lock held, when e is due.
 func (s *Subscription) onTimer(e *entry, gen uint32, now time.Time) {
 	s.mu.Lock()
-	defer s.unlock()
+	defer s.unlockOnScheduler()
 	if e.gen != gen || s.stopped {
 		return // moved or cancelled after it was popped
 	}
