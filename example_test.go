@@ -184,3 +184,32 @@ func ExampleAdaptiveThrottle() {
 	// 0.000
 	// 0.476
 }
+
+func ExampleNewQueue() {
+	// A slow observer (a remote sink, say) behind a Queue: the loop hands
+	// each event over without waiting; Shutdown delivers what is queued.
+	slow := rebound.ObserverFunc(func(e rebound.Event) {
+		if e.Kind == rebound.EventRetry || e.Kind == rebound.EventRecovered {
+			fmt.Println(e.Kind, e.Attempt)
+		}
+	})
+	q, err := rebound.NewQueue(slow, 100, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	calls := 0
+	_ = rebound.Retry(context.Background(), rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond},
+		func(context.Context) error {
+			if calls++; calls < 2 {
+				return errors.New("connection refused")
+			}
+			return nil
+		}, rebound.WithObserver(q))
+	_ = q.Shutdown(context.Background())
+	fmt.Println("dropped:", q.Dropped())
+	// Output:
+	// retry 1
+	// recovered 2
+	// dropped: 0
+}
