@@ -104,6 +104,11 @@ func describe(r *EventRow, e rebound.Event) {
 		r.Subject, r.What = d.Key.String(), d.Reason
 	case subscriber.Deferral:
 		r.Subject, r.What = d.Key.String(), "deferred "+d.Delay.String()
+	case subscriber.SubscribeAttempt:
+		r.Subject, r.What = d.Key.String(), "attempt "+strconv.Itoa(d.Attempt)
+		if e.Kind == rebound.EventRetry {
+			r.What += ", next in " + d.Delay.String()
+		}
 	case subscriber.ConnectionChange:
 		r.Subject, r.What = "registry", fmt.Sprintf("%v, %d subscriptions", d.State, d.Subscriptions)
 	case subscriber.RegistrationStateChange:

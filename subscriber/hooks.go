@@ -19,6 +19,9 @@ import (
 //	rebound.EventConfirmed     Confirmation
 //	rebound.EventThrottled     Deferral          (Err: its Reason, Delay: its Delay)
 //	rebound.EventConnection    ConnectionChange
+//	rebound.EventAttempt       SubscribeAttempt  (every Registry.Subscribe call; Err: its error)
+//	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
+//	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
 //
 // Hooks is the typed adapter: one function per kind, nil fields skipped.
 //
@@ -67,6 +70,10 @@ type Hooks struct {
 	// Deferred: an attempt that was due was not sent, deferred locally by
 	// the throttle (WithThrottle) or the retry budget (WithBudget).
 	Deferred func(Deferral)
+	// Attempted: a Registry.Subscribe call of a subscription ended (Err
+	// its error, nil if acknowledged); the kinds that follow a failure
+	// (rebound.EventRetry, EventGiveUp) reach only a raw Observer.
+	Attempted func(SubscribeAttempt)
 }
 
 // Observe calls the field for e.Detail's type, if set.
@@ -92,11 +99,33 @@ func (h Hooks) Observe(e rebound.Event) {
 		if h.Deferred != nil {
 			h.Deferred(d)
 		}
+	case SubscribeAttempt:
+		if h.Attempted != nil && e.Kind == rebound.EventAttempt {
+			h.Attempted(d)
+		}
 	}
 }
 
 func (h Hooks) empty() bool {
-	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil
+	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil &&
+		h.Attempted == nil
+}
+
+// SubscribeAttempt is the Detail of a subscription's rebound.EventAttempt
+// (Hooks.Attempted), and of the EventRetry or EventGiveUp that follows a
+// failed one.
+type SubscribeAttempt struct {
+	Key Key
+	ID  uint64
+	// Attempt counts the attempts of the current run (1 for the first
+	// after a subscribe, a disruption or a success).
+	Attempt int
+	// Err is the call's error, nil if the registry acknowledged it.
+	Err error
+	// Delay is the wait before the next attempt after a failure (0 after
+	// a success, a permanent error, or an attempt asked again at once).
+	Delay time.Duration
+	At    time.Time
 }
 
 // StateChange is the Detail of a rebound.EventStateChanged (Hooks.StateChanged).
@@ -192,6 +221,8 @@ func event(d any) rebound.Event {
 		return rebound.Event{Kind: rebound.EventThrottled, Err: d.Reason, Delay: d.Delay, Detail: d}
 	case ConnectionChange:
 		return rebound.Event{Kind: rebound.EventConnection, Detail: d}
+	case SubscribeAttempt:
+		return rebound.Event{Kind: rebound.EventAttempt, Attempt: d.Attempt, Err: d.Err, Detail: d}
 	}
 	return rebound.Event{Detail: d}
 }

@@ -2,6 +2,8 @@ package subscriber_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,5 +201,40 @@ func TestSlowObserverOnSchedulerStallsNoOtherRetry(t *testing.T) {
 			t.Fatalf("while an observer is stuck on one recovery: %v, %v; want both subscribed", sa, sb)
 		}
 		close(release)
+	})
+}
+
+// A subscription's attempts are events too, the ones its retry log
+// observes: EventAttempt for each Registry.Subscribe call, then EventRetry
+// (with the delay) after a failure.
+func TestSubscribeAttemptEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		reg.SetDown(true)
+		var mu sync.Mutex
+		var got []string
+		var typed int
+		obs := rebound.ObserverFunc(func(e rebound.Event) {
+			if a, ok := e.Detail.(subscriber.SubscribeAttempt); ok {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%v %d %v %v", e.Kind, a.Attempt, a.Err != nil, a.Delay))
+				mu.Unlock()
+			}
+		})
+		h := subscriber.Hooks{Attempted: func(subscriber.SubscribeAttempt) { mu.Lock(); typed++; mu.Unlock() }}
+		m := newManager(t, plain{reg}, subscriber.WithObserver(obs), subscriber.WithObserver(h), subscriber.WithLimiter(nil),
+			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		synctest.Wait()
+		reg.SetDown(false)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{"attempt 1 true 1s", "retry 1 true 1s", "attempt 2 false 0s"}
+		if !slices.Equal(got, want) || typed != 2 {
+			t.Fatalf("attempt events %q (typed %d), want %q (typed 2)", got, typed, want)
+		}
 	})
 }

@@ -662,21 +662,40 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 		s.run.retry = true
 	}
 	stopped := s.stopped
+	// The attempt's outcome as events: EventAttempt, then EventRetry or
+	// EventGiveUp for a failure; observed by the subscription's retry log
+	// and by the Manager's observers.
+	var end rebound.Event
+	switch {
+	case stopped:
+	case acked:
+	case permanent:
+		end = rebound.Event{Kind: rebound.EventGiveUp, Attempt: n, Err: err}
+	case err != nil:
+		end = rebound.Event{Kind: rebound.EventRetry, Attempt: n, Err: err, Delay: delay}
+	}
+	if !stopped && s.m.observed() {
+		sa := SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: delay, At: time.Now()}
+		s.noteLocked(sa)
+		if end.Kind != 0 {
+			e := end
+			e.Detail = sa
+			s.outbox = append(s.outbox, e)
+		}
+	}
 	lg := s.loopLocked()
 	s.unlock()
 	s.calls.Done()
 
-	switch {
-	case stopped:
-	case acked:
-		lg.Succeeded(n)
-	case permanent:
-		lg.GaveUp(n, err)
-		if s.stop(err) {
-			s.finish()
-		}
-	case err != nil:
-		lg.Failed(n, err, delay)
+	if stopped {
+		return
+	}
+	lg.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: n, Err: err}) // a success: "recovered" if it was failing
+	if end.Kind != 0 {
+		lg.Observe(end)
+	}
+	if permanent && s.stop(err) {
+		s.finish()
 	}
 }
 
