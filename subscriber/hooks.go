@@ -234,7 +234,9 @@ func (m *Manager) observed() bool { return len(m.observers) > 0 }
 // calling goroutine marked as running a callback (so that Close from an
 // observer does not wait for itself), a panic recovered and logged.
 func (m *Manager) emit(evs ...rebound.Event) {
-	defer m.enterCallback()()
+	if m.userObs { // the metrics observer calls nothing back: no mark (it reads the goroutine's id)
+		defer m.enterCallback()()
+	}
 	for _, ev := range evs {
 		for _, o := range m.observers {
 			m.observe(o, ev)

@@ -156,6 +156,7 @@ type Manager struct {
 	sched     *scheduler
 	retrier   *rebound.Retrier      // the policy and the shared limiter, compiled once
 	observers []rebound.Observer    // WithObserver, and the metrics (metrics.go)
+	userObs   bool                  // WithObserver gave some
 	metrics   *telemetry.Subscriber // nil without WithMeterProvider (metrics.go)
 
 	ctx    context.Context // cancelled by Close: stops the monitor and the scheduler
@@ -242,6 +243,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		return nil, fmt.Errorf("subscriber.New: WithMeterProvider: %w", err)
 	}
 	m.observers = append(m.observers, o.observers...)
+	m.userObs = len(o.observers) > 0
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.sched = newScheduler(&m.wg, m.ctx.Done())
 	m.sched.start()
