@@ -66,9 +66,10 @@ type Subscription struct {
 	flushing  bool                  // a goroutine is handing the outbox to the observers
 }
 
-// noteLocked notes an event for the observers; unlock hands it over once
-// s.mu is released. The caller holds s.mu.
-func (s *Subscription) noteLocked(detail any) {
+// noteLocked notes an event for s's observers; unlock hands it over once
+// s.mu is released. The caller holds s.mu. (A function of a type
+// parameter, so that detail is boxed only when there are observers.)
+func noteLocked[D any](s *Subscription, detail D) {
 	if s.m.observed() {
 		s.outbox = append(s.outbox, event(detail))
 	}
@@ -530,7 +531,7 @@ func (s *Subscription) setStateLocked(st State, reason error) {
 	now := time.Now()
 	s.state, s.since = st, now
 	s.m.countState(from, st)
-	s.noteLocked(StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now})
+	noteLocked(s, StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now})
 }
 
 // settledLocked is the state of a confirmed subscription.
@@ -676,7 +677,7 @@ func (s *Subscription) attempt(ctx context.Context, n int) {
 	}
 	if !stopped && s.m.observed() {
 		sa := SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: delay, At: time.Now()}
-		s.noteLocked(sa)
+		noteLocked(s, sa)
 		if end.Kind != 0 {
 			e := end
 			e.Detail = sa
@@ -739,7 +740,7 @@ func (s *Subscription) ackLocked(reason string, evidence bool) {
 	}
 	s.setStateLocked(s.settledLocked(), nil)
 	if reason != "" {
-		s.noteLocked(Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence})
+		noteLocked(s, Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence})
 	}
 	s.scheduleReconcileLocked(now)
 	if s.dq.hasLatest {
@@ -829,7 +830,7 @@ func (s *Subscription) deferredLocked(now time.Time, d time.Duration, why error)
 	s.run.tokenHeld = false
 	s.run.deferred++
 	s.run.deferWhy = why
-	s.noteLocked(Deferral{Key: s.key, ID: s.id, Reason: why, Delay: d, At: now})
+	noteLocked(s, Deferral{Key: s.key, ID: s.id, Reason: why, Delay: d, At: now})
 }
 
 // disruptKind says why a subscription must be confirmed again.
@@ -972,7 +973,7 @@ func (s *Subscription) confirmed(reason string) {
 		s.cancelTimer(timerReconcile)
 		s.scheduleReconcileLocked(now)
 	}
-	s.noteLocked(Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true})
+	noteLocked(s, Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true})
 }
 
 // --- reconciliation ---
@@ -1139,7 +1140,7 @@ func (h *emptyHold) untilLocked(hold time.Duration) time.Time {
 }
 
 func (s *Subscription) pushDeliveryLocked(r DeliveryResult, n int, now time.Time) {
-	s.noteLocked(Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
+	noteLocked(s, Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
 }
 
 func (s *Subscription) kickLocked() {
