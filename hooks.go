@@ -22,7 +22,9 @@ type Hooks struct {
 }
 
 // Observe calls the field for e.Kind, if set.
-func (h Hooks) Observe(e Event) {
+func (h Hooks) Observe(e Event) { h.observe(&e) }
+
+func (h *Hooks) observe(e *Event) {
 	var f func(Event)
 	switch e.Kind {
 	case EventAttempt:
@@ -37,7 +39,7 @@ func (h Hooks) Observe(e Event) {
 		f = h.Throttled
 	}
 	if f != nil {
-		f(e)
+		f(*e)
 	}
 }
 
@@ -50,12 +52,23 @@ func (h Hooks) isZero() bool {
 
 func (c *config) observed() bool { return len(c.observers) > 0 || c.meter != nil }
 
+// observerSlot is one WithObserver observer: a Hooks is kept as such and
+// called directly, without an interface call that copies the Event.
+type observerSlot struct {
+	hooks *Hooks
+	o     Observer
+}
+
 func (c *config) emit(e Event) {
 	if c.meter != nil {
 		c.meter.Observe(e)
 	}
-	for _, o := range c.observers {
-		o.Observe(e)
+	for i := range c.observers {
+		if h := c.observers[i].hooks; h != nil {
+			h.observe(&e)
+		} else {
+			c.observers[i].o.Observe(e)
+		}
 	}
 }
 

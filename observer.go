@@ -187,7 +187,11 @@ func WithObserver(o Observer) Option {
 	if IsNilObserver(o) {
 		return nil
 	}
-	return optionFunc(func(c *config) { c.observers = append(c.observers, o) })
+	slot := observerSlot{o: o}
+	if h, ok := o.(Hooks); ok {
+		slot.hooks = &h
+	}
+	return optionFunc(func(c *config) { c.observers = append(c.observers, slot) })
 }
 
 // DefaultQueueCapacity is the capacity NewQueue uses for 0.

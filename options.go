@@ -22,8 +22,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // config is the compiled form of a set of options (a Retrier holds one).
 type config struct {
-	observers []Observer  // WithObserver
-	meter     *retryMeter // WithMeterProvider (metrics.go), the first observer
+	observers []observerSlot // WithObserver
+	meter     *retryMeter    // WithMeterProvider (metrics.go), the first observer
 	transient func(error) bool
 	limiter   *rate.Limiter
 	budget    *RetryBudget
