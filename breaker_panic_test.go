@@ -80,7 +80,7 @@ func TestScheduleSucceededHookPanics(t *testing.T) {
 		})
 		panicky := true
 		r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter},
-			rebound.WithBreaker(cb), rebound.WithHooks(rebound.Hooks{Attempted: func(rebound.Event) {
+			rebound.WithBreaker(cb), rebound.WithObserver(rebound.Hooks{Attempted: func(rebound.Event) {
 				if panicky {
 					panic("hook")
 				}

@@ -68,7 +68,7 @@ func TestRetrierBreakerRefusalIsLikeThrottle(t *testing.T) {
 		var refused []error
 		r, err := rebound.NewRetrier(rebound.Policy{Initial: 10 * time.Millisecond, MaxAttempts: 5},
 			rebound.WithBreaker(cb),
-			rebound.WithHooks(rebound.Hooks{Throttled: func(e rebound.Event) { mu.Lock(); refused = append(refused, e.Err); mu.Unlock() }}))
+			rebound.WithObserver(rebound.Hooks{Throttled: func(e rebound.Event) { mu.Lock(); refused = append(refused, e.Err); mu.Unlock() }}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -215,7 +215,7 @@ func TestRetryWithThrottleBacksOff(t *testing.T) {
 		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
 		start := time.Now()
 		err := rebound.Retry(context.Background(), p, func(context.Context) error { calls++; return nil },
-			rebound.WithThrottle(th), rebound.WithHooks(h))
+			rebound.WithThrottle(th), rebound.WithObserver(h))
 		var re *rebound.RetryError
 		if !errors.As(err, &re) || !errors.Is(err, rebound.ErrExhausted) || !errors.Is(err, rebound.ErrThrottled) ||
 			re.Attempts != 3 || !strings.Contains(err.Error(), "rejected locally") {
@@ -259,7 +259,7 @@ func TestRetryThrottledThenSent(t *testing.T) {
 			}
 		}}
 		err := rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { calls++; return nil },
-			rebound.WithThrottle(th), rebound.WithHooks(h))
+			rebound.WithThrottle(th), rebound.WithObserver(h))
 		if err != nil || calls != 1 || throttled == 0 {
 			t.Fatalf("Retry = %v, %d calls, %d throttled; want nil, 1 call after >= 1 rejection", err, calls, throttled)
 		}
@@ -289,7 +289,7 @@ func TestScheduleThrottleInVirtualTime(t *testing.T) {
 	var throttled, retried int
 	h := rebound.Hooks{Throttled: func(rebound.Event) { throttled++ }, Retried: func(rebound.Event) { retried++ }}
 	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5}
-	r := mustRetrier(t, p, rebound.WithThrottle(th), rebound.WithBudget(b), rebound.WithHooks(h))
+	r := mustRetrier(t, p, rebound.WithThrottle(th), rebound.WithBudget(b), rebound.WithObserver(h))
 	s := r.NewSchedule(t0)
 	d, stop := s.Begin(t0)
 	if stop != nil || d != time.Second || !s.Throttled() || s.Attempts() != 1 {
@@ -360,7 +360,7 @@ func TestScheduleThrottleExhausts(t *testing.T) {
 func TestScheduleRefuse(t *testing.T) {
 	var events []rebound.Event
 	h := rebound.Hooks{Throttled: func(e rebound.Event) { events = append(events, e) }}
-	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}, rebound.WithHooks(h))
+	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}, rebound.WithObserver(h))
 	s := r.NewSchedule(t0)
 	if d, stop := s.Next(errBoom, t0); stop != nil || d != time.Second {
 		t.Fatalf("Next = %v, %v", d, stop)

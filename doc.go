@@ -69,14 +69,21 @@
 // value is an error from the constructor (an *ArgumentError naming the
 // option and the rule), never a silent default and never a panic later.
 //
-// Observation. One hooks shape: a struct of funcs that take a value (Hooks
-// here, failback.Hooks, the subscriber's hooks), called synchronously from
-// the goroutine that runs the loop and never under a lock, so a hook may
-// call back into rebound. Metrics are OpenTelemetry instruments built from a
-// metric.MeterProvider given as an option (no-op by default, nothing
-// global, nothing in init()), recorded from these hooks. Logging is zap
-// through an injected *zap.Logger (package logging turns hooks into a
-// handful of lines per outage).
+// Observation. One event type and one observer shape: every source (the
+// retry loops here, failback, a subscriber Manager, a Registration, a
+// breaker directory) emits a rebound.Event, whose Kind says what happened
+// and whose Detail carries the source's own record, to the Observers of
+// its WithObserver option, synchronously from the goroutine where it
+// happened and never under a lock, so an observer may call back into
+// rebound. The typed Hooks structs (Hooks here, failback.Hooks,
+// subscriber.Hooks, ...) are adapters that implement Observer; a Queue
+// moves a slow observer to a goroutine of its own. Metrics are
+// OpenTelemetry instruments built from a metric.MeterProvider given as an
+// option (no-op by default, nothing global, nothing in init()), recorded
+// by an observer of the same events; logging.Loop and statusz.EventLog
+// are observers too. Logging is zap through an injected *zap.Logger
+// (package logging turns a loop's events into a handful of lines per
+// outage).
 //
 // Time. Every wait selects on its context. Functions that decide take the
 // time as an argument (like golang.org/x/time/rate); loops read it from a
@@ -92,10 +99,10 @@
 //   - cluster and failback: a failback cluster invoker whose retries are
 //     scheduled by due time with per-task jittered backoff, bounded tasks
 //     and workers, and no silent loss.
-//   - logging: zap hooks that log a failing loop in a handful of lines;
+//   - logging: a zap observer that logs a failing loop in a handful of lines;
 //     subscriber/nacos/nacoslog brings nacos-sdk-go's own log under control.
 //   - statusz: a status page (http.Handler) of subscriptions and failback
-//     queues, HTML and JSON.
+//     queues, and the recent events an EventLog observed, HTML and JSON.
 //
 // # Metrics
 //

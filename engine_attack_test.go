@@ -20,7 +20,7 @@ func (h *hookCount) hooks() rebound.Option {
 	inc := func(p *int) func(rebound.Event) {
 		return func(rebound.Event) { h.mu.Lock(); *p++; h.mu.Unlock() }
 	}
-	return rebound.WithHooks(rebound.Hooks{
+	return rebound.WithObserver(rebound.Hooks{
 		Attempted: inc(&h.attempted), Retried: inc(&h.retried), Throttled: inc(&h.throttled),
 		GaveUp: func(e rebound.Event) {
 			h.mu.Lock()

@@ -18,6 +18,13 @@ var (
 	// ErrInvalidArgument is matched by every *ArgumentError: a bad
 	// argument or option value, in any package of rebound.
 	ErrInvalidArgument = errors.New("rebound: invalid argument")
+	// ErrCalledFromCallback is returned by a Close or Shutdown called from
+	// one of the callbacks of the thing it stops (an observer, a listener,
+	// a hook), which it would otherwise wait for: the stop has begun and
+	// finishes in the background once the callback returns (a later Close
+	// or Shutdown from outside waits for that end). A subscriber Manager,
+	// a failback Invoker and a Queue return it. It matches no other error.
+	ErrCalledFromCallback = errors.New("rebound: Close or Shutdown called from a callback: stopping in the background")
 )
 
 // RetryError is returned by Retry (and Retrier.Do, Schedule.Next and

@@ -45,14 +45,16 @@ func ExampleRetry() {
 			}
 			return nil
 		},
-		rebound.WithNotify(func(e rebound.Event) {
-			fmt.Printf("%s: attempt %d: %v\n", e.Kind, e.Attempt, e.Err)
-		}))
+		rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			if e.Kind != rebound.EventAttempt { // retry, recovered: the outcome of each attempt
+				fmt.Printf("%s: attempt %d: %v\n", e.Kind, e.Attempt, e.Err)
+			}
+		})))
 	fmt.Println("err:", err)
 	// Output:
 	// retry: attempt 1: connection refused
 	// retry: attempt 2: connection refused
-	// success: attempt 3: <nil>
+	// recovered: attempt 3: <nil>
 	// err: <nil>
 }
 
@@ -84,7 +86,7 @@ func ExampleRetryAfter() {
 func ExampleRetrier() {
 	// Build once (policy and options validated here), use from any goroutine.
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond},
-		rebound.WithHooks(rebound.Hooks{
+		rebound.WithObserver(rebound.Hooks{
 			Retried:   func(e rebound.Event) { fmt.Printf("attempt %d failed: %v\n", e.Attempt, e.Err) },
 			Recovered: func(e rebound.Event) { fmt.Printf("recovered at attempt %d\n", e.Attempt) },
 		}))
@@ -181,4 +183,33 @@ func ExampleAdaptiveThrottle() {
 	// Output:
 	// 0.000
 	// 0.476
+}
+
+func ExampleNewQueue() {
+	// A slow observer (a remote sink, say) behind a Queue: the loop hands
+	// each event over without waiting; Shutdown delivers what is queued.
+	slow := rebound.ObserverFunc(func(e rebound.Event) {
+		if e.Kind == rebound.EventRetry || e.Kind == rebound.EventRecovered {
+			fmt.Println(e.Kind, e.Attempt)
+		}
+	})
+	q, err := rebound.NewQueue(slow, 100, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	calls := 0
+	_ = rebound.Retry(context.Background(), rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond},
+		func(context.Context) error {
+			if calls++; calls < 2 {
+				return errors.New("connection refused")
+			}
+			return nil
+		}, rebound.WithObserver(q))
+	_ = q.Shutdown(context.Background())
+	fmt.Println("dropped:", q.Dropped())
+	// Output:
+	// retry 1
+	// recovered 2
+	// dropped: 0
 }

@@ -90,7 +90,7 @@ func TestRetrierDoFirstTokenWaitReported(t *testing.T) {
 				r := mustRetrier(t, fixed, rebound.WithLimiter(lim),
 					rebound.WithAdmission(rebound.FirstAttempt, rebound.GateLimiter),
 					rebound.WithAdmission(rebound.RetryAttempt, 0),
-					rebound.WithHooks(rebound.Hooks{Attempted: func(e rebound.Event) { waits = append(waits, e.LimiterWait) }}))
+					rebound.WithObserver(rebound.Hooks{Attempted: func(e rebound.Event) { waits = append(waits, e.LimiterWait) }}))
 				n := 0
 				err := r.Do(context.Background(), func(context.Context) error {
 					n++

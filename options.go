@@ -6,8 +6,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
-
-	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
 // An Option configures Retry and NewRetrier (and, for WithSeed and
@@ -24,9 +22,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // config is the compiled form of a set of options (a Retrier holds one).
 type config struct {
-	hooks     []Hooks
-	notify    []func(Event)    // WithNotify: retry, success, give-up
-	meter     *telemetry.Retry // WithMeterProvider (metrics.go), called like a hook
+	observers []observerSlot // WithObserver
+	meter     *retryMeter    // WithMeterProvider (metrics.go), the first observer
 	transient func(error) bool
 	limiter   *rate.Limiter
 	budget    *RetryBudget
@@ -62,32 +59,6 @@ func (c *config) now() time.Time {
 		return c.clock.Now()
 	}
 	return time.Now()
-}
-
-// WithNotify adds fn as a hook for every retry (EventRetry), success
-// (EventSuccess, first attempt included) and give-up (EventGiveUp). It is
-// the one-function form of WithHooks:
-//
-//	WithNotify(fn) ≈ WithHooks(Hooks{Retried: fn, GaveUp: fn, Attempted: fn on success, as EventSuccess})
-//
-// (the functions are called directly, with no wrapper in between, so a
-// logger can find the caller of the loop on the stack). Hooks are called synchronously from the goroutine running the loop, in
-// the order given. A nil fn is ignored.
-func WithNotify(fn func(Event)) Option {
-	if fn == nil {
-		return nil
-	}
-	return optionFunc(func(c *config) { c.notify = append(c.notify, fn) })
-}
-
-// WithHooks adds h's functions as hooks of the loop (see Hooks). Several
-// WithHooks (and WithNotify) options add up; each event calls them in the
-// order given. Nil fields are skipped.
-func WithHooks(h Hooks) Option {
-	if h.isZero() {
-		return nil
-	}
-	return optionFunc(func(c *config) { c.hooks = append(c.hooks, h) })
 }
 
 // WithClassifier sets which errors are transient (worth retrying): a loop

@@ -14,7 +14,7 @@ import (
 
 // ExampleRetry_quickStart is docs/guide.md's first "Retry one operation"
 // snippet: a Permanent error ends the loop at once, and the loop is logged
-// through logging.RetryNotify. (The guide uses the zero Policy; here the
+// through logging.RetryObserver. (The guide uses the zero Policy; here the
 // delays are shortened so that the example runs quickly.) The README's own
 // snippets are in readme_snippets_test.go.
 func ExampleRetry_quickStart() {
@@ -37,7 +37,7 @@ func ExampleRetry_quickStart() {
 			return rebound.Permanent(err) // retrying cannot help
 		}
 		return err
-	}, rebound.WithNotify(logging.RetryNotify(logger, "sync")))
+	}, rebound.WithObserver(logging.RetryObserver(logger, "sync")))
 	fmt.Println(calls, err, errors.Is(err, errNotFound), errors.Is(err, rebound.ErrExhausted))
 	// Output: 3 404 no such user true false
 }
@@ -62,7 +62,7 @@ func ExampleNewRetrier() {
 
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, // guide: rebound.Policy{}
 		rebound.WithBudget(budget),
-		rebound.WithHooks(rebound.Hooks{Recovered: onRecovered, GaveUp: onGaveUp}))
+		rebound.WithObserver(rebound.Hooks{Recovered: onRecovered, GaveUp: onGaveUp}))
 	if err != nil {
 		fmt.Println(err) // *rebound.ArgumentError naming the option and the rule
 		return

@@ -154,12 +154,12 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 			r.c.record(nil, start) // a failure is recorded by the Schedule's Next
 		}
 		switch {
-		case len(r.c.hooks) > 0 || len(r.c.notify) > 0:
+		case len(r.c.observers) > 0:
 			// No clock read on the success path (time.Now costs more
 			// than the rest of it): Elapsed is 0 for a first attempt.
 			r.c.emitAttempted(Event{Attempt: 1, LimiterWait: lw})
 		case r.c.meter != nil:
-			r.c.meter.Succeeded() // metrics alone: one atomic add
+			r.c.meter.Succeeded() // metrics alone: one atomic add, no Event built
 		}
 		return nil
 	}

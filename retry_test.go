@@ -197,11 +197,11 @@ func TestRetryAfterRespected(t *testing.T) {
 				return rebound.RetryAfter(time.Millisecond, errBoom) // shorter than the formula: formula wins
 			}
 			return nil
-		}, rebound.WithNotify(func(e rebound.Event) {
+		}, rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			if e.Kind == rebound.EventRetry {
 				delays = append(delays, e.Delay)
 			}
-		}))
+		})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func TestMaxElapsedFromStartOfCall(t *testing.T) {
 	})
 }
 
-func TestNotifySeesEveryRetryWithActualDelay(t *testing.T) {
+func TestObserverSeesEveryRetryWithActualDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []rebound.Event
 		var attemptTimes []time.Time
@@ -266,7 +266,8 @@ func TestNotifySeesEveryRetryWithActualDelay(t *testing.T) {
 		_ = rebound.Retry(t.Context(), p, func(context.Context) error {
 			attemptTimes = append(attemptTimes, time.Now())
 			return errBoom
-		}, rebound.WithNotify(func(e rebound.Event) { events = append(events, e) }))
+		}, rebound.WithObserver(rebound.Hooks{Retried: func(e rebound.Event) { events = append(events, e) },
+			GaveUp: func(e rebound.Event) { events = append(events, e) }}))
 		if len(events) != 6 { // 5 retries + give-up
 			t.Fatalf("%d events, want 6", len(events))
 		}
@@ -284,7 +285,7 @@ func TestNotifySeesEveryRetryWithActualDelay(t *testing.T) {
 	})
 }
 
-func TestNotifySuccessAfterRetries(t *testing.T) {
+func TestObserverSeesSuccessAfterRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var got rebound.Event
 		calls := 0
@@ -294,8 +295,12 @@ func TestNotifySuccessAfterRetries(t *testing.T) {
 				return errBoom
 			}
 			return nil
-		}, rebound.WithNotify(func(e rebound.Event) { got = e }))
-		if got.Kind != rebound.EventSuccess || got.Attempt != 3 || got.Elapsed != 3*time.Second {
+		}, rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			if e.Kind == rebound.EventAttempt {
+				got = e
+			}
+		})))
+		if got.Kind != rebound.EventAttempt || got.Err != nil || got.Attempt != 3 || got.Elapsed != 3*time.Second {
 			t.Fatalf("success event = %+v, want attempt 3 after 3s", got)
 		}
 	})
@@ -427,8 +432,8 @@ func BenchmarkRetrySuccess(b *testing.B) {
 			}
 		}
 	})
-	b.Run("rebound.Retry+notify", func(b *testing.B) {
-		hook := rebound.WithNotify(func(rebound.Event) {})
+	b.Run("rebound.Retry+observer", func(b *testing.B) {
+		hook := rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) {}))
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := rebound.Retry(ctx, rebound.Policy{}, op, hook); err != nil {
@@ -448,8 +453,8 @@ func BenchmarkRetrySuccess(b *testing.B) {
 	b.Run("rebound.Retrier+hooks", func(b *testing.B) {
 		ev := func(rebound.Event) {}
 		r, _ := rebound.NewRetrier(rebound.Policy{},
-			rebound.WithHooks(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev}),
-			rebound.WithNotify(ev))
+			rebound.WithObserver(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev}),
+			rebound.WithObserver(rebound.ObserverFunc(ev)))
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := r.Do(ctx, op); err != nil {

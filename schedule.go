@@ -215,7 +215,7 @@ func (s *Schedule) LimiterWait() time.Duration { return s.limWait }
 // (Reason ErrExhausted). A nil err counts as a transient failure of unknown
 // cause. The delay is always at least MinDelay. The rules are in docs/engine.md.
 //
-// With hooks (WithHooks, WithNotify on the Retrier), Next reports the
+// With hooks (WithObserver on the Retrier), Next reports the
 // attempt: Attempted, then Retried (with the delay) or GaveUp (with stop),
 // so a loop built on a Schedule is observed like Retry.
 func (s *Schedule) Next(err error, now time.Time) (time.Duration, error) {

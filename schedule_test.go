@@ -300,7 +300,7 @@ func TestRetrierHooksOrder(t *testing.T) {
 		var got []string
 		rec := func(e rebound.Event) { got = append(got, e.Kind.String()) }
 		h := rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}
-		r := mustRetrier(t, fast, rebound.WithHooks(h))
+		r := mustRetrier(t, fast, rebound.WithObserver(h))
 		calls := 0
 		if err := r.Do(t.Context(), func(context.Context) error {
 			calls++
@@ -323,11 +323,11 @@ func TestRetrierHooksOrder(t *testing.T) {
 	})
 }
 
-func TestRetrierDoNoAllocsWithHooks(t *testing.T) {
+func TestRetrierDoNoAllocsWithObservers(t *testing.T) {
 	n := 0
 	r := mustRetrier(t, rebound.Policy{},
-		rebound.WithHooks(rebound.Hooks{Attempted: func(rebound.Event) { n++ }}),
-		rebound.WithNotify(func(rebound.Event) { n++ }))
+		rebound.WithObserver(rebound.Hooks{Attempted: func(rebound.Event) { n++ }}),
+		rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) { n++ })))
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
 	if allocs := testing.AllocsPerRun(1000, func() { _ = r.Do(ctx, op) }); allocs != 0 {
@@ -358,7 +358,7 @@ func TestScheduleReportsToHooks(t *testing.T) {
 	var got []string
 	rec := func(e rebound.Event) { got = append(got, fmt.Sprintf("%s:%d", e.Kind, e.Attempt)) }
 	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
-	r := mustRetrier(t, p, rebound.WithHooks(rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}))
+	r := mustRetrier(t, p, rebound.WithObserver(rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}))
 	s := r.NewSchedule(t0)
 	s.Next(errBoom, t0)
 	s.Succeeded(t0.Add(time.Second))
@@ -412,7 +412,7 @@ func TestGaveUpWhileWaiting(t *testing.T) {
 		var got []string
 		rec := func(e rebound.Event) { got = append(got, fmt.Sprintf("%s:%d:%v", e.Kind, e.Attempt, e.Waiting)) }
 		r := mustRetrier(t, rebound.Policy{Initial: time.Hour, Jitter: rebound.NoJitter},
-			rebound.WithHooks(rebound.Hooks{Attempted: rec, Retried: rec, GaveUp: rec}))
+			rebound.WithObserver(rebound.Hooks{Attempted: rec, Retried: rec, GaveUp: rec}))
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() { time.Sleep(time.Minute); cancel() }()
 		if err := r.Do(ctx, func(context.Context) error { return errBoom }); !errors.Is(err, context.Canceled) {

@@ -112,7 +112,7 @@ func TestDecideAndDoDoNotAllocate(t *testing.T) {
 	}
 	ev := func(rebound.Event) {}
 	r := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithThrottle(th),
-		rebound.WithHooks(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev, Throttled: ev}))
+		rebound.WithObserver(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev, Throttled: ev}))
 	s := r.NewSchedule(t0)
 	fail := errors.New("down")
 	if n := testing.AllocsPerRun(100, func() {

@@ -136,7 +136,7 @@ func TestScheduleWaitStopEndsTheRun(t *testing.T) {
 func TestDecideStopHookPanics(t *testing.T) {
 	b := &fakeBreaker{open: true}
 	s := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop),
-		rebound.WithHooks(rebound.Hooks{GaveUp: func(rebound.Event) { panic("hook") }})).NewSchedule(t0)
+		rebound.WithObserver(rebound.Hooks{GaveUp: func(rebound.Event) { panic("hook") }})).NewSchedule(t0)
 	func() {
 		defer func() { _ = recover() }()
 		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))

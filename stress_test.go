@@ -37,7 +37,7 @@ func TestEngineStress(t *testing.T) {
 		r := mustRetrier(t, rebound.Policy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 6},
 			rebound.WithBreaker(cb), rebound.WithLimiter(lim), rebound.WithBudget(b), rebound.WithThrottle(th),
 			rebound.WithAdmission(rebound.FirstAttempt, rebound.GateLimiter|rebound.GateBudget|rebound.GateThrottle|rebound.GateBreaker),
-			rebound.WithHooks(rebound.Hooks{Attempted: ev("attempted"), Retried: ev("retried"), Throttled: ev("throttled"), GaveUp: ev("gaveup"), Recovered: ev("recovered")}))
+			rebound.WithObserver(rebound.Hooks{Attempted: ev("attempted"), Retried: ev("retried"), Throttled: ev("throttled"), GaveUp: ev("gaveup"), Recovered: ev("recovered")}))
 		var wg sync.WaitGroup
 		var calls, oks, errs int
 		for g := range 8 {

@@ -71,8 +71,9 @@ func (e *BreakerOpenError) Unwrap() []error {
 	return []error{ErrNoInvokers, e.Err}
 }
 
-// BreakerEvent is a breaker's state change, as passed to
-// BreakerHooks.StateChanged.
+// BreakerEvent is a breaker's state change: the Detail of the
+// rebound.EventStateChanged a BreakerDirectory emits (and what
+// BreakerHooks.StateChanged receives).
 type BreakerEvent struct {
 	Target   string
 	From, To gobreaker.State
@@ -82,14 +83,25 @@ type BreakerEvent struct {
 	At time.Time
 }
 
-// BreakerHooks observe a BreakerDirectory's breakers. gobreaker calls its
-// OnStateChange under its own mutex; a BreakerDirectory only queues the
-// change there and calls StateChanged after gobreaker has returned, from
-// the goroutine whose call caused the change (a List or an Invoke), with
-// no lock held, one event at a time in the order of the changes. A hook
-// that panics is recovered and logged. Nil fields are skipped.
+// A BreakerDirectory emits a rebound.EventStateChanged, Detail a
+// BreakerEvent, for each state change of a breaker, to the observers of
+// WithBreakerObserver; BreakerHooks is the typed adapter. gobreaker calls
+// its OnStateChange under its own mutex; a BreakerDirectory only queues
+// the change there and calls the observers after gobreaker has returned,
+// from the goroutine whose call caused the change (a List or an Invoke),
+// with no lock held, one event at a time in the order of the changes: a
+// slow observer delays that call, nothing else (wrap it in a
+// rebound.Queue to delay nothing). An observer that panics is recovered
+// and logged. Nil fields are skipped.
 type BreakerHooks struct {
 	StateChanged func(BreakerEvent)
+}
+
+// Observe calls StateChanged with e.Detail, if it is a BreakerEvent.
+func (h BreakerHooks) Observe(e rebound.Event) {
+	if ev, ok := e.Detail.(BreakerEvent); ok && h.StateChanged != nil {
+		h.StateChanged(ev)
+	}
 }
 
 // BreakerStatus is one target's breaker, as BreakerDirectory.Breakers
@@ -125,7 +137,7 @@ type breakerConfig struct {
 	failures uint32
 	timeout  time.Duration
 	failure  func(error) bool
-	hooks    BreakerHooks
+	obs      []rebound.Observer
 	logger   *zap.Logger
 	mp       metric.MeterProvider
 	errs     []error
@@ -220,9 +232,14 @@ func WithBreakerClassifier(failure func(error) bool) BreakerOption {
 	})
 }
 
-// WithBreakerHooks sets the hooks (see BreakerHooks). Default: none.
-func WithBreakerHooks(h BreakerHooks) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.hooks = h })
+// WithBreakerObserver adds o as an observer of the breakers' state
+// changes (see BreakerHooks, the typed adapter). Several add up; a nil o
+// is ignored. Default: none.
+func WithBreakerObserver(o rebound.Observer) BreakerOption {
+	if rebound.IsNilObserver(o) {
+		return nil
+	}
+	return breakerOptionFunc(func(c *breakerConfig) { c.obs = append(c.obs, o) })
 }
 
 // WithBreakerLogger sets the logger for state changes (Info for open and
@@ -679,8 +696,11 @@ func (d *BreakerDirectory) report(ev BreakerEvent, user func(string, gobreaker.S
 	if user != nil {
 		d.safeCall("gobreaker.Settings.OnStateChange", func() { user(ev.Target, ev.From, ev.To) })
 	}
-	if h := d.cfg.hooks.StateChanged; h != nil {
-		d.safeCall("cluster.BreakerHooks.StateChanged", func() { h(ev) })
+	if len(d.cfg.obs) > 0 {
+		e := rebound.Event{Kind: rebound.EventStateChanged, Detail: ev}
+		for _, o := range d.cfg.obs {
+			d.safeCall("cluster breaker observer", func() { o.Observe(e) })
+		}
 	}
 }
 

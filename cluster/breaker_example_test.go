@@ -30,7 +30,7 @@ func ExampleNewBreakerDirectory() {
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
 			}
 		}),
-		cluster.WithBreakerHooks(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+		cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
 			fmt.Printf("%s: %s -> %s\n", e.Target, e.From, e.To)
 		}}))
 	if err != nil {

@@ -165,7 +165,7 @@ func TestBreakerEjectsAndRecovers(t *testing.T) {
 		var mu sync.Mutex
 		var events []string
 		d, err := NewBreakerDirectory(static(ps), WithOpenTimeout(10*time.Second),
-			WithBreakerHooks(BreakerHooks{StateChanged: func(e BreakerEvent) {
+			WithBreakerObserver(BreakerHooks{StateChanged: func(e BreakerEvent) {
 				mu.Lock()
 				events = append(events, e.Target+":"+e.From.String()+">"+e.To.String())
 				mu.Unlock()
@@ -364,7 +364,7 @@ func TestBreakerHooksNotUnderGobreakerMutex(t *testing.T) {
 					panic("user hook")
 				}}
 			}),
-			WithBreakerHooks(BreakerHooks{StateChanged: func(BreakerEvent) {
+			WithBreakerObserver(BreakerHooks{StateChanged: func(BreakerEvent) {
 				d.Breakers() // takes every breaker's mutex
 				seen.Add(1)
 			}}))

@@ -19,7 +19,7 @@
 //     takes its target out of List within a share of the targets
 //     (WithMaxEjected, default half), a half-open breaker lets one probe
 //     through, a target that leaves the list drops its breaker. State
-//     changes are reported through BreakerHooks after gobreaker's mutex is
+//     changes are reported to WithBreakerObserver's observers after gobreaker's mutex is
 //     released; Breakers and Open list the states for a status page.
 //   - Random and RoundRobin load balancers (zero values usable, safe for
 //     concurrent use). Both skip the invokers passed as exclude (compared by

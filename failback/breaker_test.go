@@ -82,7 +82,7 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 		var mu sync.Mutex
 		var retried []Task
 		var succeeded []Task
-		f := mustNew(t, dir, WithPolicy(bkPolicy), WithHooks(Hooks{
+		f := mustNew(t, dir, WithPolicy(bkPolicy), WithObserver(Hooks{
 			Retried:   func(tk Task) { mu.Lock(); retried = append(retried, tk); mu.Unlock() },
 			Succeeded: func(tk Task) { mu.Lock(); succeeded = append(succeeded, tk); mu.Unlock() },
 		}))
@@ -197,7 +197,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			var err error
 			bd, err = cluster.NewBreakerDirectory(inner, cluster.WithOpenTimeout(openTimeout),
 				cluster.WithBreakerClassifier(DefaultRetryable),
-				cluster.WithBreakerHooks(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+				cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
@@ -218,7 +218,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 		}
 		var firstRetry atomic.Int64
 		fopts := []Option{WithPolicy(bkPolicy), WithMaxTasks(100000), WithSeed(1),
-			WithHooks(Hooks{Succeeded: func(tk Task) {
+			WithObserver(Hooks{Succeeded: func(tk Task) {
 				if tk.Attempts == 2 {
 					firstRetry.Add(1)
 				}

@@ -30,7 +30,7 @@ func TestBudgetBoundsRetriesInOutage(t *testing.T) {
 		}
 		p := newProvider("a:1", alwaysFail(errRefused)) // down for the whole test
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()), WithBudget(budget),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithBudget(budget),
 			WithMaxTasks(calls), WithConcurrency(16),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 10}))
 		var rejected int
@@ -84,7 +84,7 @@ func TestThrottleReschedulesRetries(t *testing.T) {
 	run := func(t *testing.T, throttle bool) (Stats, int, *recorder) {
 		p := newProvider("a:1", downUntil(30*time.Second))
 		rec := newRecorder()
-		opts := []Option{WithHooks(rec.hooks()), WithMaxTasks(1000),
+		opts := []Option{WithObserver(rec.hooks()), WithMaxTasks(1000),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: 2 * time.Second})}
 		if throttle {
 			th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(10*time.Second))
@@ -154,7 +154,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 		}
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithHooks(rec.hooks()), WithThrottle(th), WithMaxTasks(1000),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithThrottle(th), WithMaxTasks(1000),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, MaxAttempts: 5}))
 		const calls = 200
 		for range calls {
@@ -216,7 +216,7 @@ func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 			return "ok", nil
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(budget), WithHooks(rec.hooks()),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(budget), WithObserver(rec.hooks()),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"}); err != nil {
 			t.Fatalf("Invoke with the budget spent: %v, want the call queued (the budget is asked when the retry is due)", err)

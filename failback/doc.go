@@ -70,7 +70,7 @@
 //	marked Stopping, Policy.MaxAttempts 1   the error, unchanged (even with a Store)
 //	after Shutdown or Close began           ErrClosed (no attempt)
 //
-// # Goroutines and hooks
+// # Goroutines and observers
 //
 // New starts one scheduler goroutine and the worker pool. Like
 // net/http.Server, Shutdown(ctx) drains (queued calls keep being retried
@@ -80,12 +80,13 @@
 // exited. Shutdown's result says how the invoker ended, whatever the order
 // of the calls: nil after a completed drain, ctx.Err() for the Shutdown
 // whose ctx ended it, ErrClosed once Close stopped it first (like
-// net/http.Server's ErrServerClosed). Hooks are called with no lock held; see Hooks for which
-// goroutine calls each. A hook may call Close or Shutdown: from a hook
-// (which they would otherwise wait for) they start the stop, return
-// ErrCalledFromHook at once, and the invoker finishes stopping in the
-// background once the hook has returned, as subscriber.Manager's Close
-// does from a listener.
+// net/http.Server's ErrServerClosed). Observers (WithObserver, rebound.Observer; Hooks is the typed adapter)
+// are called with no lock held; see Hooks for the events, which goroutine
+// calls each and what a slow observer holds up. An observer may call
+// Close or Shutdown: from an observer (which they would otherwise wait
+// for) they start the stop, return rebound.ErrCalledFromCallback at once,
+// and the invoker finishes stopping in the background once the observer
+// has returned, as subscriber.Manager's Close does from a listener.
 //
 // # Stored calls
 //

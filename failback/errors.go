@@ -18,13 +18,6 @@ var (
 	// failed call could not be queued because Shutdown or Close had begun.
 	// It matches rebound.ErrClosed.
 	ErrClosed = rebound.NewClosedError("failback: invoker closed")
-	// ErrCalledFromHook is returned by Close and Shutdown called from one
-	// of the invoker's hooks: the invoker is stopping (Invoke returns
-	// ErrClosed), but waiting for the stop there would wait for that hook
-	// and deadlock, so they return at once and the stop finishes in the
-	// background. Like subscriber.ErrCalledFromCallback, it matches no
-	// other sentinel.
-	ErrCalledFromHook = errors.New("failback: Close or Shutdown called from a hook: stopping in the background")
 	// ErrExpired is wrapped by the error Invoke returns when a call's
 	// time-to-live (WithTTL, WithCallTTL) would end before its first retry;
 	// DropExpired is the matching drop reason.

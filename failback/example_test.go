@@ -30,7 +30,7 @@ func ExampleNew() {
 	done := make(chan struct{})
 	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}),
-		failback.WithHooks(failback.Hooks{
+		failback.WithObserver(failback.Hooks{
 			Queued: func(t failback.Task) { fmt.Println("queued:", t.Invocation.Method, "-", t.Err) },
 			Succeeded: func(t failback.Task) {
 				fmt.Printf("succeeded after %d attempts on %s\n", t.Attempts, t.Target)
@@ -103,14 +103,14 @@ func Example_registry() {
 		panic(err)
 	}
 	dial := func(subscriber.Instance) (cluster.Invoker, error) { return &flaky{}, nil }
-	reportDropped := func(t failback.Task, r failback.DropReason) { fmt.Println("dropped:", r, t.Err) }
+	reportDropped := func(t failback.Task) { fmt.Println("dropped:", t.Reason, t.Err) }
 
 	dir, err := cluster.NewRegistryDirectory(dial) // dial: Instance -> cluster.Invoker
 	_, err = m.Subscribe(ctx, key, dir.Update)     // the directory follows the registry
 	err = dir.WaitReady(ctx)                       // the first providers are listed
 	fb, err := failback.New(dir,
 		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, MaxAttempts: 4}), // default: DefaultPolicy(), 3 retries 5-60 s apart
-		failback.WithHooks(failback.Hooks{Dropped: reportDropped}))
+		failback.WithObserver(failback.Hooks{Dropped: reportDropped}))
 
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})
 	// nil: delivered or queued for retry; non-nil: not delivered and will not be retried
@@ -146,8 +146,8 @@ func ExampleWithBudget() {
 	down := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
 	fb, err := failback.New(down, failback.WithBudget(budget),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond}),
-		failback.WithHooks(failback.Hooks{Dropped: func(t failback.Task, r failback.DropReason) {
-			fmt.Println("dropped:", r, errors.Is(t.Err, cluster.ErrNoInvokers))
+		failback.WithObserver(failback.Hooks{Dropped: func(t failback.Task) {
+			fmt.Println("dropped:", t.Reason, errors.Is(t.Err, cluster.ErrNoInvokers))
 			close(dropped)
 		}}))
 	if err != nil {

@@ -21,8 +21,9 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// Task describes a call handed to the background, as passed to Hooks. It
-// is a copy: keeping it is safe.
+// Task describes a call handed to the background: the Detail of every
+// rebound.Event the invoker emits (see Hooks for the kinds). It is a copy:
+// keeping it is safe.
 type Task struct {
 	// Invocation is the call, as given to Invoke (shared, read only).
 	Invocation *cluster.Invocation
@@ -43,53 +44,91 @@ type Task struct {
 	Delay time.Duration
 	// Age is the time since the first attempt failed.
 	Age time.Duration
+	// Reason says why the call was dropped (EventDropped only).
+	Reason DropReason
 }
 
-// Hooks are called on the life events of calls handed to the background.
+// The invoker emits a rebound.Event, with Detail a Task, on the life
+// events of calls handed to the background, to the observers of
+// WithObserver: rebound.EventQueued, then one EventRetry per failed retry
+// that is followed by another, and exactly one of EventRecovered (a retry
+// succeeded), EventGiveUp (Err a *GiveUpError) or EventDropped (Task.Reason
+// says why). The Event's Attempt, Err, Delay and Elapsed are the Task's
+// Attempts, Err, Delay and Age. Hooks is the typed adapter: one function
+// per kind.
 //
-// Each call that is queued gets Queued first, then one Retried per failed
-// retry that is followed by another, and ends in exactly one of Succeeded,
-// GaveUp or Dropped; the hooks of one call are called one at a time, in
-// that order, never concurrently (those of different calls may be). A call
-// that could not be queued gets only Dropped. Close and Shutdown return
-// only after every call's final hook has returned.
+// The events of one call are observed one at a time, in that order, never
+// concurrently (those of different calls may be). A call that could not
+// be queued gets only EventDropped. Close and Shutdown return only after
+// every call's final event has been observed.
 //
-// Hooks are called with no lock held, so they may call Stats. They must be
-// safe for concurrent use and should return quickly (they hold up the
-// goroutine that calls them: a caller of Invoke, a retry worker, or Close).
-// A hook may call Close or Shutdown: called from a hook (which they would
-// wait for), they start stopping the invoker and return ErrCalledFromHook
-// at once instead of deadlocking; the invoker finishes stopping in the
-// background after the hook returns (a later Close or Shutdown from
-// outside a hook waits for that end). Nil fields are skipped. A hook that panics is recovered and logged at Error; if it was
-// Queued or Retried, the call then ends with GaveUp (Reason ErrPanicked,
+// Observers are called with no lock held, so they may call Stats. They
+// must be safe for concurrent use and should return quickly: a slow
+// observer holds up the goroutine that calls it, and nothing else: a
+// caller of Invoke whose first attempt failed (EventQueued, and
+// EventDropped for a call that could not be queued), a retry worker
+// (EventRetry, EventRecovered, EventGiveUp, EventDropped: that worker runs
+// no other retry meanwhile, so with WithConcurrency(n), n slow observers
+// stall the retries), or Close (EventDropped of the calls still queued).
+// A successful Invoke emits nothing. Wrap a slow observer in a
+// rebound.Queue to stall none of them. An observer may call Close or
+// Shutdown: called from an observer (which they would wait for), they
+// start stopping the invoker and return rebound.ErrCalledFromCallback at
+// once instead of deadlocking; the invoker finishes stopping in the
+// background after the observer returns (a later Close or Shutdown from
+// outside an observer waits for that end). An observer that panics is
+// recovered and logged at Error; if the event was EventQueued or
+// EventRetry, the call then ends with EventGiveUp (Reason ErrPanicked,
 // Last a *PanicError); the process and the workers survive.
 type Hooks struct {
 	// Queued: the call's first attempt failed with a retryable error and it
 	// was queued; Invoke returns (nil, nil). Called from the goroutine
-	// calling Invoke, before the task can run.
+	// calling Invoke, before the task can run (rebound.EventQueued).
 	Queued func(Task)
 	// Retried: a retry attempt failed with a retryable error and the next
 	// one is scheduled after Delay. Called from a retry worker, before the
-	// task can run again.
+	// task can run again (rebound.EventRetry).
 	Retried func(Task)
-	// Succeeded: a retry attempt succeeded. Called from a retry worker.
+	// Succeeded: a retry attempt succeeded. Called from a retry worker
+	// (rebound.EventRecovered).
 	Succeeded func(Task)
 	// GaveUp: the task stopped because of its own outcome: the policy is
 	// exhausted, an error that is not retryable, or a panic; Err is a
-	// *GiveUpError. Called from a retry worker (or, for a Queued hook that
-	// panicked, from the goroutine calling Invoke). A task whose last
-	// attempt gives up while Close runs is reported here too.
+	// *GiveUpError (rebound.EventGiveUp).
 	GaveUp func(Task)
 	// Dropped: the call will not be retried (any further) for a reason
-	// other than its own outcome (see DropReason). DropQueueFull,
-	// DropExpired before the first retry, and
-	// DropClosed for a call that failed after Shutdown or Close began: from
-	// the goroutine calling Invoke (Invoke also returns a *RejectedError). DropClosed for tasks
-	// queued when Close stops the invoker: from the goroutine calling Close
-	// (or Shutdown), or from a background goroutine if Close was called
-	// from a hook. Otherwise from the retry worker that held the task.
-	Dropped func(Task, DropReason)
+	// other than its own outcome, Task.Reason (see DropReason); for a call
+	// that was never queued, Err is the *RejectedError Invoke returns
+	// (rebound.EventDropped). A call never queued is reported from the
+	// goroutine calling Invoke; DropClosed for queued tasks from the
+	// goroutine calling Close (or Shutdown), or from a background goroutine
+	// if Close was called from an observer; otherwise from the retry
+	// worker that held the task.
+	Dropped func(Task)
+}
+
+// Observe calls the field for e's kind with e.Detail, if it is a Task.
+func (h Hooks) Observe(e rebound.Event) {
+	t, ok := e.Detail.(Task)
+	if !ok {
+		return
+	}
+	var fn func(Task)
+	switch e.Kind {
+	case rebound.EventQueued:
+		fn = h.Queued
+	case rebound.EventRetry:
+		fn = h.Retried
+	case rebound.EventRecovered:
+		fn = h.Succeeded
+	case rebound.EventGiveUp:
+		fn = h.GaveUp
+	case rebound.EventDropped:
+		fn = h.Dropped
+	}
+	if fn != nil {
+		fn(t)
+	}
 }
 
 // Stats counts the calls handed to the background. Every call whose first
@@ -532,8 +571,8 @@ func (f *Invoker) noteAccepted(t *task, d time.Duration) *PanicError {
 		ce.Write(zap.String("method", t.inv.Method), zap.String("target", t.target()),
 			zap.Duration("delay", d), zap.Error(t.lastErr))
 	}
-	if h := f.cfg.hooks.Queued; h != nil {
-		return f.callHook("Queued", h, f.info(t, t.lastErr, d, t.born))
+	if f.observed() {
+		return f.emit(rebound.EventQueued, f.info(t, t.lastErr, d, t.born))
 	}
 	return nil
 }
@@ -551,8 +590,10 @@ func (f *Invoker) reject(t *task, reason DropReason) error {
 				zap.String("target", t.target()), zap.Error(t.lastErr))
 		}
 	}
-	if h := f.cfg.hooks.Dropped; h != nil {
-		f.callDropHook(h, f.info(t, err, 0, t.born), reason)
+	if f.observed() {
+		info := f.info(t, err, 0, t.born)
+		info.Reason = reason
+		_ = f.emit(rebound.EventDropped, info)
 	}
 	return err
 }
@@ -584,7 +625,7 @@ func (f *Invoker) reject(t *task, reason DropReason) error {
 // end. A nil ctx is a *rebound.ArgumentError (and stops nothing).
 //
 // Called from a hook, Shutdown begins the drain as above (Invoke returns
-// ErrClosed from then on) and returns ErrCalledFromHook without waiting:
+// ErrClosed from then on) and returns rebound.ErrCalledFromCallback without waiting:
 // waiting would include that hook. The drain, bounded by ctx, and the stop
 // go on in a background goroutine; a Close or Shutdown from outside a hook
 // waits for their end.
@@ -605,7 +646,7 @@ func (f *Invoker) Shutdown(ctx context.Context) error {
 		// Waiting here would wait for this hook: drain and stop in the
 		// background.
 		go f.finishShutdown(ctx, drained)
-		return ErrCalledFromHook
+		return rebound.ErrCalledFromCallback
 	}
 	return f.finishShutdown(ctx, drained)
 }
@@ -655,12 +696,12 @@ func (f *Invoker) finishShutdown(ctx context.Context, drained chan struct{}) err
 // Close returns once every call has been reported and the goroutines New
 // started have exited; it waits for the cancelled attempts to return (an
 // invoker must return when its ctx is done). It returns nil, or
-// ErrCalledFromHook when called from a hook (below). It is
+// rebound.ErrCalledFromCallback when called from a hook (below). It is
 // idempotent: a later or concurrent call waits for the first one to finish.
 // To let queued calls finish first, use Shutdown.
 //
 // Called from a hook, Close stops the invoker as above but returns
-// ErrCalledFromHook without waiting (the wait would include that hook):
+// rebound.ErrCalledFromCallback without waiting (the wait would include that hook):
 // Invoke returns ErrClosed and running attempts are cancelled from then
 // on, and a background goroutine reports the queued tasks as dropped and
 // finishes the stop once the hook has returned.
@@ -669,7 +710,7 @@ func (f *Invoker) Close() error {
 		if pending, first := f.beginStop(); first {
 			go f.finishStop(pending)
 		}
-		return ErrCalledFromHook
+		return rebound.ErrCalledFromCallback
 	}
 	f.stop()
 	return nil
@@ -848,27 +889,30 @@ func (f *Invoker) inHookNow() bool {
 	return ok
 }
 
-// callHook calls h, recovering a panic (returned, and logged at Error).
-func (f *Invoker) callHook(name string, h func(Task), info Task) (pe *PanicError) {
+func (f *Invoker) observed() bool { return len(f.cfg.observers) > 0 }
+
+// emit hands an event about info to every observer, recovering a panic
+// (returned, the first one, and logged at Error).
+func (f *Invoker) emit(kind rebound.EventKind, info Task) (pe *PanicError) {
 	defer f.enterHook()()
-	defer func() {
-		if r := recover(); r != nil {
-			pe = cluster.NewPanicError("failback.Hooks."+name, r)
-			f.logPanic(pe, info.Invocation)
+	e := rebound.Event{Kind: kind, Attempt: info.Attempts, Err: info.Err, Delay: info.Delay, Elapsed: info.Age, Detail: info}
+	for _, o := range f.cfg.observers {
+		if p := f.observe(o, e); p != nil && pe == nil {
+			pe = p
 		}
-	}()
-	h(info)
-	return nil
+	}
+	return pe
 }
 
-func (f *Invoker) callDropHook(h func(Task, DropReason), info Task, reason DropReason) {
-	defer f.enterHook()()
+func (f *Invoker) observe(o rebound.Observer, e rebound.Event) (pe *PanicError) {
 	defer func() {
 		if r := recover(); r != nil {
-			f.logPanic(cluster.NewPanicError("failback.Hooks.Dropped", r), info.Invocation)
+			pe = cluster.NewPanicError("failback observer ("+e.Kind.String()+")", r)
+			f.logPanic(pe, e.Detail.(Task).Invocation)
 		}
 	}()
-	h(info, reason)
+	o.Observe(e)
+	return nil
 }
 
 func (f *Invoker) logPanic(pe *PanicError, inv *cluster.Invocation) {
@@ -883,8 +927,10 @@ func (f *Invoker) droppedReport(t *task, reason DropReason, now int64) {
 			zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
 			zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
 	}
-	if h := f.cfg.hooks.Dropped; h != nil {
-		f.callDropHook(h, f.info(t, t.lastErr, 0, now), reason)
+	if f.observed() {
+		info := f.info(t, t.lastErr, 0, now)
+		info.Reason = reason
+		_ = f.emit(rebound.EventDropped, info)
 	}
 }
 
@@ -896,8 +942,8 @@ func (f *Invoker) gaveUpReport(t *task, reason, last error, now int64) {
 			zap.Int("attempts", int(t.attempts)), zap.String("target", t.target()),
 			zap.Duration("age", time.Duration(now-t.born)), zap.NamedError("reason", reason), zap.Error(last))
 	}
-	if h := f.cfg.hooks.GaveUp; h != nil {
-		_ = f.callHook("GaveUp", h, f.info(t, gerr, 0, now))
+	if f.observed() {
+		_ = f.emit(rebound.EventGiveUp, f.info(t, gerr, 0, now))
 	}
 }
 

@@ -171,10 +171,10 @@ func (r *recorder) hooks() Hooks {
 		Retried:   func(tk Task) { r.add("retried", tk) },
 		Succeeded: func(tk Task) { r.add("succeeded", tk) },
 		GaveUp:    func(tk Task) { r.add("gaveup", tk) },
-		Dropped: func(tk Task, reason DropReason) {
+		Dropped: func(tk Task) {
 			r.add("dropped", tk)
 			r.mu.Lock()
-			r.dropped[reason]++
+			r.dropped[tk.Reason]++
 			r.mu.Unlock()
 		},
 	}

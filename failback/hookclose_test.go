@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 )
 
@@ -16,7 +17,7 @@ import (
 // that Close waits for, the worker hooks run on a goroutine Close waits
 // for, and the Dropped hooks of Close's own report ran a nested Close that
 // waited for the outer one. Now they start the stop, return
-// ErrCalledFromHook at once, and the stop finishes after the hook returns.
+// rebound.ErrCalledFromCallback at once, and the stop finishes after the hook returns.
 // On the old code every case below deadlocks (synctest reports "deadlock:
 // all goroutines in bubble are blocked"), except dropped-queue-full, which
 // runs on Invoke's goroutine outside any reservation and did not deadlock.
@@ -78,10 +79,10 @@ func TestCloseFromHook(t *testing.T) {
 						Retried:   func(Task) { record("retried") },
 						Succeeded: func(Task) { record("succeeded") },
 						GaveUp:    func(Task) { record("gaveup") },
-						Dropped:   func(Task, DropReason) { record("dropped") },
+						Dropped:   func(Task) { record("dropped") },
 					}
 					p := newProvider("a:1", sc.behave)
-					opts := append([]Option{WithHooks(hooks), WithConcurrency(1)}, sc.opts...)
+					opts := append([]Option{WithObserver(hooks), WithConcurrency(1)}, sc.opts...)
 					f = mustNew(t, cluster.NewStaticDirectory(p), opts...)
 					for range sc.calls {
 						_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
@@ -93,8 +94,8 @@ func TestCloseFromHook(t *testing.T) {
 					// on the old code synctest reports the deadlock here.
 					<-called
 					gotStop := stopErr
-					if !errors.Is(gotStop, ErrCalledFromHook) {
-						t.Fatalf("%s from the %s hook = %v, want ErrCalledFromHook", how, sc.hook, gotStop)
+					if !errors.Is(gotStop, rebound.ErrCalledFromCallback) {
+						t.Fatalf("%s from the %s hook = %v, want rebound.ErrCalledFromCallback", how, sc.hook, gotStop)
 					}
 					if !errors.Is(invErr, ErrClosed) {
 						t.Errorf("Invoke after %s from a hook = %v, want ErrClosed", how, invErr)
@@ -142,7 +143,7 @@ func TestShutdownFromHookNilCtx(t *testing.T) {
 		var err error
 		var f *Invoker
 		f = mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))),
-			WithHooks(Hooks{Queued: func(Task) {
+			WithObserver(Hooks{Queued: func(Task) {
 				//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
 				err = f.Shutdown(nil)
 			}}))
@@ -150,7 +151,7 @@ func TestShutdownFromHookNilCtx(t *testing.T) {
 		if _, e := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); e != nil {
 			t.Fatal(e)
 		}
-		if errors.Is(err, ErrCalledFromHook) || err == nil {
+		if errors.Is(err, rebound.ErrCalledFromCallback) || err == nil {
 			t.Fatalf("Shutdown(nil) from a hook = %v, want an ArgumentError", err)
 		}
 		if _, e := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); errors.Is(e, ErrClosed) {

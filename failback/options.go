@@ -61,7 +61,7 @@ type config struct {
 	retryable      func(error) bool
 	logger         *zap.Logger
 	lb             cluster.LoadBalance
-	hooks          Hooks
+	observers      []rebound.Observer
 	contextValues  bool
 	budget         *rebound.RetryBudget
 	throttle       *rebound.AdaptiveThrottle
@@ -275,10 +275,18 @@ func WithLoadBalance(lb cluster.LoadBalance) Option {
 	})
 }
 
-// WithHooks sets functions called on the life events of calls and tasks
-// (see Hooks). Default: none.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = h })
+// WithObserver adds o as an observer of the invoker's events (see Hooks
+// for the kinds, the goroutines and the guarantees): a Hooks value, a
+// rebound.ObserverFunc, a rebound.Queue. Several add up, called in the
+// order given. A nil o is ignored. Default: none.
+func WithObserver(o rebound.Observer) Option {
+	if rebound.IsNilObserver(o) {
+		return nil
+	}
+	if h, ok := o.(Hooks); ok && h.Queued == nil && h.Retried == nil && h.Succeeded == nil && h.GaveUp == nil && h.Dropped == nil {
+		return nil
+	}
+	return optionFunc(func(c *config) { c.observers = append(c.observers, o) })
 }
 
 // WithContextValues makes retries see the values of the caller's context

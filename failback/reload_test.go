@@ -149,7 +149,7 @@ func TestReloadClampsTimesFromAClockAhead(t *testing.T) {
 			st.Add(StoredCall{Method: "m", Args: []byte(`[]`), Attempts: 1, Born: ahead, Due: time.Now()})
 			rec := newRecorder()
 			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), WithStore(st), WithTTL(time.Hour),
-				WithPolicy(rebound.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute, Jitter: rebound.NoJitter}), WithHooks(rec.hooks()))
+				WithPolicy(rebound.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute, Jitter: rebound.NoJitter}), WithObserver(rec.hooks()))
 			defer mustClose(t, f)
 			time.Sleep(2 * time.Hour)
 			synctest.Wait()
@@ -179,7 +179,7 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 				return nil, Stopping(rebound.Permanent(closing))
 			})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithHooks(rec.hooks()))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithObserver(rec.hooks()))
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 				t.Fatal(err)
 			}

@@ -436,8 +436,8 @@ func (f *Invoker) settle(t *task, out outcome, drop DropReason, delay time.Durat
 			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
 				zap.String("target", t.target()), zap.Duration("delay", delay), zap.Error(err))
 		}
-		if h := f.cfg.hooks.Retried; h != nil {
-			if pe := f.callHook("Retried", h, f.info(t, err, delay, now)); pe != nil {
+		if f.observed() {
+			if pe := f.emit(rebound.EventRetry, f.info(t, err, delay, now)); pe != nil {
 				f.finish(t, outGaveUp, "", ErrPanicked, pe, now)
 				return
 			}
@@ -479,8 +479,8 @@ func (f *Invoker) finish(t *task, out outcome, drop DropReason, reason, err erro
 			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
 				zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)))
 		}
-		if h := f.cfg.hooks.Succeeded; h != nil {
-			_ = f.callHook("Succeeded", h, f.info(t, nil, 0, now))
+		if f.observed() {
+			_ = f.emit(rebound.EventRecovered, f.info(t, nil, 0, now))
 		}
 	case outGaveUp:
 		f.gaveUpReport(t, reason, err, now)

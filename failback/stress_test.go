@@ -105,9 +105,9 @@ func TestStress(t *testing.T) {
 			Retried:   func(tk Task) { hookPanic(tk.Invocation, "retried") },
 			Succeeded: func(tk Task) { hookPanic(tk.Invocation, "succeeded") },
 			GaveUp:    func(tk Task) { hookPanic(tk.Invocation, "gaveup") },
-			Dropped:   func(tk Task, r DropReason) { hookPanic(tk.Invocation, "dropped:"+string(r)) },
+			Dropped:   func(tk Task) { hookPanic(tk.Invocation, "dropped:"+string(tk.Reason)) },
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p1, p2), WithHooks(hooks), WithMaxTasks(400), WithConcurrency(8),
+		f := mustNew(t, cluster.NewStaticDirectory(p1, p2), WithObserver(hooks), WithMaxTasks(400), WithConcurrency(8),
 			WithAttemptTimeout(time.Second), WithTTL(20*time.Second),
 			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second, MaxAttempts: 6}))
 

@@ -29,7 +29,7 @@ func BenchmarkLoopNotifyDebugPath(b *testing.B) {
 	e := rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		lp.Notify(e)
+		lp.Observe(e)
 	}
 }
 
@@ -40,7 +40,7 @@ func BenchmarkLoopNotifyDebugPathParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			lp.Notify(e)
+			lp.Observe(e)
 		}
 	})
 }
@@ -53,7 +53,7 @@ func BenchmarkLoopNotifyDebugEnabled(b *testing.B) {
 	e := rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second}
 	b.ReportAllocs()
 	for b.Loop() {
-		lp.Notify(e)
+		lp.Observe(e)
 	}
 }
 

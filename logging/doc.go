@@ -5,8 +5,8 @@
 // # Throttled retry logs
 //
 // A Loop logs one long-lived retry loop (a subscription, a failback task).
-// Hook it into rebound.Retry with rebound.WithNotify(lp.Notify) (or use
-// RetryNotify), or call Failed, Succeeded and GaveUp from a hand-written
+// Hook it into rebound.Retry with rebound.WithObserver(lp) (a Loop is a rebound.Observer; or use
+// RetryObserver), or call Failed, Succeeded and GaveUp from a hand-written
 // loop. An outage produces a handful of lines, however long it lasts:
 //
 //	WARN  retry loop failing        component, caller's fields, attempt, delay, error

@@ -78,7 +78,7 @@ func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 		l = zap.NewNop()
 	}
 	// Frames between the caller that matters and l.Check: the exported
-	// method (Failed, Notify, ...) and the unexported one that logs.
+	// method (Failed, Observe, ...) and the unexported one that logs.
 	l = Redacted(l).WithOptions(zap.AddCallerSkip(2))
 	if component != "" {
 		l = l.With(zap.String("component", component))
@@ -89,34 +89,38 @@ func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 	return &Loop{log: l}
 }
 
-// RetryNotify returns NewLoop(l, component, fields...).Notify, for
-// rebound.WithNotify. Every call returns a new Loop: use one per retry loop.
-func RetryNotify(l *zap.Logger, component string, fields ...zap.Field) func(rebound.Event) {
-	return NewLoop(l, component, fields...).Notify
+// RetryObserver returns NewLoop(l, component, fields...), an Observer
+// for rebound.WithObserver. Every call returns a new Loop: use one per
+// retry loop.
+func RetryObserver(l *zap.Logger, component string, fields ...zap.Field) rebound.Observer {
+	return NewLoop(l, component, fields...)
 }
 
-// Notify logs a rebound.Event: EventRetry as Failed, EventSuccess as
-// Succeeded and EventGiveUp as GaveUp, with the event's Attempt. Events of
-// any other kind are ignored. Use it as rebound.WithNotify(lp.Notify).
+// Observe makes a Loop a rebound.Observer: it logs EventRetry as Failed,
+// a successful EventAttempt as Succeeded and EventGiveUp as GaveUp, with
+// the event's Attempt. Events of any other kind are ignored. Use it as
+// rebound.WithObserver(lp).
 //
 // The caller a line reports (if the logger records callers) is the first
-// one outside package rebound (and the backoff loop it runs): the code that called rebound.Retry, not the
-// retry loop that called Notify.
-func (lp *Loop) Notify(e rebound.Event) {
+// one outside package rebound (and the backoff loop it runs): the code
+// that called rebound.Retry, not the retry loop that called Observe.
+func (lp *Loop) Observe(e rebound.Event) {
 	switch e.Kind {
 	case rebound.EventRetry:
 		lp.failed(e.Attempt, e.Err, e.Delay, true)
-	case rebound.EventSuccess:
-		lp.succeeded(e.Attempt, true)
+	case rebound.EventAttempt:
+		if e.Err == nil {
+			lp.succeeded(e.Attempt, true)
+		}
 	case rebound.EventGiveUp:
 		lp.gaveUp(e.Attempt, e.Err, true)
 	}
 }
 
-// write writes ce with fields; if viaNotify, it first moves the entry's
+// write writes ce with fields; if viaObserve, it first moves the entry's
 // caller out of package rebound.
-func write(ce *zapcore.CheckedEntry, viaNotify bool, fields ...zap.Field) {
-	if viaNotify && ce.Caller.Defined {
+func write(ce *zapcore.CheckedEntry, viaObserve bool, fields ...zap.Field) {
+	if viaObserve && ce.Caller.Defined {
 		ce.Caller = callerOutsideRebound(ce.Caller)
 	}
 	ce.Write(fields...)
@@ -155,7 +159,7 @@ func (lp *Loop) Failed(attempt int, err error, delay time.Duration) {
 	lp.failed(attempt, err, delay, false)
 }
 
-func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaNotify bool) {
+func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaObserve bool) {
 	if lp == nil || lp.log == nil {
 		return
 	}
@@ -180,16 +184,16 @@ func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaNotify bo
 	switch {
 	case first:
 		if ce := lp.log.Check(zapcore.WarnLevel, MsgFailing); ce != nil {
-			write(ce, viaNotify, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
+			write(ce, viaObserve, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 		}
 	case remind:
 		if ce := lp.log.Check(zapcore.WarnLevel, MsgStillFailing); ce != nil {
-			write(ce, viaNotify, zap.Int("attempt", attempt), zap.Duration("delay", delay),
+			write(ce, viaObserve, zap.Int("attempt", attempt), zap.Duration("delay", delay),
 				zap.Duration("downtime", downtime), zap.Error(err))
 		}
 	default:
 		if ce := lp.log.Check(zapcore.DebugLevel, MsgRetry); ce != nil {
-			write(ce, viaNotify, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
+			write(ce, viaObserve, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 		}
 	}
 }
@@ -200,19 +204,19 @@ func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaNotify bo
 // MsgSucceeded at Debug.
 func (lp *Loop) Succeeded(attempts int) { lp.succeeded(attempts, false) }
 
-func (lp *Loop) succeeded(attempts int, viaNotify bool) {
+func (lp *Loop) succeeded(attempts int, viaObserve bool) {
 	if lp == nil || lp.log == nil {
 		return
 	}
 	wasFailing, downtime := lp.end()
 	if !wasFailing {
 		if ce := lp.log.Check(zapcore.DebugLevel, MsgSucceeded); ce != nil {
-			write(ce, viaNotify, zap.Int("attempts", attempts))
+			write(ce, viaObserve, zap.Int("attempts", attempts))
 		}
 		return
 	}
 	if ce := lp.log.Check(zapcore.InfoLevel, MsgRecovered); ce != nil {
-		write(ce, viaNotify, zap.Int("attempts", attempts), zap.Duration("downtime", downtime))
+		write(ce, viaObserve, zap.Int("attempts", attempts), zap.Duration("downtime", downtime))
 	}
 }
 
@@ -226,7 +230,7 @@ func (lp *Loop) succeeded(attempts int, viaNotify bool) {
 // Info with the same fields instead. context.DeadlineExceeded is a give-up.
 func (lp *Loop) GaveUp(attempts int, err error) { lp.gaveUp(attempts, err, false) }
 
-func (lp *Loop) gaveUp(attempts int, err error, viaNotify bool) {
+func (lp *Loop) gaveUp(attempts int, err error, viaObserve bool) {
 	if lp == nil || lp.log == nil {
 		return
 	}
@@ -236,7 +240,7 @@ func (lp *Loop) gaveUp(attempts int, err error, viaNotify bool) {
 		lvl, msg = zapcore.InfoLevel, MsgStopped
 	}
 	if ce := lp.log.Check(lvl, msg); ce != nil {
-		write(ce, viaNotify, zap.Int("attempts", attempts), zap.Duration("downtime", downtime), zap.Error(err))
+		write(ce, viaObserve, zap.Int("attempts", attempts), zap.Duration("downtime", downtime), zap.Error(err))
 	}
 }
 

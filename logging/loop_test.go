@@ -123,7 +123,7 @@ func TestLoopSuccessWithoutFailureIsDebugOnly(t *testing.T) {
 	l, logs := newObserved(zapcore.DebugLevel)
 	lp := logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))
 	lp.Succeeded(1)
-	lp.Notify(rebound.Event{Kind: rebound.EventSuccess, Attempt: 1})
+	lp.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: 1})
 	entries := logs.TakeAll()
 	if len(entries) != 2 {
 		t.Fatalf("got %d lines, want 2: %v", len(entries), entries)
@@ -144,7 +144,7 @@ func TestLoopSuccessWithoutFailureIsDebugOnly(t *testing.T) {
 func TestLoopGiveUpWithoutFailure(t *testing.T) {
 	l, logs := newObserved(zapcore.DebugLevel)
 	lp := logging.NewLoop(l, "failback", zap.String("target", "10.0.0.7:20880"))
-	lp.Notify(rebound.Event{Kind: rebound.EventGiveUp, Attempt: 1, Err: errBoom})
+	lp.Observe(rebound.Event{Kind: rebound.EventGiveUp, Attempt: 1, Err: errBoom})
 	entries := logs.TakeAll()
 	if len(entries) != 1 {
 		t.Fatalf("got %d lines, want 1: %v", len(entries), entries)
@@ -158,8 +158,8 @@ func TestLoopGiveUpWithoutFailure(t *testing.T) {
 func TestLoopIgnoresUnknownEvents(t *testing.T) {
 	l, logs := newObserved(zapcore.DebugLevel)
 	lp := logging.NewLoop(l, "")
-	lp.Notify(rebound.Event{})
-	lp.Notify(rebound.Event{Kind: rebound.EventKind(99), Attempt: 3, Err: errBoom})
+	lp.Observe(rebound.Event{})
+	lp.Observe(rebound.Event{Kind: rebound.EventKind(99), Attempt: 3, Err: errBoom})
 	if n := logs.Len(); n != 0 {
 		t.Errorf("unknown events wrote %d lines: %v", n, logs.All())
 	}
@@ -233,7 +233,7 @@ func TestLoopHourOutageIsAHandfulOfLines(t *testing.T) {
 			// The zero Policy: 1s doubling, capped at 30s, full jitter.
 			err := rebound.Retry(t.Context(), rebound.Policy{}, op,
 				rebound.WithSeed(7),
-				rebound.WithNotify(logging.RetryNotify(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+				rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if err != nil {
 				t.Fatalf("Retry: %v", err)
 			}
@@ -289,7 +289,7 @@ func TestLoopReminderSpacingIsCapped(t *testing.T) {
 
 // A Loop hooked into rebound.Retry logs its events: recovery, a permanent
 // error, exhaustion.
-func TestRetryNotifyWithRetry(t *testing.T) {
+func TestRetryObserverWithRetry(t *testing.T) {
 	policy := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
 
 	t.Run("recovers", func(t *testing.T) {
@@ -301,7 +301,7 @@ func TestRetryNotifyWithRetry(t *testing.T) {
 					return errBoom
 				}
 				return nil
-			}, rebound.WithNotify(logging.RetryNotify(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+			}, rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if err != nil {
 				t.Fatalf("Retry: %v", err)
 			}
@@ -326,7 +326,7 @@ func TestRetryNotifyWithRetry(t *testing.T) {
 		bad := errors.New("service name is empty")
 		err := rebound.Retry(t.Context(), policy, func(context.Context) error {
 			return rebound.Permanent(bad)
-		}, rebound.WithNotify(logging.RetryNotify(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+		}, rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 		if !errors.Is(err, bad) {
 			t.Fatalf("Retry = %v, want %v", err, bad)
 		}
@@ -345,7 +345,7 @@ func TestRetryNotifyWithRetry(t *testing.T) {
 			p := policy
 			p.MaxAttempts = 4
 			err := rebound.Retry(t.Context(), p, func(context.Context) error { return errBoom },
-				rebound.WithNotify(logging.RetryNotify(l, "failback", zap.String("target", "10.0.0.7:20880"))))
+				rebound.WithObserver(logging.RetryObserver(l, "failback", zap.String("target", "10.0.0.7:20880"))))
 			if !errors.Is(err, rebound.ErrExhausted) {
 				t.Fatalf("Retry = %v, want ErrExhausted", err)
 			}
@@ -367,7 +367,7 @@ func TestRetryNotifyWithRetry(t *testing.T) {
 
 // Cancellation is the owner stopping the loop, not a failure: Info, not
 // Error. A deadline is a give-up.
-func TestRetryNotifyCancelledAndDeadline(t *testing.T) {
+func TestRetryObserverCancelledAndDeadline(t *testing.T) {
 	policy := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
 
 	t.Run("cancelled", func(t *testing.T) {
@@ -381,7 +381,7 @@ func TestRetryNotifyCancelledAndDeadline(t *testing.T) {
 					cancel() // e.g. Manager.Close while the attempt runs
 				}
 				return errBoom
-			}, rebound.WithNotify(logging.RetryNotify(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+			}, rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Retry = %v, want context.Canceled", err)
 			}
@@ -401,7 +401,7 @@ func TestRetryNotifyCancelledAndDeadline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			err := rebound.Retry(ctx, policy, func(context.Context) error { return errBoom },
-				rebound.WithNotify(logging.RetryNotify(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+				rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Retry = %v, want context.DeadlineExceeded", err)
 			}
@@ -416,14 +416,14 @@ func TestRetryNotifyCancelledAndDeadline(t *testing.T) {
 	})
 }
 
-// Every RetryNotify call has its own state.
-func TestRetryNotifyLoopsAreIndependent(t *testing.T) {
+// Every RetryObserver call has its own state.
+func TestRetryObserverLoopsAreIndependent(t *testing.T) {
 	l, logs := newObserved(zapcore.WarnLevel)
-	a := logging.RetryNotify(l, "subscriber", zap.String("key", "a"))
-	b := logging.RetryNotify(l, "subscriber", zap.String("key", "b"))
-	a(rebound.Event{Kind: rebound.EventRetry, Attempt: 1, Err: errBoom, Delay: time.Second})
-	b(rebound.Event{Kind: rebound.EventRetry, Attempt: 1, Err: errBoom, Delay: time.Second})
-	a(rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second})
+	a := logging.RetryObserver(l, "subscriber", zap.String("key", "a"))
+	b := logging.RetryObserver(l, "subscriber", zap.String("key", "b"))
+	a.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 1, Err: errBoom, Delay: time.Second})
+	b.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 1, Err: errBoom, Delay: time.Second})
+	a.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second})
 	if got := logs.FilterMessage(logging.MsgFailing).Len(); got != 2 {
 		t.Errorf("%d %q lines, want one per loop (2)", got, logging.MsgFailing)
 	}
@@ -434,11 +434,11 @@ func TestLoopNilAndZeroLogNothing(t *testing.T) {
 	var zero logging.Loop
 	for _, lp := range []*logging.Loop{nilLoop, &zero, logging.NewLoop(nil, "x")} {
 		lp.Failed(1, errBoom, time.Second)
-		lp.Notify(rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom})
+		lp.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom})
 		lp.Succeeded(3)
 		lp.GaveUp(4, errBoom)
 	}
-	logging.RetryNotify(nil, "x")(rebound.Event{Kind: rebound.EventGiveUp, Attempt: 1, Err: errBoom})
+	logging.RetryObserver(nil, "x").Observe(rebound.Event{Kind: rebound.EventGiveUp, Attempt: 1, Err: errBoom})
 }
 
 func TestLoopRedactsItsFields(t *testing.T) {
@@ -464,7 +464,7 @@ func TestLoopConcurrentUse(t *testing.T) {
 				case 0:
 					lp.Succeeded(i)
 				case 1:
-					lp.Notify(rebound.Event{Kind: rebound.EventRetry, Attempt: i, Err: errBoom, Delay: time.Second})
+					lp.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: i, Err: errBoom, Delay: time.Second})
 				default:
 					lp.Failed(i, fmt.Errorf("attempt %d: %w", i, errBoom), time.Second)
 				}
@@ -501,7 +501,7 @@ func TestLoopCaller(t *testing.T) {
 			return errBoom
 		}
 		return nil
-	}, rebound.WithNotify(logging.RetryNotify(l, "sync")))
+	}, rebound.WithObserver(logging.RetryObserver(l, "sync")))
 	want := []int{line + 2, line + 3, line + 4, line + 6, line + 6}
 	got := logs.All()
 	if len(got) != len(want) {

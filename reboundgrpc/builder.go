@@ -75,7 +75,7 @@ type Stats struct {
 	// each sent again with backoff. An empty list is not counted.
 	Rejected uint64
 	// Panics counts recovered panics of the WithFilter function and of
-	// the WithHooks hooks (each logged at Error with its stack).
+	// the WithObserver observers (each logged at Error with its stack).
 	Panics uint64
 }
 
@@ -129,7 +129,11 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		views:     views,
 		resolvers: make(map[*ccResolver]struct{}),
 	}
-	retry, err := rebound.NewRetrier(o.policy, rebound.WithHooks(b.safeHooks(o.hooks)), meter)
+	ropts := []rebound.Option{meter}
+	for _, ob := range o.observers {
+		ropts = append(ropts, rebound.WithObserver(safeObserver{b, ob}))
+	}
+	retry, err := rebound.NewRetrier(o.policy, ropts...)
 	if err != nil {
 		_ = views.Close()
 		return nil, err
@@ -256,33 +260,24 @@ func (b *Builder) filterPanicked(key subscriber.Key, err error) {
 	}
 }
 
-// safeHooks wraps every hook of h so that a panic is recovered (counted in
+// safeObserver wraps o so that a panic is recovered (counted in
 // Stats.Panics and logged at Error) instead of killing the resolver's
 // goroutine and the process.
-func (b *Builder) safeHooks(h rebound.Hooks) rebound.Hooks {
-	wrap := func(name string, f func(rebound.Event)) func(rebound.Event) {
-		if f == nil {
-			return nil
+type safeObserver struct {
+	b *Builder
+	o rebound.Observer
+}
+
+func (s safeObserver) Observe(ev rebound.Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.b.panics.Add(1)
+			pe := cluster.NewPanicError("reboundgrpc observer ("+ev.Kind.String()+")", r)
+			s.b.log.Error("recovered a panic of an observer", zap.String("op", pe.Op),
+				zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
 		}
-		return func(ev rebound.Event) {
-			defer func() {
-				if r := recover(); r != nil {
-					b.panics.Add(1)
-					pe := cluster.NewPanicError("reboundgrpc.WithHooks."+name, r)
-					b.log.Error("recovered a panic of a hook", zap.String("op", pe.Op),
-						zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
-				}
-			}()
-			f(ev)
-		}
-	}
-	return rebound.Hooks{
-		Attempted: wrap("Attempted", h.Attempted),
-		Retried:   wrap("Retried", h.Retried),
-		Recovered: wrap("Recovered", h.Recovered),
-		GaveUp:    wrap("GaveUp", h.GaveUp),
-		Throttled: wrap("Throttled", h.Throttled),
-	}
+	}()
+	s.o.Observe(ev)
 }
 
 // keyName describes a key in error messages: "service "orders" (group

@@ -207,7 +207,7 @@ func TestPushbackOnUnavailable(t *testing.T) {
 
 	rec.pushback.Store("-1")
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(inv), failback.WithHooks(h.hooks()))
+	fb, err := failback.New(cluster.NewStaticDirectory(inv), failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestFireAndForgetInterceptorsOnce(t *testing.T) {
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
 		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}),
-		failback.WithHooks(h.hooks()))
+		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Opti
 		append([]failback.Option{
 			failback.WithStore(st),
 			failback.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}),
-			failback.WithHooks(d.h.hooks()),
+			failback.WithObserver(d.h.hooks()),
 		}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@
 //     balancer.ErrBadResolverState by design; that is not retried.
 //   - A non-empty state the ClientConn rejects (UpdateState returns an
 //     error) is sent again with backoff, timed by a rebound.Schedule per
-//     resolver (WithPolicy, the zero rebound.Policy by default; WithHooks
+//     resolver (WithPolicy, the zero rebound.Policy by default; WithObserver
 //     observes it), and at once when a newer list arrives.
 //   - ResolveNow (which balancers call when connections fail) is coalesced
 //     by the view across all ClientConns of a subscription (View.Refresh):
@@ -65,7 +65,7 @@
 //   - The filter runs once per list on each ClientConn's resolver
 //     goroutine, outside any lock: a slow filter delays only the
 //     ClientConns it runs for, and it may call Stats. A panic of the filter or of
-//     a WithHooks hook is recovered (Stats.Panics, logged at Error with its
+//     a WithObserver observer is recovered (Stats.Panics, logged at Error with its
 //     stack): the ClientConns keep the last list the filter accepted (one
 //     with none hears the *cluster.PanicError through ReportError), and
 //     later lists are filtered and delivered as usual.
@@ -74,7 +74,7 @@
 //     namespace parameter, and everything is escaped.
 //
 // Metrics: WithMeterProvider (rebound.grpc.* instruments, read from
-// Stats). Hooks on the loops that re-send rejected states: WithHooks.
+// Stats). Observers of the loops that re-send rejected states: WithObserver.
 //
 // Goroutines: a resolver runs one goroutine, waiting on its view's change
 // signal; Close on the resolver (grpc-go calls it) and on the Builder

@@ -57,7 +57,7 @@ func TestFireAndForgetRetryWithoutFirstAttempt(t *testing.T) {
 	h := newHookLog()
 	fb, err := failback.New(dir, failback.WithContextValues(),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}),
-		failback.WithHooks(h.hooks()))
+		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}

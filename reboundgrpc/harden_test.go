@@ -112,13 +112,13 @@ func TestFilterPanicRecovered(t *testing.T) {
 	})
 }
 
-// TestHookPanicRecovered: a WithHooks hook that panics (on the resolver's
+// TestHookPanicRecovered: a WithObserver observer that panics (on the resolver's
 // goroutine, while a rejected state is sent again) does not kill the
 // process, and the state is still sent again and accepted.
 func TestHookPanicRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, _, b := memEnvWith(t, nil, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}),
-			reboundgrpc.WithHooks(rebound.Hooks{
+			reboundgrpc.WithObserver(rebound.Hooks{
 				Retried:   func(rebound.Event) { panic("hook bug") },
 				Recovered: func(rebound.Event) { panic(errors.New("hook bug 2")) },
 			}))

@@ -82,7 +82,7 @@ func TestFailbackOverClientConn(t *testing.T) {
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)),
 		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 4}),
-		failback.WithHooks(h.hooks()))
+		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestFailbackPermanent(t *testing.T) {
 		}
 	}
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)), failback.WithHooks(h.hooks()))
+	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)), failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestFailbackPushback(t *testing.T) {
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
 		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, MaxAttempts: 4}),
-		failback.WithHooks(h.hooks()))
+		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestFireAndForgetInterceptor(t *testing.T) {
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
 		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}),
-		failback.WithHooks(h.hooks()))
+		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ type options struct {
 	rnInterval time.Duration
 	unresolved time.Duration
 	log        *zap.Logger
-	hooks      rebound.Hooks
+	observers  []rebound.Observer
 	mp         metric.MeterProvider
 	errs       []error
 }
@@ -192,15 +192,20 @@ func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(o *options) { o.log = l })
 }
 
-// WithHooks observes the loops that send a rejected state again (one per
-// resolver while the ClientConn rejects its state): Attempted after each
-// send, Retried with the delay before the next, Recovered when a send is
-// accepted after a rejection. They are called from the resolver's
-// goroutine, never under a lock, and must not block. A hook that panics is
+// WithObserver adds o as an observer of the loops that send a rejected
+// state again (one per resolver while the ClientConn rejects its state):
+// rebound.EventAttempt after each send, EventRetry with the delay before
+// the next, EventRecovered when a send is accepted after a rejection
+// (rebound.Hooks is the typed adapter). Observers are called from the
+// resolver's goroutine, never under a lock: a slow one delays that
+// resolver's next send, nothing else. An observer that panics is
 // recovered (counted in Stats.Panics, logged at Error with its stack) and
-// the loop goes on. Default: none.
-func WithHooks(h rebound.Hooks) Option {
-	return optionFunc(func(o *options) { o.hooks = h })
+// the loop goes on. Several add up; a nil o is ignored. Default: none.
+func WithObserver(o rebound.Observer) Option {
+	if rebound.IsNilObserver(o) {
+		return nil
+	}
+	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })
 }
 
 // WithMeterProvider reports the Builder's OpenTelemetry metrics through mp:

@@ -174,7 +174,7 @@ func TestRejectedStateRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var retried, recovered atomic.Int32
 		reg, b := memEnv(t, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}),
-			reboundgrpc.WithHooks(rebound.Hooks{
+			reboundgrpc.WithObserver(rebound.Hooks{
 				Retried:   func(rebound.Event) { retried.Add(1) },
 				Recovered: func(rebound.Event) { recovered.Add(1) },
 			}))

@@ -26,6 +26,14 @@
 // FailbackPage.Breakers (absent without a source, [] with none open) and
 // Page.Breakers. Targets are registry data: the page escapes them (as
 // everything it shows) and passes them through logging.Scrub.
+//
+// The page is also an observer of the events metrics and logs see: an
+// EventLog (NewEventLog) is a rebound.Observer to give to the WithObserver
+// option of a Manager, a failback invoker, a registry adapter's
+// registrations or a breaker directory; WithEvents shows what it kept
+// (the most recent events, newest first: kind, what about, what happened,
+// the error scrubbed).
+//
 // Every state of subscriber.States is counted, filtered on and shown,
 // including a held empty list (subscriber.StateHeld: since, until and
 // why). Stuck subscriptions come first: retrying, held, pending, stopped,
@@ -48,6 +56,7 @@
 //		statusz.WithRegistrations("providers", statusz.Registrations{reg}),
 //		statusz.WithFailback("notify", invoker),
 //		statusz.WithBreakers("notify", breakers), // the invoker's *cluster.BreakerDirectory
+//		statusz.WithEvents("events", events),     // events, _ := statusz.NewEventLog(0), given to WithObserver options
 //	)
 //	if err != nil { ... }
 //	mux.Handle("/debug/rebound", h)

@@ -186,7 +186,17 @@ tr.retrying,tr.open{background:#ffebe9}tr.half-open{background:#fff8c5}h3{font-s
 {{template "breakers" (breakers $.Generated .Breakers)}}
 </section>
 {{end}}
-{{if and (not .Managers) (not .Failback) (not .Registrations) (not .Breakers)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
+{{range .Events}}
+<section class="events" data-name="{{.Name}}">
+<h2>Recent events: {{.Name}}</h2>
+<p class="muted">{{len .Events}} kept of {{.Observed}} observed, newest first</p>
+<table class="events"><thead><tr><th>at</th><th>kind</th><th>about</th><th>what</th><th>error</th></tr></thead><tbody>
+{{range .Events}}<tr class="{{.Kind}}"><td>{{ts .At}}</td><td>{{.Kind}}</td><td class="key">{{.Subject}}</td><td>{{.What}}</td><td class="err">{{.Error}}</td></tr>
+{{else}}<tr><td colspan="5" class="muted">no event yet</td></tr>{{end}}
+</tbody></table>
+</section>
+{{end}}
+{{if and (not .Managers) (not .Failback) (not .Registrations) (not .Breakers) (not .Events)}}<p class="muted">Nothing to show: the handler was created without sources.</p>{{end}}
 </body></html>
 `))
 

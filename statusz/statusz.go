@@ -146,6 +146,22 @@ func WithBreakers(name string, src BreakerSource) Option {
 	})
 }
 
+// WithEvents adds a "Recent events" section for log under name: the
+// events it observed, newest first (see EventLog). Names must be unique
+// and not empty; log must not be nil.
+func WithEvents(name string, log *EventLog) Option {
+	return optionFunc(func(h *Handler) error {
+		if err := h.checkName("statusz.WithEvents", name, log == nil); err != nil {
+			if ae, ok := err.(*rebound.ArgumentError); ok && ae.Arg == "src" {
+				ae.Arg = "log"
+			}
+			return err
+		}
+		h.evs = append(h.evs, namedEvents{name, log})
+		return nil
+	})
+}
+
 // WithPageSize sets how many subscriptions an HTML page shows (default
 // DefaultPageSize); it must be at least 1.
 func WithPageSize(n int) Option {
@@ -173,6 +189,11 @@ type namedBreakers struct {
 	src  BreakerSource
 }
 
+type namedEvents struct {
+	name string
+	log  *EventLog
+}
+
 type namedRegs struct {
 	name string
 	src  RegistrationSource
@@ -186,6 +207,7 @@ type Handler struct {
 	fbs      []namedStats
 	regs     []namedRegs
 	brks     []namedBreakers
+	evs      []namedEvents
 	names    map[string]bool
 	pageSize int
 	now      func() time.Time
@@ -262,6 +284,16 @@ type Page struct {
 	// Breakers has the WithBreakers sources whose name is not a failback
 	// section's (those are in FailbackPage.Breakers).
 	Breakers []BreakerPage `json:"breakers"`
+	// Events has the WithEvents sections.
+	Events []EventsPage `json:"events"`
+}
+
+// EventsPage is a WithEvents section: the events its EventLog kept,
+// newest first, and how many it observed in all.
+type EventsPage struct {
+	Name     string     `json:"name"`
+	Observed uint64     `json:"observed"`
+	Events   []EventRow `json:"events"`
 }
 
 // BreakerPage is a WithBreakers source of its own section.
@@ -349,8 +381,6 @@ type ManagerPage struct {
 	Page          int            `json:"page"`
 	Pages         int            `json:"pages"`
 	Subscriptions []Subscription `json:"subscriptions"`
-	// DroppedEvents is Counts.DroppedEvents (hook events lost).
-	DroppedEvents uint64 `json:"dropped_hook_events,omitempty"`
 }
 
 // Subscription is one row.
@@ -504,7 +534,7 @@ func (q query) match(st subscriber.Status, key string) bool {
 func (h *Handler) snapshot(q query) Page {
 	now := h.now()
 	p := Page{Generated: now, Managers: []ManagerPage{}, Registrations: []RegistrationPage{}, Failback: []FailbackPage{},
-		Breakers: []BreakerPage{}}
+		Breakers: []BreakerPage{}, Events: []EventsPage{}}
 	for _, ns := range h.subs {
 		p.Managers = append(p.Managers, h.managerPage(ns, q, now))
 	}
@@ -530,6 +560,10 @@ func (h *Handler) snapshot(q query) Page {
 		if !slices.ContainsFunc(h.fbs, func(nf namedStats) bool { return nf.name == nb.name }) {
 			p.Breakers = append(p.Breakers, BreakerPage{Name: nb.name, Breakers: breakerRows(nb.src, now)})
 		}
+	}
+	for _, ne := range h.evs {
+		rows, n := ne.log.Events()
+		p.Events = append(p.Events, EventsPage{Name: ne.name, Observed: n, Events: rows})
 	}
 	return p
 }
@@ -622,7 +656,6 @@ func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) ManagerPage 
 		if c.Connection != 0 {
 			mp.Registry = c.Connection.String()
 		}
-		mp.DroppedEvents = c.DroppedEvents
 	}
 	rows := make([]row, 0, len(all))
 	for i := range all {

@@ -51,9 +51,7 @@ func (q *deliveryQ) receive(s *Subscription, list []Instance, now time.Time) {
 }
 
 func (q *deliveryQ) pushDelivery(s *Subscription, r DeliveryResult, n int, now time.Time) {
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{del: &Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now}})
-	}
+	noteLocked(s, Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
 }
 
 // kick starts the delivery goroutine if there is a list to deliver.
@@ -77,12 +75,12 @@ func (q *deliveryQ) loop(s *Subscription) {
 		list, ok := q.next(s, now)
 		if !ok {
 			q.delivering = false
-			s.mu.Unlock()
+			s.unlock()
 			return
 		}
 		q.deliveries++
 		q.lastAt = now
-		s.mu.Unlock()
+		s.unlock()
 		q.call(s, list)
 	}
 }

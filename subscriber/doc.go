@@ -65,12 +65,15 @@
 //     when, confirmation and hold; stopped subscriptions stay listed with
 //     their reason (WithStoppedRetention, default the last 100).
 //     Manager.Counts gives per-state counts without locking any
-//     subscription; Hooks (WithHooks) report state changes, deliveries,
-//     confirmations and reconnects from one Manager-owned goroutine.
+//     subscription; observers (WithObserver, with Hooks as the typed
+//     adapter) receive state changes, deliveries, confirmations, deferrals
+//     and reconnects as rebound.Events, never under a lock, in order per
+//     subscription (see Hooks for what a slow one stalls).
 //   - Close (or Shutdown, bounded by a context) is idempotent, stops every
 //     subscription, unsubscribes from the registry and waits for every
-//     goroutine of the Manager; from a listener or hook it starts closing
-//     and returns ErrCalledFromCallback instead of deadlocking.
+//     goroutine of the Manager; from a listener or observer it starts
+//     closing and returns rebound.ErrCalledFromCallback instead of
+//     deadlocking.
 //
 // # Shared views
 //

@@ -36,10 +36,6 @@ var (
 	// from the one the adapter handed over: the Manager delivered the
 	// server's list and resubscribes.
 	ErrOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
-	// ErrCalledFromCallback is returned by Close and Shutdown called from a
-	// listener or a hook: the Manager is closing, but waiting for it there
-	// would deadlock, so they return at once.
-	ErrCalledFromCallback = errors.New("subscriber: Close called from a listener or hook: closing in the background")
 )
 
 // ArgumentError is rebound.ArgumentError: a bad argument or option. It

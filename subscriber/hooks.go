@@ -2,32 +2,57 @@ package subscriber
 
 import (
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
 )
 
-// Hooks are called on the life events of a Manager's subscriptions, for
-// metrics and tracing (WithMeterProvider records the Manager's
-// OpenTelemetry metrics from the same events). Set them with WithHooks;
-// nil fields are skipped.
+// A Manager emits a rebound.Event on the life events of its
+// subscriptions, to the observers of WithObserver (WithMeterProvider
+// records the Manager's OpenTelemetry metrics as one more observer of the
+// same events). Each Event's Detail is a value of this package:
 //
-// Hooks are never called with a lock held, and never from a subscription's
-// own goroutines: the Manager queues every event (in the order they
-// happened, per subscription and overall) and one goroutine owned by the
-// Manager calls the hooks one at a time. A slow hook therefore delays
-// later hook calls, never a subscription. The queue holds up to
-// WithHookQueue events (default DefaultHookQueue); when it is full, new
-// events are dropped and counted (Counts.DroppedEvents), and the Manager
-// logs one warning per episode. Status and Counts are always exact, so a
-// gauge should be read from Counts, not rebuilt from events. Close
-// delivers the events queued before it and then stops the goroutine.
+//	rebound.EventStateChanged  StateChange       (Err: its Reason)
+//	rebound.EventDelivered     Delivery
+//	rebound.EventConfirmed     Confirmation
+//	rebound.EventThrottled     Deferral          (Err: its Reason, Delay: its Delay)
+//	rebound.EventConnection    ConnectionChange
+//	rebound.EventAttempt       SubscribeAttempt  (every Registry.Subscribe call; Err: its error)
+//	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
+//	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
 //
-// A hook may call Status, Counts and Subscription methods; it must not
-// call Close or Shutdown (they wait for the hook goroutine: Close returns
-// ErrCalledFromCallback instead of deadlocking).
+// Hooks is the typed adapter: one function per kind, nil fields skipped.
+//
+// Observers are called synchronously, never with a lock held, from the
+// goroutine where the event happened, one event at a time per
+// subscription and in the order its events happened (the events of
+// different subscriptions may be observed concurrently and in any
+// order). That goroutine is the caller of Subscribe (the pending state),
+// the subscription's first attempt or lookup, the Manager's scheduler
+// goroutine (retries and timers), the adapter's goroutine that called the
+// Sink (deliveries, confirmations), the subscription's delivery goroutine,
+// the ConnectionMonitor's goroutine (connection changes, and the
+// disruptions they cause), or the caller of Unsubscribe, Close or
+// Shutdown (the stopped state). A slow observer therefore stalls exactly
+// this: the subscription whose event it observes, and the goroutine it
+// was called from while it runs, which for a Sink call is the adapter's
+// handling of further pushes and for the ConnectionMonitor its next
+// report. The scheduler is not held: an observer called there runs as one
+// of its jobs, and after TimerSlack the scheduler moves to a new goroutine
+// (as for a slow registry call), so other subscriptions' retries and
+// timers go on. Status and Counts never wait for an observer. Wrap a slow
+// observer in a rebound.Queue (which drops and counts what overflows) to
+// stall nothing. Status and Counts are always exact, so a gauge should be
+// read from Counts, not rebuilt from events.
+//
+// An observer may call Status, Counts, Key and Refresh. It must not call
+// Unsubscribe (which waits for the subscription's registry calls, one of
+// which may be running the observer). Close and Shutdown called from an
+// observer start closing and return rebound.ErrCalledFromCallback at once
+// instead of deadlocking. An observer that panics is recovered and
+// logged; the subscription goes on.
 type Hooks struct {
 	// StateChanged: a subscription moved from one State to another
 	// (including pending at its creation, From 0, and stopped at its end,
@@ -45,13 +70,65 @@ type Hooks struct {
 	// Deferred: an attempt that was due was not sent, deferred locally by
 	// the throttle (WithThrottle) or the retry budget (WithBudget).
 	Deferred func(Deferral)
+	// Attempted: a Registry.Subscribe call of a subscription ended (Err
+	// its error, nil if acknowledged); the kinds that follow a failure
+	// (rebound.EventRetry, EventGiveUp) reach only a raw Observer.
+	Attempted func(SubscribeAttempt)
+}
+
+// Observe calls the field for e.Detail's type, if set.
+func (h Hooks) Observe(e rebound.Event) {
+	switch d := e.Detail.(type) {
+	case StateChange:
+		if h.StateChanged != nil {
+			h.StateChanged(d)
+		}
+	case Delivery:
+		if h.Delivered != nil {
+			h.Delivered(d)
+		}
+	case Confirmation:
+		if h.Confirmed != nil {
+			h.Confirmed(d)
+		}
+	case ConnectionChange:
+		if h.Connection != nil {
+			h.Connection(d)
+		}
+	case Deferral:
+		if h.Deferred != nil {
+			h.Deferred(d)
+		}
+	case SubscribeAttempt:
+		if h.Attempted != nil && e.Kind == rebound.EventAttempt {
+			h.Attempted(d)
+		}
+	}
 }
 
 func (h Hooks) empty() bool {
-	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil
+	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil &&
+		h.Attempted == nil
 }
 
-// StateChange is passed to Hooks.StateChanged.
+// SubscribeAttempt is the Detail of a subscription's rebound.EventAttempt
+// (Hooks.Attempted), and of the EventRetry or EventGiveUp that follows a
+// failed one.
+type SubscribeAttempt struct {
+	Key Key
+	ID  uint64
+	// Attempt counts the attempts of the current run (1 for the first
+	// after a subscribe, a disruption or a success).
+	Attempt int
+	// Err is the call's error, nil if the registry acknowledged it.
+	Err error
+	// Delay is the wait before the next attempt after a failure (0 after
+	// a success, a permanent error, or an attempt asked again at once).
+	Delay time.Duration
+	At    time.Time
+}
+
+// StateChange is the Detail of a rebound.EventStateChanged (Hooks.StateChanged).
 type StateChange struct {
 	Key Key
 	// ID identifies the subscription within its Manager (Status.ID).
@@ -95,7 +172,7 @@ func (r DeliveryResult) String() string {
 	return "DeliveryResult(" + strconv.Itoa(int(r)) + ")"
 }
 
-// Delivery is passed to Hooks.Delivered.
+// Delivery is the Detail of a rebound.EventDelivered (Hooks.Delivered).
 type Delivery struct {
 	Key       Key
 	ID        uint64
@@ -104,7 +181,7 @@ type Delivery struct {
 	At        time.Time
 }
 
-// Confirmation is passed to Hooks.Confirmed.
+// Confirmation is the Detail of a rebound.EventConfirmed (Hooks.Confirmed).
 type Confirmation struct {
 	Key    Key
 	ID     uint64
@@ -114,7 +191,7 @@ type Confirmation struct {
 	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
 }
 
-// Deferral is passed to Hooks.Deferred.
+// Deferral is the Detail of a rebound.EventThrottled (Hooks.Deferred).
 type Deferral struct {
 	Key    Key
 	ID     uint64
@@ -123,7 +200,7 @@ type Deferral struct {
 	At     time.Time
 }
 
-// ConnectionChange is passed to Hooks.Connection.
+// ConnectionChange is the Detail of a rebound.EventConnection (Hooks.Connection).
 type ConnectionChange struct {
 	State ConnState
 	// Subscriptions is the number of running subscriptions affected.
@@ -131,114 +208,47 @@ type ConnectionChange struct {
 	At            time.Time
 }
 
-// DefaultHookQueue is the default capacity of the hook event queue.
-const DefaultHookQueue = 4096
-
-type hookEvent struct {
-	state *StateChange
-	del   *Delivery
-	conf  *Confirmation
-	conn  *ConnectionChange
-	def   *Deferral
-}
-
-// dispatcher is the hook goroutine and its bounded, ordered queue.
-type dispatcher struct {
-	h       Hooks
-	log     *zap.Logger
-	mu      sync.Mutex
-	queue   []hookEvent
-	head    int
-	cap     int
-	signal  chan struct{}
-	closing bool
-	overrun bool // dropping since the last successful enqueue
-	dropped atomic.Uint64
-	done    chan struct{}
-}
-
-func newDispatcher(h Hooks, capacity int, log *zap.Logger) *dispatcher {
-	return &dispatcher{h: h, log: log, cap: capacity, signal: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// push queues an event; it never blocks. Safe with any lock held.
-func (d *dispatcher) push(ev hookEvent) {
-	if d == nil {
-		return
+// event is the rebound.Event of a detail.
+func event(d any) rebound.Event {
+	switch d := d.(type) {
+	case StateChange:
+		return rebound.Event{Kind: rebound.EventStateChanged, Err: d.Reason, Detail: d}
+	case Delivery:
+		return rebound.Event{Kind: rebound.EventDelivered, Detail: d}
+	case Confirmation:
+		return rebound.Event{Kind: rebound.EventConfirmed, Detail: d}
+	case Deferral:
+		return rebound.Event{Kind: rebound.EventThrottled, Err: d.Reason, Delay: d.Delay, Detail: d}
+	case ConnectionChange:
+		return rebound.Event{Kind: rebound.EventConnection, Detail: d}
+	case SubscribeAttempt:
+		return rebound.Event{Kind: rebound.EventAttempt, Attempt: d.Attempt, Err: d.Err, Detail: d}
 	}
-	d.mu.Lock()
-	if d.closing {
-		d.mu.Unlock()
-		return
+	return rebound.Event{Detail: d}
+}
+
+// observed reports whether the Manager has observers.
+func (m *Manager) observed() bool { return len(m.observers) > 0 }
+
+// emit hands evs, in order, to every observer: with no lock held, the
+// calling goroutine marked as running a callback (so that Close from an
+// observer does not wait for itself), a panic recovered and logged.
+func (m *Manager) emit(evs ...rebound.Event) {
+	if m.userObs { // the metrics observer calls nothing back: no mark (it reads the goroutine's id)
+		defer m.enterCallback()()
 	}
-	if len(d.queue)-d.head >= d.cap {
-		warn := !d.overrun
-		d.overrun = true
-		d.mu.Unlock()
-		d.dropped.Add(1)
-		if warn {
-			d.log.Warn("hook queue full: dropping hook events (a hook is too slow)", zap.Int("capacity", d.cap))
+	for _, ev := range evs {
+		for _, o := range m.observers {
+			m.observe(o, ev)
 		}
-		return
-	}
-	d.overrun = false
-	d.queue = append(d.queue, ev)
-	d.mu.Unlock()
-	select {
-	case d.signal <- struct{}{}:
-	default:
 	}
 }
 
-// close makes run return once the events queued so far are delivered.
-func (d *dispatcher) close() {
-	d.mu.Lock()
-	d.closing = true
-	d.mu.Unlock()
-	select {
-	case d.signal <- struct{}{}:
-	default:
-	}
-}
-
-func (d *dispatcher) run() {
-	defer close(d.done)
-	for {
-		d.mu.Lock()
-		if d.head == len(d.queue) {
-			d.queue, d.head = d.queue[:0], 0
-			if d.closing {
-				d.mu.Unlock()
-				return
-			}
-			d.mu.Unlock()
-			<-d.signal
-			continue
-		}
-		ev := d.queue[d.head]
-		d.queue[d.head] = hookEvent{}
-		d.head++
-		d.mu.Unlock()
-		d.call(ev)
-	}
-}
-
-func (d *dispatcher) call(ev hookEvent) {
+func (m *Manager) observe(o rebound.Observer, ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.Error("hook panicked", zap.Any("panic", r), zap.Stack("stack"))
+			m.log.Error("observer panicked", zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	switch {
-	case ev.state != nil && d.h.StateChanged != nil:
-		d.h.StateChanged(*ev.state)
-	case ev.del != nil && d.h.Delivered != nil:
-		d.h.Delivered(*ev.del)
-	case ev.conf != nil && d.h.Confirmed != nil:
-		d.h.Confirmed(*ev.conf)
-	case ev.def != nil && d.h.Deferred != nil:
-		d.h.Deferred(*ev.def)
-	case ev.conn != nil && d.h.Connection != nil:
-		d.h.Connection(*ev.conn)
-	}
+	o.Observe(ev)
 }

@@ -133,7 +133,7 @@ func (l *lookups) run(s *Subscription, seq uint64, refresh bool) {
 	defer s.m.wg.Done()
 	s.mu.Lock()
 	ctx := l.ctx
-	s.mu.Unlock()
+	s.unlock()
 	list, err := l.call(s, ctx)
 	if err == nil {
 		sortInstances(list)
@@ -175,7 +175,7 @@ func (l *lookups) run(s *Subscription, seq uint64, refresh bool) {
 	if !s.stopped && s.run.st == rsSubscribed {
 		l.schedule(s, now)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	s.calls.Done()
 	switch {
 	case repair && heldEmpty:

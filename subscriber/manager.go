@@ -133,9 +133,6 @@ type Counts struct {
 	// Connection is the last state the ConnectionMonitor reported (0 if
 	// none, or no monitor).
 	Connection ConnState
-	// DroppedEvents counts hook events dropped because the hook queue was
-	// full (see Hooks).
-	DroppedEvents uint64
 }
 
 // Manager keeps subscriptions to a service registry alive: each
@@ -149,19 +146,20 @@ type Counts struct {
 // monitor (if the Registry is a ConnectionMonitor), the hook dispatcher (if
 // WithHooks), and one per registry call or listener call in progress.
 type Manager struct {
-	reg      Registry
-	opts     options
-	log      *zap.Logger
-	loopLog  *zap.Logger                             // log with the subscriber component, for the retry Loops
-	confirms bool                                    // reg is a ReconnectConfirmer that confirms reconnects
-	table    *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
-	recon    Reconciler                              // nil unless reg implements it
-	noLookup atomic.Bool                             // recon answered with a permanent error: not used any more
-	sched    *scheduler
-	retrier  *rebound.Retrier      // the policy and the admission of every run but a subscription's first (admit.go)
-	starter  *rebound.Retrier      // the same for a subscription's first run: its first attempt takes no token
-	disp     *dispatcher           // nil without hooks
-	metrics  *telemetry.Subscriber // nil without WithMeterProvider (metrics.go)
+	reg       Registry
+	opts      options
+	log       *zap.Logger
+	loopLog   *zap.Logger                             // log with the subscriber component, for the retry Loops
+	confirms  bool                                    // reg is a ReconnectConfirmer that confirms reconnects
+	table     *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
+	recon     Reconciler                              // nil unless reg implements it
+	noLookup  atomic.Bool                             // recon answered with a permanent error: not used any more
+	sched     *scheduler
+	retrier   *rebound.Retrier      // the policy and the admission of every run but a subscription's first (admit.go)
+	starter   *rebound.Retrier      // the same for a subscription's first run: its first attempt takes no token
+	observers []rebound.Observer    // WithObserver, and the metrics (metrics.go)
+	userObs   bool                  // WithObserver gave some
+	metrics   *telemetry.Subscriber // nil without WithMeterProvider (metrics.go)
 
 	ctx    context.Context // cancelled by Close: stops the monitor and the scheduler
 	cancel context.CancelFunc
@@ -170,7 +168,7 @@ type Manager struct {
 	states   [numStates]atomic.Int64
 	nStopped atomic.Uint64
 	conn     atomic.Int32
-	inCB     sync.Map // goroutine ids running listener or hook calls
+	inCB     sync.Map // goroutine ids running listener or observer calls
 
 	mu      sync.Mutex
 	closed  bool
@@ -182,8 +180,8 @@ type Manager struct {
 
 	watches watchSet // the shared views (watch.go)
 
-	closeOnce sync.Once
-	allDone   chan struct{} // closed when Close has finished
+	closing atomic.Bool   // Close or Shutdown has begun (startClose runs once)
+	allDone chan struct{} // closed when Close has finished
 }
 
 // New returns a Manager subscribing through reg. It starts the Manager's
@@ -208,7 +206,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		return nil, argError("subscriber.New", "reg", "is a nil pointer")
 	}
 	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval,
-		hookQueue: DefaultHookQueue, keepStopped: DefaultStoppedRetention}
+		keepStopped: DefaultStoppedRetention}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -246,17 +244,11 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if err := m.startMetrics(&o); err != nil {
 		return nil, fmt.Errorf("subscriber.New: WithMeterProvider: %w", err)
 	}
-	m.opts.hooks = o.hooks
+	m.observers = append(m.observers, o.observers...)
+	m.userObs = len(o.observers) > 0
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.sched = newScheduler(&m.wg, m.ctx.Done())
 	m.sched.start()
-	if !o.hooks.empty() {
-		m.disp = newDispatcher(o.hooks, o.hookQueue, m.log)
-		go func() {
-			defer m.enterCallback()()
-			m.disp.run()
-		}()
-	}
 	if mon, ok := reg.(ConnectionMonitor); ok {
 		if rc, ok := reg.(ReconnectConfirmer); ok {
 			m.confirms = rc.ConfirmsReconnects()
@@ -355,9 +347,6 @@ func (m *Manager) Counts() Counts {
 	c.Stopped = m.nStopped.Load()
 	c.Scheduled = m.sched.len()
 	c.Connection = ConnState(m.conn.Load())
-	if m.disp != nil {
-		c.DroppedEvents = m.disp.dropped.Load()
-	}
 	return c
 }
 
@@ -379,7 +368,7 @@ func (m *Manager) countState(from, to State) {
 // ErrManagerClosed afterwards.
 //
 // Called from a listener or a hook (which Close would wait for), Close
-// starts closing and returns ErrCalledFromCallback at once instead of
+// starts closing and returns rebound.ErrCalledFromCallback at once instead of
 // deadlocking; the Manager finishes closing after the callback returns.
 func (m *Manager) Close() error {
 	return m.Shutdown(context.Background())
@@ -389,15 +378,17 @@ func (m *Manager) Close() error {
 // and waits until it is done or ctx is; in the latter case it returns an
 // error wrapping ctx.Err() while the Manager finishes closing in the
 // background (a later Close or Shutdown waits for it). Like Close, called
-// from a listener or hook it returns ErrCalledFromCallback without
+// from a listener or hook it returns rebound.ErrCalledFromCallback without
 // waiting.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argError("subscriber.Manager.Shutdown", "ctx", "is nil")
 	}
-	m.closeOnce.Do(m.startClose)
+	if m.closing.CompareAndSwap(false, true) {
+		m.startClose() // not a sync.Once: an observer of the stops it makes may call Close
+	}
 	if m.inCallback() {
-		return ErrCalledFromCallback
+		return rebound.ErrCalledFromCallback
 	}
 	select {
 	case <-m.allDone:
@@ -426,10 +417,6 @@ func (m *Manager) startClose() {
 	// every subscription is stopped.
 	go func() {
 		m.wg.Wait()
-		if m.disp != nil {
-			m.disp.close()
-			<-m.disp.done
-		}
 		_ = m.metrics.Close()
 		close(m.allDone)
 	}()
@@ -532,8 +519,8 @@ func (m *Manager) onConnection(st ConnState) {
 	m.mu.Unlock()
 	subs := m.snapshot()
 	m.log.Info("registry connection changed", zap.Stringer("state", st), zap.Int("subscriptions", len(subs)))
-	if m.disp != nil {
-		m.disp.push(hookEvent{conn: &ConnectionChange{State: st, Subscriptions: len(subs), At: time.Now()}})
+	if m.observed() {
+		m.emit(event(ConnectionChange{State: st, Subscriptions: len(subs), At: time.Now()}))
 	}
 	for _, s := range subs {
 		s.disrupt(kind, reason)
@@ -545,9 +532,13 @@ func (m *Manager) onConnection(st ConnState) {
 
 // enterCallback marks the calling goroutine as one that runs listener or
 // hook calls, until the returned function is called.
+// A goroutine already marked keeps its mark (an observer called from a
+// listener's goroutine).
 func (m *Manager) enterCallback() func() {
 	id := goid.ID()
-	m.inCB.Store(id, struct{}{})
+	if _, marked := m.inCB.LoadOrStore(id, struct{}{}); marked {
+		return func() {}
+	}
 	return func() { m.inCB.Delete(id) }
 }
 

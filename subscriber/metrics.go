@@ -20,10 +20,9 @@ import (
 //   - rebound.subscriber.updates{result=delivered|duplicate|empty_held|stale}
 //     and rebound.subscriber.confirmations{reason=subscribe|evidence}
 //     (subscribe: an acknowledged Registry.Subscribe; evidence: the
-//     adapter's Sink.Confirmed, whatever its words), counted from the
-//     Manager's hook events (see Hooks: never under a lock, never on a
-//     subscription's goroutine; events dropped by a full hook queue are
-//     not counted, Counts.DroppedEvents says how many);
+//     adapter's Sink.Confirmed, whatever its words), counted by an
+//     observer of the Manager's events (see Hooks), called before those of
+//     WithObserver, so every event is counted;
 //   - rebound.retry.attempts, rebound.retry.delay and rebound.limiter.wait
 //     with component=subscriber, from the subscriptions' retry loops.
 //
@@ -39,9 +38,8 @@ func (o *options) retryMetrics() rebound.Option {
 	return rebound.WithMeterProvider(o.meterProvider, attribute.String("component", "subscriber"))
 }
 
-// startMetrics registers the Manager's instruments and adds the hooks
-// that count updates and confirmations to o.hooks (New calls it before
-// the hook dispatcher starts).
+// startMetrics registers the Manager's instruments and adds the observer
+// that counts updates and confirmations (New calls it before any event).
 func (m *Manager) startMetrics(o *options) error {
 	t, err := telemetry.NewSubscriber(o.meterProvider, func() telemetry.SubscriberCounts {
 		c := m.Counts()
@@ -60,26 +58,26 @@ func (m *Manager) startMetrics(o *options) error {
 		return err
 	}
 	m.metrics = t
-	delivered, confirmed := o.hooks.Delivered, o.hooks.Confirmed
-	o.hooks.Delivered = func(d Delivery) {
-		t.Updated(updateResult(d.Result))
-		if delivered != nil {
-			delivered(d)
-		}
-	}
-	o.hooks.Confirmed = func(c Confirmation) {
+	m.observers = append(m.observers, subscriberMeter{t}) // first: before the observers of WithObserver
+	return nil
+}
+
+// subscriberMeter is the observer that counts updates and confirmations.
+type subscriberMeter struct{ t *telemetry.Subscriber }
+
+func (sm subscriberMeter) Observe(e rebound.Event) {
+	switch d := e.Detail.(type) {
+	case Delivery:
+		sm.t.Updated(updateResult(d.Result))
+	case Confirmation:
 		// The attribute is one of two values; the adapter's own words
-		// (c.Reason) are free text, for Status, hooks and logs only.
+		// (d.Reason) are free text, for Status, observers and logs only.
 		kind := telemetry.ConfirmSubscribe
-		if c.evidence {
+		if d.evidence {
 			kind = telemetry.ConfirmEvidence
 		}
-		t.Confirmed(kind)
-		if confirmed != nil {
-			confirmed(c)
-		}
+		sm.t.Confirmed(kind)
 	}
-	return nil
 }
 
 func updateResult(r DeliveryResult) telemetry.Update {

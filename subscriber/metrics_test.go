@@ -2,6 +2,7 @@ package subscriber_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,9 +22,9 @@ func TestMetrics(t *testing.T) {
 		a, b := subscriber.Key{Service: "a"}, subscriber.Key{Service: "b"}
 		reg.Set(a, subscribertest.Instance("10.0.0.1", 80))
 		reg.Set(b, subscribertest.Instance("10.0.0.2", 80))
-		delivered := 0
+		var delivered atomic.Int64 // observers of different subscriptions run concurrently
 		m, err := subscriber.New(reg, subscriber.WithMeterProvider(mp), subscriber.WithLimiter(nil),
-			subscriber.WithHooks(subscriber.Hooks{Delivered: func(subscriber.Delivery) { delivered++ }}))
+			subscriber.WithObserver(subscriber.Hooks{Delivered: func(subscriber.Delivery) { delivered.Add(1) }}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,8 +52,8 @@ func TestMetrics(t *testing.T) {
 		if n := got["rebound.retry.attempts"]["component=subscriber,outcome=success"]; n != 2 {
 			t.Errorf("retry.attempts{success} = %d, want 2 (the first attempts)", n)
 		}
-		if delivered != 2 {
-			t.Errorf("the user's Delivered hook ran %d times, want 2", delivered)
+		if delivered.Load() != 2 {
+			t.Errorf("the user's Delivered hook ran %d times, want 2", delivered.Load())
 		}
 
 		// An outage: both retry, the connection is reported down, and the

@@ -66,8 +66,7 @@ type options struct {
 	confirmCap  time.Duration
 	refreshMin  time.Duration
 	reconcile   time.Duration
-	hooks       Hooks
-	hookQueue   int
+	observers   []rebound.Observer
 	keepStopped int
 	budget      *rebound.RetryBudget      // WithBudget
 	throttle    *rebound.AdaptiveThrottle // WithThrottle
@@ -207,22 +206,19 @@ func WithReconcile(period time.Duration) Option {
 	})
 }
 
-// WithHooks sets the Manager's event hooks (see Hooks). Default: none.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(o *options) { o.hooks = h })
-}
-
-// WithHookQueue sets how many hook events may wait for the hook goroutine
-// before new ones are dropped (see Hooks). Default: DefaultHookQueue
-// (4,096). n must be at least 1.
-func WithHookQueue(n int) Option {
-	return optionFunc(func(o *options) {
-		if n < 1 {
-			o.errs = append(o.errs, argError("subscriber.WithHookQueue", "n", "must be at least 1"))
-			return
-		}
-		o.hookQueue = n
-	})
+// WithObserver adds o as an observer of the Manager's events (see Hooks
+// for the kinds, the goroutines that call it and what a slow observer
+// stalls): a Hooks value, a rebound.ObserverFunc, a rebound.Queue. Several
+// add up, called in the order given, after the metrics of
+// WithMeterProvider. A nil o is ignored. Default: none.
+func WithObserver(o rebound.Observer) Option {
+	if rebound.IsNilObserver(o) {
+		return nil
+	}
+	if h, ok := o.(Hooks); ok && h.empty() {
+		return nil
+	}
+	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })
 }
 
 // WithStoppedRetention sets how many stopped subscriptions Status keeps

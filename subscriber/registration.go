@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/rebound-go/rebound"
 )
 
 // Registration is the provider's side of service discovery, as Registry is
@@ -121,17 +123,21 @@ type RegistrationStatus struct {
 	LastErrAt time.Time
 }
 
-// RegistrationHooks are called on the life events of a Registration, for
-// metrics, logs and tracing; nil fields are skipped. Set them with the
-// adapter's option (nacos.WithRegistrationHooks,
-// etcd.WithRegistrationHooks).
+// A Registration emits a rebound.Event on its life events to the
+// observers set with the adapter's WithRegistrationObserver option
+// (nacos, etcd): rebound.EventStateChanged with Detail a
+// RegistrationStateChange (Err its Reason), and rebound.EventAttempt with
+// Detail a RegistrationAttempt (Err the request's error) for each request
+// to the registry. RegistrationHooks is the typed adapter; nil fields are
+// skipped.
 //
-// Hooks are never called with a lock held, and are called one at a time,
-// in the order the events happened, from the goroutine that caused the
-// event (the Registration's own goroutine, or the caller of Register,
-// Update or Shutdown): a slow hook delays the registration's repairs. A
-// hook may call Status, Key and Instance; it must not call Update,
-// Shutdown or Close. A panicking hook is recovered and logged.
+// Observers are never called with a lock held, and are called one at a
+// time, in the order the events happened, from the goroutine that caused
+// the event (the Registration's own goroutine, or the caller of Register,
+// Update or Shutdown): a slow observer delays that registration's repairs
+// and that caller, nothing else (wrap it in a rebound.Queue to delay
+// nothing). An observer may call Status, Key and Instance; it must not call
+// Update, Shutdown or Close. A panicking observer is recovered and logged.
 type RegistrationHooks struct {
 	// StateChanged: the registration moved from one state to another
 	// (From 0 at its creation).
@@ -141,7 +147,22 @@ type RegistrationHooks struct {
 	Attempted func(RegistrationAttempt)
 }
 
-// RegistrationStateChange is passed to RegistrationHooks.StateChanged.
+// Observe calls the field for e.Detail's type, if set.
+func (h RegistrationHooks) Observe(e rebound.Event) {
+	switch d := e.Detail.(type) {
+	case RegistrationStateChange:
+		if h.StateChanged != nil {
+			h.StateChanged(d)
+		}
+	case RegistrationAttempt:
+		if h.Attempted != nil {
+			h.Attempted(d)
+		}
+	}
+}
+
+// RegistrationStateChange is the Detail of a Registration's
+// rebound.EventStateChanged (RegistrationHooks.StateChanged).
 type RegistrationStateChange struct {
 	Registry string
 	Key      Key
@@ -166,7 +187,8 @@ const (
 	RegistrationOpDeregister = "deregister"
 )
 
-// RegistrationAttempt is passed to RegistrationHooks.Attempted.
+// RegistrationAttempt is the Detail of a Registration's
+// rebound.EventAttempt (RegistrationHooks.Attempted).
 type RegistrationAttempt struct {
 	Registry string
 	Key      Key

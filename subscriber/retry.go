@@ -90,9 +90,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aDeferred:
 			r.deferred++
 			r.deferWhy = in.reason
-			if s.m.disp != nil {
-				s.m.disp.push(hookEvent{def: &Deferral{Key: s.key, ID: s.id, Reason: in.reason, Delay: in.delay, At: now}})
-			}
+			noteLocked(s, Deferral{Key: s.key, ID: s.id, Reason: in.reason, Delay: in.delay, At: now})
 		case aAwait:
 			r.confDL = time.Time{}
 			s.cancelTimer(timerConfirm)
@@ -208,21 +206,39 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 		permanent, err = true, out.gaveUp
 	}
 	stopped := s.stopped
+	// The attempt's outcome as events: EventAttempt, then EventRetry or
+	// EventGiveUp for a failure; observed by the subscription's retry log
+	// and by the Manager's observers.
+	var end rebound.Event
+	switch {
+	case stopped, out.acked:
+	case permanent:
+		end = rebound.Event{Kind: rebound.EventGiveUp, Attempt: n, Err: err}
+	case out.failed:
+		end = rebound.Event{Kind: rebound.EventRetry, Attempt: n, Err: err, Delay: out.delay}
+	}
+	if !stopped && s.m.observed() {
+		sa := SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: out.delay, At: now}
+		noteLocked(s, sa)
+		if end.Kind != 0 {
+			e := end
+			e.Detail = sa
+			s.out.evs = append(s.out.evs, e)
+		}
+	}
 	lg := s.loopLocked()
-	s.mu.Unlock()
+	s.unlock()
 	s.calls.Done()
 
-	switch {
-	case stopped:
-	case out.acked:
-		lg.Succeeded(n)
-	case permanent:
-		lg.GaveUp(n, err)
-		if s.stop(err) {
-			s.finish()
-		}
-	case out.failed:
-		lg.Failed(n, err, out.delay)
+	if stopped {
+		return
+	}
+	lg.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: n, Err: err}) // a success: "recovered" if it was failing
+	if end.Kind != 0 {
+		lg.Observe(end)
+	}
+	if permanent && s.stop(err) {
+		s.finish()
 	}
 }
 
@@ -247,8 +263,8 @@ func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence boo
 	s.closeReadyLocked()
 	s.hold.confirmedAt(now, s.m.opts.hold)
 	s.setStateLocked(s.settledLocked(), nil)
-	if reason != "" && s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence}})
+	if reason != "" {
+		noteLocked(s, Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence})
 	}
 	s.look.schedule(s, now)
 	if s.dq.hasLatest {

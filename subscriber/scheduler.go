@@ -26,6 +26,7 @@ type timerOwner interface {
 // jobRunner runs one job the scheduler goroutine was given (enqueue).
 type jobRunner interface {
 	runJob(ctx context.Context, n int)
+	flushJob() // hand the owner's noted events to its observers
 }
 
 // entry is one due time of one owner in the Manager's scheduler. Its
@@ -138,9 +139,10 @@ type owner struct {
 
 // job is one attempt to run on the scheduler goroutine.
 type job struct {
-	r   jobRunner
-	ctx context.Context
-	n   int
+	r     jobRunner
+	ctx   context.Context
+	n     int
+	flush bool // hand r's noted events to the observers (flushJob), not an attempt
 }
 
 func newScheduler(wg *sync.WaitGroup, done <-chan struct{}) *scheduler {
@@ -155,9 +157,10 @@ func (sc *scheduler) start() {
 	go sc.run(ow)
 }
 
-// enqueue queues an attempt; the scheduler goroutine runs it after the
-// timers due now. It is called from the scheduler goroutine (onTimer), with
-// the owner's lock held and the attempt added to the Manager's WaitGroup.
+// enqueue queues an attempt (or a flush of observer events); the
+// scheduler goroutine runs it after the timers due now. It is called from
+// the scheduler goroutine (onTimer), with the owner's lock held and an
+// attempt added to the Manager's WaitGroup.
 func (sc *scheduler) enqueue(j job) {
 	sc.mu.Lock()
 	sc.jobs = append(sc.jobs, j)
@@ -192,7 +195,11 @@ func (sc *scheduler) runJobs(ow *owner) bool {
 			ow.rescue.Reset(TimerSlack)
 		}
 		ow.busy.Store(true)
-		j.r.runJob(j.ctx, j.n)
+		if j.flush {
+			j.r.flushJob()
+		} else {
+			j.r.runJob(j.ctx, j.n)
+		}
 		ow.busy.Store(false)
 		ow.rescue.Stop()
 		if sc.cur.Load() != ow {

@@ -36,6 +36,12 @@ func (r *recorder) runJob(_ context.Context, n int) {
 	r.jobs = append(r.jobs, n)
 }
 
+func (r *recorder) flushJob() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs = append(r.jobs, -1)
+}
+
 // The scheduler runs the entries and jobs of any owner: in due-time order,
 // a cancelled entry never, a moved one at its new time, and a job enqueued
 // from a firing right after it.

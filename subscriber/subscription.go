@@ -69,6 +69,7 @@ type Subscription struct {
 	confWhy   string
 	log       *logging.Loop         // created at the first attempt's end
 	extra     *[numTimers - 1]entry // the other scheduler entries, allocated when first needed
+	out       outbox                // events noted under mu for the observers (outbox.go)
 }
 
 // timer returns the scheduler entry of kind, allocating it if needed. The
@@ -142,7 +143,7 @@ func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subs
 // see WithThrottle).
 func (s *Subscription) start() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.stopped {
 		return
 	}
@@ -176,14 +177,14 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 // Subscribe context's cause, or the registry's permanent error.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.stopErr
 }
 
 // Status returns a snapshot of the subscription.
 func (s *Subscription) Status() Status {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.statusLocked()
 }
 
@@ -231,7 +232,7 @@ func (s *Subscription) Unsubscribe() error {
 // it.
 func (s *Subscription) Refresh() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	now := time.Now()
 	if s.stopped || s.run.st != rsSubscribed || s.look.pending() ||
 		(!s.look.lastRefresh.IsZero() && now.Sub(s.look.lastRefresh) < s.m.opts.refreshMin) {
@@ -250,7 +251,7 @@ func (s *Subscription) Refresh() {
 func (s *Subscription) stop(cause error) bool {
 	s.mu.Lock()
 	if s.stopped {
-		s.mu.Unlock()
+		s.unlock()
 		return false
 	}
 	s.stopped = true
@@ -260,7 +261,7 @@ func (s *Subscription) stop(cause error) bool {
 	s.dq.latest, s.dq.hasLatest = nil, false
 	s.hold.since = time.Time{}
 	s.setStateLocked(StateStopped, cause)
-	s.mu.Unlock()
+	s.unlock()
 	return true
 }
 
@@ -273,7 +274,7 @@ func (s *Subscription) stop(cause error) bool {
 func (s *Subscription) registryClosed(err error) {
 	s.mu.Lock()
 	waiting := !s.stopped && (s.run.st == rsAwaiting || s.run.st == rsSubscribed)
-	s.mu.Unlock()
+	s.unlock()
 	if waiting && s.stop(err) {
 		s.finish()
 	}
@@ -286,7 +287,7 @@ func (s *Subscription) finish() error {
 	s.calls.Wait()
 	s.mu.Lock()
 	called, stopAfter, cause := s.run.total > 0, s.stopAfter, s.stopErr
-	s.mu.Unlock()
+	s.unlock()
 	if stopAfter != nil {
 		stopAfter()
 	}
@@ -343,9 +344,7 @@ func (s *Subscription) setStateLocked(st State, reason error) {
 	now := time.Now()
 	s.state, s.since = st, now
 	s.m.countState(from, st)
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{state: &StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now}})
-	}
+	noteLocked(s, StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now})
 }
 
 // settledLocked is the state of a confirmed subscription.
@@ -368,7 +367,7 @@ func (s *Subscription) closeReadyLocked() {
 // onTimer is called by the scheduler, with no lock held, when e is due.
 func (s *Subscription) onTimer(e *entry, gen uint32, now time.Time) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlockOnScheduler()
 	if e.gen != gen || s.stopped {
 		return // moved or cancelled after it was popped
 	}
@@ -404,7 +403,7 @@ var disruptEvents = [...]runEvent{disruptLost: evLost, disruptReconnected: evRec
 // disrupt makes the subscription confirm itself again.
 func (s *Subscription) disrupt(kind disruptKind, reason error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.disruptLocked(kind, reason, time.Now())
 }
 
@@ -422,7 +421,7 @@ func (s *Subscription) disruptLocked(kind disruptKind, reason error, now time.Ti
 // confirmed is Sink.Confirmed.
 func (s *Subscription) confirmed(reason string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.stopped {
 		return
 	}
@@ -432,16 +431,14 @@ func (s *Subscription) confirmed(reason string) {
 		return // the ack reported the confirmation
 	}
 	s.look.confirmed(s, now)
-	if s.m.disp != nil {
-		s.m.disp.push(hookEvent{conf: &Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true}})
-	}
+	noteLocked(s, Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true})
 }
 
 // update is Sink.Update.
 func (s *Subscription) update(list []Instance) {
 	sortInstances(list)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.stopped {
 		return
 	}

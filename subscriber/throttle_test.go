@@ -70,7 +70,7 @@ func TestThrottleDefersAttemptsDuringOutage(t *testing.T) {
 		plain := newManager(t, plainReg)
 		m := newManager(t, thrReg, subscriber.WithThrottle(thr), subscriber.WithThrottle(nil),
 			subscriber.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
-			subscriber.WithHooks(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
+			subscriber.WithObserver(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
 				if !errors.Is(d.Reason, rebound.ErrThrottled) || d.Delay < 0 {
 					t.Errorf("deferral %+v, want ErrThrottled and a delay", d)
 				}
@@ -142,7 +142,7 @@ func TestBudgetBoundsRetriesDuringOutage(t *testing.T) {
 		var budgetDeferred atomic.Int64
 		plain := newManager(t, plainReg)
 		m := newManager(t, budReg, subscriber.WithBudget(nil), subscriber.WithBudget(b),
-			subscriber.WithHooks(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
+			subscriber.WithObserver(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
 				if errors.Is(d.Reason, rebound.ErrBudgetExhausted) {
 					budgetDeferred.Add(1)
 				}

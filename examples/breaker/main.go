@@ -155,7 +155,7 @@ func service(cfg config, withBreaker bool) (result, error) {
 		r.name = "breaker"
 		bd, err := cluster.NewBreakerDirectory(dir, cluster.WithOpenTimeout(cfg.open),
 			cluster.WithBreakerClassifier(failback.DefaultRetryable),
-			cluster.WithBreakerHooks(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+			cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
 				if e.Target != failing.target {
 					return
 				}
@@ -178,7 +178,7 @@ func service(cfg config, withBreaker bool) (result, error) {
 	var firstRetry atomic.Int64
 	f, err := failback.New(dir, failback.WithMaxTasks(100000),
 		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxAttempts: 4, Jitter: rebound.FullJitter}),
-		failback.WithHooks(failback.Hooks{Succeeded: func(t failback.Task) {
+		failback.WithObserver(failback.Hooks{Succeeded: func(t failback.Task) {
 			if t.Attempts == 2 {
 				firstRetry.Add(1)
 			}

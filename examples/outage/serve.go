@@ -101,7 +101,6 @@ func (l *live) Counts() subscriber.Counts {
 		for i := range cc.ByState {
 			out.ByState[i] += cc.ByState[i]
 		}
-		out.DroppedEvents += cc.DroppedEvents
 		switch {
 		case cc.Connection == subscriber.Disconnected:
 			out.Connection = subscriber.Disconnected

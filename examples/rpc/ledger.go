@@ -165,11 +165,11 @@ func (l *ledger) hooks() failback.Hooks {
 			}
 			l.settleLocked(idOf(t.Invocation), o, t.Err)
 		},
-		Dropped: func(t failback.Task, r failback.DropReason) {
+		Dropped: func(t failback.Task) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			l.hDropped[r]++
-			l.settleLocked(idOf(t.Invocation), dropOutcome(r), t.Err)
+			l.hDropped[t.Reason]++
+			l.settleLocked(idOf(t.Invocation), dropOutcome(t.Reason), t.Err)
 		},
 	}
 }

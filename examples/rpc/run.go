@@ -210,7 +210,7 @@ func (s *scenario) startConsumer(ctx context.Context) error {
 		failback.WithPolicy(rebound.Policy{Initial: cfg.backoff, Max: cfg.backoffMax, MaxAttempts: cfg.retries + 1}),
 		failback.WithAttemptTimeout(cfg.callTimeout),
 		failback.WithLoadBalance(&cluster.RoundRobin{}),
-		failback.WithHooks(s.led.hooks()),
+		failback.WithObserver(s.led.hooks()),
 		failback.WithLogger(s.log))
 	if err != nil {
 		return err

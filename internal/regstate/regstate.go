@@ -1,5 +1,5 @@
 // Package regstate keeps the status of one subscriber.Registration and
-// calls its hooks, for the registry adapters (subscriber/etcd,
+// calls its observers, for the registry adapters (subscriber/etcd,
 // subscriber/nacos), so that both report the same states the same way.
 package regstate
 
@@ -11,24 +11,25 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
 // Tracker holds a registration's status. Its methods are safe for
-// concurrent use; hooks are called outside its lock, one at a time, in
-// the order of the events, by the goroutine that recorded an event while
-// no other goroutine was calling hooks.
+// concurrent use; observers are called outside its lock, one at a time,
+// in the order of the events, by the goroutine that recorded an event
+// while no other goroutine was calling observers.
 type Tracker struct {
-	hooks subscriber.RegistrationHooks
-	log   *zap.Logger
-	now   func() time.Time
+	obs []rebound.Observer
+	log *zap.Logger
+	now func() time.Time
 
 	mu       sync.Mutex
 	st       subscriber.RegistrationStatus
 	requests [4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure
 	metrics  *telemetry.Registration
-	queue    []event
+	queue    []rebound.Event
 	calling  bool
 }
 
@@ -68,17 +69,12 @@ func opIndex(op string) int {
 	return -1
 }
 
-type event struct {
-	state   *subscriber.RegistrationStateChange
-	attempt *subscriber.RegistrationAttempt
-}
-
-// New returns a Tracker in state registering (the hook sees From 0).
-func New(registry string, key subscriber.Key, inst subscriber.Instance, hooks subscriber.RegistrationHooks, log *zap.Logger) *Tracker {
+// New returns a Tracker in state registering (the observers see From 0).
+func New(registry string, key subscriber.Key, inst subscriber.Instance, obs []rebound.Observer, log *zap.Logger) *Tracker {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	t := &Tracker{hooks: hooks, log: log, now: time.Now}
+	t := &Tracker{obs: obs, log: log, now: time.Now}
 	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: CloneInstance(inst)}
 	t.Set(subscriber.RegistrationRegistering, nil)
 	return t
@@ -157,7 +153,7 @@ func (t *Tracker) Set(to subscriber.RegistrationState, reason error) {
 		t.metrics = nil
 		defer func() { _ = m.Close() }() // after the lock is released
 	}
-	t.enqueueLocked(event{state: &subscriber.RegistrationStateChange{
+	t.enqueueLocked(rebound.Event{Kind: rebound.EventStateChanged, Err: reason, Detail: subscriber.RegistrationStateChange{
 		Registry: t.st.Registry, Key: t.st.Key, From: from, To: to, Reason: reason, At: now}})
 }
 
@@ -191,7 +187,7 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	if i := opIndex(op); i >= 0 {
 		t.requests[i][res]++
 	}
-	t.enqueueLocked(event{attempt: &subscriber.RegistrationAttempt{
+	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationAttempt{
 		Registry: t.st.Registry, Key: t.st.Key, Op: op, Err: err, Duration: now.Sub(start), At: now}})
 }
 
@@ -205,10 +201,10 @@ func (t *Tracker) SetAttempts(n int) {
 }
 
 // enqueueLocked queues an event and, unless another goroutine is calling
-// hooks, calls them until the queue is empty. t.mu is held on entry and
-// released on return.
-func (t *Tracker) enqueueLocked(ev event) {
-	if t.hooks.StateChanged == nil && t.hooks.Attempted == nil {
+// observers, calls them until the queue is empty. t.mu is held on entry
+// and released on return.
+func (t *Tracker) enqueueLocked(ev rebound.Event) {
+	if len(t.obs) == 0 {
 		t.mu.Unlock()
 		return
 	}
@@ -220,7 +216,7 @@ func (t *Tracker) enqueueLocked(ev event) {
 	t.calling = true
 	for len(t.queue) > 0 {
 		ev := t.queue[0]
-		t.queue[0] = event{}
+		t.queue[0] = rebound.Event{}
 		t.queue = t.queue[1:]
 		t.mu.Unlock()
 		t.call(ev)
@@ -231,16 +227,17 @@ func (t *Tracker) enqueueLocked(ev event) {
 	t.mu.Unlock()
 }
 
-func (t *Tracker) call(ev event) {
+func (t *Tracker) call(ev rebound.Event) {
+	for _, o := range t.obs {
+		t.observe(o, ev)
+	}
+}
+
+func (t *Tracker) observe(o rebound.Observer, ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.log.Error("registration hook panicked", zap.Any("panic", r), zap.Stack("stack"))
+			t.log.Error("registration observer panicked", zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	switch {
-	case ev.state != nil && t.hooks.StateChanged != nil:
-		t.hooks.StateChanged(*ev.state)
-	case ev.attempt != nil && t.hooks.Attempted != nil:
-		t.hooks.Attempted(*ev.attempt)
-	}
+	o.Observe(ev)
 }

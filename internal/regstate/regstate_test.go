@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 	"github.com/rebound-go/rebound/subscriber"
@@ -33,7 +34,7 @@ func TestHooksOutsideLockInOrder(t *testing.T) {
 		},
 		Attempted: func(a subscriber.RegistrationAttempt) { got = append(got, a.Op) },
 	}
-	tr = New("test", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, hooks, nil)
+	tr = New("test", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, []rebound.Observer{hooks}, nil)
 	tr.Registered()
 	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
 	tr.Repaired()
@@ -64,7 +65,7 @@ func TestStatesOrderedAndNamed(t *testing.T) {
 // unregisters (reports nothing).
 func TestMetrics(t *testing.T) {
 	reader, mp := telemetrytest.NewProvider()
-	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, nil, nil)
 	if err := tr.StartMetrics(mp); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestMetrics(t *testing.T) {
 // a failed Update or check outside a repair run does not move it, and
 // moving to registered clears it.
 func TestAttemptsAreTheSchedules(t *testing.T) {
-	tr := New("etcd", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr := New("etcd", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, nil, nil)
 	start := time.Now()
 	tr.Registered()
 	tr.Attempt(subscriber.RegistrationOpUpdate, start, errors.New("update refused"))

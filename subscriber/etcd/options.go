@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/subscriber"
 )
 
 // Defaults of a Registry and a Registration.
@@ -84,7 +83,7 @@ type registerOptions struct {
 	common
 	ttl    time.Duration
 	policy rebound.Policy
-	hooks  subscriber.RegistrationHooks
+	obs    []rebound.Observer
 	meter  metric.MeterProvider
 }
 
@@ -223,10 +222,15 @@ func WithPolicy(p rebound.Policy) RegisterOption {
 	})
 }
 
-// WithRegistrationHooks sets the hooks called on a registration's state
-// changes and requests (see subscriber.RegistrationHooks). Default: none.
-func WithRegistrationHooks(h subscriber.RegistrationHooks) RegisterOption {
-	return registerOption(func(o *registerOptions) { o.hooks = h })
+// WithRegistrationObserver adds o as an observer of the registration's
+// state changes and requests (see subscriber.RegistrationHooks, the typed
+// adapter, for the events and the guarantees). Several add up; a nil o is
+// ignored. Default: none.
+func WithRegistrationObserver(o rebound.Observer) RegisterOption {
+	if rebound.IsNilObserver(o) {
+		return nil
+	}
+	return registerOption(func(opts *registerOptions) { opts.obs = append(opts.obs, o) })
 }
 
 // WithMeterProvider records the registration's OpenTelemetry metrics with

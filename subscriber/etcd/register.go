@@ -98,7 +98,7 @@ type Registration struct {
 // value on the current lease.
 //
 // Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout,
-// WithTTL, WithPolicy, WithRegistrationHooks, WithMeterProvider; a nil
+// WithTTL, WithPolicy, WithRegistrationObserver, WithMeterProvider; a nil
 // option is ignored.
 func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
 	const fn = "Register"
@@ -159,7 +159,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		key:     k,
 		value:   string(value),
 		ttl:     ttl,
-		track:   regstate.New(registryName, key, inst, o.hooks, log),
+		track:   regstate.New(registryName, key, inst, o.obs, log),
 		retrier: retrier,
 		updates: make(chan update),
 		done:    make(chan struct{}),
@@ -273,7 +273,7 @@ type holder struct {
 
 	kaCancel context.CancelFunc
 	kaCh     <-chan *clientv3.LeaseKeepAliveResponse // nil: not kept alive
-	op       string                                  // the kind of request of the last repair (for the hooks)
+	op       string                                  // the kind of request of the last repair (for the observers)
 	wCancel  context.CancelFunc
 	wCh      clientv3.WatchChan // nil: not watching
 	yielded  bool               // another lease holds the key

@@ -232,7 +232,7 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 	}
 	in := inst("10.0.0.1", 80)
 	g, err := etcdreg.Register(context.Background(), cli, orders, in,
-		append(fastRegister, etcdreg.WithRegistrationHooks(hooks))...)
+		append(fastRegister, etcdreg.WithRegistrationObserver(hooks))...)
 	if err != nil {
 		t.Fatal(err)
 	}

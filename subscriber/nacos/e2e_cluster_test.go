@@ -176,7 +176,7 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 		want = append(want, ip+":8080")
 		for _, svc := range crashServices {
 			last := new(atomic.Int64)
-			hooks := nacos.WithRegistrationHooks(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+			hooks := nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 				if a.Err == nil && (a.Op == subscriber.RegistrationOpCheck || a.Op == subscriber.RegistrationOpRegister) {
 					last.Store(time.Now().UnixNano())
 				}

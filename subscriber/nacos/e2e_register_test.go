@@ -30,7 +30,7 @@ func restart(t *testing.T, srv *nacostest.Server) {
 // countChecks returns hooks counting the registration's successful
 // checks and (if registers is not nil) its register requests.
 func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.RegisterOption {
-	return nacos.WithRegistrationHooks(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	return nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 		switch {
 		case a.Op == subscriber.RegistrationOpCheck && a.Err == nil:
 			n.Add(1)

@@ -74,7 +74,7 @@ type regConfig struct {
 	retryOpts []rebound.Option
 	grace     time.Duration
 	check     time.Duration
-	hooks     subscriber.RegistrationHooks
+	obs       []rebound.Observer
 	meter     metric.MeterProvider
 	errs      []error
 }
@@ -141,10 +141,15 @@ func WithCheckInterval(d time.Duration) RegisterOption {
 	})
 }
 
-// WithRegistrationHooks sets the hooks called on the registration's state
-// changes and requests (see subscriber.RegistrationHooks). Default: none.
-func WithRegistrationHooks(h subscriber.RegistrationHooks) RegisterOption {
-	return registerOptionFunc(func(c *regConfig) { c.hooks = h })
+// WithRegistrationObserver adds o as an observer of the registration's
+// state changes and requests (see subscriber.RegistrationHooks, the typed
+// adapter, for the events and the guarantees). Several add up; a nil o is
+// ignored. Default: none.
+func WithRegistrationObserver(o rebound.Observer) RegisterOption {
+	if rebound.IsNilObserver(o) {
+		return nil
+	}
+	return registerOptionFunc(func(c *regConfig) { c.obs = append(c.obs, o) })
 }
 
 // WithMeterProvider records the registration's OpenTelemetry metrics with
@@ -246,7 +251,7 @@ type regUpdate struct {
 // the client: a Registration over a closed client stays repairing.
 //
 // Options: WithLogger, WithRegisterPolicy, WithRegisterRetryOptions,
-// WithRedoGrace, WithCheckInterval, WithRegistrationHooks,
+// WithRedoGrace, WithCheckInterval, WithRegistrationObserver,
 // WithMeterProvider; a nil option is ignored.
 func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
 	const fn = "nacos.Register"
@@ -326,7 +331,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		return nil, err
 	}
 	g.h = h
-	g.track = regstate.New("nacos", key, inst, cfg.hooks, g.log)
+	g.track = regstate.New("nacos", key, inst, cfg.obs, g.log)
 	if err := g.track.StartMetrics(cfg.meter); err != nil {
 		h.release(g)
 		return nil, &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
@@ -425,7 +430,7 @@ func (g *Registration) sdkErr(op string, err error) error {
 }
 
 // register sends one register request for in (the first, a repair or an
-// update) and reports it to the hooks as op.
+// update) and reports it to the observers as op.
 func (g *Registration) register(op string, in model.Instance) error {
 	start := time.Now()
 	ok, err := g.client.RegisterInstance(g.registerParam(in))

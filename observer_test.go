@@ -1,0 +1,182 @@
+package rebound_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rebound-go/rebound"
+)
+
+// The Hooks adapter calls the field of each kind and nothing else.
+func TestHooksObserveByKind(t *testing.T) {
+	var got []rebound.EventKind
+	rec := func(e rebound.Event) { got = append(got, e.Kind) }
+	h := rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec, Throttled: rec}
+	for k := rebound.EventKind(0); k <= rebound.EventConnection+1; k++ {
+		h.Observe(rebound.Event{Kind: k})
+	}
+	want := []rebound.EventKind{rebound.EventRetry, rebound.EventGiveUp, rebound.EventAttempt, rebound.EventRecovered, rebound.EventThrottled}
+	if len(got) != len(want) {
+		t.Fatalf("kinds observed %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("kinds observed %v, want %v", got, want)
+		}
+	}
+	rebound.Hooks{}.Observe(rebound.Event{Kind: rebound.EventRetry}) // no field: nothing to call
+}
+
+func TestEventKindStrings(t *testing.T) {
+	seen := map[string]bool{}
+	for k := rebound.EventRetry; k <= rebound.EventConnection; k++ {
+		s := k.String()
+		if s == "" || seen[s] || s[:min(len(s), 9)] == "EventKind" {
+			t.Fatalf("EventKind(%d).String() = %q: empty, repeated or unnamed", k, s)
+		}
+		seen[s] = true
+	}
+	if s := rebound.EventKind(200).String(); s != "EventKind(200)" {
+		t.Fatalf("unknown kind = %q", s)
+	}
+}
+
+func TestWithObserverIgnoresNil(t *testing.T) {
+	var nilFunc rebound.ObserverFunc
+	for _, o := range []rebound.Observer{nil, nilFunc, rebound.Hooks{}} {
+		if rebound.WithObserver(o) != nil {
+			t.Fatalf("WithObserver(%#v) is not nil", o)
+		}
+		if !rebound.IsNilObserver(o) {
+			t.Fatalf("IsNilObserver(%#v) = false", o)
+		}
+	}
+	if rebound.IsNilObserver(rebound.ObserverFunc(func(rebound.Event) {})) {
+		t.Fatal("IsNilObserver(a func) = true")
+	}
+}
+
+func TestNewQueueBadArguments(t *testing.T) {
+	ok := rebound.ObserverFunc(func(rebound.Event) {})
+	for _, tc := range []struct {
+		o    rebound.Observer
+		n    int
+		want string
+	}{{nil, 1, "rebound.NewQueue: o must not be nil"}, {ok, -1, "rebound.NewQueue: capacity must not be negative"}} {
+		q, err := rebound.NewQueue(tc.o, tc.n, nil)
+		var ae *rebound.ArgumentError
+		if q != nil || !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || err.Error() != tc.want {
+			t.Fatalf("NewQueue = %v, %v; want %q", q, err, tc.want)
+		}
+	}
+}
+
+// A slow observer behind a Queue blocks no emitter: Observe returns at
+// once, the events arrive in order, the overflow is counted and warned
+// about once, and Shutdown delivers what was queued.
+func TestQueueOrdersDropsAndDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.WarnLevel)
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var got []int
+		slow := rebound.ObserverFunc(func(e rebound.Event) {
+			<-release
+			mu.Lock()
+			got = append(got, e.Attempt)
+			mu.Unlock()
+		})
+		q, err := rebound.NewQueue(slow, 3, zap.New(core))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Observe(rebound.Event{Attempt: 1})
+		synctest.Wait() // the goroutine holds event 1, blocked in the observer
+		for i := 2; i <= 6; i++ {
+			q.Observe(rebound.Event{Attempt: i}) // 2, 3, 4 fit; 5, 6 are dropped
+		}
+		if q.Dropped() != 2 || q.Len() != 3 {
+			t.Fatalf("Dropped %d, Len %d; want 2, 3", q.Dropped(), q.Len())
+		}
+		if n := logs.FilterMessageSnippet("queue full").Len(); n != 1 {
+			t.Fatalf("%d warnings, want 1 per episode", n)
+		}
+		close(release)
+		if err := q.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 4 || got[0] != 1 || got[1] != 2 || got[2] != 3 || got[3] != 4 {
+			t.Fatalf("delivered %v, want [1 2 3 4]", got)
+		}
+		q.Observe(rebound.Event{Attempt: 7}) // after the stop: ignored
+		if q.Len() != 0 || q.Close() != nil {
+			t.Fatal("a stopped Queue took an event, or Close failed")
+		}
+	})
+}
+
+// Close drops what is queued; Shutdown bounded by ctx gives up waiting; a
+// panicking observer is recovered and the next event still arrives; Close
+// from inside the observer returns ErrCalledFromCallback.
+func TestQueueCloseShutdownPanicAndSelfClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.ErrorLevel)
+		var q *rebound.Queue
+		var selfClose error
+		var seen []int
+		block := make(chan struct{})
+		q, _ = rebound.NewQueue(rebound.ObserverFunc(func(e rebound.Event) {
+			seen = append(seen, e.Attempt)
+			switch e.Attempt {
+			case 1:
+				panic("observer bug")
+			case 2:
+				<-block
+			case 3:
+				selfClose = q.Close()
+			}
+		}), 0, zap.New(core))
+		q.Observe(rebound.Event{Attempt: 1})
+		q.Observe(rebound.Event{Attempt: 2})
+		q.Observe(rebound.Event{Attempt: 3})
+		synctest.Wait()
+		if logs.FilterMessageSnippet("observer panicked").Len() != 1 {
+			t.Fatal("the panic was not logged")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		go func() { time.Sleep(2 * time.Second); close(block) }()
+		if err := q.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+		}
+		// Shutdown returned after event 2 returned; event 3 was dropped.
+		if len(seen) != 2 || selfClose != nil {
+			t.Fatalf("seen %v, self close %v", seen, selfClose)
+		}
+
+		q2, _ := rebound.NewQueue(nil, 0, nil)
+		if q2 != nil {
+			t.Fatal("NewQueue(nil) returned a Queue")
+		}
+		var q3 *rebound.Queue
+		q3, _ = rebound.NewQueue(rebound.ObserverFunc(func(rebound.Event) { selfClose = q3.Close() }), 1, nil)
+		q3.Observe(rebound.Event{})
+		synctest.Wait()
+		if !errors.Is(selfClose, rebound.ErrCalledFromCallback) {
+			t.Fatalf("Close from the observer = %v, want ErrCalledFromCallback", selfClose)
+		}
+		if err := q3.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package statusz
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/logging"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// DefaultEventLogSize is the number of events an EventLog keeps when
+// NewEventLog is given 0.
+const DefaultEventLogSize = 100
+
+// EventLog is a rebound.Observer that keeps the most recent events it
+// observes, for the page's "Recent events" section (WithEvents). Give it
+// to the WithObserver option of a subscriber.Manager, a failback.Invoker,
+// a Retrier, a registry adapter's registrations or a
+// cluster.BreakerDirectory (one EventLog may observe several). Observe
+// formats the event into a row (its kind, what it is about, what
+// happened, its error passed through logging.Scrub) under a mutex held
+// for that copy only, so it never blocks for long; it allocates a few
+// strings per event, so it belongs on the events of subscriptions,
+// registrations, failback calls and breakers rather than on every attempt
+// of a busy Retrier. It is safe for concurrent use.
+type EventLog struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	rows []EventRow // a ring of len cap
+	next int
+	n    uint64 // events observed
+}
+
+// NewEventLog returns an EventLog keeping the last size events (0:
+// DefaultEventLogSize). size must not be negative.
+func NewEventLog(size int) (*EventLog, error) {
+	if size < 0 {
+		return nil, &rebound.ArgumentError{Func: "statusz.NewEventLog", Arg: "size", Reason: "must not be negative", Err: rebound.ErrInvalidArgument}
+	}
+	if size == 0 {
+		size = DefaultEventLogSize
+	}
+	return &EventLog{now: time.Now, rows: make([]EventRow, 0, size)}, nil
+}
+
+// EventRow is one observed event, as the page shows it.
+type EventRow struct {
+	At   time.Time `json:"at"`
+	Kind string    `json:"kind"`
+	// Subject is what the event is about: a subscription's or a
+	// registration's key, a failback call's method and target, a breaker's
+	// target; empty for a retry loop's own events.
+	Subject string `json:"subject,omitempty"`
+	// What says what happened, in a few words ("pending -> subscribed",
+	// "attempt 3, next in 2s", "dropped: queue_full").
+	What  string `json:"what,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Observe records e.
+func (l *EventLog) Observe(e rebound.Event) {
+	r := EventRow{At: l.now(), Kind: e.Kind.String()}
+	describe(&r, e)
+	if e.Err != nil {
+		r.Error = logging.Scrub(e.Err.Error())
+	}
+	l.mu.Lock()
+	if len(l.rows) < cap(l.rows) {
+		l.rows = append(l.rows, r)
+	} else {
+		l.rows[l.next] = r
+	}
+	l.next = (l.next + 1) % cap(l.rows)
+	l.n++
+	l.mu.Unlock()
+}
+
+// Events returns the events kept, newest first, and how many were
+// observed in all.
+func (l *EventLog) Events() (rows []EventRow, total uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rows = make([]EventRow, 0, len(l.rows))
+	for i := range len(l.rows) {
+		rows = append(rows, l.rows[(l.next-1-i+2*cap(l.rows))%cap(l.rows)])
+	}
+	return rows, l.n
+}
+
+// describe fills r's Subject and What from e and its Detail. Subjects are
+// registry data: they pass through logging.Scrub.
+func describe(r *EventRow, e rebound.Event) {
+	switch d := e.Detail.(type) {
+	case subscriber.StateChange:
+		r.Subject, r.What = d.Key.String(), transition(d.From.String(), d.To.String())
+	case subscriber.Delivery:
+		r.Subject, r.What = d.Key.String(), d.Result.String()+", "+strconv.Itoa(d.Instances)+" instances"
+	case subscriber.Confirmation:
+		r.Subject, r.What = d.Key.String(), d.Reason
+	case subscriber.Deferral:
+		r.Subject, r.What = d.Key.String(), "deferred "+d.Delay.String()
+	case subscriber.SubscribeAttempt:
+		r.Subject, r.What = d.Key.String(), "attempt "+strconv.Itoa(d.Attempt)
+		if e.Kind == rebound.EventRetry {
+			r.What += ", next in " + d.Delay.String()
+		}
+	case subscriber.ConnectionChange:
+		r.Subject, r.What = "registry", fmt.Sprintf("%v, %d subscriptions", d.State, d.Subscriptions)
+	case subscriber.RegistrationStateChange:
+		r.Subject, r.What = d.Registry+" "+d.Key.String(), transition(d.From.String(), d.To.String())
+	case subscriber.RegistrationAttempt:
+		r.Subject, r.What = d.Registry+" "+d.Key.String(), d.Op+" in "+d.Duration.String()
+	case failback.Task:
+		if d.Invocation != nil {
+			r.Subject = d.Invocation.Method
+		}
+		if d.Target != "" {
+			r.Subject += " @ " + d.Target
+		}
+		switch {
+		case e.Kind == rebound.EventDropped:
+			r.What = "dropped: " + string(d.Reason)
+		case d.Delay > 0:
+			r.What = fmt.Sprintf("attempt %d, next in %v", d.Attempts, d.Delay)
+		default:
+			r.What = fmt.Sprintf("attempt %d, after %v", d.Attempts, d.Age.Round(time.Millisecond))
+		}
+	case cluster.BreakerEvent:
+		r.Subject, r.What = d.Target, transition(d.From.String(), d.To.String())
+	case nil:
+		switch {
+		case e.Delay > 0:
+			r.What = fmt.Sprintf("attempt %d, next in %v", e.Attempt, e.Delay)
+		case e.Attempt > 0:
+			r.What = "attempt " + strconv.Itoa(e.Attempt)
+		}
+	default:
+		r.What = fmt.Sprintf("%T", d)
+	}
+	r.Subject = logging.Scrub(r.Subject)
+}
+
+func transition(from, to string) string { return from + " -> " + to }
