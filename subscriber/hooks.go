@@ -35,7 +35,10 @@ import (
 // Sink (deliveries, confirmations), the subscription's delivery goroutine,
 // the ConnectionMonitor's goroutine (connection changes, and the
 // disruptions they cause), or the caller of Unsubscribe, Close or
-// Shutdown (the stopped state). A slow observer therefore stalls exactly
+// Shutdown (the stopped state); when two of these touch one subscription
+// at once, the first to release its lock hands over the events of both,
+// in order (so the Subscribe call of a subscription may run the observer
+// of its first attempt's events). A slow observer therefore stalls exactly
 // this: the subscription whose event it observes, and the goroutine it
 // was called from while it runs, which for a Sink call is the adapter's
 // handling of further pushes and for the ConnectionMonitor its next
