@@ -237,8 +237,8 @@ type Invoker struct {
 	running                             map[string]int     // retry attempts running, by target
 	parked                              map[string][]*task // due, waiting for a slot on their target (FIFO)
 	nparked                             int
-	inflight                            int   // held by a worker
-	timerAt                             int64 // due time the scheduler's timer is set for; MaxInt64 if none
+	inflight                            int          // held by a worker
+	wait                                dueheap.Wait // the scheduler goroutine's timer (shared with subscriber's)
 	state                               state
 	drained                             chan struct{} // Shutdown: closed when nothing is pending, or by Close
 	cut                                 bool          // stopped before a drain completed (Shutdown returns ErrClosed)
@@ -251,7 +251,6 @@ type Invoker struct {
 
 	reservers sync.WaitGroup // Invoke calls between accepting a task and filing it
 	inHook    sync.Map       // ids of the goroutines running a hook (Close from a hook)
-	wake      chan struct{}  // buffered(1): an earlier due time was pushed
 	done      chan struct{}  // closed by Close
 	stopped   chan struct{}  // closed when the last goroutine has exited
 	closeDone chan struct{}  // closed when Close has reported everything
@@ -330,8 +329,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		log:       log,
 		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
 		epoch:     time.Now(),
-		timerAt:   math.MaxInt64,
-		wake:      make(chan struct{}, 1),
+		wait:      dueheap.NewWait(),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		closeDone: make(chan struct{}),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/dueheap"
 )
 
 // task is one call waiting for, or running, a retry. It is owned by
@@ -53,12 +54,8 @@ func (t *task) SetIndex(i int32)     { t.index = i }
 // the time its timer is set for.
 func (f *Invoker) pushLocked(t *task) {
 	heap.Push(&f.heap, t)
-	if t.due < f.timerAt {
-		f.timerAt = t.due
-		select {
-		case f.wake <- struct{}{}:
-		default: // a wake-up is already pending
-		}
+	if f.wait.Pushed(t.due) {
+		f.wait.Wake()
 	}
 }
 
@@ -107,30 +104,13 @@ func (f *Invoker) schedule() {
 			f.ready = append(f.ready, heap.Pop(&f.heap).(*task))
 			moved++
 		}
-		wait := time.Duration(-1)
-		f.timerAt = math.MaxInt64
-		if len(f.heap) > 0 {
-			f.timerAt = f.heap[0].due
-			wait = time.Duration(f.timerAt - now)
-		}
+		wait := dueheap.Armed(&f.wait, f.heap, now)
 		f.mu.Unlock()
 
 		for i := 0; i < moved && i < f.cfg.concurrency; i++ {
 			f.cond.Signal()
 		}
-		if wait < 0 {
-			select {
-			case <-f.wake:
-			case <-f.done:
-				return
-			}
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-f.wake:
-		case <-f.done:
+		if !f.wait.Sleep(timer, wait, f.done) {
 			return
 		}
 	}

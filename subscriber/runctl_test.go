@@ -133,10 +133,7 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					// A launch enqueued the attempt for the scheduler
 					// goroutine, which runs it after the firing that
 					// launched it; here no firing did: wake it.
-					select {
-					case m.sched.wake <- struct{}{}:
-					default:
-					}
+					m.sched.wait.Wake()
 					if s.stop(ErrUnsubscribed) {
 						s.finish()
 					}

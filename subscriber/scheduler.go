@@ -117,14 +117,13 @@ func fireAt(due, now int64) int64 {
 // the step, and a due time beyond year 2262 (a period of centuries) would
 // overflow UnixNano and fire at once.
 type scheduler struct {
-	epoch   time.Time // time.Now() at creation, with its monotonic reading
-	mu      sync.Mutex
-	heap    dueheap.Heap[*entry]
-	seq     uint64
-	timerAt int64 // the tick the timer is set for (MaxInt64: none)
-	wake    chan struct{}
-	jobs    []job // attempts to run, from jhead
-	jhead   int
+	epoch time.Time // time.Now() at creation, with its monotonic reading
+	mu    sync.Mutex
+	heap  dueheap.Heap[*entry]
+	seq   uint64
+	wait  dueheap.Wait // the timer of the scheduler goroutine (shared with failback's)
+	jobs  []job        // attempts to run, from jhead
+	jhead int
 
 	wg   *sync.WaitGroup // the Manager's: scheduler goroutines are its goroutines
 	done <-chan struct{}
@@ -146,7 +145,7 @@ type job struct {
 }
 
 func newScheduler(wg *sync.WaitGroup, done <-chan struct{}) *scheduler {
-	return &scheduler{epoch: time.Now(), timerAt: math.MaxInt64, wake: make(chan struct{}, 1), wg: wg, done: done}
+	return &scheduler{epoch: time.Now(), wait: dueheap.NewWait(), wg: wg, done: done}
 }
 
 // start runs the scheduler in a new goroutine, counted in wg.
@@ -235,16 +234,10 @@ func (sc *scheduler) set(e *entry, due time.Time) {
 	} else {
 		heap.Push(&sc.heap, e)
 	}
-	wake := d < sc.timerAt
-	if wake {
-		sc.timerAt = d
-	}
+	wake := sc.wait.Pushed(d)
 	sc.mu.Unlock()
 	if wake {
-		select {
-		case sc.wake <- struct{}{}:
-		default:
-		}
+		sc.wait.Wake()
 	}
 }
 
@@ -295,10 +288,10 @@ func (sc *scheduler) run(ow *owner) {
 			due = append(due, firing{e, e.gen})
 		}
 		wait := time.Duration(-1)
-		sc.timerAt = math.MaxInt64
-		if len(sc.heap) > 0 && len(due) == 0 {
-			sc.timerAt = sc.heap[0].due
-			wait = time.Duration(sc.timerAt - limit)
+		if len(due) == 0 {
+			wait = dueheap.Armed(&sc.wait, sc.heap, limit)
+		} else {
+			sc.wait.Disarm() // more may be due: look again before sleeping
 		}
 		sc.mu.Unlock()
 
@@ -314,19 +307,7 @@ func (sc *scheduler) run(ow *owner) {
 		if len(due) > 0 {
 			continue // look again: more may be due by now
 		}
-		if wait < 0 {
-			select {
-			case <-sc.wake:
-			case <-sc.done:
-				return
-			}
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-sc.wake:
-		case <-sc.done:
+		if !sc.wait.Sleep(timer, wait, sc.done) {
 			return
 		}
 	}
