@@ -109,7 +109,10 @@ func WithRegisterPolicy(p rebound.Policy) RegisterOption {
 // once. The Schedule admits each attempt when it is due: the first check
 // after a reconnect (or a periodic one) as a first attempt (the budget's
 // deposit), every later attempt, Shutdown's retries included, as a retry
-// (a limiter token). Default: none.
+// (a limiter token). A refusal by the budget, the throttle or a breaker
+// defers the attempt to the next backoff step (rebound.RefuseDefer,
+// whatever a rebound.WithRefusal among opts says): a registration never
+// gives up on a local refusal. Default: none.
 func WithRegisterRetryOptions(opts ...rebound.Option) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) { c.retryOpts = append(c.retryOpts, opts...) })
 }
@@ -290,7 +293,13 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, err
 	}
-	retrier, err := rebound.NewRetrier(cfg.policy, cfg.retryOpts...)
+	// A local refusal defers the attempt, whatever the options say (a
+	// budget's default rule, RefuseStop, would end the loop): a
+	// registration retries until it is stopped.
+	retrier, err := rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
+		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer))...)
 	if err != nil {
 		return nil, err
 	}
