@@ -1,0 +1,154 @@
+package failback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+)
+
+// TestEveryCallEndsOnceWithItsAttempts: with a budget, a throttle, both,
+// and MaxElapsed with one busy worker, every call Invoked ends in exactly
+// one of Succeeded, GaveUp or Dropped; the final Task.Attempts of all
+// calls add up to the attempts the provider saw plus Stats.Throttled (the
+// retries rejected locally count as attempts); none exceeds MaxAttempts;
+// no retry starts after MaxElapsed; Stats add up.
+func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		budget, throttle bool
+		maxElapsed       time.Duration
+		conc             int
+	}{
+		{"plain", false, false, 0, 8},
+		{"budget", true, false, 0, 8},
+		{"throttle", false, true, 0, 8},
+		{"both", true, true, 0, 8},
+		{"both-elapsed-busy", true, true, 5 * time.Second, 1},
+		{"elapsed-busy", false, false, 5 * time.Second, 1},
+		{"throttle-elapsed-busy", false, true, 5 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const calls = 300
+				var mu sync.Mutex
+				sent := map[string]int{}
+				born := map[string]time.Time{}
+				var late []string
+				p := newProvider("a:1", func(ctx context.Context, c call) (any, error) {
+					mu.Lock()
+					sent[c.inv.Method]++
+					if c.first {
+						born[c.inv.Method] = time.Now()
+					} else if tc.maxElapsed > 0 && time.Since(born[c.inv.Method]) > tc.maxElapsed {
+						late = append(late, fmt.Sprintf("%s at %v", c.inv.Method, time.Since(born[c.inv.Method])))
+					}
+					mu.Unlock()
+					if tc.conc == 1 && !c.first {
+						time.Sleep(time.Second)
+					} else if !c.first {
+						time.Sleep(100 * time.Millisecond)
+					}
+					if c.at > 40*time.Second {
+						return "ok", nil
+					}
+					return nil, errRefused
+				})
+				var fmu sync.Mutex
+				final := map[string][]string{}
+				attempts := map[string]int{}
+				throttled := map[string]int{}
+				end := func(kind string) func(Task) {
+					return func(tk Task) {
+						fmu.Lock()
+						final[tk.Invocation.Method] = append(final[tk.Invocation.Method], kind)
+						attempts[tk.Invocation.Method] = tk.Attempts
+						fmu.Unlock()
+					}
+				}
+				hooks := Hooks{
+					Retried: func(tk Task) {
+						if errors.Is(tk.Err, rebound.ErrThrottled) {
+							fmu.Lock()
+							throttled[tk.Invocation.Method]++
+							fmu.Unlock()
+						}
+					},
+					Succeeded: end("succeeded"), GaveUp: func(tk Task) {
+						var ge *GiveUpError
+						if errors.As(tk.Err, &ge) && errors.Is(ge.Last, rebound.ErrThrottled) {
+							fmu.Lock()
+							throttled[tk.Invocation.Method]++
+							fmu.Unlock()
+						}
+						end("gaveup")(tk)
+					},
+					Dropped: func(tk Task, r DropReason) { end("dropped:" + string(r))(tk) },
+				}
+				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 6, MaxElapsed: tc.maxElapsed}
+				opts := []Option{WithHooks(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc), WithPolicy(pol)}
+				if tc.budget {
+					b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.1), rebound.BudgetMinPerSecond(1))
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts = append(opts, WithBudget(b))
+				}
+				if tc.throttle {
+					th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(10*time.Second))
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts = append(opts, WithThrottle(th))
+				}
+				f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
+				for i := range calls {
+					if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: fmt.Sprint("m", i)}); err != nil {
+						t.Fatalf("Invoke = %v", err)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				time.Sleep(10 * time.Minute)
+				mustClose(t, f)
+				s := f.Stats()
+				checkStats(t, s)
+				t.Logf("stats %+v", s)
+				if int(s.Offered) != calls {
+					t.Fatalf("Offered %d, want %d", s.Offered, calls)
+				}
+				fmu.Lock()
+				mu.Lock()
+				defer fmu.Unlock()
+				defer mu.Unlock()
+				bad, sumA, sumS := 0, 0, 0
+				for i := range calls {
+					m := fmt.Sprint("m", i)
+					if len(final[m]) != 1 {
+						t.Errorf("%s: final hooks %v", m, final[m])
+						bad++
+					}
+					sumA += attempts[m]
+					sumS += sent[m]
+					if attempts[m] > pol.MaxAttempts {
+						t.Errorf("%s: %d attempts > MaxAttempts", m, attempts[m])
+					}
+					if bad > 10 {
+						t.FailNow()
+					}
+				}
+				if sumA != sumS+int(s.Throttled) {
+					t.Errorf("sum of final Task.Attempts %d, sent %d + Stats.Throttled %d", sumA, sumS, s.Throttled)
+				}
+				if len(late) > 0 {
+					t.Errorf("%d retries started after MaxElapsed: %v", len(late), late[:min(5, len(late))])
+				}
+			})
+		})
+	}
+}
