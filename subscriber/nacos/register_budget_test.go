@@ -3,12 +3,15 @@ package nacos_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // TestShutdownRetriesDeferOnAnEmptyBudget: a retry budget shared through
@@ -41,5 +44,51 @@ func TestShutdownRetriesDeferOnAnEmptyBudget(t *testing.T) {
 	}
 	if st := g.Status(); st.Attempts < 2 {
 		t.Fatalf("Status.Attempts = %d, want the refusals counted (the Schedule's count)", st.Attempts)
+	}
+}
+
+// TestRepairDefersOnAnEmptyBudget: the repair loop under a shared budget
+// that runs dry while the server rejects the re-registration keeps the
+// registration repairing (it never stops on a local refusal) and
+// registers the instance again once the server accepts and the budget's
+// floor admits a retry. (It was stopped for good at the first refusal.)
+func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(2), rebound.BudgetWindow(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused atomic.Int64
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}),
+		nacos.WithRedoGrace(50*time.Millisecond), nacos.WithCheckInterval(100*time.Millisecond),
+		nacos.WithRegisterRetryOptions(rebound.WithBudget(budget), rebound.WithHooks(rebound.Hooks{
+			Throttled: func(e rebound.Event) {
+				if errors.Is(e.Err, rebound.ErrBudgetExhausted) {
+					refused.Add(1)
+				}
+			}})))
+	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
+		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
+	})
+	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{Fraction: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
+		t.Fatalf("ForgetClientInstances = %d", n)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the budget to refuse a repair", func() bool {
+		return refused.Load() > 0 || g.Status().State == subscriber.RegistrationStopped
+	})
+	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{}); err != nil {
+		t.Fatal(err)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the instance to be registered again", func() bool {
+		st := g.Status()
+		return st.State == subscriber.RegistrationStopped || (st.State == subscriber.RegistrationRegistered && listed(srv, "orders", "10.0.0.1", 8080))
+	})
+	if st := g.Status(); st.State != subscriber.RegistrationRegistered {
+		t.Fatalf("Status = %+v, want registered again: a budget refusal defers a repair", st)
 	}
 }
