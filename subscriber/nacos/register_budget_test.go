@@ -3,6 +3,7 @@ package nacos_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,5 +91,21 @@ func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
 	})
 	if st := g.Status(); st.State != subscriber.RegistrationRegistered {
 		t.Fatalf("Status = %+v, want registered again: a budget refusal defers a repair", st)
+	}
+}
+
+// TestDeregisterRejectionDoesNotSaySubscribe: a deregister request the
+// server refuses is reported as a rejected deregister, not as a rejected
+// subscribe (ErrRejected's text named the subscribe request whatever the
+// request was).
+func TestDeregisterRejectionDoesNotSaySubscribe(t *testing.T) {
+	srv := newServer(t)
+	c := &refusingDeregister{INamingClient: newClient(t, srv)}
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := g.Shutdown(ctx)
+	if !errors.Is(err, nacos.ErrRejected) || strings.Contains(err.Error(), "subscribe") {
+		t.Fatalf("Shutdown = %v, want a rejected deregister that does not speak of a subscribe", err)
 	}
 }
