@@ -132,3 +132,22 @@ func TestAttemptsAreTheSchedules(t *testing.T) {
 		t.Fatalf("registered again: Attempts %d, want 0", got)
 	}
 }
+
+// TestNoAttemptsWhileRegistered: a Schedule's count given while
+// registered (a check deferred by a local refusal, then admitted and
+// successful: the state does not move) is not shown: Attempts is 0 when
+// registered.
+func TestNoAttemptsWhileRegistered(t *testing.T) {
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr.Registered()
+	tr.SetAttempts(2)
+	tr.Set(subscriber.RegistrationRegistered, nil)
+	if st := tr.Status(); st.State != subscriber.RegistrationRegistered || st.Attempts != 0 {
+		t.Fatalf("Status = %+v, want registered with Attempts 0", st)
+	}
+	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
+	tr.SetAttempts(3)
+	if got := tr.Status().Attempts; got != 3 {
+		t.Fatalf("repairing: Attempts %d, want the Schedule's 3", got)
+	}
+}
