@@ -582,6 +582,12 @@ func (g *Registration) loop(ctx context.Context) {
 			return true
 		}
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+			if s != nil {
+				// The admitted attempt's token and breaker admission go
+				// back: the loop ends without its outcome.
+				s.Decide(now, rebound.Abandoned())
+				s = nil
+			}
 			g.log.Error("registration stopped", zap.Error(err))
 			g.track.Set(subscriber.RegistrationStopped, err)
 			return false
@@ -862,14 +868,23 @@ func (g *Registration) deregister(ctx context.Context) error {
 	g.mu.Lock()
 	in := g.inst
 	g.mu.Unlock()
-	var last error
+	var (
+		last     error
+		admitted bool // the attempt was admitted by the Schedule (a retry): it hears how it went
+	)
 	for {
 		err := g.deregisterOnce(in)
 		if err == nil {
+			if admitted {
+				s.Decide(time.Now(), rebound.Succeeded())
+			}
 			return nil
 		}
 		last = err
 		if errors.Is(err, ErrLookupUnsupported) {
+			if admitted {
+				s.Decide(time.Now(), rebound.Abandoned()) // the confirmation cannot be made
+			}
 			return err
 		}
 		// The Schedule decides: the delay, then the retry's admission
@@ -887,6 +902,7 @@ func (g *Registration) deregister(ctx context.Context) error {
 		if dec.Verdict != rebound.AttemptNow {
 			return dec.Err
 		}
+		admitted = true
 	}
 }
 

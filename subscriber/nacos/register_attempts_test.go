@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
@@ -68,5 +71,79 @@ func TestRegisteredShowsNoAttempts(t *testing.T) {
 			t.Fatalf("Status = %+v, want registered with Attempts 0", st)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// countingBreaker admits every attempt and counts the admissions and
+// their reports.
+type countingBreaker struct{ admitted, reported atomic.Int64 }
+
+func (b *countingBreaker) Allow() (func(error), error) {
+	b.admitted.Add(1)
+	return func(error) { b.reported.Add(1) }, nil
+}
+
+// failingDeregister is a real client whose first deregister request the
+// server refuses.
+type failingDeregister struct {
+	*naming_client.NamingClient // the configuration getters too: the deregistration is confirmed by a lookup
+	n                           atomic.Int64
+}
+
+func (c *failingDeregister) DeregisterInstance(p vo.DeregisterInstanceParam) (bool, error) {
+	if c.n.Add(1) == 1 {
+		return false, nil
+	}
+	return c.NamingClient.DeregisterInstance(p)
+}
+
+// TestShutdownReportsEveryBreakerAdmission: the breaker of
+// WithRegisterRetryOptions hears the outcome of every attempt it
+// admitted, the deregistration's successful retry included. (Shutdown
+// returned on that success without telling the Schedule, so the
+// breaker's admission was never reported: a half-open breaker shared
+// with other loops stayed waiting for its probe.)
+func TestShutdownReportsEveryBreakerAdmission(t *testing.T) {
+	srv := newServer(t)
+	c := &failingDeregister{NamingClient: newClient(t, srv).(*naming_client.NamingClient)}
+	br := &countingBreaker{}
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
+		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)))
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n.Load(); n != 2 {
+		t.Fatalf("%d deregister requests, want 2 (one refused, one retry)", n)
+	}
+	if a, r := br.admitted.Load(), br.reported.Load(); a == 0 || a != r {
+		t.Fatalf("breaker admitted %d attempts, heard of %d: every admission must be reported once", a, r)
+	}
+}
+
+// TestStoppedLoopReportsItsBreakerAdmission: a check admitted by the
+// breaker that finds the client closed stops the registration and gives
+// the admission back. (The loop returned without telling the Schedule:
+// the admission was never reported.)
+func TestStoppedLoopReportsItsBreakerAdmission(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	br := &countingBreaker{}
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
+		nacos.WithCheckInterval(50*time.Millisecond),
+		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)))
+	subscribertest.Eventually(t, e2eTimeout, "a check admitted by the breaker", func() bool { return br.admitted.Load() > 0 })
+	c.CloseClient()
+	subscribertest.Eventually(t, e2eTimeout, "the registration to stop", func() bool {
+		return g.Status().State == subscriber.RegistrationStopped
+	})
+	if err := g.Close(); err != nil { // the loop has ended
+		t.Fatal(err)
+	}
+	if a, r := br.admitted.Load(), br.reported.Load(); a != r {
+		t.Fatalf("breaker admitted %d attempts, heard of %d: every admission must be reported once", a, r)
 	}
 }
