@@ -152,3 +152,52 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartKeepsTheCountOfThrottledAttempts: the attempts a Store keeps
+// are the Schedule's, the retries the throttle rejected locally included,
+// so a call restarted by a new Invoker gives up after exactly MaxAttempts
+// in all: the attempts sent by both invokers plus the first one's
+// rejections.
+func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxAttempts = 8
+		pol := rebound.Policy{Initial: time.Second, Max: time.Second, MaxAttempts: maxAttempts}
+		st := newMemStore()
+		p := newProvider("a:1", alwaysFail(errRefused))
+		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(3), rebound.ThrottleWindow(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 100 { // a throttle that has seen only failures rejects most retries
+			th.Allow(time.Now())
+		}
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithThrottle(th), WithPolicy(pol), WithSeed(1))
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // some retries due, rejected or sent
+		synctest.Wait()
+		mustClose(t, f)
+		throttled := f.Stats().Throttled
+		calls, _ := st.snapshot()
+		if len(calls) != 1 {
+			t.Fatalf("stored %v, want the call kept for the next invoker", calls)
+		}
+		var stored int
+		for _, c := range calls {
+			stored = c.Attempts
+		}
+		if sent := len(p.snapshot()); stored != sent+int(throttled) || stored < 2 || stored >= maxAttempts {
+			t.Fatalf("stored attempts %d; sent %d, throttled %d: want sent + throttled, some but not all of MaxAttempts", stored, sent, throttled)
+		}
+		rec := newRecorder()
+		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol), WithHooks(rec.hooks()))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mustClose(t, g)
+		gave := rec.get("gaveup")
+		if sent := len(p.snapshot()); len(gave) != 1 || gave[0].Attempts != maxAttempts || sent+int(throttled) != maxAttempts {
+			t.Fatalf("gave up %+v; sent %d in all, throttled %d: want %d attempts in all", gave, sent, throttled, maxAttempts)
+		}
+	})
+}
