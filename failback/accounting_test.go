@@ -201,3 +201,40 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		}
 	})
 }
+
+// TestThrottledRetriesDoNotSpendTheBudget: a retry the throttle rejects
+// locally is not sent, so it should not spend the retry budget, and a call
+// should not be dropped with DropBudget while the budget has paid for
+// fewer retries sent than its floor allows.
+func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
+	t.Skip("defect: the engine asks the budget before the throttle (docs/engine.md: budget, throttle, limiter, breaker) and keeps the withdrawal of a retry the throttle then refuses (RefuseDefer), so throttle rejections drain the budget and calls are dropped with DropBudget with almost no retry sent; not fixed here: the order of the gates and their refunds are the engine's (package rebound), outside failback")
+	synctest.Test(t, func(t *testing.T) {
+		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(1), rebound.BudgetWindow(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 1000 { // a throttle that has seen only failures rejects almost every retry
+			th.Allow(time.Now())
+		}
+		p := newProvider("a:1", alwaysFail(errRefused))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(b), WithThrottle(th), WithSeed(1),
+			WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 1000}))
+		for range 20 {
+			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mustClose(t, f)
+		s := f.Stats()
+		if s.Retried < 10 && s.Dropped[DropBudget] > 0 {
+			t.Fatalf("%d retries sent (the floor allows 10 in the window), %d rejected by the throttle, yet %d calls dropped by the budget",
+				s.Retried, s.Throttled, s.Dropped[DropBudget])
+		}
+	})
+}
