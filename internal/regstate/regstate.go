@@ -145,8 +145,8 @@ func (t *Tracker) Set(to subscriber.RegistrationState, reason error) {
 	}
 	now := t.now()
 	t.st.State, t.st.Since = to, now
-	if to == subscriber.RegistrationRegistered {
-		t.st.Attempts = 0
+	if to == subscriber.RegistrationRegistered || to == subscriber.RegistrationDeregistering {
+		t.st.Attempts = 0 // registered, or a new run: the deregistration's
 	}
 	if to == subscriber.RegistrationStopped && t.metrics != nil {
 		m := t.metrics
@@ -193,10 +193,16 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 
 // SetAttempts records the failed attempts of the current repair (or
 // deregistration) as its rebound.Schedule counts them (Attempts, local
-// refusals included); moving to registered sets it back to 0.
+// refusals included); moving to registered or to deregistering (a new
+// run) sets it back to 0. While
+// registered it records nothing: a check deferred by a local refusal is
+// no repair, and Attempts is 0 when registered (the check that then
+// finds the instance listed leaves the state as it is).
 func (t *Tracker) SetAttempts(n int) {
 	t.mu.Lock()
-	t.st.Attempts = n
+	if t.st.State != subscriber.RegistrationRegistered {
+		t.st.Attempts = n
+	}
 	t.mu.Unlock()
 }
 

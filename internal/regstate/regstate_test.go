@@ -133,3 +133,41 @@ func TestAttemptsAreTheSchedules(t *testing.T) {
 		t.Fatalf("registered again: Attempts %d, want 0", got)
 	}
 }
+
+// TestNoAttemptsWhileRegistered: a Schedule's count given while
+// registered (a check deferred by a local refusal, then admitted and
+// successful: the state does not move) is not shown: Attempts is 0 when
+// registered.
+func TestNoAttemptsWhileRegistered(t *testing.T) {
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr.Registered()
+	tr.SetAttempts(2)
+	tr.Set(subscriber.RegistrationRegistered, nil)
+	if st := tr.Status(); st.State != subscriber.RegistrationRegistered || st.Attempts != 0 {
+		t.Fatalf("Status = %+v, want registered with Attempts 0", st)
+	}
+	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
+	tr.SetAttempts(3)
+	if got := tr.Status().Attempts; got != 3 {
+		t.Fatalf("repairing: Attempts %d, want the Schedule's 3", got)
+	}
+}
+
+// TestDeregisteringStartsItsOwnCount: Shutdown during a failing repair
+// starts a new run, the deregistration's: Attempts does not carry the
+// repair's count into deregistering (nor, when the first deregister
+// succeeds, into stopped).
+func TestDeregisteringStartsItsOwnCount(t *testing.T) {
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr.Registered()
+	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
+	tr.SetAttempts(5)
+	tr.Set(subscriber.RegistrationDeregistering, nil)
+	if got := tr.Status().Attempts; got != 0 {
+		t.Fatalf("deregistering: Attempts %d, want 0 (the repair's 5 belong to another run)", got)
+	}
+	tr.Set(subscriber.RegistrationStopped, nil)
+	if got := tr.Status().Attempts; got != 0 {
+		t.Fatalf("stopped after a first deregister that succeeded: Attempts %d, want 0", got)
+	}
+}

@@ -109,7 +109,10 @@ func WithRegisterPolicy(p rebound.Policy) RegisterOption {
 // once. The Schedule admits each attempt when it is due: the first check
 // after a reconnect (or a periodic one) as a first attempt (the budget's
 // deposit), every later attempt, Shutdown's retries included, as a retry
-// (a limiter token). Default: none.
+// (a limiter token). A refusal by the budget, the throttle or a breaker
+// defers the attempt to the next backoff step (rebound.RefuseDefer,
+// whatever a rebound.WithRefusal among opts says): a registration never
+// gives up on a local refusal. Default: none.
 func WithRegisterRetryOptions(opts ...rebound.Option) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) { c.retryOpts = append(c.retryOpts, opts...) })
 }
@@ -295,7 +298,13 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, err
 	}
-	retrier, err := rebound.NewRetrier(cfg.policy, cfg.retryOpts...)
+	// A local refusal defers the attempt, whatever the options say (a
+	// budget's default rule, RefuseStop, would end the loop): a
+	// registration retries until it is stopped.
+	retrier, err := rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
+		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer))...)
 	if err != nil {
 		return nil, err
 	}
@@ -578,6 +587,12 @@ func (g *Registration) loop(ctx context.Context) {
 			return true
 		}
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+			if s != nil {
+				// The admitted attempt's token and breaker admission go
+				// back: the loop ends without its outcome.
+				s.Decide(now, rebound.Abandoned())
+				s = nil
+			}
 			g.log.Error("registration stopped", zap.Error(err))
 			g.track.Set(subscriber.RegistrationStopped, err)
 			return false
@@ -858,14 +873,23 @@ func (g *Registration) deregister(ctx context.Context) error {
 	g.mu.Lock()
 	in := g.inst
 	g.mu.Unlock()
-	var last error
+	var (
+		last     error
+		admitted bool // the attempt was admitted by the Schedule (a retry): it hears how it went
+	)
 	for {
 		err := g.deregisterOnce(in)
 		if err == nil {
+			if admitted {
+				s.Decide(time.Now(), rebound.Succeeded())
+			}
 			return nil
 		}
 		last = err
 		if errors.Is(err, ErrLookupUnsupported) {
+			if admitted {
+				s.Decide(time.Now(), rebound.Abandoned()) // the confirmation cannot be made
+			}
 			return err
 		}
 		// The Schedule decides: the delay, then the retry's admission
@@ -883,6 +907,7 @@ func (g *Registration) deregister(ctx context.Context) error {
 		if dec.Verdict != rebound.AttemptNow {
 			return dec.Err
 		}
+		admitted = true
 	}
 }
 

@@ -76,8 +76,10 @@ var (
 	// ErrRejected is the cause of the (transient) *subscriber.OpError
 	// Subscribe returns when the server rejected the subscribe request in
 	// the handler's own response type (Nacos' TPS control, its auth
-	// filter), which nacos-sdk-go v2.3.2 reports as success.
-	ErrRejected = errors.New("subscribe rejected by the server (reported as success by nacos-sdk-go)")
+	// filter), which nacos-sdk-go v2.3.2 reports as success; a lookup's,
+	// and a Registration's register and deregister requests the server
+	// refused, are reported with it too (the OpError names the request).
+	ErrRejected = errors.New("request rejected by the server (nacos-sdk-go reports such a rejection as success or as false)")
 	// ErrNoEvidence is the reason passed to Sink.Resubscribe for a
 	// subscription that showed no evidence of being held by the server
 	// within the evidence window after a reconnect: the SDK's redo of it

@@ -1,0 +1,149 @@
+package nacos_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+// refusingBreaker refuses the next n admissions, then admits.
+type refusingBreaker struct{ refuse, admitted atomic.Int64 }
+
+func (b *refusingBreaker) Allow() (func(error), error) {
+	if b.refuse.Add(-1) >= 0 {
+		return nil, errors.New("open")
+	}
+	b.admitted.Add(1)
+	return func(error) {}, nil
+}
+
+// TestRegisteredShowsNoAttempts: a check the registration's breaker
+// refused twice before admitting it (a local refusal, counted by the
+// Schedule) found the instance listed: the registration is registered
+// and its Status.Attempts is 0, as documented ("0 when registered"). (It
+// kept the refusals' count, 2, while registered, until the next check.)
+func TestRegisteredShowsNoAttempts(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	br := &refusingBreaker{}
+	var checks atomic.Int64
+	in := inst("10.0.0.1", 8080)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
+		nacos.WithRedoGrace(10*time.Millisecond), nacos.WithCheckInterval(0),
+		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)),
+		nacos.WithRegistrationHooks(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+			if a.Op == subscriber.RegistrationOpCheck && a.Err == nil {
+				checks.Add(1)
+			}
+		}}))
+	subscribertest.Eventually(t, e2eTimeout, "registered", func() bool {
+		return g.Status().State == subscriber.RegistrationRegistered
+	})
+	// Let any check the connection's start scheduled end before arming.
+	time.Sleep(200 * time.Millisecond)
+	before := checks.Load()
+	br.refuse.Store(2)
+	in.Weight = 2
+	if err := g.Update(context.Background(), in); err != nil { // a check follows after the grace
+		t.Fatal(err)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the check after the update, admitted after two refusals", func() bool {
+		return br.refuse.Load() < 0 && checks.Load() > before
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := g.Status()
+		if st.State == subscriber.RegistrationRegistered && st.Attempts == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Status = %+v, want registered with Attempts 0", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// countingBreaker admits every attempt and counts the admissions and
+// their reports.
+type countingBreaker struct{ admitted, reported atomic.Int64 }
+
+func (b *countingBreaker) Allow() (func(error), error) {
+	b.admitted.Add(1)
+	return func(error) { b.reported.Add(1) }, nil
+}
+
+// failingDeregister is a real client whose first deregister request the
+// server refuses.
+type failingDeregister struct {
+	*naming_client.NamingClient // the configuration getters too: the deregistration is confirmed by a lookup
+	n                           atomic.Int64
+}
+
+func (c *failingDeregister) DeregisterInstance(p vo.DeregisterInstanceParam) (bool, error) {
+	if c.n.Add(1) == 1 {
+		return false, nil
+	}
+	return c.NamingClient.DeregisterInstance(p)
+}
+
+// TestShutdownReportsEveryBreakerAdmission: the breaker of
+// WithRegisterRetryOptions hears the outcome of every attempt it
+// admitted, the deregistration's successful retry included. (Shutdown
+// returned on that success without telling the Schedule, so the
+// breaker's admission was never reported: a half-open breaker shared
+// with other loops stayed waiting for its probe.)
+func TestShutdownReportsEveryBreakerAdmission(t *testing.T) {
+	srv := newServer(t)
+	c := &failingDeregister{NamingClient: newClient(t, srv).(*naming_client.NamingClient)}
+	br := &countingBreaker{}
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
+		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)))
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n.Load(); n != 2 {
+		t.Fatalf("%d deregister requests, want 2 (one refused, one retry)", n)
+	}
+	if a, r := br.admitted.Load(), br.reported.Load(); a == 0 || a != r {
+		t.Fatalf("breaker admitted %d attempts, heard of %d: every admission must be reported once", a, r)
+	}
+}
+
+// TestStoppedLoopReportsItsBreakerAdmission: a check admitted by the
+// breaker that finds the client closed stops the registration and gives
+// the admission back. (The loop returned without telling the Schedule:
+// the admission was never reported.)
+func TestStoppedLoopReportsItsBreakerAdmission(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	br := &countingBreaker{}
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
+		nacos.WithCheckInterval(50*time.Millisecond),
+		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)))
+	subscribertest.Eventually(t, e2eTimeout, "a check admitted by the breaker", func() bool { return br.admitted.Load() > 0 })
+	c.CloseClient()
+	subscribertest.Eventually(t, e2eTimeout, "the registration to stop", func() bool {
+		return g.Status().State == subscriber.RegistrationStopped
+	})
+	if err := g.Close(); err != nil { // the loop has ended
+		t.Fatal(err)
+	}
+	if a, r := br.admitted.Load(), br.reported.Load(); a != r {
+		t.Fatalf("breaker admitted %d attempts, heard of %d: every admission must be reported once", a, r)
+	}
+}
