@@ -269,7 +269,7 @@ func LookedUp(err error) Step { return Step{op: opLookedUp, kind: LookupAttempt,
 // returns what the loop does next. Every loop of the tree runs on it.
 //
 //   - Ready(k): admission. The gates of kind k (WithAdmission) are asked
-//     in order budget, throttle, limiter, breaker, each once per attempt
+//     in order throttle, budget, limiter, breaker, each once per attempt
 //     however often Ready is repeated. AttemptNow; WaitFor (a token wait,
 //     Reason ErrLimited, or a deferred refusal); Stop or Drop (a refusal
 //     under RefuseStop or RefuseDrop, or a token that comes after
@@ -369,6 +369,17 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 	if k == LookupAttempt {
 		res, passed = &s.lres, &s.lpassed
 	}
+	// The throttle before the budget: an attempt the throttle refuses is
+	// not sent, so it must not spend a retry of the budget.
+	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
+		if !c.throttle.Allow(now) {
+			if k == LookupAttempt {
+				return s.refusedLookup(ErrThrottled, now)
+			}
+			return s.refused(GateThrottle, ErrThrottled, now)
+		}
+		*passed |= GateThrottle
+	}
 	if g&GateBudget != 0 && c.budget != nil && *passed&GateBudget == 0 {
 		switch k {
 		case FirstAttempt:
@@ -379,15 +390,6 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 			}
 		}
 		*passed |= GateBudget
-	}
-	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
-		if !c.throttle.Allow(now) {
-			if k == LookupAttempt {
-				return s.refusedLookup(ErrThrottled, now)
-			}
-			return s.refused(GateThrottle, ErrThrottled, now)
-		}
-		*passed |= GateThrottle
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
 		if *res == nil {
@@ -485,15 +487,19 @@ func (s *Schedule) cancelLookup(now time.Time) {
 	s.lpassed = 0
 }
 
-// begin accounts for a run's first attempt at now: a deposit in the
-// budget, a request for the throttle. It reports whether the throttle lets
-// the attempt through (false: rejected locally, do not send it).
+// begin accounts for a run's first attempt at now: a request for the
+// throttle, then (if it lets the attempt through) a deposit in the budget.
+// It reports whether the throttle lets the attempt through (false:
+// rejected locally, do not send it).
 func (c *config) begin(now time.Time) bool {
 	g := c.gatesOf(FirstAttempt)
+	if c.throttle != nil && g&GateThrottle != 0 && !c.throttle.Allow(now) {
+		return false // not sent: no deposit (the order of ready)
+	}
 	if c.budget != nil && g&GateBudget != 0 {
 		c.budget.Deposit(now)
 	}
-	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
+	return true
 }
 
 // record gives the throttle an attempt's outcome.

@@ -89,10 +89,10 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 						}
 						end("gaveup")(tk)
 					},
-					Dropped: func(tk Task, r DropReason) { end("dropped:" + string(r))(tk) },
+					Dropped: func(tk Task) { end("dropped:" + string(tk.Reason))(tk) },
 				}
 				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 6, MaxElapsed: tc.maxElapsed}
-				opts := []Option{WithHooks(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc), WithPolicy(pol)}
+				opts := []Option{WithObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc), WithPolicy(pol)}
 				if tc.budget {
 					b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.1), rebound.BudgetMinPerSecond(1))
 					if err != nil {
@@ -191,7 +191,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 			t.Fatalf("stored attempts %d; sent %d, throttled %d: want sent + throttled, some but not all of MaxAttempts", stored, sent, throttled)
 		}
 		rec := newRecorder()
-		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol), WithHooks(rec.hooks()))
+		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol), WithObserver(rec.hooks()))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		mustClose(t, g)
@@ -207,7 +207,6 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 // should not be dropped with DropBudget while the budget has paid for
 // fewer retries sent than its floor allows.
 func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
-	t.Skip("defect: the engine asks the budget before the throttle (docs/engine.md: budget, throttle, limiter, breaker) and keeps the withdrawal of a retry the throttle then refuses (RefuseDefer), so throttle rejections drain the budget and calls are dropped with DropBudget with almost no retry sent; not fixed here: the order of the gates and their refunds are the engine's (package rebound), outside failback")
 	synctest.Test(t, func(t *testing.T) {
 		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(1), rebound.BudgetWindow(10*time.Second))
 		if err != nil {

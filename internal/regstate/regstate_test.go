@@ -139,7 +139,7 @@ func TestAttemptsAreTheSchedules(t *testing.T) {
 // successful: the state does not move) is not shown: Attempts is 0 when
 // registered.
 func TestNoAttemptsWhileRegistered(t *testing.T) {
-	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, nil, nil)
 	tr.Registered()
 	tr.SetAttempts(2)
 	tr.Set(subscriber.RegistrationRegistered, nil)
@@ -158,7 +158,7 @@ func TestNoAttemptsWhileRegistered(t *testing.T) {
 // repair's count into deregistering (nor, when the first deregister
 // succeeds, into stopped).
 func TestDeregisteringStartsItsOwnCount(t *testing.T) {
-	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, subscriber.RegistrationHooks{}, nil)
+	tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, nil, nil)
 	tr.Registered()
 	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
 	tr.SetAttempts(5)

@@ -42,7 +42,7 @@ func TestRegisteredShowsNoAttempts(t *testing.T) {
 		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
 		nacos.WithRedoGrace(10*time.Millisecond), nacos.WithCheckInterval(0),
 		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)),
-		nacos.WithRegistrationHooks(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+		nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 			if a.Op == subscriber.RegistrationOpCheck && a.Err == nil {
 				checks.Add(1)
 			}

@@ -64,7 +64,7 @@ func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
 		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}),
 		nacos.WithRedoGrace(50*time.Millisecond), nacos.WithCheckInterval(100*time.Millisecond),
-		nacos.WithRegisterRetryOptions(rebound.WithBudget(budget), rebound.WithHooks(rebound.Hooks{
+		nacos.WithRegisterRetryOptions(rebound.WithBudget(budget), rebound.WithObserver(rebound.Hooks{
 			Throttled: func(e rebound.Event) {
 				if errors.Is(e.Err, rebound.ErrBudgetExhausted) {
 					refused.Add(1)
