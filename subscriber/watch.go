@@ -53,6 +53,7 @@ type View struct {
 	g      *WatchGroup
 	c      chan struct{} // cap 1: a change the reader has not been told of
 	closed atomic.Bool
+	frozen *Snapshot // guarded by w.mu: the last snapshot, once the group closed
 }
 
 // Key returns the view's key.
@@ -70,6 +71,9 @@ func (v *View) Changed() <-chan struct{} { return v.c }
 func (v *View) Snapshot() Snapshot {
 	v.w.mu.Lock()
 	defer v.w.mu.Unlock()
+	if v.frozen != nil {
+		return *v.frozen
+	}
 	return v.w.snap
 }
 
