@@ -30,8 +30,10 @@ type Snapshot struct {
 	HasList bool
 	// Unresolved is set while no list has arrived and the last
 	// Registry.Subscribe attempt failed (or the registry connection was
-	// lost): the registry's error. It clears with the first list or an
-	// acknowledged attempt, and is never set once a list has arrived (the
+	// lost): the registry's error. It clears with the first list, an
+	// acknowledged attempt or the adapter's confirmation of the
+	// subscription (Sink.Confirmed), and is never set once a list has
+	// arrived (the
 	// Manager keeps the last list through outages).
 	Unresolved error
 	// Stopped is set once the shared subscription stopped for good (the
@@ -272,6 +274,20 @@ func (ws *watchSet) forget(w *watch) {
 	if !w.gone {
 		w.gone = true
 		delete(ws.byKey, w.id)
+	}
+}
+
+// confirmed clears the unresolved error of sink's watch: the adapter
+// confirmed the subscription (a reconnect the registry's client redid on
+// its own, with no Registry.Subscribe to report). Called with the
+// subscription's mutex held (w.mu is taken under it, never the reverse).
+func (ws *watchSet) confirmed(sink Sink) {
+	if w, ok := ws.bySink.Load(sink); ok {
+		w := w.(*watch)
+		w.mu.Lock()
+		w.heard = true
+		w.unresolvedLocked(nil)
+		w.mu.Unlock()
 	}
 }
 

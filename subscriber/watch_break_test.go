@@ -286,3 +286,45 @@ func TestWatchVersionsMonotonic(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchUnresolvedClearsOnConfirmation: with a registry that confirms
+// reconnects itself (ReconnectConfirmer: no Subscribe is sent after a
+// reconnect), the ErrDisconnected a lost connection put on a view without
+// a list clears when the registry confirms the subscription again; it
+// stayed while connected until a list came.
+func TestWatchUnresolvedClearsOnConfirmation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.EnableRedo(nil)
+		reg.Set(watched) // no instances: the first list is empty
+		m, err := subscriber.New(reg, subscriber.WithEmptyListHold(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		synctest.Wait()
+		reg.SetDown(true)
+		synctest.Wait()
+		reg.SetDown(false) // a reconnect: an empty first list is held
+		synctest.Wait()
+		v, _ := m.Watch(watched)
+		defer v.Close()
+		synctest.Wait()
+		if s := v.Snapshot(); s.HasList || s.Unresolved != nil {
+			t.Fatalf("acknowledged, first list held: %+v, want no list and nothing unresolved", s)
+		}
+		reg.SetDown(true)
+		synctest.Wait()
+		if s := v.Snapshot(); !errors.Is(s.Unresolved, subscriber.ErrDisconnected) {
+			t.Fatalf("connection lost: %+v, want ErrDisconnected", s)
+		}
+		reg.SetDown(false) // the client redoes the subscription and the adapter confirms it
+		synctest.Wait()
+		if st := m.Status()[0]; st.State != subscriber.StateSubscribed && st.State != subscriber.StateHeld {
+			t.Fatalf("subscription %v after the confirmation", st.State)
+		}
+		if s := v.Snapshot(); s.Unresolved != nil {
+			t.Fatalf("reconnected and confirmed: unresolved %v, want cleared", s.Unresolved)
+		}
+	})
+}
