@@ -33,8 +33,7 @@ type Snapshot struct {
 	// lost): the registry's error. It clears with the first list, an
 	// acknowledged attempt or the adapter's confirmation of the
 	// subscription (Sink.Confirmed), and is never set once a list has
-	// arrived (the
-	// Manager keeps the last list through outages).
+	// arrived (the Manager keeps the last list through outages).
 	Unresolved error
 	// Stopped is set once the shared subscription stopped for good (the
 	// Manager closed, a permanent registry error): the reason
