@@ -411,9 +411,12 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 // it never waits for the registry and never fails because the registry
 // is down. The watcher's first Next returns the current list (waiting for
 // the Manager's first list if there is none yet, as kratos' contract
-// says); every later Next returns the next change, each exactly once and
-// in the order the Manager delivered them (see WithMaxPending for a
-// watcher that is not read). An empty list is returned like any other
+// says); every later Next returns the next change, once and in order:
+// lists the Manager delivers while the Discovery is still converting the
+// previous one coalesce to the newest (the name's view keeps only the
+// latest), so a watcher may skip one but never gets an older list after a
+// newer one, nor one twice (see WithMaxPending for a watcher that is not
+// read). An empty list is returned like any other
 // (kratos' resolvers then keep their old addresses); the Manager's
 // empty-list hold and last-known-good lists apply as configured on it.
 //
