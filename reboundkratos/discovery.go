@@ -395,6 +395,14 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	case <-e.ready:
 	case <-e.stopped:
 		return nil, fmt.Errorf("reboundkratos: GetService %q: subscription stopped: %w", serviceName, e.stopErr)
+	case <-e.quit: // the Discovery let go of the name (Close; a stop, reported by e.stopped)
+		select {
+		case <-e.stopped:
+			return nil, fmt.Errorf("reboundkratos: GetService %q: subscription stopped: %w", serviceName, e.stopErr)
+		case <-e.ready:
+		default:
+			return nil, fmt.Errorf("reboundkratos: GetService %q: %w", serviceName, ErrClosed)
+		}
 	case <-ctx.Done():
 		if last := e.v.Snapshot().Unresolved; last != nil {
 			return nil, fmt.Errorf("reboundkratos: GetService %q: no instance list yet: %w (registry: %w)", serviceName, ctx.Err(), last)

@@ -2,10 +2,12 @@ package reboundkratos_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/rebound-go/rebound/reboundkratos"
 	"github.com/rebound-go/rebound/subscriber"
@@ -60,6 +62,35 @@ func TestNextCoalescesInOrder(t *testing.T) {
 		t.Logf("the Manager delivered %d lists, the watcher got %d", delivered, len(got))
 		if len(got) > delivered {
 			t.Fatalf("the Manager delivered %d lists, the watcher got %d", delivered, len(got))
+		}
+	})
+}
+
+// TestCloseEndsGetServiceWaiting: a GetService waiting for a first list
+// that the registry (down) cannot give returns ErrClosed when the
+// Discovery is closed; it waited for its ctx.
+func TestCloseEndsGetServiceWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStack(t, reboundkratos.FormatNacos)
+		st.reg.SetDown(true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() {
+			_, err := st.d.GetService(ctx, "orders.grpc")
+			errc <- err
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_ = st.d.Close()
+		synctest.Wait()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, reboundkratos.ErrClosed) {
+				t.Fatalf("GetService after Close: %v, want ErrClosed", err)
+			}
+		default:
+			t.Fatal("GetService still waiting after the Discovery's Close")
 		}
 	})
 }
