@@ -15,7 +15,10 @@ import (
 // readers of the key share one Manager subscription. The directory owns v
 // from then on: Close stops the goroutine, waits for it (and so for an
 // Update in progress) and closes v. A key that stops for good (the Manager
-// closed) leaves the last list in place. A nil v is a
+// closed) leaves the last list in place. A panic of the WithFilter or
+// WithErrorHandler function on that goroutine is recovered and logged at
+// Error (as the Manager does for a Listener): the directory keeps its last
+// list. A nil v is a
 // *rebound.ArgumentError from NewRegistryDirectory.
 func WithView(v *subscriber.View) DirectoryOption {
 	return dirOptionFunc(func(c *dirConfig) {
@@ -73,8 +76,23 @@ func (f *follower) run(d *RegistryDirectory) {
 			continue // no list yet, or the same one (an error or a stop)
 		}
 		last, has = s.List, true
-		d.Update(s.List)
+		f.update(d, s.List)
 	}
+}
+
+// update applies one list, recovering a panic of the user's code that
+// Update runs (the WithFilter function, the WithErrorHandler function),
+// as the Manager does for a Listener: the directory keeps its last list
+// and the goroutine goes on following the view.
+func (f *follower) update(d *RegistryDirectory, list []subscriber.Instance) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe := NewPanicError("cluster.RegistryDirectory.Update", r)
+			d.cfg.logger.Error("cluster: recovered a panic while applying the view's list; keeping the last list",
+				zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+		}
+	}()
+	d.Update(list)
 }
 
 // sameList reports whether a and b are the same list (a view hands out
