@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -327,4 +328,33 @@ func TestWatchUnresolvedClearsOnConfirmation(t *testing.T) {
 			t.Fatalf("reconnected and confirmed: unresolved %v, want cleared", s.Unresolved)
 		}
 	})
+}
+
+// TestWatchSeesTheFirstAttempt: the outcome of a Watch's first
+// Registry.Subscribe attempt is on the view once the attempt is over, even
+// when the attempt may finish while Watch is still setting the view up
+// (its report then comes from the subscription's Status).
+func TestWatchSeesTheFirstAttempt(t *testing.T) {
+	checked := 0
+	defer func() { t.Logf("%d runs checked", checked) }()
+	for i := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			reg := subscribertest.New()
+			reg.SetDown(true)
+			m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: time.Hour, Max: time.Hour}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			v, _ := m.Watch(watched)
+			defer v.Close()
+			synctest.Wait()
+			if st := m.Status()[0]; st.Attempts >= 1 && st.State == subscriber.StateRetrying {
+				checked++
+				if s := v.Snapshot(); s.Unresolved == nil {
+					t.Fatalf("run %d: the first attempt failed (%v) but the view shows nothing unresolved", i, st.LastErr)
+				}
+			}
+		})
+	}
 }
