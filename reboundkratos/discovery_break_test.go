@@ -11,6 +11,7 @@ import (
 
 	"github.com/rebound-go/rebound/reboundkratos"
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // TestNextCoalescesInOrder: a watcher that is not read while the Manager
@@ -93,4 +94,54 @@ func TestCloseEndsGetServiceWaiting(t *testing.T) {
 			t.Fatal("GetService still waiting after the Discovery's Close")
 		}
 	})
+}
+
+// TestKeyFuncPanicLeavesDiscoveryUsable: a WithKeyFunc function that
+// panics (the panic reaching a caller that recovers it, as an HTTP
+// server does) leaves the Discovery usable: the function runs with no
+// lock held. It ran under the Discovery's mutex, which the panic left
+// locked: every later Watch, GetService, Stop and Close hung.
+func TestKeyFuncPanicLeavesDiscoveryUsable(t *testing.T) {
+	reg := subscribertest.New()
+	reg.Set(orders, nacosInst(9001, "v1"))
+	m, err := subscriber.New(reg, subscriber.WithPolicy(fastPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	keyOf := func(name string) (subscriber.Key, error) {
+		if name == "boom" {
+			panic("key bug")
+		}
+		return subscriber.Key{Service: name}, nil
+	}
+	d, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithKeyFunc(keyOf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, err := d.Watch(context.Background(), "boom")
+		if err == nil {
+			t.Error("Watch of a name whose key function panicked succeeded")
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := d.GetService(ctx, "orders.grpc")
+		if err == nil {
+			err = d.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("GetService after a key function panicked: %v", err)
+		}
+	case <-time.After(20 * time.Second): // a hang, not a timing
+		t.Fatal("the Discovery hangs after a key function panicked")
+	}
 }
