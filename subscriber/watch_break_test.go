@@ -358,3 +358,53 @@ func TestWatchSeesTheFirstAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchNeverListAndUnresolved: while the registry flaps (down, up,
+// restarted) and lists come, a reader never finds a list and an
+// unresolved error at once, and a stop keeps the last list.
+func TestWatchNeverListAndUnresolved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.SetDown(true)
+		m := newWatchManager(t, reg)
+		v, _ := m.Watch(watched)
+		defer v.Close()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-v.Changed():
+				}
+				if s := v.Snapshot(); s.HasList && s.Unresolved != nil {
+					t.Errorf("version %d: a list %s and unresolved %v at once", s.Version, ports(s), s.Unresolved)
+				}
+			}
+		})
+		for i := range 60 {
+			switch i % 4 {
+			case 0:
+				reg.SetDown(false)
+			case 1:
+				reg.Set(watched, watchInst(uint64(i)))
+			case 2:
+				reg.Restart()
+			default:
+				reg.SetDown(true)
+			}
+			time.Sleep(time.Duration(i%5) * time.Second)
+		}
+		reg.SetDown(false)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		_ = m.Close()
+		synctest.Wait()
+		close(stop)
+		wg.Wait()
+		if s := v.Snapshot(); s.Stopped == nil || !s.HasList || s.Unresolved != nil {
+			t.Fatalf("after Close: %+v, want stopped with the last list", s)
+		}
+	})
+}
