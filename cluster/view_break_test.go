@@ -116,3 +116,47 @@ func TestWithViewCloseDuringDial(t *testing.T) {
 		}
 	})
 }
+
+// TestWithViewCloseFromErrorHandler: a WithErrorHandler function that
+// closes the directory (called on WithView's goroutine, during an
+// Update) does not deadlock: Close returns, and the view is closed once
+// the goroutine ends. Close waited for that goroutine, which waited for
+// Close.
+func TestWithViewCloseFromErrorHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		key := subscriber.Key{Service: "orders"}
+		reg := subscribertest.New()
+		reg.Set(key, viewInst(1))
+		m, err := subscriber.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		v, _ := m.Watch(key)
+		dial := func(in subscriber.Instance) (cluster.Invoker, error) {
+			if in.Port == 666 {
+				return nil, fmt.Errorf("refused")
+			}
+			return dialAddr(in)
+		}
+		var d *cluster.RegistryDirectory
+		var closed atomic.Bool
+		onErr := func(error) {
+			_ = d.Close()
+			closed.Store(true)
+		}
+		d, err = cluster.NewRegistryDirectory(dial, cluster.WithView(v), cluster.WithErrorHandler(onErr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		reg.Set(key, viewInst(1), viewInst(666))
+		synctest.Wait()
+		if !closed.Load() {
+			t.Fatal("Close called from the error handler did not return")
+		}
+		if s := reg.Stats(); s.Active != 0 {
+			t.Fatalf("registry %+v after Close, want the view closed", s)
+		}
+	})
+}
