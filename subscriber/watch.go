@@ -222,15 +222,18 @@ func (m *Manager) acquireWatch(fn string, key Key) (*watch, error) {
 		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
 	}
 	w := &watch{m: m, id: id, release: make(chan struct{}), done: make(chan struct{}), views: make(map[*View]struct{})}
-	sub, err := m.Subscribe(context.Background(), key, w.update)
+	// The watch is known by its sink before the first attempt starts, so
+	// that every attempt's outcome reaches it (watchedRegistry).
+	sub, err := m.subscribe(context.Background(), key, w.update, func(s *Subscription) {
+		w.sub = s
+		ws.bySink.Store(Sink(&s.sink), w)
+	})
 	if err != nil {
 		m.wg.Done()
 		return nil, err
 	}
-	w.sub = sub
-	ws.bySink.Store(Sink(&sub.sink), w)
-	// Outcomes reported from now on are seen; one that came before is in
-	// the Status (heard keeps a newer report from being overwritten).
+	// A disruption reported before the watch was in the set is in the
+	// Status (heard keeps a newer report from being overwritten).
 	if st := sub.Status(); st.State == StateRetrying && st.LastErr != nil {
 		w.mu.Lock()
 		if !w.heard {
