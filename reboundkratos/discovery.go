@@ -409,7 +409,8 @@ func sameInst(a, b subscriber.Instance) bool {
 // ServiceInstance.Equal sorts the Endpoints of both instances in place).
 //
 // Errors: a *rebound.ArgumentError for a nil ctx or an empty name,
-// ErrClosed after Close, ctx's error (wrapping the registry's last error,
+// ErrClosed after Close (also to a call waiting for the first list when
+// Close is called), ctx's error (wrapping the registry's last error,
 // if any) when ctx ends before the first list, the subscription's error
 // when it stopped for good (Manager closed, permanent registry error).
 func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*registry.ServiceInstance, error) {
