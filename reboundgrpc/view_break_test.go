@@ -3,11 +3,14 @@ package reboundgrpc_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
 
 	"github.com/rebound-go/rebound/reboundgrpc"
 	"github.com/rebound-go/rebound/subscriber"
@@ -139,4 +142,40 @@ func TestBuilderCloseWithClientConnsOpen(t *testing.T) {
 	if st := b.Stats(); st.Resolvers != 0 {
 		t.Fatalf("builder %+v after every ClientConn closed", st)
 	}
+}
+
+// TestBuilderCloseFromFilter: a WithFilter function that closes the
+// Builder (it runs on a resolver's goroutine) does not deadlock: Close
+// returns and the resolver's goroutine ends after the filter. Close
+// waited for that goroutine, which waited for Close.
+func TestBuilderCloseFromFilter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b *reboundgrpc.Builder
+		var closed atomic.Bool
+		keep := func(in subscriber.Instance) bool {
+			if in.Port == 666 {
+				_ = b.Close()
+				closed.Store(true)
+			}
+			return true
+		}
+		var reg *subscribertest.Registry
+		reg, _, b = memEnvWith(t, nil, reboundgrpc.WithFilter(keep))
+		reg.Set(orders, inst(1))
+		f := newFakeCC()
+		r, err := b.Build(mustTarget(t, "rebound:///orders"), f, resolver.BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		reg.Set(orders, inst(1), inst(666))
+		synctest.Wait()
+		if !closed.Load() {
+			t.Fatal("Builder.Close called from the filter did not return")
+		}
+		r.Close()
+		if st := b.Stats(); st.Resolvers != 0 || st.Subscriptions != 0 {
+			t.Fatalf("builder %+v after Close", st)
+		}
+	})
 }
