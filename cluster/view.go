@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"sync/atomic"
+
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -14,8 +17,13 @@ import (
 // faster than the directory dials), so several directories and other
 // readers of the key share one Manager subscription. The directory owns v
 // from then on: Close stops the goroutine, waits for it (and so for an
-// Update in progress) and closes v. A key that stops for good (the Manager
-// closed) leaves the last list in place. A nil v is a
+// Update in progress) and closes v; called on that goroutine (by the
+// DialFunc or the WithErrorHandler function) Close does not wait, and the
+// goroutine closes v when its Update returns. A key that stops for good (the Manager
+// closed) leaves the last list in place. A panic of the WithFilter or
+// WithErrorHandler function on that goroutine is recovered and logged at
+// Error (as the Manager does for a Listener): the directory keeps its last
+// list. A nil v is a
 // *rebound.ArgumentError from NewRegistryDirectory.
 func WithView(v *subscriber.View) DirectoryOption {
 	return dirOptionFunc(func(c *dirConfig) {
@@ -31,7 +39,8 @@ func WithView(v *subscriber.View) DirectoryOption {
 type follower struct {
 	v    *subscriber.View
 	stop chan struct{}
-	done chan struct{}
+	done chan struct{} // closed when run has returned and closed v
+	id   atomic.Uint64 // run's goroutine
 }
 
 func (d *RegistryDirectory) startFollow() {
@@ -43,19 +52,26 @@ func (d *RegistryDirectory) startFollow() {
 	go f.run(d)
 }
 
-// stopFollow ends WithView's goroutine, once, and closes the view.
+// stopFollow ends WithView's goroutine, once, and waits until it has
+// closed the view; called from that goroutine (a DialFunc or error handler
+// that closes the directory) it does not wait: the goroutine ends when its
+// Update returns.
 func (d *RegistryDirectory) stopFollow() {
 	f := d.follow
 	if f == nil {
 		return
 	}
 	close(f.stop) // Close runs this once (it returns early when closed)
+	if f.id.Load() == goid.ID() {
+		return
+	}
 	<-f.done
-	_ = f.v.Close()
 }
 
 func (f *follower) run(d *RegistryDirectory) {
+	f.id.Store(goid.ID())
 	defer close(f.done)
+	defer func() { _ = f.v.Close() }()
 	var last []subscriber.Instance
 	has, warned := false, false
 	for {
@@ -73,8 +89,23 @@ func (f *follower) run(d *RegistryDirectory) {
 			continue // no list yet, or the same one (an error or a stop)
 		}
 		last, has = s.List, true
-		d.Update(s.List)
+		f.update(d, s.List)
 	}
+}
+
+// update applies one list, recovering a panic of the user's code that
+// Update runs (the WithFilter function, the WithErrorHandler function),
+// as the Manager does for a Listener: the directory keeps its last list
+// and the goroutine goes on following the view.
+func (f *follower) update(d *RegistryDirectory, list []subscriber.Instance) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe := NewPanicError("cluster.RegistryDirectory.Update", r)
+			d.cfg.logger.Error("cluster: recovered a panic while applying the view's list; keeping the last list",
+				zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+		}
+	}()
+	d.Update(list)
 }
 
 // sameList reports whether a and b are the same list (a view hands out

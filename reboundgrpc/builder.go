@@ -192,7 +192,9 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 // state they sent to their ClientConn and get no further update, so close
 // the ClientConns first. Build returns ErrClosed afterwards. Close is
 // idempotent and always returns nil (Unsubscribe errors are logged by the
-// Manager).
+// Manager). Called from the WithFilter function or a hook (on a
+// resolver's goroutine), it does not wait for that goroutine, which ends
+// when the call returns.
 func (b *Builder) Close() error {
 	b.mu.Lock()
 	first := !b.closed

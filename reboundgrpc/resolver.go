@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/resolver"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -29,6 +31,7 @@ type ccResolver struct {
 	built  time.Time // when Build returned: unresolved reports start WithUnresolvedReport later
 
 	closeOnce sync.Once
+	gid       atomic.Uint64 // the goroutine's id: stop does not wait for itself
 
 	// the goroutine's own: the state built for list
 	list      []subscriber.Instance
@@ -70,6 +73,7 @@ type view struct {
 // yet from WithUnresolvedReport after Build on.
 func (r *ccResolver) run() {
 	defer r.wg.Done()
+	r.gid.Store(goid.ID())
 	var (
 		sched   *rebound.Schedule
 		timer   *time.Timer
@@ -276,8 +280,13 @@ func (r *ccResolver) Close() {
 	r.b.forget(r)
 }
 
-// stop ends the resolver's goroutine and waits for it.
+// stop ends the resolver's goroutine and waits for it, unless called on
+// it (Builder.Close from the WithFilter function or a hook): the goroutine
+// then ends when that call returns.
 func (r *ccResolver) stop() {
 	r.closeOnce.Do(r.cancel)
+	if r.gid.Load() == goid.ID() {
+		return
+	}
 	r.wg.Wait()
 }

@@ -171,7 +171,7 @@ func (d *Discovery) key(fn, name string) (subscriber.Key, error) {
 		return subscriber.Key{}, &rebound.ArgumentError{Func: "reboundkratos.Discovery." + fn, Arg: "serviceName", Reason: "is empty or only white space (dial discovery:///<name>)"}
 	}
 	if d.o.keyFunc != nil {
-		k, err := d.o.keyFunc(name)
+		k, err := d.keyFunc(name)
 		if err != nil {
 			return subscriber.Key{}, fmt.Errorf("reboundkratos: key of %q: %w", name, err)
 		}
@@ -186,10 +186,51 @@ func (d *Discovery) key(fn, name string) (subscriber.Key, error) {
 	return subscriber.Key{Namespace: d.o.namespace, Group: d.o.group, Service: name, Clusters: d.o.clusters}, nil
 }
 
-// acquire returns name's entry with one more reference (or the pin),
-// opening the name's view if there is none. Called with d.mu held; the
-// entry's follow goroutine waits for d.mu to deliver.
-func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
+// keyFunc calls WithKeyFunc's function, turning a panic into an error.
+func (d *Discovery) keyFunc(name string) (k subscriber.Key, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("WithKeyFunc's function panicked: %v", r)
+			d.log.Error("recovered a panic of the WithKeyFunc function", zap.String("service", name),
+				zap.Any("panic", r), zap.Stack("stack"))
+		}
+	}()
+	return d.o.keyFunc(name)
+}
+
+// errNeedKey is acquireLocked's answer when it needs the name's key.
+var errNeedKey = errors.New("reboundkratos: key needed")
+
+// lockAcquire takes d.mu and returns name's entry with one more
+// reference (or the pin), opening the name's view if there is none; d.mu
+// is held on return unless there is an error. The name's key (the user's
+// WithKeyFunc function) is computed with no lock held, only when no entry
+// can be used.
+func (d *Discovery) lockAcquire(fn, name string, pin bool) (*entry, error) {
+	var key *subscriber.Key
+	for {
+		d.mu.Lock()
+		e, err := d.acquireLocked(fn, name, pin, key)
+		if err != errNeedKey {
+			if err != nil {
+				d.mu.Unlock()
+			}
+			return e, err
+		}
+		d.mu.Unlock()
+		k, err := d.key(fn, name)
+		if err != nil {
+			return nil, err
+		}
+		key = &k
+	}
+}
+
+// acquireLocked returns name's entry with one more reference (or the
+// pin), opening the name's view with key if there is none (errNeedKey
+// without a key). Called with d.mu held; the entry's follow goroutine
+// waits for d.mu to deliver.
+func (d *Discovery) acquireLocked(fn, name string, pin bool, key *subscriber.Key) (*entry, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
@@ -210,13 +251,12 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 		}
 	}
 	if e == nil {
-		key, err := d.key(fn, name)
-		if err != nil {
-			return nil, err
+		if key == nil {
+			return nil, errNeedKey
 		}
-		e = &entry{name: name, key: key, ready: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{}),
+		e = &entry{name: name, key: *key, ready: make(chan struct{}), quit: make(chan struct{}), stopped: make(chan struct{}),
 			watchers: make(map[*watcher]struct{})}
-		v, err := d.views.Watch(key)
+		v, err := d.views.Watch(*key)
 		if err != nil {
 			return nil, fmt.Errorf("reboundkratos: subscribe %q: %w", name, err)
 		}
@@ -225,7 +265,7 @@ func (d *Discovery) acquireLocked(fn, name string, pin bool) (*entry, error) {
 		go d.follow(e)
 		d.entries[name] = e
 		d.subscribes.Add(1)
-		d.log.Info("subscribed", zap.String("service", name), zap.Stringer("key", key))
+		d.log.Info("subscribed", zap.String("service", name), zap.Stringer("key", *key))
 	}
 	if !pin {
 		e.refs++
@@ -369,7 +409,8 @@ func sameInst(a, b subscriber.Instance) bool {
 // ServiceInstance.Equal sorts the Endpoints of both instances in place).
 //
 // Errors: a *rebound.ArgumentError for a nil ctx or an empty name,
-// ErrClosed after Close, ctx's error (wrapping the registry's last error,
+// ErrClosed after Close (also to a call waiting for the first list when
+// Close is called), ctx's error (wrapping the registry's last error,
 // if any) when ctx ends before the first list, the subscription's error
 // when it stopped for good (Manager closed, permanent registry error).
 func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*registry.ServiceInstance, error) {
@@ -386,15 +427,24 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 			return list, nil
 		}
 	}
-	e, err := d.acquireLocked("GetService", serviceName, true)
 	d.mu.Unlock()
+	e, err := d.lockAcquire("GetService", serviceName, true)
 	if err != nil {
 		return nil, err
 	}
+	d.mu.Unlock()
 	select {
 	case <-e.ready:
 	case <-e.stopped:
 		return nil, fmt.Errorf("reboundkratos: GetService %q: subscription stopped: %w", serviceName, e.stopErr)
+	case <-e.quit: // the Discovery let go of the name (Close; a stop, reported by e.stopped)
+		select {
+		case <-e.stopped:
+			return nil, fmt.Errorf("reboundkratos: GetService %q: subscription stopped: %w", serviceName, e.stopErr)
+		case <-e.ready:
+		default:
+			return nil, fmt.Errorf("reboundkratos: GetService %q: %w", serviceName, ErrClosed)
+		}
 	case <-ctx.Done():
 		if last := e.v.Snapshot().Unresolved; last != nil {
 			return nil, fmt.Errorf("reboundkratos: GetService %q: no instance list yet: %w (registry: %w)", serviceName, ctx.Err(), last)
@@ -411,9 +461,12 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 // it never waits for the registry and never fails because the registry
 // is down. The watcher's first Next returns the current list (waiting for
 // the Manager's first list if there is none yet, as kratos' contract
-// says); every later Next returns the next change, each exactly once and
-// in the order the Manager delivered them (see WithMaxPending for a
-// watcher that is not read). An empty list is returned like any other
+// says); every later Next returns the next change, once and in order:
+// lists the Manager delivers while the Discovery is still converting the
+// previous one coalesce to the newest (the name's view keeps only the
+// latest), so a watcher may skip one but never gets an older list after a
+// newer one, nor one twice (see WithMaxPending for a watcher that is not
+// read). An empty list is returned like any other
 // (kratos' resolvers then keep their old addresses); the Manager's
 // empty-list hold and last-known-good lists apply as configured on it.
 //
@@ -433,10 +486,8 @@ func (d *Discovery) Watch(ctx context.Context, serviceName string) (registry.Wat
 	}
 	w := &watcher{d: d, parent: ctx, wake: make(chan struct{}, 1), max: d.o.maxPending}
 	w.ctx, w.cancel = context.WithCancel(ctx)
-	d.mu.Lock()
-	e, err := d.acquireLocked("Watch", serviceName, false)
+	e, err := d.lockAcquire("Watch", serviceName, false)
 	if err != nil {
-		d.mu.Unlock()
 		w.cancel()
 		return nil, err
 	}

@@ -150,9 +150,11 @@ func WithMaxPending(n int) DiscoveryOption {
 // of "discovery:///<name>") to the subscriber.Key the Discovery
 // subscribes to. The default maps name to Key{Namespace, Group, Service:
 // name, Clusters} from WithNamespace, WithGroup and WithClusters
-// (FormatNacos) or to Key{Service: name} (FormatEtcd). fn is called once
-// per name; an error from it is returned by Watch and GetService. A nil
-// fn is an error.
+// (FormatNacos) or to Key{Service: name} (FormatEtcd). fn is called when
+// a name has no subscription yet (once per name, but first Watches of a
+// name made at once may each call it), with no lock held; an error from
+// it is returned by Watch and GetService, and so is a panic, recovered
+// and logged at Error. A nil fn is an error.
 func WithKeyFunc(fn func(name string) (subscriber.Key, error)) DiscoveryOption {
 	return discoveryOption(func(o *discoveryOptions) {
 		if fn == nil {

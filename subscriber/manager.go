@@ -281,6 +281,13 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 // (wrapped) after Close. Several subscriptions may share a key; each has
 // its own listener.
 func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscription, error) {
+	return m.subscribe(ctx, key, l, nil)
+}
+
+// subscribe is Subscribe; before, if not nil, is called with the new
+// subscription before its first attempt starts (Watch: so that the
+// attempt's outcome reaches the view).
+func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before func(*Subscription)) (*Subscription, error) {
 	const fn = "subscriber.Manager.Subscribe"
 	if ctx == nil {
 		return nil, argError(fn, "ctx", "is nil")
@@ -313,6 +320,9 @@ func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscrip
 	s.hold.openFirst(m.opts.hold, m.down, m.upAt)
 	m.mu.Unlock()
 
+	if before != nil {
+		before(s)
+	}
 	s.start()
 	return s, nil
 }

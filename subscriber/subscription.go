@@ -427,6 +427,7 @@ func (s *Subscription) confirmed(reason string) {
 	}
 	now := time.Now()
 	s.confAt, s.confWhy = now, reason
+	s.m.watches.confirmed(&s.sink) // the registry answered: a view's unresolved error clears
 	if s.run.step(s, evConfirmed, stepIn{now: now, confirm: reason}).acked {
 		return // the ack reported the confirmation
 	}

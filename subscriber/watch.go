@@ -30,9 +30,10 @@ type Snapshot struct {
 	HasList bool
 	// Unresolved is set while no list has arrived and the last
 	// Registry.Subscribe attempt failed (or the registry connection was
-	// lost): the registry's error. It clears with the first list or an
-	// acknowledged attempt, and is never set once a list has arrived (the
-	// Manager keeps the last list through outages).
+	// lost): the registry's error. It clears with the first list, an
+	// acknowledged attempt or the adapter's confirmation of the
+	// subscription (Sink.Confirmed), and is never set once a list has
+	// arrived (the Manager keeps the last list through outages).
 	Unresolved error
 	// Stopped is set once the shared subscription stopped for good (the
 	// Manager closed, a permanent registry error): the reason
@@ -53,6 +54,7 @@ type View struct {
 	g      *WatchGroup
 	c      chan struct{} // cap 1: a change the reader has not been told of
 	closed atomic.Bool
+	frozen *Snapshot // guarded by w.mu: the last snapshot, once the group closed
 }
 
 // Key returns the view's key.
@@ -70,6 +72,9 @@ func (v *View) Changed() <-chan struct{} { return v.c }
 func (v *View) Snapshot() Snapshot {
 	v.w.mu.Lock()
 	defer v.w.mu.Unlock()
+	if v.frozen != nil {
+		return *v.frozen
+	}
 	return v.w.snap
 }
 
@@ -217,15 +222,18 @@ func (m *Manager) acquireWatch(fn string, key Key) (*watch, error) {
 		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
 	}
 	w := &watch{m: m, id: id, release: make(chan struct{}), done: make(chan struct{}), views: make(map[*View]struct{})}
-	sub, err := m.Subscribe(context.Background(), key, w.update)
+	// The watch is known by its sink before the first attempt starts, so
+	// that every attempt's outcome reaches it (watchedRegistry).
+	sub, err := m.subscribe(context.Background(), key, w.update, func(s *Subscription) {
+		w.sub = s
+		ws.bySink.Store(Sink(&s.sink), w)
+	})
 	if err != nil {
 		m.wg.Done()
 		return nil, err
 	}
-	w.sub = sub
-	ws.bySink.Store(Sink(&sub.sink), w)
-	// Outcomes reported from now on are seen; one that came before is in
-	// the Status (heard keeps a newer report from being overwritten).
+	// A disruption reported before the watch was in the set is in the
+	// Status (heard keeps a newer report from being overwritten).
 	if st := sub.Status(); st.State == StateRetrying && st.LastErr != nil {
 		w.mu.Lock()
 		if !w.heard {
@@ -268,6 +276,20 @@ func (ws *watchSet) forget(w *watch) {
 	if !w.gone {
 		w.gone = true
 		delete(ws.byKey, w.id)
+	}
+}
+
+// confirmed clears the unresolved error of sink's watch: the adapter
+// confirmed the subscription (a reconnect the registry's client redid on
+// its own, with no Registry.Subscribe to report). Called with the
+// subscription's mutex held (w.mu is taken under it, never the reverse).
+func (ws *watchSet) confirmed(sink Sink) {
+	if w, ok := ws.bySink.Load(sink); ok {
+		w := w.(*watch)
+		w.mu.Lock()
+		w.heard = true
+		w.unresolvedLocked(nil)
+		w.mu.Unlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,7 @@ type WatchGroup struct {
 	mu     sync.Mutex
 	closed bool
 	keys   map[KeyID]*groupKey
+	ending []*watch // watches the group let go of last, whose end Close waits for
 
 	subscribes, unsubscribes, refreshes atomic.Uint64
 }
@@ -189,7 +191,33 @@ func (g *WatchGroup) dropLocked(id KeyID, gk *groupKey) {
 		}
 	}
 	g.unsubscribes.Add(1)
-	g.m.unrefWatch(gk.w)
+	if g.m.unrefWatch(gk.w) {
+		// Close waits for the end of every watch the group was the last
+		// to hold; those that have ended are dropped here.
+		g.ending = slices.DeleteFunc(g.ending, func(w *watch) bool {
+			select {
+			case <-w.done:
+				return true
+			default:
+				return false
+			}
+		})
+		g.ending = append(g.ending, gk.w)
+	}
+}
+
+// freezeLocked detaches the group's open Views of w: they keep the
+// snapshot they show now and are signalled no more.
+func (g *WatchGroup) freezeLocked(w *watch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for v := range w.views {
+		if v.g == g {
+			s := w.snap
+			v.frozen = &s
+			delete(w.views, v)
+		}
+	}
 }
 
 // release is a View's Close.
@@ -282,30 +310,25 @@ func (g *WatchGroup) Stats() WatchGroupStats {
 }
 
 // Close lets go of every key of the group, lingering or not, and waits
-// until the subscriptions it was the last to hold have ended (each
-// Registry.Unsubscribe is bounded by UnsubscribeTimeout) and its timers
-// are done. Views still open keep their last snapshot and see no further
-// change; their Close does nothing more. Watch returns ErrWatchGroupClosed
-// afterwards. Close is idempotent and returns nil.
+// until the subscriptions it was the last to hold have ended (also those
+// whose last View was closed before; each Registry.Unsubscribe is bounded
+// by UnsubscribeTimeout) and its timers are done. Views still open keep
+// their last snapshot and see no further change; their Close does nothing
+// more. Watch returns ErrWatchGroupClosed afterwards. Close is idempotent
+// and returns nil.
 func (g *WatchGroup) Close() error {
 	g.mu.Lock()
-	var ended []*watch
 	if !g.closed {
 		g.closed = true
 		for id, gk := range g.keys {
-			last := gk.w
+			g.freezeLocked(gk.w)
 			g.dropLocked(id, gk)
-			ended = append(ended, last)
 		}
 	}
+	ending := g.ending
 	g.mu.Unlock()
-	for _, w := range ended {
-		g.m.watches.mu.Lock()
-		gone := w.refs == 0
-		g.m.watches.mu.Unlock()
-		if gone {
-			<-w.done
-		}
+	for _, w := range ending {
+		<-w.done
 	}
 	g.wg.Wait()
 	return nil
