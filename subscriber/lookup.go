@@ -115,7 +115,11 @@ func (l *lookups) fire(s *Subscription, now time.Time) {
 	}
 	if d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt)); d.Verdict == rebound.WaitFor {
 		l.phase = lookToken
-		s.setTimer(timerReconcile, now.Add(d.Delay))
+		if d.Reason == rebound.ErrLimited {
+			s.setTokenTimer(timerReconcile, now.Add(d.Delay)) // sent when its token is due
+		} else {
+			s.setTimer(timerReconcile, now.Add(d.Delay)) // refused by the throttle: asked again later
+		}
 		return
 	}
 	l.phase = lookBusy

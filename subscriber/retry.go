@@ -78,7 +78,11 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aTimerFirst:
 			s.setTimer(timerRetry, now.Add(r.schedule(s.m, now).FirstDelay()))
 		case aTimerAt:
-			s.setTimer(timerRetry, now.Add(in.delay))
+			if ev == evTokenWait {
+				s.setTokenTimer(timerRetry, now.Add(in.delay)) // sent when its token is due, not batched on the grid
+			} else {
+				s.setTimer(timerRetry, now.Add(in.delay))
+			}
 		case aBackoff:
 			d := r.schedule(s.m, now).Decide(now, rebound.Failed(in.reason))
 			if d.Verdict == rebound.Stop {

@@ -55,10 +55,12 @@ func (e *entry) SetIndex(i int32)     { e.index = i }
 // that due times close together share one wake-up. A longer wait gets a
 // coarser grid: a due time d after now fires at the first multiple of g at
 // or after it, where g is the largest of TimerSlack, 2*TimerSlack, ...,
-// MaxTimerSlack not above d/16. So an attempt, a limiter token, a hold's
-// end or a confirmation cap comes at most about 1/16 of its wait (and
-// never more than MaxTimerSlack) after its exact time; full jitter moves
-// it by up to 100%.
+// MaxTimerSlack not above d/16. So an attempt, a hold's end or a
+// confirmation cap comes at most about 1/16 of its wait (and never more
+// than MaxTimerSlack) after its exact time; full jitter moves it by up to
+// 100%. A wait for a limiter token is the exception: it fires at the
+// token's time, off the grid, so that tokens reserved at different times
+// are not sent together (more at once than the limiter's burst).
 //
 // Why: waking a sleeping process costs far more CPU than the work done for
 // one subscription. With 1,000 jittered subscriptions against a down
@@ -217,7 +219,17 @@ func (sc *scheduler) takeOver(ow *owner) {
 // set (re)schedules e at due, replacing any earlier schedule. The caller
 // holds e's owner's lock.
 func (sc *scheduler) set(e *entry, due time.Time) {
-	d := fireAt(sc.key(due), sc.key(time.Now()))
+	sc.setKey(e, fireAt(sc.key(due), sc.key(time.Now())))
+}
+
+// setExact is set off the grid: e fires at due, not rounded up. It is for
+// a limiter token's wait: tokens reserved at different times and fired on
+// one tick of a coarse grid would be sent together, more at once than the
+// limiter's burst (a batch of up to rate x the grid's step on top of it).
+// The caller holds e's owner's lock.
+func (sc *scheduler) setExact(e *entry, due time.Time) { sc.setKey(e, sc.key(due)) }
+
+func (sc *scheduler) setKey(e *entry, d int64) {
 	sc.mu.Lock()
 	e.gen++
 	e.due = d

@@ -89,6 +89,11 @@ func (s *Subscription) timer(k timerKind) *entry {
 // setTimer (re)schedules the entry of kind at at. The caller holds s.mu.
 func (s *Subscription) setTimer(k timerKind, at time.Time) { s.m.sched.set(s.timer(k), at) }
 
+// setTokenTimer schedules the entry of kind at at exactly, off the
+// scheduler's grid: at is when a limiter token reserved for it is due (see
+// scheduler.setExact). The caller holds s.mu.
+func (s *Subscription) setTokenTimer(k timerKind, at time.Time) { s.m.sched.setExact(s.timer(k), at) }
+
 // cancelTimer cancels the scheduler entry of kind, if it exists. The
 // caller holds s.mu.
 func (s *Subscription) cancelTimer(k timerKind) {
