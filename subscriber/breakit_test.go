@@ -134,3 +134,52 @@ func TestBreakRefreshLookupsPaced(t *testing.T) {
 		checkRate(t, reg.at, limit, burst)
 	})
 }
+
+// Subscriptions whose first attempt is in flight when the connection comes
+// back start a new run when it ends: its first attempt takes a limiter
+// token, like that of any later run; it did not (the engine was asked
+// Ready again for the attempt it had already admitted, without a token).
+func TestBreakAttemptAfterAReconnectInFlightTakesAToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 10
+		reg := subscribertest.New()
+		release := make(chan struct{})
+		reg.SetFailure(func(subscriber.Key) error {
+			<-release
+			return errRejected
+		})
+		m := newManager(t, reg, subscriber.WithLimiter(rate.NewLimiter(1, 1)))
+		subs := subscribeN(t, m, n)
+		synctest.Wait() // n first attempts block in the registry
+		reg.SetDown(true)
+		reg.SetDown(false) // Disconnected, Connected: each attempt in flight is cancelled
+		synctest.Wait()
+		var mu sync.Mutex
+		var at []time.Duration
+		start := time.Now()
+		reg.SetFailure(nil)
+		reg.OnSubscribe(func(subscriber.Key) {
+			mu.Lock()
+			at = append(at, time.Since(start))
+			mu.Unlock()
+		})
+		close(release)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(at) != n {
+			t.Fatalf("%d attempts after the reconnect, want %d", len(at), n)
+		}
+		for i, d := range at {
+			if min := time.Duration(i-1) * time.Second; d < min {
+				t.Fatalf("attempt %d after the reconnect at %v, the limiter allows it at %v at the earliest (%v)", i+1, d, min, at)
+			}
+		}
+		for _, s := range subs {
+			if st := s.Status(); st.State != subscriber.StateSubscribed {
+				t.Fatalf("%v: %v, want subscribed", st.Key, st.State)
+			}
+		}
+	})
+}
