@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -180,6 +183,192 @@ func TestBreakAttemptAfterAReconnectInFlightTakesAToken(t *testing.T) {
 			if st := s.Status(); st.State != subscriber.StateSubscribed {
 				t.Fatalf("%v: %v, want subscribed", st.Key, st.State)
 			}
+		}
+	})
+}
+
+// Lists pushed while the registry flaps, restarts, breaks subscriptions
+// and the subscriptions refresh, unsubscribe and stop by context reach
+// each listener in order, never the same twice in a row; Close ends
+// everything (the bubble checks no goroutine is left).
+func TestBreakChaosOrderAndClose(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 40
+				rng := rand.New(rand.NewPCG(seed, 1))
+				reg := subscribertest.New()
+				if seed%2 == 1 {
+					reg.EnableRedo(nil)
+				}
+				m, err := subscriber.New(reg, subscriber.WithLimiter(rate.NewLimiter(50, 5)),
+					subscriber.WithEmptyListHold(3*time.Second), subscriber.WithReconcile(time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				type rec struct {
+					mu    sync.Mutex
+					lists []uint64 // the port of each list's instance; 0: empty
+				}
+				recs := make([]*rec, n)
+				subs := make([]*subscriber.Subscription, n)
+				keys := make([]subscriber.Key, n)
+				version := make([]uint64, n)
+				for i := range subs {
+					keys[i] = subscriber.Key{Service: fmt.Sprint("svc", i)}
+					r := &rec{}
+					recs[i] = r
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					if i%7 == 3 {
+						time.AfterFunc(time.Duration(rng.IntN(20))*time.Second, cancel)
+					}
+					subs[i], err = m.Subscribe(ctx, keys[i], func(list []subscriber.Instance) {
+						r.mu.Lock()
+						defer r.mu.Unlock()
+						if i%5 == 0 && len(r.lists)%2 == 0 {
+							defer func() { panic("listener") }() // after the list is recorded
+						}
+						p := uint64(0)
+						if len(list) > 0 {
+							p = list[0].Port
+						}
+						r.lists = append(r.lists, p)
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range 400 {
+					i := rng.IntN(n)
+					switch rng.IntN(12) {
+					case 0:
+						reg.SetDown(true)
+					case 1:
+						reg.SetDown(false)
+					case 2:
+						reg.Restart()
+					case 3:
+						reg.Break(keys[i])
+					case 4:
+						subs[i].Refresh()
+					case 5:
+						if rng.IntN(4) == 0 {
+							go subs[i].Unsubscribe()
+						}
+					case 6:
+						reg.Set(keys[i]) // empty
+					case 7:
+						reg.Forget()
+					default:
+						version[i]++
+						reg.Set(keys[i], subscriber.Instance{IP: "10.0.0.1", Port: version[i]})
+					}
+					time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+				}
+				reg.SetDown(false)
+				time.Sleep(time.Minute)
+				go func() {
+					for _, s := range subs {
+						s.Status()
+						s.Refresh()
+					}
+				}()
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+				total := 0
+				for i, s := range subs {
+					<-s.Done()
+					total += len(recs[i].lists)
+					r := recs[i]
+					r.mu.Lock()
+					var last uint64
+					for j, p := range r.lists {
+						if j > 0 && p == r.lists[j-1] {
+							t.Errorf("%v: list %d delivered twice in a row: %v", keys[i], p, r.lists)
+						}
+						if p != 0 {
+							if p < last {
+								t.Errorf("%v: list %d after %d: %v", keys[i], p, last, r.lists)
+							}
+							last = p
+						}
+					}
+					r.mu.Unlock()
+				}
+				sts := m.Status()
+				if len(sts) != n {
+					t.Fatalf("%d statuses after Close, want %d", len(sts), n)
+				}
+				sum := 0
+				for i, st := range sts {
+					sum += st.TotalAttempts
+					if st.State != subscriber.StateStopped || st.Attempts > st.TotalAttempts || st.Deliveries != len(recs[i].lists) {
+						t.Errorf("status %+v after Close, %d listener calls", st, len(recs[i].lists))
+					}
+				}
+				if got := reg.Stats().Subscribes; got != sum {
+					t.Errorf("the registry saw %d Subscribe calls, the statuses count %d", got, sum)
+				}
+				c := m.Counts()
+				for st, k := range c.ByState {
+					if st != int(subscriber.StateStopped) && k != 0 {
+						t.Errorf("Counts after Close: %d %v", k, subscriber.State(st))
+					}
+				}
+				if total < n {
+					t.Fatalf("%d lists delivered to %d listeners", total, n)
+				}
+			})
+		})
+	}
+}
+
+// An attempt cancelled while it waited on the scheduler behind another
+// (the subscription stopped meanwhile) sends no Registry.Subscribe: it is
+// not counted in TotalAttempts ("every Registry.Subscribe call"). It was.
+func TestBreakAttemptCancelledBeforeItIsSentIsNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		a, b := subscriber.Key{Service: "a"}, subscriber.Key{Service: "b"}
+		var subB atomic.Pointer[subscriber.Subscription]
+		var mu sync.Mutex
+		calls := map[string]int{}
+		reg.OnSubscribe(func(k subscriber.Key) {
+			mu.Lock()
+			calls[k.Service]++
+			n := calls[k.Service]
+			mu.Unlock()
+			if k.Service == "a" && n == 2 {
+				// a's retry runs first on the scheduler; b's waits behind it.
+				subB.Load().Unsubscribe()
+			}
+		})
+		reg.SetFailure(func(subscriber.Key) error { return errRejected })
+		m := newManager(t, reg, subscriber.WithLimiter(nil),
+			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		subA := mustSubscribe(t, m, a, func([]subscriber.Instance) {})
+		synctest.Wait()
+		subB.Store(mustSubscribe(t, m, b, func([]subscriber.Instance) {}))
+		synctest.Wait()
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		<-subB.Load().Done()
+		mu.Lock()
+		sentB := calls["b"]
+		mu.Unlock()
+		var stB subscriber.Status
+		for _, st := range m.Status() {
+			if st.ID == subB.Load().Status().ID {
+				stB = st
+			}
+		}
+		if stB.TotalAttempts != sentB {
+			t.Fatalf("b: TotalAttempts %d, Registry.Subscribe calls %d", stB.TotalAttempts, sentB)
+		}
+		if st := subA.Status(); st.TotalAttempts != calls["a"] {
+			t.Fatalf("a: TotalAttempts %d, Registry.Subscribe calls %d", st.TotalAttempts, calls["a"])
 		}
 	})
 }

@@ -185,12 +185,20 @@ func (r *runCtl) launch(s *Subscription, queued bool) {
 func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	defer s.m.wg.Done()
 	err := ctx.Err() // cancelled while queued: the subscription stopped or reconnected
-	if err == nil {
+	unsent := err != nil
+	if !unsent {
 		err = r.call(s, ctx)
 	}
 	permanent := err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err))
 
 	s.mu.Lock()
+	if unsent {
+		// No Registry.Subscribe call was made: the counts are of calls
+		// (Status.Attempts, TotalAttempts). No other attempt was launched
+		// meanwhile: the next waits for this one's result.
+		r.attempts--
+		r.total--
+	}
 	r.cancel()
 	r.cancel = nil
 	var out stepOut
