@@ -39,9 +39,18 @@ func checkRate(t *testing.T, at []time.Time, limit, burst int) {
 // limiter: their retries never exceed its rate, and once the registry is
 // back every one of them is acknowledged within N/limit+1 s.
 func TestBreakStormPacedAndAckedInTime(t *testing.T) {
+	for _, redo := range []bool{false, true} {
+		t.Run(fmt.Sprint("redo=", redo), func(t *testing.T) { stormPacedAndAckedInTime(t, redo) })
+	}
+}
+
+func stormPacedAndAckedInTime(t *testing.T, redo bool) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, limit, burst = 2000, 500, 50
 		reg := subscribertest.New()
+		if redo {
+			reg.EnableRedo(nil)
+		}
 		reg.SetDown(true)
 		var mu sync.Mutex
 		var at []time.Time
@@ -370,5 +379,44 @@ func TestBreakAttemptCancelledBeforeItIsSentIsNotCounted(t *testing.T) {
 		if st := subA.Status(); st.TotalAttempts != calls["a"] {
 			t.Fatalf("a: TotalAttempts %d, Registry.Subscribe calls %d", st.TotalAttempts, calls["a"])
 		}
+	})
+}
+
+// A Refresh Lookup waiting for its limiter token when the connection is
+// lost is given up (the token back); it was left waiting for good, and
+// every later check of a held empty list was skipped ("a Lookup already on
+// its way"): a lost re-registration push ended in an empty list at the
+// hold's cap although the server held the providers.
+func TestBreakLookupTokenWaitCutByADisconnect(t *testing.T) {
+	const hold = 30 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		lim := rate.NewLimiter(1, 1)
+		m := newManager(t, reg, subscriber.WithEmptyListHold(hold), subscriber.WithLimiter(lim))
+		var rec recorder
+		s := mustSubscribe(t, m, orders, rec.listen)
+		<-s.Ready()
+		synctest.Wait()
+		for range 10 {
+			lim.Reserve() // the next token in about 10 s
+		}
+		s.Refresh() // its Lookup waits for that token
+		synctest.Wait()
+		reg.SetDown(true)
+		synctest.Wait()
+		time.Sleep(20 * time.Second)
+		t.Logf("XX after down %+v lookups %d", s.Status(), reg.Stats().Lookups) // the token's time passes while disconnected
+		reg.Set(orders)                                                         // the providers are gone while the registry is down
+		reg.SetDown(false)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if st := s.Status(); st.State != subscriber.StateHeld {
+			t.Fatalf("after the reconnect: %+v, want the empty list held", st)
+		}
+		before := reg.Stats()
+		reg.LoseNextPush(orders)
+		reg.Set(orders, inst("10.0.0.1")) // re-registered; its push is lost
+		aMinuteLater(t, reg, &rec, before, [][]string{{"10.0.0.1"}}, 1)
 	})
 }

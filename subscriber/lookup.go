@@ -105,9 +105,16 @@ func (l *lookups) giveBack(now time.Time) {
 // fire runs when the timerReconcile entry is due: the Lookup starts once
 // the engine admits it (a token of the shared limiter).
 func (l *lookups) fire(s *Subscription, now time.Time) {
-	if s.run.st != rsSubscribed || l.phase == lookBusy {
-		// Not subscribed: the next acknowledgement schedules it again.
+	if l.phase == lookBusy {
 		l.refresh = false
+		return
+	}
+	if s.run.st != rsSubscribed {
+		// Not subscribed: the next acknowledgement schedules it again. A
+		// token it waited for is given back: left waiting, the phase
+		// would turn every later check of the hold away (check).
+		l.refresh = false
+		l.giveBack(now)
 		return
 	}
 	if l.sch == nil {
