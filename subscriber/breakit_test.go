@@ -2,6 +2,7 @@ package subscriber_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -419,4 +420,121 @@ func TestBreakLookupTokenWaitCutByADisconnect(t *testing.T) {
 		reg.Set(orders, inst("10.0.0.1")) // re-registered; its push is lost
 		aMinuteLater(t, reg, &rec, before, [][]string{{"10.0.0.1"}}, 1)
 	})
+}
+
+// Close while goroutines subscribe, unsubscribe, refresh and read Status,
+// the registry flaps and listeners call Close and Unsubscribe: Close
+// returns, every Subscribe after it fails with ErrManagerClosed, every
+// subscription is done, and no goroutine is left (real time, goleak in
+// TestMain).
+func TestBreakCloseConcurrentWithEverything(t *testing.T) {
+	for round := range 5 {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		m, err := subscriber.New(reg, subscriber.WithLimiter(rate.NewLimiter(1000, 10)), subscriber.WithReconcile(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var all []*subscriber.Subscription
+		closing := make(chan struct{})
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					var self atomic.Pointer[subscriber.Subscription]
+					s, err := m.Subscribe(context.Background(), orders, func([]subscriber.Instance) {
+						switch (g + i) % 5 {
+						case 0:
+							if err := m.Close(); err != subscriber.ErrCalledFromCallback && err != nil {
+								t.Errorf("Close from a listener: %v", err)
+							}
+						case 1:
+							if s := self.Load(); s != nil {
+								s.Unsubscribe()
+							}
+						case 2:
+							panic("listener")
+						}
+					})
+					if err != nil {
+						if !errors.Is(err, subscriber.ErrManagerClosed) {
+							t.Errorf("Subscribe: %v", err)
+						}
+						return
+					}
+					self.Store(s)
+					mu.Lock()
+					all = append(all, s)
+					mu.Unlock()
+					s.Refresh()
+					_ = m.Status()
+					if i%3 == 0 {
+						go s.Unsubscribe()
+					}
+					select {
+					case <-closing:
+						if _, err := m.Subscribe(context.Background(), orders, func([]subscriber.Instance) {}); !errors.Is(err, subscriber.ErrManagerClosed) {
+							t.Errorf("Subscribe after Close returned: %v", err)
+						}
+						return
+					default:
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-closing:
+					return
+				default:
+				}
+				switch i % 4 {
+				case 0:
+					reg.SetDown(true)
+				case 1:
+					reg.SetDown(false)
+				case 2:
+					reg.Restart()
+				case 3:
+					reg.Break(orders)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		time.Sleep(time.Duration(20+round*10) * time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- m.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Close did not return within 30 s")
+		}
+		close(closing)
+		wg.Wait()
+		mu.Lock()
+		for _, s := range all {
+			select {
+			case <-s.Done():
+			default:
+				t.Fatalf("subscription %v not done after Close", s.Status())
+			}
+		}
+		n := len(all)
+		mu.Unlock()
+		if n == 0 {
+			t.Fatal("no subscription made before Close")
+		}
+		if err := m.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	}
 }
