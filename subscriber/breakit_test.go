@@ -538,3 +538,96 @@ func TestBreakCloseConcurrentWithEverything(t *testing.T) {
 		}
 	}
 }
+
+// A subscription disrupted while a Refresh's Subscribe is in flight
+// starts a new confirmation: Status.Attempts counts the calls since the
+// disruption, as it does when the Refresh had not been sent yet. It kept
+// counting every call since the subscription started.
+func TestBreakAttemptsAfterARefreshCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		m := newManager(t, noReconciler{reg, reg}, subscriber.WithLimiter(nil))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		synctest.Wait()
+		release := make(chan struct{})
+		reg.SetFailure(func(subscriber.Key) error {
+			<-release
+			return errRejected
+		})
+		s.Refresh()
+		synctest.Wait() // the Refresh's Subscribe blocks in the registry
+		var mu sync.Mutex
+		since := 0
+		reg.OnSubscribe(func(subscriber.Key) {
+			mu.Lock()
+			since++
+			mu.Unlock()
+		})
+		reg.SetDown(true)
+		synctest.Wait()
+		if st := s.Status(); st.State != subscriber.StateRetrying || st.Attempts != 0 {
+			t.Errorf("disrupted with the Refresh in flight: %v, Attempts %d; want retrying, 0 (no call since)", st.State, st.Attempts)
+		}
+		reg.SetFailure(nil)
+		close(release)
+		time.Sleep(5 * time.Second)
+		reg.SetDown(false)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if st := s.Status(); st.State != subscriber.StateSubscribed || st.Attempts != since || st.TotalAttempts != since+2 {
+			t.Fatalf("confirmed again: %v, Attempts %d, TotalAttempts %d; want subscribed, %d, %d",
+				st.State, st.Attempts, st.TotalAttempts, since, since+2)
+		}
+	})
+}
+
+// A Refresh's attempt cancelled by a reconnect while it waited on the
+// scheduler behind another sends nothing: Status.Attempts counts the
+// calls of the confirmation the reconnect started, never below 0.
+func TestBreakRefreshCancelledBeforeItIsSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		a, b := subscriber.Key{Service: "a"}, subscriber.Key{Service: "b"}
+		m := newManager(t, noReconciler{reg, reg}, subscriber.WithLimiter(nil))
+		subA := mustSubscribe(t, m, a, func([]subscriber.Instance) {})
+		subB := mustSubscribe(t, m, b, func([]subscriber.Instance) {})
+		<-subA.Ready()
+		<-subB.Ready()
+		synctest.Wait()
+		var mu sync.Mutex
+		calls := map[string]int{}
+		reg.OnSubscribe(func(k subscriber.Key) {
+			mu.Lock()
+			calls[k.Service]++
+			n := calls[k.Service]
+			mu.Unlock()
+			if k.Service == "a" && n == 1 {
+				// a's Refresh runs first on the scheduler; b's waits
+				// behind it while the connection flaps.
+				reg.SetDown(true)
+				reg.SetDown(false)
+				time.Sleep(time.Second)
+			}
+		})
+		subA.Refresh()
+		subB.Refresh()
+		synctest.Wait()
+		for _, s := range []*subscriber.Subscription{subA, subB} {
+			if st := s.Status(); st.Attempts < 0 {
+				t.Fatalf("%v: Attempts %d", st.Key, st.Attempts)
+			}
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		st := subB.Status()
+		if st.State != subscriber.StateSubscribed || st.TotalAttempts != 1+calls["b"] || st.Attempts < 1 || st.Attempts > calls["b"] {
+			t.Fatalf("b: %+v after %d calls since the Refresh", st, calls["b"])
+		}
+	})
+}

@@ -195,8 +195,12 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	if unsent {
 		// No Registry.Subscribe call was made: the counts are of calls
 		// (Status.Attempts, TotalAttempts). No other attempt was launched
-		// meanwhile: the next waits for this one's result.
-		r.attempts--
+		// meanwhile (the next waits for this one's result), so Attempts
+		// counts this one unless a disruption started a new confirmation
+		// from 0 since.
+		if r.attempts > 0 {
+			r.attempts--
+		}
 		r.total--
 	}
 	r.cancel()

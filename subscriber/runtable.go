@@ -219,10 +219,12 @@ var runTable = [numRunStates][numRunEvents]transition{
 	rsRefreshInFlight: {
 		evStart: ignore, evAdmitted: ignore, evTokenWait: ignore, evDeferred: ignore,
 		evSucceeded: to(rsSubscribed, aAck), evFailed: to(rsBackoff, aFailure|aBackoff),
-		evAborted:     to(rsBackoff, aFailure|aBackoff),
-		evLost:        to(rsInFlight, aRetrying),
-		evReconnected: to(rsInFlightAgain, aRetrying|aCancelAttempt), evResubscribe: to(rsInFlightAgain, aRetrying),
-		evConfirmed: ignore, evConfirmTimeout: ignore, evRefresh: ignore, evStop: to(rsStopped, aStop),
+		evAborted: to(rsBackoff, aFailure|aBackoff),
+		// Disrupted: a new confirmation, counted from the next call.
+		evLost:        to(rsInFlight, aResetAttempts|aRetrying),
+		evReconnected: to(rsInFlightAgain, aResetAttempts|aRetrying|aCancelAttempt),
+		evResubscribe: to(rsInFlightAgain, aResetAttempts|aRetrying),
+		evConfirmed:   ignore, evConfirmTimeout: ignore, evRefresh: ignore, evStop: to(rsStopped, aStop),
 	},
 	rsStopped: {
 		evStart: ignore, evAdmitted: ignore, evTokenWait: ignore, evDeferred: ignore,
