@@ -631,3 +631,52 @@ func TestBreakRefreshCancelledBeforeItIsSent(t *testing.T) {
 		}
 	})
 }
+
+// slowUnsubscribe is a Registry whose Unsubscribe blocks until release is
+// closed.
+type slowUnsubscribe struct {
+	*subscribertest.Registry
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (r *slowUnsubscribe) Unsubscribe(ctx context.Context, k subscriber.Key, s subscriber.Sink) error {
+	close(r.entered)
+	<-r.release
+	return r.Registry.Unsubscribe(ctx, k, s)
+}
+
+// Close waits for a subscription an Unsubscribe call began stopping: once
+// Close returns, every subscription is done and no Registry.Unsubscribe
+// call of the Manager is in progress. Close returned while the other
+// caller's Registry.Unsubscribe still ran.
+func TestBreakCloseWaitsForAConcurrentUnsubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := &slowUnsubscribe{Registry: subscribertest.New(), entered: make(chan struct{}), release: make(chan struct{})}
+		m, err := subscriber.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		go s.Unsubscribe()
+		<-reg.entered // the registry's Unsubscribe is in progress
+		closed := make(chan struct{})
+		go func() {
+			m.Close()
+			close(closed)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Errorf("Close returned while the subscription's Registry.Unsubscribe was in progress (done: %v)", isClosed(s.Done()))
+		default:
+		}
+		close(reg.release)
+		<-closed
+		if !isClosed(s.Done()) {
+			t.Fatal("Close returned before the subscription was done")
+		}
+	})
+}

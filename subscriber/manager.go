@@ -374,7 +374,9 @@ func (m *Manager) countState(from, to State) {
 // called, bounded by UnsubscribeTimeout), stops the connection monitor and
 // the scheduler, delivers the hook events queued so far, and waits until
 // every goroutine of the Manager has returned, including listener calls
-// in progress. It is idempotent and safe to call concurrently; it returns
+// in progress, and every subscription is done (one that a concurrent
+// Unsubscribe is stopping included: no Registry.Unsubscribe of the
+// Manager runs after Close). It is idempotent and safe to call concurrently; it returns
 // nil (registry Unsubscribe errors are logged). Subscribe fails with
 // ErrManagerClosed afterwards.
 //
@@ -426,6 +428,12 @@ func (m *Manager) startClose() {
 	// every subscription is stopped.
 	go func() {
 		m.wg.Wait()
+		// A subscription another caller stopped (Unsubscribe) is
+		// finished by that caller: wait for it too, so that no
+		// Registry.Unsubscribe of the Manager runs after Close.
+		for _, s := range subs {
+			<-s.done
+		}
 		if m.disp != nil {
 			m.disp.close()
 			<-m.disp.done

@@ -137,7 +137,9 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					case m.sched.wake <- struct{}{}:
 					default:
 					}
-					if s.stop(ErrUnsubscribed) {
+					// A subscription made stopped above has not finished:
+					// finish it (Close waits until every subscription is done).
+					if s.stop(ErrUnsubscribed) || st == rsStopped {
 						s.finish()
 					}
 				})
