@@ -41,13 +41,30 @@ func checkRate(t *testing.T, at []time.Time, limit, burst int) {
 // back every one of them is acknowledged within N/limit+1 s.
 func TestBreakStormPacedAndAckedInTime(t *testing.T) {
 	for _, redo := range []bool{false, true} {
-		t.Run(fmt.Sprint("redo=", redo), func(t *testing.T) { stormPacedAndAckedInTime(t, redo) })
+		t.Run(fmt.Sprint("redo=", redo), func(t *testing.T) { stormPacedAndAckedInTime(t, redo, false, 50) })
 	}
+	// A budget and a throttle emptied by the outage hold back no first
+	// attempt of the runs the return starts.
+	t.Run("budget+throttle", func(t *testing.T) { stormPacedAndAckedInTime(t, false, true, 50) })
+	// A burst below rate x TimerSlack: token waits off the grid.
+	t.Run("burst=3", func(t *testing.T) { stormPacedAndAckedInTime(t, false, false, 3) })
 }
 
-func stormPacedAndAckedInTime(t *testing.T, redo bool) {
+func stormPacedAndAckedInTime(t *testing.T, redo, gates bool, burst int) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, limit, burst = 2000, 500, 50
+		const n, limit = 2000, 500
+		var opts []subscriber.Option
+		if gates {
+			b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.1), rebound.BudgetMinPerSecond(1), rebound.BudgetWindow(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			thr, err := rebound.NewAdaptiveThrottle(rebound.ThrottleWindow(30*time.Second), rebound.ThrottleSeed(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, subscriber.WithBudget(b), subscriber.WithThrottle(thr))
+		}
 		reg := subscribertest.New()
 		if redo {
 			reg.EnableRedo(nil)
@@ -60,7 +77,7 @@ func stormPacedAndAckedInTime(t *testing.T, redo bool) {
 			at = append(at, time.Now())
 			mu.Unlock()
 		})
-		m := newManager(t, reg, subscriber.WithLimiter(rate.NewLimiter(limit, burst)))
+		m := newManager(t, reg, append(opts, subscriber.WithLimiter(rate.NewLimiter(limit, burst)))...)
 		subs := make([]*subscriber.Subscription, n)
 		for i := range subs {
 			subs[i] = mustSubscribe(t, m, subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {})
@@ -90,12 +107,16 @@ func stormPacedAndAckedInTime(t *testing.T, redo bool) {
 		checkRate(t, at, limit, burst)
 		total := first + len(at)
 		mu.Unlock()
-		sum := 0
+		sum, deferred := 0, 0
 		for _, st := range m.Status() {
 			if st.State != subscriber.StateSubscribed && st.State != subscriber.StateHeld { // held: an empty first list after the reconnect
 				t.Fatalf("status %+v", st)
 			}
 			sum += st.TotalAttempts
+			deferred += st.Deferred
+		}
+		if gates && deferred == 0 {
+			t.Fatal("the budget and the throttle deferred no retry during the outage")
 		}
 		if sum != total || reg.Stats().Subscribes != total {
 			t.Fatalf("sum of TotalAttempts %d, registry saw %d, recorded %d", sum, reg.Stats().Subscribes, total)
@@ -322,6 +343,9 @@ func TestBreakChaosOrderAndClose(t *testing.T) {
 					t.Errorf("the registry saw %d Subscribe calls, the statuses count %d", got, sum)
 				}
 				c := m.Counts()
+				if c.Scheduled != 0 {
+					t.Errorf("Counts after Close: %d due times left in the scheduler", c.Scheduled)
+				}
 				for st, k := range c.ByState {
 					if st != int(subscriber.StateStopped) && k != 0 {
 						t.Errorf("Counts after Close: %d %v", k, subscriber.State(st))
