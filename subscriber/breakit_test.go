@@ -704,3 +704,68 @@ func TestBreakCloseWaitsForAConcurrentUnsubscribe(t *testing.T) {
 		}
 	})
 }
+
+// A shared limiter whose burst is set to 0 after New grants no token: the
+// subscription's retries wait (deferred) and never end it, and nothing is
+// sent past the limiter. They were sent without a token, and the first
+// failure after it stopped the subscription for good (ErrExhausted).
+func TestBreakLimiterBurstZeroLaterNeitherBypassedNorFatal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		ok := outage(reg)
+		lim := rate.NewLimiter(10, 1)
+		m := newManager(t, reg, subscriber.WithLimiter(lim))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		lim.SetBurst(0)
+		before := reg.Stats().Subscribes
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if st := s.Status(); st.State == subscriber.StateStopped {
+			t.Fatalf("stopped by the limiter: %v", st.LastErr)
+		}
+		if sent := reg.Stats().Subscribes - before; sent != 0 {
+			t.Errorf("%d Subscribe calls through a limiter that grants no token", sent)
+		}
+		lim.SetBurst(1)
+		ok()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st := s.Status(); st.State != subscriber.StateSubscribed {
+			t.Fatalf("after the limiter grants again: %+v", st)
+		}
+	})
+}
+
+// The same for Lookups: a Refresh or a reconciliation through a limiter
+// that grants no token sends nothing. It was sent without a token.
+func TestBreakLimiterBurstZeroLaterLookups(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		lim := rate.NewLimiter(10, 1)
+		m := newManager(t, reg, subscriber.WithLimiter(lim), subscriber.WithReconcile(time.Second))
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		<-s.Ready()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if reg.Stats().Lookups == 0 {
+			t.Fatal("no reconciliation Lookup")
+		}
+		lim.SetBurst(0)
+		before := reg.Stats().Lookups
+		s.Refresh()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := reg.Stats().Lookups - before; n != 0 {
+			t.Errorf("%d Lookups through a limiter that grants no token", n)
+		}
+		lim.SetBurst(1)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if reg.Stats().Lookups == before {
+			t.Error("no Lookup once the limiter grants again")
+		}
+	})
+}

@@ -120,7 +120,15 @@ func (l *lookups) fire(s *Subscription, now time.Time) {
 	if l.sch == nil {
 		l.sch = s.m.retrier.NewSchedule(now)
 	}
-	if d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt)); d.Verdict == rebound.WaitFor {
+	d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt))
+	if d.Verdict == rebound.Stop || d.Verdict == rebound.Drop {
+		// A limiter that can never grant a token (its burst set to 0
+		// after New): nothing is sent past it; the next period asks again.
+		l.refresh = false
+		l.schedule(s, now)
+		return
+	}
+	if d.Verdict == rebound.WaitFor {
 		l.phase = lookToken
 		if d.Reason == rebound.ErrLimited {
 			s.setTokenTimer(timerReconcile, now.Add(d.Delay)) // sent when its token is due

@@ -113,7 +113,9 @@ type Status struct {
 	// not sent, deferred locally by the throttle (WithThrottle) or the
 	// retry budget (WithBudget) to the next backoff step. DeferReason is
 	// why the last due attempt was deferred (rebound.ErrThrottled or
-	// rebound.ErrBudgetExhausted); nil once an attempt is sent.
+	// rebound.ErrBudgetExhausted; rebound.ErrExhausted, wrapped, for a
+	// shared limiter whose burst was set to 0: it can grant no token);
+	// nil once an attempt is sent.
 	Deferred    int
 	DeferReason error
 }
