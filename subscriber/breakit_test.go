@@ -299,6 +299,14 @@ func TestBreakChaosOrderAndClose(t *testing.T) {
 				}
 				reg.SetDown(false)
 				time.Sleep(time.Minute)
+				synctest.Wait()
+				var byState [6]int
+				for _, st := range m.Status() {
+					byState[st.State]++
+				}
+				if c := m.Counts(); c.ByState != byState {
+					t.Errorf("Counts.ByState %v, the statuses %v", c.ByState, byState)
+				}
 				go func() {
 					for _, s := range subs {
 						s.Status()
