@@ -64,13 +64,20 @@ var kinds = [...]rebound.AttemptKind{admitFirst: rebound.FirstAttempt, admitRetr
 // admit asks the engine for the attempt of kind k due at now. It returns
 // the event: evAdmitted (send it now), evTokenWait (a limiter token is
 // held for it, due after the duration returned) or evDeferred (refused
-// locally, with the reason: deferred to the next backoff step).
+// locally, with the reason: deferred to the next backoff step, or a first
+// delay for a limiter that can never grant a token).
 func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.Duration, error) {
 	d := r.schedule(m, now).Decide(now, rebound.Ready(kinds[k]))
 	switch {
+	case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
+		// No MaxElapsed (WithPolicy) and the refusals defer: only a
+		// limiter that can never grant a token (its burst set to 0 after
+		// New) ends the run. Nothing may be sent past it, and a
+		// subscription never ends on a local refusal: the run is over,
+		// and a new one asks again after a first delay.
+		r.endRun(now, rebound.Abandoned())
+		return evDeferred, r.schedule(m, now).FirstDelay(), d.Err
 	case d.Verdict != rebound.WaitFor:
-		// AttemptNow. Stop and Drop cannot happen: no MaxElapsed
-		// (WithPolicy), the refusals defer.
 		return evAdmitted, 0, nil
 	case d.Reason == rebound.ErrLimited:
 		return evTokenWait, d.Delay, nil

@@ -24,7 +24,8 @@
 //     rebound.AdaptiveThrottle (WithThrottle) bound the retries: a retry
 //     they refuse is deferred to the next backoff step, never a stop.
 //   - One scheduler per Manager (one heap of due times, one timer, on a
-//     grid so that close due times share a wake-up, see TimerSlack) holds
+//     grid so that close due times share a wake-up, a limiter token's
+//     wait excepted, see TimerSlack) holds
 //     every wait of every subscription: the next attempt, a limiter token,
 //     a confirmation cap, the end of an empty-list hold, a reconciliation.
 //     Attempts run on the scheduler goroutine; one that blocks is left to

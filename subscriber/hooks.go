@@ -198,7 +198,7 @@ type Confirmation struct {
 type Deferral struct {
 	Key    Key
 	ID     uint64
-	Reason error         // rebound.ErrThrottled or rebound.ErrBudgetExhausted
+	Reason error         // rebound.ErrThrottled or rebound.ErrBudgetExhausted (a wrapped rebound.ErrExhausted: a limiter with burst 0)
 	Delay  time.Duration // the backoff step before the attempt is asked again
 	At     time.Time
 }

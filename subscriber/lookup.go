@@ -105,17 +105,36 @@ func (l *lookups) giveBack(now time.Time) {
 // fire runs when the timerReconcile entry is due: the Lookup starts once
 // the engine admits it (a token of the shared limiter).
 func (l *lookups) fire(s *Subscription, now time.Time) {
-	if s.run.st != rsSubscribed || l.phase == lookBusy {
-		// Not subscribed: the next acknowledgement schedules it again.
+	if l.phase == lookBusy {
 		l.refresh = false
+		return
+	}
+	if s.run.st != rsSubscribed {
+		// Not subscribed: the next acknowledgement schedules it again. A
+		// token it waited for is given back: left waiting, the phase
+		// would turn every later check of the hold away (check).
+		l.refresh = false
+		l.giveBack(now)
 		return
 	}
 	if l.sch == nil {
 		l.sch = s.m.retrier.NewSchedule(now)
 	}
-	if d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt)); d.Verdict == rebound.WaitFor {
+	d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt))
+	if d.Verdict == rebound.Stop || d.Verdict == rebound.Drop {
+		// A limiter that can never grant a token (its burst set to 0
+		// after New): nothing is sent past it; the next period asks again.
+		l.refresh = false
+		l.schedule(s, now)
+		return
+	}
+	if d.Verdict == rebound.WaitFor {
 		l.phase = lookToken
-		s.setTimer(timerReconcile, now.Add(d.Delay))
+		if d.Reason == rebound.ErrLimited {
+			s.setTokenTimer(timerReconcile, now.Add(d.Delay)) // sent when its token is due
+		} else {
+			s.setTimer(timerReconcile, now.Add(d.Delay)) // refused by the throttle: asked again later
+		}
 		return
 	}
 	l.phase = lookBusy

@@ -113,7 +113,9 @@ type Status struct {
 	// not sent, deferred locally by the throttle (WithThrottle) or the
 	// retry budget (WithBudget) to the next backoff step. DeferReason is
 	// why the last due attempt was deferred (rebound.ErrThrottled or
-	// rebound.ErrBudgetExhausted); nil once an attempt is sent.
+	// rebound.ErrBudgetExhausted; rebound.ErrExhausted, wrapped, for a
+	// shared limiter whose burst was set to 0: it can grant no token);
+	// nil once an attempt is sent.
 	Deferred    int
 	DeferReason error
 }
@@ -373,7 +375,9 @@ func (m *Manager) countState(from, to State) {
 // called, bounded by UnsubscribeTimeout), stops the connection monitor and
 // the scheduler, delivers the hook events queued so far, and waits until
 // every goroutine of the Manager has returned, including listener calls
-// in progress. It is idempotent and safe to call concurrently; it returns
+// in progress, and every subscription is done (one that a concurrent
+// Unsubscribe is stopping included: no Registry.Unsubscribe of the
+// Manager runs after Close). It is idempotent and safe to call concurrently; it returns
 // nil (registry Unsubscribe errors are logged). Subscribe fails with
 // ErrManagerClosed afterwards.
 //
@@ -427,6 +431,12 @@ func (m *Manager) startClose() {
 	// every subscription is stopped.
 	go func() {
 		m.wg.Wait()
+		// A subscription another caller stopped (Unsubscribe) is
+		// finished by that caller: wait for it too, so that no
+		// Registry.Unsubscribe of the Manager runs after Close.
+		for _, s := range subs {
+			<-s.done
+		}
 		_ = m.metrics.Close()
 		close(m.allDone)
 	}()

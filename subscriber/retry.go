@@ -78,7 +78,11 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aTimerFirst:
 			s.setTimer(timerRetry, now.Add(r.schedule(s.m, now).FirstDelay()))
 		case aTimerAt:
-			s.setTimer(timerRetry, now.Add(in.delay))
+			if ev == evTokenWait {
+				s.setTokenTimer(timerRetry, now.Add(in.delay)) // sent when its token is due, not batched on the grid
+			} else {
+				s.setTimer(timerRetry, now.Add(in.delay))
+			}
 		case aBackoff:
 			d := r.schedule(s.m, now).Decide(now, rebound.Failed(in.reason))
 			if d.Verdict == rebound.Stop {
@@ -179,12 +183,24 @@ func (r *runCtl) launch(s *Subscription, queued bool) {
 func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	defer s.m.wg.Done()
 	err := ctx.Err() // cancelled while queued: the subscription stopped or reconnected
-	if err == nil {
+	unsent := err != nil
+	if !unsent {
 		err = r.call(s, ctx)
 	}
 	permanent := err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err))
 
 	s.mu.Lock()
+	if unsent {
+		// No Registry.Subscribe call was made: the counts are of calls
+		// (Status.Attempts, TotalAttempts). No other attempt was launched
+		// meanwhile (the next waits for this one's result), so Attempts
+		// counts this one unless a disruption started a new confirmation
+		// from 0 since.
+		if r.attempts > 0 {
+			r.attempts-- // shadowcheck:allow the count of calls sent (Status.Attempts): this one was not
+		}
+		r.total--
+	}
 	r.cancel()
 	r.cancel = nil
 	var out stepOut

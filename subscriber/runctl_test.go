@@ -134,7 +134,9 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					// goroutine, which runs it after the firing that
 					// launched it; here no firing did: wake it.
 					m.sched.wait.Wake()
-					if s.stop(ErrUnsubscribed) {
+					// A subscription made stopped above has not finished:
+					// finish it (Close waits until every subscription is done).
+					if s.stop(ErrUnsubscribed) || st == rsStopped {
 						s.finish()
 					}
 				})

@@ -207,19 +207,24 @@ var runTable = [numRunStates][numRunEvents]transition{
 	},
 	rsInFlightAgain: {
 		evStart: ignore, evAdmitted: ignore, evTokenWait: ignore, evDeferred: ignore,
-		evSucceeded: to(rsScheduled, aSucceeded|aTimerNow), evFailed: to(rsScheduled, aFailure|aTimerNow),
+		// The attempt that follows is the first of a new run (a token of
+		// its own): the engine admitted the one that ended, and asked
+		// again for the same run it would admit it again, gates passed.
+		evSucceeded: to(rsScheduled, aSucceeded|aTimerNow), evFailed: to(rsScheduled, aFailure|aNewRun|aTimerNow),
 		// Cancelled by the reconnect: not a failure of the registry.
-		evAborted: to(rsScheduled, aTimerNow),
+		evAborted: to(rsScheduled, aNewRun|aTimerNow),
 		evLost:    ignore, evReconnected: to(same, aCancelAttempt), evResubscribe: ignore,
 		evConfirmed: ignore, evConfirmTimeout: ignore, evRefresh: ignore, evStop: to(rsStopped, aStop),
 	},
 	rsRefreshInFlight: {
 		evStart: ignore, evAdmitted: ignore, evTokenWait: ignore, evDeferred: ignore,
 		evSucceeded: to(rsSubscribed, aAck), evFailed: to(rsBackoff, aFailure|aBackoff),
-		evAborted:     to(rsBackoff, aFailure|aBackoff),
-		evLost:        to(rsInFlight, aRetrying),
-		evReconnected: to(rsInFlightAgain, aRetrying|aCancelAttempt), evResubscribe: to(rsInFlightAgain, aRetrying),
-		evConfirmed: ignore, evConfirmTimeout: ignore, evRefresh: ignore, evStop: to(rsStopped, aStop),
+		evAborted: to(rsBackoff, aFailure|aBackoff),
+		// Disrupted: a new confirmation, counted from the next call.
+		evLost:        to(rsInFlight, aResetAttempts|aRetrying),
+		evReconnected: to(rsInFlightAgain, aResetAttempts|aRetrying|aCancelAttempt),
+		evResubscribe: to(rsInFlightAgain, aResetAttempts|aRetrying),
+		evConfirmed:   ignore, evConfirmTimeout: ignore, evRefresh: ignore, evStop: to(rsStopped, aStop),
 	},
 	rsStopped: {
 		evStart: ignore, evAdmitted: ignore, evTokenWait: ignore, evDeferred: ignore,

@@ -56,10 +56,13 @@ func (e *entry) SetIndex(i int32)     { e.index = i }
 // that due times close together share one wake-up. A longer wait gets a
 // coarser grid: a due time d after now fires at the first multiple of g at
 // or after it, where g is the largest of TimerSlack, 2*TimerSlack, ...,
-// MaxTimerSlack not above d/16. So an attempt, a limiter token, a hold's
-// end or a confirmation cap comes at most about 1/16 of its wait (and
-// never more than MaxTimerSlack) after its exact time; full jitter moves
-// it by up to 100%.
+// MaxTimerSlack not above d/16. So an attempt, a hold's end or a
+// confirmation cap comes at most about 1/16 of its wait (and never more
+// than MaxTimerSlack) after its exact time; full jitter moves it by up to
+// 100%. A wait for a limiter token is on a grid no coarser than
+// (burst-1)/rate of the limiter (exact below TimerSlack), so that tokens
+// reserved at different times are not sent together more at once than the
+// limiter's burst.
 //
 // Why: waking a sleeping process costs far more CPU than the work done for
 // one subscription. With 1,000 jittered subscriptions against a down
@@ -74,13 +77,20 @@ const (
 
 // fireAt returns when the scheduler fires a due time: due rounded up to the
 // grid for a wait of due-now (scheduler keys).
-func fireAt(due, now int64) int64 {
+func fireAt(due, now int64) int64 { return fireWithin(due, now, int64(MaxTimerSlack)) }
+
+// fireWithin is fireAt on a grid no coarser than maxStep; below
+// TimerSlack, due itself (off the grid).
+func fireWithin(due, now, maxStep int64) int64 {
+	if maxStep < int64(TimerSlack) {
+		return due
+	}
 	wait := int64(0) // due-now, without overflow for a due time long past
 	if due > now {
 		wait = due - now
 	}
 	g := int64(TimerSlack)
-	for g < int64(MaxTimerSlack) && wait/16 >= 2*g {
+	for g < int64(MaxTimerSlack) && 2*g <= maxStep && wait/16 >= 2*g {
 		g *= 2
 	}
 	if r := due % g; r != 0 {
@@ -223,7 +233,23 @@ func (sc *scheduler) takeOver(ow *owner) {
 // set (re)schedules e at due, replacing any earlier schedule. The caller
 // holds e's owner's lock.
 func (sc *scheduler) set(e *entry, due time.Time) {
-	d := fireAt(sc.key(due), sc.key(time.Now()))
+	sc.setKey(e, fireAt(sc.key(due), sc.key(time.Now())))
+}
+
+// setWithin is set on a grid no coarser than maxStep (off the grid below
+// TimerSlack). It is for a limiter token's wait: the tokens reserved for
+// times within one step of the grid are sent together at its end, and a
+// limiter lets no more than its burst go at once. With a step of at most
+// (burst-1)/rate, a tick sends fewer than burst of them, and a limiter
+// that was in deficit (every token wait) has refilled that many since
+// the last tick: the requests never outrun the limiter. On the full grid
+// a tick could send rate x 320 ms of them at once.
+// The caller holds e's owner's lock.
+func (sc *scheduler) setWithin(e *entry, due time.Time, maxStep time.Duration) {
+	sc.setKey(e, fireWithin(sc.key(due), sc.key(time.Now()), int64(maxStep)))
+}
+
+func (sc *scheduler) setKey(e *entry, d int64) {
 	sc.mu.Lock()
 	e.gen++
 	e.due = d

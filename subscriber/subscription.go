@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -89,6 +90,30 @@ func (s *Subscription) timer(k timerKind) *entry {
 
 // setTimer (re)schedules the entry of kind at at. The caller holds s.mu.
 func (s *Subscription) setTimer(k timerKind, at time.Time) { s.m.sched.set(s.timer(k), at) }
+
+// setTokenTimer schedules the entry of kind at at, when a limiter token
+// reserved for it is due, on a grid fine enough for the limiter (see
+// scheduler.setWithin). The caller holds s.mu.
+func (s *Subscription) setTokenTimer(k timerKind, at time.Time) {
+	s.m.sched.setWithin(s.timer(k), at, tokenStep(s.m.opts.limiter))
+}
+
+// tokenStep is the coarsest grid step for the token waits of l:
+// (burst-1)/rate.
+func tokenStep(l *rate.Limiter) time.Duration {
+	if l == nil {
+		return MaxTimerSlack
+	}
+	lim, b := float64(l.Limit()), l.Burst()
+	if math.IsInf(lim, 1) || lim <= 0 {
+		return MaxTimerSlack // no wait, or one that never ends
+	}
+	step := float64(b-1) / lim * float64(time.Second)
+	if step >= float64(MaxTimerSlack) {
+		return MaxTimerSlack
+	}
+	return time.Duration(step)
+}
 
 // cancelTimer cancels the scheduler entry of kind, if it exists. The
 // caller holds s.mu.
