@@ -104,15 +104,9 @@ func (s *Schedule) Succeeded(now time.Time) {
 	}
 }
 
-// Begin accounts for the first attempt of a run, about to start at now:
-// a deposit in the RetryBudget, a request for the AdaptiveThrottle. It
-// returns (0, nil) when the attempt may be sent. When the throttle rejects
-// it locally, the attempt is not to be made: it counts as a failed attempt
-// (see "Adaptive throttling" above) and Begin returns the delay before the
-// next try (wait it, then Admit as for a retry), or a *RetryError (Reason
-// ErrExhausted, Last ErrThrottled) when the policy allows no further
-// attempt. Without a budget or throttle it does nothing. Loops whose
-// retries go through Next call it so that the budget knows their traffic.
+// Begin is Decide(now, Ready(FirstAttempt)) in the (delay, stop) form of
+// Next: 0 and nil to send the first attempt, a backoff delay after a local
+// refusal (Throttled true; Admit after it, as for a retry), or the stop.
 func (s *Schedule) Begin(now time.Time) (time.Duration, error) {
 	if err := s.unmade("Begin"); err != nil {
 		return 0, err
@@ -137,18 +131,10 @@ func (s *Schedule) legacy(d Decision, now time.Time) (time.Duration, error) {
 	return 0, nil
 }
 
-// Refuse counts the attempt due at now as refused locally for reason (a
-// failed attempt that was not sent), exactly as an attempt the
-// AdaptiveThrottle rejects (see "Adaptive throttling" above): attempts
-// grows by one, the policy's next delay is drawn and returned (wait it,
-// then Admit again), or a *RetryError (Reason ErrExhausted, Last reason)
-// when the policy allows no further attempt. With hooks it is reported to
-// Hooks.Throttled with Err reason (and counted as
-// rebound.retry.attempts{outcome=throttled}); Throttled reports true.
-//
-// It is for loops that must never end on a local refusal: the subscriber
-// defers a retry its RetryBudget refuses (reason ErrBudgetExhausted) with
-// it, where Next would end the loop.
+// Refuse counts the attempt due at now as refused locally for reason, as
+// the RefuseDefer rule does (docs/engine.md): a failed attempt that was
+// not sent, reported to Throttled; it returns the policy's next delay, or
+// the stop when the policy allows no further attempt.
 func (s *Schedule) Refuse(reason error, now time.Time) (time.Duration, error) {
 	if err := s.unmade("Refuse"); err != nil {
 		return 0, err
@@ -311,28 +297,12 @@ func (s *Schedule) FirstDelay() time.Duration {
 	return s.d.draw(0)
 }
 
-// Admit is called when an attempt is due, at now: it asks the
-// AdaptiveThrottle (WithThrottle), reserves the attempt's limiter token
-// (WithLimiter) and returns how much longer the attempt must wait for it
-// (0: run now). The token is held for the attempt until it runs; Cancel
-// (or Reset) gives it back if it will not. A non-nil stop error (a
-// *RetryError, Reason ErrExhausted) means the attempt would start after
-// MaxElapsed: the token is given back and the loop ends. Without a limiter
-// or throttle Admit returns (0, nil).
-//
-// When the throttle rejects the attempt locally (Throttled reports true),
-// it is not to be made: it counts as a failed attempt, no token is taken,
-// and the duration returned is the backoff delay before the next try
-// (call Admit again then), or the stop is a *RetryError with Reason
-// ErrExhausted and Last ErrThrottled if the policy allows no further
-// attempt (see "Adaptive throttling" above).
-//
-// Calling Admit again before the attempt runs (a heap scheduler whose task
-// came due a second time, after the token wait) returns the time left on
-// the token already held; it never takes a second one, nor asks the
-// throttle twice for one attempt.
-//
-// With hooks, a stop is reported to GaveUp, a rejection to Throttled.
+// Admit is Decide(now, Ready(RetryAttempt)) in the (delay, stop) form of
+// Next: 0 and nil to make the attempt now; a wait (for the limiter token,
+// which stays held, or the backoff after a local refusal, Throttled true);
+// or the stop that ends the loop. Asked again before the attempt runs, it
+// returns the time left on the token already held. The rules are in
+// docs/engine.md.
 func (s *Schedule) Admit(now time.Time) (time.Duration, error) {
 	if err := s.unmade("Admit"); err != nil {
 		return 0, err
@@ -355,21 +325,14 @@ func (s *Schedule) Cancel(now time.Time) {
 	}
 }
 
-// Wait is the blocking form of a step, for loops with a goroutine of their
-// own: it waits d (the delay Next returned, or FirstDelay), then asks the
-// throttle and takes the limiter token (Admit) and waits for it, reading
-// the clock of WithClock. An attempt the throttle rejects locally is not
-// made: Wait waits the next delay and asks again, until the throttle lets
-// an attempt through or the policy runs out (ErrExhausted, Last
-// ErrThrottled).
-// It returns nil when the attempt may start, or the error that ends the
-// loop, a *RetryError whose Reason is ctx.Err() (ctx done: a token held is
-// given back), an error wrapping context.DeadlineExceeded (a wait that
-// would end after ctx's deadline, checked before sleeping), or ErrExhausted
-// (see Admit). t is the timer to wait on; nil means a new time.Timer. A
-// nil ctx is an *ArgumentError.
-//
-// With hooks, a stop is reported to GaveUp.
+// Wait is the blocking form of a step: it waits d (the delay Next
+// returned), then the retry's admission (Ready(RetryAttempt)): a token wait,
+// or after a local refusal the next delay and a new ask. It returns nil
+// when the attempt may start, or the error that ends the loop: a
+// *RetryError whose Reason is ctx.Err(), an error wrapping
+// context.DeadlineExceeded when a wait would end after ctx's deadline
+// (checked before sleeping), or ErrExhausted. t is the timer to wait on
+// (nil: a new time.Timer); a nil ctx is an *ArgumentError.
 func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
 	if ctx == nil {
 		return &ArgumentError{Func: "rebound.Schedule.Wait", Arg: "ctx", Reason: "must not be nil"}

@@ -236,26 +236,14 @@ func WithStoppedRetention(n int) Option {
 	})
 }
 
-// WithBudget bounds the subscriptions' retries with b, a rebound.RetryBudget
-// that may be shared with other Managers, failback or Retry calls: the
-// first attempt of every confirmation run (a new subscription's first
-// Registry.Subscribe, the first one after a reconnect, a Refresh, a
-// Sink.Resubscribe) is always sent and is a deposit; every retry after a
-// failed attempt of the run must withdraw from the budget when it is due.
-// So over the budget's window the retries stay within ratio x first
-// attempts + the floor (rebound's defaults: 20% + 10 per second over
-// 10 s), whatever the number of subscriptions.
-//
-// A subscription never gives up because of the budget: a retry the budget
-// refuses is not sent and is deferred to the next step of the policy's
-// backoff (rebound.RefuseDefer), like a retry the throttle rejects;
-// it asks again then. Deferred retries count in Status.Deferred (with
-// Status.DeferReason rebound.ErrBudgetExhausted), are reported to
-// Hooks.Deferred, and counted as rebound.retry.attempts{outcome=throttled}
-// by WithMeterProvider (a local refusal); Status.LastErr keeps the
-// registry's last error. Default: none (retries bounded only by the
-// policy and the limiter). A nil b is ignored; a zero RetryBudget (not
-// made by rebound.NewRetryBudget) makes New fail.
+// WithBudget bounds the subscriptions' retries with b, a
+// rebound.RetryBudget that may be shared with other Managers, failback or
+// Retry calls: the first attempt of a confirmation run is a deposit, each
+// retry withdraws when it is due. A retry the budget refuses is not sent
+// and waits the next backoff step (rebound.RefuseDefer): a subscription
+// never gives up because of it. Deferrals show in Status.Deferred and
+// Status.DeferReason (rebound.ErrBudgetExhausted) and as Deferral events.
+// Default: none. A nil b is ignored; a zero RetryBudget makes New fail.
 func WithBudget(b *rebound.RetryBudget) Option {
 	return optionFunc(func(o *options) {
 		if b == nil {
@@ -273,33 +261,16 @@ func WithBudget(b *rebound.RetryBudget) Option {
 }
 
 // WithThrottle makes the subscriptions' retries ask t, a
-// rebound.AdaptiveThrottle (the SRE book's client-side throttling) that
-// may be shared with other Managers or loops, before they are sent: every
-// retry after a failed attempt of a confirmation run. The throttle learns
-// from the outcomes (every acknowledged Registry.Subscribe is an accept),
-// so a Manager whose registry rejects most requests sends fewer retries,
-// without any shared state between processes.
-//
-// The first attempt of a run (a new subscription, a confirmation after a
-// reconnect, a Refresh, a Sink.Resubscribe) is not throttled, as
-// failback's first attempts are not: the throttle counts requests when
-// they are asked and accepts when they are answered, and subscribed
-// subscriptions send nothing, so a burst of confirmations after a healthy
-// registry restart would find no accept in the throttle's window and be
-// deferred anyway (measured with every confirmation throttled: 50
-// subscriptions took 37-62 s instead of 0 s to confirm after a healthy
-// restart). Those first attempts are paced by the limiter and bounded by
-// the number of subscriptions.
-//
-// A subscription never gives up because of the throttle: a retry it
-// rejects is a failed attempt that was never sent (rebound.Schedule's
-// rule), deferred to the next step of the policy's backoff; it asks again
-// then. Deferred retries count in Status.Deferred (Status.DeferReason
-// rebound.ErrThrottled), are reported to Hooks.Deferred, and counted as
-// rebound.retry.attempts{outcome=throttled} by WithMeterProvider;
-// Status.LastErr keeps the registry's last error. Default: none. A nil t
-// is ignored; a zero AdaptiveThrottle (not made by
-// rebound.NewAdaptiveThrottle) makes New fail.
+// rebound.AdaptiveThrottle that may be shared, before they are sent; every
+// acknowledged Registry.Subscribe is an accept. First attempts of a run
+// are never throttled: subscribed subscriptions send nothing, so after a
+// healthy registry restart the throttle's window holds no accept, and
+// throttling those confirmations cost 37-62 s instead of 0 s for 50
+// subscriptions (docs/engine.md). A rejected retry is not sent and waits
+// the next backoff step (rebound.RefuseDefer): a subscription never gives
+// up because of it (Status.Deferred, Status.DeferReason
+// rebound.ErrThrottled, Deferral events). Default: none. A nil t is
+// ignored; a zero AdaptiveThrottle makes New fail.
 func WithThrottle(t *rebound.AdaptiveThrottle) Option {
 	return optionFunc(func(o *options) {
 		if t == nil {
