@@ -68,7 +68,7 @@ func (q *deliveryQ) kick(s *Subscription) {
 // list until there is nothing left to deliver now.
 func (q *deliveryQ) loop(s *Subscription) {
 	defer s.m.wg.Done()
-	defer s.m.enterCallback()()
+	defer s.m.inCB.enter()()
 	for {
 		s.mu.Lock()
 		now := time.Now()

@@ -238,7 +238,7 @@ func (m *Manager) observed() bool { return len(m.observers) > 0 }
 // observer does not wait for itself), a panic recovered and logged.
 func (m *Manager) emit(evs ...rebound.Event) {
 	if m.userObs { // the metrics observer calls nothing back: no mark (it reads the goroutine's id)
-		defer m.enterCallback()()
+		defer m.inCB.enter()()
 	}
 	for _, ev := range evs {
 		for _, o := range m.observers {

@@ -170,7 +170,7 @@ type Manager struct {
 	states   [numStates]atomic.Int64
 	nStopped atomic.Uint64
 	conn     atomic.Int32
-	inCB     sync.Map // goroutine ids running listener or observer calls
+	inCB     callbackMarks // goroutines running listener or observer calls
 
 	mu      sync.Mutex
 	closed  bool
@@ -401,7 +401,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if m.closing.CompareAndSwap(false, true) {
 		m.startClose() // not a sync.Once: an observer of the stops it makes may call Close
 	}
-	if m.inCallback() {
+	if m.inCB.in() {
 		return rebound.ErrCalledFromCallback
 	}
 	select {
@@ -550,21 +550,23 @@ func (m *Manager) onConnection(st ConnState) {
 	}
 }
 
-// enterCallback marks the calling goroutine as one that runs listener or
-// hook calls, until the returned function is called.
-// A goroutine already marked keeps its mark (an observer called from a
-// listener's goroutine).
-func (m *Manager) enterCallback() func() {
+// callbackMarks are the goroutines running listener or observer calls
+// (Close from one of them returns rebound.ErrCalledFromCallback).
+type callbackMarks struct{ ids sync.Map }
+
+// enter marks the calling goroutine until the returned function is
+// called. A goroutine already marked keeps its mark (an observer called
+// from a listener's goroutine).
+func (c *callbackMarks) enter() func() {
 	id := goid.ID()
-	if _, marked := m.inCB.LoadOrStore(id, struct{}{}); marked {
+	if _, marked := c.ids.LoadOrStore(id, struct{}{}); marked {
 		return func() {}
 	}
-	return func() { m.inCB.Delete(id) }
+	return func() { c.ids.Delete(id) }
 }
 
-// inCallback reports whether the calling goroutine runs listener or hook
-// calls.
-func (m *Manager) inCallback() bool {
-	_, ok := m.inCB.Load(goid.ID())
+// in reports whether the calling goroutine is marked.
+func (c *callbackMarks) in() bool {
+	_, ok := c.ids.Load(goid.ID())
 	return ok
 }

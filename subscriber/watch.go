@@ -208,9 +208,8 @@ type watchSet struct {
 }
 
 // acquire returns key's watch with one more reference, starting it (a
-// Manager subscription and the watch's goroutine) if there is none.
-func (m *Manager) acquireWatch(fn string, key Key) (*watch, error) {
-	ws := &m.watches
+// subscription of m and the watch's goroutine) if there is none.
+func (ws *watchSet) acquire(m *Manager, fn string, key Key) (*watch, error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	id := key.ID()
@@ -250,10 +249,9 @@ func (m *Manager) acquireWatch(fn string, key Key) (*watch, error) {
 	return w, nil
 }
 
-// unrefWatch drops one reference; the last one ends the watch (in its
+// unref drops one reference; the last one ends the watch (in its
 // goroutine). It reports whether it was the last.
-func (m *Manager) unrefWatch(w *watch) bool {
-	ws := &m.watches
+func (ws *watchSet) unref(w *watch) bool {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	w.refs--

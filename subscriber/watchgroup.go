@@ -151,7 +151,7 @@ func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
 		}
 	}
 	if gk == nil {
-		w, err := g.m.acquireWatch(fn, key)
+		w, err := g.m.watches.acquire(g.m, fn, key)
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +191,7 @@ func (g *WatchGroup) dropLocked(id KeyID, gk *groupKey) {
 		}
 	}
 	g.unsubscribes.Add(1)
-	if g.m.unrefWatch(gk.w) {
+	if g.m.watches.unref(gk.w) {
 		// Close waits for the end of every watch the group was the last
 		// to hold; those that have ended are dropped here.
 		g.ending = slices.DeleteFunc(g.ending, func(w *watch) bool {
