@@ -34,7 +34,8 @@ func WithMeterProvider(mp metric.MeterProvider, attrs ...attribute.KeyValue) Opt
 				Reason: "could not create the instruments", Err: err})
 		})
 	}
-	return optionFunc(func(c *config) { c.meter = &retryMeter{t} })
+	m := &retryMeter{t} // made once: Retry applies its options at every call
+	return optionFunc(func(c *config) { c.meter = m })
 }
 
 // retryMeter is the Observer that records a loop's metrics.
