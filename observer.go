@@ -3,6 +3,7 @@ package rebound
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,17 +162,23 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// IsNilObserver reports whether o observes nothing: a nil interface or a
-// nil ObserverFunc. The WithObserver options ignore such an observer.
+// IsNilObserver reports whether o observes nothing: a nil interface, a
+// nil ObserverFunc, a zero Hooks, or a typed nil (a nil pointer, func,
+// map, slice or channel in the interface, such as a nil *Queue or
+// *statusz.EventLog). The WithObserver options ignore such an observer.
 func IsNilObserver(o Observer) bool {
 	if o == nil {
 		return true
 	}
-	if f, ok := o.(ObserverFunc); ok && f == nil {
-		return true
+	switch o := o.(type) {
+	case ObserverFunc:
+		return o == nil
+	case Hooks:
+		return o.isZero()
 	}
-	if h, ok := o.(Hooks); ok && h.isZero() {
-		return true
+	switch v := reflect.ValueOf(o); v.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return v.IsNil()
 	}
 	return false
 }
@@ -269,6 +276,14 @@ func (q *Queue) Observe(e Event) {
 		return
 	}
 	q.overrun = false
+	if q.head > 0 && len(q.buf) == cap(q.buf) {
+		// Full backing array with delivered events in front: move the
+		// waiting ones down rather than grow it (a queue that never
+		// empties would otherwise keep every event it ever held).
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
 	q.buf = append(q.buf, e)
 	q.mu.Unlock()
 	select {

@@ -180,3 +180,42 @@ func TestQueueCloseShutdownPanicAndSelfClose(t *testing.T) {
 		}
 	})
 }
+
+// ptrObserver is an Observer implemented on a pointer, as EventLog and
+// Queue are.
+type ptrObserver struct{ n int }
+
+func (p *ptrObserver) Observe(rebound.Event) { p.n++ }
+
+// A typed nil (a nil *Queue, a nil pointer of the caller's own Observer
+// type) is a nil observer too: WithObserver ignores it, instead of a
+// nil-pointer panic on the caller's goroutine at the first event.
+func TestWithObserverIgnoresTypedNil(t *testing.T) {
+	var q *rebound.Queue
+	var p *ptrObserver
+	for _, o := range []rebound.Observer{q, p} {
+		if !rebound.IsNilObserver(o) {
+			t.Errorf("IsNilObserver(%T(nil)) = false", o)
+		}
+		if rebound.WithObserver(o) != nil {
+			t.Errorf("WithObserver(%T(nil)) is not nil", o)
+		}
+		r, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithObserver(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("Do with WithObserver(%T(nil)) panicked: %v", o, v)
+				}
+			}()
+			if err := r.Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+				t.Errorf("Do: %v", err)
+			}
+		}()
+	}
+	if rebound.IsNilObserver(&ptrObserver{}) {
+		t.Error("IsNilObserver(a non-nil pointer) = true")
+	}
+}
