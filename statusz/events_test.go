@@ -3,6 +3,7 @@ package statusz_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -112,5 +113,23 @@ func TestEventLogRing(t *testing.T) {
 	}
 	if _, err := statusz.New(statusz.WithEvents("x", nil)); !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "log must not be nil") {
 		t.Fatalf("WithEvents(nil) = %v", err)
+	}
+}
+
+// A large size is a bound, not an allocation: NewEventLog(math.MaxInt)
+// panicked (makeslice: cap out of range), and a size of a few million
+// took its memory at once for events that may never come.
+func TestEventLogHugeSize(t *testing.T) {
+	for _, size := range []int{math.MaxInt, 1 << 40} {
+		l, err := statusz.NewEventLog(size)
+		if err != nil {
+			t.Fatalf("NewEventLog(%d): %v", size, err)
+		}
+		for i := 1; i <= 3; i++ {
+			l.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: i, Delay: time.Second})
+		}
+		if rows, n := l.Events(); n != 3 || len(rows) != 3 || rows[0].What != "attempt 3, next in 1s" || rows[2].What != "attempt 1, next in 1s" {
+			t.Fatalf("NewEventLog(%d): rows %+v, total %d", size, rows, n)
+		}
 	}
 }
