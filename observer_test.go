@@ -219,3 +219,67 @@ func TestWithObserverIgnoresTypedNil(t *testing.T) {
 		t.Error("IsNilObserver(a non-nil pointer) = true")
 	}
 }
+
+// Many goroutines observe through one small Queue while it is shut down:
+// each goroutine's events arrive in order, the delivered and the dropped
+// ones never exceed what was observed, nothing is delivered after
+// Shutdown returns, and its goroutine ends (goleak in TestMain).
+func TestQueueConcurrentObserveAndShutdown(t *testing.T) {
+	const producers, each = 8, 2000
+	var mu sync.Mutex
+	last := make([]int, producers)
+	delivered := 0
+	var after bool
+	var bad []string
+	q, err := rebound.NewQueue(rebound.ObserverFunc(func(e rebound.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		p := e.Detail.(int)
+		if after {
+			bad = append(bad, "delivered after Shutdown returned")
+		}
+		if e.Attempt <= last[p] {
+			bad = append(bad, "out of order")
+		}
+		last[p] = e.Attempt
+		delivered++
+	}), 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := 1; i <= each; i++ {
+				q.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: i, Detail: p})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 100 {
+			_ = q.Len()
+			_ = q.Dropped()
+		}
+	})
+	if err := q.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	after = true
+	mu.Unlock()
+	wg.Wait()
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("%d wrong deliveries, first: %s", len(bad), bad[0])
+	}
+	if n := delivered + int(q.Dropped()); n > producers*each {
+		t.Fatalf("%d delivered + %d dropped > %d observed", delivered, q.Dropped(), producers*each)
+	}
+	if q.Len() != 0 {
+		t.Fatalf("Len = %d after Shutdown", q.Len())
+	}
+}
