@@ -2,8 +2,12 @@ package statusz_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -130,6 +134,43 @@ func TestEventLogHugeSize(t *testing.T) {
 		}
 		if rows, n := l.Events(); n != 3 || len(rows) != 3 || rows[0].What != "attempt 3, next in 1s" || rows[2].What != "attempt 1, next in 1s" {
 			t.Fatalf("NewEventLog(%d): rows %+v, total %d", size, rows, n)
+		}
+	}
+}
+
+// Registry data and error texts reach the "Recent events" rows escaped:
+// in HTML no markup of theirs survives, in JSON they round-trip.
+func TestEventLogEscapesInjection(t *testing.T) {
+	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>"'&`
+	l, _ := statusz.NewEventLog(0)
+	key := subscriber.Key{Service: evil, Group: evil}
+	l.Observe(rebound.Event{Kind: rebound.EventStateChanged, Err: errors.New(evil),
+		Detail: subscriber.StateChange{Key: key, From: subscriber.StatePending, To: subscriber.StateRetrying, Reason: errors.New(evil)}})
+	l.Observe(rebound.Event{Kind: rebound.EventConfirmed, Detail: subscriber.Confirmation{Key: key, Reason: evil}})
+	h, err := statusz.New(statusz.WithEvents(evil, l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"/", "/?format=json"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, q, nil))
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", q, rec.Code, body)
+		}
+		for _, raw := range []string{"<script>", "<img", "onerror=alert(2)>"} {
+			if strings.Contains(body, raw) {
+				t.Errorf("%s: the page contains %q unescaped", q, raw)
+			}
+		}
+		if q != "/" {
+			var v any
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+				t.Fatalf("JSON: %v", err)
+			}
+			if !strings.Contains(fmt.Sprint(v), evil) {
+				t.Errorf("JSON does not carry the text back: %s", body)
+			}
 		}
 	}
 }
