@@ -211,7 +211,8 @@ const DefaultQueueCapacity = 4096
 // observed: Observe never blocks, so a slow observer behind a Queue stalls
 // none of the goroutines that emit events. When the queue is full, new
 // events are dropped and counted (Dropped), with one warning logged per
-// episode. A panic in the observer is recovered and logged at Error; the
+// episode (from the first drop until the observer has caught up with
+// every event queued). A panic in the observer is recovered and logged at Error; the
 // goroutine goes on. A Queue is safe for concurrent use; one Queue may
 // serve several sources.
 //
@@ -227,7 +228,7 @@ type Queue struct {
 	head    int
 	closing bool
 	discard bool // Close: drop what is queued
-	overrun bool // dropping since the last successful enqueue
+	overrun bool // dropped since the queue was last empty (one warning per episode)
 	signal  chan struct{}
 	stop    chan struct{} // closed when closing is set
 	once    sync.Once
@@ -275,7 +276,6 @@ func (q *Queue) Observe(e Event) {
 		}
 		return
 	}
-	q.overrun = false
 	if q.head > 0 && len(q.buf) == cap(q.buf) {
 		// Full backing array with delivered events in front: move the
 		// waiting ones down rather than grow it (a queue that never
@@ -354,6 +354,7 @@ func (q *Queue) run() {
 		q.mu.Lock()
 		if q.discard || q.head == len(q.buf) {
 			q.buf, q.head = q.buf[:0], 0
+			q.overrun = false // caught up: an overrun episode is over
 			if q.closing {
 				q.mu.Unlock()
 				return

@@ -283,3 +283,45 @@ func TestQueueConcurrentObserveAndShutdown(t *testing.T) {
 		t.Fatalf("Len = %d after Shutdown", q.Len())
 	}
 }
+
+// Under a sustained overload (the observer frees a slot, the next event
+// takes it, the one after is dropped, again and again) the overrun is one
+// episode until the observer catches up: one warning, not one per slot
+// freed (which logged at the slow observer's own rate).
+func TestQueueOneWarningPerSustainedOverload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.WarnLevel)
+		release := make(chan struct{})
+		q, err := rebound.NewQueue(rebound.ObserverFunc(func(rebound.Event) { <-release }), 1, zap.New(core))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Observe(rebound.Event{Attempt: 1})
+		synctest.Wait() // the goroutine holds event 1
+		for i := range 50 {
+			q.Observe(rebound.Event{Attempt: 2 + 2*i}) // takes the free slot
+			q.Observe(rebound.Event{Attempt: 3 + 2*i}) // dropped
+			release <- struct{}{}
+			synctest.Wait() // the goroutine holds the next event; the slot is free
+		}
+		if d := q.Dropped(); d != 50 {
+			t.Fatalf("Dropped = %d, want 50", d)
+		}
+		if n := logs.FilterMessageSnippet("queue full").Len(); n != 1 {
+			t.Errorf("%d warnings during one sustained overload, want 1", n)
+		}
+		release <- struct{}{}
+		synctest.Wait() // caught up (the queue empty): the episode is over
+		q.Observe(rebound.Event{Attempt: 200})
+		synctest.Wait() // the goroutine holds it
+		q.Observe(rebound.Event{Attempt: 201})
+		q.Observe(rebound.Event{Attempt: 202}) // dropped: a new episode
+		if n := logs.FilterMessageSnippet("queue full").Len(); n != 2 {
+			t.Errorf("%d warnings after a second overload, want 2", n)
+		}
+		close(release)
+		if err := q.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
