@@ -3,6 +3,7 @@ package rebound
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,17 +162,23 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// IsNilObserver reports whether o observes nothing: a nil interface or a
-// nil ObserverFunc. The WithObserver options ignore such an observer.
+// IsNilObserver reports whether o observes nothing: a nil interface, a
+// nil ObserverFunc, a zero Hooks, or a typed nil (a nil pointer, func,
+// map, slice or channel in the interface, such as a nil *Queue or
+// *statusz.EventLog). The WithObserver options ignore such an observer.
 func IsNilObserver(o Observer) bool {
 	if o == nil {
 		return true
 	}
-	if f, ok := o.(ObserverFunc); ok && f == nil {
-		return true
+	switch o := o.(type) {
+	case ObserverFunc:
+		return o == nil
+	case Hooks:
+		return o.isZero()
 	}
-	if h, ok := o.(Hooks); ok && h.isZero() {
-		return true
+	switch v := reflect.ValueOf(o); v.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
+		return v.IsNil()
 	}
 	return false
 }
@@ -204,7 +211,8 @@ const DefaultQueueCapacity = 4096
 // observed: Observe never blocks, so a slow observer behind a Queue stalls
 // none of the goroutines that emit events. When the queue is full, new
 // events are dropped and counted (Dropped), with one warning logged per
-// episode. A panic in the observer is recovered and logged at Error; the
+// episode (from the first drop until the observer has caught up with
+// every event queued). A panic in the observer is recovered and logged at Error; the
 // goroutine goes on. A Queue is safe for concurrent use; one Queue may
 // serve several sources.
 //
@@ -220,7 +228,7 @@ type Queue struct {
 	head    int
 	closing bool
 	discard bool // Close: drop what is queued
-	overrun bool // dropping since the last successful enqueue
+	overrun bool // dropped since the queue was last empty (one warning per episode)
 	signal  chan struct{}
 	stop    chan struct{} // closed when closing is set
 	once    sync.Once
@@ -268,7 +276,14 @@ func (q *Queue) Observe(e Event) {
 		}
 		return
 	}
-	q.overrun = false
+	if q.head > 0 && len(q.buf) == cap(q.buf) {
+		// Full backing array with delivered events in front: move the
+		// waiting ones down rather than grow it (a queue that never
+		// empties would otherwise keep every event it ever held).
+		n := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[n:])
+		q.buf, q.head = q.buf[:n], 0
+	}
 	q.buf = append(q.buf, e)
 	q.mu.Unlock()
 	select {
@@ -339,6 +354,7 @@ func (q *Queue) run() {
 		q.mu.Lock()
 		if q.discard || q.head == len(q.buf) {
 			q.buf, q.head = q.buf[:0], 0
+			q.overrun = false // caught up: an overrun episode is over
 			if q.closing {
 				q.mu.Unlock()
 				return

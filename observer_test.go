@@ -180,3 +180,148 @@ func TestQueueCloseShutdownPanicAndSelfClose(t *testing.T) {
 		}
 	})
 }
+
+// ptrObserver is an Observer implemented on a pointer, as EventLog and
+// Queue are.
+type ptrObserver struct{ n int }
+
+func (p *ptrObserver) Observe(rebound.Event) { p.n++ }
+
+// A typed nil (a nil *Queue, a nil pointer of the caller's own Observer
+// type) is a nil observer too: WithObserver ignores it, instead of a
+// nil-pointer panic on the caller's goroutine at the first event.
+func TestWithObserverIgnoresTypedNil(t *testing.T) {
+	var q *rebound.Queue
+	var p *ptrObserver
+	for _, o := range []rebound.Observer{q, p} {
+		if !rebound.IsNilObserver(o) {
+			t.Errorf("IsNilObserver(%T(nil)) = false", o)
+		}
+		if rebound.WithObserver(o) != nil {
+			t.Errorf("WithObserver(%T(nil)) is not nil", o)
+		}
+		r, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithObserver(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("Do with WithObserver(%T(nil)) panicked: %v", o, v)
+				}
+			}()
+			if err := r.Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+				t.Errorf("Do: %v", err)
+			}
+		}()
+	}
+	if rebound.IsNilObserver(&ptrObserver{}) {
+		t.Error("IsNilObserver(a non-nil pointer) = true")
+	}
+}
+
+// Many goroutines observe through one small Queue while it is shut down:
+// each goroutine's events arrive in order, the delivered and the dropped
+// ones never exceed what was observed, nothing is delivered after
+// Shutdown returns, and its goroutine ends (goleak in TestMain).
+func TestQueueConcurrentObserveAndShutdown(t *testing.T) {
+	const producers, each = 8, 2000
+	var mu sync.Mutex
+	last := make([]int, producers)
+	delivered := 0
+	var after bool
+	var bad []string
+	q, err := rebound.NewQueue(rebound.ObserverFunc(func(e rebound.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		p := e.Detail.(int)
+		if after {
+			bad = append(bad, "delivered after Shutdown returned")
+		}
+		if e.Attempt <= last[p] {
+			bad = append(bad, "out of order")
+		}
+		last[p] = e.Attempt
+		delivered++
+	}), 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := 1; i <= each; i++ {
+				q.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: i, Detail: p})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 100 {
+			_ = q.Len()
+			_ = q.Dropped()
+		}
+	})
+	if err := q.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	after = true
+	mu.Unlock()
+	wg.Wait()
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("%d wrong deliveries, first: %s", len(bad), bad[0])
+	}
+	if n := delivered + int(q.Dropped()); n > producers*each {
+		t.Fatalf("%d delivered + %d dropped > %d observed", delivered, q.Dropped(), producers*each)
+	}
+	if q.Len() != 0 {
+		t.Fatalf("Len = %d after Shutdown", q.Len())
+	}
+}
+
+// Under a sustained overload (the observer frees a slot, the next event
+// takes it, the one after is dropped, again and again) the overrun is one
+// episode until the observer catches up: one warning, not one per slot
+// freed (which logged at the slow observer's own rate).
+func TestQueueOneWarningPerSustainedOverload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.WarnLevel)
+		release := make(chan struct{})
+		q, err := rebound.NewQueue(rebound.ObserverFunc(func(rebound.Event) { <-release }), 1, zap.New(core))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Observe(rebound.Event{Attempt: 1})
+		synctest.Wait() // the goroutine holds event 1
+		for i := range 50 {
+			q.Observe(rebound.Event{Attempt: 2 + 2*i}) // takes the free slot
+			q.Observe(rebound.Event{Attempt: 3 + 2*i}) // dropped
+			release <- struct{}{}
+			synctest.Wait() // the goroutine holds the next event; the slot is free
+		}
+		if d := q.Dropped(); d != 50 {
+			t.Fatalf("Dropped = %d, want 50", d)
+		}
+		if n := logs.FilterMessageSnippet("queue full").Len(); n != 1 {
+			t.Errorf("%d warnings during one sustained overload, want 1", n)
+		}
+		release <- struct{}{}
+		synctest.Wait() // caught up (the queue empty): the episode is over
+		q.Observe(rebound.Event{Attempt: 200})
+		synctest.Wait() // the goroutine holds it
+		q.Observe(rebound.Event{Attempt: 201})
+		q.Observe(rebound.Event{Attempt: 202}) // dropped: a new episode
+		if n := logs.FilterMessageSnippet("queue full").Len(); n != 2 {
+			t.Errorf("%d warnings after a second overload, want 2", n)
+		}
+		close(release)
+		if err := q.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -30,8 +30,9 @@ const DefaultEventLogSize = 100
 // of a busy Retrier. It is safe for concurrent use.
 type EventLog struct {
 	now  func() time.Time
+	size int // the most rows kept
 	mu   sync.Mutex
-	rows []EventRow // a ring of len cap
+	rows []EventRow // a ring of len size once full (grown as events come)
 	next int
 	n    uint64 // events observed
 }
@@ -45,7 +46,7 @@ func NewEventLog(size int) (*EventLog, error) {
 	if size == 0 {
 		size = DefaultEventLogSize
 	}
-	return &EventLog{now: time.Now, rows: make([]EventRow, 0, size)}, nil
+	return &EventLog{now: time.Now, size: size}, nil
 }
 
 // EventRow is one observed event, as the page shows it.
@@ -70,12 +71,12 @@ func (l *EventLog) Observe(e rebound.Event) {
 		r.Error = logging.Scrub(e.Err.Error())
 	}
 	l.mu.Lock()
-	if len(l.rows) < cap(l.rows) {
+	if len(l.rows) < l.size {
 		l.rows = append(l.rows, r)
 	} else {
 		l.rows[l.next] = r
 	}
-	l.next = (l.next + 1) % cap(l.rows)
+	l.next = (l.next + 1) % l.size
 	l.n++
 	l.mu.Unlock()
 }
@@ -87,7 +88,7 @@ func (l *EventLog) Events() (rows []EventRow, total uint64) {
 	defer l.mu.Unlock()
 	rows = make([]EventRow, 0, len(l.rows))
 	for i := range len(l.rows) {
-		rows = append(rows, l.rows[(l.next-1-i+2*cap(l.rows))%cap(l.rows)])
+		rows = append(rows, l.rows[(l.next-1-i+len(l.rows))%len(l.rows)])
 	}
 	return rows, l.n
 }

@@ -2,7 +2,12 @@ package statusz_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -112,5 +117,60 @@ func TestEventLogRing(t *testing.T) {
 	}
 	if _, err := statusz.New(statusz.WithEvents("x", nil)); !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "log must not be nil") {
 		t.Fatalf("WithEvents(nil) = %v", err)
+	}
+}
+
+// A large size is a bound, not an allocation: NewEventLog(math.MaxInt)
+// panicked (makeslice: cap out of range), and a size of a few million
+// took its memory at once for events that may never come.
+func TestEventLogHugeSize(t *testing.T) {
+	for _, size := range []int{math.MaxInt, 1 << 40} {
+		l, err := statusz.NewEventLog(size)
+		if err != nil {
+			t.Fatalf("NewEventLog(%d): %v", size, err)
+		}
+		for i := 1; i <= 3; i++ {
+			l.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: i, Delay: time.Second})
+		}
+		if rows, n := l.Events(); n != 3 || len(rows) != 3 || rows[0].What != "attempt 3, next in 1s" || rows[2].What != "attempt 1, next in 1s" {
+			t.Fatalf("NewEventLog(%d): rows %+v, total %d", size, rows, n)
+		}
+	}
+}
+
+// Registry data and error texts reach the "Recent events" rows escaped:
+// in HTML no markup of theirs survives, in JSON they round-trip.
+func TestEventLogEscapesInjection(t *testing.T) {
+	const evil = `<script>alert(1)</script><img src=x onerror=alert(2)>"'&`
+	l, _ := statusz.NewEventLog(0)
+	key := subscriber.Key{Service: evil, Group: evil}
+	l.Observe(rebound.Event{Kind: rebound.EventStateChanged, Err: errors.New(evil),
+		Detail: subscriber.StateChange{Key: key, From: subscriber.StatePending, To: subscriber.StateRetrying, Reason: errors.New(evil)}})
+	l.Observe(rebound.Event{Kind: rebound.EventConfirmed, Detail: subscriber.Confirmation{Key: key, Reason: evil}})
+	h, err := statusz.New(statusz.WithEvents(evil, l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"/", "/?format=json"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, q, nil))
+		body := rec.Body.String()
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", q, rec.Code, body)
+		}
+		for _, raw := range []string{"<script>", "<img", "onerror=alert(2)>"} {
+			if strings.Contains(body, raw) {
+				t.Errorf("%s: the page contains %q unescaped", q, raw)
+			}
+		}
+		if q != "/" {
+			var v any
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+				t.Fatalf("JSON: %v", err)
+			}
+			if !strings.Contains(fmt.Sprint(v), evil) {
+				t.Errorf("JSON does not carry the text back: %s", body)
+			}
+		}
 	}
 }

@@ -208,6 +208,11 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	switch {
 	case s.stopped:
 		err = nil // not worth a log line: the subscription is stopping
+	case unsent && s.parent.Err() != nil:
+		// Its context ended while the attempt was queued: the
+		// subscription is stopping (onCtxDone; evStop ends the attempt in
+		// flight). No call was made: no failure, no retry, no event.
+		err = nil
 	case err == nil:
 		out = r.step(s, evSucceeded, stepIn{now: now})
 	case permanent:
@@ -233,7 +238,10 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	case out.failed:
 		end = rebound.Event{Kind: rebound.EventRetry, Attempt: n, Err: err, Delay: out.delay}
 	}
-	if !stopped && s.m.observed() {
+	// An attempt not sent is no Registry.Subscribe call: no attempt
+	// event (the observers' attempts are the calls, TotalAttempts).
+	quiet := stopped || unsent && !permanent
+	if !quiet && s.m.observed() {
 		sa := SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: out.delay, At: now}
 		noteLocked(s, sa)
 		if end.Kind != 0 {
@@ -246,7 +254,7 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	s.unlock()
 	s.calls.Done()
 
-	if stopped {
+	if quiet {
 		return
 	}
 	lg.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: n, Err: err}) // a success: "recovered" if it was failing
