@@ -16,16 +16,15 @@
 //     capped at 30 s, full jitter, unlimited attempts, no time limit,
 //     Retry-After honoured up to 5 min (MaxRetryAfter). Validate names
 //     every bad field.
-//   - Schedule is the one step function: per loop, Next(err, now) says how
-//     long to wait before the next attempt or why to stop (Permanent,
-//     classifier, MaxAttempts, Retry-After, MaxElapsed at the start of the
-//     next attempt, RetryBudget); Admit(now), when the attempt is due, asks
-//     the AdaptiveThrottle (an attempt it rejects locally is a failed
-//     attempt that was never sent: the loop backs off and asks again) and
-//     takes the shared limiter's token; Wait is the blocking
-//     form for loops with a goroutine; Reset and Succeeded restart a loop.
-//     Time is passed in, so schedulers with a heap and simulators in
-//     virtual time use the same code as goroutine loops.
+//   - Schedule is the one step function: per loop, Decide(now, step) takes
+//     what happened (Ready for an attempt that is due, Failed, Succeeded,
+//     Abandoned) and says what to do (attempt now, wait, stop, drop):
+//     classification, MaxAttempts, the delay and Retry-After, MaxElapsed,
+//     and the admission of every kind of attempt (throttle, budget,
+//     limiter token, breaker; WithAdmission, WithRefusal). Begin, Admit,
+//     Next and Wait are its older forms. Time is passed in, so schedulers
+//     with a heap and simulators in virtual time use the same code as
+//     goroutine loops (docs/engine.md).
 //   - Retrier is a Policy plus options, validated and compiled once: the
 //     factory of Schedules, and Do, the retry loop whose success path costs
 //     no allocation, hooks included. Retry is the one-call form (it builds

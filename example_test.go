@@ -128,15 +128,21 @@ func ExampleSchedule() {
 		errors.New("refused"),
 		errors.New("refused"),
 	}
+	kind := rebound.FirstAttempt
 	for _, err := range errs {
-		d, stop := s.Next(err, now)
-		if stop != nil {
-			fmt.Println("stop:", stop)
+		// The attempt is due: admission (limiter, budget, throttle, breaker;
+		// none here, so it is made now).
+		if d := s.Decide(now, rebound.Ready(kind)); d.Verdict != rebound.AttemptNow {
+			fmt.Println("not admitted:", d.Verdict)
 			break
 		}
-		w, _ := s.Admit(now.Add(d)) // due: take the limiter token (none here)
-		now = now.Add(d + w)
-		fmt.Printf("attempt %d failed, next in %v\n", s.Attempts(), d)
+		d := s.Decide(now, rebound.Failed(err)) // it failed with err
+		if d.Verdict == rebound.Stop {
+			fmt.Println("stop:", d.Err)
+			break
+		}
+		fmt.Printf("attempt %d failed, next in %v\n", d.Attempt, d.Delay)
+		now, kind = now.Add(d.Delay), rebound.RetryAttempt
 	}
 	// Output:
 	// attempt 1 failed, next in 1s
