@@ -3,7 +3,6 @@ package rebound
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound/internal/goid"
+	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // EventKind says what happened. One enumeration serves every source of
@@ -170,17 +170,10 @@ func IsNilObserver(o Observer) bool {
 	if o == nil {
 		return true
 	}
-	switch o := o.(type) {
-	case ObserverFunc:
-		return o == nil
-	case Hooks:
-		return o.isZero()
+	if h, ok := o.(Hooks); ok {
+		return h.isZero()
 	}
-	switch v := reflect.ValueOf(o); v.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
+	return nilness.Is(o) // a nil ObserverFunc, or a typed nil pointer
 }
 
 // WithObserver adds o as an observer of the loop's events (see Observer
