@@ -269,7 +269,8 @@ func LookedUp(err error) Step { return Step{op: opLookedUp, kind: LookupAttempt,
 // returns what the loop does next. Every loop of the tree runs on it.
 //
 //   - Ready(k): admission. The gates of kind k (WithAdmission) are asked
-//     in order throttle, budget, limiter, breaker, each once per attempt
+//     in order budget deposit (a first attempt), throttle, budget withdrawal
+//     (a retry), limiter, breaker, each once per attempt
 //     however often Ready is repeated. AttemptNow; WaitFor (a token wait,
 //     Reason ErrLimited, or a deferred refusal); Stop or Drop (a refusal
 //     under RefuseStop or RefuseDrop, or a token that comes after
@@ -369,8 +370,16 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 	if k == LookupAttempt {
 		res, passed = &s.lres, &s.lpassed
 	}
-	// The throttle before the budget: an attempt the throttle refuses is
-	// not sent, so it must not spend a retry of the budget.
+	budget := g&GateBudget != 0 && c.budget != nil && *passed&GateBudget == 0
+	if budget && k == FirstAttempt {
+		// A deposit is the arrival of work: made whether or not the
+		// throttle lets this attempt out (a caller may send it anyway).
+		c.budget.Deposit(now)
+		*passed |= GateBudget
+		budget = false
+	}
+	// The throttle before the budget's withdrawal: a retry the throttle
+	// refuses is not sent, so it must not spend a retry of the budget.
 	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
 		if !c.throttle.Allow(now) {
 			if k == LookupAttempt {
@@ -380,14 +389,9 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 		}
 		*passed |= GateThrottle
 	}
-	if g&GateBudget != 0 && c.budget != nil && *passed&GateBudget == 0 {
-		switch k {
-		case FirstAttempt:
-			c.budget.Deposit(now)
-		case RetryAttempt:
-			if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
-				return s.refused(GateBudget, ErrBudgetExhausted, now)
-			}
+	if budget && k == RetryAttempt {
+		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
+			return s.refused(GateBudget, ErrBudgetExhausted, now)
 		}
 		*passed |= GateBudget
 	}
@@ -487,19 +491,15 @@ func (s *Schedule) cancelLookup(now time.Time) {
 	s.lpassed = 0
 }
 
-// begin accounts for a run's first attempt at now: a request for the
-// throttle, then (if it lets the attempt through) a deposit in the budget.
-// It reports whether the throttle lets the attempt through (false:
-// rejected locally, do not send it).
+// begin accounts for a run's first attempt at now: a deposit in the
+// budget, a request for the throttle. It reports whether the throttle lets
+// the attempt through (false: rejected locally, do not send it).
 func (c *config) begin(now time.Time) bool {
 	g := c.gatesOf(FirstAttempt)
-	if c.throttle != nil && g&GateThrottle != 0 && !c.throttle.Allow(now) {
-		return false // not sent: no deposit (the order of ready)
-	}
 	if c.budget != nil && g&GateBudget != 0 {
-		c.budget.Deposit(now)
+		c.budget.Deposit(now) // the work arrived (see ready)
 	}
-	return true
+	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
 }
 
 // record gives the throttle an attempt's outcome.

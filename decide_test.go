@@ -229,3 +229,37 @@ func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
 		t.Fatalf("retry due within MaxElapsed: %+v", d)
 	}
 }
+
+// TestFirstAttemptDepositsWhateverTheThrottle: a deposit is the arrival of
+// work, made before the throttle is asked, so a caller that sends its first
+// attempt whatever the throttle says (failback's Invoke) keeps the budget's
+// count of work right; only a retry's withdrawal waits for the throttle.
+func TestFirstAttemptDepositsWhateverTheThrottle(t *testing.T) {
+	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1), rebound.ThrottleSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 { // the backend rejected everything
+		th.Allow(t0.Add(time.Duration(i) * time.Millisecond))
+	}
+	b, err := rebound.NewRetryBudget(rebound.BudgetRatio(1), rebound.BudgetMinPerSecond(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Second)
+	r := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithThrottle(th))
+	refused := 0
+	for range 50 {
+		if r.Begin(now) != nil {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("the throttle refused no first attempt: the test proves nothing")
+	}
+	for i := range 50 {
+		if !b.TryWithdraw(now) {
+			t.Fatalf("withdrawal %d refused: %d of 50 first attempts were refused by the throttle and made no deposit", i+1, refused)
+		}
+	}
+}
