@@ -352,12 +352,19 @@ func (s *Schedule) endedDecision() Decision {
 }
 
 // ready is the admission of an attempt of kind k due at now.
-func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
+func (s *Schedule) ready(k AttemptKind, now time.Time) Decision { return s.admission(k, now, true) }
+
+// admission is ready; late tells whether a retry that comes due after
+// MaxElapsed is stopped. Schedule.Wait asks with late false: it slept
+// exactly the delays the Schedule gave, each checked against MaxElapsed
+// when it was drawn, so a retry it finds past MaxElapsed is one its timer
+// fired a little late, which a loop without gates makes too.
+func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	s.thrott = false
 	c := s.c
 	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
 	// after it (a scheduler whose workers were busy) is not made.
-	if me := s.d.p.MaxElapsed; k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+	if me := s.d.p.MaxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
 		s.Cancel(now)
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
