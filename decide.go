@@ -378,14 +378,16 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	}
 	// The throttle before the budget: an attempt the throttle refuses is
 	// not sent, so it must not spend a retry of the budget.
+	admitted := false // by the throttle, now: counted as its request once the budget lets it through
 	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
-		if !c.throttle.Allow(now) {
+		if !c.throttle.admit(now) {
 			if k == LookupAttempt {
 				return s.refusedLookup(ErrThrottled, now)
 			}
 			return s.refused(GateThrottle, ErrThrottled, now)
 		}
 		*passed |= GateThrottle
+		admitted = true
 	}
 	if g&GateBudget != 0 && c.budget != nil && *passed&GateBudget == 0 {
 		switch k {
@@ -397,6 +399,9 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 			}
 		}
 		*passed |= GateBudget
+	}
+	if admitted {
+		c.throttle.sent(now) // not refused by the budget: a request (a refusal by the budget is not)
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
 		if *res == nil {
