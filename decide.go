@@ -353,12 +353,19 @@ func (s *Schedule) endedDecision() Decision {
 }
 
 // ready is the admission of an attempt of kind k due at now.
-func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
+func (s *Schedule) ready(k AttemptKind, now time.Time) Decision { return s.admission(k, now, true) }
+
+// admission is ready; late tells whether a retry that comes due after
+// MaxElapsed is stopped. Schedule.Wait asks with late false: it slept
+// exactly the delays the Schedule gave, each checked against MaxElapsed
+// when it was drawn, so a retry it finds past MaxElapsed is one its timer
+// fired a little late, which a loop without gates makes too.
+func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	s.thrott = false
 	c := s.c
 	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
 	// after it (a scheduler whose workers were busy) is not made.
-	if me := s.d.p.MaxElapsed; k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+	if me := s.d.p.MaxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
 		s.Cancel(now)
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
@@ -380,20 +387,25 @@ func (s *Schedule) ready(k AttemptKind, now time.Time) Decision {
 	}
 	// The throttle before the budget's withdrawal: a retry the throttle
 	// refuses is not sent, so it must not spend a retry of the budget.
+	admitted := false // by the throttle, now: counted as its request once the budget lets it through
 	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
-		if !c.throttle.Allow(now) {
+		if !c.throttle.admit(now) {
 			if k == LookupAttempt {
 				return s.refusedLookup(ErrThrottled, now)
 			}
 			return s.refused(GateThrottle, ErrThrottled, now)
 		}
 		*passed |= GateThrottle
+		admitted = true
 	}
 	if budget && k == RetryAttempt {
 		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
 			return s.refused(GateBudget, ErrBudgetExhausted, now)
 		}
 		*passed |= GateBudget
+	}
+	if admitted {
+		c.throttle.sent(now) // not refused by the budget: a request (a refusal by the budget is not)
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
 		if *res == nil {

@@ -331,7 +331,10 @@ func (s *Schedule) Cancel(now time.Time) {
 // when the attempt may start, or the error that ends the loop: a
 // *RetryError whose Reason is ctx.Err(), an error wrapping
 // context.DeadlineExceeded when a wait would end after ctx's deadline
-// (checked before sleeping), or ErrExhausted. t is the timer to wait on
+// (checked before sleeping), or ErrExhausted. A retry whose delay was
+// within MaxElapsed is made even if its timer fires a little after
+// MaxElapsed, with gates as without them (Decide's Ready stops a retry
+// that comes due after MaxElapsed: a caller's late scheduler). t is the timer to wait on
 // (nil: a new time.Timer); a nil ctx is an *ArgumentError.
 func (s *Schedule) Wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
 	if ctx == nil {
@@ -363,7 +366,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) e
 			return nil
 		}
 		now := s.c.now()
-		dec := s.ready(RetryAttempt, now)
+		dec := s.admission(RetryAttempt, now, false) // the delays it slept were checked against MaxElapsed
 		switch dec.Verdict {
 		case AttemptNow:
 			return nil

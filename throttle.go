@@ -121,8 +121,36 @@ func NewAdaptiveThrottle(opts ...ThrottleOption) (*AdaptiveThrottle, error) {
 func (t *AdaptiveThrottle) Allow(now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := t.probLocked(now)
+	ok := t.drawLocked(now)
 	t.w.addA(now)
+	return ok
+}
+
+// admit is Allow for an attempt that another gate (the budget) may still
+// refuse: a rejection is counted as a request at once, as by Allow, but
+// an admitted attempt only when it is sent (sent), so that an attempt a
+// later gate refuses is no request the backend failed to accept.
+func (t *AdaptiveThrottle) admit(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.drawLocked(now) {
+		return true
+	}
+	t.w.addA(now)
+	return false
+}
+
+// sent counts, at now, a request admit let through.
+func (t *AdaptiveThrottle) sent(now time.Time) {
+	t.mu.Lock()
+	t.w.addA(now)
+	t.mu.Unlock()
+}
+
+// drawLocked reports whether a request at now passes: false with the
+// rejection probability (computed before the request is counted).
+func (t *AdaptiveThrottle) drawLocked(now time.Time) bool {
+	p := t.probLocked(now)
 	if p <= 0 {
 		return true
 	}
