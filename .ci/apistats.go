@@ -1,0 +1,164 @@
+//go:build ignore
+
+// apistats prints the size of rebound's public surface: exported names
+// (funcs, methods, types, consts, vars), options (exported funcs whose
+// result type's name ends in "Option"), non-test lines, functions over 80
+// lines and non-test files over 600 lines, per package and in all. Library
+// packages are every package but internal/, examples/ and the test servers
+// (nacostest, etcdtest, subscribertest).
+//
+//	go run .ci/apistats.go [-v] [-doc]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+func skip(dir string) bool {
+	for _, p := range strings.Split(dir, string(filepath.Separator)) {
+		switch p {
+		case "internal", "examples", "testdata", "nacostest", "etcdtest", "subscribertest", ".ci", ".git":
+			return true
+		}
+	}
+	return false
+}
+
+type stats struct{ names, options, lines, longFuncs, bigFiles int }
+
+func main() {
+	verbose := flag.Bool("v", false, "list long functions and big files")
+	docLines := flag.Bool("doc", false, "also count the lines of go doc -all")
+	flag.Parse()
+	per := map[string]*stats{}
+	fset := token.NewFileSet()
+	filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && skip(path) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		if f.Name.Name == "main" {
+			return nil
+		}
+		dir := filepath.Dir(path)
+		s := per[dir]
+		if s == nil {
+			s = &stats{}
+			per[dir] = s
+		}
+		n := fset.File(f.Pos()).LineCount()
+		s.lines += n
+		if n > 600 {
+			s.bigFiles++
+			if *verbose {
+				fmt.Printf("file %s: %d lines\n", path, n)
+			}
+		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				body := fset.Position(d.End()).Line - fset.Position(d.Pos()).Line + 1
+				if body > 80 {
+					s.longFuncs++
+					if *verbose {
+						fmt.Printf("func %s %s: %d lines\n", path, d.Name.Name, body)
+					}
+				}
+				if !d.Name.IsExported() {
+					continue
+				}
+				if d.Recv != nil && !exportedRecv(d.Recv.List[0].Type) {
+					continue
+				}
+				s.names++
+				if d.Recv == nil && d.Type.Results != nil && len(d.Type.Results.List) == 1 {
+					if id, ok := d.Type.Results.List[0].Type.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Option") {
+						s.options++
+					}
+				}
+			case *ast.GenDecl:
+				for _, sp := range d.Specs {
+					switch sp := sp.(type) {
+					case *ast.TypeSpec:
+						if sp.Name.IsExported() {
+							s.names++
+						}
+					case *ast.ValueSpec:
+						for _, id := range sp.Names {
+							if id.IsExported() {
+								s.names++
+							}
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	var dirs []string
+	for d := range per {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	var t stats
+	fmt.Printf("%-28s %6s %7s %6s %9s %9s\n", "package", "names", "options", "lines", "funcs>80", "files>600")
+	for _, d := range dirs {
+		s := per[d]
+		fmt.Printf("%-28s %6d %7d %6d %9d %9d\n", d, s.names, s.options, s.lines, s.longFuncs, s.bigFiles)
+		t.names += s.names
+		t.options += s.options
+		t.lines += s.lines
+		t.longFuncs += s.longFuncs
+		t.bigFiles += s.bigFiles
+	}
+	fmt.Printf("%-28s %6d %7d %6d %9d %9d\n", "all", t.names, t.options, t.lines, t.longFuncs, t.bigFiles)
+	if *docLines {
+		n := 0
+		for _, d := range dirs {
+			out, err := exec.Command("go", "doc", "-all", "./"+d).Output()
+			if err != nil {
+				fmt.Printf("go doc -all ./%s: %v\n", d, err)
+			}
+			n += strings.Count(string(out), "\n")
+		}
+		fmt.Printf("go doc -all lines: %d\n", n)
+	}
+}
+
+func exportedRecv(e ast.Expr) bool {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.IsExported()
+		default:
+			return false
+		}
+	}
+}
