@@ -3,7 +3,8 @@
 // apistats prints the size of rebound's public surface: exported names
 // (funcs, methods, types, consts, vars), options (exported funcs whose
 // result type's name ends in "Option"), non-test lines, functions over 80
-// lines and non-test files over 600 lines, per package and in all. Library
+// lines and non-test files over 600 lines, per package and in all, and the
+// average words per sentence of the doc comments of exported names. Library
 // packages are every package but internal/, examples/ and the test servers
 // (nacostest, etcdtest, subscribertest).
 //
@@ -33,7 +34,34 @@ func skip(dir string) bool {
 	return false
 }
 
-type stats struct{ names, options, lines, longFuncs, bigFiles int }
+type stats struct {
+	names, options, lines, longFuncs, bigFiles int
+	words, sentences                           int // of the doc comments of exported names
+}
+
+// countDoc adds the words and sentences of a doc comment to s.
+func (s *stats) countDoc(g *ast.CommentGroup) {
+	if g == nil {
+		return
+	}
+	for _, para := range strings.Split(g.Text(), "\n\n") {
+		if strings.HasPrefix(para, "\t") || strings.HasPrefix(para, "  ") {
+			continue // code or a list's indented block
+		}
+		words := strings.Fields(para)
+		if len(words) == 0 {
+			continue
+		}
+		s.words += len(words)
+		n := 0
+		for i, w := range words {
+			if strings.HasSuffix(w, ".") || strings.HasSuffix(w, ":") && i == len(words)-1 || strings.HasSuffix(w, "?") {
+				n++
+			}
+		}
+		s.sentences += max(n, 1)
+	}
+}
 
 func main() {
 	verbose := flag.Bool("v", false, "list long functions and big files")
@@ -54,7 +82,7 @@ func main() {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil {
 			return err
 		}
@@ -92,6 +120,7 @@ func main() {
 					continue
 				}
 				s.names++
+				s.countDoc(d.Doc)
 				if d.Recv == nil && d.Type.Results != nil && len(d.Type.Results.List) == 1 {
 					if id, ok := d.Type.Results.List[0].Type.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Option") {
 						s.options++
@@ -103,6 +132,11 @@ func main() {
 					case *ast.TypeSpec:
 						if sp.Name.IsExported() {
 							s.names++
+							if sp.Doc != nil {
+								s.countDoc(sp.Doc)
+							} else {
+								s.countDoc(d.Doc)
+							}
 						}
 					case *ast.ValueSpec:
 						for _, id := range sp.Names {
@@ -122,17 +156,19 @@ func main() {
 	}
 	sort.Strings(dirs)
 	var t stats
-	fmt.Printf("%-28s %6s %7s %6s %9s %9s\n", "package", "names", "options", "lines", "funcs>80", "files>600")
+	fmt.Printf("%-28s %6s %7s %6s %9s %9s %14s\n", "package", "names", "options", "lines", "funcs>80", "files>600", "words/sentence")
 	for _, d := range dirs {
 		s := per[d]
-		fmt.Printf("%-28s %6d %7d %6d %9d %9d\n", d, s.names, s.options, s.lines, s.longFuncs, s.bigFiles)
+		fmt.Printf("%-28s %6d %7d %6d %9d %9d %14.1f\n", d, s.names, s.options, s.lines, s.longFuncs, s.bigFiles, float64(s.words)/float64(max(s.sentences, 1)))
 		t.names += s.names
 		t.options += s.options
 		t.lines += s.lines
 		t.longFuncs += s.longFuncs
 		t.bigFiles += s.bigFiles
+		t.words += s.words
+		t.sentences += s.sentences
 	}
-	fmt.Printf("%-28s %6d %7d %6d %9d %9d\n", "all", t.names, t.options, t.lines, t.longFuncs, t.bigFiles)
+	fmt.Printf("%-28s %6d %7d %6d %9d %9d %14.1f\n", "all", t.names, t.options, t.lines, t.longFuncs, t.bigFiles, float64(t.words)/float64(max(t.sentences, 1)))
 	if *docLines {
 		n := 0
 		for _, d := range dirs {
