@@ -189,12 +189,10 @@ func WithObserver(o Observer) Option {
 	if IsNilObserver(o) {
 		return nil
 	}
-	slot := observerSlot{o: o}
-	if h, ok := o.(Hooks); ok {
-		slot.hooks = &h
-	}
-	return optionFunc(func(c *config) { c.observers = append(c.observers, slot) })
+	return listenersOf(o) // made once: Retry and NewRetrier use it as it is
 }
+
+func (l *listeners) apply(c *config) { c.observers = append(c.observers, l) }
 
 // DefaultQueueCapacity is the capacity NewQueue uses for 0.
 const DefaultQueueCapacity = 4096
