@@ -184,7 +184,8 @@ func IsNilObserver(o Observer) bool {
 // its own loop); a panic in it is not recovered (it is the caller's own
 // code, on the caller's goroutine). Several WithObserver options add up,
 // called in the order given, after the meter of WithMeterProvider. A nil
-// observer is ignored.
+// observer is ignored. Build the option once: Retry given only observers
+// and meters allocates nothing when its first attempt succeeds.
 func WithObserver(o Observer) Option {
 	if IsNilObserver(o) {
 		return nil
