@@ -29,7 +29,8 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	if op == nil {
 		return &ArgumentError{Func: "rebound.Retry", Arg: "op", Reason: "must not be nil"}
 	}
-	if !observersOnly(opts) {
+	meter, only := observersOnly(opts)
+	if !only {
 		r := &Retrier{}
 		if err := r.init("rebound.Retry", p, opts); err != nil {
 			return err
@@ -53,7 +54,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	err := op(ctx)
 	if err == nil {
 		if len(opts) > 0 {
-			firstSucceeded(opts)
+			firstSucceeded(opts, meter)
 		}
 		return nil
 	}
@@ -68,28 +69,26 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 }
 
 // observersOnly reports whether opts hold nothing but observers, meters
-// and nil options: nothing that acts on a first attempt.
-func observersOnly(opts []Option) bool {
-	for _, o := range opts {
-		switch o.(type) {
-		case nil, *listeners, *retryMeter:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// firstSucceeded reports a first attempt's success to the meter and the
-// observers of opts (observersOnly), as the compiled options would: the
-// last meter, then the observers in order.
-func firstSucceeded(opts []Option) {
+// and nil options (nothing that acts on a first attempt), and returns the
+// last meter, the one that applies.
+func observersOnly(opts []Option) (*retryMeter, bool) {
 	var m *retryMeter
 	for _, o := range opts {
-		if v, ok := o.(*retryMeter); ok {
+		switch v := o.(type) {
+		case *retryMeter:
 			m = v
+		case nil, *listeners:
+		default:
+			return nil, false
 		}
 	}
+	return m, true
+}
+
+// firstSucceeded reports a first attempt's success to m, the meter that
+// applies, then to the observers of opts in order (observersOnly), as the
+// compiled options would.
+func firstSucceeded(opts []Option, m *retryMeter) {
 	if m != nil {
 		m.on[EventAttempt](Event{Kind: EventAttempt, Attempt: 1})
 	}
