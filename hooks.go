@@ -25,9 +25,7 @@ type Hooks struct {
 }
 
 // Observe calls the field for e.Kind, if set.
-func (h Hooks) Observe(e Event) { h.observe(&e) }
-
-func (h *Hooks) observe(e *Event) {
+func (h Hooks) Observe(e Event) {
 	var f func(Event)
 	switch e.Kind {
 	case EventAttempt:
@@ -42,7 +40,7 @@ func (h *Hooks) observe(e *Event) {
 		f = h.Throttled
 	}
 	if f != nil {
-		f(*e)
+		f(e)
 	}
 }
 
@@ -50,31 +48,78 @@ func (h Hooks) isZero() bool {
 	return h.Attempted == nil && h.Retried == nil && h.Recovered == nil && h.GaveUp == nil && h.Throttled == nil
 }
 
-// The emitters allocate nothing: an Event is passed by value, and the
-// meter (WithMeterProvider) is called first, directly.
+// The emitters allocate nothing and call no interface method: an Event is
+// passed by value to the functions compiled for its kind (fan), the meter's
+// (WithMeterProvider) first.
 
-func (c *config) observed() bool { return len(c.observers) > 0 || c.meter != nil }
+// numLoopKinds bounds the kinds of events a retry loop emits (EventRetry
+// to EventThrottled), as an index of per-kind tables.
+const numLoopKinds = EventThrottled + 1
 
-// observerSlot is one WithObserver observer: a Hooks is kept as such and
-// called directly, without an interface call that copies the Event.
-type observerSlot struct {
-	hooks *Hooks
-	o     Observer
-}
+// listeners is the function each kind of a retry loop's events calls, nil
+// for a kind nobody listens to: one WithObserver observer or the meter,
+// made once when the option is made.
+type listeners [numLoopKinds]func(Event)
 
-func (c *config) emit(e Event) {
-	if c.meter != nil {
-		c.meter.Observe(e)
-	}
-	for i := range c.observers {
-		if h := c.observers[i].hooks; h != nil {
-			h.observe(&e)
-		} else {
-			c.observers[i].o.Observe(e)
+// listenersOf returns the functions that deliver each kind to o: a Hooks
+// field or an ObserverFunc as such, another Observer's method value.
+func listenersOf(o Observer) *listeners {
+	l := &listeners{}
+	switch v := o.(type) {
+	case Hooks:
+		l[EventAttempt], l[EventRetry], l[EventRecovered] = v.Attempted, v.Retried, v.Recovered
+		l[EventGiveUp], l[EventThrottled] = v.GaveUp, v.Throttled
+	case ObserverFunc:
+		for k := EventRetry; k < numLoopKinds; k++ {
+			l[k] = v
+		}
+	default:
+		f := o.Observe
+		for k := EventRetry; k < numLoopKinds; k++ {
+			l[k] = f
 		}
 	}
+	return l
 }
 
+// compileObservers builds c.fan from the meter and the observers, once,
+// when the options are compiled.
+func (c *config) compileObservers() {
+	all := c.observers
+	if c.meter != nil {
+		all = append([]*listeners{&c.meter.on}, all...)
+	}
+	n := 0
+	for _, l := range all {
+		for _, f := range l {
+			if f != nil {
+				n++
+			}
+		}
+	}
+	c.observers, c.listening = nil, n > 0
+	if n == 0 {
+		return
+	}
+	fns := make([]func(Event), 0, n)
+	for k := EventRetry; k < numLoopKinds; k++ {
+		from := len(fns)
+		for _, l := range all {
+			if l[k] != nil {
+				fns = append(fns, l[k])
+			}
+		}
+		c.fan[k] = fns[from:len(fns):len(fns)]
+	}
+}
+
+func (c *config) observed() bool { return c.listening }
+
+func (c *config) emit(e Event) {
+	for _, f := range c.fan[e.Kind] {
+		f(e)
+	}
+}
 func (c *config) emitAttempted(e Event) {
 	e.Kind = EventAttempt
 	c.emit(e)

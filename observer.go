@@ -184,17 +184,16 @@ func IsNilObserver(o Observer) bool {
 // its own loop); a panic in it is not recovered (it is the caller's own
 // code, on the caller's goroutine). Several WithObserver options add up,
 // called in the order given, after the meter of WithMeterProvider. A nil
-// observer is ignored.
+// observer is ignored. Build the option once: Retry given only observers
+// and meters allocates nothing when its first attempt succeeds.
 func WithObserver(o Observer) Option {
 	if IsNilObserver(o) {
 		return nil
 	}
-	slot := observerSlot{o: o}
-	if h, ok := o.(Hooks); ok {
-		slot.hooks = &h
-	}
-	return optionFunc(func(c *config) { c.observers = append(c.observers, slot) })
+	return listenersOf(o) // made once: Retry and NewRetrier use it as it is
 }
+
+func (l *listeners) apply(c *config) { c.observers = append(c.observers, l) }
 
 // DefaultQueueCapacity is the capacity NewQueue uses for 0.
 const DefaultQueueCapacity = 4096

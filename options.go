@@ -22,8 +22,10 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // config is the compiled form of a set of options (a Retrier holds one).
 type config struct {
-	observers []observerSlot // WithObserver
-	meter     *retryMeter    // WithMeterProvider (metrics.go), the first observer
+	observers []*listeners                // WithObserver, in order; compiled into fan
+	meter     *retryMeter                 // WithMeterProvider (metrics.go), the first observer
+	fan       [numLoopKinds][]func(Event) // per kind: the meter's, then the observers' (hooks.go)
+	listening bool                        // fan is not empty
 	transient func(error) bool
 	limiter   *rate.Limiter
 	budget    *RetryBudget

@@ -53,6 +53,7 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 	default:
 		return joinArgErrors(r.c.errs)
 	}
+	r.c.compileObservers()
 	r.p = p.Normalized()
 	r.start = r.p.MaxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
 	return nil
@@ -153,13 +154,10 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		if r.c.throttle != nil {
 			r.c.record(nil, start) // a failure is recorded by the Schedule's Next
 		}
-		switch {
-		case len(r.c.observers) > 0:
-			// No clock read on the success path (time.Now costs more
-			// than the rest of it): Elapsed is 0 for a first attempt.
-			r.c.emitAttempted(Event{Attempt: 1, LimiterWait: lw})
-		case r.c.meter != nil:
-			r.c.meter.Succeeded() // metrics alone: one atomic add, no Event built
+		// No clock read on the success path (time.Now costs more than
+		// the rest of it): Elapsed is 0 for a first attempt.
+		for _, f := range r.c.fan[EventAttempt] {
+			f(Event{Kind: EventAttempt, Attempt: 1, LimiterWait: lw})
 		}
 		return nil
 	}

@@ -3,6 +3,7 @@ package rebound
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Retry calls op until it succeeds, returns an error that is not retried,
@@ -15,10 +16,12 @@ import (
 // ErrExhausted, ErrBudgetExhausted or ctx's error, and which errors.Is
 // matches with both the reason and the last attempt's error; and an
 // *ArgumentError for a nil ctx or op, an invalid policy or a bad option,
-// without calling op. Retry compiles its options on every call: on a hot
-// path build a Retrier once and call Do. Edge cases (a deadline shorter
-// than the next wait, throttled attempts, ctx done before the first
-// attempt) are in docs/guide.md.
+// without calling op. Options that act only on failures or only observe
+// (WithObserver, WithMeterProvider) cost nothing when the first attempt
+// succeeds; the others are compiled on every call: on a hot path build a
+// Retrier once and call Do. Edge cases (a deadline shorter than the next
+// wait, throttled attempts, ctx done before the first attempt) are in
+// docs/guide.md.
 func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, opts ...Option) error {
 	if ctx == nil {
 		return &ArgumentError{Func: "rebound.Retry", Arg: "ctx", Reason: "must not be nil"}
@@ -26,30 +29,74 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	if op == nil {
 		return &ArgumentError{Func: "rebound.Retry", Arg: "op", Reason: "must not be nil"}
 	}
-	if len(opts) == 0 {
-		// Fast path: nothing to compile, no allocation when op succeeds.
-		if !p.validFast() {
-			if err := p.Validate(); err != nil {
-				return &ArgumentError{Func: "rebound.Retry", Arg: "p", Reason: "breaks a Policy rule", Err: err}
-			}
+	meter, only := observersOnly(opts)
+	if !only {
+		r := &Retrier{}
+		if err := r.init("rebound.Retry", p, opts); err != nil {
+			return err
 		}
-		if err := ctx.Err(); err != nil {
-			return &RetryError{Reason: err}
+		return r.do(ctx, op)
+	}
+	// Fast path: nothing acts before the first attempt, and its success
+	// needs nothing compiled; the options are compiled if it fails.
+	if !p.validFast() {
+		if err := p.Validate(); err != nil {
+			return &ArgumentError{Func: "rebound.Retry", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 		}
-		if p.MaxElapsed == 0 {
-			err := op(ctx)
-			if err == nil {
-				return nil
-			}
-			r := &Retrier{p: p.Normalized()}
-			return r.loop(ctx, op, r.c.now(), 0, err, nil)
+	}
+	if err := ctx.Err(); err != nil {
+		return &RetryError{Reason: err}
+	}
+	var start time.Time
+	if p.MaxElapsed > 0 {
+		start = time.Now() // no WithClock here: the loop's clock is time.Now
+	}
+	err := op(ctx)
+	if err == nil {
+		if len(opts) > 0 {
+			firstSucceeded(opts, meter)
 		}
+		return nil
 	}
 	r := &Retrier{}
-	if err := r.init("rebound.Retry", p, opts); err != nil {
-		return err
+	if ierr := r.init("rebound.Retry", p, opts); ierr != nil {
+		return ierr // not reached: p is valid, and these options have no errors
 	}
-	return r.do(ctx, op)
+	if p.MaxElapsed == 0 {
+		start = r.c.now()
+	}
+	return r.loop(ctx, op, start, 0, err, nil)
+}
+
+// observersOnly reports whether opts hold nothing but observers, meters
+// and nil options (nothing that acts on a first attempt), and returns the
+// last meter, the one that applies.
+func observersOnly(opts []Option) (*retryMeter, bool) {
+	var m *retryMeter
+	for _, o := range opts {
+		switch v := o.(type) {
+		case *retryMeter:
+			m = v
+		case nil, *listeners:
+		default:
+			return nil, false
+		}
+	}
+	return m, true
+}
+
+// firstSucceeded reports a first attempt's success to m, the meter that
+// applies, then to the observers of opts in order (observersOnly), as the
+// compiled options would.
+func firstSucceeded(opts []Option, m *retryMeter) {
+	if m != nil {
+		m.on[EventAttempt](Event{Kind: EventAttempt, Attempt: 1})
+	}
+	for _, o := range opts {
+		if l, ok := o.(*listeners); ok && l[EventAttempt] != nil {
+			l[EventAttempt](Event{Kind: EventAttempt, Attempt: 1})
+		}
+	}
 }
 
 // joinArgErrors joins several option errors; errors.As finds the first

@@ -24,6 +24,11 @@ const (
 
 const throttleSlots = 20
 
+// throttleProbes is the floor of requests a throttle admits per window
+// whatever its probability: one per slot on average (docs/engine.md,
+// "Adaptive throttling").
+const throttleProbes = throttleSlots
+
 // An AdaptiveThrottle rejects requests locally when the backend has been
 // rejecting them: client-side throttling as in the Google SRE book
 // ("Handling Overload"). Over a sliding window (default 2 min) it counts
@@ -31,11 +36,14 @@ const throttleSlots = 20
 //
 //	max(0, (requests - K×accepts) / (requests + 1))
 //
-// (K default 2: nothing is rejected while half the requests are accepted).
+// (K default 2: nothing is rejected while half the requests are accepted),
+// except that it admits the first 20 requests sent in any window (probes,
+// one per 6 s on average with the default window): a throttle that has
+// seen only failures keeps learning whether the backend is back, and a
+// process with few requests is never refused (docs/engine.md).
 // Give it to loops with WithThrottle; an attempt it rejects is not sent
 // and is handled by the throttle's refusal rule (WithRefusal, default
-// RefuseDefer: see docs/engine.md). With few requests per process it slows
-// the recovery after an outage (docs/storm.md has the rows).
+// RefuseDefer: see docs/engine.md).
 //
 // It is safe for concurrent use, meant to be shared per backend, reads
 // time from its callers (a clock stepped back, or a zero time, starts the
@@ -43,6 +51,7 @@ const throttleSlots = 20
 type AdaptiveThrottle struct {
 	mu     sync.Mutex
 	w      window // a: requests, b: accepts
+	sends  window // a: requests admitted and sent (the probes' floor)
 	k      float64
 	window time.Duration
 	rnd    *rand.PCG // nil: math/rand/v2's global source
@@ -109,7 +118,7 @@ func NewAdaptiveThrottle(opts ...ThrottleOption) (*AdaptiveThrottle, error) {
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
-	t := &AdaptiveThrottle{w: newWindow(c.window, throttleSlots), k: c.k, window: c.window}
+	t := &AdaptiveThrottle{w: newWindow(c.window, throttleSlots), sends: newWindow(c.window, throttleSlots), k: c.k, window: c.window}
 	if c.seeded {
 		t.rnd = rand.NewPCG(c.seed, c.seed^0x9e3779b97f4a7c15)
 	}
@@ -123,6 +132,9 @@ func (t *AdaptiveThrottle) Allow(now time.Time) bool {
 	defer t.mu.Unlock()
 	ok := t.drawLocked(now)
 	t.w.addA(now)
+	if ok {
+		t.sends.addA(now)
+	}
 	return ok
 }
 
@@ -144,14 +156,20 @@ func (t *AdaptiveThrottle) admit(now time.Time) bool {
 func (t *AdaptiveThrottle) sent(now time.Time) {
 	t.mu.Lock()
 	t.w.addA(now)
+	t.sends.addA(now)
 	t.mu.Unlock()
 }
 
-// drawLocked reports whether a request at now passes: false with the
-// rejection probability (computed before the request is counted).
+// drawLocked reports whether a request at now passes: as a probe while
+// fewer than throttleProbes requests were sent in the window, otherwise
+// false with the rejection probability (computed before the request is
+// counted).
 func (t *AdaptiveThrottle) drawLocked(now time.Time) bool {
 	p := t.probLocked(now)
 	if p <= 0 {
+		return true
+	}
+	if t.sends.advance(now); t.sends.ta < throttleProbes {
 		return true
 	}
 	var u float64
@@ -172,7 +190,8 @@ func (t *AdaptiveThrottle) Accepted(now time.Time) {
 }
 
 // Probability returns the probability that a request at now is rejected
-// locally.
+// locally, by the formula above: a probe (fewer than 20 requests sent in
+// the window) is admitted whatever it is.
 func (t *AdaptiveThrottle) Probability(now time.Time) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -160,3 +160,27 @@ func TestPeakUp(t *testing.T) {
 		t.Errorf("never up: PeakUp = %d, want 0", r.PeakUp)
 	}
 }
+
+// The throttle never makes a fleet's recovery slower (issue 26): with one
+// call per process, rebound+throttle converged at 712 s and 753 s (59x and
+// 25x the physical limit) where rebound alone took 39.6 s and 52.2 s,
+// because each process's throttle had seen only failures and refused for
+// its whole window. With its probes it converges within 1.1x of rebound
+// alone, with a peak no higher.
+func TestThrottleDoesNotSlowRecovery(t *testing.T) {
+	for _, n := range []int{1000, 10000} {
+		cfg := sim.DefaultConfig()
+		cfg.Processes, cfg.RetryAfter = n, true
+		plain := simulate(t, cfg, strategy(t, "rebound"))
+		thr := simulate(t, cfg, strategy(t, "rebound+throttle"))
+		checkTotals(t, thr)
+		t.Logf("N=%d: rebound %v (peak %d, %d calls), rebound+throttle %v (peak %d, %d calls, %d throttled)",
+			n, plain.DoneAt, plain.PeakUp, plain.Calls, thr.DoneAt, thr.PeakUp, thr.Calls, thr.Throttled)
+		if !thr.Converged || float64(thr.DoneAt) > 1.1*float64(plain.DoneAt) {
+			t.Errorf("N=%d: rebound+throttle converged %v at %v, rebound alone at %v: want within 1.1x", n, thr.Converged, thr.DoneAt, plain.DoneAt)
+		}
+		if thr.PeakUp > plain.PeakUp {
+			t.Errorf("N=%d: rebound+throttle peak %d calls per 100 ms, rebound alone %d: want no higher", n, thr.PeakUp, plain.PeakUp)
+		}
+	}
+}
