@@ -18,6 +18,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/regstate"
+	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -124,7 +125,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if err != nil {
 		return nil, err
 	}
-	ttl := int64((o.ttl + time.Second - 1) / time.Second)
+	ttl := int64(sat.RoundUp(o.ttl, time.Second) / time.Second) // WithTTL bounds it
 	retrier, err := rebound.NewRetrier(repairPolicy(o.policy, ttl))
 	if err != nil {
 		return nil, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err}
@@ -189,7 +190,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 // so that the Schedule draws every wait, a Retry-After included.
 func repairPolicy(p rebound.Policy, ttl int64) rebound.Policy {
 	p = p.Normalized()
-	limit := max(time.Duration(ttl)*time.Second/3, rebound.MinDelay)
+	limit := max(sat.Mul(time.Duration(ttl)*time.Second, 1.0/3), rebound.MinDelay)
 	p.Max = min(p.Max, limit)
 	p.Initial = min(p.Initial, p.Max)
 	p.MaxRetryAfter = min(p.MaxRetryAfter, p.Max)
