@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/go-kratos/kratos/v2/registry"
 	"go.uber.org/zap"
@@ -136,8 +137,9 @@ func identity(si *registry.ServiceInstance) string { return si.Name + "\x00" + s
 // "<name>.<scheme>"; for FormatEtcd one key) and returns once the
 // registry accepted every part. A part whose first registration fails
 // (registry down, a TPS rejection) is tried again with the backoff of
-// WithPolicy until ctx ends; then Register returns the last error (a
-// *rebound.RetryError) and deregisters the parts already registered.
+// WithPolicy until ctx ends; then Register deregisters the parts already
+// registered (bounded by 10 s of its own, as ctx has ended) and returns
+// the last error (a *rebound.RetryError).
 // From then on the adapter keeps the instance registered until
 // Deregister.
 //
@@ -212,22 +214,7 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 			if handOver() {
 				return fmt.Errorf("reboundkratos: register %s: deregistered while registering: %w", service.Name, err)
 			}
-			r.mu.Lock()
-			closed := r.closed
-			r.mu.Unlock()
-			if closed {
-				for _, g := range done {
-					_ = g.Close()
-				}
-				return ErrClosed
-			}
-			r.shutdown(ctx, service, done)
-			r.mu.Lock()
-			if r.regs[id] == rg {
-				delete(r.regs, id)
-			}
-			r.mu.Unlock()
-			return fmt.Errorf("reboundkratos: register %s as %s: %w", service.Name, u.key, err)
+			return r.registerFailed(ctx, id, rg, service, done, fmt.Errorf("reboundkratos: register %s as %s: %w", service.Name, u.key, err))
 		}
 		done = append(done, g)
 	}
@@ -249,6 +236,35 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 	r.log.Info("registered", zap.String("service", service.Name), zap.String("id", service.ID), zap.Strings("endpoints", service.Endpoints))
 	return nil
 }
+
+// registerFailed undoes a Register whose part could not be registered:
+// it deregisters the parts in done (or closes them after Close) and
+// returns err (ErrClosed after Close).
+func (r *Registrar) registerFailed(ctx context.Context, id string, rg *registered, si *registry.ServiceInstance, done []subscriber.Registration, err error) error {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		for _, g := range done {
+			_ = g.Close()
+		}
+		return ErrClosed
+	}
+	// ctx has ended: the cleanup gets a bounded context of its own.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	r.shutdown(cctx, si, done)
+	cancel()
+	r.mu.Lock()
+	if r.regs[id] == rg {
+		delete(r.regs, id)
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// cleanupTimeout bounds the deregistration of the parts a failed Register
+// had registered.
+const cleanupTimeout = 10 * time.Second
 
 // registerTransient: every adapter error is worth another attempt but a
 // bad argument and a closed client.

@@ -329,15 +329,15 @@ func (r *watchedRegistry) Subscribe(ctx context.Context, key Key, sink Sink) err
 // the current list and pushes every change to Changed, coalescing; a key
 // that has no list yet shows the registry's error (Snapshot.Unresolved),
 // and a subscription that stops for good shows why (Snapshot.Stopped).
-// Views from Watch belong to the Manager's own group, with no linger and
-// no refresh pacing beyond the Manager's (see NewWatchGroup for a group of
-// its own).
+// Views from Watch belong to the Manager's own group, with
+// NewWatchGroup's defaults: no linger, View.Refresh paced at the Manager's
+// refresh interval plus one second.
 //
 // Errors: an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a
 // key Subscribe would reject (an empty service, an empty cluster name);
 // an error wrapping ErrManagerClosed after Close.
 func (m *Manager) Watch(key Key) (*View, error) {
 	ws := &m.watches
-	ws.once.Do(func() { ws.dflt = &WatchGroup{m: m, keys: make(map[KeyID]*groupKey)} })
+	ws.once.Do(func() { ws.dflt = m.newWatchGroup() })
 	return ws.dflt.watch("subscriber.Manager.Watch", key)
 }

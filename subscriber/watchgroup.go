@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/sat"
 )
 
 // A WatchGroupOption configures NewWatchGroup.
@@ -101,7 +103,7 @@ type WatchGroupStats struct {
 // wrapping ErrManagerClosed after Close. Defaults: no linger, refreshes
 // paced at the Manager's refresh interval plus one second.
 func (m *Manager) NewWatchGroup(opts ...WatchGroupOption) (*WatchGroup, error) {
-	g := &WatchGroup{m: m, rnInterval: m.opts.refreshMin + time.Second, keys: make(map[KeyID]*groupKey)}
+	g := m.newWatchGroup()
 	for _, o := range opts {
 		if o != nil {
 			o.apply(g)
@@ -114,6 +116,13 @@ func (m *Manager) NewWatchGroup(opts ...WatchGroupOption) (*WatchGroup, error) {
 		return nil, fmt.Errorf("subscriber: NewWatchGroup: %w", ErrManagerClosed)
 	}
 	return g, nil
+}
+
+// newWatchGroup returns a group with the default settings: no linger,
+// refreshes paced at the Manager's refresh interval plus one second
+// (saturated: a huge interval does not wrap to a negative one).
+func (m *Manager) newWatchGroup() *WatchGroup {
+	return &WatchGroup{m: m, rnInterval: sat.Add(m.opts.refreshMin, time.Second), keys: make(map[KeyID]*groupKey)}
 }
 
 // Watch returns a View of key in the group (see Manager.Watch). Errors:
@@ -261,7 +270,7 @@ func (g *WatchGroup) refresh(w *watch) {
 		return
 	}
 	now := time.Now()
-	next := gk.lastRefresh.Add(g.rnInterval)
+	next := sat.AddTime(gk.lastRefresh, g.rnInterval)
 	if gk.lastRefresh.IsZero() || !now.Before(next) {
 		gk.lastRefresh = now
 		g.mu.Unlock()

@@ -152,7 +152,8 @@
 // back. A lease survives a restart of the cluster.
 //
 // Stopping follows net/http.Server: Registration.Shutdown(ctx) stops and
-// deregisters (revokes the lease, bounded by ctx); Registration.Close
+// deregisters (revokes the lease, retried until ctx is done);
+// Registration.Close
 // stops at once without a request, leaving the key to expire with its
 // lease.
 //

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/sat"
 )
 
 // Defaults of a Registry and a Registration.
@@ -185,18 +186,21 @@ func WithAttemptTimeout(d time.Duration) SharedOption {
 
 // WithTTL sets the lease TTL of a registration. Default: DefaultTTL
 // (30 s; see there for the rule it follows). etcd counts TTLs in whole
-// seconds: d must be at least one second and is rounded up to a whole
-// second. The server may raise a TTL below its minimum (1.5 election
-// timeouts).
+// seconds: d is rounded up to a whole second and must be from 1 s to
+// etcd's largest TTL, 9,000,000,000 s (2,500,000 h). The server may raise
+// a TTL below its minimum (1.5 election timeouts).
 func WithTTL(d time.Duration) RegisterOption {
 	return registerOption(func(o *registerOptions) {
-		if d < time.Second {
-			o.errs = append(o.errs, argErr("WithTTL", "d", fmt.Sprintf("must be >= 1s; got %v", d)))
+		if d < time.Second || sat.RoundUp(d, time.Second) > maxTTL {
+			o.errs = append(o.errs, argErr("WithTTL", "d", fmt.Sprintf("must be from 1s to %v (etcd's largest lease TTL); got %v", maxTTL, d)))
 			return
 		}
 		o.ttl = d
 	})
 }
+
+// maxTTL is etcd's largest lease TTL (its lease.MaxLeaseTTL).
+const maxTTL = 9_000_000_000 * time.Second
 
 // WithPolicy sets the backoff between the attempts of a registration to
 // repair itself (probe its lease, register again, put its key back).

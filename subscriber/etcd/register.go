@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/regstate"
+	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -95,7 +95,7 @@ type Registration struct {
 // registered after Register, repairing while a lease is probed or
 // replaced or the key put back, deregistering in Shutdown, stopped after
 // Shutdown, Close or a permanent error. Update changes the instance's
-// value on the current lease.
+// value on the current lease (one that yields the key only records it).
 //
 // Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout,
 // WithTTL, WithPolicy, WithRegistrationObserver, WithMeterProvider; a nil
@@ -124,7 +124,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if err != nil {
 		return nil, err
 	}
-	ttl := int64((o.ttl + time.Second - 1) / time.Second)
+	ttl := int64(sat.RoundUp(o.ttl, time.Second) / time.Second) // WithTTL bounds it
 	retrier, err := rebound.NewRetrier(repairPolicy(o.policy, ttl))
 	if err != nil {
 		return nil, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err}
@@ -189,7 +189,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 // so that the Schedule draws every wait, a Retry-After included.
 func repairPolicy(p rebound.Policy, ttl int64) rebound.Policy {
 	p = p.Normalized()
-	limit := max(time.Duration(ttl)*time.Second/3, rebound.MinDelay)
+	limit := max(sat.Mul(time.Duration(ttl)*time.Second, 1.0/3), rebound.MinDelay)
 	p.Max = min(p.Max, limit)
 	p.Initial = min(p.Initial, p.Max)
 	p.MaxRetryAfter = min(p.MaxRetryAfter, p.Max)
@@ -588,139 +588,6 @@ func (g *Registration) watchConnection(ctx context.Context, ready chan<- struct{
 			}
 		}
 	}
-}
-
-// stop ends the goroutines, bounded by ctx.
-func (g *Registration) stop(ctx context.Context) error {
-	g.cancel()
-	select {
-	case <-g.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Close stops keeping the instance registered, at once and without a
-// request: the key stays until its lease expires (at most the TTL). Use
-// Shutdown to deregister. Close implements io.Closer; it is idempotent,
-// returns once the Registration's goroutines have ended (they end
-// promptly: every request they make is bounded by the same context) and
-// always returns nil.
-func (g *Registration) Close() error {
-	_ = g.stop(context.Background())
-	g.track.Set(subscriber.RegistrationStopped, nil)
-	return nil
-}
-
-// Shutdown stops keeping the instance registered and deregisters it:
-// it revokes the lease, which deletes the key if the lease holds it (a
-// key another Registration of the instance took over stays). It is
-// bounded by ctx and by the attempt timeout. If the revocation fails (the
-// cluster is unreachable), the key disappears when the lease expires and
-// Shutdown returns the error (a *subscriber.OpError, or ctx's error).
-// Shutdown may follow Close (it then still revokes); it is idempotent:
-// later calls return the first revocation's result.
-func (g *Registration) Shutdown(ctx context.Context) error {
-	if ctx == nil {
-		return argErr("Registration.Shutdown", "ctx", "must not be nil")
-	}
-	if err := g.stop(ctx); err != nil {
-		return err
-	}
-	g.revokeOnce.Do(func() {
-		g.track.Set(subscriber.RegistrationDeregistering, nil)
-		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
-		defer cancel()
-		start := time.Now()
-		if _, err := g.client.Revoke(ctx, g.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			g.revokeErr = classify("revoke", g.key, err, g.closed())
-		}
-		g.track.Attempt(subscriber.RegistrationOpDeregister, start, g.revokeErr)
-		g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
-	})
-	return g.revokeErr
-}
-
-// update is one Update request to the loop goroutine.
-type update struct {
-	ctx   context.Context
-	inst  subscriber.Instance
-	value string
-	done  chan error // buffered (1)
-}
-
-// checkWeight rejects a weight no balancer can use (and JSON cannot hold).
-func checkWeight(fn string, w float64) error {
-	if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
-		return argErr(fn, "inst.Weight", fmt.Sprintf("must be a finite number >= 0; got %v", w))
-	}
-	return nil
-}
-
-// Update changes the registered instance's value (weight, metadata,
-// enabled, healthy): it puts the new value on the current lease, bounded
-// by ctx and the attempt timeout, and returns once etcd holds it, or the
-// error (a *subscriber.OpError; the registration keeps the previous
-// value). inst must map to the same etcd key (the same ID, or IP and
-// port when ID is empty): another key is another instance, a
-// *rebound.ArgumentError, as is a negative, NaN or infinite Weight.
-// Ephemeral is set. After Shutdown or Close it
-// returns an error matching subscriber.ErrRegistrationStopped (and
-// rebound.ErrClosed).
-func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
-	const fn = "Registration.Update"
-	if ctx == nil {
-		return argErr(fn, "ctx", "must not be nil")
-	}
-	if err := checkWeight(fn, inst.Weight); err != nil {
-		return err
-	}
-	inst.Ephemeral = true
-	id, value, err := g.layout.Encode(inst)
-	if err != nil {
-		return err
-	}
-	prefix, _ := g.layout.ServicePrefix(g.track.Key())
-	if prefix+id != g.key {
-		return argErr(fn, "inst", fmt.Sprintf("must keep the instance's key %q (another key is another instance: Register it); got %q", g.key, prefix+id))
-	}
-	u := update{ctx: ctx, inst: inst, value: string(value), done: make(chan error, 1)}
-	select {
-	case g.updates <- u:
-	case <-g.done:
-		return opErr("update", g.key, subscriber.ErrRegistrationStopped)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-u.done:
-		return err
-	case <-ctx.Done():
-		// The loop's request is bounded by ctx too: it ends soon.
-		return ctx.Err()
-	}
-}
-
-// update puts u's value on the current lease (in the loop goroutine).
-func (h *holder) update(u update) error {
-	g := h.g
-	ctx, cancel := context.WithTimeout(u.ctx, g.opts.timeout)
-	defer cancel()
-	stop := context.AfterFunc(h.ctx, cancel)
-	defer stop()
-	start := time.Now()
-	_, err := g.client.Put(ctx, g.key, u.value, clientv3.WithLease(h.lease))
-	if err != nil {
-		err = classify("put", g.key, err, g.closed())
-	}
-	g.track.Attempt(subscriber.RegistrationOpUpdate, start, err)
-	if err != nil {
-		return err
-	}
-	g.value = u.value
-	g.track.SetInstance(u.inst)
-	return nil
 }
 
 var (

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/sat"
 )
 
 // Defaults of a [Cluster].
@@ -91,14 +92,14 @@ func WithRequestHook(hook func(Request)) Option {
 // WithElection sets the raft heartbeat interval and election timeout of
 // every member (etcd's --heartbeat-interval and --election-timeout).
 // Defaults: DefaultTick and DefaultElection. tick must be at least 1 ms
-// and election at least 5 ticks (etcd's own rule).
+// and election from 5 ticks to 50 s (etcd's own rules).
 func WithElection(tick, election time.Duration) Option {
 	return optionFunc(func(o *options) error {
 		if tick < time.Millisecond {
 			return argErr("WithElection", "tick", fmt.Sprintf("must be >= 1ms; got %v", tick))
 		}
-		if election < 5*tick {
-			return argErr("WithElection", "election", fmt.Sprintf("must be >= 5 ticks (%v); got %v", 5*tick, election))
+		if five := sat.Mul(tick, 5); election < five || election > maxElection {
+			return argErr("WithElection", "election", fmt.Sprintf("must be from 5 ticks (%v) to %v; got %v", five, maxElection, election))
 		}
 		o.tick, o.election = tick, election
 		return nil
@@ -117,6 +118,9 @@ func WithStartTimeout(d time.Duration) Option {
 		return nil
 	})
 }
+
+// maxElection is etcd's longest election timeout.
+const maxElection = 50 * time.Second
 
 func argErr(fn, arg, reason string) error {
 	return &rebound.ArgumentError{Func: "etcdtest." + fn, Arg: arg, Reason: reason}

@@ -1,0 +1,173 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// stop ends the goroutines, bounded by ctx.
+func (g *Registration) stop(ctx context.Context) error {
+	g.cancel()
+	select {
+	case <-g.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops keeping the instance registered, at once and without a
+// request: the key stays until its lease expires (at most the TTL). Use
+// Shutdown to deregister. Close implements io.Closer; it is idempotent,
+// returns once the Registration's goroutines have ended (they end
+// promptly: every request they make is bounded by the same context) and
+// always returns nil.
+func (g *Registration) Close() error {
+	_ = g.stop(context.Background())
+	g.track.Set(subscriber.RegistrationStopped, nil)
+	return nil
+}
+
+// Shutdown stops keeping the instance registered and deregisters it:
+// it revokes the lease, which deletes the key if the lease holds it (a
+// key another Registration of the instance took over stays). A failed
+// revocation (the cluster is unreachable) is retried, paced by WithPolicy,
+// each attempt bounded by the attempt timeout, until it succeeds or ctx
+// is done; Shutdown then returns the error (a *rebound.RetryError
+// wrapping ctx's error and the last *subscriber.OpError, or that
+// OpError), and the key disappears when the lease expires. Shutdown may
+// follow Close (it then still revokes); it is idempotent: later calls
+// return the first revocation's result.
+func (g *Registration) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return argErr("Registration.Shutdown", "ctx", "must not be nil")
+	}
+	if err := g.stop(ctx); err != nil {
+		return err
+	}
+	g.revokeOnce.Do(func() {
+		g.track.Set(subscriber.RegistrationDeregistering, nil)
+		lease := g.Lease()
+		g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+			defer cancel()
+			start := time.Now()
+			_, err := g.client.Revoke(ctx, lease)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				err = nil // gone already: nothing holds the key any more
+			}
+			err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
+			g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
+			return err
+		})
+		g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
+	})
+	return g.revokeErr
+}
+
+// update is one Update request to the loop goroutine.
+type update struct {
+	ctx   context.Context
+	inst  subscriber.Instance
+	value string
+	done  chan error // buffered (1)
+}
+
+// checkWeight rejects a weight no balancer can use (and JSON cannot hold).
+func checkWeight(fn string, w float64) error {
+	if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+		return argErr(fn, "inst.Weight", fmt.Sprintf("must be a finite number >= 0; got %v", w))
+	}
+	return nil
+}
+
+// Update changes the registered instance's value (weight, metadata,
+// enabled, healthy): it puts the new value on the current lease, bounded
+// by ctx and the attempt timeout, and returns once etcd holds it, or the
+// error (a *subscriber.OpError; the registration keeps the previous
+// value). While another live lease holds the key (another Registration
+// of the instance, see Register), Update only records the value, which
+// is put when the key comes back: it never takes the key from the
+// other. inst must map to the same etcd key (the same ID, or IP and
+// port when ID is empty): another key is another instance, a
+// *rebound.ArgumentError, as is a negative, NaN or infinite Weight.
+// Ephemeral is set. After Shutdown or Close it returns an error matching
+// subscriber.ErrRegistrationStopped (and rebound.ErrClosed).
+func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+	const fn = "Registration.Update"
+	if ctx == nil {
+		return argErr(fn, "ctx", "must not be nil")
+	}
+	if err := checkWeight(fn, inst.Weight); err != nil {
+		return err
+	}
+	inst.Ephemeral = true
+	id, value, err := g.layout.Encode(inst)
+	if err != nil {
+		return err
+	}
+	prefix, _ := g.layout.ServicePrefix(g.track.Key())
+	if prefix+id != g.key {
+		return argErr(fn, "inst", fmt.Sprintf("must keep the instance's key %q (another key is another instance: Register it); got %q", g.key, prefix+id))
+	}
+	u := update{ctx: ctx, inst: inst, value: string(value), done: make(chan error, 1)}
+	select {
+	case g.updates <- u:
+	case <-g.done:
+		return opErr("update", g.key, subscriber.ErrRegistrationStopped)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-u.done:
+		return err
+	case <-ctx.Done():
+		// The loop's request is bounded by ctx too: it ends soon.
+		return ctx.Err()
+	}
+}
+
+// update puts u's value on the current lease (in the loop goroutine) if
+// the lease holds the key or nothing does; it only records the value
+// while another lease holds the key.
+func (h *holder) update(u update) error {
+	g := h.g
+	ctx, cancel := context.WithTimeout(u.ctx, g.opts.timeout)
+	defer cancel()
+	stop := context.AfterFunc(h.ctx, cancel)
+	defer stop()
+	start := time.Now()
+	put := clientv3.OpPut(g.key, u.value, clientv3.WithLease(h.lease))
+	held := func(l clientv3.LeaseID) clientv3.Cmp {
+		return clientv3.Compare(clientv3.LeaseValue(g.key), "=", l)
+	}
+	// A missing key and a key without a lease compare equal to lease 0.
+	resp, err := g.client.Txn(ctx).If(held(h.lease)).Then(put).
+		Else(clientv3.OpTxn([]clientv3.Cmp{held(0)}, []clientv3.Op{put}, []clientv3.Op{clientv3.OpGet(g.key)})).
+		Commit()
+	if err != nil {
+		err = classify("put", g.key, err, g.closed())
+	}
+	g.track.Attempt(subscriber.RegistrationOpUpdate, start, err)
+	if err != nil {
+		return err
+	}
+	if inner := resp.Responses[0].GetResponseTxn(); !resp.Succeeded && inner != nil && !inner.Succeeded {
+		h.yielded = true
+		g.log.Info("another lease holds the key; the new value is put when it comes back", zap.Int64("lease", int64(h.lease)))
+	} else {
+		h.yielded = false
+	}
+	g.value = u.value
+	g.track.SetInstance(u.inst)
+	return nil
+}
