@@ -173,39 +173,64 @@ func BenchmarkDownRegistry(b *testing.B) {
 // over one subscription is GC noise (it came out negative at -benchtime 1x).
 const memSubs = 10_000
 
-// BenchmarkMemoryPerSubscription measures the heap and stack held per
+// BenchmarkMemoryPerSubscription measures the memory held per
 // subscription, pending (registry down, retrying) and subscribed (idle),
-// over memSubs subscriptions per iteration; B/sub is the mean over
-// iterations, meaningful at any -benchtime (1x included).
+// over memSubs subscriptions per iteration; the metrics are means over
+// iterations, meaningful at any -benchtime (1x included):
+//
+//	B/sub          heap and stack in use (HeapInuse+StackInuse) per subscription
+//	heap-B/sub     live heap (HeapAlloc after a GC) per subscription: what an
+//	               outside probe reads from runtime.MemStats
+//	goroutines/sub goroutines left per subscription
+//
+// The plain cases use a registry without a ConnectionMonitor and no
+// limiter; the -monitor cases New's defaults and the registry's monitor,
+// as a user would (the Manager knows the registry is down).
 func BenchmarkMemoryPerSubscription(b *testing.B) {
-	for _, down := range []bool{true, false} {
-		name := "subscribed"
-		if down {
-			name = "pending"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		down, monitor bool
+	}{{"pending", true, false}, {"subscribed", false, false}, {"pending-monitor", true, true}, {"subscribed-monitor", false, true}} {
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var total float64
+			var inuse, heap, gs float64
 			for range b.N {
-				total += memoryPerSubscription(b, down, memSubs)
+				r := memoryPerSubscription(b, c.down, c.monitor, memSubs)
+				inuse += r.inuse
+				heap += r.heap
+				gs += r.goroutines
 			}
-			b.ReportMetric(total/float64(b.N), "B/sub")
+			n := float64(b.N)
+			b.ReportMetric(inuse/n, "B/sub")
+			b.ReportMetric(heap/n, "heap-B/sub")
+			b.ReportMetric(gs/n, "goroutines/sub")
 		})
 	}
 }
 
-// memoryPerSubscription subscribes n keys and returns the heap and stack
-// bytes held per subscription once they are all retrying (down) or
-// subscribed and idle.
-func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
+type memFigures struct{ inuse, heap, goroutines float64 }
+
+// memoryPerSubscription subscribes n keys and returns the memory held per
+// subscription once they are all retrying (down) or subscribed and idle.
+func memoryPerSubscription(b *testing.B, down, monitor bool, n int) memFigures {
 	b.StopTimer()
 	reg := subscribertest.New()
 	reg.SetDown(down)
-	m, err := subscriber.New(plain{reg}, subscriber.WithLimiter(nil))
+	var r subscriber.Registry = plain{reg}
+	opts := []subscriber.Option{subscriber.WithLimiter(nil)}
+	if monitor {
+		r, opts = reg, nil
+	}
+	m, err := subscriber.New(r, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
+	if monitor && down {
+		for m.Counts().Connection != subscriber.Disconnected {
+			runtime.Gosched()
+		}
+	}
 	keys := make([]subscriber.Key, n)
 	for i := range keys {
 		keys[i] = subscriber.Key{Service: fmt.Sprint("svc", i)}
@@ -215,6 +240,7 @@ func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
 	b.StartTimer()
 	for i := range n {
 		subs[i], err = m.Subscribe(context.Background(), keys[i], l)
@@ -233,15 +259,19 @@ func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
 		}
 	}
 	// Let the attempt and delivery goroutines of the first attempts finish.
-	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > 10 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > g0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	used := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+	g1 := runtime.NumGoroutine()
 	runtime.KeepAlive(subs)
 	runtime.KeepAlive(keys)
-	return float64(used) / float64(n)
+	return memFigures{
+		inuse:      float64(int64(after.HeapInuse+after.StackInuse)-int64(before.HeapInuse+before.StackInuse)) / float64(n),
+		heap:       float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n),
+		goroutines: float64(g1-g0) / float64(n),
+	}
 }
 
 // BenchmarkManySubscriptions: 100,000 subscriptions in one process against

@@ -30,7 +30,7 @@
 //     a confirmation cap, the end of an empty-list hold, a reconciliation.
 //     Attempts run on the scheduler goroutine; one that blocks is left to
 //     finish while a new scheduler goroutine takes over. A waiting
-//     subscription costs about 1.5 KB and no goroutine.
+//     subscription costs about 1 KB and no goroutine.
 //   - The adapter hands lists to the subscription's Sink; a delivery
 //     goroutine (only while there is something to deliver) calls the
 //     Listener, outside every lock, with the latest list. The same list is

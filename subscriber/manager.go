@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/goid"
@@ -152,6 +153,7 @@ type Manager struct {
 	opts      options
 	log       *zap.Logger
 	loopLog   *zap.Logger                             // log with the subscriber component, for the retry Loops
+	logs      bool                                    // log enables some level: the subscriptions keep a retry Loop
 	confirms  bool                                    // reg is a ReconnectConfirmer that confirms reconnects
 	table     *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
 	recon     Reconciler                              // nil unless reg implements it
@@ -239,6 +241,8 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		table:   tableFor(false),
 	}
 	m.loopLog = m.log
+	// A logger that writes nothing needs no retry Loop per subscription.
+	m.logs = zapcore.LevelOf(m.log.Core()) != zapcore.InvalidLevel
 	m.reg = &watchedRegistry{Registry: reg, ws: &m.watches} // reports attempts to the views
 	if rc, ok := reg.(Reconciler); ok {
 		m.recon = rc
@@ -435,7 +439,7 @@ func (m *Manager) startClose() {
 		// finished by that caller: wait for it too, so that no
 		// Registry.Unsubscribe of the Manager runs after Close.
 		for _, s := range subs {
-			<-s.done
+			<-s.Done()
 		}
 		_ = m.metrics.Close()
 		close(m.allDone)
