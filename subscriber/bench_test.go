@@ -21,7 +21,7 @@ import (
 // The benchmarks run in real time (testing/synctest bubbles need a
 // *testing.T); run them with -benchtime=1x. They report:
 //
-//	attempts/10s    subscribe requests 1,000 loops make against a down registry in 10 s
+//	attempts/10s    subscribe requests the loops make against a down registry in 10 s
 //	cpu-%           CPU time (user+sys, getrusage) / wall time, in % of one core,
 //	                whole window including the start of the 1,000 loops
 //	steady-cpu-%    the same after the first tenth of the window
@@ -45,9 +45,19 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkDownRegistry: 1,000 subscriptions retrying against a down
-// registry, next to a no-sleep loop (capped) and a fixed 1 s interval loop.
+// BenchmarkDownRegistry: 1,000 and 10,000 subscriptions against a down
+// registry, next to a no-sleep loop (capped), a fixed 1 s interval loop
+// and bare jittered timers. rebound-monitor is the Manager with the
+// registry's ConnectionMonitor, which reports the connection down: its
+// retries wait for the Connected report (park.go); rebound is the Manager
+// without a monitor, retrying on its own timers.
 func BenchmarkDownRegistry(b *testing.B) {
+	for _, n := range []int{benchSubs, 10 * benchSubs} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) { downRegistry(b, n) })
+	}
+}
+
+func downRegistry(b *testing.B, subs int) {
 	const window = 10 * time.Second
 	run := func(b *testing.B, d time.Duration, start func(reg *subscribertest.Registry, stop <-chan struct{}) func()) {
 		b.ReportAllocs()
@@ -75,24 +85,24 @@ func BenchmarkDownRegistry(b *testing.B) {
 			b.ReportMetric(100*float64(cpu2-cpu1)/float64(end.Sub(wall1)), "steady-cpu-%")
 		}
 	}
-	b.Run("rebound", func(b *testing.B) {
-		run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
-			m, err := subscriber.New(plain{reg})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := range benchSubs {
-				if _, err := m.Subscribe(context.Background(), subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {}); err != nil {
-					b.Fatal(err)
+	for _, monitor := range []bool{false, true} {
+		name := "rebound"
+		if monitor {
+			name = "rebound-monitor"
+		}
+		b.Run(name, func(b *testing.B) {
+			run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
+				if monitor {
+					return reboundDownMonitored(b, reg, subs)
 				}
-			}
-			return func() { m.Close() }
+				return reboundDown(b, plain{reg}, subs)
+			})
 		})
-	})
+	}
 	b.Run("fixed-1s", func(b *testing.B) {
 		run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
 			var wg sync.WaitGroup
-			for i := range benchSubs {
+			for i := range subs {
 				key := subscriber.Key{Service: fmt.Sprint("svc", i)}
 				wg.Go(func() {
 					t := time.NewTimer(0)
@@ -120,7 +130,7 @@ func BenchmarkDownRegistry(b *testing.B) {
 		// cost more CPU than the fixed interval's synchronized ones.
 		run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
 			var wg sync.WaitGroup
-			for i := range benchSubs {
+			for i := range subs {
 				key := subscriber.Key{Service: fmt.Sprint("svc", i)}
 				wg.Go(func() {
 					bo := rebound.Policy{}.NewBackOff()
@@ -148,7 +158,7 @@ func BenchmarkDownRegistry(b *testing.B) {
 		run(b, time.Second, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
 			var wg sync.WaitGroup
 			var total atomic.Int64
-			for i := range benchSubs {
+			for i := range subs {
 				key := subscriber.Key{Service: fmt.Sprint("svc", i)}
 				wg.Go(func() {
 					for total.Add(1) <= maxAttempts {
@@ -166,6 +176,46 @@ func BenchmarkDownRegistry(b *testing.B) {
 			return wg.Wait
 		})
 	})
+}
+
+// reboundDown starts a Manager of subs subscriptions over r and returns
+// its Close.
+func reboundDown(b *testing.B, r subscriber.Registry, subs int) func() {
+	m, err := subscriber.New(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return subscribeDown(b, m, subs)
+}
+
+// reboundDownMonitored is reboundDown over reg and its monitor, in an
+// outage the Manager knows of: the registry was up (one subscription
+// acknowledged), then went down, and the monitor reported it.
+func reboundDownMonitored(b *testing.B, reg *subscribertest.Registry, subs int) func() {
+	reg.SetDown(false)
+	m, err := subscriber.New(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := m.Subscribe(context.Background(), subscriber.Key{Service: "up"}, func([]subscriber.Instance) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-s.Ready()
+	reg.SetDown(true)
+	for m.Counts().Connection != subscriber.Disconnected {
+		runtime.Gosched()
+	}
+	return subscribeDown(b, m, subs)
+}
+
+func subscribeDown(b *testing.B, m *subscriber.Manager, subs int) func() {
+	for i := range subs {
+		if _, err := m.Subscribe(context.Background(), subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func() { m.Close() }
 }
 
 // memSubs is the number of subscriptions BenchmarkMemoryPerSubscription

@@ -172,6 +172,8 @@ type Manager struct {
 	states   [numStates]atomic.Int64
 	nStopped atomic.Uint64
 	conn     atomic.Int32
+	parking  atomic.Bool   // the monitor's last report was Disconnected and it still runs: retries wait for Connected (park.go)
+	upSeen   atomic.Bool   // the connection was up once: a Connected report, or a Subscribe that succeeded (park.go)
 	inCB     callbackMarks // goroutines running listener or observer calls
 
 	mu      sync.Mutex
@@ -497,27 +499,45 @@ func (m *Manager) retire(s *Subscription) {
 
 func (m *Manager) monitor(mon ConnectionMonitor) {
 	defer m.wg.Done()
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("connection monitor panicked", zap.Any("panic", r), zap.Stack("stack"))
-		}
-	}()
-	err := mon.MonitorConnection(m.ctx, m.onConnection)
+	err := m.monitorConnection(mon)
+	// Nothing reports Connected any more: the subscriptions parked while
+	// the connection was down go back to their own timers (or stop, below).
+	m.parking.Store(false)
+	subs := m.snapshot()
 	switch {
-	case err == nil || m.ctx.Err() != nil:
+	case m.ctx.Err() != nil:
+		return // Close stops them all
+	case err == nil || errors.Is(err, errMonitorPanicked):
 	case errors.Is(err, ErrRegistryClosed):
 		// The registry client was closed under the Manager: no Subscribe
 		// can succeed again, and while the connection is down none would
 		// be sent to find out. Stop the subscriptions waiting with nothing
 		// scheduled (see registryClosed) with the reason.
-		subs := m.snapshot()
 		m.log.Info("registry closed: stopping the subscriptions", zap.Int("subscriptions", len(subs)), zap.Error(err))
 		for _, s := range subs {
 			s.registryClosed(err)
 		}
+		return
 	default:
 		m.log.Error("connection monitor stopped", zap.Error(err))
 	}
+	for _, s := range subs {
+		s.unpark()
+	}
+}
+
+// errMonitorPanicked is monitorConnection's error for a monitor that
+// panicked (logged already).
+var errMonitorPanicked = errors.New("subscriber: connection monitor panicked")
+
+func (m *Manager) monitorConnection(mon ConnectionMonitor) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.log.Error("connection monitor panicked", zap.Any("panic", r), zap.Stack("stack"))
+			err = errMonitorPanicked
+		}
+	}()
+	return mon.MonitorConnection(m.ctx, m.onConnection)
 }
 
 // onConnection handles a ConnectionMonitor report.
@@ -535,6 +555,10 @@ func (m *Manager) onConnection(st ConnState) {
 		return
 	}
 	m.conn.Store(int32(st))
+	if st == Connected {
+		m.upSeen.Store(true)
+	}
+	m.parking.Store(st == Disconnected && m.upSeen.Load()) // before the snapshot: a subscription not in it sees it
 	m.mu.Lock()
 	m.down = st == Disconnected
 	if st == Connected {

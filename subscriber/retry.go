@@ -16,6 +16,7 @@ import (
 // are called with the subscription's mutex held, except attempt.
 type runCtl struct {
 	st       runState
+	parked   bool               // st is parkable and the retry timer waits for Connected (park.go)
 	cancel   context.CancelFunc // of the attempt in flight
 	sch      *rebound.Schedule  // of the current confirmation; nil while subscribed
 	confDL   time.Time          // deadline of a wait for evidence (rsAwaiting); zero: none
@@ -129,6 +130,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			r.endRun(now, rebound.Abandoned()) // a token reserved for an attempt that will not run
 		}
 	}
+	r.park(s, tr.do&(aTimerNow|aTimerFirst|aTimerAt|aBackoff) != 0)
 	return out
 }
 
@@ -156,6 +158,9 @@ func (r *runCtl) fire(s *Subscription, now time.Time) {
 	kind, ok := r.st.due()
 	if !ok {
 		return
+	}
+	if r.park(s, true); r.parked {
+		return // the connection went down after the timer was set
 	}
 	ev, d, why := r.admit(s.m, kind, now)
 	r.step(s, ev, stepIn{now: now, reason: why, delay: d})
@@ -214,6 +219,7 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 		// flight). No call was made: no failure, no retry, no event.
 		err = nil
 	case err == nil:
+		s.m.upSeen.Store(true) // the connection works: a later Disconnected parks (park.go)
 		out = r.step(s, evSucceeded, stepIn{now: now})
 	case permanent:
 		s.lastErr = err

@@ -335,13 +335,14 @@ func (s *Subscription) stop(cause error) bool {
 
 // registryClosed stops the subscription with err (the ConnectionMonitor's
 // ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
-// subscribed, or awaiting a ReconnectConfirmer's evidence. Such a
+// subscribed, awaiting a ReconnectConfirmer's evidence, or parked until
+// the connection is back (park.go). Such a
 // subscription would never learn that the registry is closed. One with an
 // attempt to come learns it from that attempt, like any other permanent
 // error (so its attempts are counted the same way whatever the timing).
 func (s *Subscription) registryClosed(err error) {
 	s.mu.Lock()
-	waiting := !s.stopped && (s.run.st == rsAwaiting || s.run.st == rsSubscribed)
+	waiting := !s.stopped && (s.run.st == rsAwaiting || s.run.st == rsSubscribed || s.run.parked)
 	s.unlock()
 	if waiting && s.stop(err) {
 		s.finish()
