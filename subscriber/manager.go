@@ -173,7 +173,7 @@ type Manager struct {
 	nStopped atomic.Uint64
 	conn     atomic.Int32
 	parking  atomic.Bool   // the monitor's last report was Disconnected and it still runs: retries wait for Connected (park.go)
-	upSeen   atomic.Bool   // the connection was up once: a Connected report, or a Subscribe that succeeded (park.go)
+	upSeen   atomic.Bool   // the connection was up once: a Connected report, or a confirmation (park.go)
 	inCB     callbackMarks // goroutines running listener or observer calls
 
 	mu      sync.Mutex

@@ -3,8 +3,8 @@ package subscriber
 import "time"
 
 // While the ConnectionMonitor's last report is Disconnected, and the
-// connection was up before (a Connected report, or a Subscribe that
-// succeeded), a subscription whose next attempt waits for the retry timer (a run
+// connection was up before (a Connected report, or a confirmation: an
+// acknowledged Subscribe or the adapter's evidence), a subscription whose next attempt waits for the retry timer (a run
 // scheduled after a disruption, or a retry after a failure) does not keep
 // the timer: it is parked, and waits for the one Connected report that
 // every subscription gets (evReconnected: a new run at once, through the
