@@ -497,49 +497,6 @@ func (m *Manager) retire(s *Subscription) {
 	m.states[StateStopped].Add(-1) // the retained entries are counted in Counts
 }
 
-func (m *Manager) monitor(mon ConnectionMonitor) {
-	defer m.wg.Done()
-	err := m.monitorConnection(mon)
-	// Nothing reports Connected any more: the subscriptions parked while
-	// the connection was down go back to their own timers (or stop, below).
-	m.parking.Store(false)
-	subs := m.snapshot()
-	switch {
-	case m.ctx.Err() != nil:
-		return // Close stops them all
-	case err == nil || errors.Is(err, errMonitorPanicked):
-	case errors.Is(err, ErrRegistryClosed):
-		// The registry client was closed under the Manager: no Subscribe
-		// can succeed again, and while the connection is down none would
-		// be sent to find out. Stop the subscriptions waiting with nothing
-		// scheduled (see registryClosed) with the reason.
-		m.log.Info("registry closed: stopping the subscriptions", zap.Int("subscriptions", len(subs)), zap.Error(err))
-		for _, s := range subs {
-			s.registryClosed(err)
-		}
-		return
-	default:
-		m.log.Error("connection monitor stopped", zap.Error(err))
-	}
-	for _, s := range subs {
-		s.unpark()
-	}
-}
-
-// errMonitorPanicked is monitorConnection's error for a monitor that
-// panicked (logged already).
-var errMonitorPanicked = errors.New("subscriber: connection monitor panicked")
-
-func (m *Manager) monitorConnection(mon ConnectionMonitor) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("connection monitor panicked", zap.Any("panic", r), zap.Stack("stack"))
-			err = errMonitorPanicked
-		}
-	}()
-	return mon.MonitorConnection(m.ctx, m.onConnection)
-}
-
 // onConnection handles a ConnectionMonitor report.
 func (m *Manager) onConnection(st ConnState) {
 	var (
