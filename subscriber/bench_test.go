@@ -21,7 +21,7 @@ import (
 // The benchmarks run in real time (testing/synctest bubbles need a
 // *testing.T); run them with -benchtime=1x. They report:
 //
-//	attempts/10s    subscribe requests 1,000 loops make against a down registry in 10 s
+//	attempts/10s    subscribe requests the loops make against a down registry in 10 s
 //	cpu-%           CPU time (user+sys, getrusage) / wall time, in % of one core,
 //	                whole window including the start of the 1,000 loops
 //	steady-cpu-%    the same after the first tenth of the window
@@ -45,9 +45,19 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkDownRegistry: 1,000 subscriptions retrying against a down
-// registry, next to a no-sleep loop (capped) and a fixed 1 s interval loop.
+// BenchmarkDownRegistry: 1,000 and 10,000 subscriptions against a down
+// registry, next to a no-sleep loop (capped), a fixed 1 s interval loop
+// and bare jittered timers. rebound-monitor is the Manager with the
+// registry's ConnectionMonitor, which reports the connection down: its
+// retries wait for the Connected report (park.go); rebound is the Manager
+// without a monitor, retrying on its own timers.
 func BenchmarkDownRegistry(b *testing.B) {
+	for _, n := range []int{benchSubs, 10 * benchSubs} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) { downRegistry(b, n) })
+	}
+}
+
+func downRegistry(b *testing.B, subs int) {
 	const window = 10 * time.Second
 	run := func(b *testing.B, d time.Duration, start func(reg *subscribertest.Registry, stop <-chan struct{}) func()) {
 		b.ReportAllocs()
@@ -75,24 +85,24 @@ func BenchmarkDownRegistry(b *testing.B) {
 			b.ReportMetric(100*float64(cpu2-cpu1)/float64(end.Sub(wall1)), "steady-cpu-%")
 		}
 	}
-	b.Run("rebound", func(b *testing.B) {
-		run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
-			m, err := subscriber.New(plain{reg})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := range benchSubs {
-				if _, err := m.Subscribe(context.Background(), subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {}); err != nil {
-					b.Fatal(err)
+	for _, monitor := range []bool{false, true} {
+		name := "rebound"
+		if monitor {
+			name = "rebound-monitor"
+		}
+		b.Run(name, func(b *testing.B) {
+			run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
+				if monitor {
+					return reboundDownMonitored(b, reg, subs)
 				}
-			}
-			return func() { m.Close() }
+				return reboundDown(b, plain{reg}, subs)
+			})
 		})
-	})
+	}
 	b.Run("fixed-1s", func(b *testing.B) {
 		run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
 			var wg sync.WaitGroup
-			for i := range benchSubs {
+			for i := range subs {
 				key := subscriber.Key{Service: fmt.Sprint("svc", i)}
 				wg.Go(func() {
 					t := time.NewTimer(0)
@@ -120,7 +130,7 @@ func BenchmarkDownRegistry(b *testing.B) {
 		// cost more CPU than the fixed interval's synchronized ones.
 		run(b, window, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
 			var wg sync.WaitGroup
-			for i := range benchSubs {
+			for i := range subs {
 				key := subscriber.Key{Service: fmt.Sprint("svc", i)}
 				wg.Go(func() {
 					bo := rebound.Policy{}.NewBackOff()
@@ -148,7 +158,7 @@ func BenchmarkDownRegistry(b *testing.B) {
 		run(b, time.Second, func(reg *subscribertest.Registry, stop <-chan struct{}) func() {
 			var wg sync.WaitGroup
 			var total atomic.Int64
-			for i := range benchSubs {
+			for i := range subs {
 				key := subscriber.Key{Service: fmt.Sprint("svc", i)}
 				wg.Go(func() {
 					for total.Add(1) <= maxAttempts {
@@ -168,44 +178,109 @@ func BenchmarkDownRegistry(b *testing.B) {
 	})
 }
 
+// reboundDown starts a Manager of subs subscriptions over r and returns
+// its Close.
+func reboundDown(b *testing.B, r subscriber.Registry, subs int) func() {
+	m, err := subscriber.New(r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return subscribeDown(b, m, subs)
+}
+
+// reboundDownMonitored is reboundDown over reg and its monitor, in an
+// outage the Manager knows of: the registry was up (one subscription
+// acknowledged), then went down, and the monitor reported it.
+func reboundDownMonitored(b *testing.B, reg *subscribertest.Registry, subs int) func() {
+	reg.SetDown(false)
+	m, err := subscriber.New(reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := m.Subscribe(context.Background(), subscriber.Key{Service: "up"}, func([]subscriber.Instance) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-s.Ready()
+	reg.SetDown(true)
+	for m.Counts().Connection != subscriber.Disconnected {
+		runtime.Gosched()
+	}
+	return subscribeDown(b, m, subs)
+}
+
+func subscribeDown(b *testing.B, m *subscriber.Manager, subs int) func() {
+	for i := range subs {
+		if _, err := m.Subscribe(context.Background(), subscriber.Key{Service: fmt.Sprint("svc", i)}, func([]subscriber.Instance) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func() { m.Close() }
+}
+
 // memSubs is the number of subscriptions BenchmarkMemoryPerSubscription
 // creates per iteration, whatever b.N: a figure per subscription measured
 // over one subscription is GC noise (it came out negative at -benchtime 1x).
 const memSubs = 10_000
 
-// BenchmarkMemoryPerSubscription measures the heap and stack held per
+// BenchmarkMemoryPerSubscription measures the memory held per
 // subscription, pending (registry down, retrying) and subscribed (idle),
-// over memSubs subscriptions per iteration; B/sub is the mean over
-// iterations, meaningful at any -benchtime (1x included).
+// over memSubs subscriptions per iteration; the metrics are means over
+// iterations, meaningful at any -benchtime (1x included):
+//
+//	B/sub          heap and stack in use (HeapInuse+StackInuse) per subscription
+//	heap-B/sub     live heap (HeapAlloc after a GC) per subscription: what an
+//	               outside probe reads from runtime.MemStats
+//	goroutines/sub goroutines left per subscription
+//
+// The plain cases use a registry without a ConnectionMonitor and no
+// limiter; the -monitor cases New's defaults and the registry's monitor,
+// as a user would (the Manager knows the registry is down).
 func BenchmarkMemoryPerSubscription(b *testing.B) {
-	for _, down := range []bool{true, false} {
-		name := "subscribed"
-		if down {
-			name = "pending"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		down, monitor bool
+	}{{"pending", true, false}, {"subscribed", false, false}, {"pending-monitor", true, true}, {"subscribed-monitor", false, true}} {
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var total float64
+			var inuse, heap, gs float64
 			for range b.N {
-				total += memoryPerSubscription(b, down, memSubs)
+				r := memoryPerSubscription(b, c.down, c.monitor, memSubs)
+				inuse += r.inuse
+				heap += r.heap
+				gs += r.goroutines
 			}
-			b.ReportMetric(total/float64(b.N), "B/sub")
+			n := float64(b.N)
+			b.ReportMetric(inuse/n, "B/sub")
+			b.ReportMetric(heap/n, "heap-B/sub")
+			b.ReportMetric(gs/n, "goroutines/sub")
 		})
 	}
 }
 
-// memoryPerSubscription subscribes n keys and returns the heap and stack
-// bytes held per subscription once they are all retrying (down) or
-// subscribed and idle.
-func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
+type memFigures struct{ inuse, heap, goroutines float64 }
+
+// memoryPerSubscription subscribes n keys and returns the memory held per
+// subscription once they are all retrying (down) or subscribed and idle.
+func memoryPerSubscription(b *testing.B, down, monitor bool, n int) memFigures {
 	b.StopTimer()
 	reg := subscribertest.New()
 	reg.SetDown(down)
-	m, err := subscriber.New(plain{reg}, subscriber.WithLimiter(nil))
+	var r subscriber.Registry = plain{reg}
+	opts := []subscriber.Option{subscriber.WithLimiter(nil)}
+	if monitor {
+		r, opts = reg, nil
+	}
+	m, err := subscriber.New(r, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer m.Close()
+	if monitor && down {
+		for m.Counts().Connection != subscriber.Disconnected {
+			runtime.Gosched()
+		}
+	}
 	keys := make([]subscriber.Key, n)
 	for i := range keys {
 		keys[i] = subscriber.Key{Service: fmt.Sprint("svc", i)}
@@ -215,6 +290,7 @@ func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
 	b.StartTimer()
 	for i := range n {
 		subs[i], err = m.Subscribe(context.Background(), keys[i], l)
@@ -233,15 +309,19 @@ func memoryPerSubscription(b *testing.B, down bool, n int) float64 {
 		}
 	}
 	// Let the attempt and delivery goroutines of the first attempts finish.
-	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > 10 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > g0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	used := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+	g1 := runtime.NumGoroutine()
 	runtime.KeepAlive(subs)
 	runtime.KeepAlive(keys)
-	return float64(used) / float64(n)
+	return memFigures{
+		inuse:      float64(int64(after.HeapInuse+after.StackInuse)-int64(before.HeapInuse+before.StackInuse)) / float64(n),
+		heap:       float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n),
+		goroutines: float64(g1-g0) / float64(n),
+	}
 }
 
 // BenchmarkManySubscriptions: 100,000 subscriptions in one process against

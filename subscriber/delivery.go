@@ -13,13 +13,13 @@ import (
 // and call.
 type deliveryQ struct {
 	latest     []Instance // newest list received, not yet delivered
-	hasLatest  bool
 	last       []Instance // last list delivered
-	hasLast    bool
-	seq        uint64 // lists received
-	delivering bool   // the delivery goroutine is running
+	seq        uint64     // lists received
 	deliveries int
 	lastAt     time.Time // when the last delivery started
+	hasLatest  bool
+	hasLast    bool
+	delivering bool // the delivery goroutine is running
 }
 
 // status fills the delivery queue's part of a Status.

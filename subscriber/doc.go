@@ -17,7 +17,10 @@
 //     New: full jitter, 1 s doubling to 30 s by default, unlimited
 //     attempts), each retry taking a token of a shared rate.Limiter
 //     (WithLimiter, default 1,000/s, burst 100); Subscription.Ready is
-//     closed at the first acknowledgement. "Manager closed",
+//     closed at the first acknowledgement. While a ConnectionMonitor
+//     reports the connection down, retries wait for its Connected report
+//     instead of their own timers: a down registry costs nothing per
+//     subscription. "Manager closed",
 //     "unsubscribed", "ctx done", ErrRegistryClosed and rebound.Permanent
 //     errors end a subscription; every other error is retried forever.
 //     Optionally a shared rebound.RetryBudget (WithBudget) and
@@ -30,7 +33,7 @@
 //     a confirmation cap, the end of an empty-list hold, a reconciliation.
 //     Attempts run on the scheduler goroutine; one that blocks is left to
 //     finish while a new scheduler goroutine takes over. A waiting
-//     subscription costs about 1.5 KB and no goroutine.
+//     subscription costs about 1 KB and no goroutine.
 //   - The adapter hands lists to the subscription's Sink; a delivery
 //     goroutine (only while there is something to deliver) calls the
 //     Listener, outside every lock, with the latest list. The same list is

@@ -9,22 +9,34 @@ import "time"
 // its arrival). Its methods are called with the subscription's mutex
 // held.
 type emptyHold struct {
-	window    bool
 	windowEnd time.Time // zero while not confirmed since the window opened
-	why       string
 	since     time.Time // when the held empty list arrived; zero: nothing held
-	first     bool      // the held list is the subscription's first
-	checks    uint8     // Lookups of the server made (or due) during this hold
+	window    bool
+	why       holdWhy
+	first     bool  // the held list is the subscription's first
+	checks    uint8 // Lookups of the server made (or due) during this hold
 }
+
+// holdWhy is the registry event that opened a hold window (Status.HeldReason).
+type holdWhy uint8
+
+const (
+	whyLost holdWhy = iota + 1
+	whyReconnected
+)
+
+var holdWhyNames = [...]string{whyLost: "registry connection lost", whyReconnected: "registry reconnected"}
+
+func (w holdWhy) String() string { return holdWhyNames[w] }
 
 // status fills the hold's part of a Status.
 func (h *emptyHold) status(st *Status, hold time.Duration) {
 	if h.since.IsZero() {
 		return
 	}
-	st.HeldSince, st.HeldReason = h.since, h.why
+	st.HeldSince, st.HeldReason = h.since, h.why.String()
 	if h.first {
-		st.HeldReason = "first list empty; " + h.why
+		st.HeldReason = "first list empty; " + h.why.String()
 	}
 	st.HeldUntil = h.until(hold)
 }
@@ -39,9 +51,9 @@ func (h *emptyHold) openFirst(hold time.Duration, down bool, upAt time.Time) {
 	switch {
 	case hold <= 0:
 	case down:
-		h.window, h.why = true, "registry connection lost"
+		h.window, h.why = true, whyLost
 	case !upAt.IsZero() && time.Since(upAt) < hold:
-		h.window, h.why = true, "registry reconnected"
+		h.window, h.why = true, whyReconnected
 		h.windowEnd = upAt.Add(hold)
 	}
 }
@@ -51,9 +63,9 @@ func (h *emptyHold) openFirst(hold time.Duration, down bool, upAt time.Time) {
 func (h *emptyHold) disrupted(kind disruptKind) {
 	switch kind {
 	case disruptLost:
-		h.window, h.windowEnd, h.why = true, time.Time{}, "registry connection lost"
+		h.window, h.windowEnd, h.why = true, time.Time{}, whyLost
 	case disruptReconnected:
-		h.window, h.windowEnd, h.why = true, time.Time{}, "registry reconnected"
+		h.window, h.windowEnd, h.why = true, time.Time{}, whyReconnected
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/goid"
@@ -152,6 +153,7 @@ type Manager struct {
 	opts      options
 	log       *zap.Logger
 	loopLog   *zap.Logger                             // log with the subscriber component, for the retry Loops
+	logs      bool                                    // log enables some level: the subscriptions keep a retry Loop
 	confirms  bool                                    // reg is a ReconnectConfirmer that confirms reconnects
 	table     *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
 	recon     Reconciler                              // nil unless reg implements it
@@ -170,6 +172,8 @@ type Manager struct {
 	states   [numStates]atomic.Int64
 	nStopped atomic.Uint64
 	conn     atomic.Int32
+	parking  atomic.Bool   // the monitor's last report was Disconnected and it still runs: retries wait for Connected (park.go)
+	upSeen   atomic.Bool   // the connection was up once: a Connected report, or a confirmation (park.go)
 	inCB     callbackMarks // goroutines running listener or observer calls
 
 	mu      sync.Mutex
@@ -239,6 +243,8 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		table:   tableFor(false),
 	}
 	m.loopLog = m.log
+	// A logger that writes nothing needs no retry Loop per subscription.
+	m.logs = zapcore.LevelOf(m.log.Core()) != zapcore.InvalidLevel
 	m.reg = &watchedRegistry{Registry: reg, ws: &m.watches} // reports attempts to the views
 	if rc, ok := reg.(Reconciler); ok {
 		m.recon = rc
@@ -435,7 +441,7 @@ func (m *Manager) startClose() {
 		// finished by that caller: wait for it too, so that no
 		// Registry.Unsubscribe of the Manager runs after Close.
 		for _, s := range subs {
-			<-s.done
+			<-s.Done()
 		}
 		_ = m.metrics.Close()
 		close(m.allDone)
@@ -491,31 +497,6 @@ func (m *Manager) retire(s *Subscription) {
 	m.states[StateStopped].Add(-1) // the retained entries are counted in Counts
 }
 
-func (m *Manager) monitor(mon ConnectionMonitor) {
-	defer m.wg.Done()
-	defer func() {
-		if r := recover(); r != nil {
-			m.log.Error("connection monitor panicked", zap.Any("panic", r), zap.Stack("stack"))
-		}
-	}()
-	err := mon.MonitorConnection(m.ctx, m.onConnection)
-	switch {
-	case err == nil || m.ctx.Err() != nil:
-	case errors.Is(err, ErrRegistryClosed):
-		// The registry client was closed under the Manager: no Subscribe
-		// can succeed again, and while the connection is down none would
-		// be sent to find out. Stop the subscriptions waiting with nothing
-		// scheduled (see registryClosed) with the reason.
-		subs := m.snapshot()
-		m.log.Info("registry closed: stopping the subscriptions", zap.Int("subscriptions", len(subs)), zap.Error(err))
-		for _, s := range subs {
-			s.registryClosed(err)
-		}
-	default:
-		m.log.Error("connection monitor stopped", zap.Error(err))
-	}
-}
-
 // onConnection handles a ConnectionMonitor report.
 func (m *Manager) onConnection(st ConnState) {
 	var (
@@ -531,6 +512,10 @@ func (m *Manager) onConnection(st ConnState) {
 		return
 	}
 	m.conn.Store(int32(st))
+	if st == Connected {
+		m.upSeen.Store(true)
+	}
+	m.parking.Store(st == Disconnected && m.upSeen.Load()) // before the snapshot: a subscription not in it sees it
 	m.mu.Lock()
 	m.down = st == Disconnected
 	if st == Connected {

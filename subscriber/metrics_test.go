@@ -57,9 +57,13 @@ func TestMetrics(t *testing.T) {
 		}
 
 		// An outage: both retry, the connection is reported down, and the
-		// retry loops' attempts are counted.
-		reg.SetDown(true)
+		// retry loops' attempts are counted. Retries wait for Connected
+		// while the connection is reported down (park.go): the registry
+		// restarts and rejects them first, then goes down.
+		reg.SetFailure(func(subscriber.Key) error { return subscribertest.ErrUnavailable })
+		reg.Restart()
 		time.Sleep(10 * time.Second)
+		reg.SetDown(true)
 		synctest.Wait()
 		got = telemetrytest.Collect(t, reader)
 		if n := got["rebound.subscriber.subscriptions"]["state=retrying"]; n != 2 {
@@ -71,6 +75,7 @@ func TestMetrics(t *testing.T) {
 		if n := got["rebound.retry.attempts"]["component=subscriber,outcome=retry"]; n == 0 {
 			t.Errorf("no retry attempts counted: %v", got["rebound.retry.attempts"])
 		}
+		reg.SetFailure(nil)
 		reg.SetDown(false)
 		time.Sleep(time.Minute)
 		synctest.Wait()

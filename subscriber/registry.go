@@ -116,9 +116,12 @@ func (s ConnState) String() string {
 // evidence whether the client's own re-subscription worked implements
 // ReconnectConfirmer instead, and the Manager then sends nothing for the
 // subscriptions the adapter confirms. On Disconnected it marks every
-// subscription as retrying, keeps the last delivered lists (see
-// WithEmptyListHold) and starts confirming the subscribed ones with backoff
-// (loops already retrying keep their backoff).
+// subscription as retrying and keeps the last delivered lists (see
+// WithEmptyListHold); until Connected, if the connection was up before,
+// no retry is sent (a subscription's very first attempt excepted): they
+// wait for that one report instead of timers of their own. Report Disconnected only when a Subscribe would
+// fail; if MonitorConnection returns while the connection is down, the
+// subscriptions retry on their own timers again.
 type ConnectionMonitor interface {
 	// MonitorConnection reports connection changes to report until ctx is
 	// done, then returns (nil or ctx.Err()). It returns an error matching

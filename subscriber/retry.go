@@ -16,6 +16,7 @@ import (
 // are called with the subscription's mutex held, except attempt.
 type runCtl struct {
 	st       runState
+	parked   bool               // st is parkable and the retry timer waits for Connected (park.go)
 	cancel   context.CancelFunc // of the attempt in flight
 	sch      *rebound.Schedule  // of the current confirmation; nil while subscribed
 	confDL   time.Time          // deadline of a wait for evidence (rsAwaiting); zero: none
@@ -84,13 +85,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 				s.setTimer(timerRetry, now.Add(in.delay))
 			}
 		case aBackoff:
-			d := r.schedule(s.m, now).Decide(now, rebound.Failed(in.reason))
-			if d.Verdict == rebound.Stop {
-				out.gaveUp = d.Err // not retryable after all (a classifier): stop like a permanent error
-				break
-			}
-			out.delay = d.Delay
-			s.setTimer(timerRetry, now.Add(d.Delay))
+			out.delay, out.gaveUp = r.backoff(s, now, in.reason)
 		case aDeferred:
 			r.deferred++
 			r.deferWhy = in.reason
@@ -114,11 +109,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aLaunch:
 			r.launch(s, true)
 		case aLaunchNow:
-			// The Subscribe call's first run: a deposit in the budget, no
-			// token (admit.go).
-			r.sch = s.m.starter.NewSchedule(now)
-			r.sch.Decide(now, rebound.Ready(rebound.FirstAttempt))
-			r.launch(s, false)
+			r.launchFirst(s, now)
 		case aStop:
 			for k := range numTimers {
 				s.cancelTimer(k)
@@ -129,7 +120,28 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			r.endRun(now, rebound.Abandoned()) // a token reserved for an attempt that will not run
 		}
 	}
+	r.park(s, tr.do&(aTimerNow|aTimerFirst|aTimerAt|aBackoff) != 0)
 	return out
+}
+
+// backoff sets the retry timer after the Schedule's next delay for the
+// failure reason, or returns the error of a Schedule that stops (not
+// retryable after all, a classifier: stop like a permanent error).
+func (r *runCtl) backoff(s *Subscription, now time.Time, reason error) (time.Duration, error) {
+	d := r.schedule(s.m, now).Decide(now, rebound.Failed(reason))
+	if d.Verdict == rebound.Stop {
+		return 0, d.Err
+	}
+	s.setTimer(timerRetry, now.Add(d.Delay))
+	return d.Delay, nil
+}
+
+// launchFirst starts the Subscribe call's first run: a deposit in the
+// budget, no token (admit.go).
+func (r *runCtl) launchFirst(s *Subscription, now time.Time) {
+	r.sch = s.m.starter.NewSchedule(now)
+	r.sch.Decide(now, rebound.Ready(rebound.FirstAttempt))
+	r.launch(s, false)
 }
 
 // status fills the retry control's part of a Status.
@@ -156,6 +168,9 @@ func (r *runCtl) fire(s *Subscription, now time.Time) {
 	kind, ok := r.st.due()
 	if !ok {
 		return
+	}
+	if r.park(s, true); r.parked {
+		return // the connection went down after the timer was set
 	}
 	ev, d, why := r.admit(s.m, kind, now)
 	r.step(s, ev, stepIn{now: now, reason: why, delay: d})
@@ -283,6 +298,7 @@ func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence boo
 	// succeeded (an answered request for the throttle). A new run starts
 	// with the next disruption. Evidence ends a run that made no attempt.
 	r.endRun(now, rebound.Succeeded())
+	s.m.upSeen.Store(true) // the registry answered: a later Disconnected parks (park.go)
 	s.lastErr = nil
 	s.closeReadyLocked()
 	s.hold.confirmedAt(now, s.m.opts.hold)

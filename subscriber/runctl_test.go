@@ -101,7 +101,7 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					if got := queued(m, &s.retryT); got != due {
 						t.Errorf("%s: retry timer queued %v, the state waits for it: %v", where(), got, due)
 					}
-					confirmCap := s.extra != nil && queued(m, &s.extra[timerConfirm-1])
+					confirmCap := s.aux != nil && queued(m, &s.aux.timers[timerConfirm-1])
 					if confirmCap != (next == rsAwaiting && !s.run.confDL.IsZero()) {
 						t.Errorf("%s: evidence cap queued %v (deadline %v)", where(), confirmCap, s.run.confDL)
 					}

@@ -50,15 +50,17 @@ type Subscription struct {
 	listener Listener
 	parent   context.Context // the ctx given to Subscribe
 	sink     sink            // the stable Sink handed to the Registry
-	ready    chan struct{}   // closed on the first acknowledgement
-	done     chan struct{}   // closed when stopped and unsubscribed
 	calls    sync.WaitGroup  // Registry.Subscribe and Lookup calls in progress
 	retryT   entry           // the scheduler entry of the next attempt
 
 	mu        sync.Mutex
 	state     State
-	since     time.Time
 	stopped   bool
+	acked     bool          // acknowledged once: ready is (or will be made) closed
+	finished  bool          // stopped and unsubscribed: done is (or will be made) closed
+	ready     chan struct{} // closed on the first acknowledgement; made when first asked for (Ready)
+	done      chan struct{} // closed when finished; made when first asked for (Done)
+	since     time.Time
 	stopErr   error
 	lastErr   error
 	stopAfter func() bool
@@ -66,11 +68,38 @@ type Subscription struct {
 	dq        deliveryQ
 	hold      emptyHold
 	look      lookups
-	confAt    time.Time
-	confWhy   string
-	log       *logging.Loop         // created at the first attempt's end
-	extra     *[numTimers - 1]entry // the other scheduler entries, allocated when first needed
-	out       outbox                // events noted under mu for the observers (outbox.go)
+	log       *logging.Loop // created at the first attempt's end, if the Manager logs
+	aux       *subAux       // allocated when first needed
+	out       outbox        // events noted under mu for the observers (outbox.go)
+}
+
+// subAux is the part of a subscription that a pending or plainly
+// subscribed one does not use: its scheduler entries other than the retry
+// timer, and the adapter's last evidence. Most subscriptions never
+// allocate it (docs/subscription.md, "Memory").
+type subAux struct {
+	timers  [numTimers - 1]entry
+	confAt  time.Time
+	confWhy string
+}
+
+// closedChan is the channel Ready and Done return when asked for the first
+// time after the event they signal.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// auxLocked returns s.aux, allocating it if needed. The caller holds s.mu.
+func (s *Subscription) auxLocked() *subAux {
+	if s.aux == nil {
+		s.aux = new(subAux)
+		for i := range s.aux.timers {
+			s.aux.timers[i] = newEntry(s, timerKind(i+1))
+		}
+	}
+	return s.aux
 }
 
 // timer returns the scheduler entry of kind, allocating it if needed. The
@@ -79,13 +108,7 @@ func (s *Subscription) timer(k timerKind) *entry {
 	if k == timerRetry {
 		return &s.retryT
 	}
-	if s.extra == nil {
-		s.extra = new([numTimers - 1]entry)
-		for i := range s.extra {
-			s.extra[i] = newEntry(s, timerKind(i+1))
-		}
-	}
-	return &s.extra[k-1]
+	return &s.auxLocked().timers[k-1]
 }
 
 // setTimer (re)schedules the entry of kind at at. The caller holds s.mu.
@@ -120,15 +143,15 @@ func tokenStep(l *rate.Limiter) time.Duration {
 func (s *Subscription) cancelTimer(k timerKind) {
 	if k == timerRetry {
 		s.m.sched.cancel(&s.retryT)
-	} else if s.extra != nil {
-		s.m.sched.cancel(&s.extra[k-1])
+	} else if s.aux != nil {
+		s.m.sched.cancel(&s.aux.timers[k-1])
 	}
 }
 
 // loopLocked returns the subscription's throttled retry log. The caller
 // holds s.mu.
 func (s *Subscription) loopLocked() *logging.Loop {
-	if s.log == nil {
+	if s.log == nil && s.m.logs {
 		s.log = logging.NewLoop(s.m.loopLog, "", zap.Stringer("key", s.key))
 	}
 	return s.log
@@ -154,8 +177,6 @@ func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subs
 		key:      key,
 		listener: l,
 		parent:   ctx,
-		ready:    make(chan struct{}),
-		done:     make(chan struct{}),
 		run:      runCtl{st: rsNew},
 	}
 	s.sink.s = s
@@ -191,11 +212,31 @@ func (s *Subscription) Key() Key {
 // (adapters report it during or right after the acknowledgement), unless
 // it is an empty list held back after a reconnect (WithEmptyListHold). Ready
 // stays open if the subscription stops before that; select on Done too.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+func (s *Subscription) Ready() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready == nil {
+		if s.acked {
+			return closedChan
+		}
+		s.ready = make(chan struct{})
+	}
+	return s.ready
+}
 
 // Done returns a channel closed when the subscription has stopped and the
 // registry's Unsubscribe has returned.
-func (s *Subscription) Done() <-chan struct{} { return s.done }
+func (s *Subscription) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		if s.finished {
+			return closedChan
+		}
+		s.done = make(chan struct{})
+	}
+	return s.done
+}
 
 // Err returns nil while the subscription runs, and why it stopped
 // afterwards: an error wrapping ErrUnsubscribed, ErrManagerClosed, the
@@ -216,7 +257,9 @@ func (s *Subscription) Status() Status {
 func (s *Subscription) statusLocked() Status {
 	st := Status{
 		ID: s.id, Key: s.Key(), State: s.state, Since: s.since, LastErr: s.lastErr,
-		ConfirmedAt: s.confAt, ConfirmReason: s.confWhy,
+	}
+	if s.aux != nil {
+		st.ConfirmedAt, st.ConfirmReason = s.aux.confAt, s.aux.confWhy
 	}
 	s.run.status(&st)
 	s.dq.status(&st)
@@ -236,7 +279,7 @@ func (s *Subscription) statusLocked() Status {
 // until it has finished stopping and returns nil.
 func (s *Subscription) Unsubscribe() error {
 	if !s.stop(ErrUnsubscribed) {
-		<-s.done
+		<-s.Done()
 		return nil
 	}
 	return s.finish()
@@ -292,13 +335,14 @@ func (s *Subscription) stop(cause error) bool {
 
 // registryClosed stops the subscription with err (the ConnectionMonitor's
 // ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
-// subscribed, or awaiting a ReconnectConfirmer's evidence. Such a
+// subscribed, awaiting a ReconnectConfirmer's evidence, or parked until
+// the connection is back (park.go). Such a
 // subscription would never learn that the registry is closed. One with an
 // attempt to come learns it from that attempt, like any other permanent
 // error (so its attempts are counted the same way whatever the timing).
 func (s *Subscription) registryClosed(err error) {
 	s.mu.Lock()
-	waiting := !s.stopped && (s.run.st == rsAwaiting || s.run.st == rsSubscribed)
+	waiting := !s.stopped && (s.run.st == rsAwaiting || s.run.st == rsSubscribed || s.run.parked)
 	s.unlock()
 	if waiting && s.stop(err) {
 		s.finish()
@@ -336,7 +380,13 @@ func (s *Subscription) finish() error {
 		s.m.log.Info("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))
 	}
 	s.m.retire(s)
-	close(s.done)
+	s.mu.Lock()
+	s.finished = true
+	done := s.done
+	s.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
 	return err
 }
 
@@ -382,10 +432,11 @@ func (s *Subscription) settledLocked() State {
 
 // closeReadyLocked closes ready, once.
 func (s *Subscription) closeReadyLocked() {
-	select {
-	case <-s.ready:
-	default:
-		close(s.ready)
+	if !s.acked {
+		s.acked = true
+		if s.ready != nil {
+			close(s.ready)
+		}
 	}
 }
 
@@ -451,7 +502,8 @@ func (s *Subscription) confirmed(reason string) {
 		return
 	}
 	now := time.Now()
-	s.confAt, s.confWhy = now, reason
+	a := s.auxLocked()
+	a.confAt, a.confWhy = now, reason
 	s.m.watches.confirmed(&s.sink) // the registry answered: a view's unresolved error clears
 	if s.run.step(s, evConfirmed, stepIn{now: now, confirm: reason}).acked {
 		return // the ack reported the confirmation
