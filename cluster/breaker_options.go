@@ -80,10 +80,9 @@ type BreakerEvent struct {
 
 // A BreakerDirectory emits a rebound.EventStateChanged, Detail a
 // BreakerEvent, for each state change of a breaker, to the observers of
-// WithBreakerObserver; BreakerHooks is the typed adapter. gobreaker calls
-// its OnStateChange under its own mutex; a BreakerDirectory only queues
-// the change there and calls the observers after gobreaker has returned,
-// from the goroutine whose call caused the change (a List or an Invoke),
+// WithBreakerObserver; BreakerHooks is the typed adapter. A breaker only
+// queues the change under its mutex; the directory calls the observers
+// once it is released, from the goroutine whose call caused the change (a List or an Invoke),
 // with no lock held, one event at a time in the order of the changes: a
 // slow observer delays that call, nothing else (wrap it in a
 // rebound.Queue to delay nothing). An observer that panics is recovered
@@ -150,11 +149,17 @@ func (c *breakerConfig) bad(fn, arg, reason string) {
 // except that the directory fills in, when left zero: Name (the target),
 // ReadyToTrip (WithConsecutiveFailures), Timeout (WithOpenTimeout) and
 // IsSuccessful (the opposite of WithBreakerClassifier). OnStateChange, if
-// set, is called like the other hooks: after gobreaker's mutex is released
-// (see BreakerHooks). MaxRequests is the number of probes a half-open
+// set, is called like the other hooks, with no lock held (see
+// BreakerHooks); ReadyToTrip, IsSuccessful and IsExcluded are not called
+// under a lock either. MaxRequests is the number of probes a half-open
 // breaker lets through (gobreaker's default, 1: a recovering target gets
-// one call, not a burst). Default: gobreaker.Settings{} for every target.
-// A nil factory is a *rebound.ArgumentError.
+// one call, not a burst). A Timeout of math.MaxInt64 never ends; a
+// BucketPeriod is raised so that an Interval has at most 1,024 buckets.
+// Two differences from gobreaker's CircuitBreaker: closed, a call counts
+// in Counts.Requests when it ends rather than when admitted, and the
+// open timeout may grow (WithMaxOpenTimeout). Default:
+// gobreaker.Settings{} for every target. A nil factory is a
+// *rebound.ArgumentError.
 func WithBreakerSettings(factory func(target string) gobreaker.Settings) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) {
 		if factory == nil {
