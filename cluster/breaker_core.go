@@ -258,7 +258,9 @@ func (c *breakerCore) openWindow(now time.Duration) {
 }
 
 // arm sets the timer that unpublishes the window at its end, so that the
-// first call after it takes the locked path and starts the next one.
+// first call after it takes the locked path and starts the next one. Its
+// function only clears a pointer: the goroutine it runs on ends at once,
+// and an idle breaker's timer fires once and is not re-armed until a call.
 func (c *breakerCore) arm(now time.Duration) {
 	end := c.expiry
 	if c.bucket > 0 { // the end of the current bucket
