@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"net"
 	"reflect"
 	"slices"
 	"sync"
@@ -14,283 +12,24 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// Breaker defaults: what a BreakerDirectory fills into the gobreaker
-// Settings of a target when the settings factory leaves the field zero.
-const (
-	// DefaultMaxEjected is the default share of a service's targets whose
-	// breakers may keep them out of selection at once (WithMaxEjected).
-	DefaultMaxEjected = 0.5
-	// DefaultConsecutiveFailures is the number of consecutive failures
-	// that trips a breaker whose Settings have no ReadyToTrip
-	// (WithConsecutiveFailures), as Envoy's consecutive_5xx.
-	DefaultConsecutiveFailures = 5
-	// DefaultOpenTimeout is how long a tripped breaker stays open before
-	// it lets one probe through (half-open) when its Settings have no
-	// Timeout (WithOpenTimeout), as Envoy's base_ejection_time.
-	DefaultOpenTimeout = 30 * time.Second
-)
-
-// BreakerOpenError is the error of a call that no breaker let through:
-// List returns it when the breaker of every listed target is open (and the
-// ejection share, WithMaxEjected, allows them all out), and an Invoker that
-// List returned returns it when its breaker refused the call after all (two
-// calls raced for one half-open probe). It wraps ErrNoInvokers, so a
-// caller that retries an empty directory retries this too, and, for a
-// refusal by one breaker, gobreaker.ErrOpenState or ErrTooManyRequests.
-type BreakerOpenError struct {
-	// Target is the refusing invoker's Target; "" when List refused.
-	Target string
-	// Until is the earliest time a breaker is expected to let a probe
-	// through (the earliest end of an open timeout). A retry that waits
-	// until then is not an attempt wasted on a breaker.
-	Until time.Time
-	// Err is gobreaker's refusal (ErrOpenState, ErrTooManyRequests), nil
-	// when List refused.
-	Err error
-}
-
-func (e *BreakerOpenError) Error() string {
-	if e.Target != "" {
-		return fmt.Sprintf("cluster: breaker of %s refused the call (%v); next probe at %s", e.Target, e.Err, e.Until.Format(time.RFC3339Nano))
-	}
-	return "cluster: every target's breaker is open; next probe at " + e.Until.Format(time.RFC3339Nano)
-}
-
-// Unwrap returns ErrNoInvokers and Err.
-func (e *BreakerOpenError) Unwrap() []error {
-	if e.Err == nil {
-		return []error{ErrNoInvokers}
-	}
-	return []error{ErrNoInvokers, e.Err}
-}
-
-// BreakerEvent is a breaker's state change: the Detail of the
-// rebound.EventStateChanged a BreakerDirectory emits (and what
-// BreakerHooks.StateChanged receives).
-type BreakerEvent struct {
-	Target   string
-	From, To gobreaker.State
-	// At is when the directory saw the change (gobreaker changes state
-	// lazily: open becomes half-open at the first look after the
-	// timeout).
-	At time.Time
-}
-
-// A BreakerDirectory emits a rebound.EventStateChanged, Detail a
-// BreakerEvent, for each state change of a breaker, to the observers of
-// WithBreakerObserver; BreakerHooks is the typed adapter. gobreaker calls
-// its OnStateChange under its own mutex; a BreakerDirectory only queues
-// the change there and calls the observers after gobreaker has returned,
-// from the goroutine whose call caused the change (a List or an Invoke),
-// with no lock held, one event at a time in the order of the changes: a
-// slow observer delays that call, nothing else (wrap it in a
-// rebound.Queue to delay nothing). An observer that panics is recovered
-// and logged. Nil fields are skipped.
-type BreakerHooks struct {
-	StateChanged func(BreakerEvent)
-}
-
-// Observe calls StateChanged with e.Detail, if it is a BreakerEvent.
-func (h BreakerHooks) Observe(e rebound.Event) {
-	if ev, ok := e.Detail.(BreakerEvent); ok && h.StateChanged != nil {
-		h.StateChanged(ev)
-	}
-}
-
-// BreakerStatus is one target's breaker, as BreakerDirectory.Breakers
-// reports it.
-type BreakerStatus struct {
-	Target string
-	State  gobreaker.State
-	// Since is when the breaker entered State (when the directory first
-	// saw the target, for a breaker that has always been closed).
-	Since time.Time
-	// Until is when an open breaker lets a probe through; zero otherwise.
-	Until time.Time
-	// Ejected reports whether the target was out of selection at the last
-	// List: its breaker open (or half-open with its probes taken) within
-	// the ejection share. An open breaker beyond the share is not ejected:
-	// its target is called anyway.
-	Ejected bool
-	Counts  gobreaker.Counts
-}
-
-// A BreakerOption configures NewBreakerDirectory.
-type BreakerOption interface {
-	applyBreaker(*breakerConfig)
-}
-
-type breakerOptionFunc func(*breakerConfig)
-
-func (f breakerOptionFunc) applyBreaker(c *breakerConfig) { f(c) }
-
-type breakerConfig struct {
-	settings func(target string) gobreaker.Settings
-	share    float64
-	failures uint32
-	timeout  time.Duration
-	failure  func(error) bool
-	obs      []rebound.Observer
-	logger   *zap.Logger
-	mp       metric.MeterProvider
-	errs     []error
-}
-
-func (c *breakerConfig) bad(fn, arg, reason string) {
-	c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster." + fn, Arg: arg, Reason: reason})
-}
-
-// WithBreakerSettings sets the factory of each target's gobreaker
-// Settings, called once when the directory first lists the target (and
-// again if the target leaves and comes back: its breaker then starts
-// closed). Every field is gobreaker's, with its meaning and its defaults,
-// except that the directory fills in, when left zero: Name (the target),
-// ReadyToTrip (WithConsecutiveFailures), Timeout (WithOpenTimeout) and
-// IsSuccessful (the opposite of WithBreakerClassifier). OnStateChange, if
-// set, is called like the other hooks: after gobreaker's mutex is released
-// (see BreakerHooks). MaxRequests is the number of probes a half-open
-// breaker lets through (gobreaker's default, 1: a recovering target gets
-// one call, not a burst). Default: gobreaker.Settings{} for every target.
-// A nil factory is a *rebound.ArgumentError.
-func WithBreakerSettings(factory func(target string) gobreaker.Settings) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if factory == nil {
-			c.bad("WithBreakerSettings", "factory", "must not be nil: it returns the gobreaker.Settings of a target")
-			return
-		}
-		c.settings = factory
-	})
-}
-
-// WithMaxEjected sets the largest share of a service's listed targets that
-// open breakers may take out of selection at once, as Envoy's
-// max_ejection_percent: floor(share × targets) (so with 3 targets and the
-// default 0.5, one). When more breakers are open, the ones that opened
-// first (from closed: a half-open breaker keeps its place) stay out and
-// the others are called anyway (if every provider fails, the fault is
-// likely not theirs: keep sending, paced by the caller's budget and
-// throttle); a call through an open breaker is then
-// made without it and not counted. 1 lets every target out: List then
-// returns a *BreakerOpenError when all are open. share must be in (0, 1].
-func WithMaxEjected(share float64) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if !(share > 0 && share <= 1) {
-			c.bad("WithMaxEjected", "share", fmt.Sprintf("must be in (0, 1], got %v", share))
-			return
-		}
-		c.share = share
-	})
-}
-
-// WithConsecutiveFailures sets how many consecutive failures trip a
-// breaker whose Settings have no ReadyToTrip. Default
-// DefaultConsecutiveFailures (5). n must be in [1, math.MaxUint32]
-// (gobreaker counts in a uint32).
-func WithConsecutiveFailures(n int) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if n <= 0 || uint64(n) > math.MaxUint32 { // uint64: an int may be 32 bits
-			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
-			return
-		}
-		c.failures = uint32(n)
-	})
-}
-
-// WithOpenTimeout sets how long a tripped breaker whose Settings have no
-// Timeout stays open before it lets a probe through. Default
-// DefaultOpenTimeout (30 s). d must be > 0.
-func WithOpenTimeout(d time.Duration) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if d <= 0 {
-			c.bad("WithOpenTimeout", "d", fmt.Sprintf("must be > 0, got %v", d))
-			return
-		}
-		c.timeout = d
-	})
-}
-
-// WithBreakerClassifier sets which errors count as failures for the
-// breakers whose Settings have no IsSuccessful: a provider that answers
-// with a business error is up. Behind a failback invoker, pass the same
-// classifier as its WithRetryable (failback.DefaultRetryable by default),
-// so that what the breaker counts as "down" is what failback retries.
-// Default: DefaultBreakerFailure. A nil failure is a *rebound.ArgumentError.
-func WithBreakerClassifier(failure func(error) bool) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if failure == nil {
-			c.bad("WithBreakerClassifier", "failure", "must not be nil: it reports whether an error means the provider failed")
-			return
-		}
-		c.failure = failure
-	})
-}
-
-// WithBreakerObserver adds o as an observer of the breakers' state
-// changes (see BreakerHooks, the typed adapter). Several add up; a nil o
-// is ignored. Default: none.
-func WithBreakerObserver(o rebound.Observer) BreakerOption {
-	if rebound.IsNilObserver(o) {
-		return nil
-	}
-	return breakerOptionFunc(func(c *breakerConfig) { c.obs = append(c.obs, o) })
-}
-
-// WithBreakerLogger sets the logger for state changes (Info for open and
-// closed, Debug for half-open) and hook panics (Error). Default: none. A
-// nil l is ignored.
-func WithBreakerLogger(l *zap.Logger) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if l != nil {
-			c.logger = l
-		}
-	})
-}
-
-// WithBreakerMeterProvider records rebound.breaker.targets{state} (the
-// directory's breakers per state: closed, half_open, open) and
-// rebound.breaker.transitions{state} (state changes, by the state
-// entered), both observable: read from atomics when the reader collects,
-// so calls record nothing. Close unregisters them. Default (and nil): no
-// metrics.
-func WithBreakerMeterProvider(mp metric.MeterProvider) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.mp = mp })
-}
-
-// DefaultBreakerFailure is the classifier of WithBreakerClassifier's
-// default: an error counts as a failure of the provider when it is marked
-// rebound.Transient, is context.DeadlineExceeded (the attempt's own
-// timeout), io.ErrUnexpectedEOF, net.ErrClosed or a net.Error (syscall
-// errors such as ECONNREFUSED included); nil, rebound.Permanent,
-// context.Canceled (the caller gave up) and every other error (a business
-// answer) do not.
-func DefaultBreakerFailure(err error) bool {
-	switch {
-	case err == nil, rebound.IsPermanent(err), errors.Is(err, context.Canceled):
-		return false
-	case rebound.IsTransient(err), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return true
-	}
-	_, ok := errors.AsType[net.Error](err)
-	return ok
-}
-
 // BreakerDirectory decorates a Directory with a circuit breaker per target
-// (github.com/sony/gobreaker/v2), like Envoy's outlier detection: List
+// (gobreaker's state machine and Settings, github.com/sony/gobreaker/v2),
+// like Envoy's outlier detection: List
 // leaves out the targets whose breaker is open, within a share of the
 // targets (WithMaxEjected), and returns invokers that count each call's
 // outcome in their target's breaker.
 //
 //   - A breaker trips after WithConsecutiveFailures failures in a row (or
 //     its Settings' ReadyToTrip), and its target is out of selection for
-//     the open timeout.
+//     the open timeout: base × the consecutive ejections, up to
+//     WithMaxOpenTimeout (by default the base: no growth).
 //   - Then it is half-open: the target is listed again until it has taken
 //     MaxRequests probes (1 by default: one call, not a burst); a probe
 //     that fails opens the breaker again, MaxRequests successes close it.
@@ -303,17 +42,18 @@ func DefaultBreakerFailure(err error) bool {
 // List keeps its last answer while neither the inner list nor any breaker
 // has changed and no open timeout has ended: then it costs the inner List
 // and a few atomic loads, and does not allocate; an invoker it returns
-// adds gobreaker's Execute (two short mutex sections, no allocation) to
-// each call. List returns the invokers in the inner list's order and the
+// adds, while its breaker is closed, two atomic adds and the classifier
+// to each call (no lock, no clock read, no allocation). List returns the invokers in the inner list's order and the
 // caller must not modify the slice.
 //
 // Use one BreakerDirectory per service (per inner Directory). Create it
 // with NewBreakerDirectory; the zero value is not usable. All methods are
 // safe for concurrent use.
 type BreakerDirectory struct {
-	dir Directory
-	cfg breakerConfig
-	log *zap.Logger
+	dir   Directory
+	cfg   breakerConfig
+	log   *zap.Logger
+	epoch time.Time // the breakers' deadlines are monotonic durations since
 
 	gen  atomic.Uint64 // bumped by every change a List answer depends on
 	view atomic.Pointer[breakerView]
@@ -340,7 +80,7 @@ type breakerView struct {
 	src   *Invoker // &inner[0]: the identity of the inner list
 	n     int
 	gen   uint64
-	check int64 // UnixNano from which the answer is stale (an open timeout ends); MaxInt64 if none
+	check int64 // monotonic ns (see mono) from which the answer is stale (an open timeout ends); MaxInt64 if none
 	out   []Invoker
 	err   error
 }
@@ -350,15 +90,14 @@ type breakerView struct {
 type breakerState struct {
 	d       *BreakerDirectory
 	target  string
-	cb      *gobreaker.CircuitBreaker[any]
-	maxReq  uint32
+	core    breakerCore
 	timeout time.Duration
 	user    func(string, gobreaker.State, gobreaker.State)
 
 	state   atomic.Int32 // gobreaker.State, mirrored by onStateChange
-	since   atomic.Int64 // UnixNano
-	until   atomic.Int64 // UnixNano of the end of the open timeout; 0 unless open
-	opened  atomic.Int64 // UnixNano of the last closed -> open change (the outage's start); kept while open or half-open
+	since   atomic.Int64 // monotonic ns (see mono)
+	until   atomic.Int64 // monotonic ns of the end of the open timeout; 0 unless open
+	opened  atomic.Int64 // monotonic ns of the last closed -> open change (the outage's start); kept while open or half-open
 	ejected atomic.Bool
 	gone    bool // dropped; guarded by d.evMu
 }
@@ -383,7 +122,7 @@ type breakerInvoker struct {
 // *rebound.ArgumentError (matching rebound.ErrInvalidArgument) naming the
 // option and its rule for a nil dir or a bad option; nil options are
 // ignored. Defaults: gobreaker.Settings{} per target, trip after 5
-// consecutive failures, open for 30 s, 1 probe when half-open, at most
+// consecutive failures, open for 30 s (no growth), 1 probe when half-open, at most
 // half of the targets out at once, DefaultBreakerFailure, no hooks, no
 // logging, no metrics.
 func NewBreakerDirectory(dir Directory, opts ...BreakerOption) (*BreakerDirectory, error) {
@@ -406,7 +145,7 @@ func NewBreakerDirectory(dir Directory, opts ...BreakerOption) (*BreakerDirector
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	d := &BreakerDirectory{dir: dir, cfg: cfg, members: map[string]*breakerMember{},
+	d := &BreakerDirectory{dir: dir, cfg: cfg, members: map[string]*breakerMember{}, epoch: time.Now(),
 		log: cfg.logger.With(zap.String("component", "cluster.breaker"))}
 	m, err := telemetry.NewBreaker(cfg.mp, d.counts)
 	if err != nil {
@@ -433,7 +172,7 @@ func (d *BreakerDirectory) List(ctx context.Context, inv *Invocation) ([]Invoker
 		return nil, ErrNoInvokers
 	}
 	if v := d.view.Load(); v != nil && v.gen == d.gen.Load() && v.src == &inner[0] && v.n == len(inner) &&
-		(v.check == math.MaxInt64 || time.Now().UnixNano() < v.check) {
+		(v.check == math.MaxInt64 || d.mono() < v.check) {
 		return v.out, v.err
 	}
 	v := d.rebuild(inner)
@@ -452,51 +191,11 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 		d.syncMembers(inner)
 		gen = d.gen.Load()
 	}
-	now := time.Now()
-	nowNs := now.UnixNano()
-	type cand struct {
-		m     *breakerMember
-		since int64 // when its outage began (the breaker's last closed -> open): the first opened stay out
-	}
-	var (
-		admitted = make(map[*breakerMember]bool, len(inner))
-		ejected  []cand
-		listed   int
-		use      = make([]*breakerMember, len(inner)) // the member of each listed entry; nil for a nil or duplicate one
-		seen     = make(map[string]bool, len(inner))
-	)
-	for i, iv := range inner {
-		if iv == nil {
-			continue
-		}
-		tg := iv.Target()
-		m := d.members[tg]
-		if m == nil || seen[tg] { // a duplicate target: the first one counts (as in syncMembers)
-			continue
-		}
-		seen[tg] = true
-		use[i] = m
-		listed++
-		b := m.b
-		st := gobreaker.State(b.state.Load())
-		if st == gobreaker.StateOpen && nowNs > b.until.Load() {
-			st = b.cb.State() // let gobreaker move it to half-open
-		}
-		switch st {
-		case gobreaker.StateClosed:
-			admitted[m] = true
-		case gobreaker.StateHalfOpen:
-			if c := b.cb.Counts(); c.Requests-min(c.Requests, c.TotalExclusions) < b.maxReq { // gobreaker's own rule
-				admitted[m] = true
-			} else {
-				ejected = append(ejected, cand{m, b.opened.Load()})
-			}
-		default:
-			ejected = append(ejected, cand{m, b.opened.Load()})
-		}
-	}
+	nowNs := d.mono()
+	use, admitted, ejected := d.classify(inner, nowNs)
+	listed := len(admitted) + len(ejected)
 	maxOut := int(math.Floor(d.cfg.share*float64(listed) + 1e-9))
-	slices.SortStableFunc(ejected, func(a, b cand) int {
+	slices.SortStableFunc(ejected, func(a, b ejectCand) int {
 		switch {
 		case a.since < b.since:
 			return -1
@@ -514,9 +213,10 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	}
 	check := int64(math.MaxInt64)
 	var until int64 = math.MaxInt64
+	anyOpen := false // an open timeout of MaxInt64 ends at MaxInt64 too
 	for _, c := range ejected {
-		if u := c.m.b.until.Load(); u != 0 && u < until {
-			until = u
+		if u := c.m.b.until.Load(); u != 0 && u <= until {
+			until, anyOpen = u, true
 		}
 	}
 	for _, m := range use {
@@ -533,23 +233,62 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 		default:
 			m.b.ejected.Store(true)
 		}
-		if u := m.b.until.Load(); u != 0 && u+1 < check {
-			check = u + 1
+		if u := m.b.until.Load(); u != 0 && u < check {
+			check = sat.Add(time.Duration(u), 1).Nanoseconds() // an open timeout of MaxInt64 never ends: never stale
 		}
 	}
 	v := &breakerView{src: &inner[0], n: len(inner), gen: gen, check: check, out: out}
 	if len(out) == 0 {
-		if until == math.MaxInt64 { // only half-open breakers with their probes out: look again soon
-			until = nowNs + int64(d.probeRecheck())
+		if !anyOpen { // only half-open breakers with their probes out: look again soon
+			until = sat.Add(time.Duration(nowNs), d.probeRecheck()).Nanoseconds()
 			// and answer anew then, so that the Until a caller waits for
 			// is never in the past while a probe takes long
-			v.check = min(v.check, until+1)
+			v.check = min(v.check, sat.Add(time.Duration(until), 1).Nanoseconds())
 		}
-		v.err = &BreakerOpenError{Until: time.Unix(0, until+1)}
+		v.err = &BreakerOpenError{Until: d.wall(sat.Add(time.Duration(until), 1))}
 		v.out = nil
 	}
 	d.view.Store(v)
 	return v
+}
+
+// ejectCand is a target List would leave out, with when its outage began
+// (its breaker's last closed -> open): the first opened stay out.
+type ejectCand struct {
+	m     *breakerMember
+	since int64
+}
+
+// classify sorts the members of inner (d.mu held): use is the member of
+// each entry (nil for a nil or duplicate one), admitted the ones whose
+// breaker admits a call, ejected the others.
+func (d *BreakerDirectory) classify(inner []Invoker, nowNs int64) (use []*breakerMember, admitted map[*breakerMember]bool, ejected []ejectCand) {
+	use = make([]*breakerMember, len(inner))
+	admitted = make(map[*breakerMember]bool, len(inner))
+	seen := make(map[string]bool, len(inner))
+	for i, iv := range inner {
+		if iv == nil {
+			continue
+		}
+		tg := iv.Target()
+		m := d.members[tg]
+		if m == nil || seen[tg] { // a duplicate target: the first one counts (as in syncMembers)
+			continue
+		}
+		seen[tg] = true
+		use[i] = m
+		b := m.b
+		st := gobreaker.State(b.state.Load())
+		if st == gobreaker.StateOpen && nowNs > b.until.Load() {
+			st = b.core.State() // let the breaker move it to half-open
+		}
+		if st == gobreaker.StateClosed || st == gobreaker.StateHalfOpen && b.core.probeLeft() {
+			admitted[m] = true
+		} else {
+			ejected = append(ejected, ejectCand{m, b.opened.Load()})
+		}
+	}
+	return use, admitted, ejected
 }
 
 // probeRecheck is how soon a List that found every target half-open with
@@ -593,6 +332,7 @@ func (d *BreakerDirectory) syncMembers(inner []Invoker) {
 	for tg, m := range d.members {
 		if !seen[tg] {
 			delete(d.members, tg)
+			m.b.core.stop()
 			d.evMu.Lock()
 			m.b.gone = true
 			d.states[m.b.state.Load()]--
@@ -619,29 +359,29 @@ func (d *BreakerDirectory) newBreaker(target string) *breakerState {
 		failure := d.cfg.failure
 		st.IsSuccessful = func(err error) bool { return !failure(err) }
 	}
-	b.maxReq = max(st.MaxRequests, 1)
 	b.timeout = st.Timeout
-	st.OnStateChange = b.onStateChange
-	b.since.Store(time.Now().UnixNano())
+	b.core.now = d.since
+	b.core.changed = b.onStateChange
+	b.since.Store(d.mono())
 	d.evMu.Lock()
 	d.states[gobreaker.StateClosed]++
 	d.evMu.Unlock()
-	b.cb = gobreaker.NewCircuitBreaker[any](st)
+	b.core.init(st, d.cfg.maxOpen)
 	return b
 }
 
-// onStateChange runs under gobreaker's mutex: it updates the mirror and
-// queues the event; deliver reports it after gobreaker returns.
-func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
-	now := time.Now()
+// onStateChange runs under the breaker's mutex: it updates the mirror and
+// queues the event (now and until are monotonic); deliver reports it once
+// the breaker's mutex is released.
+func (b *breakerState) onStateChange(from, to gobreaker.State, now, until time.Duration) {
 	d := b.d
 	d.evMu.Lock() // the mirror and the counts change together (see syncMembers)
 	b.state.Store(int32(to))
-	b.since.Store(now.UnixNano())
+	b.since.Store(int64(now))
 	if to == gobreaker.StateOpen {
-		b.until.Store(now.Add(b.timeout).UnixNano())
+		b.until.Store(int64(until))
 		if from == gobreaker.StateClosed {
-			b.opened.Store(now.UnixNano())
+			b.opened.Store(int64(now))
 		}
 	} else {
 		b.until.Store(0)
@@ -650,7 +390,7 @@ func (b *breakerState) onStateChange(_ string, from, to gobreaker.State) {
 		d.states[from]--
 		d.states[to]++
 		d.trans[to]++
-		d.events = append(d.events, queuedEvent{BreakerEvent{Target: b.target, From: from, To: to, At: now}, b.user})
+		d.events = append(d.events, queuedEvent{BreakerEvent{Target: b.target, From: from, To: to, At: wallNow()}, b.user})
 		d.pending.Store(true)
 	}
 	d.evMu.Unlock()
@@ -722,11 +462,11 @@ func (d *BreakerDirectory) Breakers() []BreakerStatus {
 	out := make([]BreakerStatus, 0, len(d.members))
 	for _, m := range d.members {
 		b := m.b
-		st := b.cb.State()
-		s := BreakerStatus{Target: b.target, State: st, Since: time.Unix(0, b.since.Load()),
-			Ejected: b.ejected.Load(), Counts: b.cb.Counts()}
+		st := b.core.State()
+		s := BreakerStatus{Target: b.target, State: st, Since: d.wall(time.Duration(b.since.Load())),
+			Ejected: b.ejected.Load(), Counts: b.core.Counts()}
 		if u := b.until.Load(); u != 0 && st == gobreaker.StateOpen {
-			s.Until = time.Unix(0, u)
+			s.Until = d.wall(time.Duration(u))
 		}
 		out = append(out, s)
 	}
@@ -769,35 +509,42 @@ func (bi *breakerInvoker) Target() string { return bi.m.b.target }
 // Invoke calls the target through its breaker: a refused call returns a
 // *BreakerOpenError without reaching the target (or, for a target beyond
 // the ejection share, reaches it without the breaker).
-func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (any, error) {
+func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any, err error) {
 	m := bi.m
 	b := m.b
-	ran, half := false, false
-	res, err := b.cb.Execute(func() (any, error) {
-		ran = true
-		// Admitted: a lazy open -> half-open change has been mirrored by
-		// now. A probe was taken: List must look again, before the call
-		// and after it (an excluded outcome changes no state).
-		if half = gobreaker.State(b.state.Load()) == gobreaker.StateHalfOpen; half {
-			b.d.gen.Add(1)
+	a, refused := b.core.allow()
+	if refused != nil {
+		b.d.deliver() // the look may have moved an open breaker to half-open
+		if bi.forced {
+			return m.inv.Invoke(ctx, inv)
 		}
-		return m.inv.Invoke(ctx, inv)
-	})
-	if half {
+		until := b.d.mono()
+		if u := b.until.Load(); u != 0 {
+			until = sat.Add(time.Duration(u), 1).Nanoseconds()
+		}
+		return nil, &BreakerOpenError{Target: b.target, Until: b.d.wall(time.Duration(until)), Err: refused}
+	}
+	if a.half { // a probe was taken: List must look again, before the call and after it
+		b.d.gen.Add(1)
+		b.d.deliver()
+	}
+	ended := false
+	defer func() {
+		if !ended { // a panic: a failure, as in gobreaker's Execute
+			r := recover()
+			b.core.done(a, fmt.Errorf("%v", r))
+			b.d.deliver()
+			panic(r)
+		}
+	}()
+	res, err = m.inv.Invoke(ctx, inv)
+	ended = true
+	b.core.done(a, err)
+	if a.half {
 		b.d.gen.Add(1)
 	}
 	b.d.deliver()
-	if ran {
-		return res, err
-	}
-	if bi.forced {
-		return m.inv.Invoke(ctx, inv)
-	}
-	until := time.Now()
-	if u := b.until.Load(); u != 0 {
-		until = time.Unix(0, u+1)
-	}
-	return nil, &BreakerOpenError{Target: b.target, Until: until, Err: err}
+	return res, err
 }
 
 // sameInvoker reports whether a and b are the same invoker. Invokers that
@@ -822,3 +569,18 @@ var (
 	_ Directory = (*BreakerDirectory)(nil)
 	_ Invoker   = (*breakerInvoker)(nil)
 )
+
+// mono is the time on the monotonic clock since the directory was made,
+// in nanoseconds: what every deadline of its breakers is measured on.
+func (d *BreakerDirectory) mono() int64 { return int64(time.Since(d.epoch)) }
+
+func (d *BreakerDirectory) since() time.Duration { return time.Since(d.epoch) }
+
+// wall is the time.Time of a monotonic instant: it keeps the epoch's
+// monotonic reading (time.Until of it ignores wall-clock steps) and
+// saturates in year 2262 for an open timeout that never ends.
+func (d *BreakerDirectory) wall(mono time.Duration) time.Time { return sat.AddTime(d.epoch, mono) }
+
+// wallNow reads the wall clock for the time an event is reported at: a
+// seam for the tests that step it (no deadline is measured on it).
+var wallNow = time.Now

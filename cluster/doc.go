@@ -14,13 +14,15 @@
 //     unchanged instances, closes those of instances that disappeared, and
 //     keeps the last known good list when a push would leave it empty.
 //   - BreakerDirectory: a Directory decorator with a circuit breaker per
-//     target (github.com/sony/gobreaker/v2, its Settings exposed through a
-//     factory per target), like Envoy's outlier detection: an open breaker
-//     takes its target out of List within a share of the targets
-//     (WithMaxEjected, default half), a half-open breaker lets one probe
-//     through, a target that leaves the list drops its breaker. State
-//     changes are reported to WithBreakerObserver's observers after gobreaker's mutex is
-//     released; Breakers and Open list the states for a status page.
+//     target (gobreaker's state machine, its Settings exposed through a
+//     factory per target; closed, a call costs a load and an atomic add),
+//     like Envoy's outlier detection: an open breaker takes its target out
+//     of List within a share of the targets (WithMaxEjected, default
+//     half) for an open timeout that may grow with consecutive ejections
+//     (WithMaxOpenTimeout), a half-open breaker lets one probe through, a
+//     target that leaves the list drops its breaker. State changes are
+//     reported to WithBreakerObserver's observers with no lock held;
+//     Breakers and Open list the states for a status page.
 //   - Random and RoundRobin load balancers (zero values usable, safe for
 //     concurrent use). Both skip the invokers passed as exclude (compared by
 //     Target) while another invoker is left.
