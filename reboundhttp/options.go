@@ -19,10 +19,12 @@ func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithOptions gives every host's Retrier the engine options opts:
 // observers (rebound.WithObserver), metrics (rebound.WithMeterProvider),
-// traces (rebound.WithTracerProvider), a classifier of the engine's own is
-// not needed (see WithClassifier). A budget, throttle, limiter or breaker
-// given here is shared by all hosts; use WithHostOptions for one per host.
-// Several WithOptions add up.
+// traces (rebound.WithTracerProvider: a span per attempt, whose context
+// the base transport gets). A budget, throttle, limiter or breaker given
+// here is shared by all hosts; use WithHostOptions for one per host. Use
+// WithClassifier rather than rebound.WithClassifier, which would see this
+// package's errors (*StatusError, the base transport's). Several
+// WithOptions add up.
 func WithOptions(opts ...rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		t.shared = append(t.shared, opts...)
