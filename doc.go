@@ -80,7 +80,9 @@
 // OpenTelemetry instruments built from a metric.MeterProvider given as an
 // option (no-op by default, nothing global, nothing in init()), recorded
 // by an observer of the same events; logging.Loop and statusz.EventLog
-// are observers too. Logging is zap through an injected *zap.Logger
+// are observers too. Traces come the same way: WithTracerProvider (and
+// failback.WithTracerProvider) makes each attempt a span, nothing global
+// (docs/tracing.md). Logging is zap through an injected *zap.Logger
 // (package logging turns a loop's events into a handful of lines per
 // outage).
 //
@@ -102,6 +104,9 @@
 //     subscriber/nacos/nacoslog brings nacos-sdk-go's own log under control.
 //   - statusz: a status page (http.Handler) of subscriptions and failback
 //     queues, and the recent events an EventLog observed, HTML and JSON.
+//   - reboundhttp: an http.RoundTripper whose requests are retried by this
+//     engine, one Retrier per host, never resending a request whose outcome
+//     is unknown unless it is idempotent or keyed.
 //
 // # Metrics
 //

@@ -31,6 +31,7 @@ type config struct {
 	budget    *RetryBudget
 	throttle  *AdaptiveThrottle
 	breaker   Breaker        // WithBreaker (breaker.go)
+	tracer    *tracer        // WithTracerProvider (trace.go)
 	gates     [numKinds]Gate // WithAdmission (decide.go)
 	gatesSet  [numKinds]bool
 	refusal   [3]Refusal // WithRefusal: budget, throttle, breaker

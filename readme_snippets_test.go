@@ -1,9 +1,12 @@
 package rebound_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/reboundhttp"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -59,6 +63,47 @@ func readmeFailback(ctx context.Context, m *subscriber.Manager, dial cluster.Dia
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify", Args: []any{"order 42 shipped"}})
 	return err // nil: delivered, or queued and retried in the background
 	// README snippet end
+}
+
+func readmeHTTP(url string, order []byte) (*http.Response, error) {
+	// README snippet: http
+	// GETs, PUTs and keyed requests retried on 429/502/503/504 and network errors, at most 4 attempts,
+	// Retry-After honoured; a POST without a key only when the server never saw it.
+	rt, err := reboundhttp.New(http.DefaultTransport, rebound.Policy{MaxAttempts: 4},
+		reboundhttp.WithIdempotencyKey(nil)) // each request gets a key, the same on every attempt
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Transport: rt, Timeout: 10 * time.Second} // no wait outlives the Timeout
+	return client.Post(url, "application/json", bytes.NewReader(order))
+	// README snippet end
+}
+
+// TestREADMEHTTP runs the HTTP snippet against a local server that answers
+// 503 once: the POST, keyed, is sent twice with the same key.
+func TestREADMEHTTP(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if len(keys) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer ts.Close()
+	defer http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	resp, err := readmeHTTP(ts.URL, []byte(`{"order":42}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != 200 || len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+		t.Fatalf("status %d, keys %q; want 200 after two attempts with one key", resp.StatusCode, keys)
+	}
 }
 
 // TestREADMERetry runs the Retry snippet on the fake clock: two transient
@@ -173,8 +218,8 @@ func TestREADMESnippets(t *testing.T) {
 			snippets[name] = dedent(body)
 		}
 	}
-	if len(snippets) < 3 {
-		t.Fatalf("found %d snippets, want 3", len(snippets))
+	if len(snippets) < 4 {
+		t.Fatalf("found %d snippets, want 4", len(snippets))
 	}
 	var blocks []string
 	for _, part := range strings.Split(string(readme), "```go\n")[1:] {

@@ -111,7 +111,7 @@ func (r *Retrier) Do(ctx context.Context, op func(ctx context.Context) error) er
 	return r.do(ctx, op)
 }
 
-func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) error {
+func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return &RetryError{Reason: err}
 	}

@@ -391,30 +391,30 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	if f.cfg.durable.store != nil {
 		inv = withIdempotencyKey(inv)
 	}
-	if f.account {
-		return f.invokeAccounted(ctx, inv)
+	if f.cfg.tracer != nil {
+		return f.invokeTraced(ctx, inv) // trace.go
 	}
-	target, res, err := f.attempt(ctx, inv, nil)
+	target, res, err := f.first(ctx, inv)
 	if err == nil {
 		return res, nil
 	}
 	return nil, f.firstFailure(ctx, inv, target, err)
 }
 
-// invokeAccounted is Invoke with a budget or a throttle: the first attempt
-// is a deposit and a request, and its outcome is recorded. The throttle
-// never rejects a first attempt (its verdict is ignored).
-func (f *Invoker) invokeAccounted(ctx context.Context, inv *cluster.Invocation) (any, error) {
+// first makes a call's first attempt. With a budget or a throttle it is a
+// deposit and a request, and its outcome is recorded. The throttle never
+// rejects a first attempt (its verdict is ignored).
+func (f *Invoker) first(ctx context.Context, inv *cluster.Invocation) (cluster.Invoker, any, error) {
+	if !f.account {
+		return f.attempt(ctx, inv, nil)
+	}
 	now := time.Now()
 	_ = f.retrier.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil || (!IsStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
 	}
-	if err == nil {
-		return res, nil
-	}
-	return nil, f.firstFailure(ctx, inv, target, err)
+	return target, res, err
 }
 
 func invalidInvoke(nilCtx bool) error {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
@@ -69,6 +70,7 @@ type config struct {
 	seeded         bool
 	durable        storeConfig          // WithStore, WithCodec (store.go)
 	meterProvider  metric.MeterProvider // WithMeterProvider (metrics.go)
+	tracer         trace.Tracer         // WithTracerProvider (trace.go)
 	errs           []error
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -33,6 +34,7 @@ type task struct {
 	attempts   int32  // the attempts made, as the Schedule counts them (see made)
 	index      int32  // position in the heap
 	sid        uint64 // ID in the Store (WithStore); 0 if none
+	ended      int64  // end of the last traced attempt (WithTracerProvider); 0 if none
 }
 
 func (t *task) target() string { return t.lastTarget }
@@ -251,6 +253,10 @@ func (f *Invoker) run(t *task) {
 	}
 	f.mu.Unlock()
 	t.made(1) // the attempt about to be sent counts from now on
+	var span trace.Span
+	if f.cfg.tracer != nil {
+		ctx, span = f.startRetry(ctx, t) // trace.go
+	}
 	if target != nil {
 		pe, err = safeInvoke(ctx, target, t.inv)
 		f.mu.Lock()
@@ -290,6 +296,9 @@ func (f *Invoker) run(t *task) {
 	}
 	cancel()
 	if target != nil && pe == nil && err != nil && f.breakerHold(t, err, true) {
+		if span != nil {
+			f.endRetry(span, outRequeued, err) // held for the breaker: t is no longer this worker's
+		}
 		return
 	}
 	t.lastTarget = tg
@@ -334,6 +343,10 @@ func (f *Invoker) run(t *task) {
 				t.due = due
 			}
 		}
+	}
+	if span != nil {
+		t.ended = now
+		f.endRetry(span, out, err)
 	}
 	f.settle(t, out, drop, delay, reason, err, now, "failback: retry failed")
 }

@@ -40,7 +40,8 @@ const PushbackTrailer = "grpc-retry-pushback-ms"
 // Args[0] is the request message, Args[1] (optional) the reply message,
 // which Invoke returns; without it the reply is decoded into an
 // emptypb.Empty (its fields kept as unknown fields) and Invoke returns that.
-// Attachments are sent as outgoing metadata, added to the context's.
+// Attachments are sent as outgoing metadata, added to the context's
+// (but failback.TraceContextKey, which failback keeps for its traces).
 //
 // Errors are classified by Classify, so failback's DefaultRetryable retries
 // exactly the transient ones and waits at least a server's pushback.
@@ -149,6 +150,9 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	if len(inv.Attachments) > 0 {
 		kv := make([]string, 0, 2*len(inv.Attachments))
 		for k, v := range inv.Attachments {
+			if k == failback.TraceContextKey { // the trace travels in ctx (grpc's OpenTelemetry plugin), not as metadata
+				continue
+			}
 			kv = append(kv, k, v)
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, kv...)

@@ -1,0 +1,137 @@
+package failback
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+)
+
+// TraceContextKey is the Attachments key, reserved by WithTracerProvider,
+// under which a traced call keeps the W3C traceparent of its first
+// attempt, so that every Store persists it and a retry, in this process or
+// the next one, links to the trace that queued the call.
+const TraceContextKey = "rebound-traceparent"
+
+// WithTracerProvider traces every attempt of a call, as
+// rebound.WithTracerProvider does for a loop: a span "rebound.attempt" of
+// tp's tracer rebound.TracerName with the attempt number, the wait before
+// it, the error's class and the verdict (success, retry: queued or
+// requeued, stop: given up or dropped). The first attempt's span is a child
+// of the caller's; a retry, run in the background after the caller has
+// returned, is the root of a trace of its own with a link to the first
+// attempt's span (its traceparent is kept in the call's Attachments under
+// TraceContextKey: the Invocation is copied, the caller's is not changed).
+// A nil tp, the default, traces nothing and costs nothing; rebound uses no
+// global TracerProvider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) {
+		if tp != nil {
+			c.tracer = tp.Tracer(rebound.TracerName)
+		}
+	})
+}
+
+const spanAttempt = "rebound.attempt"
+
+// invokeTraced is Invoke with a tracer: the first attempt in a span, the
+// call queued with that span's traceparent.
+func (f *Invoker) invokeTraced(ctx context.Context, inv *cluster.Invocation) (any, error) {
+	ctx, span := f.cfg.tracer.Start(ctx, spanAttempt, trace.WithAttributes(
+		attribute.Int("rebound.attempt", 1), attribute.Float64("rebound.attempt.wait", 0)))
+	defer span.End()
+	c := *inv
+	c.Attachments = make(map[string]string, len(inv.Attachments)+1)
+	maps.Copy(c.Attachments, inv.Attachments)
+	propagation.TraceContext{}.Inject(ctx, attachmentCarrier(c.Attachments))
+	target, res, err := f.first(ctx, &c)
+	if err == nil {
+		span.SetAttributes(attribute.String("rebound.verdict", "success"))
+		return res, nil
+	}
+	ferr := f.firstFailure(ctx, &c, target, err)
+	verdict := "stop"
+	if ferr == nil {
+		verdict = "retry" // queued
+	}
+	f.failedSpan(span, err, verdict)
+	return nil, ferr
+}
+
+// startRetry starts the span of t's retry (t.attempts already counts it),
+// a new root linked to the trace that queued t.
+func (f *Invoker) startRetry(ctx context.Context, t *task) (context.Context, trace.Span) {
+	since := t.ended
+	if since == 0 {
+		since = t.born
+	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithAttributes(
+		attribute.Int("rebound.attempt", int(t.attempts)),
+		attribute.Float64("rebound.attempt.wait", max(time.Duration(f.now()-since), 0).Seconds()))}
+	if sc := queuedBy(t.inv); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	return f.cfg.tracer.Start(ctx, spanAttempt, opts...)
+}
+
+// endRetry ends the span of a retry by its outcome.
+func (f *Invoker) endRetry(span trace.Span, out outcome, err error) {
+	switch {
+	case out == outSucceeded:
+		span.SetAttributes(attribute.String("rebound.verdict", "success"))
+	case out == outRequeued:
+		f.failedSpan(span, err, "retry")
+	default:
+		f.failedSpan(span, err, "stop")
+	}
+	span.End()
+}
+
+func (f *Invoker) failedSpan(span trace.Span, err error, verdict string) {
+	class := "transient"
+	switch _, ra := rebound.RetryAfterDelay(err); {
+	case rebound.IsPermanent(err):
+		class = "permanent"
+	case !f.retryable(err):
+		class = "not_transient"
+	case ra:
+		class = "retry_after"
+	}
+	span.SetAttributes(attribute.String("rebound.error.class", class), attribute.String("rebound.verdict", verdict))
+	span.SetStatus(codes.Error, err.Error())
+}
+
+// queuedBy returns the span context kept in inv's Attachments, if any.
+func queuedBy(inv *cluster.Invocation) trace.SpanContext {
+	if inv.Attachments[TraceContextKey] == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), attachmentCarrier(inv.Attachments))
+	return trace.SpanContextFromContext(ctx)
+}
+
+// attachmentCarrier keeps the traceparent under TraceContextKey; the
+// tracestate is not kept.
+type attachmentCarrier map[string]string
+
+func (c attachmentCarrier) Get(key string) string {
+	if key == "traceparent" {
+		return c[TraceContextKey]
+	}
+	return ""
+}
+
+func (c attachmentCarrier) Set(key, value string) {
+	if key == "traceparent" {
+		c[TraceContextKey] = value
+	}
+}
+
+func (c attachmentCarrier) Keys() []string { return []string{"traceparent"} }

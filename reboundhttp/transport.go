@@ -1,0 +1,230 @@
+package reboundhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/rebound-go/rebound"
+)
+
+// drainLimit bounds how much of a failed response's body is read before it
+// is closed: a body that ends within it leaves its connection reusable, a
+// longer one (or a never-ending stream) has its connection closed.
+const drainLimit = 4 << 10
+
+// IdempotencyKeyHeader is the header WithIdempotencyKey sets, and one of the
+// two (with X-Idempotency-Key) that make a request safe to retry whatever
+// its method.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// Transport is an http.RoundTripper that retries a request through a
+// rebound.Retrier of its host (see New). It is safe for concurrent use by
+// any number of goroutines.
+type Transport struct {
+	base     http.RoundTripper
+	policy   rebound.Policy
+	shared   []rebound.Option
+	perHost  func(host string) []rebound.Option
+	classify func(*http.Response, error) bool
+	newKey   func() string
+
+	mu    sync.RWMutex
+	hosts map[string]*rebound.Retrier // one per host, built on its first request, never evicted
+
+	pool sync.Pool // of *call
+}
+
+// New returns a Transport that sends each request with base (nil:
+// http.DefaultTransport) and retries it with policy p through the rebound
+// engine: one rebound.Retrier per host (its budget, throttle, limiter and
+// breaker from WithHostOptions), built on the host's first request.
+//
+// The zero Policy means what it means everywhere in rebound: unlimited
+// attempts, so a request retries until its context (or http.Client's
+// Timeout) ends it; set MaxAttempts for a bound of its own. A request is
+// retried only when it is safe (see RoundTrip) and the classifier
+// (WithClassifier, default DefaultClassifier) says it is worth it.
+//
+// New returns an *rebound.ArgumentError (matching rebound.ErrInvalidArgument)
+// naming p or the bad option.
+func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, error) {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*rebound.Retrier{}}
+	for _, o := range opts {
+		if o != nil {
+			if err := o.apply(t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "p", Reason: "breaks a Policy rule", Err: err}
+	}
+	if _, err := rebound.NewRetrier(p, t.shared...); err != nil {
+		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "WithOptions", Reason: "has an option the engine rejects", Err: err}
+	}
+	t.pool.New = func() any { c := &call{t: t}; c.fn = c.attempt; return c }
+	return t, nil
+}
+
+// retrier returns host's Retrier, building it on first use.
+func (t *Transport) retrier(host string) (*rebound.Retrier, error) {
+	t.mu.RLock()
+	r := t.hosts[host]
+	t.mu.RUnlock()
+	if r != nil {
+		return r, nil
+	}
+	opts := t.shared
+	if t.perHost != nil { // called without the lock: it is the user's code
+		opts = append(append([]rebound.Option(nil), t.shared...), t.perHost(host)...)
+	}
+	nr, err := rebound.NewRetrier(t.policy, opts...)
+	if err != nil {
+		return nil, &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "host " + host, Reason: "gave an option the engine rejects", Err: err}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r = t.hosts[host]; r == nil { // another request may have built it first
+		r = nr
+		t.hosts[host] = r
+	}
+	return r, nil
+}
+
+// RoundTrip sends req and retries it through the engine while it is safe
+// and worth it, and returns the last response: the first one that is not
+// retried, or the last failed one (its body unread) when the engine stops
+// with the request's context still live. It returns an error when no
+// response came, or when the context ended (the held response is closed).
+//
+// Safe to retry: an idempotent method (RFC 9110: GET, HEAD, OPTIONS, TRACE,
+// PUT, DELETE), a request carrying Idempotency-Key or X-Idempotency-Key, or
+// any request that the server provably never saw (NeverSent). A POST whose
+// outcome is unknown (a reset after it was written, a timeout, a 503) is
+// never sent again.
+//
+// A request with a body is sent again only if it has GetBody (set by
+// http.NewRequest for *bytes.Buffer, *bytes.Reader and *strings.Reader);
+// one without GetBody is sent once. A failed response that is retried is
+// drained (at most 4 KiB) and closed before the next attempt, so its
+// connection is reused. A Retry-After (seconds or HTTP-date) on a 429 or 503
+// becomes rebound.RetryAfter: the engine caps it at Policy.MaxRetryAfter and
+// stops at once rather than wait past the context's deadline.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil || req.URL == nil {
+		return nil, &rebound.ArgumentError{Func: "reboundhttp.Transport.RoundTrip", Arg: "req", Reason: "must be non-nil with a non-nil URL"}
+	}
+	r, err := t.retrier(req.URL.Host)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	if t.newKey != nil && !hasKey(req.Header) {
+		req = withKey(req, t.newKey())
+	}
+	c := t.pool.Get().(*call)
+	c.req, c.safe = req, safeToRepeat(req)
+	err = r.Do(req.Context(), c.fn)
+	resp, held, sent := c.resp, c.held, c.sent
+	*c = call{t: t, fn: c.fn}
+	t.pool.Put(c)
+	if resp != nil { // not retried: a success, or a 5xx returned as a permanent error
+		return resp, nil
+	}
+	if sent == 0 { // refused before any attempt (context, breaker, throttle)
+		closeBody(req)
+	}
+	if held != nil {
+		if req.Context().Err() == nil {
+			return held, nil // the engine stopped: the caller sees the server's answer
+		}
+		drainClose(held)
+	}
+	return nil, err
+}
+
+// CloseIdleConnections closes the base transport's idle connections, if it
+// has such a method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// call is one logical request: the state its attempts share. Pooled, so
+// that the success path allocates nothing of its own.
+type call struct {
+	t    *Transport
+	fn   func(context.Context) error // c.attempt, made once per pooled call
+	req  *http.Request
+	safe bool
+	sent int            // attempts that reached the base transport
+	resp *http.Response // the response that ends the call
+	held *http.Response // the last failed response, held until the engine decides
+}
+
+// attempt is the operation the engine runs: one round trip.
+func (c *call) attempt(ctx context.Context) error {
+	if c.held != nil { // the engine chose to retry
+		drainClose(c.held)
+		c.held = nil
+	}
+	req := c.req
+	if c.sent > 0 && req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return rebound.Permanent(errNoGetBody) // not reached: the first error was made permanent
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return rebound.Permanent(err)
+		}
+		r2 := *req
+		r2.Body = body
+		req = &r2
+	}
+	if ctx != req.Context() { // an attempt span (rebound.WithTracerProvider) in ctx
+		req = req.WithContext(ctx)
+	}
+	c.sent++
+	rewindable := c.req.Body == nil || c.req.Body == http.NoBody || c.req.GetBody != nil
+	resp, err := c.t.base.RoundTrip(req)
+	if err != nil {
+		if !rewindable || !c.t.classify(nil, err) || (!c.safe && !NeverSent(err)) {
+			return rebound.Permanent(err)
+		}
+		return err
+	}
+	if !c.t.classify(resp, nil) || !c.safe || !rewindable {
+		c.resp = resp
+		if resp.StatusCode >= 500 { // an error for breakers and throttles, not retried
+			return rebound.Permanent(&StatusError{StatusCode: resp.StatusCode})
+		}
+		return nil
+	}
+	c.held = resp
+	serr := &StatusError{StatusCode: resp.StatusCode}
+	if d, ok := retryAfter(resp); ok {
+		return rebound.RetryAfter(d, serr)
+	}
+	return serr
+}
+
+// drainClose reads at most drainLimit bytes of resp's body and closes it.
+func drainClose(resp *http.Response) {
+	if resp.Body != nil {
+		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+		_ = resp.Body.Close()
+	}
+}
+
+// closeBody closes req's body, as a RoundTripper must even on an error.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
