@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -65,11 +66,11 @@ type dirConfig struct {
 
 // WithLogger sets the logger for dial failures (Warn), kept-on-empty pushes
 // (Warn), close failures (Warn) and list changes (Debug). Default: no
-// logging. A nil l is ignored.
+// logging. A nil l is ignored. Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) DirectoryOption {
 	return dirOptionFunc(func(c *dirConfig) {
 		if l != nil {
-			c.logger = l
+			c.logger = logging.Redacted(l)
 		}
 	})
 }
