@@ -116,12 +116,13 @@
 // real, and the row is the time until every listener that had the
 // service's list holds the empty list (the SDK passes it on with the push;
 // rebound's Manager, within subscriber.WithEmptyListHold of the reconnect,
-// delivers it when the hold ends). A
-// last line compares rebound with the SDK alone: SubscribeServiceRequests
-// during the recovery and the time until every subscription was back.
+// delivers it when the hold ends).
 //
-// The verdict comes first: per run, whether every subscription and
-// registration came back and what was lost. The PNG (-out, default
+// The verdict comes first, before the scenario and the table: per run,
+// whether every subscription and registration came back and what was
+// lost, then rebound against the SDK alone (SubscribeServiceRequests
+// during the recovery and the time until every subscription was back).
+// The PNG (-out, default
 // outage.png in the OS temp directory; "" for none; its path is printed)
 // draws the registry's requests and the consumers' subscribe calls per
 // 100 ms, one panel per run, with the outage shaded.
