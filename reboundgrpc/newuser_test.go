@@ -96,6 +96,8 @@ func TestFilteredOutSaysWhy(t *testing.T) {
 			}
 			reg.Set(subscriber.Key{Service: "orders"}, list...)
 			cc := dial(t, b, "rebound:///orders", grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+tc.lb+`":{}}]}`))
+			// A second ClientConn reads the same list: one Warn line for both.
+			cc2 := dial(t, b, "rebound:///orders", grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+tc.lb+`":{}}]}`))
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			var err error
@@ -111,6 +113,10 @@ func TestFilteredOutSaysWhy(t *testing.T) {
 			if tc.lb == "pick_first" && (!strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "orders")) {
 				t.Fatalf("RPC: %v; want orders and %q named", err, tc.want)
 			}
+			if _, err := check(ctx, cc2); status.Code(err) != codes.Unavailable {
+				t.Fatalf("RPC on the second ClientConn: %v; want Unavailable", err)
+			}
+			eventually(t, "both resolvers built", func() bool { return b.Stats().Resolvers == 2 })
 			eventually(t, "a Warn line naming the reason", func() bool {
 				for _, e := range logs.All() {
 					if strings.Contains(fmt.Sprint(e.ContextMap()), tc.want) {
@@ -119,6 +125,9 @@ func TestFilteredOutSaysWhy(t *testing.T) {
 				}
 				return false
 			})
+			if n := logs.FilterMessageSnippet("filtered out").Len(); n != 1 {
+				t.Errorf("%d Warn lines for one list read by two ClientConns, want 1: %v", n, logs.All())
+			}
 		})
 	}
 }

@@ -195,9 +195,10 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 			r.b.filterPanicked(r.key, perr)
 		} else {
 			r.state, r.filtered, r.good, r.filterErr = st, filtered, true, nil
-			if len(snap.List) > 0 && len(st.Endpoints) == 0 {
-				r.b.log.Warn("every instance is filtered out", zap.Stringer("key", r.key),
-					zap.String("why", subscriber.FilteredOut(subscriber.Key{}, snap.List)))
+			if len(st.Endpoints) == 0 {
+				r.b.filteredOut(r.key, snap.List)
+			} else {
+				r.b.filteredOut(r.key, nil) // a usable list: the next filtered one is logged
 			}
 		}
 	}
