@@ -55,13 +55,15 @@ func readmeFailback(ctx context.Context, m *subscriber.Manager, dial cluster.Dia
 	if _, err := m.Subscribe(ctx, subscriber.Key{Service: "notify"}, dir.Update); err != nil {
 		return err
 	}
-	fb, err := failback.New(dir) // default: 3 retries, jittered, 5 to 60 s apart
+	// Default: 3 retries, jittered, 5 to 60 s apart, of rebound.Transient and network
+	// errors only: a plain errors.New comes back unretried (failback.WithRetryable).
+	fb, err := failback.New(dir)
 	if err != nil {
 		return err
 	}
 	defer fb.Shutdown(ctx) // waits for the queued retries, bounded by ctx
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify", Args: []any{"order 42 shipped"}})
-	return err // nil: delivered, or queued and retried in the background
+	return err // nil: delivered, or queued for retry; else the error (and why it was not queued)
 	// README snippet end
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
 )
 
 // Breaker defaults: what a BreakerDirectory fills into the gobreaker
@@ -266,11 +267,11 @@ func WithBreakerObserver(o rebound.Observer) BreakerOption {
 
 // WithBreakerLogger sets the logger for state changes (Info for open and
 // closed, Debug for half-open) and hook panics (Error). Default: none. A
-// nil l is ignored.
+// nil l is ignored. Credentials in targets are scrubbed (logging.Redacted).
 func WithBreakerLogger(l *zap.Logger) BreakerOption {
 	return breakerOptionFunc(func(c *breakerConfig) {
 		if l != nil {
-			c.logger = l
+			c.logger = logging.Redacted(l)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -65,11 +66,11 @@ type dirConfig struct {
 
 // WithLogger sets the logger for dial failures (Warn), kept-on-empty pushes
 // (Warn), close failures (Warn) and list changes (Debug). Default: no
-// logging. A nil l is ignored.
+// logging. A nil l is ignored. Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) DirectoryOption {
 	return dirOptionFunc(func(c *dirConfig) {
 		if l != nil {
-			c.logger = l
+			c.logger = logging.Redacted(l)
 		}
 	})
 }
@@ -164,6 +165,7 @@ type RegistryDirectory struct {
 type dirSnapshot struct {
 	invokers []Invoker
 	closed   bool
+	why      error // List's error for an empty list whose push was all filtered out
 }
 
 type dirEntry struct {
@@ -205,13 +207,18 @@ func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDire
 }
 
 // List returns the current invokers. It returns ErrNoInvokers while the list
-// is empty and ErrClosed after Close. ctx and inv are not used.
+// is empty (wrapped with the reason, such as "3 instances, all disabled",
+// when the filter left out every instance pushed) and ErrClosed after
+// Close. ctx and inv are not used.
 func (d *RegistryDirectory) List(_ context.Context, _ *Invocation) ([]Invoker, error) {
 	s := d.snap.Load()
 	if s.closed {
 		return nil, ErrClosed
 	}
 	if len(s.invokers) == 0 {
+		if s.why != nil {
+			return nil, s.why
+		}
 		return nil, ErrNoInvokers
 	}
 	return s.invokers, nil
@@ -285,6 +292,12 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		keys = append(keys, k)
 	}
 
+	var why error
+	if len(instances) > 0 && len(wanted) == 0 {
+		why = fmt.Errorf("%w: the registry lists %s (the filter keeps healthy, enabled instances by default)",
+			ErrNoInvokers, subscriber.FilteredOut(subscriber.Key{}, instances))
+	}
+
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -355,7 +368,7 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 			d.mu.Unlock()
 			d.report(reports)
 			d.cfg.logger.Warn("cluster: update would leave no invoker; keeping the last known good list",
-				zap.Int("pushed", len(instances)), zap.Int("admitted", len(wanted)), zap.Int("kept", len(base)))
+				zap.Int("pushed", len(instances)), zap.Int("admitted", len(wanted)), zap.Int("kept", len(base)), zap.NamedError("why", why))
 			return
 		}
 		var removed []*dirEntry
@@ -367,13 +380,16 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		d.entries = next
 		d.version++
 		d.appliedSeq = mySeq
-		d.snap.Store(&dirSnapshot{invokers: list})
+		d.snap.Store(&dirSnapshot{invokers: list, why: why})
 		if len(list) > 0 {
 			d.markReadyLocked(true)
 		}
 		d.mu.Unlock()
 
 		d.report(reports)
+		if why != nil {
+			d.cfg.logger.Warn("cluster: every instance is filtered out", zap.NamedError("why", why))
+		}
 		d.cfg.logger.Debug("cluster: directory updated",
 			zap.Int("invokers", len(list)), zap.Int("dialled", len(dialled)), zap.Int("removed", len(removed)))
 		d.closeEntries(removed, "removed")

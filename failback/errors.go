@@ -24,7 +24,9 @@ var (
 	ErrExpired = errors.New("failback: call expired")
 	// ErrNotRetryable is the Reason of a GiveUpError when a retry failed
 	// with an error the classifier (WithRetryable) does not retry, or one
-	// marked rebound.Permanent.
+	// marked rebound.Permanent. Invoke's error matches it too when the
+	// first attempt's error was not classified retryable (the call was not
+	// queued); a rebound.Permanent error is returned as it is.
 	ErrNotRetryable = errors.New("failback: error not retryable")
 	// ErrPanicked is the Reason of a GiveUpError when a retry attempt (the
 	// Directory's List, the LoadBalance's Select or the Invoker's Invoke)
@@ -42,6 +44,25 @@ var (
 	// classifier (WithRetryable) and over rebound.Permanent.
 	ErrStopping = errors.New("failback: transport stopping")
 )
+
+// notRetriedError is Invoke's error for a first attempt whose error was
+// not classified retryable: the error, with why it was not retried.
+type notRetriedError struct{ err error }
+
+func (e *notRetriedError) Error() string {
+	return e.err.Error() + " (failback: not retried: the error is not classified retryable; the default" +
+		" retries only rebound.Transient and network errors: mark it rebound.Transient or classify it with failback.WithRetryable)"
+}
+func (e *notRetriedError) Unwrap() []error { return []error{e.err, ErrNotRetryable} }
+
+// notRetried returns err with why it was not retried; a Permanent error is
+// the caller's own decision and is returned as it is.
+func notRetried(err error) error {
+	if rebound.IsPermanent(err) {
+		return err
+	}
+	return &notRetriedError{err: err}
+}
 
 // stoppingError is what Stopping returns.
 type stoppingError struct{ err error }

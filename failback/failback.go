@@ -267,7 +267,9 @@ var _ cluster.Invoker = (*Invoker)(nil)
 // ignored. Without options:
 // DefaultPolicy() (3 retries), at most 100 tasks, 8 workers, a 10 s
 // timeout per retry attempt, no TTL, DefaultRetryable, a *cluster.Random
-// load balance, no hooks, no logging.
+// load balance, no hooks, no logging. DefaultRetryable retries only errors
+// marked rebound.Transient and network errors: a plain errors.New from an
+// invoker comes back to the caller, not retried (WithRetryable changes it).
 func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	cfg := config{
 		maxTasks:       DefaultMaxTasks,
@@ -362,9 +364,11 @@ func (f *Invoker) Target() string { return "failback" }
 // Invoke makes the first attempt of a call in the calling goroutine, with
 // ctx, and returns its result if it succeeds. If it fails:
 //
-//   - with an error that is not retryable (see WithRetryable), or after ctx
-//     is done, or when the policy allows no retry (MaxAttempts 1): Invoke
-//     returns the error unchanged;
+//   - after ctx is done, with a rebound.Permanent error, or when the policy
+//     allows no retry (MaxAttempts 1): Invoke returns the error unchanged;
+//   - with an error that is not retryable (see WithRetryable; by default
+//     only rebound.Transient and network errors are): Invoke returns it
+//     wrapped with why it was not retried, matching ErrNotRetryable;
 //   - with a retryable error: the call is queued for retry and Invoke
 //     returns (nil, nil) (then, and only then, Hooks.Queued is called); if
 //     it cannot be queued, Invoke returns a *RejectedError wrapping
@@ -465,7 +469,7 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 			return err
 		}
 	case !f.retryable(err):
-		return err
+		return notRetried(err)
 	}
 	t := &task{inv: inv, attempts: 1, lastErr: err}
 	if target != nil {

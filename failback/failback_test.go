@@ -90,8 +90,8 @@ func TestInvokeSuccessAndNonRetryable(t *testing.T) {
 			t.Fatalf("Invoke = %v, %v; want the result", res, err)
 		}
 		res, err = f.Invoke(callerCtx(), &cluster.Invocation{Method: "fail"})
-		if res != nil || err != business {
-			t.Fatalf("Invoke = %v, %v; want the business error, unchanged", res, err)
+		if res != nil || !errors.Is(err, business) || !errors.Is(err, ErrNotRetryable) {
+			t.Fatalf("Invoke = %v, %v; want the business error, not retried", res, err)
 		}
 		time.Sleep(time.Hour)
 		synctest.Wait()

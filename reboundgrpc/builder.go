@@ -50,6 +50,7 @@ type Builder struct {
 	mu        sync.Mutex
 	closed    bool
 	resolvers map[*ccResolver]struct{}
+	warned    map[subscriber.KeyID]*subscriber.Instance // the list filteredOut last logged, by key
 
 	builds, resolveNows, rejected, panics atomic.Uint64
 }
@@ -251,6 +252,30 @@ func (b *Builder) filter(list []subscriber.Instance) (st resolver.State, filtere
 	}()
 	st, filtered = endpoints(list, b.o.filter)
 	return st, filtered, nil
+}
+
+// filteredOut logs at Warn that the filter left none of key's list, once
+// per list however many ClientConns read it; an empty list forgets key's.
+func (b *Builder) filteredOut(key subscriber.Key, list []subscriber.Instance) {
+	id := key.ID()
+	b.mu.Lock()
+	if len(list) == 0 {
+		delete(b.warned, id)
+		b.mu.Unlock()
+		return
+	}
+	first := b.warned[id] != &list[0]
+	if first {
+		if b.warned == nil {
+			b.warned = make(map[subscriber.KeyID]*subscriber.Instance)
+		}
+		b.warned[id] = &list[0]
+	}
+	b.mu.Unlock()
+	if first {
+		b.log.Warn("every instance is filtered out", zap.Stringer("key", key),
+			zap.String("why", subscriber.FilteredOut(subscriber.Key{}, list)))
+	}
 }
 
 func (b *Builder) filterPanicked(key subscriber.Key, err error) {

@@ -43,7 +43,11 @@
 //     state, which closes the balancer's connections, followed by
 //     ReportError(ErrNoInstances ...), so fail-fast RPCs fail at once with
 //     Unavailable. grpc-go answers an empty state with
-//     balancer.ErrBadResolverState by design; that is not retried.
+//     balancer.ErrBadResolverState by design; that is not retried. For a
+//     list the filter emptied, the error says why ("3 instances, all
+//     disabled") and the Builder logs it at Warn; pick_first puts it in the
+//     RPC's error, round_robin says "no children to pick from" whatever the
+//     resolver reports.
 //   - A non-empty state the ClientConn rejects (UpdateState returns an
 //     error) is sent again with backoff, timed by a rebound.Schedule per
 //     resolver (WithPolicy, the zero rebound.Policy by default; WithObserver

@@ -59,7 +59,7 @@ type view struct {
 	state     resolver.State
 	good      bool // state comes from a list the filter accepted
 	filtered  int
-	total     int
+	list      []subscriber.Instance // the registry's list, filtered into state
 	err       error
 	stopped   bool
 	filterErr error // the filter panicked on the latest list
@@ -195,9 +195,14 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 			r.b.filterPanicked(r.key, perr)
 		} else {
 			r.state, r.filtered, r.good, r.filterErr = st, filtered, true, nil
+			if len(st.Endpoints) == 0 {
+				r.b.filteredOut(r.key, snap.List)
+			} else {
+				r.b.filteredOut(r.key, nil) // a usable list: the next filtered one is logged
+			}
 		}
 	}
-	v := view{hasList: r.hasList, state: r.state, good: r.good, filtered: r.filtered, total: len(r.list), filterErr: r.filterErr}
+	v := view{hasList: r.hasList, state: r.state, good: r.good, filtered: r.filtered, list: r.list, filterErr: r.filterErr}
 	switch {
 	case snap.Stopped != nil:
 		v.stopped = true
@@ -246,8 +251,9 @@ func (r *ccResolver) send(v view) error {
 	case v.hasList:
 		_ = r.cc.UpdateState(resolver.State{})
 		reason := fmt.Errorf("%w for %s in the registry", ErrNoInstances, keyName(r.key))
-		if v.total > 0 {
-			reason = fmt.Errorf("%w for %s: the registry lists %d, none passes the filter (healthy and enabled by default)", ErrNoInstances, keyName(r.key), v.total)
+		if len(v.list) > 0 {
+			reason = fmt.Errorf("%w for %s: the registry lists %s (the filter keeps healthy, enabled instances by default)",
+				ErrNoInstances, keyName(r.key), subscriber.FilteredOut(subscriber.Key{}, v.list))
 		}
 		if v.stopped {
 			reason = fmt.Errorf("%w; %w", reason, v.err)

@@ -333,6 +333,10 @@ func sameSlice(a, b []subscriber.Instance) bool {
 // never concurrent with itself).
 func (d *Discovery) deliver(e *entry, list []subscriber.Instance) {
 	conv := d.convert(e, list)
+	if len(conv) == 0 && len(list) > 0 {
+		d.log.Warn("every instance is left out (kratos gets an empty list)", zap.String("service", e.name),
+			zap.String("why", subscriber.FilteredOut(subscriber.Key{}, list)+" (healthy, enabled and weight > 0 are kept)"))
+	}
 	d.mu.Lock()
 	if e.removed {
 		d.mu.Unlock()

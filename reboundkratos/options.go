@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -100,9 +101,10 @@ func WithNamespace(ns string) SharedOption {
 	return sharedOption(func(c *common) { c.namespace = ns })
 }
 
-// WithLogger sets the logger (default: none).
+// WithLogger sets the logger (default: none). Credentials are scrubbed
+// (logging.Redacted), endpoints' passwords included.
 func WithLogger(l *zap.Logger) SharedOption {
-	return sharedOption(func(c *common) { c.log = l })
+	return sharedOption(func(c *common) { c.log = logging.Redacted(l) })
 }
 
 // WithClusters restricts a FormatNacos Discovery to instances of these

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -233,7 +234,7 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 		}
 		return ErrClosed
 	}
-	r.log.Info("registered", zap.String("service", service.Name), zap.String("id", service.ID), zap.Strings("endpoints", service.Endpoints))
+	r.log.Info("registered", zap.String("service", service.Name), zap.String("id", service.ID), zap.Strings("endpoints", scrubbed(service.Endpoints)))
 	return nil
 }
 
@@ -390,4 +391,14 @@ func (r *Registrar) Close() error {
 		_ = g.Close()
 	}
 	return nil
+}
+
+// scrubbed returns eps with credentials scrubbed (logging.Scrub): a
+// strings field passes the logger's redaction unread.
+func scrubbed(eps []string) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = logging.Scrub(e)
+	}
+	return out
 }

@@ -200,3 +200,16 @@ type RegistrationAttempt struct {
 	Duration time.Duration
 	At       time.Time
 }
+
+// CheckRegistrable returns an *ArgumentError (wrapping
+// rebound.ErrInvalidArgument) naming fn when inst's Enabled, Healthy and
+// Weight are all untouched (false, false, 0): consumers filter such an
+// instance out, so no call would reach it. Adapters' Register call it; an
+// instance with any of the three set is accepted.
+func CheckRegistrable(fn string, inst Instance) error {
+	if inst.Enabled || inst.Healthy || inst.Weight != 0 {
+		return nil
+	}
+	return argError(fn, "inst.Enabled, inst.Healthy, inst.Weight",
+		"are all zero (false, false, 0): no consumer picks such an instance; set Enabled: true, Healthy: true and a Weight > 0 (for example 1)")
+}

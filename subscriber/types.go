@@ -2,6 +2,7 @@ package subscriber
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -142,4 +143,55 @@ func sameInstances(a, b []Instance) bool {
 			x.Ephemeral == y.Ephemeral && x.Cluster == y.Cluster &&
 			maps.Equal(x.Metadata, y.Metadata)
 	})
+}
+
+// FilteredOut describes why no instance of list can be picked, for the
+// error of a reader whose filter left none: "3 instances of orders, all
+// disabled", or "3 instances of orders, none usable: 2 disabled, 1
+// unhealthy". Each instance counts under its first reason: no address (an
+// empty IP or a Port outside 1..65535), disabled, unhealthy, weight 0,
+// else "refused by the filter". An empty key.Service is left out of the
+// text; an empty list is "no instances of orders".
+func FilteredOut(key Key, list []Instance) string {
+	of := ""
+	if key.Service != "" {
+		of = " of " + key.String()
+	}
+	if len(list) == 0 {
+		return "no instances" + of
+	}
+	reasons := [...]string{"without an address", "disabled", "unhealthy", "weight 0", "refused by the filter"}
+	var counts [len(reasons)]int
+	for _, in := range list {
+		switch {
+		case in.IP == "" || in.Port == 0 || in.Port > 65535:
+			counts[0]++
+		case !in.Enabled:
+			counts[1]++
+		case !in.Healthy:
+			counts[2]++
+		case in.Weight == 0:
+			counts[3]++
+		default:
+			counts[4]++
+		}
+	}
+	noun := "instances"
+	if len(list) == 1 {
+		noun = "instance"
+	}
+	head := fmt.Sprintf("%d %s%s", len(list), noun, of)
+	var parts []string
+	for i, n := range counts {
+		if n == len(list) {
+			if len(list) == 1 {
+				return head + ", " + reasons[i]
+			}
+			return head + ", all " + reasons[i]
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, reasons[i]))
+		}
+	}
+	return head + ", none usable: " + strings.Join(parts, ", ")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +24,7 @@ const (
 	defaultDown      = 10 * time.Second
 	defaultTimeout   = 10 * time.Second
 	defaultCap       = 1000
-	defaultOut       = "outage.png"
+	defaultOutName   = "outage.png" // in the OS temp dir (os.TempDir)
 	defaultRestarts  = 2
 	defaultTPSFirst  = 10
 	defaultRegReject = 1
@@ -93,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	jitter := fs.String("jitter", "full", "rebound's jitter: full (the default policy), equal, decorrelated or none")
 	fs.BoolVar(&c.updateCacheWhenEmpty, "update-cache-when-empty", true, "nacos-sdk-go's ClientConfig.UpdateCacheWhenEmpty, for both runs (false: an empty list is never delivered)")
 	fs.StringVar(&c.nacosAddr, "nacos", "", "host:port (HTTP port, gRPC at +1000) of a real Nacos server to use instead of the embedded one; you restart it by hand")
-	fs.StringVar(&c.out, "out", defaultOut, `path of the PNG to write; "" = none`)
+	fs.StringVar(&c.out, "out", filepath.Join(os.TempDir(), defaultOutName), `path of the PNG to write; "" = none`)
 	only := fs.String("only", "", `run only "sdk", "naive" or "rebound" (default all three)`)
 	fs.StringVar(&c.serve, "serve", "", "host:port (e.g. 127.0.0.1:8080) to serve the status page (/debug/rebound) and Prometheus metrics (/metrics) on while the program runs")
 	fs.BoolVar(&c.keep, "keep", false, "with -serve: keep serving after the scenario, until interrupted")

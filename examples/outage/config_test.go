@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +24,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if c.clients != 20 || c.subs != 50 || c.providers != 3 || c.down != 10*time.Second ||
 		c.timeout != 10*time.Second || c.restarts != 2 || c.tpsFirst != 10 || c.regReject != 1 || c.clean || c.naiveNoSleep || c.jitter != rebound.FullJitter ||
-		!c.updateCacheWhenEmpty || c.nacosAddr != "" || c.out != "outage.png" ||
+		!c.updateCacheWhenEmpty || c.nacosAddr != "" || c.out != filepath.Join(os.TempDir(), "outage.png") ||
 		!slices.Equal(c.modes, []mode{sdkMode, naiveMode, reboundMode}) {
 		t.Fatalf("defaults: %+v", c)
 	}
@@ -169,4 +171,34 @@ func splitCells(s string) []string {
 		}
 	}
 	return cells
+}
+
+// The verdict comes before the scenario's prose and the table: a reader
+// used to find it only after 23 rows and 18 lines of notes.
+func TestVerdictFirst(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := []result{
+		{mode: sdkMode, observed: true, restarted: true, notInPlace: 212, lost: 212, provTotal: 150, after: 10 * time.Second},
+		{mode: reboundMode, observed: true, restarted: true, converged: true, convergeIn: 6400 * time.Millisecond, provTotal: 150},
+	}
+	var b strings.Builder
+	if err := printTable(&b, cfg, results); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	verdict, table := strings.Index(out, "Verdict"), strings.Index(out, rowConverged)
+	if verdict != 0 || table < 0 {
+		t.Fatalf("the output does not start with the verdict (at %d; table at %d):\n%s", verdict, table, out)
+	}
+	for _, want := range []string{
+		"sdk:     at the end of recovery, 212 of 1000 subscriptions missing, 212 notifications lost.",
+		"rebound: every subscription back with the right list in 6.4s, every provider instance re-registered, nothing lost.",
+	} {
+		if i := strings.Index(out, want); i < 0 || i > strings.Index(out, "Registry outage:") {
+			t.Errorf("%q not in the verdict, before the scenario:\n%s", want, out)
+		}
+	}
 }

@@ -116,11 +116,14 @@
 // real, and the row is the time until every listener that had the
 // service's list holds the empty list (the SDK passes it on with the push;
 // rebound's Manager, within subscriber.WithEmptyListHold of the reconnect,
-// delivers it when the hold ends). A
-// last line compares rebound with the SDK alone: SubscribeServiceRequests
-// during the recovery and the time until every subscription was back.
+// delivers it when the hold ends).
 //
-// The PNG (-out, default outage.png in the current directory; "" for none)
+// The verdict comes first, before the scenario and the table: per run,
+// whether every subscription and registration came back and what was
+// lost, then rebound against the SDK alone (SubscribeServiceRequests
+// during the recovery and the time until every subscription was back).
+// The PNG (-out, default
+// outage.png in the OS temp directory; "" for none; its path is printed)
 // draws the registry's requests and the consumers' subscribe calls per
 // 100 ms, one panel per run, with the outage shaded.
 //
@@ -158,7 +161,7 @@
 //	              nacos-sdk-go's UpdateCacheWhenEmpty for every client (default true)
 //	-only         run only "sdk", "naive" or "rebound"
 //	-nacos        host:port of a real Nacos server (default: embedded)
-//	-out          PNG path (default outage.png; "" = none)
+//	-out          PNG path (default outage.png in os.TempDir(); "" = none)
 //	-serve        host:port: serve the status page (/debug/rebound) and
 //	              Prometheus metrics (/metrics) while running; prints the URLs
 //	-keep         with -serve: keep serving after the scenario until interrupted

@@ -41,9 +41,10 @@ const (
 	notConvergedIn = "not within "
 )
 
-// printTable prints what the scenario was, then one row per measure and one
-// column per run.
+// printTable prints the verdict, what the scenario was, then one row per
+// measure and one column per run.
 func printTable(w io.Writer, cfg config, results []result) error {
+	printVerdict(w, cfg, results)
 	registry := "embedded Nacos (nacostest, real gRPC over loopback)"
 	if cfg.nacosAddr != "" {
 		registry = "Nacos at " + cfg.nacosAddr + ", restarted by hand"
@@ -217,8 +218,50 @@ func printTable(w io.Writer, cfg config, results []result) error {
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
-	printVersus(w, results)
 	return nil
+}
+
+// printVerdict says, one line per run, whether every subscription and
+// registration came back and what was lost, then compares rebound with
+// the SDK alone: what a reader needs before the table.
+func printVerdict(w io.Writer, cfg config, results []result) {
+	fmt.Fprintln(w, "Verdict (the table and what each row means follow):")
+	subs := cfg.clients * cfg.subs
+	for _, r := range results {
+		if !r.restarted {
+			fmt.Fprintf(w, "  %-8s the registry was not restarted: nothing to judge.\n", r.mode.String()+":")
+			continue
+		}
+		var bad []string
+		if r.notInPlace > 0 {
+			bad = append(bad, fmt.Sprintf("%d of %d subscriptions missing", r.notInPlace, subs))
+		}
+		if r.observed && r.provMissing > 0 {
+			bad = append(bad, fmt.Sprintf("%d of %d provider instances missing", r.provMissing, r.provTotal))
+		}
+		if r.lost > 0 {
+			bad = append(bad, fmt.Sprintf("%d notifications lost", r.lost))
+		}
+		if r.gaveUp > 0 {
+			bad = append(bad, fmt.Sprintf("%d subscriptions abandoned", r.gaveUp))
+		}
+		var v string
+		switch {
+		case len(bad) > 0:
+			v = "at the end of recovery, " + strings.Join(bad, ", ") + "."
+		case r.converged:
+			v = "every subscription back with the right list in " + seconds(r.convergeIn)
+			if r.observed {
+				v += ", every provider instance re-registered"
+			}
+			v += ", nothing lost."
+		default:
+			v = "nothing missing, but not every list was right within " + seconds(r.after) + "."
+		}
+		fmt.Fprintf(w, "  %-8s %s\n", r.mode.String()+":", v)
+	}
+	printVersus(w, results)
+	fmt.Fprintln(w)
 }
 
 // printVersus compares rebound with the SDK alone, from the same run.
@@ -235,9 +278,9 @@ func printVersus(w io.Writer, results []result) {
 	if sdk == nil || rb == nil || !sdk.restarted || !rb.restarted || !sdk.observed {
 		return
 	}
-	fmt.Fprintln(w)
+	fmt.Fprint(w, "  rebound vs the SDK alone")
 	if sdk.subReqAfter > 0 {
-		fmt.Fprintf(w, "rebound vs the SDK alone: %d vs %d SubscribeServiceRequests during recovery (x%.2f)",
+		fmt.Fprintf(w, ": %d vs %d SubscribeServiceRequests during recovery (x%.2f)",
 			rb.subReqAfter, sdk.subReqAfter, float64(rb.subReqAfter)/float64(sdk.subReqAfter))
 	}
 	switch {

@@ -67,7 +67,7 @@ func TestEndpointsLayoutReadsEndpointsManager(t *testing.T) {
 	// endpoint for etcd's own tools (and its gRPC resolver).
 	g := register(t, func() (*etcdreg.Registration, error) {
 		return etcdreg.Register(context.Background(), cli, subscriber.Key{Service: target},
-			subscriber.Instance{IP: "10.0.0.9", Port: 90, Metadata: map[string]string{"v": "2"}},
+			subscriber.Instance{IP: "10.0.0.9", Port: 90, Weight: 1, Healthy: true, Enabled: true, Metadata: map[string]string{"v": "2"}},
 			etcdreg.WithLayout(etcdreg.EndpointsLayout{}))
 	})
 	if want := target + "/10.0.0.9:90"; g.InstanceKey() != want {

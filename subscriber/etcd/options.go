@@ -11,6 +11,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/sat"
+	"github.com/rebound-go/rebound/logging"
 )
 
 // Defaults of a Registry and a Registration.
@@ -160,12 +161,10 @@ func WithLayout(l Layout) SharedOption {
 // nil also means no logging. The global zap logger is never used.
 // Broken watches, revision regressions, undecodable values and lease
 // losses are logged at Warn, repairs at Info, everything else at Debug.
+// Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) SharedOption {
 	return sharedOption(func(o *common) {
-		if l == nil {
-			l = zap.NewNop()
-		}
-		o.log = l
+		o.log = logging.Redacted(l) // nil: zap.NewNop()
 	})
 }
 

@@ -65,7 +65,8 @@ type Registration struct {
 // with nothing left running: a *subscriber.OpError, or a
 // *rebound.ArgumentError for a bad argument or option (among them an
 // empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
-// Weight). The put
+// Weight, or Enabled, Healthy and Weight all zero: see
+// subscriber.CheckRegistrable). The put
 // overwrites the key: a new registration takes over an instance key
 // another one holds (see below).
 //
@@ -118,6 +119,9 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		return nil, argErr(fn, "inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
 	}
 	if err := checkWeight(fn, inst.Weight); err != nil {
+		return nil, err
+	}
+	if err := subscriber.CheckRegistrable("etcd."+fn, inst); err != nil {
 		return nil, err
 	}
 	o, err := newRegisterOptions(opts)

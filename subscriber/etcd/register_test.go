@@ -174,7 +174,7 @@ func TestRegisterErrors(t *testing.T) {
 		{"clusters", subscriber.Key{Service: "s", Clusters: []string{"a"}}, inst("10.0.0.1", 80), nil, "key.Clusters"},
 		{"no ip", orders, subscriber.Instance{Port: 80}, nil, "inst.IP"},
 		{"blank ip", orders, subscriber.Instance{IP: " ", Port: 80}, nil, "inst.IP"},
-		{"bad id", orders, subscriber.Instance{ID: "a/b", IP: "10.0.0.1", Port: 80}, nil, "inst.ID"},
+		{"bad id", orders, subscriber.Instance{ID: "a/b", IP: "10.0.0.1", Port: 80, Weight: 1, Healthy: true, Enabled: true}, nil, "inst.ID"},
 		{"port 0", orders, subscriber.Instance{IP: "10.0.0.1"}, nil, "inst.Port"},
 		{"port 65536", orders, inst("10.0.0.1", 65536), nil, "inst.Port"},
 		{"bad ttl", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithTTL(time.Millisecond)}, "d"},

@@ -234,7 +234,9 @@ type regUpdate struct {
 //
 // The instance is registered as given: Weight, Enabled (false hides it
 // from subscribers), Healthy, Cluster (empty: Nacos' DEFAULT) and
-// Metadata; inst.ID is ignored (the server names instances).
+// Metadata; inst.ID is ignored (the server names instances). An instance
+// with Enabled, Healthy and Weight all zero is refused
+// (subscriber.CheckRegistrable): no consumer would pick it.
 //
 // After that, one goroutine keeps it registered. The client's connection
 // is watched by one goroutine per client (polling ServerHealthy, shared by
@@ -283,6 +285,9 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		return nil, arg("inst.Weight", fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight))
 	case strings.Contains(inst.Cluster, ","):
 		return nil, arg("inst.Cluster", fmt.Sprintf("must not contain a comma; got %q", inst.Cluster))
+	}
+	if err := subscriber.CheckRegistrable(fn, inst); err != nil {
+		return nil, err
 	}
 	if key.Namespace != "" {
 		if ns, ok := clientNamespace(client); ok && ns != key.Namespace {

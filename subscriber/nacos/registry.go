@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -117,14 +118,14 @@ type SharedOption interface {
 
 type loggerOption struct{ l *zap.Logger }
 
-func (o loggerOption) apply(c *config)            { c.log = o.l }
-func (o loggerOption) applyRegister(c *regConfig) { c.log = o.l }
+func (o loggerOption) apply(c *config)            { c.log = logging.Redacted(o.l) }
+func (o loggerOption) applyRegister(c *regConfig) { c.log = logging.Redacted(o.l) }
 
 // WithLogger sets the logger of a Registry or a Registration (default:
 // none; nil means none). The Registry logs at Debug, and at Info the
 // subscriptions it hands back after a reconnect; the Manager logs the
 // retries. A Registration logs its repairs at Info, a stop at Error, each
-// failed attempt at Debug.
+// failed attempt at Debug. Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) SharedOption { return loggerOption{l} }
 
 // WithNamespace sets the namespace id the client was configured with, so

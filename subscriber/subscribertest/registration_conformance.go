@@ -343,6 +343,7 @@ func (s *regSuite) badInput(t *testing.T) {
 	}{
 		{"zero instance", subscriber.Instance{}, "inst.IP"},
 		{"empty IP", subscriber.Instance{Port: 80, Weight: 1, Enabled: true}, "inst.IP"},
+		{"Enabled, Healthy and Weight untouched", subscriber.Instance{IP: "10.9.0.6", Port: 80}, "inst.Enabled, inst.Healthy, inst.Weight"},
 		{"port 0", Instance("10.9.0.6", 0), "inst.Port"},
 		{"port 65536", Instance("10.9.0.6", 65536), "inst.Port"},
 		{"blank IP", Instance(" ", 80), "inst.IP"},

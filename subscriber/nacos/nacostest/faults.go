@@ -19,6 +19,7 @@ type faults struct {
 
 	mu      sync.Mutex
 	errs    map[string]int       // request type -> errorCode
+	errMsg  string               // message of the errors in errs; "" the default
 	rejects map[string]Rejection // request type -> rejection
 }
 
@@ -96,23 +97,37 @@ func (s *Server) SetRequestError(requestType string, errorCode int) error {
 	return nil
 }
 
+// SetErrorMessage sets the message of the errors SetRequestError injects
+// (the SDK returns it as the request's error text); "" restores the
+// default, "nacostest: injected error for <type>". Safe for concurrent use.
+func (s *Server) SetErrorMessage(msg string) {
+	s.faults.mu.Lock()
+	s.faults.errMsg = msg
+	s.faults.mu.Unlock()
+}
+
 // ClearFaults removes every injected fault: refusal, delay, request
-// errors and rejections (SetRejection). Forgotten subscribers and pushes
+// errors (and their SetErrorMessage) and rejections (SetRejection). Forgotten subscribers and pushes
 // already lost stay forgotten and lost. Safe for concurrent use.
 func (s *Server) ClearFaults() {
 	s.faults.refuse.Store(false)
 	s.faults.delay.Store(0)
 	s.faults.mu.Lock()
 	clear(s.faults.errs)
+	s.faults.errMsg = ""
 	clear(s.faults.rejects)
 	s.faults.mu.Unlock()
 }
 
-func (s *Server) requestError(requestType string) (int, bool) {
+func (s *Server) requestError(requestType string) (code int, msg string, ok bool) {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
-	code, ok := s.faults.errs[requestType]
-	return code, ok
+	code, ok = s.faults.errs[requestType]
+	msg = s.faults.errMsg
+	if msg == "" {
+		msg = "nacostest: injected error for " + requestType
+	}
+	return code, msg, ok
 }
 
 // DropStreams ends the bi-directional stream of every connection with gRPC

@@ -106,8 +106,8 @@ func (h requestService) Request(ctx context.Context, p *nacospb.Payload) (*nacos
 			return nil, status.Error(codes.Unavailable, "nacostest: refusing connections")
 		}
 	}
-	if code, ok := s.requestError(typ); ok {
-		return s.fail(head.RequestID, code, "nacostest: injected error for "+typ), nil
+	if code, msg, ok := s.requestError(typ); ok {
+		return s.fail(head.RequestID, code, msg), nil
 	}
 
 	addr := peerAddr(ctx)
