@@ -8,7 +8,7 @@
 // packages are every package but internal/, examples/ and the test servers
 // (nacostest, etcdtest, subscribertest).
 //
-//	go run .ci/apistats.go [-v] [-doc]
+//	go run .ci/apistats.go [-v] [-doc] [-list]
 package main
 
 import (
@@ -66,6 +66,7 @@ func (s *stats) countDoc(g *ast.CommentGroup) {
 func main() {
 	verbose := flag.Bool("v", false, "list long functions and big files")
 	docLines := flag.Bool("doc", false, "also count the lines of go doc -all")
+	list := flag.Bool("list", false, "list every exported name (package.Name, package.Type.Method), nothing else")
 	flag.Parse()
 	per := map[string]*stats{}
 	fset := token.NewFileSet()
@@ -121,6 +122,13 @@ func main() {
 				}
 				s.names++
 				s.countDoc(d.Doc)
+				if *list {
+					name := d.Name.Name
+					if d.Recv != nil {
+						name = recvName(d.Recv.List[0].Type) + "." + name
+					}
+					fmt.Println(dir + "." + name)
+				}
 				if d.Recv == nil && d.Type.Results != nil && len(d.Type.Results.List) == 1 {
 					if id, ok := d.Type.Results.List[0].Type.(*ast.Ident); ok && strings.HasSuffix(id.Name, "Option") {
 						s.options++
@@ -132,6 +140,9 @@ func main() {
 					case *ast.TypeSpec:
 						if sp.Name.IsExported() {
 							s.names++
+							if *list {
+								fmt.Println(dir + "." + sp.Name.Name)
+							}
 							if sp.Doc != nil {
 								s.countDoc(sp.Doc)
 							} else {
@@ -142,6 +153,9 @@ func main() {
 						for _, id := range sp.Names {
 							if id.IsExported() {
 								s.names++
+								if *list {
+									fmt.Println(dir + "." + id.Name)
+								}
 							}
 						}
 					}
@@ -150,6 +164,9 @@ func main() {
 		}
 		return nil
 	})
+	if *list {
+		return
+	}
 	var dirs []string
 	for d := range per {
 		dirs = append(dirs, d)
@@ -179,6 +196,23 @@ func main() {
 			n += strings.Count(string(out), "\n")
 		}
 		fmt.Printf("go doc -all lines: %d\n", n)
+	}
+}
+
+func recvName(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.IndexListExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return "?"
+		}
 	}
 }
 
