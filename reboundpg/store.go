@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
@@ -42,6 +43,9 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	mu   sync.Mutex
+	held map[int64]struct{} // calls this Store's Invoker holds: their leases are renewed
 }
 
 // queries is the SQL of one table, its name quoted once.
@@ -68,7 +72,7 @@ func newQueries(table string, retain bool) queries {
 			FROM c WHERE t.id = c.id RETURNING` + cols,
 		next: `SELECT (extract(epoch FROM min(greatest(due, coalesce(locked_until, due))) - now()) * 1e6)::bigint
 			FROM ` + t + ` WHERE` + live + `AND owner IS DISTINCT FROM $1`,
-		renew:   `UPDATE ` + t + ` SET locked_until = now() + $2 * interval '1 microsecond' WHERE owner = $1 AND` + live,
+		renew:   `UPDATE ` + t + ` SET locked_until = now() + $2 * interval '1 microsecond' WHERE owner = $1 AND id = ANY($3) AND` + live,
 		purge:   `DELETE FROM ` + t + ` WHERE ended < now() - $1 * interval '1 microsecond'`,
 		release: `UPDATE ` + t + ` SET owner = NULL, locked_until = NULL WHERE owner = $1 AND` + live,
 		listen:  `LISTEN ` + t,
@@ -98,7 +102,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, erro
 	}
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
-	s := &Store{pool: pool, cfg: cfg, q: newQueries(cfg.table, cfg.retention > 0), owner: hex.EncodeToString(tok[:]), notify: make(chan struct{}, 1)}
+	s := &Store{pool: pool, cfg: cfg, q: newQueries(cfg.table, cfg.retention > 0), owner: hex.EncodeToString(tok[:]), notify: make(chan struct{}, 1), held: map[int64]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.listen()
@@ -153,6 +157,23 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, table string) error {
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
+// storeRetrier paces the Store's own statements through a database
+// restart: about 5 s, then the error goes to the Invoker.
+var storeRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 5 * time.Second})
+
+// exec runs an idempotent statement (one that sets absolute values),
+// again after any connection failure.
+func (s *Store) exec(q string, args ...any) (tag pgconn.CommandTag, err error) {
+	err = storeRetrier.Do(s.ctx, func(ctx context.Context) error {
+		tag, err = s.pool.Exec(ctx, q, args...)
+		if _, ok := errors.AsType[*pgconn.PgError](err); ok || err == nil || ctx.Err() != nil {
+			return classify(err, nil)
+		}
+		return rebound.Transient(err) // the connection failed: running it again is harmless
+	})
+	return tag, err
+}
+
 // Add implements failback.Store: the call is stored leased by this Store.
 func (s *Store) Add(c failback.StoredCall) (uint64, error) {
 	att, err := json.Marshal(c.Attachments)
@@ -161,18 +182,22 @@ func (s *Store) Add(c failback.StoredCall) (uint64, error) {
 	}
 	now := time.Now()
 	var id int64
-	err = s.pool.QueryRow(s.ctx, s.q.insert, c.Method, att, c.Args, c.Attempts,
-		micros(c.Due.Sub(now)), micros(now.Sub(c.Born)), s.owner, micros(s.cfg.lease)).Scan(&id)
+	err = storeRetrier.Do(s.ctx, func(ctx context.Context) error {
+		err := s.pool.QueryRow(ctx, s.q.insert, c.Method, att, c.Args, c.Attempts,
+			micros(c.Due.Sub(now)), micros(now.Sub(c.Born)), s.owner, micros(s.cfg.lease)).Scan(&id)
+		return classify(err, nil) // an INSERT is sent again only if it never left
+	})
 	if err != nil {
 		return 0, s.fail("adding a call", err)
 	}
+	s.hold(id, true)
 	return uint64(id), nil
 }
 
 // Update implements failback.Store. It returns an error wrapping
 // ErrLeaseLost if another Store holds the call now.
 func (s *Store) Update(id uint64, attempts int, due time.Time) error {
-	tag, err := s.pool.Exec(s.ctx, s.q.update, int64(id), attempts, micros(time.Until(due)), s.owner, micros(s.cfg.lease))
+	tag, err := s.exec(s.q.update, int64(id), attempts, micros(time.Until(due)), s.owner, micros(s.cfg.lease))
 	if err != nil {
 		return s.fail("updating a call", err)
 	}
@@ -185,7 +210,8 @@ func (s *Store) Update(id uint64, attempts int, due time.Time) error {
 // Remove implements failback.Store: the call is deleted, or marked ended
 // with WithRetention, whoever holds it.
 func (s *Store) Remove(id uint64) error {
-	if _, err := s.pool.Exec(s.ctx, s.q.remove, int64(id)); err != nil {
+	s.hold(int64(id), false) // even if it fails: the lease ends, another replica retries it
+	if _, err := s.exec(s.q.remove, int64(id)); err != nil {
 		return s.fail("removing a call", err)
 	}
 	return nil
@@ -195,7 +221,8 @@ func (s *Store) Remove(id uint64) error {
 // table, with the reason in its quarantined column, and is never claimed
 // again.
 func (s *Store) Quarantine(id uint64, reason error) error {
-	if _, err := s.pool.Exec(s.ctx, s.q.quarantine, int64(id), reason.Error()); err != nil {
+	s.hold(int64(id), false)
+	if _, err := s.exec(s.q.quarantine, int64(id), reason.Error()); err != nil {
 		return s.fail("quarantining a call", err)
 	}
 	return nil
@@ -240,6 +267,9 @@ func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	if err != nil {
 		return nil, s.cfg.poll, err
 	}
+	for _, c := range calls {
+		s.hold(int64(c.ID), true)
+	}
 	var next *int64
 	if err := res.QueryRow().Scan(&next); err != nil {
 		return calls, s.cfg.poll, s.fail("claiming calls", err)
@@ -249,6 +279,7 @@ func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	case len(calls) >= n:
 		wait = 0
 	case next != nil:
+		// shadowcheck:allow the polling interval of the claim loop, not a retry delay
 		wait = min(wait, max(time.Duration(*next)*time.Microsecond, time.Millisecond))
 	}
 	return calls, wait, res.Close()
@@ -348,6 +379,17 @@ func (s *Store) Close() error {
 	return err
 }
 
+// hold adds id to the calls whose leases the keeper renews, or removes it.
+func (s *Store) hold(id int64, on bool) {
+	s.mu.Lock()
+	if on {
+		s.held[id] = struct{}{}
+	} else {
+		delete(s.held, id)
+	}
+	s.mu.Unlock()
+}
+
 // wake tells the Invoker to claim now.
 func (s *Store) wake() {
 	select {
@@ -402,7 +444,13 @@ func (s *Store) keep() {
 			return
 		case <-tick.C:
 		}
-		if _, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease)); err != nil && s.ctx.Err() == nil {
+		s.mu.Lock()
+		ids := make([]int64, 0, len(s.held))
+		for id := range s.held {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+		if _, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease), ids); err != nil && s.ctx.Err() == nil {
 			s.cfg.log.Warn("reboundpg: renewing leases failed (they end within the lease unless renewed)", zap.String("table", s.cfg.table), zap.Error(err))
 		}
 		if s.cfg.retention > 0 {

@@ -83,6 +83,9 @@ func runTxOnce(ctx context.Context, db DB, opts pgx.TxOptions, fn func(ctx conte
 // are transient, the rest permanent. conn, if not nil, is the
 // transaction's connection: closed means it broke.
 func classify(err error, conn *pgx.Conn) error {
+	if err == nil {
+		return nil
+	}
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {
 		case pe.Code == "40001" || pe.Code == "40P01":
