@@ -31,6 +31,7 @@ type config struct {
 	table                  string
 	lease, poll, retention time.Duration
 	batch                  int
+	quiet                  bool // WithNotify(false)
 	codec                  failback.Codec
 	log                    *zap.Logger
 	errs                   []error
@@ -86,6 +87,15 @@ func WithPollInterval(d time.Duration) Option { return optionFunc(func(c *config
 // WithRetention keeps ended calls in the table, marked with their end
 // time, for d before they are deleted (default 0: deleted at once).
 func WithRetention(d time.Duration) Option { return optionFunc(func(c *config) { c.retention = d }) }
+
+// WithNotify sets whether Enqueue sends a NOTIFY with the call (default
+// true): it wakes the replicas at the caller's commit, but PostgreSQL
+// serializes the commits of transactions that sent a NOTIFY (a global
+// lock held through the commit's WAL flush), which costs concurrent
+// enqueueing transactions their group commit (BenchmarkEnqueue: 3x the
+// time per call at 16 callers with fsync on; docs/postgres.md). Without
+// it, new calls wait for the next poll (WithPollInterval).
+func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = !on }) }
 
 // WithBatch caps the calls one claim takes (default DefaultBatch).
 func WithBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }

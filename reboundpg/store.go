@@ -50,14 +50,17 @@ type Store struct {
 
 // queries is the SQL of one table, its name quoted once.
 type queries struct {
-	insert, update, remove, quarantine, load, claim, next, renew, purge, release, listen string
+	enqueue, enqueueNotify, insert, update, remove, quarantine, load, claim, next, renew, purge, release, listen string
 }
 
 func newQueries(table string, retain bool) queries {
 	t := pgx.Identifier{table}.Sanitize()
 	live := ` ended IS NULL AND quarantined IS NULL `
 	cols := ` t.id, t.method, t.attachments, t.args, t.attempts, (extract(epoch FROM now() - t.born) * 1e6)::bigint, t.format `
+	enq := `INSERT INTO ` + t + ` (method, attachments, args) VALUES ($1, $2, $3)`
 	q := queries{
+		enqueue:       enq,
+		enqueueNotify: `WITH i AS (` + enq + ` RETURNING id) SELECT pg_notify($4, '') FROM i`,
 		insert: `INSERT INTO ` + t + ` (method, attachments, args, attempts, due, born, owner, locked_until)
 			VALUES ($1, $2, $3, $4, now() + $5 * interval '1 microsecond', now() - $6 * interval '1 microsecond', $7,
 			now() + $8 * interval '1 microsecond') RETURNING id`,
@@ -325,7 +328,7 @@ func (s *Store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
 // that the call exists exactly when tx commits; any replica's Invoker
 // claims it then (woken by a NOTIFY sent at commit). The call is due at
 // once and gets an IdempotencyKey unless inv carries one; Enqueue returns
-// the key. The arguments are encoded with WithCodec's Codec, which must
+// the key (WithNotify(false): no NOTIFY). The arguments are encoded with WithCodec's Codec, which must
 // be the Invoker's.
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
 	if tx == nil || inv == nil {
@@ -344,9 +347,11 @@ func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 	if err != nil {
 		return "", fmt.Errorf("reboundpg: Enqueue: encoding the attachments of %q: %w", inv.Method, err)
 	}
-	t := pgx.Identifier{s.cfg.table}.Sanitize()
-	_, err = tx.Exec(ctx, `WITH i AS (INSERT INTO `+t+` (method, attachments, args) VALUES ($1, $2, $3) RETURNING id)
-		SELECT pg_notify($4, '') FROM i`, inv.Method, ab, args, s.cfg.table)
+	if s.cfg.quiet {
+		_, err = tx.Exec(ctx, s.q.enqueue, inv.Method, ab, args)
+	} else {
+		_, err = tx.Exec(ctx, s.q.enqueueNotify, inv.Method, ab, args, s.cfg.table)
+	}
 	if err != nil {
 		return "", s.fail("enqueueing a call", err)
 	}

@@ -1,7 +1,8 @@
 // Package pgtest runs a throwaway PostgreSQL server for tests and
 // examples: Debian's postgresql package (initdb and postgres under
 // /usr/lib/postgresql/*/bin), a data directory in a temporary directory,
-// a free 127.0.0.1 port, trust authentication, fsync off. Run as root, the
+// a free 127.0.0.1 port, trust authentication, fsync off (ALTER SYSTEM
+// SET fsync = on and pg_reload_conf() turn it on). Run as root, the
 // server runs as the unprivileged user "postgres" (initdb refuses root).
 // It is test support: exported so that the examples start their server
 // the same way, not meant for production.
@@ -118,6 +119,17 @@ func Start() (*Server, error) {
 		s.removeDir()
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
+	// fsync off (a throwaway server), in the configuration file so that
+	// ALTER SYSTEM can turn it on for a benchmark.
+	conf, err := os.OpenFile(filepath.Join(s.data(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = conf.WriteString("\nfsync = off\nmax_connections = 200\nshared_buffers = 32MB\nlisten_addresses = '127.0.0.1'\n")
+		err = errors.Join(err, conf.Close())
+	}
+	if err != nil {
+		s.removeDir()
+		return nil, err
+	}
 	if err := s.start(); err != nil {
 		s.removeDir()
 		return nil, err
@@ -152,8 +164,7 @@ func (s *Server) start() error {
 		return err
 	}
 	defer log.Close()
-	s.cmd = s.command("postgres", "-D", s.data(), "-p", s.port, "-k", s.dir, "-F",
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "shared_buffers=32MB")
+	s.cmd = s.command("postgres", "-D", s.data(), "-p", s.port, "-k", s.dir)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("postgres: %w", err)
