@@ -30,6 +30,13 @@ type Claimer interface {
 	Notify() <-chan struct{}
 }
 
+// ErrLeaseLost is wrapped by the error a Claimer's Update returns when
+// the call's lease ended and another Invoker claimed it. The Invoker then
+// stops retrying the call and reports it dropped with DropClosed: like a
+// call dropped by Close, it stays in the Store, for the Invoker that holds
+// it now.
+var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
+
 // claimRetryFull is how long the claim loop waits before it asks again
 // when the Invoker holds WithMaxTasks calls already.
 const claimRetryFull = 100 * time.Millisecond

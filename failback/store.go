@@ -420,15 +420,23 @@ func storeRemove(st Store, id uint64) (err error) {
 	return st.Remove(id)
 }
 
-// storeRetried records t's attempts and next due time.
-func (f *Invoker) storeRetried(t *task) {
+// storeRetried records t's attempts and next due time; it returns false
+// if a shared Store says another Invoker holds t now (ErrLeaseLost).
+func (f *Invoker) storeRetried(t *task) bool {
 	if t.sid == 0 {
-		return
+		return true
 	}
-	if err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due)); err != nil {
+	err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due))
+	if errors.Is(err, ErrLeaseLost) {
+		f.log.Warn("failback: store: another invoker took the call over (its lease ended): handing it over",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+		return false
+	}
+	if err != nil {
 		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
 			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
 	}
+	return true
 }
 
 // storeEnded removes t from the store, unless reason is DropClosed: a call

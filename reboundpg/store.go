@@ -26,10 +26,6 @@ import (
 // kept in the table's comment.
 const schemaVersion = "reboundpg outbox 1"
 
-// ErrLeaseLost is wrapped by Update when the call's lease ended and
-// another Store claimed it: that Store delivers it now.
-var ErrLeaseLost = errors.New("reboundpg: lease lost: another replica claimed the call")
-
 // Store is a failback.Store and failback.Claimer on a PostgreSQL table
 // shared by the replicas of a service: see the package documentation. Use
 // one Store per failback.Invoker. Its methods are safe for concurrent use.
@@ -198,14 +194,14 @@ func (s *Store) Add(c failback.StoredCall) (uint64, error) {
 }
 
 // Update implements failback.Store. It returns an error wrapping
-// ErrLeaseLost if another Store holds the call now.
+// failback.ErrLeaseLost if another Store holds the call now.
 func (s *Store) Update(id uint64, attempts int, due time.Time) error {
 	tag, err := s.exec(s.q.update, int64(id), attempts, micros(time.Until(due)), s.owner, micros(s.cfg.lease))
 	if err != nil {
 		return s.fail("updating a call", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: call %d of table %s", ErrLeaseLost, id, s.cfg.table)
+		return fmt.Errorf("%w: call %d of table %s", failback.ErrLeaseLost, id, s.cfg.table)
 	}
 	return nil
 }

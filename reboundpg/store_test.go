@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -110,7 +111,7 @@ func TestLeaseExpiresMidDelivery(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != calls[0].ID {
 		t.Fatalf("b.Claim after the lease ended: %v, %v", got, err)
 	}
-	if err := a.Update(calls[0].ID, 1, calls[0].Due); !errors.Is(err, reboundpg.ErrLeaseLost) {
+	if err := a.Update(calls[0].ID, 1, calls[0].Due); !errors.Is(err, failback.ErrLeaseLost) {
 		t.Fatalf("a.Update after losing the lease: %v, want ErrLeaseLost", err)
 	}
 	if err := b.Update(got[0].ID, 1, got[0].Due); err != nil {
@@ -221,5 +222,37 @@ func TestOpenRefuses(t *testing.T) {
 	}
 	if _, err := reboundpg.Open(ctx, pool, reboundpg.WithTable(other)); err == nil {
 		t.Error("Open took over a table that is not an outbox")
+	}
+}
+
+// Two Invokers: A's attempt hangs past its lease (A paused), B takes the
+// call over and delivers it; A's attempt then fails, its Update finds the
+// lease lost, and A hands the call over (DropClosed) instead of retrying.
+func TestLeaseLostHandsOver(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	stA := openStore(t, pool, reboundpg.WithTable(table))
+	stB := openStore(t, pool, reboundpg.WithTable(table), reboundpg.WithPollInterval(50*time.Millisecond))
+	entered, release := make(chan struct{}), make(chan struct{})
+	pA := newProvider(func(ctx context.Context, _ *cluster.Invocation) error {
+		close(entered)
+		<-release
+		return errUnavailable
+	})
+	invA := newInvoker(t, stA, pA)
+	enqueue(t, pool, stA, 1, false)
+	<-entered
+	if _, err := pool.Exec(context.Background(), fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second'`, table)); err != nil {
+		t.Fatal(err)
+	}
+	pB := newProvider(nil)
+	newInvoker(t, stB, pB)
+	waitFor(t, "B to deliver the call", func() bool { k, _ := pB.delivered(); return k == 1 })
+	close(release)
+	waitFor(t, "A to hand the call over", func() bool { return invA.Stats().Dropped[failback.DropClosed] == 1 })
+	pA.mu.Lock()
+	defer pA.mu.Unlock()
+	if pA.tries != 1 {
+		t.Errorf("A made %d attempts, want 1 (no retry after losing the lease)", pA.tries)
 	}
 }
