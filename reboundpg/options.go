@@ -12,14 +12,6 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// Defaults of Open's options.
-const (
-	DefaultTable = "rebound_outbox"
-	DefaultLease = 30 * time.Second
-	DefaultPoll  = time.Second
-	DefaultBatch = 64
-)
-
 // An Option configures Open. A nil Option is ignored.
 type Option interface{ apply(*config) }
 
@@ -42,7 +34,7 @@ func (c *config) bad(fn, arg, reason string) {
 }
 
 func newConfig(fn string, opts []Option) (config, error) {
-	c := config{table: DefaultTable, lease: DefaultLease, poll: DefaultPoll, batch: DefaultBatch,
+	c := config{table: "rebound_outbox", lease: 30 * time.Second, poll: time.Second, batch: 64,
 		codec: failback.JSONCodec{}, log: zap.NewNop()}
 	for _, o := range opts {
 		if o != nil {
@@ -67,20 +59,20 @@ func newConfig(fn string, opts []Option) (config, error) {
 	return c, nil
 }
 
-// WithTable sets the queue's table (default DefaultTable), in the
+// WithTable sets the queue's table (default "rebound_outbox"), in the
 // connection's search_path; LISTEN/NOTIFY use a channel of the same
 // name. Any name of 1 to 63 bytes is safe: it is always quoted as an
 // identifier (pgx.Identifier), never spliced into SQL.
 func WithTable(name string) Option { return optionFunc(func(c *config) { c.table = name }) }
 
 // WithLease sets how long a claimed call stays with its Store without a
-// renewal (default DefaultLease, at least 10ms): the Store renews its
+// renewal (default 30 s, at least 10ms): the Store renews its
 // leases every third of it, so a call passes to another replica about
 // one lease after its holder died or lost the database.
 func WithLease(d time.Duration) Option { return optionFunc(func(c *config) { c.lease = d }) }
 
 // WithPollInterval sets the longest time between two claims when no
-// NOTIFY arrives (default DefaultPoll): the fallback for a lost
+// NOTIFY arrives (default 1 s): the fallback for a lost
 // notification and for calls that fall due or whose lease ends.
 func WithPollInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.poll = d }) }
 
@@ -97,7 +89,7 @@ func WithRetention(d time.Duration) Option { return optionFunc(func(c *config) {
 // it, new calls wait for the next poll (WithPollInterval).
 func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = !on }) }
 
-// WithBatch caps the calls one claim takes (default DefaultBatch).
+// WithBatch caps the calls one claim takes (default 64).
 func WithBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
 
 // WithCodec sets the Codec Enqueue encodes arguments with (default

@@ -25,18 +25,16 @@ type DB interface {
 // whether the change is there, or let an idempotency key decide).
 var ErrAmbiguousCommit = errors.New("reboundpg: COMMIT sent, no answer: the transaction may have committed")
 
-// TxPolicy is RunTx's default policy: up to 10 attempts, 5 ms to 1 s apart
-// with full jitter.
-var TxPolicy = rebound.Policy{Initial: 5 * time.Millisecond, Max: time.Second, MaxAttempts: 10}
-
-var txRetrier, _ = rebound.NewRetrier(TxPolicy)
+// txRetrier is RunTx's default: up to 10 attempts, 5 ms to 1 s apart with
+// full jitter.
+var txRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 5 * time.Millisecond, Max: time.Second, MaxAttempts: 10})
 
 // RunTx runs fn in a transaction begun with opts and commits it; fn's
 // work is retried as a whole (a new transaction on a connection taken
 // afresh from db, after the failed one was rolled back and its connection
 // released) on a serialization failure (40001), a deadlock (40P01), or a
 // broken connection before COMMIT was sent, paced and bounded by r (nil:
-// a Retrier of TxPolicy). fn must not commit or roll back tx, and must be
+// up to 10 attempts, 5 ms to 1 s apart with full jitter). fn must not commit or roll back tx, and must be
 // safe to run again: effects outside the database repeat. Any other
 // error of fn ends RunTx with that error, as does an error r gives up on
 // (a *rebound.RetryError wrapping it); a COMMIT whose outcome is unknown
