@@ -266,9 +266,18 @@ func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	if err != nil {
 		return nil, s.cfg.poll, err
 	}
+	// A call this Store holds already (its lease ended, its Invoker still
+	// has it) is leased again but not handed out twice.
+	s.mu.Lock()
+	fresh := calls[:0]
 	for _, c := range calls {
-		s.hold(int64(c.ID), true)
+		if _, ok := s.held[int64(c.ID)]; !ok {
+			s.held[int64(c.ID)] = struct{}{}
+			fresh = append(fresh, c)
+		}
 	}
+	s.mu.Unlock()
+	calls = fresh
 	var next *int64
 	if err := res.QueryRow().Scan(&next); err != nil {
 		return calls, s.cfg.poll, s.fail("claiming calls", err)

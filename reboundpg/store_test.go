@@ -103,8 +103,9 @@ func TestLeaseExpiresMidDelivery(t *testing.T) {
 	if got, _, _ := b.Claim(ctx, 10); len(got) != 0 {
 		t.Fatalf("b claimed a call a holds")
 	}
-	// a pauses past its lease (on the database's clock).
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second'`, table)); err != nil {
+	// a pauses past its lease (on the database's clock): a's keeper does
+	// not run either, so nothing renews it.
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second', owner = 'paused'`, table)); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := b.Claim(ctx, 10)
@@ -231,23 +232,36 @@ func TestOpenRefuses(t *testing.T) {
 func TestLeaseLostHandsOver(t *testing.T) {
 	pool := newPool(t)
 	table := tableName(t)
-	stA := openStore(t, pool, reboundpg.WithTable(table))
+	// A claims once (at the Enqueue's NOTIFY) and not again: the test
+	// decides who holds the call.
+	stA := openStore(t, pool, reboundpg.WithTable(table), reboundpg.WithPollInterval(time.Hour))
 	stB := openStore(t, pool, reboundpg.WithTable(table), reboundpg.WithPollInterval(50*time.Millisecond))
 	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	pA := newProvider(func(ctx context.Context, _ *cluster.Invocation) error {
-		close(entered)
-		<-release
+		once.Do(func() { close(entered) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
 		return errUnavailable
 	})
 	invA := newInvoker(t, stA, pA)
 	enqueue(t, pool, stA, 1, false)
 	<-entered
-	if _, err := pool.Exec(context.Background(), fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second'`, table)); err != nil {
-		t.Fatal(err)
-	}
+	// A pauses past its lease: nothing renews it (owner 'paused' is no
+	// Store's, as if A's keeper had not run either). A claim of A's that
+	// was under way may take it back (A keeps its one task for it); then
+	// the lease ends again.
 	pB := newProvider(nil)
 	newInvoker(t, stB, pB)
-	waitFor(t, "B to deliver the call", func() bool { k, _ := pB.delivered(); return k == 1 })
+	waitFor(t, "B to deliver the call", func() bool {
+		if _, err := pool.Exec(context.Background(), fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second', owner = 'paused' WHERE locked_until > now() - interval '1 second'`, table)); err != nil {
+			t.Fatal(err)
+		}
+		k, _ := pB.delivered()
+		return k == 1
+	})
 	close(release)
 	waitFor(t, "A to hand the call over", func() bool { return invA.Stats().Dropped[failback.DropClosed] == 1 })
 	pA.mu.Lock()
