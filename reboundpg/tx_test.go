@@ -283,7 +283,7 @@ func engineRun(pool *pgxpool.Pool) func(ctx context.Context, fn func(ctx context
 // with the hand-written loop; the retries of each are logged.
 func TestRunTxContendedTransfers(t *testing.T) {
 	pool := newPool(t)
-	const workers, each = 16, 10
+	const workers, each = 16, 6
 	eng := transfers(t, pool, workers, each, engineRun(pool))
 	hand := transfers(t, pool, workers, each, handLoop(pool))
 	t.Logf("%d transfers: RunTx ran %d bodies (%d retries), the hand-written loop %d (%d retries)",
