@@ -270,3 +270,26 @@ func TestLeaseLostHandsOver(t *testing.T) {
 		t.Errorf("A made %d attempts, want 1 (no retry after losing the lease)", pA.tries)
 	}
 }
+
+// Times are the database's: a claim reports Born as an age put on this
+// process's clock, and leases end at the database's now() plus the lease,
+// whatever the replica's clock says.
+func TestTimesOnTheDatabaseClock(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	st := openStore(t, pool, reboundpg.WithTable(table), reboundpg.WithLease(time.Hour))
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %q (method, attachments, args, born) VALUES ('m', '{}', '[]', now() - interval '2 hours')`, table)); err != nil {
+		t.Fatal(err)
+	}
+	calls, _, err := st.Claim(ctx, 1)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("Claim: %v, %v", calls, err)
+	}
+	if age := time.Since(calls[0].Born); age < 119*time.Minute || age > 121*time.Minute {
+		t.Errorf("Born %v ago, want 2h", age)
+	}
+	if n := count(t, pool, table, "locked_until BETWEEN now() + interval '59 minutes' AND now() + interval '1 hour'"); n != 1 {
+		t.Error("the lease does not end one hour after the database's now()")
+	}
+}
