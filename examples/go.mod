@@ -18,10 +18,15 @@ require github.com/rebound-go/rebound/reboundkratos v0.0.0-00010101000000-000000
 
 replace github.com/rebound-go/rebound/reboundkratos => ../reboundkratos
 
+require github.com/rebound-go/rebound/reboundpg v0.0.0-00010101000000-000000000000
+
+replace github.com/rebound-go/rebound/reboundpg => ../reboundpg
+
 require (
 	github.com/go-kratos/kratos/v2 v2.8.3
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nacos-group/nacos-sdk-go/v2 v2.3.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/rebound-go/rebound/reboundgrpc v0.0.0-00010101000000-000000000000
@@ -100,6 +105,9 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jmespath/go-jmespath v0.0.0-20180206201540-c2b33e8439af // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect

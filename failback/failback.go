@@ -352,6 +352,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	for range cfg.concurrency {
 		go f.work()
 	}
+	f.startClaimer() // a shared Store (Claimer): claims calls in batches
 	return f, nil
 }
 

@@ -419,10 +419,10 @@ func stopReason(stop error) error {
 // requeued (stored, logged with msg, reported to Hooks.Retried, pushed) or
 // finished.
 func (f *Invoker) settle(t *task, out outcome, drop DropReason, delay time.Duration, reason, err error, now int64, msg string) {
+	if out == outRequeued && f.cfg.durable.store != nil && !f.storeRetried(t) {
+		out, drop = outDropped, DropClosed // held by another Invoker now: it stays stored
+	}
 	if out == outRequeued {
-		if f.cfg.durable.store != nil {
-			f.storeRetried(t)
-		}
 		// Report before the task can run again, so that the hooks of one
 		// call never overlap.
 		if ce := f.log.Check(zapcore.DebugLevel, msg); ce != nil {

@@ -420,15 +420,23 @@ func storeRemove(st Store, id uint64) (err error) {
 	return st.Remove(id)
 }
 
-// storeRetried records t's attempts and next due time.
-func (f *Invoker) storeRetried(t *task) {
+// storeRetried records t's attempts and next due time; it returns false
+// if a shared Store says another Invoker holds t now (ErrLeaseLost).
+func (f *Invoker) storeRetried(t *task) bool {
 	if t.sid == 0 {
-		return
+		return true
 	}
-	if err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due)); err != nil {
+	err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due))
+	if errors.Is(err, ErrLeaseLost) {
+		f.log.Warn("failback: store: another invoker took the call over (its lease ended): handing it over",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+		return false
+	}
+	if err != nil {
 		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
 			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
 	}
+	return true
 }
 
 // storeEnded removes t from the store, unless reason is DropClosed: a call
@@ -451,6 +459,9 @@ func (f *Invoker) loadStored() error {
 	if st == nil {
 		return nil
 	}
+	if _, ok := st.(Claimer); ok {
+		return nil // shared: claimed in batches instead (claimLoop)
+	}
 	codec := f.cfg.durable.codecOrDefault()
 	now, wallNow := f.now(), time.Now()
 	pn := f.cfg.policy.Normalized()
@@ -461,53 +472,17 @@ func (f *Invoker) loadStored() error {
 		clamped int
 	)
 	err := st.Load(func(c StoredCall) error {
-		if c.Err != nil {
-			berr := &BadRecordError{ID: c.ID, Err: c.Err}
+		t, berr, clamp := f.storedTask(codec, c, now, wallNow, maxWait)
+		if berr != nil {
 			if !f.cfg.durable.quarantine {
 				return berr
 			}
 			bad = append(bad, berr)
 			return nil
 		}
-		args, err := unmarshalArgs(codec, c.Method, c.Args)
-		if err != nil {
-			berr := &BadRecordError{ID: c.ID, Method: c.Method, Err: err}
-			if !f.cfg.durable.quarantine {
-				return berr
-			}
-			bad = append(bad, berr)
-			return nil
-		}
-		t := &task{
-			inv:      &cluster.Invocation{Method: c.Method, Args: args, Attachments: c.Attachments},
-			attempts: int32(min(c.Attempts, 1<<31-1)),
-			lastErr:  errReloaded,
-			sid:      c.ID,
-			expires:  math.MaxInt64,
-		}
-		// Wall-clock times back on the monotonic clock. A clock that was
-		// ahead when they were stored must not stretch waits or TTLs: the
-		// first failure is no later than now, the due time no later than
-		// the policy's longest wait from now; a due time in the past makes
-		// the call due now.
-		born, dueIn := c.Born, c.Due.Sub(wallNow)
-		if born.After(wallNow) {
-			born = wallNow
-			clamped++
-		} else if dueIn > maxWait {
+		if clamp {
 			clamped++
 		}
-		t.born = now - int64(wallNow.Sub(born))
-		t.due = max(now+int64(min(dueIn, maxWait)), now)
-		if f.cfg.ttl > 0 {
-			t.expires = satAdd(t.born, f.cfg.ttl)
-		}
-		seq := f.nextSeq.Add(1) - 1
-		// MaxElapsed counts from the first failure; the delays drawn before
-		// the restart are skipped, MaxAttempts counts the attempts made.
-		t.sched = f.retrier.NewSchedule(f.at(t.born))
-		t.sched.Resume(int(t.attempts))
-		t.seq = seq
 		loaded = append(loaded, t)
 		return nil
 	})
@@ -542,4 +517,47 @@ func (f *Invoker) loadStored() error {
 		f.log.Info("failback: loaded stored calls", zap.Int("calls", len(loaded)))
 	}
 	return nil
+}
+
+// storedTask turns c, a call loaded or claimed from the Store, into a
+// task; bad says why it cannot, clamped whether its stored times were
+// after now (see loadStored).
+func (f *Invoker) storedTask(codec Codec, c StoredCall, now int64, wallNow time.Time, maxWait time.Duration) (t *task, bad *BadRecordError, clamped bool) {
+	if c.Err != nil {
+		return nil, &BadRecordError{ID: c.ID, Err: c.Err}, false
+	}
+	args, err := unmarshalArgs(codec, c.Method, c.Args)
+	if err != nil {
+		return nil, &BadRecordError{ID: c.ID, Method: c.Method, Err: err}, false
+	}
+	t = &task{
+		inv:      &cluster.Invocation{Method: c.Method, Args: args, Attachments: c.Attachments},
+		attempts: int32(min(c.Attempts, 1<<31-1)),
+		lastErr:  errReloaded,
+		sid:      c.ID,
+		expires:  math.MaxInt64,
+	}
+	// Wall-clock times back on the monotonic clock. A clock that was
+	// ahead when they were stored must not stretch waits or TTLs: the
+	// first failure is no later than now, the due time no later than
+	// the policy's longest wait from now; a due time in the past makes
+	// the call due now.
+	born, dueIn := c.Born, c.Due.Sub(wallNow)
+	if born.After(wallNow) {
+		born = wallNow
+		clamped = true
+	} else if dueIn > maxWait {
+		clamped = true
+	}
+	t.born = now - int64(wallNow.Sub(born))
+	t.due = max(now+int64(min(dueIn, maxWait)), now)
+	if f.cfg.ttl > 0 {
+		t.expires = satAdd(t.born, f.cfg.ttl)
+	}
+	// MaxElapsed counts from the first failure; the delays drawn before
+	// the restart are skipped, MaxAttempts counts the attempts made.
+	t.sched = f.retrier.NewSchedule(f.at(t.born))
+	t.sched.Resume(int(t.attempts))
+	t.seq = f.nextSeq.Add(1) - 1
+	return t, nil, clamped
 }

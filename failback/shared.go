@@ -1,0 +1,150 @@
+package failback
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Claimer is implemented by a Store that several Invokers share (one per
+// replica of a service, package reboundpg): instead of loading every
+// stored call once in New, each Invoker claims due calls in batches, with
+// a lease, on a goroutine of its own, and runs them like loaded calls
+// (Store.Update and Store.Remove as for any Store). A claimed call is
+// the claiming Invoker's until its lease ends; the Store keeps the leases
+// of the calls its Invoker holds alive, so that another Invoker takes a
+// call over only when its holder died or lost the Store.
+type Claimer interface {
+	Store
+	// Claim leases up to n calls that are due and that no live lease
+	// holds, and returns them with Due and Born on this process's clock.
+	// next is when to claim again if nothing wakes the Invoker first
+	// (the Store's polling interval, or less when a call falls due
+	// sooner); it also applies after an error. A call Claim cannot decode
+	// comes with Err set, as from Load.
+	Claim(ctx context.Context, n int) (calls []StoredCall, next time.Duration, err error)
+	// Notify returns a channel that receives when calls may have been
+	// added or become due (nil if the Store has no such signal).
+	Notify() <-chan struct{}
+}
+
+// ErrLeaseLost is wrapped by the error a Claimer's Update returns when
+// the call's lease ended and another Invoker claimed it. The Invoker then
+// stops retrying the call and reports it dropped with DropClosed: like a
+// call dropped by Close, it stays in the Store, for the Invoker that holds
+// it now.
+var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
+
+// claimRetryFull is how long the claim loop waits before it asks again
+// when the Invoker holds WithMaxTasks calls already.
+const claimRetryFull = 100 * time.Millisecond
+
+// startClaimer starts the claim loop if the Store is a Claimer; New calls
+// it with the other goroutines.
+func (f *Invoker) startClaimer() {
+	if cl, ok := f.cfg.durable.store.(Claimer); ok {
+		f.live.Add(1)
+		go f.claimLoop(cl)
+	}
+}
+
+// claimLoop claims due calls from a shared Store until Close, whenever the
+// Store notifies it or the time the last claim named has passed.
+func (f *Invoker) claimLoop(cl Claimer) {
+	defer f.exit()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failing := false
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-timer.C:
+		case <-cl.Notify():
+		}
+		next, err := f.claimOnce(cl)
+		switch {
+		case err != nil && !failing:
+			f.log.Warn("failback: store: claiming calls failed (retrying)", zap.Error(err))
+		case err == nil && failing:
+			f.log.Info("failback: store: claiming calls again")
+		}
+		failing = err != nil
+		timer.Reset(max(next, 0))
+	}
+}
+
+// claimOnce claims as many calls as the Invoker has room for and queues
+// them; it returns when to claim again.
+func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
+	f.mu.Lock()
+	room := f.cfg.maxTasks - f.pendingLocked() - f.reserved
+	open := f.state == stateOpen
+	f.mu.Unlock()
+	if !open {
+		return time.Hour, nil // Shutdown drains what it holds; Close ends the loop
+	}
+	if room <= 0 {
+		return claimRetryFull, nil
+	}
+	calls, next, err := claimCalls(f.baseCtx, cl, room)
+	if err != nil {
+		return next, err
+	}
+	codec := f.cfg.durable.codecOrDefault()
+	now, wallNow := f.now(), time.Now()
+	pn := f.cfg.policy.Normalized()
+	maxWait := max(pn.Max, pn.MaxRetryAfter)
+	tasks := make([]*task, 0, len(calls))
+	for _, c := range calls {
+		t, berr, _ := f.storedTask(codec, c, now, wallNow, maxWait)
+		if berr != nil {
+			f.claimedBad(cl, berr)
+			continue
+		}
+		tasks = append(tasks, t)
+	}
+	f.mu.Lock()
+	if f.state == stateOpen { // else they stay leased; the Store releases them
+		for _, t := range tasks {
+			f.offered++
+			f.pushLocked(t)
+		}
+	}
+	f.mu.Unlock()
+	return next, nil
+}
+
+// claimedBad sets aside a claimed call that cannot be loaded
+// (WithQuarantine), or logs it; without quarantine it stays in the Store
+// and is claimed again when its lease ends.
+func (f *Invoker) claimedBad(cl Claimer, b *BadRecordError) {
+	q, ok := cl.(Quarantiner)
+	if !f.cfg.durable.quarantine || !ok {
+		f.log.Error("failback: claimed call cannot be loaded (failback.WithQuarantine sets it aside)",
+			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(b.Err))
+		return
+	}
+	if err := q.Quarantine(b.ID, b); err != nil {
+		f.log.Error("failback: claimed call cannot be loaded nor quarantined",
+			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(errors.Join(b, err)))
+		return
+	}
+	f.mu.Lock()
+	f.quarantined++
+	f.mu.Unlock()
+	f.log.Error("failback: stored call set aside: it cannot be loaded (quarantined in the store)",
+		zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(b.Err))
+}
+
+// claimCalls is cl.Claim with a panic returned as an error.
+func claimCalls(ctx context.Context, cl Claimer, n int) (calls []StoredCall, next time.Duration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			calls, next, err = nil, time.Second, recovered("failback.Claimer.Claim", r)
+		}
+	}()
+	return cl.Claim(ctx, n)
+}

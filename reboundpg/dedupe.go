@@ -1,0 +1,50 @@
+package reboundpg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rebound-go/rebound"
+)
+
+// Dedupe records the idempotency keys of the calls a receiver applied, in
+// a table of its own (key text PRIMARY KEY, applied_at), in the same
+// transaction as the change each call makes: with at-least-once delivery
+// (failback's IdempotencyKey) it makes the change effectively once. Rows
+// are never deleted by this package; delete old ones yourself (DELETE ...
+// WHERE applied_at < now() - '30 days') beyond the senders' retry window.
+// A Dedupe is safe for concurrent use.
+type Dedupe struct{ insert string }
+
+// NewDedupe creates table (idempotent; quoted as an identifier, see
+// WithTable) and returns a Dedupe on it.
+func NewDedupe(ctx context.Context, db DB, table string) (*Dedupe, error) {
+	if db == nil || table == "" || len(table) > 63 || strings.ContainsRune(table, 0) {
+		return nil, &rebound.ArgumentError{Func: "reboundpg.NewDedupe", Arg: "db and table",
+			Reason: fmt.Sprintf("must be a DB and a name of 1 to 63 bytes with no NUL (got %q)", table)}
+	}
+	t := pgx.Identifier{table}.Sanitize()
+	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t+` (key text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+	if err != nil && !isDuplicateObject(err) {
+		return nil, fmt.Errorf("reboundpg: NewDedupe: creating table %s: %w", t, err)
+	}
+	return &Dedupe{insert: `INSERT INTO ` + t + ` (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`}, nil
+}
+
+// Apply records key in tx and reports whether it is new: false means a
+// call with this key was applied already (committed), and the caller
+// should not apply it again. A concurrent transaction holding the same
+// new key makes Apply wait for its outcome. An empty key is an error.
+func (d *Dedupe) Apply(ctx context.Context, tx pgx.Tx, key string) (first bool, err error) {
+	if key == "" || tx == nil {
+		return false, &rebound.ArgumentError{Func: "reboundpg.Dedupe.Apply", Arg: "tx and key", Reason: "must not be nil or empty"}
+	}
+	tag, err := tx.Exec(ctx, d.insert, key)
+	if err != nil {
+		return false, fmt.Errorf("reboundpg: Dedupe.Apply: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -1,0 +1,113 @@
+package reboundpg
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/logging"
+)
+
+// An Option configures Open. A nil Option is ignored.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	table                  string
+	lease, poll, retention time.Duration
+	batch                  int
+	quiet                  bool // WithNotify(false)
+	codec                  failback.Codec
+	log                    *zap.Logger
+	errs                   []error
+}
+
+func (c *config) bad(fn, arg, reason string) {
+	c.errs = append(c.errs, &rebound.ArgumentError{Func: fn, Arg: arg, Reason: reason})
+}
+
+func newConfig(fn string, opts []Option) (config, error) {
+	c := config{table: "rebound_outbox", lease: 30 * time.Second, poll: time.Second, batch: 64,
+		codec: failback.JSONCodec{}, log: zap.NewNop()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	switch {
+	case c.table == "" || len(c.table) > 63 || strings.ContainsRune(c.table, 0):
+		c.bad(fn, "WithTable", fmt.Sprintf("(%q) must be 1 to 63 bytes with no NUL (a PostgreSQL identifier)", c.table))
+	case c.lease < 10*time.Millisecond:
+		c.bad(fn, "WithLease", fmt.Sprintf("(%v) must be at least 10ms", c.lease))
+	case c.poll <= 0:
+		c.bad(fn, "WithPollInterval", fmt.Sprintf("(%v) must be > 0", c.poll))
+	case c.retention < 0:
+		c.bad(fn, "WithRetention", fmt.Sprintf("(%v) must be >= 0", c.retention))
+	case c.batch <= 0:
+		c.bad(fn, "WithBatch", fmt.Sprintf("(%d) must be > 0", c.batch))
+	}
+	if len(c.errs) > 0 {
+		return c, c.errs[0]
+	}
+	return c, nil
+}
+
+// WithTable sets the queue's table (default "rebound_outbox"), in the
+// connection's search_path; LISTEN/NOTIFY use a channel of the same
+// name. Any name of 1 to 63 bytes is safe: it is always quoted as an
+// identifier (pgx.Identifier), never spliced into SQL.
+func WithTable(name string) Option { return optionFunc(func(c *config) { c.table = name }) }
+
+// WithLease sets how long a claimed call stays with its Store without a
+// renewal (default 30 s, at least 10ms): the Store renews its
+// leases every third of it, so a call passes to another replica about
+// one lease after its holder died or lost the database.
+func WithLease(d time.Duration) Option { return optionFunc(func(c *config) { c.lease = d }) }
+
+// WithPollInterval sets the longest time between two claims when no
+// NOTIFY arrives (default 1 s): the fallback for a lost
+// notification and for calls that fall due or whose lease ends.
+func WithPollInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.poll = d }) }
+
+// WithRetention keeps ended calls in the table, marked with their end
+// time, for d before they are deleted (default 0: deleted at once).
+func WithRetention(d time.Duration) Option { return optionFunc(func(c *config) { c.retention = d }) }
+
+// WithNotify sets whether Enqueue sends a NOTIFY with the call (default
+// true): it wakes the replicas at the caller's commit, but PostgreSQL
+// serializes the commits of transactions that sent a NOTIFY (a global
+// lock held through the commit's WAL flush), which costs concurrent
+// enqueueing transactions their group commit (BenchmarkEnqueue: 3x the
+// time per call at 16 callers with fsync on; docs/postgres.md). Without
+// it, new calls wait for the next poll (WithPollInterval).
+func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = !on }) }
+
+// WithBatch caps the calls one claim takes (default 64).
+func WithBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
+
+// WithCodec sets the Codec Enqueue encodes arguments with (default
+// failback.JSONCodec{}); it must be the Invoker's (failback.WithCodec).
+// A nil codec means the default.
+func WithCodec(codec failback.Codec) Option {
+	return optionFunc(func(c *config) {
+		if codec != nil {
+			c.codec = codec
+		}
+	})
+}
+
+// WithLogger sets the logger (default: none; never zap's global one).
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.log = logging.Redacted(l).With(zap.String("component", "reboundpg"))
+		}
+	})
+}

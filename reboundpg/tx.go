@@ -1,0 +1,110 @@
+package reboundpg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rebound-go/rebound"
+)
+
+// DB is what RunTx and Dedupe need of a database: *pgxpool.Pool and
+// *pgx.Conn implement it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// ErrAmbiguousCommit is wrapped by RunTx's error when COMMIT was sent and
+// no answer came (the connection broke, ctx ended): the transaction may
+// have committed. RunTx never retries it; the caller decides (check
+// whether the change is there, or let an idempotency key decide).
+var ErrAmbiguousCommit = errors.New("reboundpg: COMMIT sent, no answer: the transaction may have committed")
+
+// txRetrier is RunTx's default: up to 10 attempts, 5 ms to 1 s apart with
+// full jitter.
+var txRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 5 * time.Millisecond, Max: time.Second, MaxAttempts: 10})
+
+// RunTx runs fn in a transaction begun with opts and commits it; fn's
+// work is retried as a whole (a new transaction on a connection taken
+// afresh from db, after the failed one was rolled back and its connection
+// released) on a serialization failure (40001), a deadlock (40P01), or a
+// broken connection before COMMIT was sent, paced and bounded by r (nil:
+// up to 10 attempts, 5 ms to 1 s apart with full jitter). fn must not commit or roll back tx, and must be
+// safe to run again: effects outside the database repeat. Any other
+// error of fn ends RunTx with that error, as does an error r gives up on
+// (a *rebound.RetryError wrapping it); a COMMIT whose outcome is unknown
+// ends it with an error wrapping ErrAmbiguousCommit.
+func RunTx(ctx context.Context, db DB, opts pgx.TxOptions, r *rebound.Retrier, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if db == nil || fn == nil {
+		return &rebound.ArgumentError{Func: "reboundpg.RunTx", Arg: "db and fn", Reason: "must not be nil"}
+	}
+	if r == nil {
+		r = txRetrier
+	}
+	return r.Do(ctx, func(ctx context.Context) error { return runTxOnce(ctx, db, opts, fn) })
+}
+
+// runTxOnce is one attempt of RunTx: its error is marked transient when
+// the whole transaction may run again, permanent otherwise.
+func runTxOnce(ctx context.Context, db DB, opts pgx.TxOptions, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return classify(err, nil)
+	}
+	if err := fn(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx) // a broken connection is closed, not returned to the pool
+		return classify(err, tx.Conn())
+	}
+	err = tx.Commit(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrTxCommitRollback):
+		return rebound.Permanent(err) // the server rolled back (fn ignored an error)
+	}
+	if _, ok := errors.AsType[*pgconn.PgError](err); ok {
+		return classify(err, nil) // the server answered: not committed
+	}
+	if pgconn.SafeToRetry(err) {
+		return rebound.Transient(err) // COMMIT never left
+	}
+	return rebound.Permanent(fmt.Errorf("%w: %w", ErrAmbiguousCommit, err))
+}
+
+// classify marks an error raised before COMMIT was sent: serialization
+// failures, deadlocks and connection failures (nothing was committed)
+// are transient, the rest permanent. conn, if not nil, is the
+// transaction's connection: closed means it broke.
+func classify(err error, conn *pgx.Conn) error {
+	if err == nil {
+		return nil
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch {
+		case pe.Code == "40001" || pe.Code == "40P01":
+			return rebound.Transient(err)
+		case len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code[:2] == "57"):
+			return rebound.Transient(err) // connection exception, operator intervention (shutdown)
+		}
+		return rebound.Permanent(err)
+	}
+	if pgconn.SafeToRetry(err) || conn != nil && conn.IsClosed() {
+		return rebound.Transient(err)
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return rebound.Transient(err)
+	}
+	return rebound.Permanent(err)
+}
+
+// isDuplicateObject reports a CREATE ... IF NOT EXISTS that lost a race
+// with a concurrent one (23505 on the catalog, or 42P07).
+func isDuplicateObject(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (pe.Code == "23505" || pe.Code == "42P07")
+}
