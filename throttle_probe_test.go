@@ -11,7 +11,7 @@ import (
 // issue 26 it then rejected each new request with probability
 // requests/(requests+1) until the window forgot the outage, so a process
 // with one call waited minutes for nothing once the backend was back. It
-// now admits a floor of requests per window whatever the probability (its
+// now rejects nothing while its window holds fewer than 20 requests (its
 // probes): a process with a few requests is never refused, and one that
 // keeps asking a dead backend still sends few.
 func TestThrottleProbesAfterOutage(t *testing.T) {
@@ -48,4 +48,29 @@ func TestThrottleProbesAfterOutage(t *testing.T) {
 			t.Fatalf("probe %d of the next window rejected", i+1)
 		}
 	}
+}
+
+// A process that keeps asking a dead backend is throttled by the formula
+// alone once its window is full: the first 20 requests it ever makes pass,
+// and no window that follows admits another burst of 20 (issue 26's
+// 5-minute, 100-subscription test: 307 requests with such bursts, 117
+// without). 50 requests a second for 10 windows of 2 minutes: 60,000
+// requests, of which the formula leaks about one per 1/(requests+1).
+func TestThrottleProbesNoBurstPerWindow(t *testing.T) {
+	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for i := range 60000 {
+		if th.Allow(t0.Add(time.Duration(i) * 20 * time.Millisecond)) {
+			sent++
+		}
+	}
+	// The leak: about Σ 1/(n+1) at the start, then about one request per
+	// window size (6,000 requests) after: a few dozen in all.
+	if sent > 20+10*5 {
+		t.Fatalf("%d of 60000 requests to a backend accepting none sent over 10 windows, want the first 20 and the formula's leak (at most %d)", sent, 20+10*5)
+	}
+	t.Logf("%d of 60000 sent", sent)
 }
