@@ -1,6 +1,9 @@
 package rebound_test
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,4 +76,67 @@ func TestThrottleProbesNoBurstPerWindow(t *testing.T) {
 		t.Fatalf("%d of 60000 requests to a backend accepting none sent over 10 windows, want the first 20 and the formula's leak (at most %d)", sent, 20+10*5)
 	}
 	t.Logf("%d of 60000 sent", sent)
+}
+
+// The probes' threshold under the attacks a shared throttle meets: two
+// throttles with one seed decide alike; a clock stepped back starts the
+// window anew (its 20 probes again, no more); many goroutines sharing one
+// throttle against a dead backend send the first 20 and the leak (-race).
+func TestThrottleProbesSeedClockConcurrency(t *testing.T) {
+	mk := func() *rebound.AdaptiveThrottle {
+		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(7), rebound.ThrottleWindow(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return th
+	}
+	a, b := mk(), mk()
+	var da, db []bool
+	for i := range 5000 {
+		now := t0.Add(time.Duration(i) * time.Millisecond)
+		if i%7 == 0 {
+			a.Accepted(now)
+			b.Accepted(now)
+		}
+		da, db = append(da, a.Allow(now)), append(db, b.Allow(now))
+	}
+	if fmt.Sprint(da) != fmt.Sprint(db) {
+		t.Error("two throttles with one seed and one history decided differently")
+	}
+
+	th := mk()
+	sent := 0
+	for range 100 {
+		if th.Allow(t0) {
+			sent++
+		}
+	}
+	back := t0.Add(-time.Hour) // the clock stepped back: a new window
+	for range 100 {
+		if th.Allow(back) {
+			sent++
+		}
+	}
+	if sent < 40 || sent > 50 {
+		t.Errorf("%d of 200 sent in two windows (the second after the clock stepped back), want 2x20 probes and a little leak", sent)
+	}
+
+	// Goroutines reading one clock (a tick of 10 µs each request): their
+	// times reach the throttle slightly out of order, as time.Now()'s do.
+	shared := mk()
+	var n, tick atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				if shared.Allow(t0.Add(time.Duration(tick.Add(1)) * 10 * time.Microsecond)) {
+					n.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n.Load() < 20 || n.Load() > 30 {
+		t.Errorf("8 goroutines x 1000 requests to a dead backend: %d sent, want the 20 probes and the leak", n.Load())
+	}
 }
