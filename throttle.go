@@ -24,9 +24,8 @@ const (
 
 const throttleSlots = 20
 
-// throttleProbes is the floor of requests a throttle admits per window
-// whatever its probability: one per slot on average (docs/engine.md,
-// "Adaptive throttling").
+// throttleProbes is the number of requests a window must hold before the
+// throttle rejects any (docs/engine.md, "Adaptive throttling").
 const throttleProbes = throttleSlots
 
 // An AdaptiveThrottle rejects requests locally when the backend has been
@@ -37,10 +36,10 @@ const throttleProbes = throttleSlots
 //	max(0, (requests - K×accepts) / (requests + 1))
 //
 // (K default 2: nothing is rejected while half the requests are accepted),
-// except that it admits the first 20 requests sent in any window (probes,
-// one per 6 s on average with the default window): a throttle that has
-// seen only failures keeps learning whether the backend is back, and a
-// process with few requests is never refused (docs/engine.md).
+// except that it rejects nothing while its window holds fewer than 20
+// requests (sent or rejected): a process with few requests is never
+// refused, and one that asks often is throttled as by the formula alone
+// (docs/engine.md).
 // Give it to loops with WithThrottle; an attempt it rejects is not sent
 // and is handled by the throttle's refusal rule (WithRefusal, default
 // RefuseDefer: see docs/engine.md).
@@ -51,7 +50,6 @@ const throttleProbes = throttleSlots
 type AdaptiveThrottle struct {
 	mu     sync.Mutex
 	w      window // a: requests, b: accepts
-	sends  window // a: requests admitted and sent (the probes' floor)
 	k      float64
 	window time.Duration
 	rnd    *rand.PCG // nil: math/rand/v2's global source
@@ -118,7 +116,7 @@ func NewAdaptiveThrottle(opts ...ThrottleOption) (*AdaptiveThrottle, error) {
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
-	t := &AdaptiveThrottle{w: newWindow(c.window, throttleSlots), sends: newWindow(c.window, throttleSlots), k: c.k, window: c.window}
+	t := &AdaptiveThrottle{w: newWindow(c.window, throttleSlots), k: c.k, window: c.window}
 	if c.seeded {
 		t.rnd = rand.NewPCG(c.seed, c.seed^0x9e3779b97f4a7c15)
 	}
@@ -132,9 +130,6 @@ func (t *AdaptiveThrottle) Allow(now time.Time) bool {
 	defer t.mu.Unlock()
 	ok := t.drawLocked(now)
 	t.w.addA(now)
-	if ok {
-		t.sends.addA(now)
-	}
 	return ok
 }
 
@@ -156,20 +151,15 @@ func (t *AdaptiveThrottle) admit(now time.Time) bool {
 func (t *AdaptiveThrottle) sent(now time.Time) {
 	t.mu.Lock()
 	t.w.addA(now)
-	t.sends.addA(now)
 	t.mu.Unlock()
 }
 
-// drawLocked reports whether a request at now passes: as a probe while
-// fewer than throttleProbes requests were sent in the window, otherwise
-// false with the rejection probability (computed before the request is
-// counted).
+// drawLocked reports whether a request at now passes: always while the
+// window holds fewer than throttleProbes requests, otherwise false with
+// the rejection probability (computed before the request is counted).
 func (t *AdaptiveThrottle) drawLocked(now time.Time) bool {
 	p := t.probLocked(now)
-	if p <= 0 {
-		return true
-	}
-	if t.sends.advance(now); t.sends.ta < throttleProbes {
+	if p <= 0 || t.w.ta < throttleProbes {
 		return true
 	}
 	var u float64
@@ -189,9 +179,9 @@ func (t *AdaptiveThrottle) Accepted(now time.Time) {
 	t.mu.Unlock()
 }
 
-// Probability returns the probability that a request at now is rejected
-// locally, by the formula above: a probe (fewer than 20 requests sent in
-// the window) is admitted whatever it is.
+// Probability returns the formula's rejection probability at now. It is
+// the probability that Allow rejects a request once the window holds 20
+// requests; below that Allow admits every request whatever it says.
 func (t *AdaptiveThrottle) Probability(now time.Time) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -86,6 +86,11 @@ func TestThrottleDefersAttemptsDuringOutage(t *testing.T) {
 		if thrSent*2 > plainSent {
 			t.Errorf("with the throttle %d requests were sent, want at most half of %d (no throttle)", thrSent, plainSent)
 		}
+		// Issue 26: the throttle's probes keep this protection (117 requests
+		// before them, 307 with a burst of 20 probes in every window).
+		if thrSent*10 > plainSent {
+			t.Errorf("with the throttle %d requests were sent, want at most a tenth of %d (no throttle)", thrSent, plainSent)
+		}
 		var total int
 		for _, st := range m.Status() {
 			if st.State != subscriber.StatePending && st.State != subscriber.StateRetrying {
