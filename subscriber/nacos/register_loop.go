@@ -1,0 +1,308 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// Work the loop has to do.
+const (
+	needNothing  = iota
+	needCheck    // ask the server whether it lists the instance
+	needRegister // register it again
+)
+
+// loop keeps the instance registered until ctx is done.
+func (g *Registration) loop(ctx context.Context) {
+	defer close(g.done)
+	var (
+		need = needNothing
+		up   = true
+		s    *rebound.Schedule // the current repair run; nil when none
+		// other: the instance was registered again because the server
+		// listed it with other values; if it does again at a later
+		// check (before an Update), they are the server's (an
+		// operator's weight, another client's copy of the address), and
+		// registering again would only fight them at every check.
+		other   bool
+		left    bool                // the other values were left (logged once)
+		kind    rebound.AttemptKind // the attempt the timer is the wait for
+		timer   = time.NewTimer(time.Hour)
+		periodT = time.NewTimer(time.Hour)
+	)
+	timer.Stop()
+	defer timer.Stop()
+	defer periodT.Stop()
+	armPeriodic := func() {
+		periodT.Stop()
+		if g.cfg.check > 0 {
+			periodT.Reset(jitter(g.cfg.check, 0.75, 1.25))
+		}
+	}
+	armPeriodic()
+	// begin starts a repair run whose first attempt is due after d (a
+	// grace, not a backoff): the Schedule admits it when it is due.
+	begin := func(d time.Duration) {
+		timer.Stop()
+		if s != nil {
+			s.Decide(time.Now(), rebound.Abandoned())
+		}
+		s = g.retrier.NewSchedule(time.Now())
+		kind = rebound.FirstAttempt
+		if d <= 0 {
+			d = time.Nanosecond
+		}
+		timer.Reset(d)
+	}
+	// attempt does the pending work; false: stop for good.
+	attempt := func() bool {
+		if !up || need == needNothing {
+			return true
+		}
+		g.mu.Lock()
+		in := g.inst
+		g.mu.Unlock()
+		var err error
+		if need == needCheck {
+			var found, same bool
+			found, same, err = g.listed(subscriber.RegistrationOpCheck, in)
+			switch {
+			case err == nil && found && (same || other):
+				switch {
+				case !same && !left:
+					g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
+					left = true
+				case same && g.track.State() == subscriber.RegistrationRepairing:
+					g.log.Debug("the server lists the instance (the SDK's redo worked)")
+				}
+				if same {
+					// other stays: a server that took the values back
+					// and then lists others again (two clients taking the
+					// address from each other) is not fought either.
+					left = false
+				}
+				need = needNothing
+			case err == nil && found:
+				g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
+				g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+				other = true
+				need = needRegister
+			case err == nil:
+				g.log.Info("the server does not list the instance; registering it again")
+				g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+				need = needRegister
+			}
+		}
+		if err == nil && need == needRegister {
+			if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
+				g.log.Info("registered again")
+				g.track.Registered()
+				// Registered before the repair is counted, so that a
+				// Status showing the repair shows it registered.
+				g.track.Set(subscriber.RegistrationRegistered, nil)
+				g.track.Repaired()
+				need = needNothing
+			}
+		}
+		now := time.Now()
+		if err == nil {
+			if s != nil {
+				s.Decide(now, rebound.Succeeded())
+				s = nil
+			}
+			g.track.Set(subscriber.RegistrationRegistered, nil)
+			armPeriodic()
+			return true
+		}
+		if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+			if s != nil {
+				// The admitted attempt's token and breaker admission go
+				// back: the loop ends without its outcome.
+				s.Decide(now, rebound.Abandoned())
+				s = nil
+			}
+			g.log.Error("registration stopped", zap.Error(err))
+			g.track.Set(subscriber.RegistrationStopped, err)
+			return false
+		}
+		g.track.Set(subscriber.RegistrationRepairing, err)
+		if s == nil {
+			s = g.retrier.NewSchedule(now)
+		}
+		dec := s.Decide(now, rebound.Failed(err))
+		g.track.SetAttempts(dec.Attempt)
+		if dec.Verdict != rebound.WaitFor {
+			g.log.Error("registration stopped", zap.Error(dec.Err))
+			g.track.Set(subscriber.RegistrationStopped, dec.Err)
+			return false
+		}
+		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+		kind = rebound.RetryAttempt
+		timer.Reset(dec.Delay)
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if s != nil {
+				s.Decide(time.Now(), rebound.Abandoned())
+			}
+			return
+		case ev := <-g.events:
+			if !ev.up {
+				up = false
+				timer.Stop()
+				periodT.Stop()
+				g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+				if need == needNothing {
+					need = needCheck
+				}
+				continue
+			}
+			up = true
+			if need == needNothing {
+				need = needCheck
+			}
+			// Give the SDK's redo time to register the instance, then
+			// look for the evidence.
+			begin(jitter(g.cfg.grace, 1, 1.5))
+		case <-periodT.C:
+			if need == needNothing && up {
+				need = needCheck
+				begin(0)
+			}
+		case <-timer.C:
+			if s == nil || !up || need == needNothing {
+				continue // nothing to do (attempt would do nothing either)
+			}
+			// The attempt is due: the Schedule admits it (the gates of
+			// its kind: WithRegisterRetryOptions), or says how long to
+			// wait (a limiter token: the same attempt; a local refusal's
+			// backoff: then a retry), or stops the loop.
+			dec := s.Decide(time.Now(), rebound.Ready(kind))
+			g.track.SetAttempts(dec.Attempt) // a local refusal counts
+			switch dec.Verdict {
+			case rebound.WaitFor:
+				if !errors.Is(dec.Reason, rebound.ErrLimited) {
+					kind = rebound.RetryAttempt
+				}
+				timer.Reset(dec.Delay)
+				continue
+			case rebound.Stop, rebound.Drop:
+				g.log.Error("registration stopped", zap.Error(dec.Err))
+				g.track.Set(subscriber.RegistrationStopped, dec.Err)
+				return
+			}
+			if !attempt() {
+				return
+			}
+		case u := <-g.updates:
+			err := g.update(u)
+			u.done <- err
+			if err == nil {
+				other, left = false, false // new values: a difference is news again
+			}
+			if err == nil && up && need == needNothing {
+				// A re-send by the SDK's redo that raced the update
+				// (its copy taken before) would put the old values back:
+				// check after the grace, as after a reconnect.
+				need = needCheck
+				begin(jitter(g.cfg.grace, 1, 1.5))
+			}
+		}
+	}
+}
+
+// update sends u's instance (in the loop goroutine).
+func (g *Registration) update(u regUpdate) error {
+	if err := u.ctx.Err(); err != nil {
+		return err
+	}
+	err := g.register(subscriber.RegistrationOpUpdate, u.inst)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.inst = u.inst
+	g.mu.Unlock()
+	return nil
+}
+
+// sameRegistered reports whether the server's instance x carries what
+// in registered: its weight, enabled flag and metadata (the server may
+// add metadata keys of its own).
+func sameRegistered(x, in model.Instance) bool {
+	if x.Weight != in.Weight || x.Enable != in.Enable {
+		return false
+	}
+	for k, v := range in.Metadata {
+		if x.Metadata[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// jitter returns d scaled by a random factor in [lo, hi).
+func jitter(d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
+}
+
+// Update changes the registered instance (weight, metadata, enabled,
+// healthy): one register request with the new instance, which Nacos
+// applies in place (its connection's instance of the service is
+// replaced), checked against the server after the redo grace (a re-send
+// of the old instance by the SDK's redo racing the Update is then
+// registered over). It returns once the server accepted it, or the error (a
+// *subscriber.OpError, wrapping ErrRejected for a rejection). After a
+// failed Update the Registration keeps reporting and repairing the
+// previous instance, but the server and the SDK's redo cache may hold
+// either until an Update succeeds. The address and cluster must not change (another instance:
+// Register it), a *rebound.ArgumentError, as is a bad Weight. After
+// Shutdown or Close it returns an error matching
+// subscriber.ErrRegistrationStopped. The SDK's call is not cancelled by
+// ctx (it is bounded by the client's TimeoutMs); ctx bounds the wait for
+// it.
+func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+	const fn = "nacos.Registration.Update"
+	if ctx == nil {
+		return &rebound.ArgumentError{Func: fn, Arg: "ctx", Reason: "must not be nil"}
+	}
+	cur := g.Instance()
+	switch {
+	case inst.IP != cur.IP || inst.Port != cur.Port || inst.Cluster != cur.Cluster:
+		return &rebound.ArgumentError{Func: fn, Arg: "inst", Reason: fmt.Sprintf(
+			"must keep the address and cluster %s:%d/%q (another one is another instance: Register it); got %s:%d/%q",
+			cur.IP, cur.Port, cur.Cluster, inst.IP, inst.Port, inst.Cluster)}
+	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
+		return &rebound.ArgumentError{Func: fn, Arg: "inst.Weight", Reason: fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight)}
+	}
+	inst.Ephemeral, inst.ID = true, ""
+	u := regUpdate{ctx: ctx, inst: toModel(inst), done: make(chan error, 1)}
+	select {
+	case g.updates <- u:
+	case <-g.done:
+		return &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: subscriber.ErrRegistrationStopped}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-u.done:
+		if err == nil {
+			g.track.SetInstance(inst)
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
