@@ -139,3 +139,26 @@ func TestE2EShutdownNoGhost(t *testing.T) {
 		t.Fatal("the instance whose Register failed came back after a reconnect (a ghost)")
 	}
 }
+
+// TestE2ERejectedRegisterKeepsTheClosedOnesRedo: after A.Close and a
+// rejected Register of B (same service, same client), the SDK's redo
+// entry of the service is A's again: a reconnect registers A's instance,
+// never B's (whose Register failed).
+func TestE2ERejectedRegisterKeepsTheClosedOnesRedo(t *testing.T) {
+	srv := newServer(t)
+	// One client for both: the connection is what they share.
+	c := rejectingClient(srv, newClient(t, srv), "10.0.0.2")
+	key := subscriber.Key{Service: "orders"}
+	a := mustRegisterNacos(t, c, key, inst("10.0.0.1", 8080), fastRegister...)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	registerRejected(t, c, key, inst("10.0.0.2", 8080))
+	restart(t, srv)
+	subscribertest.Eventually(t, e2eTimeout, "A's instance to be listed after the reconnect (the SDK's redo)", func() bool {
+		return listed(srv, "orders", "10.0.0.1", 8080)
+	})
+	if listed(srv, "orders", "10.0.0.2", 8080) {
+		t.Fatal("the instance whose Register failed came back after a reconnect")
+	}
+}

@@ -184,6 +184,7 @@ type Registration struct {
 	updates chan regUpdate
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the loop ends
+	settled chan struct{} // closed when Register returns
 
 	mu   sync.Mutex
 	inst model.Instance // what is registered (the loop's copy is authoritative)
@@ -216,7 +217,10 @@ type regUpdate struct {
 // ErrNotConnected, the SDK's error, or ErrClosed (matching
 // rebound.ErrClosed) for a closed client. A failed first registration is
 // also removed from the SDK's redo cache, so a later reconnect does not
-// register it behind the caller's back. The SDK's call cannot be
+// register it behind the caller's back; a closed Registration's instance
+// of the service that the connection held stays (it is registered again,
+// not deregistered: Nacos deregisters the connection's instance of a
+// service whatever address the request names). The SDK's call cannot be
 // cancelled: it is bounded by the client's TimeoutMs (about three times,
 // with the SDK's retries), and ctx is checked before it.
 //
@@ -330,34 +334,68 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		events:  make(chan connEvent, 1),
 		updates: make(chan regUpdate),
 		done:    make(chan struct{}),
+		settled: make(chan struct{}),
 		shut:    make(chan struct{}, 1),
 		inst:    toModel(inst),
 	}
-	h, err := acquireHub(client, g)
+	h, prev, err := acquireHub(client, g)
 	if err != nil {
 		return nil, err
 	}
 	g.h = h
-	g.track = regstate.New("nacos", key, inst, cfg.obs, g.log)
-	if err := g.track.StartMetrics(cfg.meter); err != nil {
-		h.release(g)
-		return nil, &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
+	defer close(g.settled)
+	if err := g.first(inst, prev); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// first makes the first registration and starts the loop. On failure it
+// gives the service's slot back, and its ownership to prev, the
+// Registration whose instance the connection held before (nil if none).
+func (g *Registration) first(inst subscriber.Instance, prev *Registration) error {
+	g.track = regstate.New("nacos", g.key, inst, g.cfg.obs, g.log)
+	if err := g.track.StartMetrics(g.cfg.meter); err != nil {
+		setOwner(g.client, g.slot, prev)
+		g.h.release(g)
+		return &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
 	if err := g.register(subscriber.RegistrationOpRegister, g.inst); err != nil {
-		// The SDK cached the instance for its redo before sending: remove
-		// it (a deregister request, which the SDK sends even when it
-		// cannot reach the server, and the redo entry goes either way).
-		_, _ = client.DeregisterInstance(g.deregisterParam())
-		h.release(g)
+		g.undoFirst(prev)
+		g.h.release(g)
 		g.track.Set(subscriber.RegistrationStopped, err)
-		return nil, err
+		return err
 	}
 	g.track.Registered()
 	var lctx context.Context
 	lctx, g.cancel = context.WithCancel(context.Background())
-	h.attach(g)
+	g.h.attach(g)
 	go g.loop(lctx)
-	return g, nil
+	return nil
+}
+
+// undoFirst removes what a failed first registration left behind: the
+// SDK cached the instance for its redo before sending. With no previous
+// owner, a deregister request removes it (the SDK sends it even when it
+// cannot reach the server, and drops the redo entry either way). Else the
+// connection holds prev's instance (a closed Registration's, which stays
+// while the connection lives), unless the failed request replaced it: a
+// deregister request would remove it, so prev's instance is registered
+// again, which puts it back in the SDK's redo cache too.
+func (g *Registration) undoFirst(prev *Registration) {
+	if prev == nil {
+		_, _ = g.client.DeregisterInstance(g.deregisterParam())
+		disown(g.client, g)
+		return
+	}
+	prev.mu.Lock()
+	in := prev.inst
+	prev.mu.Unlock()
+	if ok, err := g.client.RegisterInstance(prev.registerParam(in)); err != nil || !ok {
+		g.log.Warn("could not give the service back to the closed registration before this one (the SDK's redo will)",
+			zap.String("previous", fmt.Sprintf("%s:%d", in.Ip, in.Port)), zap.Bool("accepted", ok), zap.Error(err))
+	}
+	setOwner(g.client, g.slot, prev)
 }
 
 // clientNamespace returns the client's namespace when it tells.

@@ -35,11 +35,25 @@ type hub struct {
 	qclose context.CancelFunc
 }
 
-// acquireHub takes the service's slot on client's hub for g.
-func acquireHub(client naming_client.INamingClient, g *Registration) (*hub, error) {
+// owners records, per client and service, the Registration whose
+// instance the client's connection holds: the last one to send a register
+// request for the service on that client. Nacos keeps one instance per
+// service per connection and deregisters it whatever address a request
+// names, so only the owner may deregister. Close keeps the record (the
+// instance stays); a deregistration clears it. Under hubs.mu.
+var owners = map[ownerKey]*Registration{}
+
+type ownerKey struct {
+	client naming_client.INamingClient
+	slot   string
+}
+
+// acquireHub takes the service's slot on client's hub for g and makes g
+// the service's owner on client; prev is the owner before (nil if none).
+func acquireHub(client naming_client.INamingClient, g *Registration) (h *hub, prev *Registration, err error) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	h := hubs.m[client]
+	h = hubs.m[client]
 	if h == nil {
 		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
 		hubs.m[client] = h
@@ -48,29 +62,64 @@ func acquireHub(client naming_client.INamingClient, g *Registration) (*hub, erro
 		if len(h.slots) == 0 {
 			delete(hubs.m, client)
 		}
-		return nil, &rebound.ArgumentError{Func: "nacos.Register", Arg: "key",
+		return nil, nil, &rebound.ArgumentError{Func: "nacos.Register", Arg: "key",
 			Reason: fmt.Sprintf("must not name a service the client already registers (%s): Nacos keeps one instance per service per connection", g.slot),
 			Err:    ErrConflict}
 	}
 	h.slots[g.slot] = g
-	return h, nil
+	k := ownerKey{client, g.slot}
+	prev = owners[k]
+	owners[k] = g
+	return h, prev, nil
+}
+
+// setOwner makes g the owner of its service on client again (a failed
+// first registration gives the service back to the one before); a nil
+// g clears the record.
+func setOwner(client naming_client.INamingClient, slot string, g *Registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	if g == nil {
+		delete(owners, ownerKey{client, slot})
+		return
+	}
+	owners[ownerKey{client, slot}] = g
+}
+
+// disown clears g's ownership of its service on client (its instance was
+// deregistered), unless another Registration owns it now.
+func disown(client naming_client.INamingClient, g *Registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	if k := (ownerKey{client, g.slot}); owners[k] == g {
+		delete(owners, k)
+	}
 }
 
 // reclaimHub takes the service's slot on client's hub for g again (after
-// Close gave it back); false if another Registration holds it.
-func reclaimHub(client naming_client.INamingClient, g *Registration) (*hub, bool) {
+// Close gave it back) if g still owns the service on client. Otherwise
+// it returns the Registration holding the slot (nil if none): g has
+// nothing left to deregister, unless that one's first registration is
+// still in flight and fails (it then gives the service back to g).
+func reclaimHub(client naming_client.INamingClient, g *Registration) (h *hub, holder *Registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	h := hubs.m[client]
+	h = hubs.m[client]
 	if h == nil {
 		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
 		hubs.m[client] = h
 	}
 	if other, taken := h.slots[g.slot]; taken && other != g {
-		return nil, false
+		return nil, other
+	}
+	if owners[ownerKey{client, g.slot}] != g {
+		if len(h.slots) == 0 {
+			delete(hubs.m, client)
+		}
+		return nil, nil
 	}
 	h.slots[g.slot] = g
-	return h, true
+	return h, nil
 }
 
 // attach starts delivering connection events to g (and the monitor with

@@ -59,8 +59,8 @@ func (g *Registration) Close() error {
 // closed, so the server dropped its instances). Shutdown may follow
 // Close; if another Registration of the same service on the same client
 // was made in between (Nacos then holds its instance in place of this
-// one), Shutdown sends nothing and returns nil, so as not to deregister
-// that one. Later calls return the first one's result, unless it ended
+// one, even after that one's Close), Shutdown sends nothing and returns
+// nil, so as not to deregister that one. Later calls return the first one's result, unless it ended
 // on ctx, in which case they try again.
 func (g *Registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
@@ -79,20 +79,16 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 		return g.shutErr
 	}
 	if g.released {
-		// Close gave the slot back: take it again for the deregistration,
-		// unless another Registration of the service holds it. Nacos then
-		// holds that one's instance in place of this one, and a deregister
-		// request (which removes the connection's instance of the service
-		// whatever address it names, and the SDK's redo entry of the
-		// service) would remove it.
-		h, ok := reclaimHub(g.client, g)
+		ok, err := g.reclaim(ctx)
+		if err != nil {
+			return err
+		}
 		if !ok {
-			g.log.Info("shutdown after close: another registration of the service on the client replaced the instance; nothing to deregister")
+			g.log.Info("shutdown after close: another registration of the service on the client replaced the instance, or it was deregistered; nothing to deregister")
 			g.shutDone, g.shutErr = true, nil
 			g.track.Set(subscriber.RegistrationStopped, nil)
 			return nil
 		}
-		g.h, g.released = h, false
 	}
 	err := g.deregister(ctx)
 	if err != nil && ctx.Err() != nil && !g.closeReq.Load() {
@@ -106,6 +102,34 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 	}
 	g.track.Set(subscriber.RegistrationStopped, err)
 	return err
+}
+
+// reclaim takes the service's slot on the client back after Close, for
+// the deregistration, if the client's connection still holds g's
+// instance; false: another Registration of the service replaced it
+// since, or it was deregistered, and a deregister request (which removes
+// the connection's instance of the service whatever address it names)
+// would remove the other's. A first registration of the service still in
+// flight is waited for (bounded by ctx): if it fails, it gives the
+// service back to g.
+func (g *Registration) reclaim(ctx context.Context) (bool, error) {
+	var settled *Registration // a holder seen with its Register returned
+	for {
+		h, holder := reclaimHub(g.client, g)
+		switch {
+		case h != nil:
+			g.h, g.released = h, false
+			return true, nil
+		case holder == nil, holder == settled:
+			return false, nil
+		}
+		select {
+		case <-holder.settled:
+			settled = holder // look again: it holds the slot, or gave it back
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
 }
 
 // deregister deregisters and confirms, retrying until ctx is done.
@@ -171,6 +195,7 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 	if err != nil {
 		return err
 	}
+	disown(g.client, g) // the connection holds no instance of the service now
 	found, _, err := g.listed(subscriber.RegistrationOpDeregister, in)
 	if err != nil {
 		return err
