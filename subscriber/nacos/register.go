@@ -203,8 +203,18 @@ type connEvent struct{ up bool }
 type regUpdate struct {
 	ctx  context.Context
 	inst model.Instance
-	done chan error // buffered (1)
+	sub  subscriber.Instance // inst as Instance reports it
+	done chan error          // buffered (1)
+	// state: updatePending, then updateAdopted by the loop (the server
+	// accepted it in time) or updateAbandoned by Update (its ctx ended).
+	state *atomic.Int32
 }
+
+const (
+	updatePending = iota
+	updateAdopted
+	updateAbandoned
+)
 
 // Register registers inst as an ephemeral instance of key's service
 // through client, and keeps it registered until Shutdown or Close.

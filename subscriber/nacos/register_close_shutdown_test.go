@@ -3,6 +3,7 @@ package nacos_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,5 +163,42 @@ func TestShutdownRacingClose(t *testing.T) {
 		if serr == nil && listed(srv, "orders", "10.0.0.1", 8080) {
 			t.Fatalf("round %d: Shutdown returned nil but the server lists the instance", i)
 		}
+	}
+}
+
+// TestShutdownAfterCloseReportsDeregistering: a Shutdown after Close
+// that deregisters reports it (stopped, deregistering, stopped), as any
+// Shutdown does. (Close's stopped was final to the state tracker: the
+// observers never heard of the deregistration.)
+func TestShutdownAfterCloseReportsDeregistering(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var mu sync.Mutex
+	var states []string
+	obs := nacos.WithRegistrationObserver(subscriber.RegistrationHooks{StateChanged: func(ch subscriber.RegistrationStateChange) {
+		mu.Lock()
+		states = append(states, ch.To.String())
+		mu.Unlock()
+	}})
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), append(fastRegister, obs)...)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if listed(srv, "orders", "10.0.0.1", 8080) {
+		t.Fatal("Shutdown after Close returned nil but the server lists the instance")
+	}
+	mu.Lock()
+	got := strings.Join(states, " ")
+	mu.Unlock()
+	if want := "registering registered stopped deregistering stopped"; got != want {
+		t.Fatalf("states %q, want %q", got, want)
+	}
+	if st := g.Status(); st.State != subscriber.RegistrationStopped {
+		t.Fatalf("state %v after Shutdown", st.State)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
@@ -207,15 +208,17 @@ func (g *Registration) loop(ctx context.Context) {
 				return
 			}
 		case u := <-g.updates:
-			err := g.update(u)
+			sent, err := g.update(u)
 			u.done <- err
-			if err == nil {
+			if sent {
 				other, left = false, false // new values: a difference is news again
 			}
-			if err == nil && up && need == needNothing {
+			if sent && up && need == needNothing {
 				// A re-send by the SDK's redo that raced the update
-				// (its copy taken before) would put the old values back:
-				// check after the grace, as after a reconnect.
+				// (its copy taken before) would put the old values back,
+				// and an Update abandoned by its caller left its values
+				// with the server: check after the grace, as after a
+				// reconnect (the check registers g.inst again).
 				need = needCheck
 				begin(jitter(g.cfg.grace, 1, 1.5))
 			}
@@ -223,19 +226,23 @@ func (g *Registration) loop(ctx context.Context) {
 	}
 }
 
-// update sends u's instance (in the loop goroutine).
-func (g *Registration) update(u regUpdate) error {
+// update sends u's instance (in the loop goroutine) and adopts it unless
+// Update gave up on it; sent: the server accepted the request.
+func (g *Registration) update(u regUpdate) (sent bool, err error) {
 	if err := u.ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
-	err := g.register(subscriber.RegistrationOpUpdate, u.inst)
-	if err != nil {
-		return err
+	if err := g.register(subscriber.RegistrationOpUpdate, u.inst); err != nil {
+		return false, err
+	}
+	if !u.state.CompareAndSwap(updatePending, updateAdopted) {
+		return true, u.ctx.Err() // Update returned ctx's error: keep the previous instance
 	}
 	g.mu.Lock()
 	g.inst = u.inst
 	g.mu.Unlock()
-	return nil
+	g.track.SetInstance(u.sub)
+	return true, nil
 }
 
 // sameRegistered reports whether the server's instance x carries what
@@ -251,6 +258,14 @@ func sameRegistered(x, in model.Instance) bool {
 		}
 	}
 	return true
+}
+
+// clusterName is the cluster Nacos gives an instance registered with c.
+func clusterName(c string) string {
+	if c == "" {
+		return defaultCluster
+	}
+	return c
 }
 
 // jitter returns d scaled by a random factor in [lo, hi).
@@ -280,7 +295,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	cur := g.Instance()
 	switch {
-	case inst.IP != cur.IP || inst.Port != cur.Port || inst.Cluster != cur.Cluster:
+	case inst.IP != cur.IP || inst.Port != cur.Port || clusterName(inst.Cluster) != clusterName(cur.Cluster):
 		return &rebound.ArgumentError{Func: fn, Arg: "inst", Reason: fmt.Sprintf(
 			"must keep the address and cluster %s:%d/%q (another one is another instance: Register it); got %s:%d/%q",
 			cur.IP, cur.Port, cur.Cluster, inst.IP, inst.Port, inst.Cluster)}
@@ -288,7 +303,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 		return &rebound.ArgumentError{Func: fn, Arg: "inst.Weight", Reason: fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight)}
 	}
 	inst.Ephemeral, inst.ID = true, ""
-	u := regUpdate{ctx: ctx, inst: toModel(inst), done: make(chan error, 1)}
+	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
 	select {
 	case g.updates <- u:
 	case <-g.done:
@@ -298,11 +313,11 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	select {
 	case err := <-u.done:
-		if err == nil {
-			g.track.SetInstance(inst)
-		}
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		if u.state.CompareAndSwap(updatePending, updateAbandoned) {
+			return ctx.Err()
+		}
+		return <-u.done // adopted just now: the loop is sending its result
 	}
 }

@@ -134,7 +134,7 @@ func (g *Registration) reclaim(ctx context.Context) (bool, error) {
 
 // deregister deregisters and confirms, retrying until ctx is done.
 func (g *Registration) deregister(ctx context.Context) error {
-	g.track.Set(subscriber.RegistrationDeregistering, nil)
+	g.track.Deregistering()
 	s := g.retrier.NewSchedule(time.Now())
 	g.mu.Lock()
 	in := g.inst
