@@ -117,7 +117,8 @@ func WithRegisterRetryOptions(opts ...rebound.Option) RegisterOption {
 
 // WithRedoGrace sets how long after a reconnect the registration waits
 // for the SDK's redo before it checks the server's list (see
-// DefaultRedoGrace). d must be positive.
+// DefaultRedoGrace). d must be positive; a huge d (math.MaxInt64)
+// means the check after a reconnect or an Update never comes.
 func WithRedoGrace(d time.Duration) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) {
 		if d <= 0 {
@@ -131,11 +132,13 @@ func WithRedoGrace(d time.Duration) RegisterOption {
 // WithCheckInterval sets how often a registered instance is checked
 // against the server's list while connected (see DefaultCheckInterval).
 // 0 disables the periodic check (the instance is still checked after
-// every reconnect). d must not be negative.
+// every reconnect); math.MaxInt64 means no periodic check either. d must
+// be 0 or at least a millisecond (a shorter one would query the server
+// in a loop).
 func WithCheckInterval(d time.Duration) RegisterOption {
 	return registerOptionFunc(func(c *regConfig) {
-		if d < 0 {
-			c.bad("WithCheckInterval", "d", fmt.Sprintf("must be >= 0; got %v", d))
+		if d < 0 || (d > 0 && d < time.Millisecond) {
+			c.bad("WithCheckInterval", "d", fmt.Sprintf("must be 0 (no periodic check) or at least 1ms; got %v", d))
 			return
 		}
 		c.check = d

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -268,9 +269,10 @@ func clusterName(c string) string {
 	return c
 }
 
-// jitter returns d scaled by a random factor in [lo, hi).
+// jitter returns d scaled by a random factor in [lo, hi), saturated (a
+// huge d stays huge).
 func jitter(d time.Duration, lo, hi float64) time.Duration {
-	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
+	return sat.Mul(d, lo+rand.Float64()*(hi-lo))
 }
 
 // Update changes the registered instance (weight, metadata, enabled,

@@ -138,15 +138,16 @@ func WithNamespace(ns string) Option {
 
 // WithPollInterval sets how often MonitorConnection polls the client's
 // ServerHealthy while connected (up) and while not (down). Defaults:
-// DefaultPollInterval and DefaultDownPollInterval. Both must be positive:
-// New returns an *rebound.ArgumentError otherwise.
+// DefaultPollInterval and DefaultDownPollInterval. Both must be at least
+// a millisecond (a shorter one would poll in a busy loop): New returns an
+// *rebound.ArgumentError otherwise.
 func WithPollInterval(up, down time.Duration) Option {
 	return optionFunc(func(c *config) {
-		if up <= 0 {
-			c.bad("WithPollInterval", "up", "must be positive")
+		if up < time.Millisecond {
+			c.bad("WithPollInterval", "up", fmt.Sprintf("must be at least 1ms; got %v", up))
 		}
-		if down <= 0 {
-			c.bad("WithPollInterval", "down", "must be positive")
+		if down < time.Millisecond {
+			c.bad("WithPollInterval", "down", fmt.Sprintf("must be at least 1ms; got %v", down))
 		}
 		c.poll, c.downPoll = up, down
 	})
