@@ -40,7 +40,11 @@ const (
 	// An instance listed with other values (weight, enabled, metadata) is
 	// registered again once; if a later check finds other values again
 	// (before an Update), they are the server's (an operator's edit, another client's copy
-	// of the address) and are left, with a warning, until an Update.
+	// of the address) and are left, with a warning, until an Update. The
+	// query leaves disabled instances out: a disabled instance is not
+	// repaired by a check, and one the server still does not list right
+	// after registering it again (an operator disabled it) is registered
+	// again only as WithRegisterPolicy's backoff allows.
 	DefaultCheckInterval = 30 * time.Second
 )
 

@@ -28,16 +28,10 @@ const (
 func (g *Registration) loop(ctx context.Context) {
 	defer close(g.done)
 	var (
-		need = needNothing
-		up   = true
-		s    *rebound.Schedule // the current repair run; nil when none
-		// other: the instance was registered again because the server
-		// listed it with other values; if it does again at a later
-		// check (before an Update), they are the server's (an
-		// operator's weight, another client's copy of the address), and
-		// registering again would only fight them at every check.
-		other   bool
-		left    bool                // the other values were left (logged once)
+		need    = needNothing
+		up      = true
+		s       *rebound.Schedule // the current repair run; nil when none
+		j       judgement
 		kind    rebound.AttemptKind // the attempt the timer is the wait for
 		timer   = time.NewTimer(time.Hour)
 		periodT = time.NewTimer(time.Hour)
@@ -77,36 +71,16 @@ func (g *Registration) loop(ctx context.Context) {
 		var err error
 		if need == needCheck {
 			var found, same bool
-			found, same, err = g.listed(subscriber.RegistrationOpCheck, in)
-			switch {
-			case err == nil && found && (same || other):
-				switch {
-				case !same && !left:
-					g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
-					left = true
-				case same && g.track.State() == subscriber.RegistrationRepairing:
-					g.log.Debug("the server lists the instance (the SDK's redo worked)")
-				}
-				if same {
-					// other stays: a server that took the values back
-					// and then lists others again (two clients taking the
-					// address from each other) is not fought either.
-					left = false
-				}
-				need = needNothing
-			case err == nil && found:
-				g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
-				g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
-				other = true
-				need = needRegister
-			case err == nil:
-				g.log.Info("the server does not list the instance; registering it again")
-				g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
-				need = needRegister
+			if found, same, err = g.listed(subscriber.RegistrationOpCheck, in); err == nil {
+				need = j.judge(g, in, found, same)
 			}
 		}
 		if err == nil && need == needRegister {
 			if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
+				err = j.confirm(g, in)
+			}
+			switch {
+			case err == nil:
 				g.log.Info("registered again")
 				g.track.Registered()
 				// Registered before the repair is counted, so that a
@@ -114,6 +88,8 @@ func (g *Registration) loop(ctx context.Context) {
 				g.track.Set(subscriber.RegistrationRegistered, nil)
 				g.track.Repaired()
 				need = needNothing
+			case errors.Is(err, ErrNotListed):
+				need = needCheck // the Schedule's backoff, then look again
 			}
 		}
 		now := time.Now()
@@ -212,7 +188,7 @@ func (g *Registration) loop(ctx context.Context) {
 			sent, err := g.update(u)
 			u.done <- err
 			if sent {
-				other, left = false, false // new values: a difference is news again
+				j.news() // new values: a difference is news again
 			}
 			if sent && up && need == needNothing {
 				// A re-send by the SDK's redo that raced the update
@@ -225,6 +201,75 @@ func (g *Registration) loop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// judgement is what the loop learned from its checks, so that it does
+// not fight the server at every check.
+type judgement struct {
+	// other: the instance was registered again because the server
+	// listed it with other values; if it does again at a later check
+	// (before an Update), they are the server's (an operator's weight,
+	// another client's copy of the address), and registering again
+	// would only fight them at every check.
+	other bool
+	left  bool // the other values were left (logged once)
+	// unlisted: registered again because the server did not list it.
+	unlisted bool
+}
+
+// news forgets the other values (an Update sent new ones).
+func (j *judgement) news() { j.other, j.left = false, false }
+
+// judge returns the work a check's answer (found, same) calls for.
+func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) int {
+	j.unlisted = false
+	switch {
+	case found && (same || j.other):
+		switch {
+		case !same && !j.left:
+			g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
+			j.left = true
+		case same && g.track.State() == subscriber.RegistrationRepairing:
+			g.log.Debug("the server lists the instance (the SDK's redo worked)")
+		}
+		if same {
+			// other stays: a server that took the values back and then
+			// lists others again (two clients taking the address from
+			// each other) is not fought either.
+			j.left = false
+		}
+		return needNothing
+	case found:
+		g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
+		g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+		j.other = true
+		return needRegister
+	case !in.Enable:
+		// The server's query leaves disabled instances out: there is
+		// nothing to compare.
+		return needNothing
+	}
+	g.log.Info("the server does not list the instance; registering it again")
+	g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+	j.unlisted = true
+	return needRegister
+}
+
+// confirm asks the server again after registering an instance it did not
+// list. If it still does not, it hides it (an operator disabled it:
+// Nacos keeps that apart from the registration, and its query leaves
+// disabled instances out), or lost it again: the repair failed, and the
+// Schedule's backoff paces the next one, not the check interval.
+func (j *judgement) confirm(g *Registration, in model.Instance) error {
+	if !j.unlisted {
+		return nil
+	}
+	j.unlisted = false
+	found, _, err := g.listed(subscriber.RegistrationOpCheck, in)
+	if err != nil || found {
+		return nil // registered; the next check tells more
+	}
+	return opError("register", g.key, fmt.Errorf("%w right after registering it again (an operator's disable hides it, or it was lost again)", ErrNotListed))
 }
 
 // update sends u's instance (in the loop goroutine) and adopts it unless
