@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -87,12 +88,13 @@ func TestRejectedRegisterSparesAClosedRegistration(t *testing.T) {
 // SDK's own redo of its first connection event cannot take it.
 type rejectingRegister struct {
 	*naming_client.NamingClient
-	srv *nacostest.Server
-	ip  string
+	srv   *nacostest.Server
+	ip    string
+	armed atomic.Bool // reject the next register request, whatever its address
 }
 
 func (c *rejectingRegister) RegisterInstance(p vo.RegisterInstanceParam) (bool, error) {
-	if p.Ip == c.ip {
+	if c.armed.CompareAndSwap(true, false) || p.Ip == c.ip {
 		if err := c.srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{FirstPerConnection: 1}); err != nil {
 			return false, err
 		}
