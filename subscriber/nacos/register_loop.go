@@ -27,180 +27,200 @@ const (
 // loop keeps the instance registered until ctx is done.
 func (g *Registration) loop(ctx context.Context) {
 	defer close(g.done)
-	var (
-		need    = needNothing
-		up      = true
-		s       *rebound.Schedule // the current repair run; nil when none
-		j       judgement
-		kind    rebound.AttemptKind // the attempt the timer is the wait for
-		timer   = time.NewTimer(time.Hour)
-		periodT = time.NewTimer(time.Hour)
-	)
-	timer.Stop()
-	defer timer.Stop()
-	defer periodT.Stop()
-	armPeriodic := func() {
-		periodT.Stop()
-		if g.cfg.check > 0 {
-			periodT.Reset(jitter(g.cfg.check, 0.75, 1.25))
-		}
-	}
-	armPeriodic()
-	// begin starts a repair run whose first attempt is due after d (a
-	// grace, not a backoff): the Schedule admits it when it is due.
-	begin := func(d time.Duration) {
-		timer.Stop()
-		if s != nil {
-			s.Decide(time.Now(), rebound.Abandoned())
-		}
-		s = g.retrier.NewSchedule(time.Now())
-		kind = rebound.FirstAttempt
-		if d <= 0 {
-			d = time.Nanosecond
-		}
-		timer.Reset(d)
-	}
-	// attempt does the pending work; false: stop for good.
-	attempt := func() bool {
-		if !up || need == needNothing {
-			return true
-		}
-		g.mu.Lock()
-		in := g.inst
-		g.mu.Unlock()
-		var err error
-		if need == needCheck {
-			var found, same bool
-			if found, same, err = g.listed(subscriber.RegistrationOpCheck, in); err == nil {
-				need = j.judge(g, in, found, same)
-			}
-		}
-		if err == nil && need == needRegister {
-			if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
-				err = j.confirm(g, in)
-			}
-			switch {
-			case err == nil:
-				g.log.Info("registered again")
-				g.track.Registered()
-				// Registered before the repair is counted, so that a
-				// Status showing the repair shows it registered.
-				g.track.Set(subscriber.RegistrationRegistered, nil)
-				g.track.Repaired()
-				need = needNothing
-			case errors.Is(err, ErrNotListed):
-				need = needCheck // the Schedule's backoff, then look again
-			}
-		}
-		now := time.Now()
-		if err == nil {
-			if s != nil {
-				s.Decide(now, rebound.Succeeded())
-				s = nil
-			}
-			g.track.Set(subscriber.RegistrationRegistered, nil)
-			armPeriodic()
-			return true
-		}
-		if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
-			if s != nil {
-				// The admitted attempt's token and breaker admission go
-				// back: the loop ends without its outcome.
-				s.Decide(now, rebound.Abandoned())
-				s = nil
-			}
-			g.log.Error("registration stopped", zap.Error(err))
-			g.track.Set(subscriber.RegistrationStopped, err)
-			return false
-		}
-		g.track.Set(subscriber.RegistrationRepairing, err)
-		if s == nil {
-			s = g.retrier.NewSchedule(now)
-		}
-		dec := s.Decide(now, rebound.Failed(err))
-		g.track.SetAttempts(dec.Attempt)
-		if dec.Verdict != rebound.WaitFor {
-			g.log.Error("registration stopped", zap.Error(dec.Err))
-			g.track.Set(subscriber.RegistrationStopped, dec.Err)
-			return false
-		}
-		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
-		kind = rebound.RetryAttempt
-		timer.Reset(dec.Delay)
-		return true
-	}
+	r := &repairer{g: g, up: true, timer: time.NewTimer(time.Hour), periodT: time.NewTimer(time.Hour)}
+	r.timer.Stop()
+	defer r.timer.Stop()
+	defer r.periodT.Stop()
+	r.armPeriodic()
 	for {
 		select {
 		case <-ctx.Done():
-			if s != nil {
-				s.Decide(time.Now(), rebound.Abandoned())
+			if r.s != nil {
+				r.s.Decide(time.Now(), rebound.Abandoned())
 			}
 			return
 		case ev := <-g.events:
-			if !ev.up {
-				up = false
-				timer.Stop()
-				periodT.Stop()
-				g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
-				if need == needNothing {
-					need = needCheck
-				}
-				continue
+			r.connection(ev.up)
+		case <-r.periodT.C:
+			if r.need == needNothing && r.up {
+				r.need = needCheck
+				r.begin(0)
 			}
-			up = true
-			if need == needNothing {
-				need = needCheck
-			}
-			// Give the SDK's redo time to register the instance, then
-			// look for the evidence.
-			begin(jitter(g.cfg.grace, 1, 1.5))
-		case <-periodT.C:
-			if need == needNothing && up {
-				need = needCheck
-				begin(0)
-			}
-		case <-timer.C:
-			if s == nil || !up || need == needNothing {
-				continue // nothing to do (attempt would do nothing either)
-			}
-			// The attempt is due: the Schedule admits it (the gates of
-			// its kind: WithRegisterRetryOptions), or says how long to
-			// wait (a limiter token: the same attempt; a local refusal's
-			// backoff: then a retry), or stops the loop.
-			dec := s.Decide(time.Now(), rebound.Ready(kind))
-			g.track.SetAttempts(dec.Attempt) // a local refusal counts
-			switch dec.Verdict {
-			case rebound.WaitFor:
-				if !errors.Is(dec.Reason, rebound.ErrLimited) {
-					kind = rebound.RetryAttempt
-				}
-				timer.Reset(dec.Delay)
-				continue
-			case rebound.Stop, rebound.Drop:
-				g.log.Error("registration stopped", zap.Error(dec.Err))
-				g.track.Set(subscriber.RegistrationStopped, dec.Err)
-				return
-			}
-			if !attempt() {
+		case <-r.timer.C:
+			if !r.due() {
 				return
 			}
 		case u := <-g.updates:
-			sent, err := g.update(u)
-			u.done <- err
-			if sent {
-				j.news() // new values: a difference is news again
-			}
-			if sent && up && need == needNothing {
-				// A re-send by the SDK's redo that raced the update
-				// (its copy taken before) would put the old values back,
-				// and an Update abandoned by its caller left its values
-				// with the server: check after the grace, as after a
-				// reconnect (the check registers g.inst again).
-				need = needCheck
-				begin(jitter(g.cfg.grace, 1, 1.5))
-			}
+			r.update(u)
 		}
 	}
+}
+
+// repairer is the loop's state (owned by the loop goroutine).
+type repairer struct {
+	g       *Registration
+	need    int
+	up      bool
+	s       *rebound.Schedule // the current repair run; nil when none
+	j       judgement
+	kind    rebound.AttemptKind // the attempt the timer is the wait for
+	timer   *time.Timer
+	periodT *time.Timer
+}
+
+func (r *repairer) armPeriodic() {
+	r.periodT.Stop()
+	if r.g.cfg.check > 0 {
+		r.periodT.Reset(jitter(r.g.cfg.check, 0.75, 1.25))
+	}
+}
+
+// begin starts a repair run whose first attempt is due after d (a grace,
+// not a backoff): the Schedule admits it when it is due.
+func (r *repairer) begin(d time.Duration) {
+	r.timer.Stop()
+	if r.s != nil {
+		r.s.Decide(time.Now(), rebound.Abandoned())
+	}
+	r.s = r.g.retrier.NewSchedule(time.Now())
+	r.kind = rebound.FirstAttempt
+	r.timer.Reset(max(d, time.Nanosecond))
+}
+
+// connection handles a connection transition.
+func (r *repairer) connection(up bool) {
+	r.up = up
+	if r.need == needNothing {
+		r.need = needCheck
+	}
+	if !up {
+		r.timer.Stop()
+		r.periodT.Stop()
+		r.g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+		return
+	}
+	// Give the SDK's redo time to register the instance, then look for
+	// the evidence.
+	r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+}
+
+// update sends u and, if the server took it, checks after the grace: a
+// re-send by the SDK's redo that raced the update (its copy taken before)
+// would put the old values back, and an Update abandoned by its caller
+// left its values with the server (the check registers g.inst again).
+func (r *repairer) update(u regUpdate) {
+	sent, err := r.g.update(u)
+	u.done <- err
+	if !sent {
+		return
+	}
+	r.j.news() // new values: a difference is news again
+	if r.up && r.need == needNothing {
+		r.need = needCheck
+		r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+	}
+}
+
+// due runs when the timer fires; false: stop for good.
+func (r *repairer) due() bool {
+	g := r.g
+	if r.s == nil || !r.up || r.need == needNothing {
+		return true // nothing to do (attempt would do nothing either)
+	}
+	// The attempt is due: the Schedule admits it (the gates of its kind:
+	// WithRegisterRetryOptions), or says how long to wait (a limiter
+	// token: the same attempt; a local refusal's backoff: then a retry),
+	// or stops the loop.
+	dec := r.s.Decide(time.Now(), rebound.Ready(r.kind))
+	g.track.SetAttempts(dec.Attempt) // a local refusal counts
+	switch dec.Verdict {
+	case rebound.WaitFor:
+		if !errors.Is(dec.Reason, rebound.ErrLimited) {
+			r.kind = rebound.RetryAttempt
+		}
+		r.timer.Reset(dec.Delay)
+		return true
+	case rebound.Stop, rebound.Drop:
+		g.log.Error("registration stopped", zap.Error(dec.Err))
+		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		return false
+	}
+	return r.outcome(r.work())
+}
+
+// work does the pending work: a check, a registration, or both.
+func (r *repairer) work() error {
+	g := r.g
+	g.mu.Lock()
+	in := g.inst
+	g.mu.Unlock()
+	var err error
+	if r.need == needCheck {
+		var found, same bool
+		if found, same, err = g.listed(subscriber.RegistrationOpCheck, in); err == nil {
+			r.need = r.j.judge(g, in, found, same)
+		}
+	}
+	if err == nil && r.need == needRegister {
+		if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
+			err = r.j.confirm(g, in)
+		}
+		switch {
+		case err == nil:
+			g.log.Info("registered again")
+			g.track.Registered()
+			// Registered before the repair is counted, so that a Status
+			// showing the repair shows it registered.
+			g.track.Set(subscriber.RegistrationRegistered, nil)
+			g.track.Repaired()
+			r.need = needNothing
+		case errors.Is(err, ErrNotListed):
+			r.need = needCheck // the Schedule's backoff, then look again
+		}
+	}
+	return err
+}
+
+// outcome tells the Schedule how the attempt went and waits for the next
+// one if it failed; false: stop for good.
+func (r *repairer) outcome(err error) bool {
+	g := r.g
+	now := time.Now()
+	if err == nil {
+		if r.s != nil {
+			r.s.Decide(now, rebound.Succeeded())
+			r.s = nil
+		}
+		g.track.Set(subscriber.RegistrationRegistered, nil)
+		r.armPeriodic()
+		return true
+	}
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+		if r.s != nil {
+			// The admitted attempt's token and breaker admission go
+			// back: the loop ends without its outcome.
+			r.s.Decide(now, rebound.Abandoned())
+			r.s = nil
+		}
+		g.log.Error("registration stopped", zap.Error(err))
+		g.track.Set(subscriber.RegistrationStopped, err)
+		return false
+	}
+	g.track.Set(subscriber.RegistrationRepairing, err)
+	if r.s == nil {
+		r.s = g.retrier.NewSchedule(now)
+	}
+	dec := r.s.Decide(now, rebound.Failed(err))
+	g.track.SetAttempts(dec.Attempt)
+	if dec.Verdict != rebound.WaitFor {
+		g.log.Error("registration stopped", zap.Error(dec.Err))
+		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		return false
+	}
+	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+	r.kind = rebound.RetryAttempt
+	r.timer.Reset(dec.Delay)
+	return true
 }
 
 // judgement is what the loop learned from its checks, so that it does

@@ -83,9 +83,10 @@ func TestRejectedRegisterSparesAClosedRegistration(t *testing.T) {
 }
 
 // rejectingRegister is a real client whose register request for one
-// address the server rejects (TPS control, which the SDK reports as
-// success): the rejection is set just before that request, so that the
-// SDK's own redo of its first connection event cannot take it.
+// address (or the next one, armed) the server rejects (TPS control,
+// which the SDK reports as success): the rejection is set just before
+// that request, for its address only, so that the SDK's own redo of its
+// first connection event cannot take it.
 type rejectingRegister struct {
 	*naming_client.NamingClient
 	srv   *nacostest.Server
@@ -95,7 +96,7 @@ type rejectingRegister struct {
 
 func (c *rejectingRegister) RegisterInstance(p vo.RegisterInstanceParam) (bool, error) {
 	if c.armed.CompareAndSwap(true, false) || p.Ip == c.ip {
-		if err := c.srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{FirstPerConnection: 1}); err != nil {
+		if err := c.srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{FirstPerConnection: 1, IP: p.Ip}); err != nil {
 			return false, err
 		}
 		defer func() { _ = c.srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{}) }()
