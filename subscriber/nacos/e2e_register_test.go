@@ -27,19 +27,6 @@ func restart(t *testing.T, srv *nacostest.Server) {
 	}
 }
 
-// countChecks returns hooks counting the registration's successful
-// checks and (if registers is not nil) its register requests.
-func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.RegisterOption {
-	return nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-		switch {
-		case a.Op == subscriber.RegistrationOpCheck && a.Err == nil:
-			n.Add(1)
-		case a.Op == subscriber.RegistrationOpRegister && len(registers) > 0:
-			registers[0].Add(1)
-		}
-	}})
-}
-
 // TestE2ERegisterCleanRestart: after a clean restart the SDK's redo
 // registers the instance again; the Registration confirms it with one
 // check and sends no register request of its own.
