@@ -136,10 +136,17 @@ func (t *Tracker) State() subscriber.RegistrationState {
 
 // Set moves to state to (a no-op if already there, or once stopped);
 // reason is why.
-func (t *Tracker) Set(to subscriber.RegistrationState, reason error) {
+func (t *Tracker) Set(to subscriber.RegistrationState, reason error) { t.set(to, reason, false) }
+
+// Deregistering moves to deregistering, from stopped too: a Shutdown
+// that follows Close deregisters after the registration stopped. The
+// metrics stopped with Close stay stopped.
+func (t *Tracker) Deregistering() { t.set(subscriber.RegistrationDeregistering, nil, true) }
+
+func (t *Tracker) set(to subscriber.RegistrationState, reason error, fromStopped bool) {
 	t.mu.Lock()
 	from := t.st.State
-	if from == to || from == subscriber.RegistrationStopped {
+	if from == to || (from == subscriber.RegistrationStopped && !fromStopped) {
 		t.mu.Unlock()
 		return
 	}

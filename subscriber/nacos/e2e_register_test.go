@@ -27,19 +27,6 @@ func restart(t *testing.T, srv *nacostest.Server) {
 	}
 }
 
-// countChecks returns hooks counting the registration's successful
-// checks and (if registers is not nil) its register requests.
-func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.RegisterOption {
-	return nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-		switch {
-		case a.Op == subscriber.RegistrationOpCheck && a.Err == nil:
-			n.Add(1)
-		case a.Op == subscriber.RegistrationOpRegister && len(registers) > 0:
-			registers[0].Add(1)
-		}
-	}})
-}
-
 // TestE2ERegisterCleanRestart: after a clean restart the SDK's redo
 // registers the instance again; the Registration confirms it with one
 // check and sends no register request of its own.
@@ -137,5 +124,28 @@ func TestE2EShutdownNoGhost(t *testing.T) {
 	}
 	if listed(srv, "ghost", "10.0.0.1", 7070) {
 		t.Fatal("the instance whose Register failed came back after a reconnect (a ghost)")
+	}
+}
+
+// TestE2ERejectedRegisterKeepsTheClosedOnesRedo: after A.Close and a
+// rejected Register of B (same service, same client), the SDK's redo
+// entry of the service is A's again: a reconnect registers A's instance,
+// never B's (whose Register failed).
+func TestE2ERejectedRegisterKeepsTheClosedOnesRedo(t *testing.T) {
+	srv := newServer(t)
+	// One client for both: the connection is what they share.
+	c := rejectingClient(srv, newClient(t, srv), "10.0.0.2")
+	key := subscriber.Key{Service: "orders"}
+	a := mustRegisterNacos(t, c, key, inst("10.0.0.1", 8080), fastRegister...)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	registerRejected(t, c, key, inst("10.0.0.2", 8080))
+	restart(t, srv)
+	subscribertest.Eventually(t, e2eTimeout, "A's instance to be listed after the reconnect (the SDK's redo)", func() bool {
+		return listed(srv, "orders", "10.0.0.1", 8080)
+	})
+	if listed(srv, "orders", "10.0.0.2", 8080) {
+		t.Fatal("the instance whose Register failed came back after a reconnect")
 	}
 }

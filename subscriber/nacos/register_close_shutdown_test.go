@@ -3,12 +3,14 @@ package nacos_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // TestShutdownAfterCloseSparesTheNextRegistration: Close gives the
@@ -26,18 +28,22 @@ func TestShutdownAfterCloseSparesTheNextRegistration(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	next := mustRegisterNacos(t, c, key, inst("10.0.0.2", 8080), fastRegister...)
-	if !listed(srv, "orders", "10.0.0.2", 8080) {
-		t.Fatal("the second registration is not listed")
-	}
+	// The SDK's redo of its first connection event may re-send the
+	// first instance after the second Register (its copy taken before):
+	// the second one's periodic check repairs that.
+	next := mustRegisterNacos(t, c, key, inst("10.0.0.2", 8080), append(fastRegister, nacos.WithCheckInterval(50*time.Millisecond))...)
+	subscribertest.Eventually(t, e2eTimeout, "the second registration to be listed", func() bool {
+		return listed(srv, "orders", "10.0.0.2", 8080) && next.Status().State == subscriber.RegistrationRegistered
+	})
+	repairs := next.Status().Repairs
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := old.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown of the closed registration: %v", err)
 	}
-	if !listed(srv, "orders", "10.0.0.2", 8080) {
-		t.Fatalf("Shutdown of the closed registration deregistered the next one (server lists %+v; its state %v)",
-			srv.Instances("", "", "orders"), next.Status().State)
+	if !listed(srv, "orders", "10.0.0.2", 8080) || next.Status().Repairs != repairs {
+		t.Fatalf("Shutdown of the closed registration deregistered the next one (server lists %+v; its status %+v)",
+			srv.Instances("", "", "orders"), next.Status())
 	}
 }
 
@@ -162,5 +168,42 @@ func TestShutdownRacingClose(t *testing.T) {
 		if serr == nil && listed(srv, "orders", "10.0.0.1", 8080) {
 			t.Fatalf("round %d: Shutdown returned nil but the server lists the instance", i)
 		}
+	}
+}
+
+// TestShutdownAfterCloseReportsDeregistering: a Shutdown after Close
+// that deregisters reports it (stopped, deregistering, stopped), as any
+// Shutdown does. (Close's stopped was final to the state tracker: the
+// observers never heard of the deregistration.)
+func TestShutdownAfterCloseReportsDeregistering(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var mu sync.Mutex
+	var states []string
+	obs := nacos.WithRegistrationObserver(subscriber.RegistrationHooks{StateChanged: func(ch subscriber.RegistrationStateChange) {
+		mu.Lock()
+		states = append(states, ch.To.String())
+		mu.Unlock()
+	}})
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), append(fastRegister, obs)...)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if listed(srv, "orders", "10.0.0.1", 8080) {
+		t.Fatal("Shutdown after Close returned nil but the server lists the instance")
+	}
+	mu.Lock()
+	got := strings.Join(states, " ")
+	mu.Unlock()
+	if want := "registering registered stopped deregistering stopped"; got != want {
+		t.Fatalf("states %q, want %q", got, want)
+	}
+	if st := g.Status(); st.State != subscriber.RegistrationStopped {
+		t.Fatalf("state %v after Shutdown", st.State)
 	}
 }

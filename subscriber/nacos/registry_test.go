@@ -94,8 +94,8 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 		opt  nacos.Option
 		want string
 	}{
-		{nacos.WithPollInterval(0, time.Second), "nacos.WithPollInterval: up must be positive"},
-		{nacos.WithPollInterval(time.Second, -1), "nacos.WithPollInterval: down must be positive"},
+		{nacos.WithPollInterval(0, time.Second), "nacos.WithPollInterval: up must be at least 1ms; got 0s"},
+		{nacos.WithPollInterval(time.Second, -1), "nacos.WithPollInterval: down must be at least 1ms; got -1ns"},
 		{nacos.WithEvidenceWindow(0, time.Second), "nacos.WithEvidenceWindow: window must be positive"},
 		{nacos.WithEvidenceWindow(time.Second, 0), "nacos.WithEvidenceWindow: total must be positive"},
 		{nacos.WithEvidenceWindow(2*time.Second, time.Second), "nacos.WithEvidenceWindow: window must not exceed total"},

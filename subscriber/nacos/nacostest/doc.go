@@ -50,7 +50,8 @@
 // nacos-sdk-go v2.3.2 reports as success), for the first N requests of
 // every new connection (a reconnect storm) or a fraction of them;
 // [Server.ForgetSubscribers] drops subscriptions without telling the
-// clients; [Server.ForgetClientInstances] forgets a client's instances
+// clients; [Server.UpdateInstance] edits an instance as an operator
+// would (a disable that registering again does not undo); [Server.ForgetClientInstances] forgets a client's instances
 // without closing its connection (a failed Distro sync); [Server.LoseNextPush] loses the next push of a service ([Server.PendingPushes] says whether one is queued). [Server.Stats] counts requests by type, pushes and connections, and
 // [WithRequestHook] observes each request as it arrives.
 //

@@ -1,6 +1,7 @@
 package nacostest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 
@@ -273,6 +274,11 @@ type Rejection struct {
 	// Message is the response's message. Empty means "Tps Flow
 	// restricted:nacostest".
 	Message string
+	// IP, if set, limits the rejection to InstanceRequests whose
+	// instance has this Ip (one provider's requests, not a client's
+	// redo of another's); other requests are neither rejected nor
+	// counted.
+	IP string
 }
 
 // ErrorCodeOverThreshold is the errorCode of Nacos' TPS control rejection
@@ -299,6 +305,8 @@ func (s *Server) SetRejection(requestType string, r Rejection) error {
 		return fmt.Errorf("nacostest: SetRejection: Fraction %v is outside [0, 1]", r.Fraction)
 	case r.ErrorCode < 0:
 		return fmt.Errorf("nacostest: SetRejection: ErrorCode %d is negative", r.ErrorCode)
+	case r.IP != "" && requestType != RequestInstance:
+		return fmt.Errorf("nacostest: SetRejection: IP is for %s only; got %s", RequestInstance, requestType)
 	}
 	if r.ErrorCode == 0 {
 		r.ErrorCode = ErrorCodeOverThreshold
@@ -325,12 +333,18 @@ func (s *Server) SetRejection(requestType string, r Rejection) error {
 // rejection decides whether a request of typ on c is rejected, and returns
 // the reply if so. c may be nil (no stream yet): it then only draws the
 // fraction.
-func (s *Server) rejection(c *conn, typ, requestID string) *nacospb.Payload {
+func (s *Server) rejection(c *conn, typ, requestID string, body []byte) *nacospb.Payload {
 	s.faults.mu.Lock()
 	r, ok := s.faults.rejects[typ]
 	s.faults.mu.Unlock()
 	if !ok {
 		return nil
+	}
+	if r.IP != "" {
+		var req instanceRequest
+		if typ != RequestInstance || json.Unmarshal(body, &req) != nil || req.Instance.Ip != r.IP {
+			return nil
+		}
 	}
 	reject := false
 	if c != nil {

@@ -209,6 +209,7 @@ func TestFaultSettersRejectUnknownTypes(t *testing.T) {
 		srv.SetRejection(nacostest.RequestServerCheck, nacostest.Rejection{Fraction: 1}),
 		srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{Fraction: 1.5}),
 		srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{FirstPerConnection: -1}),
+		srv.SetRejection(nacostest.RequestSubscribeService, nacostest.Rejection{Fraction: 1, IP: "10.0.0.1"}), // IP: instance requests only
 	} {
 		if err == nil {
 			t.Error("a bad fault setting was accepted")

@@ -123,7 +123,7 @@ func (h requestService) Request(ctx context.Context, p *nacospb.Payload) (*nacos
 		return s.fail(head.RequestID, ErrorCodeUnregistered, "Connection is unregistered."), nil
 	}
 	if _, known := responseTypes[typ]; known {
-		if p := s.rejection(c, typ, head.RequestID); p != nil {
+		if p := s.rejection(c, typ, head.RequestID, body); p != nil {
 			return p, nil
 		}
 	}

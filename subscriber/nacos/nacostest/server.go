@@ -43,6 +43,7 @@ type Server struct {
 	run   *runState                        // nil while stopped
 	conns map[string]*conn                 // by peer address
 	own   map[svcKey]map[instKey]published // instances registered through the API
+	edits map[svcKey]map[instKey]edit      // an operator's edits (UpdateInstance)
 	seq   uint64                           // publication order
 
 	faults  faults
@@ -88,6 +89,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		dialHost: dialHost,
 		conns:    map[string]*conn{},
 		own:      map[svcKey]map[instKey]published{},
+		edits:    map[svcKey]map[instKey]edit{},
 	}
 	s.faults.errs = map[string]int{}
 	s.faults.rejects = map[string]Rejection{}
@@ -262,6 +264,7 @@ func (s *Server) stopLocked() {
 	s.mu.Lock()
 	clear(s.conns) // already empty: every stream handler removed its connection
 	clear(s.own)
+	clear(s.edits)
 	clear(s.synced)
 	cluster := s.cluster
 	s.mu.Unlock()

@@ -153,7 +153,10 @@ func (s *Server) hostsLocked(k svcKey) []model.Instance {
 	}
 	s.syncedHostsLocked(k, add)
 	out := make([]model.Instance, 0, len(best))
-	for _, p := range best {
+	for ik, p := range best {
+		if e, ok := s.edits[k][ik]; ok {
+			p.inst = e.apply(p.inst)
+		}
 		out = append(out, p.inst)
 	}
 	slices.SortFunc(out, compareInstances)
@@ -267,6 +270,53 @@ func (s *Server) RegisterInstance(namespace, group, service string, inst Instanc
 			s.own[k] = m
 		}
 		m[keyOf(in)] = published{inst: in, seq: s.nextSeqLocked()}
+	})
+	return nil
+}
+
+// edit is an operator's edit of an instance (UpdateInstance).
+type edit struct {
+	weight   float64
+	enable   bool
+	metadata map[string]string
+}
+
+// apply returns in as the edit shows it; its metadata map is a new one.
+func (e edit) apply(in model.Instance) model.Instance {
+	in.Weight, in.Enable = e.weight, e.enable
+	md := maps.Clone(in.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	maps.Copy(md, e.metadata)
+	in.Metadata = md
+	return in
+}
+
+// UpdateInstance edits the instance of service with inst's Ip, Port and
+// ClusterName as Nacos' console and open API (PUT /nacos/v2/ns/instance)
+// do: the server lists it with inst's Weight and Enable, and inst's
+// Metadata added to its own, whoever registered it. Like Nacos, the
+// server keeps the edit apart from the registration: a client
+// registering the instance again does not undo it (an operator's
+// disable stays), and it applies to the address while the server runs.
+// The edit is pushed to the service's subscribers. It returns an error
+// naming the bad argument when service or inst.Ip is empty or inst.Port
+// is above 65535. Safe for concurrent use.
+func (s *Server) UpdateInstance(namespace, group, service string, inst Instance) error {
+	if err := validateInstance(service, inst); err != nil {
+		return err
+	}
+	k := makeSvcKey(namespace, group, service)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mutateLocked(k, func() {
+		m := s.edits[k]
+		if m == nil {
+			m = map[instKey]edit{}
+			s.edits[k] = m
+		}
+		m[keyOf(inst)] = edit{weight: inst.Weight, enable: inst.Enable, metadata: maps.Clone(inst.Metadata)}
 	})
 	return nil
 }

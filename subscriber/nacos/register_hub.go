@@ -1,0 +1,278 @@
+package nacos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+
+	"github.com/rebound-go/rebound"
+)
+
+// hubs holds the per-client state shared by the client's Registrations.
+var hubs = struct {
+	mu sync.Mutex
+	m  map[naming_client.INamingClient]*hub
+}{m: map[naming_client.INamingClient]*hub{}}
+
+// hub is what a client's Registrations share: the slots (one registration
+// per service), the connection monitor, the query connection.
+type hub struct {
+	client naming_client.INamingClient
+
+	// Under hubs.mu.
+	slots map[string]*Registration // held from Register to Shutdown/Close
+	regs  map[*Registration]struct{}
+	stopM context.CancelFunc
+	doneM chan struct{}
+
+	qmu    sync.Mutex
+	query  *naming_grpc.NamingGrpcProxy
+	qclose context.CancelFunc
+}
+
+// owners records, per client and service, the Registration whose
+// instance the client's connection holds: the last one to send a register
+// request for the service on that client. Nacos keeps one instance per
+// service per connection and deregisters it whatever address a request
+// names, so only the owner may deregister. Close keeps the record (the
+// instance stays); a deregistration clears it. Under hubs.mu.
+var owners = map[ownerKey]*Registration{}
+
+type ownerKey struct {
+	client naming_client.INamingClient
+	slot   string
+}
+
+// acquireHub takes the service's slot on client's hub for g and makes g
+// the service's owner on client; prev is the owner before (nil if none).
+func acquireHub(client naming_client.INamingClient, g *Registration) (h *hub, prev *Registration, err error) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	h = hubs.m[client]
+	if h == nil {
+		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
+		hubs.m[client] = h
+	}
+	if _, taken := h.slots[g.slot]; taken {
+		if len(h.slots) == 0 {
+			delete(hubs.m, client)
+		}
+		return nil, nil, &rebound.ArgumentError{Func: "nacos.Register", Arg: "key",
+			Reason: fmt.Sprintf("must not name a service the client already registers (%s): Nacos keeps one instance per service per connection", g.slot),
+			Err:    ErrConflict}
+	}
+	h.slots[g.slot] = g
+	k := ownerKey{client, g.slot}
+	prev = owners[k]
+	owners[k] = g
+	return h, prev, nil
+}
+
+// setOwner makes g the owner of its service on client again (a failed
+// first registration gives the service back to the one before); a nil
+// g clears the record.
+func setOwner(client naming_client.INamingClient, slot string, g *Registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	if g == nil {
+		delete(owners, ownerKey{client, slot})
+		return
+	}
+	owners[ownerKey{client, slot}] = g
+}
+
+// disown clears g's ownership of its service on client (its instance was
+// deregistered), unless another Registration owns it now.
+func disown(client naming_client.INamingClient, g *Registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	if k := (ownerKey{client, g.slot}); owners[k] == g {
+		delete(owners, k)
+	}
+}
+
+// reclaimHub takes the service's slot on client's hub for g again (after
+// Close gave it back) if g still owns the service on client. Otherwise
+// it returns the Registration holding the slot (nil if none): g has
+// nothing left to deregister, unless that one's first registration is
+// still in flight and fails (it then gives the service back to g).
+func reclaimHub(client naming_client.INamingClient, g *Registration) (h *hub, holder *Registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	h = hubs.m[client]
+	if h == nil {
+		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
+		hubs.m[client] = h
+	}
+	if other, taken := h.slots[g.slot]; taken && other != g {
+		return nil, other
+	}
+	if owners[ownerKey{client, g.slot}] != g {
+		if len(h.slots) == 0 {
+			delete(hubs.m, client)
+		}
+		return nil, nil
+	}
+	h.slots[g.slot] = g
+	return h, nil
+}
+
+// attach starts delivering connection events to g (and the monitor with
+// the first Registration).
+func (h *hub) attach(g *Registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	h.regs[g] = struct{}{}
+	if h.stopM == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		h.stopM, h.doneM = cancel, make(chan struct{})
+		go h.monitor(ctx, h.doneM)
+	}
+}
+
+// detach stops delivering connection events to g.
+func (h *hub) detach(g *Registration) {
+	var stop context.CancelFunc
+	var done chan struct{}
+	hubs.mu.Lock()
+	delete(h.regs, g)
+	if len(h.regs) == 0 && h.stopM != nil {
+		stop, done = h.stopM, h.doneM
+		h.stopM, h.doneM = nil, nil
+	}
+	hubs.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// release gives g's slot back; the last one closes the query connection.
+func (h *hub) release(g *Registration) {
+	hubs.mu.Lock()
+	if h.slots[g.slot] == g {
+		delete(h.slots, g.slot)
+	}
+	last := len(h.slots) == 0
+	if last && hubs.m[h.client] == h {
+		delete(hubs.m, h.client)
+	}
+	hubs.mu.Unlock()
+	if last {
+		h.qmu.Lock()
+		if h.query != nil {
+			h.query.CloseClient()
+			h.qclose()
+			h.query = nil
+		}
+		h.qmu.Unlock()
+	}
+}
+
+// monitor polls the client's ServerHealthy (every 100 ms while connected,
+// every second while not: the SDK then tries HTTP) and tells the
+// Registrations of every transition.
+func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	up := h.client.ServerHealthy()
+	t := time.NewTimer(DefaultPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := h.client.ServerHealthy()
+		if now != up {
+			up = now
+			h.broadcast(connEvent{up: up})
+		}
+		if up {
+			t.Reset(DefaultPollInterval)
+		} else {
+			t.Reset(DefaultDownPollInterval)
+		}
+	}
+}
+
+func (h *hub) broadcast(ev connEvent) {
+	hubs.mu.Lock()
+	regs := make([]*Registration, 0, len(h.regs))
+	for g := range h.regs {
+		regs = append(regs, g)
+	}
+	hubs.mu.Unlock()
+	for _, g := range regs {
+		// Capacity 1, the latest transition wins: drop a stale one. The
+		// monitor is the only sender, so the send then succeeds.
+		select {
+		case <-g.events:
+		default:
+		}
+		select {
+		case g.events <- ev:
+		default:
+		}
+	}
+}
+
+// listed queries the server's list of the service (all clusters, healthy
+// or not) on the hub's own connection and reports whether it holds in's
+// address (found), and with in's values (same).
+func (h *hub) listed(service, group string, in model.Instance) (found, same bool, err error) {
+	p, err := h.queryProxy()
+	if err != nil {
+		return false, false, err
+	}
+	svc, err := p.QueryInstancesOfService(service, group, "", 0, false)
+	if err != nil {
+		return false, false, err
+	}
+	if svc == nil || svc.LastRefTime == 0 {
+		return false, false, ErrRejected
+	}
+	cluster := in.ClusterName
+	if cluster == "" {
+		cluster = defaultCluster
+	}
+	for _, x := range svc.Hosts {
+		c := x.ClusterName
+		if c == "" {
+			c = defaultCluster
+		}
+		if x.Ip == in.Ip && x.Port == in.Port && c == cluster {
+			// Listed as registered only with the values this
+			// Registration sent: a stale copy (the SDK's redo re-sending
+			// the instance as it was before an Update) is not.
+			if sameRegistered(x, in) {
+				return true, true, nil
+			}
+			found = true
+		}
+	}
+	return found, false, nil
+}
+
+func (h *hub) queryProxy() (*naming_grpc.NamingGrpcProxy, error) {
+	h.qmu.Lock()
+	defer h.qmu.Unlock()
+	if h.query != nil {
+		return h.query, nil
+	}
+	p, cancel, err := newQueryProxy(h.client, "", "register")
+	if err != nil {
+		return nil, err
+	}
+	h.query, h.qclose = p, cancel
+	return p, nil
+}
+
+// defaultCluster is the cluster Nacos gives an instance registered
+// without one.
+const defaultCluster = "DEFAULT"

@@ -1,0 +1,390 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/sat"
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// Work the loop has to do.
+const (
+	needNothing  = iota
+	needCheck    // ask the server whether it lists the instance
+	needRegister // register it again
+)
+
+// loop keeps the instance registered until ctx is done.
+func (g *Registration) loop(ctx context.Context) {
+	defer close(g.done)
+	r := &repairer{g: g, up: true, timer: time.NewTimer(time.Hour), periodT: time.NewTimer(time.Hour)}
+	r.timer.Stop()
+	defer r.timer.Stop()
+	defer r.periodT.Stop()
+	r.armPeriodic()
+	for {
+		select {
+		case <-ctx.Done():
+			if r.s != nil {
+				r.s.Decide(time.Now(), rebound.Abandoned())
+			}
+			return
+		case ev := <-g.events:
+			r.connection(ev.up)
+		case <-r.periodT.C:
+			if r.need == needNothing && r.up {
+				r.need = needCheck
+				r.begin(0)
+			}
+		case <-r.timer.C:
+			if !r.due() {
+				return
+			}
+		case u := <-g.updates:
+			r.update(u)
+		}
+	}
+}
+
+// repairer is the loop's state (owned by the loop goroutine).
+type repairer struct {
+	g       *Registration
+	need    int
+	up      bool
+	s       *rebound.Schedule // the current repair run; nil when none
+	j       judgement
+	kind    rebound.AttemptKind // the attempt the timer is the wait for
+	timer   *time.Timer
+	periodT *time.Timer
+}
+
+func (r *repairer) armPeriodic() {
+	r.periodT.Stop()
+	if r.g.cfg.check > 0 {
+		r.periodT.Reset(jitter(r.g.cfg.check, 0.75, 1.25))
+	}
+}
+
+// begin starts a repair run whose first attempt is due after d (a grace,
+// not a backoff): the Schedule admits it when it is due.
+func (r *repairer) begin(d time.Duration) {
+	r.timer.Stop()
+	if r.s != nil {
+		r.s.Decide(time.Now(), rebound.Abandoned())
+	}
+	r.s = r.g.retrier.NewSchedule(time.Now())
+	r.kind = rebound.FirstAttempt
+	r.timer.Reset(max(d, time.Nanosecond))
+}
+
+// connection handles a connection transition.
+func (r *repairer) connection(up bool) {
+	r.up = up
+	if r.need == needNothing {
+		r.need = needCheck
+	}
+	if !up {
+		r.timer.Stop()
+		r.periodT.Stop()
+		r.g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+		return
+	}
+	// Give the SDK's redo time to register the instance, then look for
+	// the evidence.
+	r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+}
+
+// update sends u and, if the server took it, checks after the grace: a
+// re-send by the SDK's redo that raced the update (its copy taken before)
+// would put the old values back, and an Update abandoned by its caller
+// left its values with the server (the check registers g.inst again).
+func (r *repairer) update(u regUpdate) {
+	sent, err := r.g.update(u)
+	u.done <- err
+	if !sent {
+		return
+	}
+	r.j.news() // new values: a difference is news again
+	if r.up && r.need == needNothing {
+		r.need = needCheck
+		r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+	}
+}
+
+// due runs when the timer fires; false: stop for good.
+func (r *repairer) due() bool {
+	g := r.g
+	if r.s == nil || !r.up || r.need == needNothing {
+		return true // nothing to do (attempt would do nothing either)
+	}
+	// The attempt is due: the Schedule admits it (the gates of its kind:
+	// WithRegisterRetryOptions), or says how long to wait (a limiter
+	// token: the same attempt; a local refusal's backoff: then a retry),
+	// or stops the loop.
+	dec := r.s.Decide(time.Now(), rebound.Ready(r.kind))
+	g.track.SetAttempts(dec.Attempt) // a local refusal counts
+	switch dec.Verdict {
+	case rebound.WaitFor:
+		if !errors.Is(dec.Reason, rebound.ErrLimited) {
+			r.kind = rebound.RetryAttempt
+		}
+		r.timer.Reset(dec.Delay)
+		return true
+	case rebound.Stop, rebound.Drop:
+		g.log.Error("registration stopped", zap.Error(dec.Err))
+		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		return false
+	}
+	return r.outcome(r.work())
+}
+
+// work does the pending work: a check, a registration, or both.
+func (r *repairer) work() error {
+	g := r.g
+	g.mu.Lock()
+	in := g.inst
+	g.mu.Unlock()
+	var err error
+	if r.need == needCheck {
+		var found, same bool
+		if found, same, err = g.listed(subscriber.RegistrationOpCheck, in); err == nil {
+			r.need = r.j.judge(g, in, found, same)
+		}
+	}
+	if err == nil && r.need == needRegister {
+		if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
+			err = r.j.confirm(g, in)
+		}
+		switch {
+		case err == nil:
+			g.log.Info("registered again")
+			g.track.Registered()
+			// Registered before the repair is counted, so that a Status
+			// showing the repair shows it registered.
+			g.track.Set(subscriber.RegistrationRegistered, nil)
+			g.track.Repaired()
+			r.need = needNothing
+		case errors.Is(err, ErrNotListed):
+			r.need = needCheck // the Schedule's backoff, then look again
+		}
+	}
+	return err
+}
+
+// outcome tells the Schedule how the attempt went and waits for the next
+// one if it failed; false: stop for good.
+func (r *repairer) outcome(err error) bool {
+	g := r.g
+	now := time.Now()
+	if err == nil {
+		if r.s != nil {
+			r.s.Decide(now, rebound.Succeeded())
+			r.s = nil
+		}
+		g.track.Set(subscriber.RegistrationRegistered, nil)
+		r.armPeriodic()
+		return true
+	}
+	if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+		if r.s != nil {
+			// The admitted attempt's token and breaker admission go
+			// back: the loop ends without its outcome.
+			r.s.Decide(now, rebound.Abandoned())
+			r.s = nil
+		}
+		g.log.Error("registration stopped", zap.Error(err))
+		g.track.Set(subscriber.RegistrationStopped, err)
+		return false
+	}
+	g.track.Set(subscriber.RegistrationRepairing, err)
+	if r.s == nil {
+		r.s = g.retrier.NewSchedule(now)
+	}
+	dec := r.s.Decide(now, rebound.Failed(err))
+	g.track.SetAttempts(dec.Attempt)
+	if dec.Verdict != rebound.WaitFor {
+		g.log.Error("registration stopped", zap.Error(dec.Err))
+		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		return false
+	}
+	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+	r.kind = rebound.RetryAttempt
+	r.timer.Reset(dec.Delay)
+	return true
+}
+
+// judgement is what the loop learned from its checks, so that it does
+// not fight the server at every check.
+type judgement struct {
+	// other: the instance was registered again because the server
+	// listed it with other values; if it does again at a later check
+	// (before an Update), they are the server's (an operator's weight,
+	// another client's copy of the address), and registering again
+	// would only fight them at every check.
+	other bool
+	left  bool // the other values were left (logged once)
+	// unlisted: registered again because the server did not list it.
+	unlisted bool
+}
+
+// news forgets the other values (an Update sent new ones).
+func (j *judgement) news() { j.other, j.left = false, false }
+
+// judge returns the work a check's answer (found, same) calls for.
+func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) int {
+	j.unlisted = false
+	switch {
+	case found && (same || j.other):
+		switch {
+		case !same && !j.left:
+			g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
+			j.left = true
+		case same && g.track.State() == subscriber.RegistrationRepairing:
+			g.log.Debug("the server lists the instance (the SDK's redo worked)")
+		}
+		if same {
+			// other stays: a server that took the values back and then
+			// lists others again (two clients taking the address from
+			// each other) is not fought either.
+			j.left = false
+		}
+		return needNothing
+	case found:
+		g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
+		g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+		j.other = true
+		return needRegister
+	case !in.Enable:
+		// The server's query leaves disabled instances out: there is
+		// nothing to compare.
+		return needNothing
+	}
+	g.log.Info("the server does not list the instance; registering it again")
+	g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+	j.unlisted = true
+	return needRegister
+}
+
+// confirm asks the server again after registering an instance it did not
+// list. If it still does not, it hides it (an operator disabled it:
+// Nacos keeps that apart from the registration, and its query leaves
+// disabled instances out), or lost it again: the repair failed, and the
+// Schedule's backoff paces the next one, not the check interval.
+func (j *judgement) confirm(g *Registration, in model.Instance) error {
+	if !j.unlisted {
+		return nil
+	}
+	j.unlisted = false
+	found, _, err := g.listed(subscriber.RegistrationOpCheck, in)
+	if err != nil || found {
+		return nil // registered; the next check tells more
+	}
+	return opError("register", g.key, fmt.Errorf("%w right after registering it again (an operator's disable hides it, or it was lost again)", ErrNotListed))
+}
+
+// update sends u's instance (in the loop goroutine) and adopts it unless
+// Update gave up on it; sent: the server accepted the request.
+func (g *Registration) update(u regUpdate) (sent bool, err error) {
+	if err := u.ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := g.register(subscriber.RegistrationOpUpdate, u.inst); err != nil {
+		return false, err
+	}
+	if !u.state.CompareAndSwap(updatePending, updateAdopted) {
+		return true, u.ctx.Err() // Update returned ctx's error: keep the previous instance
+	}
+	g.mu.Lock()
+	g.inst = u.inst
+	g.mu.Unlock()
+	g.track.SetInstance(u.sub)
+	return true, nil
+}
+
+// sameRegistered reports whether the server's instance x carries what
+// in registered: its weight, enabled flag and metadata (the server may
+// add metadata keys of its own).
+func sameRegistered(x, in model.Instance) bool {
+	if x.Weight != in.Weight || x.Enable != in.Enable {
+		return false
+	}
+	for k, v := range in.Metadata {
+		if x.Metadata[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// clusterName is the cluster Nacos gives an instance registered with c.
+func clusterName(c string) string {
+	if c == "" {
+		return defaultCluster
+	}
+	return c
+}
+
+// jitter returns d scaled by a random factor in [lo, hi), saturated (a
+// huge d stays huge).
+func jitter(d time.Duration, lo, hi float64) time.Duration {
+	return sat.Mul(d, lo+rand.Float64()*(hi-lo))
+}
+
+// Update changes the registered instance (weight, metadata, enabled,
+// healthy): one register request with the new instance, which Nacos
+// applies in place (its connection's instance of the service is
+// replaced), checked against the server after the redo grace (a re-send
+// of the old instance by the SDK's redo racing the Update is then
+// registered over). It returns once the server accepted it, or the error (a
+// *subscriber.OpError, wrapping ErrRejected for a rejection). After a
+// failed Update the Registration keeps reporting and repairing the
+// previous instance, but the server and the SDK's redo cache may hold
+// either until an Update succeeds. The address and cluster must not change (another instance:
+// Register it), a *rebound.ArgumentError, as is a bad Weight. After
+// Shutdown or Close it returns an error matching
+// subscriber.ErrRegistrationStopped. The SDK's call is not cancelled by
+// ctx (it is bounded by the client's TimeoutMs); ctx bounds the wait for
+// it.
+func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+	const fn = "nacos.Registration.Update"
+	if ctx == nil {
+		return &rebound.ArgumentError{Func: fn, Arg: "ctx", Reason: "must not be nil"}
+	}
+	cur := g.Instance()
+	switch {
+	case inst.IP != cur.IP || inst.Port != cur.Port || clusterName(inst.Cluster) != clusterName(cur.Cluster):
+		return &rebound.ArgumentError{Func: fn, Arg: "inst", Reason: fmt.Sprintf(
+			"must keep the address and cluster %s:%d/%q (another one is another instance: Register it); got %s:%d/%q",
+			cur.IP, cur.Port, cur.Cluster, inst.IP, inst.Port, inst.Cluster)}
+	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
+		return &rebound.ArgumentError{Func: fn, Arg: "inst.Weight", Reason: fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight)}
+	}
+	inst.Ephemeral, inst.ID = true, ""
+	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
+	select {
+	case g.updates <- u:
+	case <-g.done:
+		return &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: subscriber.ErrRegistrationStopped}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-u.done:
+		return err
+	case <-ctx.Done():
+		if u.state.CompareAndSwap(updatePending, updateAbandoned) {
+			return ctx.Err()
+		}
+		return <-u.done // adopted just now: the loop is sending its result
+	}
+}
