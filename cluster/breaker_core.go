@@ -121,10 +121,24 @@ func (c *breakerCore) allow() (admission, error) {
 	return admission{gen: c.gen, age: c.counts.age, half: c.state == gobreaker.StateHalfOpen}, nil
 }
 
-// done counts the outcome of an admitted call.
+// done counts the outcome of an admitted call. If IsExcluded or
+// IsSuccessful panics, the call counts as a failure and the panic goes on
+// (a half-open probe left uncounted would stay taken for ever).
 func (c *breakerCore) done(a admission, err error) {
+	classified := false
+	defer func() {
+		if !classified {
+			c.count(a, false, false)
+		}
+	}()
 	excluded := c.isExcluded != nil && c.isExcluded(err)
 	ok := !excluded && c.isSuccessful(err)
+	classified = true
+	c.count(a, excluded, ok)
+}
+
+// count counts a classified outcome of an admitted call.
+func (c *breakerCore) count(a admission, excluded, ok bool) {
 	if ok && a.w != nil && a.w.ok.Add(1)&retired == 0 {
 		return
 	}
