@@ -530,8 +530,13 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any,
 	}
 	ended := false
 	defer func() {
-		if !ended { // a panic: a failure, as in gobreaker's Execute
+		if !ended { // a panic or runtime.Goexit: a failure, as in gobreaker's Execute
 			r := recover()
+			if r == nil { // runtime.Goexit (a nil panic is a *runtime.PanicNilError): let it go on
+				b.core.done(a, errInvokerGoexit)
+				b.d.deliver()
+				return
+			}
 			b.core.done(a, fmt.Errorf("%v", r))
 			b.d.deliver()
 			panic(r)
@@ -546,6 +551,10 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any,
 	b.d.deliver()
 	return res, err
 }
+
+// errInvokerGoexit is the outcome counted for a call whose invoker ended
+// its goroutine with runtime.Goexit.
+var errInvokerGoexit = errors.New("cluster: the invoker called runtime.Goexit")
 
 // sameInvoker reports whether a and b are the same invoker. Invokers that
 // cannot be compared (a type that is not comparable, or a comparable type
