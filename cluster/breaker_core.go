@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/sony/gobreaker/v2"
 
@@ -275,6 +276,8 @@ func (c *breakerCore) openWindow(now time.Duration) {
 // first call after it takes the locked path and starts the next one. Its
 // function only clears a pointer: the goroutine it runs on ends at once,
 // and an idle breaker's timer fires once and is not re-armed until a call.
+// It holds the breaker weakly: a directory dropped with a timer armed (an
+// Interval of an hour) is not kept alive until it fires.
 func (c *breakerCore) arm(now time.Duration) {
 	end := c.expiry
 	if c.bucket > 0 { // the end of the current bucket
@@ -288,7 +291,12 @@ func (c *breakerCore) arm(now time.Duration) {
 	}
 	wait := sat.Add(end-now, 1) // strictly after: expiry < now ends a window
 	if c.timer == nil {
-		c.timer = time.AfterFunc(wait, func() { c.fast.Store(nil) })
+		fast := weak.Make(&c.fast)
+		c.timer = time.AfterFunc(wait, func() {
+			if f := fast.Value(); f != nil {
+				f.Store(nil)
+			}
+		})
 		return
 	}
 	c.timer.Reset(wait)
