@@ -104,3 +104,58 @@ func TestBreakerConcurrentFlipsOrderedEvents(t *testing.T) {
 		d.Breakers()
 	})
 }
+
+// TestBreakerHalfOpenProbesBounded: however many goroutines call a
+// half-open target at once, at most MaxRequests calls reach it.
+func TestBreakerHalfOpenProbesBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const probes = 3
+		var inside, most atomic.Int32
+		release := make(chan struct{})
+		var failing atomic.Bool
+		failing.Store(true)
+		inner := &mutableDir{}
+		inner.set(valueInvoker{target: "a", call: func() (any, error) {
+			if failing.Load() {
+				return nil, errDown
+			}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			inside.Add(-1)
+			return nil, nil
+		}})
+		d, err := NewBreakerDirectory(inner, WithMaxEjected(1), WithOpenTimeout(time.Second), WithConsecutiveFailures(1),
+			WithBreakerSettings(func(string) gobreaker.Settings { return gobreaker.Settings{MaxRequests: probes} }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ivs, _ := d.List(context.Background(), &Invocation{})
+		a := ivs[0]
+		_, _ = a.Invoke(context.Background(), &Invocation{}) // trips
+		failing.Store(false)
+		time.Sleep(2 * time.Second) // half-open
+		var wg sync.WaitGroup
+		var refused atomic.Int32
+		for range 16 {
+			wg.Go(func() {
+				if _, err := a.Invoke(context.Background(), &Invocation{}); err != nil {
+					refused.Add(1)
+				}
+			})
+		}
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		if n := most.Load(); n != probes {
+			t.Fatalf("%d calls reached the half-open target at once, want MaxRequests (%d)", n, probes)
+		}
+		if n := refused.Load(); n != 16-probes {
+			t.Fatalf("%d calls refused, want %d", n, 16-probes)
+		}
+		if st := d.members["a"].b.core.State(); st != gobreaker.StateClosed {
+			t.Fatalf("after %d good probes: %v, want closed", probes, st)
+		}
+	})
+}
