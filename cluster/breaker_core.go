@@ -51,6 +51,7 @@ type breakerCore struct {
 	mu        sync.Mutex
 	state     gobreaker.State
 	gen       uint64
+	flips     uint64 // state changes: a trip decided before one is void
 	counts    rollingCounts
 	start     time.Duration // of the generation
 	expiry    time.Duration // end of the closed interval or of the open timeout; 0 if none
@@ -162,11 +163,13 @@ func (c *breakerCore) count(a admission, excluded, ok bool) {
 		c.setState(gobreaker.StateOpen, now)
 	default:
 		c.counts.onFailure(a.age)
-		counts, gen := c.counts.Counts, c.gen
+		counts, flips := c.counts.Counts, c.flips
 		c.mu.Unlock()
 		trip := c.readyToTrip(counts) // user code: not under mu
 		c.mu.Lock()
-		if trip && c.gen == gen && c.state == gobreaker.StateClosed {
+		// gobreaker trips at once: a closed interval that ended meanwhile
+		// does not void it, a state change does
+		if trip && c.flips == flips && c.state == gobreaker.StateClosed {
 			c.setState(gobreaker.StateOpen, c.now())
 		}
 	}
@@ -346,6 +349,7 @@ func (c *breakerCore) setState(to gobreaker.State, now time.Duration) {
 		c.closedAt = now
 	}
 	c.state = to
+	c.flips++
 	c.newGeneration(now)
 	c.changed(from, to, now, c.expiry)
 }
