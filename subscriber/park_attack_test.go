@@ -156,3 +156,48 @@ func TestReadyDoneConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// panickingMonitor reports Connected, then Disconnected, then panics when
+// boom is closed: nothing will report Connected.
+type panickingMonitor struct {
+	*subscribertest.Registry
+	boom chan struct{}
+}
+
+func (r panickingMonitor) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+	report(subscriber.Connected)
+	report(subscriber.Disconnected)
+	select {
+	case <-r.boom:
+		panic("monitor bug")
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// A monitor that panics while the connection is reported down leaves no
+// subscription parked: they retry on their own timers and subscribe once
+// the registry answers.
+func TestParkedWhenMonitorPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.SetFailure(func(subscriber.Key) error { return subscribertest.ErrUnavailable })
+		mon := panickingMonitor{reg, make(chan struct{})}
+		m := newManager(t, mon, subscriber.WithLimiter(nil))
+		synctest.Wait()
+		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := reg.Stats().Subscribes; got != 1 {
+			t.Fatalf("%d requests while parked, want the first attempt", got)
+		}
+		close(mon.boom)
+		synctest.Wait()
+		reg.SetFailure(nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if !isClosed(s.Ready()) {
+			t.Fatalf("a minute after the monitor panicked: %+v, want subscribed", s.Status())
+		}
+	})
+}
