@@ -213,10 +213,12 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	}
 	check := int64(math.MaxInt64)
 	var until int64 = math.MaxInt64
-	anyOpen := false // an open timeout of MaxInt64 ends at MaxInt64 too
+	probing := false // a half-open breaker with its probes out: it may close at any moment
 	for _, c := range ejected {
-		if u := c.m.b.until.Load(); u != 0 && u <= until {
-			until, anyOpen = u, true
+		u := c.m.b.until.Load()
+		probing = probing || u == 0
+		if u != 0 && u <= until {
+			until = u
 		}
 	}
 	for _, m := range use {
@@ -239,8 +241,8 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	}
 	v := &breakerView{src: &inner[0], n: len(inner), gen: gen, check: check, out: out}
 	if len(out) == 0 {
-		if !anyOpen { // only half-open breakers with their probes out: look again soon
-			until = sat.Add(time.Duration(nowNs), d.probeRecheck()).Nanoseconds()
+		if probing || len(ejected) == 0 { // a half-open breaker with its probes out (or no target at all): look again soon
+			until = min(until, sat.Add(time.Duration(nowNs), d.probeRecheck()).Nanoseconds())
 			// and answer anew then, so that the Until a caller waits for
 			// is never in the past while a probe takes long
 			v.check = min(v.check, sat.Add(time.Duration(until), 1).Nanoseconds())
