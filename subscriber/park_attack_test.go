@@ -201,3 +201,46 @@ func TestParkedWhenMonitorPanics(t *testing.T) {
 		}
 	})
 }
+
+// Reports racing with Subscribe and Unsubscribe: nothing panics or races,
+// every Unsubscribe returns, and the survivors are subscribed once the
+// last report is Connected.
+func TestParkReportsRaceSubscribeUnsubscribe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		mon := scriptMonitor{reg, make(chan subscriber.ConnState)}
+		m := newManager(t, mon, subscriber.WithLimiter(rate.NewLimiter(50, 10)))
+		mon.ch <- subscriber.Connected
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range 30 {
+				reg.SetDown(i%2 == 0)
+				mon.ch <- []subscriber.ConnState{subscriber.Disconnected, subscriber.Connected}[i%2]
+				time.Sleep(time.Duration(i%3) * 100 * time.Millisecond)
+			}
+			reg.SetDown(false)
+			mon.ch <- subscriber.Connected
+		})
+		var keep []*subscriber.Subscription
+		var mu sync.Mutex
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 10 {
+					s := mustSubscribe(t, m, subscriber.Key{Service: fmt.Sprint("g", g, "-", i)}, func([]subscriber.Instance) {})
+					if i%2 == 0 {
+						if err := s.Unsubscribe(); err != nil {
+							t.Errorf("Unsubscribe: %v", err)
+						}
+						continue
+					}
+					mu.Lock()
+					keep = append(keep, s)
+					mu.Unlock()
+					time.Sleep(50 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		waitAllSubscribed(t, m, len(keep), 5*time.Minute)
+	})
+}
