@@ -213,10 +213,12 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	}
 	check := int64(math.MaxInt64)
 	var until int64 = math.MaxInt64
-	anyOpen := false // an open timeout of MaxInt64 ends at MaxInt64 too
+	probing := false // a half-open breaker with its probes out: it may close at any moment
 	for _, c := range ejected {
-		if u := c.m.b.until.Load(); u != 0 && u <= until {
-			until, anyOpen = u, true
+		u := c.m.b.until.Load()
+		probing = probing || u == 0
+		if u != 0 && u <= until {
+			until = u
 		}
 	}
 	for _, m := range use {
@@ -239,8 +241,8 @@ func (d *BreakerDirectory) rebuild(inner []Invoker) *breakerView {
 	}
 	v := &breakerView{src: &inner[0], n: len(inner), gen: gen, check: check, out: out}
 	if len(out) == 0 {
-		if !anyOpen { // only half-open breakers with their probes out: look again soon
-			until = sat.Add(time.Duration(nowNs), d.probeRecheck()).Nanoseconds()
+		if probing || len(ejected) == 0 { // a half-open breaker with its probes out (or no target at all): look again soon
+			until = min(until, sat.Add(time.Duration(nowNs), d.probeRecheck()).Nanoseconds())
 			// and answer anew then, so that the Until a caller waits for
 			// is never in the past while a probe takes long
 			v.check = min(v.check, sat.Add(time.Duration(until), 1).Nanoseconds())
@@ -530,8 +532,13 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any,
 	}
 	ended := false
 	defer func() {
-		if !ended { // a panic: a failure, as in gobreaker's Execute
+		if !ended { // a panic or runtime.Goexit: a failure, as in gobreaker's Execute
 			r := recover()
+			if r == nil { // runtime.Goexit (a nil panic is a *runtime.PanicNilError): let it go on
+				b.core.done(a, errInvokerGoexit)
+				b.d.deliver()
+				return
+			}
 			b.core.done(a, fmt.Errorf("%v", r))
 			b.d.deliver()
 			panic(r)
@@ -546,6 +553,10 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any,
 	b.d.deliver()
 	return res, err
 }
+
+// errInvokerGoexit is the outcome counted for a call whose invoker ended
+// its goroutine with runtime.Goexit.
+var errInvokerGoexit = errors.New("cluster: the invoker called runtime.Goexit")
 
 // sameInvoker reports whether a and b are the same invoker. Invokers that
 // cannot be compared (a type that is not comparable, or a comparable type

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/sony/gobreaker/v2"
 
@@ -50,6 +51,7 @@ type breakerCore struct {
 	mu        sync.Mutex
 	state     gobreaker.State
 	gen       uint64
+	flips     uint64 // state changes: a trip decided before one is void
 	counts    rollingCounts
 	start     time.Duration // of the generation
 	expiry    time.Duration // end of the closed interval or of the open timeout; 0 if none
@@ -121,10 +123,24 @@ func (c *breakerCore) allow() (admission, error) {
 	return admission{gen: c.gen, age: c.counts.age, half: c.state == gobreaker.StateHalfOpen}, nil
 }
 
-// done counts the outcome of an admitted call.
+// done counts the outcome of an admitted call. If IsExcluded or
+// IsSuccessful panics, the call counts as a failure and the panic goes on
+// (a half-open probe left uncounted would stay taken for ever).
 func (c *breakerCore) done(a admission, err error) {
+	classified := false
+	defer func() {
+		if !classified {
+			c.count(a, false, false)
+		}
+	}()
 	excluded := c.isExcluded != nil && c.isExcluded(err)
 	ok := !excluded && c.isSuccessful(err)
+	classified = true
+	c.count(a, excluded, ok)
+}
+
+// count counts a classified outcome of an admitted call.
+func (c *breakerCore) count(a admission, excluded, ok bool) {
 	if ok && a.w != nil && a.w.ok.Add(1)&retired == 0 {
 		return
 	}
@@ -147,11 +163,13 @@ func (c *breakerCore) done(a admission, err error) {
 		c.setState(gobreaker.StateOpen, now)
 	default:
 		c.counts.onFailure(a.age)
-		counts, gen := c.counts.Counts, c.gen
+		counts, flips := c.counts.Counts, c.flips
 		c.mu.Unlock()
 		trip := c.readyToTrip(counts) // user code: not under mu
 		c.mu.Lock()
-		if trip && c.gen == gen && c.state == gobreaker.StateClosed {
+		// gobreaker trips at once: a closed interval that ended meanwhile
+		// does not void it, a state change does
+		if trip && c.flips == flips && c.state == gobreaker.StateClosed {
 			c.setState(gobreaker.StateOpen, c.now())
 		}
 	}
@@ -261,6 +279,8 @@ func (c *breakerCore) openWindow(now time.Duration) {
 // first call after it takes the locked path and starts the next one. Its
 // function only clears a pointer: the goroutine it runs on ends at once,
 // and an idle breaker's timer fires once and is not re-armed until a call.
+// It holds the breaker weakly: a directory dropped with a timer armed (an
+// Interval of an hour) is not kept alive until it fires.
 func (c *breakerCore) arm(now time.Duration) {
 	end := c.expiry
 	if c.bucket > 0 { // the end of the current bucket
@@ -274,7 +294,12 @@ func (c *breakerCore) arm(now time.Duration) {
 	}
 	wait := sat.Add(end-now, 1) // strictly after: expiry < now ends a window
 	if c.timer == nil {
-		c.timer = time.AfterFunc(wait, func() { c.fast.Store(nil) })
+		fast := weak.Make(&c.fast)
+		c.timer = time.AfterFunc(wait, func() {
+			if f := fast.Value(); f != nil {
+				f.Store(nil)
+			}
+		})
 		return
 	}
 	c.timer.Reset(wait)
@@ -324,6 +349,7 @@ func (c *breakerCore) setState(to gobreaker.State, now time.Duration) {
 		c.closedAt = now
 	}
 	c.state = to
+	c.flips++
 	c.newGeneration(now)
 	c.changed(from, to, now, c.expiry)
 }
