@@ -235,16 +235,21 @@ type judgement struct {
 	left  bool // the other values were left (logged once)
 	// unlisted: registered again because the server did not list it.
 	unlisted bool
+	// hidden: the last such registration was not listed right after it
+	// either. Once is a server (or a cluster's other node) that has not
+	// caught up; twice in a row, the instance is hidden (see confirm).
+	hidden bool
 }
 
 // news forgets the other values (an Update sent new ones).
-func (j *judgement) news() { j.other, j.left = false, false }
+func (j *judgement) news() { j.other, j.left, j.hidden = false, false, false }
 
 // judge returns the work a check's answer (found, same) calls for.
 func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) int {
 	j.unlisted = false
 	switch {
 	case found && (same || j.other):
+		j.hidden = false
 		switch {
 		case !same && !j.left:
 			g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
@@ -276,9 +281,11 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 }
 
 // confirm asks the server again after registering an instance it did not
-// list. If it still does not, it hides it (an operator disabled it:
-// Nacos keeps that apart from the registration, and its query leaves
-// disabled instances out), or lost it again: the repair failed, and the
+// list. A first miss is a server that has not caught up (the query's
+// connection may reach another node of a cluster): the next check tells.
+// A second miss in a row means the server hides it (an operator disabled
+// it: Nacos keeps that apart from the registration, and its query leaves
+// disabled instances out) or lost it again: the repair failed, and the
 // Schedule's backoff paces the next one, not the check interval.
 func (j *judgement) confirm(g *Registration, in model.Instance) error {
 	if !j.unlisted {
@@ -287,9 +294,14 @@ func (j *judgement) confirm(g *Registration, in model.Instance) error {
 	j.unlisted = false
 	found, _, err := g.listed(subscriber.RegistrationOpCheck, in)
 	if err != nil || found {
+		j.hidden = false
 		return nil // registered; the next check tells more
 	}
-	return opError("register", g.key, fmt.Errorf("%w right after registering it again (an operator's disable hides it, or it was lost again)", ErrNotListed))
+	if !j.hidden {
+		j.hidden = true
+		return nil
+	}
+	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", ErrNotListed))
 }
 
 // update sends u's instance (in the loop goroutine) and adopts it unless
