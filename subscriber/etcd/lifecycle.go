@@ -171,3 +171,35 @@ func (h *holder) update(u update) error {
 	g.track.SetInstance(u.inst)
 	return nil
 }
+
+// grantAndPut grants a lease and puts the key on it, bounded by the
+// attempt timeout; it returns the lease and the revision to watch from.
+// With take the put overwrites the key (Register takes over an instance
+// key); without it, a key another lease holds is left to it (yielded).
+func (g *Registration) grantAndPut(ctx context.Context, take bool) (lease clientv3.LeaseID, rev int64, yielded bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+	defer cancel()
+	lr, err := g.client.Grant(ctx, g.ttl)
+	if err != nil {
+		return 0, 0, false, classify("grant", g.key, err, g.closed())
+	}
+	put := clientv3.OpPut(g.key, g.value, clientv3.WithLease(lr.ID))
+	txn := g.client.Txn(ctx)
+	if !take {
+		// A missing key and a key without a lease compare equal to lease 0.
+		txn = txn.If(clientv3.Compare(clientv3.LeaseValue(g.key), "=", 0))
+	}
+	resp, err := txn.Then(put).Commit()
+	if err != nil {
+		g.revokeBestEffort(lr.ID) // do not leave the lease behind
+		return 0, 0, false, classify("put", g.key, err, g.closed())
+	}
+	return lr.ID, resp.Header.Revision, !resp.Succeeded, nil
+}
+
+// revokeBestEffort revokes a lease, bounded by the attempt timeout.
+func (g *Registration) revokeBestEffort(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.opts.timeout)
+	defer cancel()
+	_, _ = g.client.Revoke(ctx, id)
+}

@@ -78,7 +78,8 @@ type Registration struct {
 //     a new leader extends every lease, so a quorum loss must not cost
 //     the key. Only a lease that is gone (expired while the cluster was
 //     reachable without us, revoked, lost with the cluster's data) is
-//     replaced by a new one, with the key put on it.
+//     replaced by a new one, with the key put on it unless another
+//     live lease holds the key (then it yields, as below).
 //   - It watches its own key: when the key is deleted, or put without a
 //     lease (it would outlive the instance), it puts it back on its
 //     lease. When another live lease takes the key (another Registration
@@ -168,7 +169,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		return nil, &rebound.ArgumentError{Func: "etcd.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
 	start := time.Now()
-	lease, rev, err := g.grantAndPut(ctx)
+	lease, rev, _, err := g.grantAndPut(ctx, true)
 	g.track.Attempt(subscriber.RegistrationOpRegister, start, err)
 	if err != nil {
 		g.track.Set(subscriber.RegistrationStopped, err)
@@ -234,30 +235,6 @@ func (g *Registration) Repairs() int {
 }
 
 func (g *Registration) closed() bool { return g.client.Ctx().Err() != nil }
-
-// grantAndPut grants a lease and puts the key on it, bounded by the
-// attempt timeout; it returns the lease and the put's revision.
-func (g *Registration) grantAndPut(ctx context.Context) (clientv3.LeaseID, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
-	defer cancel()
-	lr, err := g.client.Grant(ctx, g.ttl)
-	if err != nil {
-		return 0, 0, classify("grant", g.key, err, g.closed())
-	}
-	resp, err := g.client.Put(ctx, g.key, g.value, clientv3.WithLease(lr.ID))
-	if err != nil {
-		g.revokeBestEffort(lr.ID) // do not leave the lease behind
-		return 0, 0, classify("put", g.key, err, g.closed())
-	}
-	return lr.ID, resp.Header.Revision, nil
-}
-
-// revokeBestEffort revokes a lease, bounded by the attempt timeout.
-func (g *Registration) revokeBestEffort(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.opts.timeout)
-	defer cancel()
-	_, _ = g.client.Revoke(ctx, id)
-}
 
 // Work a repair attempt has to do.
 const (
@@ -454,7 +431,7 @@ func (h *holder) replaceLease(pending *int) error {
 	h.op = subscriber.RegistrationOpRegister
 	g.log.Warn("lease gone (expired, revoked or lost with the cluster's data); registering again",
 		zap.Int64("lease", int64(h.lease)))
-	lease, rev, err := g.grantAndPut(h.ctx)
+	lease, rev, yielded, err := g.grantAndPut(h.ctx, false)
 	if err != nil {
 		return permanentIfClosed(err)
 	}
@@ -470,7 +447,10 @@ func (h *holder) replaceLease(pending *int) error {
 	h.keepAlive()
 	h.stopWatch()
 	h.watch(rev)
-	h.yielded = false
+	h.yielded = yielded
+	if yielded {
+		g.log.Info("another lease holds the key (another registration of this instance); leaving it", zap.Int64("lease", int64(lease)))
+	}
 	*pending = 0
 	return nil
 }
