@@ -46,7 +46,8 @@ func (g *Registration) Close() error {
 // wrapping ctx's error and the last *subscriber.OpError, or that
 // OpError), and the key disappears when the lease expires. Shutdown may
 // follow Close (it then still revokes); it is idempotent: later calls
-// return the first revocation's result.
+// return the first revocation's result, waiting for it (a call made
+// while it still retries) until their own ctx is done.
 func (g *Registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argErr("Registration.Shutdown", "ctx", "must not be nil")
@@ -54,23 +55,34 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 	if err := g.stop(ctx); err != nil {
 		return err
 	}
-	g.revokeOnce.Do(func() {
-		g.track.Set(subscriber.RegistrationDeregistering, nil)
-		lease := g.Lease()
-		g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
-			defer cancel()
-			start := time.Now()
-			_, err := g.client.Revoke(ctx, lease)
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				err = nil // gone already: nothing holds the key any more
-			}
-			err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
-			g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
-			return err
-		})
-		g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
+	g.mu.Lock()
+	first := !g.revoking
+	g.revoking = true
+	g.mu.Unlock()
+	if !first {
+		select {
+		case <-g.revoked:
+			return g.revokeErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	g.track.Set(subscriber.RegistrationDeregistering, nil)
+	lease := g.Lease()
+	g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+		defer cancel()
+		start := time.Now()
+		_, err := g.client.Revoke(ctx, lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil // gone already: nothing holds the key any more
+		}
+		err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
+		g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
+		return err
 	})
+	g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
+	close(g.revoked)
 	return g.revokeErr
 }
 

@@ -48,8 +48,9 @@ type Registration struct {
 	registered int // leases granted, the first included
 	repairs    int // keys put back on the current lease
 
-	revokeOnce sync.Once
-	revokeErr  error
+	revoking  bool          // a Shutdown revokes (or revoked) the lease; under mu
+	revoked   chan struct{} // closed when that revocation ends
+	revokeErr error         // its result, set before revoked is closed
 }
 
 // Register registers inst as an instance of key's service (key.Clusters
@@ -163,6 +164,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		track:   regstate.New(registryName, key, inst, o.obs, log),
 		retrier: retrier,
 		updates: make(chan update),
+		revoked: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	if err := g.track.StartMetrics(o.meter); err != nil {
