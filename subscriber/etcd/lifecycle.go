@@ -188,8 +188,8 @@ func (h *holder) update(u update) error {
 // attempt timeout; it returns the lease and the revision to watch from.
 // With take the put overwrites the key (Register takes over an instance
 // key); without it, a key another lease holds is left to it (yielded).
-func (g *Registration) grantAndPut(ctx context.Context, take bool) (lease clientv3.LeaseID, rev int64, yielded bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+func (g *Registration) grantAndPut(parent context.Context, take bool) (lease clientv3.LeaseID, rev int64, yielded bool, err error) {
+	ctx, cancel := context.WithTimeout(parent, g.opts.timeout)
 	defer cancel()
 	lr, err := g.client.Grant(ctx, g.ttl)
 	if err != nil {
@@ -203,15 +203,16 @@ func (g *Registration) grantAndPut(ctx context.Context, take bool) (lease client
 	}
 	resp, err := txn.Then(put).Commit()
 	if err != nil {
-		g.revokeBestEffort(lr.ID) // do not leave the lease behind
+		g.revokeBestEffort(parent, lr.ID) // do not leave the lease behind
 		return 0, 0, false, classify("put", g.key, err, g.closed())
 	}
 	return lr.ID, resp.Header.Revision, !resp.Succeeded, nil
 }
 
-// revokeBestEffort revokes a lease, bounded by the attempt timeout.
-func (g *Registration) revokeBestEffort(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.opts.timeout)
+// revokeBestEffort revokes a lease, bounded by ctx and the attempt
+// timeout: a lease it cannot revoke (ctx ended) expires with its TTL.
+func (g *Registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 	defer cancel()
 	_, _ = g.client.Revoke(ctx, id)
 }

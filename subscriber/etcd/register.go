@@ -62,8 +62,9 @@ type Registration struct {
 // alive by the client.
 //
 // Register makes the first registration itself (a lease grant and a put,
-// bounded by ctx and WithAttemptTimeout) and returns its error, if any,
-// with nothing left running: a *subscriber.OpError, or a
+// bounded by ctx and WithAttemptTimeout; a lease whose put failed is
+// revoked, within ctx too, or else expires with its TTL) and returns its
+// error, if any, with nothing left running: a *subscriber.OpError, or a
 // *rebound.ArgumentError for a bad argument or option (among them an
 // empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
 // Weight). The put
