@@ -46,7 +46,8 @@ func (g *Registration) Close() error {
 // wrapping ctx's error and the last *subscriber.OpError, or that
 // OpError), and the key disappears when the lease expires. Shutdown may
 // follow Close (it then still revokes); it is idempotent: later calls
-// return the first revocation's result.
+// return the first revocation's result, waiting for it (a call made
+// while it still retries) until their own ctx is done.
 func (g *Registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argErr("Registration.Shutdown", "ctx", "must not be nil")
@@ -54,23 +55,34 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 	if err := g.stop(ctx); err != nil {
 		return err
 	}
-	g.revokeOnce.Do(func() {
-		g.track.Set(subscriber.RegistrationDeregistering, nil)
-		lease := g.Lease()
-		g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
-			defer cancel()
-			start := time.Now()
-			_, err := g.client.Revoke(ctx, lease)
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				err = nil // gone already: nothing holds the key any more
-			}
-			err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
-			g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
-			return err
-		})
-		g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
+	g.mu.Lock()
+	first := !g.revoking
+	g.revoking = true
+	g.mu.Unlock()
+	if !first {
+		select {
+		case <-g.revoked:
+			return g.revokeErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	g.track.Set(subscriber.RegistrationDeregistering, nil)
+	lease := g.Lease()
+	g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+		defer cancel()
+		start := time.Now()
+		_, err := g.client.Revoke(ctx, lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil // gone already: nothing holds the key any more
+		}
+		err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
+		g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
+		return err
 	})
+	g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
+	close(g.revoked)
 	return g.revokeErr
 }
 
@@ -170,4 +182,37 @@ func (h *holder) update(u update) error {
 	g.value = u.value
 	g.track.SetInstance(u.inst)
 	return nil
+}
+
+// grantAndPut grants a lease and puts the key on it, bounded by the
+// attempt timeout; it returns the lease and the revision to watch from.
+// With take the put overwrites the key (Register takes over an instance
+// key); without it, a key another lease holds is left to it (yielded).
+func (g *Registration) grantAndPut(parent context.Context, take bool) (lease clientv3.LeaseID, rev int64, yielded bool, err error) {
+	ctx, cancel := context.WithTimeout(parent, g.opts.timeout)
+	defer cancel()
+	lr, err := g.client.Grant(ctx, g.ttl)
+	if err != nil {
+		return 0, 0, false, classify("grant", g.key, err, g.closed())
+	}
+	put := clientv3.OpPut(g.key, g.value, clientv3.WithLease(lr.ID))
+	txn := g.client.Txn(ctx)
+	if !take {
+		// A missing key and a key without a lease compare equal to lease 0.
+		txn = txn.If(clientv3.Compare(clientv3.LeaseValue(g.key), "=", 0))
+	}
+	resp, err := txn.Then(put).Commit()
+	if err != nil {
+		g.revokeBestEffort(parent, lr.ID) // do not leave the lease behind
+		return 0, 0, false, classify("put", g.key, err, g.closed())
+	}
+	return lr.ID, resp.Header.Revision, !resp.Succeeded, nil
+}
+
+// revokeBestEffort revokes a lease, bounded by ctx and the attempt
+// timeout: a lease it cannot revoke (ctx ended) expires with its TTL.
+func (g *Registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+	defer cancel()
+	_, _ = g.client.Revoke(ctx, id)
 }

@@ -48,8 +48,9 @@ type Registration struct {
 	registered int // leases granted, the first included
 	repairs    int // keys put back on the current lease
 
-	revokeOnce sync.Once
-	revokeErr  error
+	revoking  bool          // a Shutdown revokes (or revoked) the lease; under mu
+	revoked   chan struct{} // closed when that revocation ends
+	revokeErr error         // its result, set before revoked is closed
 }
 
 // Register registers inst as an instance of key's service (key.Clusters
@@ -61,8 +62,9 @@ type Registration struct {
 // alive by the client.
 //
 // Register makes the first registration itself (a lease grant and a put,
-// bounded by ctx and WithAttemptTimeout) and returns its error, if any,
-// with nothing left running: a *subscriber.OpError, or a
+// bounded by ctx and WithAttemptTimeout; a lease whose put failed is
+// revoked, within ctx too, or else expires with its TTL) and returns its
+// error, if any, with nothing left running: a *subscriber.OpError, or a
 // *rebound.ArgumentError for a bad argument or option (among them an
 // empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
 // Weight, or Enabled, Healthy and Weight all zero: see
@@ -79,7 +81,8 @@ type Registration struct {
 //     a new leader extends every lease, so a quorum loss must not cost
 //     the key. Only a lease that is gone (expired while the cluster was
 //     reachable without us, revoked, lost with the cluster's data) is
-//     replaced by a new one, with the key put on it.
+//     replaced by a new one, with the key put on it unless another
+//     live lease holds the key (then it yields, as below).
 //   - It watches its own key: when the key is deleted, or put without a
 //     lease (it would outlive the instance), it puts it back on its
 //     lease. When another live lease takes the key (another Registration
@@ -166,13 +169,14 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		track:   regstate.New(registryName, key, inst, o.obs, log),
 		retrier: retrier,
 		updates: make(chan update),
+		revoked: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	if err := g.track.StartMetrics(o.meter); err != nil {
 		return nil, &rebound.ArgumentError{Func: "etcd.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
 	start := time.Now()
-	lease, rev, err := g.grantAndPut(ctx)
+	lease, rev, _, err := g.grantAndPut(ctx, true)
 	g.track.Attempt(subscriber.RegistrationOpRegister, start, err)
 	if err != nil {
 		g.track.Set(subscriber.RegistrationStopped, err)
@@ -238,30 +242,6 @@ func (g *Registration) Repairs() int {
 }
 
 func (g *Registration) closed() bool { return g.client.Ctx().Err() != nil }
-
-// grantAndPut grants a lease and puts the key on it, bounded by the
-// attempt timeout; it returns the lease and the put's revision.
-func (g *Registration) grantAndPut(ctx context.Context) (clientv3.LeaseID, int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
-	defer cancel()
-	lr, err := g.client.Grant(ctx, g.ttl)
-	if err != nil {
-		return 0, 0, classify("grant", g.key, err, g.closed())
-	}
-	resp, err := g.client.Put(ctx, g.key, g.value, clientv3.WithLease(lr.ID))
-	if err != nil {
-		g.revokeBestEffort(lr.ID) // do not leave the lease behind
-		return 0, 0, classify("put", g.key, err, g.closed())
-	}
-	return lr.ID, resp.Header.Revision, nil
-}
-
-// revokeBestEffort revokes a lease, bounded by the attempt timeout.
-func (g *Registration) revokeBestEffort(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.opts.timeout)
-	defer cancel()
-	_, _ = g.client.Revoke(ctx, id)
-}
 
 // Work a repair attempt has to do.
 const (
@@ -458,7 +438,7 @@ func (h *holder) replaceLease(pending *int) error {
 	h.op = subscriber.RegistrationOpRegister
 	g.log.Warn("lease gone (expired, revoked or lost with the cluster's data); registering again",
 		zap.Int64("lease", int64(h.lease)))
-	lease, rev, err := g.grantAndPut(h.ctx)
+	lease, rev, yielded, err := g.grantAndPut(h.ctx, false)
 	if err != nil {
 		return permanentIfClosed(err)
 	}
@@ -474,7 +454,10 @@ func (h *holder) replaceLease(pending *int) error {
 	h.keepAlive()
 	h.stopWatch()
 	h.watch(rev)
-	h.yielded = false
+	h.yielded = yielded
+	if yielded {
+		g.log.Info("another lease holds the key (another registration of this instance); leaving it", zap.Int64("lease", int64(lease)))
+	}
 	*pending = 0
 	return nil
 }
