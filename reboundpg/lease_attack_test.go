@@ -1,0 +1,49 @@
+package reboundpg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/reboundpg"
+)
+
+// A call a loses to b (a paused past its lease, b claimed it, a's Update
+// saw ErrLeaseLost and its Invoker dropped it) is claimed by a again once
+// b lets it go: a must hand it out, not keep it leased and renewed with
+// nobody delivering it.
+func TestLeaseLostCallClaimedAgain(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	a := openStore(t, pool, reboundpg.WithTable(table))
+	b, err := reboundpg.Open(context.Background(), pool, reboundpg.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	enqueue(t, pool, a, 1, false)
+	ctx := context.Background()
+	calls, _, err := a.Claim(ctx, 10)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("a.Claim: %d calls, %v", len(calls), err)
+	}
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second', owner = 'paused'`, table)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Claim(ctx, 10); err != nil || len(got) != 1 {
+		t.Fatalf("b.Claim after a's lease ended: %v, %v", got, err)
+	}
+	if err := a.Update(calls[0].ID, 1, calls[0].Due); !errors.Is(err, failback.ErrLeaseLost) {
+		t.Fatalf("a.Update: %v, want ErrLeaseLost", err)
+	}
+	if err := b.Close(); err != nil { // releases b's lease: the call is free
+		t.Fatal(err)
+	}
+	got, _, err := a.Claim(ctx, 10)
+	if err != nil || len(got) != 1 || got[0].ID != calls[0].ID {
+		t.Fatalf("a.Claim of the call b released: %v, %v; want call %d handed out (rows: %d leased to a, nobody delivers them)",
+			got, err, calls[0].ID, count(t, pool, table, "owner IS NOT NULL"))
+	}
+}
