@@ -201,6 +201,7 @@ func (s *Store) Update(id uint64, attempts int, due time.Time) error {
 		return s.fail("updating a call", err)
 	}
 	if tag.RowsAffected() == 0 {
+		s.hold(int64(id), false) // handed over: a later claim of it is a fresh one
 		return fmt.Errorf("%w: call %d of table %s", failback.ErrLeaseLost, id, s.cfg.table)
 	}
 	return nil
