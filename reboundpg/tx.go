@@ -56,7 +56,15 @@ func runTxOnce(ctx context.Context, db DB, opts pgx.TxOptions, fn func(ctx conte
 	if err != nil {
 		return classify(err, nil)
 	}
-	if err := fn(ctx, tx); err != nil {
+	ran := false
+	defer func() {
+		if !ran { // fn panicked: roll back, release the connection
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	err = fn(ctx, tx)
+	ran = true
+	if err != nil {
 		_ = tx.Rollback(ctx) // a broken connection is closed, not returned to the pool
 		return classify(err, tx.Conn())
 	}
