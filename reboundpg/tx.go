@@ -72,6 +72,9 @@ func runTxOnce(ctx context.Context, db DB, opts pgx.TxOptions, fn func(ctx conte
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, pgx.ErrTxClosed):
+		return rebound.Permanent(&rebound.ArgumentError{Func: "reboundpg.RunTx", Arg: "fn",
+			Reason: "must not commit or roll back tx (RunTx found it ended)"})
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return rebound.Permanent(err) // the server rolled back (fn ignored an error)
 	}
