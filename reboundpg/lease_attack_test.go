@@ -47,3 +47,31 @@ func TestLeaseLostCallClaimedAgain(t *testing.T) {
 			got, err, calls[0].ID, count(t, pool, table, "owner IS NOT NULL"))
 	}
 }
+
+// A record this version cannot read (format 2) is handed out with Err set;
+// without WithQuarantine the Invoker only logs it, and failback says it
+// "is claimed again when its lease ends": the Store must not hold it (and
+// renew its lease, and filter it out of its own claims) for ever.
+func TestBadRecordLeaseEnds(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	a := openStore(t, pool, reboundpg.WithTable(table))
+	enqueue(t, pool, a, 1, false)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %q SET format = 2`, table)); err != nil {
+		t.Fatal(err)
+	}
+	calls, _, err := a.Claim(ctx, 10)
+	if err != nil || len(calls) != 1 || !errors.Is(calls[0].Err, failback.ErrBadRecord) {
+		t.Fatalf("a.Claim: %v, %v; want one call with ErrBadRecord", calls, err)
+	}
+	// Its lease ends (on the database's clock).
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`UPDATE %q SET locked_until = now() - interval '1 second'`, table)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := a.Claim(ctx, 10)
+	if err != nil || len(got) != 1 || got[0].ID != calls[0].ID {
+		t.Fatalf("a.Claim after the bad record's lease ended: %v, %v; want it handed out again (rows leased: %d)",
+			got, err, count(t, pool, table, "locked_until > now()"))
+	}
+}
