@@ -273,7 +273,9 @@ func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	fresh := calls[:0]
 	for _, c := range calls {
 		if _, ok := s.held[int64(c.ID)]; !ok {
-			s.held[int64(c.ID)] = struct{}{}
+			if c.Err == nil { // an unreadable record is not held: its lease ends unless quarantined
+				s.held[int64(c.ID)] = struct{}{}
+			}
 			fresh = append(fresh, c)
 		}
 	}
