@@ -75,3 +75,23 @@ func TestBadRecordLeaseEnds(t *testing.T) {
 			got, err, count(t, pool, table, "locked_until > now()"))
 	}
 }
+
+// A quarantine reason PostgreSQL's text cannot hold (a codec error that
+// quotes the raw payload: a NUL byte, invalid UTF-8) still quarantines the
+// call, else it is claimed and fails to quarantine again every lease.
+func TestQuarantineReasonNotText(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	a := openStore(t, pool, reboundpg.WithTable(table))
+	enqueue(t, pool, a, 1, false)
+	calls, _, err := a.Claim(context.Background(), 10)
+	if err != nil || len(calls) != 1 {
+		t.Fatalf("a.Claim: %v, %v", calls, err)
+	}
+	if err := a.Quarantine(calls[0].ID, errors.New("cannot decode \x00\xff payload")); err != nil {
+		t.Fatalf("Quarantine with a reason holding NUL and invalid UTF-8: %v", err)
+	}
+	if n := count(t, pool, table, "quarantined IS NOT NULL"); n != 1 {
+		t.Fatalf("%d calls quarantined, want 1", n)
+	}
+}
