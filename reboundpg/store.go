@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,7 +223,8 @@ func (s *Store) Remove(id uint64) error {
 // again.
 func (s *Store) Quarantine(id uint64, reason error) error {
 	s.hold(int64(id), false)
-	if _, err := s.exec(s.q.quarantine, int64(id), reason.Error()); err != nil {
+	why := strings.ToValidUTF8(strings.ReplaceAll(reason.Error(), "\x00", `\x00`), "\uFFFD") // a text column holds neither
+	if _, err := s.exec(s.q.quarantine, int64(id), why); err != nil {
 		return s.fail("quarantining a call", err)
 	}
 	return nil
