@@ -34,13 +34,18 @@ func NewDedupe(ctx context.Context, db DB, table string) (*Dedupe, error) {
 	return &Dedupe{insert: `INSERT INTO ` + t + ` (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`}, nil
 }
 
+// maxKey is the longest key Apply takes.
+const maxKey = 1024
+
 // Apply records key in tx and reports whether it is new: false means a
 // call with this key was applied already (committed), and the caller
 // should not apply it again. A concurrent transaction holding the same
-// new key makes Apply wait for its outcome. An empty key is an error.
+// new key makes Apply wait for its outcome. An empty key, or one over
+// 1,024 bytes, is an error (rebound.ErrInvalidArgument).
 func (d *Dedupe) Apply(ctx context.Context, tx pgx.Tx, key string) (first bool, err error) {
-	if key == "" || tx == nil {
-		return false, &rebound.ArgumentError{Func: "reboundpg.Dedupe.Apply", Arg: "tx and key", Reason: "must not be nil or empty"}
+	if key == "" || tx == nil || len(key) > maxKey {
+		return false, &rebound.ArgumentError{Func: "reboundpg.Dedupe.Apply", Arg: "tx and key",
+			Reason: fmt.Sprintf("must not be nil, and the key 1 to %d bytes (got %d: a unique index entry is at most about 2.7 KB)", maxKey, len(key))}
 	}
 	tag, err := tx.Exec(ctx, d.insert, key)
 	if err != nil {

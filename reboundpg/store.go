@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,6 +202,7 @@ func (s *Store) Update(id uint64, attempts int, due time.Time) error {
 		return s.fail("updating a call", err)
 	}
 	if tag.RowsAffected() == 0 {
+		s.hold(int64(id), false) // handed over: a later claim of it is a fresh one
 		return fmt.Errorf("%w: call %d of table %s", failback.ErrLeaseLost, id, s.cfg.table)
 	}
 	return nil
@@ -221,7 +223,8 @@ func (s *Store) Remove(id uint64) error {
 // again.
 func (s *Store) Quarantine(id uint64, reason error) error {
 	s.hold(int64(id), false)
-	if _, err := s.exec(s.q.quarantine, int64(id), reason.Error()); err != nil {
+	why := strings.ToValidUTF8(strings.ReplaceAll(reason.Error(), "\x00", `\x00`), "\uFFFD") // a text column holds neither
+	if _, err := s.exec(s.q.quarantine, int64(id), why); err != nil {
 		return s.fail("quarantining a call", err)
 	}
 	return nil
@@ -272,7 +275,9 @@ func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	fresh := calls[:0]
 	for _, c := range calls {
 		if _, ok := s.held[int64(c.ID)]; !ok {
-			s.held[int64(c.ID)] = struct{}{}
+			if c.Err == nil { // an unreadable record is not held: its lease ends unless quarantined
+				s.held[int64(c.ID)] = struct{}{}
+			}
 			fresh = append(fresh, c)
 		}
 	}

@@ -56,7 +56,15 @@ func runTxOnce(ctx context.Context, db DB, opts pgx.TxOptions, fn func(ctx conte
 	if err != nil {
 		return classify(err, nil)
 	}
-	if err := fn(ctx, tx); err != nil {
+	ran := false
+	defer func() {
+		if !ran { // fn panicked: roll back, release the connection
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	err = fn(ctx, tx)
+	ran = true
+	if err != nil {
 		_ = tx.Rollback(ctx) // a broken connection is closed, not returned to the pool
 		return classify(err, tx.Conn())
 	}
@@ -64,6 +72,9 @@ func runTxOnce(ctx context.Context, db DB, opts pgx.TxOptions, fn func(ctx conte
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, pgx.ErrTxClosed):
+		return rebound.Permanent(&rebound.ArgumentError{Func: "reboundpg.RunTx", Arg: "fn",
+			Reason: "must not commit or roll back tx (RunTx found it ended)"})
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return rebound.Permanent(err) // the server rolled back (fn ignored an error)
 	}

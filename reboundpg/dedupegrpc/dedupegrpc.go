@@ -21,6 +21,7 @@ package dedupegrpc
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
@@ -28,6 +29,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/failback"
 	"github.com/rebound-go/rebound/reboundpg"
 )
@@ -70,6 +72,9 @@ func UnaryServerInterceptor(db reboundpg.DB, d *reboundpg.Dedupe) grpc.UnaryServ
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx))
 		first, err := d.Apply(ctx, tx, keys[0])
+		if errors.Is(err, rebound.ErrInvalidArgument) {
+			return nil, status.Errorf(codes.InvalidArgument, "dedupegrpc: %s: %v", info.FullMethod, err)
+		}
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "dedupegrpc: %s: %v", info.FullMethod, err)
 		}

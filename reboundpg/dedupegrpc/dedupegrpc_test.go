@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound/failback"
 	"github.com/rebound-go/rebound/reboundpg"
@@ -78,5 +81,30 @@ func TestInterceptor(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A key Dedupe refuses (too long: a forged or broken sender) is answered
+// InvalidArgument, not Unavailable, which tells the sender to retry it
+// for ever; the handler does not run.
+func TestInterceptorRefusedKey(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.Shared(t).DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := reboundpg.NewDedupe(ctx, pool, "applied_refused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	icpt := dedupegrpc.UnaryServerInterceptor(pool, d)
+	call := metadata.NewIncomingContext(ctx, metadata.Pairs(failback.IdempotencyKey, strings.Repeat("k", 4096)))
+	_, err = icpt(call, nil, &grpc.UnaryServerInfo{FullMethod: "/svc/Notify"}, func(context.Context, any) (any, error) {
+		t.Error("the handler ran for a refused key")
+		return nil, nil
+	})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a 4 KiB key: %v; want InvalidArgument", err)
 	}
 }
