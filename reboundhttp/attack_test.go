@@ -1,0 +1,42 @@
+package reboundhttp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// A failed response whose body trickles (one byte, then nothing until the
+// client goes) must not hold the retry until the request's context ends:
+// the drain is bounded in time as well as in bytes.
+func TestSlowFailedBodyDoesNotHoldTheRetry(t *testing.T) {
+	var n atomic.Int32
+	ts := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 1 {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.WriteHeader(503)
+		w.Write([]byte("x"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // trickles no more until the client closes
+	}))
+	c := &http.Client{Transport: newTransport(t, nil, rebound.Policy{Initial: time.Millisecond, MaxAttempts: 2})}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound, not a timing: the fix needs a fraction of it
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("the retry waited on the failed response's body until the context ended: %v (server saw %d requests)", err, n.Load())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "ok" || n.Load() != 2 {
+		t.Fatalf("got %d %q after %d requests, want 200 \"ok\" after 2", resp.StatusCode, b, n.Load())
+	}
+}
