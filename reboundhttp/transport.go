@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/rebound-go/rebound"
 )
@@ -13,6 +14,10 @@ import (
 // is closed: a body that ends within it leaves its connection reusable, a
 // longer one (or a never-ending stream) has its connection closed.
 const drainLimit = 4 << 10
+
+// drainTime bounds how long a failed response's body is read: a body that
+// trickles is closed (its connection with it) rather than hold the retry.
+const drainTime = 50 * time.Millisecond
 
 // IdempotencyKeyHeader is the header WithIdempotencyKey sets, and one of the
 // two (with X-Idempotency-Key) that make a request safe to retry whatever
@@ -111,7 +116,7 @@ func (t *Transport) retrier(host string) (*rebound.Retrier, error) {
 // A request with a body is sent again only if it has GetBody (set by
 // http.NewRequest for *bytes.Buffer, *bytes.Reader and *strings.Reader);
 // one without GetBody is sent once. A failed response that is retried is
-// drained (at most 4 KiB) and closed before the next attempt, so its
+// drained (at most 4 KiB for at most 50 ms) and closed before the next attempt, so its
 // connection is reused. A Retry-After (seconds or HTTP-date) on a 429 or 503
 // becomes rebound.RetryAfter: the engine caps it at Policy.MaxRetryAfter and
 // stops at once rather than wait past the context's deadline.
@@ -143,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Context().Err() == nil {
 			return held, nil // the engine stopped: the caller sees the server's answer
 		}
-		drainClose(held)
+		drainClose(req.Context(), held)
 	}
 	return nil, err
 }
@@ -171,7 +176,7 @@ type call struct {
 // attempt is the operation the engine runs: one round trip.
 func (c *call) attempt(ctx context.Context) error {
 	if c.held != nil { // the engine chose to retry
-		drainClose(c.held)
+		drainClose(ctx, c.held)
 		c.held = nil
 	}
 	req := c.req
@@ -214,12 +219,22 @@ func (c *call) attempt(ctx context.Context) error {
 	return serr
 }
 
-// drainClose reads at most drainLimit bytes of resp's body and closes it.
-func drainClose(resp *http.Response) {
-	if resp.Body != nil {
-		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-		_ = resp.Body.Close()
+// drainClose reads at most drainLimit bytes of resp's body, for at most
+// drainTime and not past ctx, and closes it. A Close from the timer ends a
+// Read in progress (net/http's bodies allow it); it is joined before return.
+func drainClose(ctx context.Context, resp *http.Response) {
+	if resp.Body == nil {
+		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, drainTime)
+	defer cancel()
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close(); close(closed) })
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	if !stop() {
+		<-closed
+	}
+	_ = resp.Body.Close()
 }
 
 // closeBody closes req's body, as a RoundTripper must even on an error.
