@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/reboundhttp"
 )
 
 // A failed response whose body trickles (one byte, then nothing until the
@@ -38,5 +39,24 @@ func TestSlowFailedBodyDoesNotHoldTheRetry(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || string(b) != "ok" || n.Load() != 2 {
 		t.Fatalf("got %d %q after %d requests, want 200 \"ok\" after 2", resp.StatusCode, b, n.Load())
+	}
+}
+
+// A classifier that panics on a response must not leak that response's
+// body (its connection): the panic goes on, the body is closed.
+func TestClassifierPanicClosesTheResponse(t *testing.T) {
+	f := &fake{answer: func(int) *http.Response { return status(503, "") }}
+	rt := newTransport(t, f, fast, reboundhttp.WithClassifier(func(*http.Response, error) bool { panic("classifier") }))
+	req, _ := http.NewRequest(http.MethodGet, "http://h.example/", nil)
+	func() {
+		defer func() {
+			if p := recover(); p != "classifier" {
+				t.Fatalf("recovered %v, want the classifier's panic", p)
+			}
+		}()
+		rt.RoundTrip(req)
+	}()
+	if len(f.bodies) != 1 || !f.bodies[0].closed.Load() {
+		t.Fatalf("%d responses, the first's body closed: %v; want 1, closed", len(f.bodies), len(f.bodies) == 1 && f.bodies[0].closed.Load())
 	}
 }
