@@ -204,7 +204,7 @@ func (c *call) attempt(ctx context.Context) error {
 		}
 		return err
 	}
-	if !c.t.classify(resp, nil) || !c.safe || !rewindable {
+	if !c.worth(resp) || !c.safe || !rewindable {
 		c.resp = resp
 		if resp.StatusCode >= 500 { // an error for breakers and throttles, not retried
 			return rebound.Permanent(&StatusError{StatusCode: resp.StatusCode})
@@ -217,6 +217,20 @@ func (c *call) attempt(ctx context.Context) error {
 		return rebound.RetryAfter(d, serr)
 	}
 	return serr
+}
+
+// worth classifies resp; if the classifier panics, resp's body is closed
+// (its connection not leaked) and the panic goes on.
+func (c *call) worth(resp *http.Response) bool {
+	ok := false
+	defer func() {
+		if !ok && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	retry := c.t.classify(resp, nil)
+	ok = true
+	return retry
 }
 
 // drainClose reads at most drainLimit bytes of resp's body, for at most
