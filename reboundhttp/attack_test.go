@@ -4,8 +4,11 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rebound-go/rebound"
@@ -59,4 +62,40 @@ func TestClassifierPanicClosesTheResponse(t *testing.T) {
 	if len(f.bodies) != 1 || !f.bodies[0].closed.Load() {
 		t.Fatalf("%d responses, the first's body closed: %v; want 1, closed", len(f.bodies), len(f.bodies) == 1 && f.bodies[0].closed.Load())
 	}
+}
+
+// WithHostOptions promises one call per host: two first requests to a host
+// at once must not both call perHost (one of them waits for the other's).
+func TestHostOptionsOnceUnderConcurrentFirstRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ok := roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("ok"))}, nil
+		})
+		var calls atomic.Int32
+		release := make(chan struct{})
+		rt := newTransport(t, ok, fast, reboundhttp.WithHostOptions(func(string) []rebound.Option {
+			if calls.Add(1) == 1 {
+				<-release // the first request is still building the host's Retrier
+			}
+			return nil
+		}))
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodGet, "http://h.example/", nil)
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			})
+		}
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("WithHostOptions's perHost called %d times for one host, want once", n)
+		}
+	})
 }
