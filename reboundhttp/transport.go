@@ -36,7 +36,7 @@ type Transport struct {
 	newKey   func() string
 
 	mu    sync.RWMutex
-	hosts map[string]*rebound.Retrier // one per host, built on its first request, never evicted
+	hosts map[string]*host // one per host, built on its first request, never evicted
 
 	pool sync.Pool // of *call
 }
@@ -58,7 +58,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*rebound.Retrier{}}
+	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*host{}}
 	for _, o := range opts {
 		if o != nil {
 			if err := o.apply(t); err != nil {
@@ -76,29 +76,53 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	return t, nil
 }
 
-// retrier returns host's Retrier, building it on first use.
-func (t *Transport) retrier(host string) (*rebound.Retrier, error) {
+// host is a host's Retrier, or the error building it; ready is closed
+// once either is set.
+type host struct {
+	ready chan struct{}
+	r     *rebound.Retrier
+	err   error
+}
+
+// retrier returns name's Retrier, building it on first use: one request
+// builds it (perHost called without the lock: it is the user's code), the
+// others for that host wait for it or for ctx.
+func (t *Transport) retrier(ctx context.Context, name string) (*rebound.Retrier, error) {
 	t.mu.RLock()
-	r := t.hosts[host]
+	h := t.hosts[name]
 	t.mu.RUnlock()
-	if r != nil {
-		return r, nil
+	if h == nil {
+		t.mu.Lock()
+		build := false
+		if h = t.hosts[name]; h == nil {
+			h, build = &host{ready: make(chan struct{})}, true
+			t.hosts[name] = h
+		}
+		t.mu.Unlock()
+		if build {
+			t.build(name, h)
+		}
 	}
+	select {
+	case <-h.ready:
+		return h.r, h.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// build makes h's Retrier and closes h.ready, even if perHost panics.
+func (t *Transport) build(name string, h *host) {
+	defer close(h.ready)
+	h.err = &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "perHost", Reason: "panicked for host " + name}
 	opts := t.shared
-	if t.perHost != nil { // called without the lock: it is the user's code
-		opts = append(append([]rebound.Option(nil), t.shared...), t.perHost(host)...)
+	if t.perHost != nil {
+		opts = append(append([]rebound.Option(nil), t.shared...), t.perHost(name)...)
 	}
-	nr, err := rebound.NewRetrier(t.policy, opts...)
-	if err != nil {
-		return nil, &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "host " + host, Reason: "gave an option the engine rejects", Err: err}
+	h.r, h.err = rebound.NewRetrier(t.policy, opts...)
+	if h.err != nil {
+		h.err = &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "host " + name, Reason: "gave an option the engine rejects", Err: h.err}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r = t.hosts[host]; r == nil { // another request may have built it first
-		r = nr
-		t.hosts[host] = r
-	}
-	return r, nil
 }
 
 // RoundTrip sends req and retries it through the engine while it is safe
@@ -124,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.Transport.RoundTrip", Arg: "req", Reason: "must be non-nil with a non-nil URL"}
 	}
-	r, err := t.retrier(req.URL.Host)
+	r, err := t.retrier(req.Context(), req.URL.Host)
 	if err != nil {
 		closeBody(req)
 		return nil, err
