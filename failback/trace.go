@@ -16,9 +16,14 @@ import (
 
 // TraceContextKey is the Attachments key, reserved by WithTracerProvider,
 // under which a traced call keeps the W3C traceparent of its first
-// attempt, so that every Store persists it and a retry, in this process or
+// attempt (and "rebound-tracestate" its tracestate, if any), so that every
+// Store persists them and a retry, in this process or
 // the next one, links to the trace that queued the call.
 const TraceContextKey = "rebound-traceparent"
+
+// traceStateKey keeps the W3C tracestate beside TraceContextKey, when the
+// first attempt's span has one.
+const traceStateKey = "rebound-tracestate"
 
 // WithTracerProvider traces every attempt of a call, as
 // rebound.WithTracerProvider does for a loop: a span "rebound.attempt" of
@@ -50,6 +55,8 @@ func (f *Invoker) invokeTraced(ctx context.Context, inv *cluster.Invocation) (an
 	c := *inv
 	c.Attachments = make(map[string]string, len(inv.Attachments)+1)
 	maps.Copy(c.Attachments, inv.Attachments)
+	delete(c.Attachments, TraceContextKey) // the caller's values, if any, are not this call's
+	delete(c.Attachments, traceStateKey)
 	propagation.TraceContext{}.Inject(ctx, attachmentCarrier(c.Attachments))
 	target, res, err := f.first(ctx, &c)
 	if err == nil {
@@ -117,21 +124,31 @@ func queuedBy(inv *cluster.Invocation) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)
 }
 
-// attachmentCarrier keeps the traceparent under TraceContextKey; the
-// tracestate is not kept.
+// attachmentCarrier keeps the traceparent under TraceContextKey and the
+// tracestate under traceStateKey.
 type attachmentCarrier map[string]string
 
+func (c attachmentCarrier) key(k string) string {
+	switch k {
+	case "traceparent":
+		return TraceContextKey
+	case "tracestate":
+		return traceStateKey
+	}
+	return ""
+}
+
 func (c attachmentCarrier) Get(key string) string {
-	if key == "traceparent" {
-		return c[TraceContextKey]
+	if k := c.key(key); k != "" {
+		return c[k]
 	}
 	return ""
 }
 
 func (c attachmentCarrier) Set(key, value string) {
-	if key == "traceparent" {
-		c[TraceContextKey] = value
+	if k := c.key(key); k != "" {
+		c[k] = value
 	}
 }
 
-func (c attachmentCarrier) Keys() []string { return []string{"traceparent"} }
+func (c attachmentCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }
