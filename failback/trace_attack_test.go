@@ -49,3 +49,27 @@ func TestRetryLinkKeepsTraceState(t *testing.T) {
 		}
 	})
 }
+
+// A stored call's trace attachments are data from disk or from the caller:
+// malformed or hostile values give no link and no panic; a well-formed one
+// links to what it names.
+func TestQueuedByMalformedAttachments(t *testing.T) {
+	bad := []string{
+		"garbage", "00-", "00-00000000000000000000000000000000-0000000000000000-01",
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-Injected: 1",
+		"ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01",
+		string(make([]byte, 1<<16)),
+	}
+	for _, v := range bad {
+		inv := &cluster.Invocation{Attachments: map[string]string{TraceContextKey: v, traceStateKey: "=,=\x00"}}
+		if sc := queuedBy(inv); sc.IsValid() {
+			t.Errorf("traceparent %.40q gave a link to %v", v, sc)
+		}
+	}
+	good := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	inv := &cluster.Invocation{Attachments: map[string]string{TraceContextKey: good, traceStateKey: "=,=\x00"}}
+	if sc := queuedBy(inv); !sc.IsValid() || sc.TraceState().Len() != 0 {
+		t.Errorf("a good traceparent with a malformed tracestate gave %v (tracestate %q), want the link without the state", sc, sc.TraceState())
+	}
+}
