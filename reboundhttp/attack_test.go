@@ -2,6 +2,7 @@ package reboundhttp_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -98,4 +99,24 @@ func TestHostOptionsOnceUnderConcurrentFirstRequests(t *testing.T) {
 			t.Fatalf("WithHostOptions's perHost called %d times for one host, want once", n)
 		}
 	})
+}
+
+// Without WithHostOptions every host's Retrier would be the same: a
+// Transport that reaches ever new hosts (webhooks, crawlers) must not keep
+// one per host it ever saw. A request to a new host costs what a request
+// to a known one costs.
+func TestNewHostsKeepNothingWithoutHostOptions(t *testing.T) {
+	resp := &http.Response{StatusCode: 200, Body: http.NoBody}
+	rt := newTransport(t, roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil }), fast)
+	const runs = 200
+	reqs := make([]*http.Request, runs+1)
+	for i := range reqs {
+		reqs[i], _ = http.NewRequest(http.MethodGet, fmt.Sprintf("http://h%d.example/", i), nil)
+	}
+	i := 0
+	fresh := testing.AllocsPerRun(runs, func() { rt.RoundTrip(reqs[i]); i++ })
+	known := testing.AllocsPerRun(runs, func() { rt.RoundTrip(reqs[0]) })
+	if fresh != known {
+		t.Fatalf("a request to a new host allocates %v, to a known host %v: the Transport keeps state per host it saw", fresh, known)
+	}
 }
