@@ -35,16 +35,18 @@ type Transport struct {
 	classify func(*http.Response, error) bool
 	newKey   func() string
 
+	all   *rebound.Retrier // every host's, without WithHostOptions
 	mu    sync.RWMutex
-	hosts map[string]*host // one per host, built on its first request, never evicted
+	hosts map[string]*host // with WithHostOptions: one per host, built on its first request, never evicted
 
 	pool sync.Pool // of *call
 }
 
 // New returns a Transport that sends each request with base (nil:
 // http.DefaultTransport) and retries it with policy p through the rebound
-// engine: one rebound.Retrier per host (its budget, throttle, limiter and
-// breaker from WithHostOptions), built on the host's first request.
+// engine: one rebound.Retrier for every host, or with WithHostOptions one
+// per host (its budget, throttle, limiter and breaker), built on the host's
+// first request and kept for the Transport's life.
 //
 // The zero Policy means what it means everywhere in rebound: unlimited
 // attempts, so a request retries until its context (or http.Client's
@@ -69,7 +71,8 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	if err := p.Validate(); err != nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
-	if _, err := rebound.NewRetrier(p, t.shared...); err != nil {
+	var err error
+	if t.all, err = rebound.NewRetrier(p, t.shared...); err != nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "WithOptions", Reason: "has an option the engine rejects", Err: err}
 	}
 	t.pool.New = func() any { c := &call{t: t}; c.fn = c.attempt; return c }
@@ -88,6 +91,9 @@ type host struct {
 // builds it (perHost called without the lock: it is the user's code), the
 // others for that host wait for it or for ctx.
 func (t *Transport) retrier(ctx context.Context, name string) (*rebound.Retrier, error) {
+	if t.perHost == nil {
+		return t.all, nil
+	}
 	t.mu.RLock()
 	h := t.hosts[name]
 	t.mu.RUnlock()
