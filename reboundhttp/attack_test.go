@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,5 +120,45 @@ func TestNewHostsKeepNothingWithoutHostOptions(t *testing.T) {
 	known := testing.AllocsPerRun(runs, func() { rt.RoundTrip(reqs[0]) })
 	if fresh != known {
 		t.Fatalf("a request to a new host allocates %v, to a known host %v: the Transport keeps state per host it saw", fresh, known)
+	}
+}
+
+// A POST without a key on a kept-alive connection that dies after the
+// server read it: net/http does not resend it (not replayable) and neither
+// does the Transport (outcome unknown). A keyed one may be sent by
+// net/http again on its own, outside the policy's attempts (docs/http.md).
+func TestPOSTOnDeadKeepAliveAppliedOnce(t *testing.T) {
+	var posts atomic.Int32
+	var conns atomic.Int32
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			io.WriteString(w, "warm")
+			return
+		}
+		io.ReadAll(r.Body)
+		posts.Add(1)
+		c, _, _ := w.(http.Hijacker).Hijack()
+		c.Close() // applied, then the connection dies before any answer
+	}))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := &http.Client{Transport: newTransport(t, nil, rebound.Policy{Initial: time.Millisecond, MaxAttempts: 5})}
+	resp, err := c.Get(ts.URL) // a kept-alive connection for the POST to reuse
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
+	if _, err := c.Do(req); err == nil {
+		t.Fatal("the POST succeeded; the server never answered it")
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the server applied the POST %d times (over %d connections), want once", n, conns.Load())
 	}
 }
