@@ -162,3 +162,33 @@ func TestPOSTOnDeadKeepAliveAppliedOnce(t *testing.T) {
 		t.Fatalf("the server applied the POST %d times (over %d connections), want once", n, conns.Load())
 	}
 }
+
+// An empty Idempotency-Key is no key: a server cannot deduplicate by it,
+// so a POST carrying one (or given one by a newKey that returns "") is not
+// safe to repeat.
+func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []reboundhttp.Option
+		hdr  bool
+	}{
+		{"newKey returns empty", []reboundhttp.Option{reboundhttp.WithIdempotencyKey(func() string { return "" })}, false},
+		{"caller's empty header", nil, true},
+	} {
+		s := &server{statuses: []int{503, 503}}
+		ts := start(t, s)
+		c := &http.Client{Transport: newTransport(t, nil, fast, tc.opts...)}
+		req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
+		if tc.hdr {
+			req.Header.Set("Idempotency-Key", "")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if n := s.n.Load(); n != 1 {
+			t.Errorf("%s: a POST with an empty key was sent %d times, want once", tc.name, n)
+		}
+	}
+}
