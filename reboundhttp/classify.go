@@ -134,8 +134,19 @@ func safeToRepeat(req *http.Request) bool {
 	return hasKey(req.Header)
 }
 
+// hasKey reports whether h carries a non-empty idempotency key: an empty
+// one is no key, a server cannot deduplicate by it.
 func hasKey(h http.Header) bool {
-	return len(h[IdempotencyKeyHeader]) > 0 || len(h["X-Idempotency-Key"]) > 0
+	return nonEmpty(h[IdempotencyKeyHeader]) || nonEmpty(h["X-Idempotency-Key"])
+}
+
+func nonEmpty(vs []string) bool {
+	for _, v := range vs {
+		if strings.TrimSpace(v) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // withKey returns a shallow copy of req with key as its Idempotency-Key:

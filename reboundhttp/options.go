@@ -73,7 +73,8 @@ func WithClassifier(retryable func(resp *http.Response, err error) bool) Option 
 // Idempotency-Key nor X-Idempotency-Key an Idempotency-Key from newKey
 // (nil: 128 random bits in hex), the same on every attempt of that
 // request, which makes a POST or PATCH safe to retry for a server that
-// deduplicates by the key. The caller's request is not changed: the
+// deduplicates by the key; an empty key from newKey is no key (the request
+// is sent as it is). The caller's request is not changed: the
 // attempts send a copy (one header clone per request).
 func WithIdempotencyKey(newKey func() string) Option {
 	return optionFunc(func(t *Transport) error {

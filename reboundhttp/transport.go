@@ -138,7 +138,8 @@ func (t *Transport) build(name string, h *host) {
 // response came, or when the context ended (the held response is closed).
 //
 // Safe to retry: an idempotent method (RFC 9110: GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE), a request carrying Idempotency-Key or X-Idempotency-Key, or
+// PUT, DELETE), a request carrying a non-empty Idempotency-Key or
+// X-Idempotency-Key, or
 // any request that the server provably never saw (NeverSent). A POST whose
 // outcome is unknown (a reset after it was written, a timeout, a 503) is
 // never sent again.
@@ -160,7 +161,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if t.newKey != nil && !hasKey(req.Header) {
-		req = withKey(req, t.newKey())
+		if key := t.newKey(); key != "" {
+			req = withKey(req, key)
+		}
 	}
 	c := t.pool.Get().(*call)
 	c.req, c.safe = req, safeToRepeat(req)
