@@ -2,6 +2,7 @@ package reboundhttp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -190,5 +191,45 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 		if n := s.n.Load(); n != 1 {
 			t.Errorf("%s: a POST with an empty key was sent %d times, want once", tc.name, n)
 		}
+	}
+}
+
+// The caller's request is not changed by retries, a key or rewinds, and
+// the final response's body is the server's, unread.
+func TestCallerRequestUnchangedAndFinalBodyUnread(t *testing.T) {
+	s := &server{statuses: []int{503, 502}}
+	ts := start(t, s)
+	c := &http.Client{Transport: newTransport(t, nil, fast, reboundhttp.WithIdempotencyKey(nil))}
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
+	req.Header.Set("X-Caller", "1")
+	body, getBody, cl := req.Body, req.GetBody, req.ContentLength
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "200" {
+		t.Fatalf("final body %q, %v; want \"200\"", b, err)
+	}
+	if len(req.Header) != 1 || req.Header.Get("X-Caller") != "1" || req.Body != body || req.GetBody == nil || req.ContentLength != cl {
+		t.Fatalf("the caller's request changed: header %v, body same %v, GetBody %v, ContentLength %d", req.Header, req.Body == body, getBody != nil, req.ContentLength)
+	}
+	if s.n.Load() != 3 || s.bodies[2] != "order" || s.keys[0] == "" || s.keys[0] != s.keys[2] {
+		t.Fatalf("server saw %d requests, bodies %q, keys %q; want 3 with the body and one key", s.n.Load(), s.bodies, s.keys)
+	}
+}
+
+// A GetBody that fails on a rewind stops the request with its error.
+func TestGetBodyErrorStops(t *testing.T) {
+	s := &server{statuses: []int{503}}
+	ts := start(t, s)
+	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	req, _ := http.NewRequest(http.MethodPut, ts.URL, strings.NewReader("v1"))
+	errRewind := fmt.Errorf("cannot rewind")
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errRewind }
+	_, err := c.Do(req)
+	if !errors.Is(err, errRewind) || s.n.Load() != 1 {
+		t.Fatalf("err %v after %d requests; want the GetBody error after 1", err, s.n.Load())
 	}
 }
