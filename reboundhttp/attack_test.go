@@ -233,3 +233,37 @@ func TestGetBodyErrorStops(t *testing.T) {
 		t.Fatalf("err %v after %d requests; want the GetBody error after 1", err, s.n.Load())
 	}
 }
+
+// More malformed and extreme Retry-After values: what is not
+// delay-seconds or an HTTP-date is ignored (the policy's 1 ms), anything
+// huge is capped at the engine's MaxRetryAfter (5 min), a past date is 0.
+func TestRetryAfterExtremes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			v    string
+			want time.Duration
+		}{
+			{"1.5", time.Millisecond}, {"+5", time.Millisecond}, {"0x10", time.Millisecond}, {"1e3", time.Millisecond},
+			{"-99999999999999999999999", time.Millisecond}, {"99999999", 5 * time.Minute},
+			{"18446744073709551615", 5 * time.Minute}, {"18446744073709551616", 5 * time.Minute},
+			{"Fri, 31 Dec 9999 23:59:59 GMT", 5 * time.Minute}, {"Thu, 01 Jan 1970 00:00:00 GMT", time.Millisecond},
+			{"Sunday, 06-Nov-94 08:49:37 GMT", time.Millisecond}, {"Sun Nov  6 08:49:37 1994", time.Millisecond},
+			{"Fri, 31 Dec 9999 23:59:59 GMT; x", time.Millisecond},
+		} {
+			f := &fake{answer: func(n int) *http.Response {
+				if n == 1 {
+					return status(429, tc.v)
+				}
+				return status(200, "")
+			}}
+			rt, _ := reboundhttp.New(f, rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond, Jitter: rebound.NoJitter})
+			req, _ := http.NewRequest(http.MethodGet, "http://svc/x", nil)
+			if _, err := rt.RoundTrip(req); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.times[1].Sub(f.times[0]); got != tc.want {
+				t.Errorf("Retry-After %q: waited %v, want %v", tc.v, got, tc.want)
+			}
+		}
+	})
+}
