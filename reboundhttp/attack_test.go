@@ -267,3 +267,25 @@ func TestRetryAfterExtremes(t *testing.T) {
 		}
 	})
 }
+
+// Failed responses with short bodies are drained, so every retry reuses
+// the one connection: the server sees one connection for five attempts.
+func TestRetriesReuseTheConnection(t *testing.T) {
+	s := &server{statuses: []int{503, 502, 504, 429}}
+	var conns atomic.Int32
+	ts := httptest.NewUnstartedServer(s)
+	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	if code, body := get(t, c, ts.URL); code != 200 || body != "200" {
+		t.Fatalf("got %d %q", code, body)
+	}
+	if s.n.Load() != 5 || conns.Load() != 1 {
+		t.Fatalf("%d requests over %d connections, want 5 over 1", s.n.Load(), conns.Load())
+	}
+}
