@@ -289,3 +289,50 @@ func TestRetriesReuseTheConnection(t *testing.T) {
 		t.Fatalf("%d requests over %d connections, want 5 over 1", s.n.Load(), conns.Load())
 	}
 }
+
+// allowN is a Breaker that admits n attempts, then refuses every one.
+type allowN struct{ n atomic.Int32 }
+
+func (b *allowN) Allow() (func(error), error) {
+	if b.n.Add(-1) < 0 {
+		return nil, rebound.ErrBreakerOpen
+	}
+	return func(error) {}, nil
+}
+
+type closeTracker struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (b *closeTracker) Close() error { b.closed.Store(true); return nil }
+
+// A host's breaker (WithHostOptions) that refuses the retry returns the
+// held failed response, readable; one that refuses the first attempt
+// sends nothing, closes the request's body and says so.
+func TestHostBreakerRefuses(t *testing.T) {
+	s := &server{statuses: []int{503}}
+	ts := start(t, s)
+	b := &allowN{}
+	b.n.Store(1)
+	c := &http.Client{Transport: newTransport(t, nil, fast, reboundhttp.WithHostOptions(func(string) []rebound.Option {
+		return []rebound.Option{rebound.WithBreaker(b)}
+	}))}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound: a refusal that waits ends here
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("retry refused: %v, want the held 503", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || string(got) != "503" {
+		t.Fatalf("retry refused: %d %q, want the held 503 unread", resp.StatusCode, got)
+	}
+	body := &closeTracker{Reader: strings.NewReader("v")}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPut, ts.URL, body)
+	if _, err := c.Do(req); !errors.Is(err, rebound.ErrBreakerOpen) || !body.closed.Load() || s.n.Load() != 1 {
+		t.Fatalf("first attempt refused: %v, body closed %v, server saw %d; want ErrBreakerOpen, closed, 1", err, body.closed.Load(), s.n.Load())
+	}
+}
