@@ -336,3 +336,35 @@ func TestHostBreakerRefuses(t *testing.T) {
 		t.Fatalf("first attempt refused: %v, body closed %v, server saw %d; want ErrBreakerOpen, closed, 1", err, body.closed.Load(), s.n.Load())
 	}
 }
+
+// A POST that times out awaiting its response (outcome unknown) is sent
+// once; a POST with Body http.NoBody has nothing to rewind and is treated
+// as any POST without a key: a 503 is returned, not retried.
+func TestPOSTResponseTimeoutAndNoBody(t *testing.T) {
+	var posts atomic.Int32
+	ts := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		posts.Add(1)
+		if r.URL.Path == "/slow" {
+			<-r.Context().Done() // applied; the answer never comes
+			return
+		}
+		w.WriteHeader(503)
+	}))
+	base := &http.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
+	t.Cleanup(base.CloseIdleConnections)
+	c := &http.Client{Transport: newTransport(t, base, fast)}
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/slow", strings.NewReader("order"))
+	if _, err := c.Do(req); err == nil || posts.Load() != 1 {
+		t.Fatalf("timed-out POST: %v, applied %d times; want an error, once", err, posts.Load())
+	}
+	req, _ = http.NewRequest(http.MethodPost, ts.URL, http.NoBody)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || posts.Load() != 2 {
+		t.Fatalf("NoBody POST: %d, applied %d in all; want 503, 2", resp.StatusCode, posts.Load())
+	}
+}
