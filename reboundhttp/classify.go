@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -137,17 +138,10 @@ func safeToRepeat(req *http.Request) bool {
 // hasKey reports whether h carries a non-empty idempotency key: an empty
 // one is no key, a server cannot deduplicate by it.
 func hasKey(h http.Header) bool {
-	return nonEmpty(h[IdempotencyKeyHeader]) || nonEmpty(h["X-Idempotency-Key"])
+	return slices.ContainsFunc(h[IdempotencyKeyHeader], notBlank) || slices.ContainsFunc(h["X-Idempotency-Key"], notBlank)
 }
 
-func nonEmpty(vs []string) bool {
-	for _, v := range vs {
-		if strings.TrimSpace(v) != "" {
-			return true
-		}
-	}
-	return false
-}
+func notBlank(v string) bool { return strings.TrimSpace(v) != "" }
 
 // withKey returns a shallow copy of req with key as its Idempotency-Key:
 // a RoundTripper must not change the caller's request.

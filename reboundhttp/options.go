@@ -36,12 +36,11 @@ func WithOptions(opts ...rebound.Option) Option {
 // included), on the host's first request and without any lock held, and
 // gives that host's Retrier the options it returns after those of
 // WithOptions: typically a RetryBudget, an AdaptiveThrottle, a
-// rate.Limiter and a breaker of the host's own. The host's Retrier is
-// kept for the Transport's life: a Transport that reaches an unbounded set
-// of hosts (user-supplied URLs) grows with it, so give such a Transport no
-// WithHostOptions (its hosts then share one Retrier). Concurrent first
-// requests to the host wait for that one call. An option it returns that
-// the engine rejects, or a panic, makes the host's requests fail with an
+// rate.Limiter and a breaker of the host's own. The Retrier is kept for
+// the Transport's life: give a Transport that reaches an unbounded set of
+// hosts (user-supplied URLs) no WithHostOptions (its hosts share one
+// Retrier). Concurrent first requests to a host wait for its one call. An
+// option the engine rejects, or a panic, fails the host's requests with an
 // *rebound.ArgumentError.
 func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {

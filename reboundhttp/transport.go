@@ -79,8 +79,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	return t, nil
 }
 
-// host is a host's Retrier, or the error building it; ready is closed
-// once either is set.
+// host is a host's Retrier or the error building it, set when ready closes.
 type host struct {
 	ready chan struct{}
 	r     *rebound.Retrier
@@ -267,8 +266,7 @@ func (c *call) worth(resp *http.Response) bool {
 }
 
 // drainClose reads at most drainLimit bytes of resp's body, for at most
-// drainTime and not past ctx, and closes it. A Close from the timer ends a
-// Read in progress (net/http's bodies allow it); it is joined before return.
+// drainTime and not past ctx (a Close ends a Read: net/http allows it).
 func drainClose(ctx context.Context, resp *http.Response) {
 	if resp.Body == nil {
 		return
