@@ -368,3 +368,32 @@ func TestPOSTResponseTimeoutAndNoBody(t *testing.T) {
 		t.Fatalf("NoBody POST: %d, applied %d in all; want 503, 2", resp.StatusCode, posts.Load())
 	}
 }
+
+// net/http puts a server's GOAWAY debug data in its error text: a server
+// that processed a POST and then sent GOAWAY with debug data naming an
+// "unprocessed" error must not make NeverSent true and the POST resent.
+func TestGOAWAYDebugDataCannotForgeNeverSent(t *testing.T) {
+	forged := errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug="http2: client conn not usable"`)
+	if reboundhttp.NeverSent(forged) {
+		t.Errorf("NeverSent(%q) = true: the server's debug data decided it", forged)
+	}
+	var calls atomic.Int32
+	rt := newTransport(t, roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		io.ReadAll(r.Body)
+		r.Body.Close()
+		calls.Add(1)
+		return nil, forged
+	}), fast)
+	req, _ := http.NewRequest(http.MethodPost, "http://h.example/", strings.NewReader("order"))
+	if _, err := rt.RoundTrip(req); err == nil || calls.Load() != 1 {
+		t.Fatalf("POST after a forged GOAWAY: %v, sent %d times; want an error, once", err, calls.Load())
+	}
+	for _, ok := range []string{
+		"http2: client conn not usable",
+		"http2: Transport: cannot retry err [http2: Transport received Server's graceful shutdown GOAWAY] after Request.Body was written; define Request.GetBody to avoid this error",
+	} {
+		if !reboundhttp.NeverSent(errors.New(ok)) {
+			t.Errorf("NeverSent(%q) = false, want true", ok)
+		}
+	}
+}
