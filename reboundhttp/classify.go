@@ -116,9 +116,9 @@ func NeverSent(err error) bool {
 	if errors.As(err, &se) && se.Code == http2RefusedStream {
 		return true
 	}
-	msg := err.Error()
+	msg := err.Error() // the whole text or net/http's prefix: a GOAWAY's debug data is the server's
 	for _, s := range http2Unprocessed {
-		if strings.Contains(msg, s) {
+		if msg == s || strings.HasPrefix(msg, "http2: Transport: cannot retry err ["+s+"]") {
 			return true
 		}
 	}
