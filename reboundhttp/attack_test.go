@@ -2,6 +2,7 @@ package reboundhttp_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -395,5 +396,31 @@ func TestGOAWAYDebugDataCannotForgeNeverSent(t *testing.T) {
 		if !reboundhttp.NeverSent(errors.New(ok)) {
 			t.Errorf("NeverSent(%q) = false, want true", ok)
 		}
+	}
+}
+
+// A TLS record with a bad header after the handshake (a peer or middlebox
+// answering garbage once the POST was processed) is a tls.RecordHeaderError
+// like a failed handshake's: it must not make the POST look never sent.
+func TestTLSRecordErrorAfterHandshakeIsNotNeverSent(t *testing.T) {
+	var posts atomic.Int32
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		posts.Add(1)
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.(*tls.Conn).NetConn().Write([]byte{0x17, 0x03, 0x01, 0x00, 0x01, 0x00}) // a record of version 0x0301
+	}))
+	t.Cleanup(ts.Close)
+	base := ts.Client().Transport.(*http.Transport).Clone()
+	t.Cleanup(base.CloseIdleConnections)
+	c := &http.Client{Transport: newTransport(t, base, fast)}
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
+	_, err := c.Do(req)
+	if err == nil || posts.Load() != 1 {
+		t.Fatalf("POST answered with a bad TLS record: %v, applied %d times; want an error, once", err, posts.Load())
 	}
 }
