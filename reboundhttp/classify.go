@@ -106,7 +106,7 @@ func NeverSent(err error) bool {
 	if _, ok := errors.AsType[*net.DNSError](err); ok {
 		return true
 	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+	if rh, ok := errors.AsType[tls.RecordHeaderError](err); ok && rh.Conn != nil { // only the first record's: no TLS server
 		return true
 	}
 	if _, ok := errors.AsType[tls.AlertError](err); ok {
