@@ -52,11 +52,12 @@ func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) er
 		return r.run(ctx, op)
 	}
 	a := &tracedRun{tr: r.c.tracer.tr, c: &r.c, op: op}
-	err := r.run(ctx, a.attempt)
-	if a.span != nil { // the last attempt failed: the loop stopped
-		a.close("stop")
-	}
-	return err
+	defer func() {
+		if a.span != nil { // the last attempt failed: the loop stopped, or a hook panicked
+			a.close("stop")
+		}
+	}()
+	return r.run(ctx, a.attempt)
 }
 
 // tracedRun wraps one loop's op: each call is an attempt with its span.

@@ -3,6 +3,7 @@ package failback
 import (
 	"context"
 	"maps"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -16,7 +17,8 @@ import (
 
 // TraceContextKey is the Attachments key, reserved by WithTracerProvider,
 // under which a traced call keeps the W3C traceparent of its first
-// attempt, so that every Store persists it and a retry, in this process or
+// attempt (followed by a space and its tracestate, if it has one), so that
+// every Store persists it and a retry, in this process or
 // the next one, links to the trace that queued the call.
 const TraceContextKey = "rebound-traceparent"
 
@@ -50,6 +52,7 @@ func (f *Invoker) invokeTraced(ctx context.Context, inv *cluster.Invocation) (an
 	c := *inv
 	c.Attachments = make(map[string]string, len(inv.Attachments)+1)
 	maps.Copy(c.Attachments, inv.Attachments)
+	delete(c.Attachments, TraceContextKey) // the caller's value, if any, is not this call's
 	propagation.TraceContext{}.Inject(ctx, attachmentCarrier(c.Attachments))
 	target, res, err := f.first(ctx, &c)
 	if err == nil {
@@ -117,21 +120,36 @@ func queuedBy(inv *cluster.Invocation) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)
 }
 
-// attachmentCarrier keeps the traceparent under TraceContextKey; the
-// tracestate is not kept.
+// attachmentCarrier keeps the traceparent under TraceContextKey, followed
+// by a space and the tracestate when there is one (a traceparent has no
+// space), so that a call carries one reserved attachment.
 type attachmentCarrier map[string]string
 
 func (c attachmentCarrier) Get(key string) string {
-	if key == "traceparent" {
-		return c[TraceContextKey]
+	parent, state, _ := strings.Cut(c[TraceContextKey], " ")
+	switch key {
+	case "traceparent":
+		return parent
+	case "tracestate":
+		return state
 	}
 	return ""
 }
 
 func (c attachmentCarrier) Set(key, value string) {
-	if key == "traceparent" {
-		c[TraceContextKey] = value
+	parent, state, _ := strings.Cut(c[TraceContextKey], " ")
+	switch key {
+	case "traceparent":
+		parent = value
+	case "tracestate":
+		state = value
+	default:
+		return
 	}
+	if state != "" {
+		parent += " " + state
+	}
+	c[TraceContextKey] = parent
 }
 
-func (c attachmentCarrier) Keys() []string { return []string{"traceparent"} }
+func (c attachmentCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,7 +106,7 @@ func NeverSent(err error) bool {
 	if _, ok := errors.AsType[*net.DNSError](err); ok {
 		return true
 	}
-	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok {
+	if rh, ok := errors.AsType[tls.RecordHeaderError](err); ok && rh.Conn != nil { // only the first record's: no TLS server
 		return true
 	}
 	if _, ok := errors.AsType[tls.AlertError](err); ok {
@@ -115,9 +116,9 @@ func NeverSent(err error) bool {
 	if errors.As(err, &se) && se.Code == http2RefusedStream {
 		return true
 	}
-	msg := err.Error()
+	msg := err.Error() // the whole text or net/http's prefix: a GOAWAY's debug data is the server's
 	for _, s := range http2Unprocessed {
-		if strings.Contains(msg, s) {
+		if msg == s || strings.HasPrefix(msg, "http2: Transport: cannot retry err ["+s+"]") {
 			return true
 		}
 	}
@@ -134,9 +135,13 @@ func safeToRepeat(req *http.Request) bool {
 	return hasKey(req.Header)
 }
 
+// hasKey reports whether h carries a non-empty idempotency key: an empty
+// one is no key, a server cannot deduplicate by it.
 func hasKey(h http.Header) bool {
-	return len(h[IdempotencyKeyHeader]) > 0 || len(h["X-Idempotency-Key"]) > 0
+	return slices.ContainsFunc(h[IdempotencyKeyHeader], notBlank) || slices.ContainsFunc(h["X-Idempotency-Key"], notBlank)
 }
+
+func notBlank(v string) bool { return strings.TrimSpace(v) != "" }
 
 // withKey returns a shallow copy of req with key as its Idempotency-Key:
 // a RoundTripper must not change the caller's request.

@@ -19,7 +19,7 @@
 //
 // Bodies: a request with a body is sent again only through GetBody; one
 // without GetBody is sent once. A failed response that is retried is
-// drained (at most 4 KiB) and closed before the next attempt; when the
+// drained (at most 4 KiB for at most 50 ms) and closed before the next attempt; when the
 // engine stops while the request's context is live, the last response is
 // returned as is, body unread.
 //

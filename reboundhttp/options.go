@@ -36,8 +36,11 @@ func WithOptions(opts ...rebound.Option) Option {
 // included), on the host's first request and without any lock held, and
 // gives that host's Retrier the options it returns after those of
 // WithOptions: typically a RetryBudget, an AdaptiveThrottle, a
-// rate.Limiter and a breaker of the host's own. An option it returns that
-// the engine rejects makes the host's requests fail with an
+// rate.Limiter and a breaker of the host's own. The Retrier is kept for
+// the Transport's life: give a Transport that reaches an unbounded set of
+// hosts (user-supplied URLs) no WithHostOptions (its hosts share one
+// Retrier). Concurrent first requests to a host wait for its one call. An
+// option the engine rejects, or a panic, fails the host's requests with an
 // *rebound.ArgumentError.
 func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
@@ -69,7 +72,8 @@ func WithClassifier(retryable func(resp *http.Response, err error) bool) Option 
 // Idempotency-Key nor X-Idempotency-Key an Idempotency-Key from newKey
 // (nil: 128 random bits in hex), the same on every attempt of that
 // request, which makes a POST or PATCH safe to retry for a server that
-// deduplicates by the key. The caller's request is not changed: the
+// deduplicates by the key; an empty key from newKey is no key (the request
+// is sent as it is). The caller's request is not changed: the
 // attempts send a copy (one header clone per request).
 func WithIdempotencyKey(newKey func() string) Option {
 	return optionFunc(func(t *Transport) error {

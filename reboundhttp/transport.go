@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/rebound-go/rebound"
 )
@@ -13,6 +14,10 @@ import (
 // is closed: a body that ends within it leaves its connection reusable, a
 // longer one (or a never-ending stream) has its connection closed.
 const drainLimit = 4 << 10
+
+// drainTime bounds how long a failed response's body is read: a body that
+// trickles is closed (its connection with it) rather than hold the retry.
+const drainTime = 50 * time.Millisecond
 
 // IdempotencyKeyHeader is the header WithIdempotencyKey sets, and one of the
 // two (with X-Idempotency-Key) that make a request safe to retry whatever
@@ -30,16 +35,18 @@ type Transport struct {
 	classify func(*http.Response, error) bool
 	newKey   func() string
 
+	all   *rebound.Retrier // every host's, without WithHostOptions
 	mu    sync.RWMutex
-	hosts map[string]*rebound.Retrier // one per host, built on its first request, never evicted
+	hosts map[string]*host // with WithHostOptions: one per host, built on its first request, never evicted
 
 	pool sync.Pool // of *call
 }
 
 // New returns a Transport that sends each request with base (nil:
 // http.DefaultTransport) and retries it with policy p through the rebound
-// engine: one rebound.Retrier per host (its budget, throttle, limiter and
-// breaker from WithHostOptions), built on the host's first request.
+// engine: one rebound.Retrier for every host, or with WithHostOptions one
+// per host (its budget, throttle, limiter and breaker), built on the host's
+// first request and kept for the Transport's life.
 //
 // The zero Policy means what it means everywhere in rebound: unlimited
 // attempts, so a request retries until its context (or http.Client's
@@ -53,7 +60,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*rebound.Retrier{}}
+	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*host{}}
 	for _, o := range opts {
 		if o != nil {
 			if err := o.apply(t); err != nil {
@@ -64,36 +71,63 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	if err := p.Validate(); err != nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
-	if _, err := rebound.NewRetrier(p, t.shared...); err != nil {
+	var err error
+	if t.all, err = rebound.NewRetrier(p, t.shared...); err != nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "WithOptions", Reason: "has an option the engine rejects", Err: err}
 	}
 	t.pool.New = func() any { c := &call{t: t}; c.fn = c.attempt; return c }
 	return t, nil
 }
 
-// retrier returns host's Retrier, building it on first use.
-func (t *Transport) retrier(host string) (*rebound.Retrier, error) {
+// host is a host's Retrier or the error building it, set when ready closes.
+type host struct {
+	ready chan struct{}
+	r     *rebound.Retrier
+	err   error
+}
+
+// retrier returns name's Retrier, building it on first use: one request
+// builds it (perHost called without the lock: it is the user's code), the
+// others for that host wait for it or for ctx.
+func (t *Transport) retrier(ctx context.Context, name string) (*rebound.Retrier, error) {
+	if t.perHost == nil {
+		return t.all, nil
+	}
 	t.mu.RLock()
-	r := t.hosts[host]
+	h := t.hosts[name]
 	t.mu.RUnlock()
-	if r != nil {
-		return r, nil
+	if h == nil {
+		t.mu.Lock()
+		build := false
+		if h = t.hosts[name]; h == nil {
+			h, build = &host{ready: make(chan struct{})}, true
+			t.hosts[name] = h
+		}
+		t.mu.Unlock()
+		if build {
+			t.build(name, h)
+		}
 	}
+	select {
+	case <-h.ready:
+		return h.r, h.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// build makes h's Retrier and closes h.ready, even if perHost panics.
+func (t *Transport) build(name string, h *host) {
+	defer close(h.ready)
+	h.err = &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "perHost", Reason: "panicked for host " + name}
 	opts := t.shared
-	if t.perHost != nil { // called without the lock: it is the user's code
-		opts = append(append([]rebound.Option(nil), t.shared...), t.perHost(host)...)
+	if t.perHost != nil {
+		opts = append(append([]rebound.Option(nil), t.shared...), t.perHost(name)...)
 	}
-	nr, err := rebound.NewRetrier(t.policy, opts...)
-	if err != nil {
-		return nil, &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "host " + host, Reason: "gave an option the engine rejects", Err: err}
+	h.r, h.err = rebound.NewRetrier(t.policy, opts...)
+	if h.err != nil {
+		h.err = &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "host " + name, Reason: "gave an option the engine rejects", Err: h.err}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r = t.hosts[host]; r == nil { // another request may have built it first
-		r = nr
-		t.hosts[host] = r
-	}
-	return r, nil
 }
 
 // RoundTrip sends req and retries it through the engine while it is safe
@@ -103,7 +137,8 @@ func (t *Transport) retrier(host string) (*rebound.Retrier, error) {
 // response came, or when the context ended (the held response is closed).
 //
 // Safe to retry: an idempotent method (RFC 9110: GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE), a request carrying Idempotency-Key or X-Idempotency-Key, or
+// PUT, DELETE), a request carrying a non-empty Idempotency-Key or
+// X-Idempotency-Key, or
 // any request that the server provably never saw (NeverSent). A POST whose
 // outcome is unknown (a reset after it was written, a timeout, a 503) is
 // never sent again.
@@ -111,7 +146,7 @@ func (t *Transport) retrier(host string) (*rebound.Retrier, error) {
 // A request with a body is sent again only if it has GetBody (set by
 // http.NewRequest for *bytes.Buffer, *bytes.Reader and *strings.Reader);
 // one without GetBody is sent once. A failed response that is retried is
-// drained (at most 4 KiB) and closed before the next attempt, so its
+// drained (at most 4 KiB for at most 50 ms) and closed before the next attempt, so its
 // connection is reused. A Retry-After (seconds or HTTP-date) on a 429 or 503
 // becomes rebound.RetryAfter: the engine caps it at Policy.MaxRetryAfter and
 // stops at once rather than wait past the context's deadline.
@@ -119,13 +154,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.Transport.RoundTrip", Arg: "req", Reason: "must be non-nil with a non-nil URL"}
 	}
-	r, err := t.retrier(req.URL.Host)
+	r, err := t.retrier(req.Context(), req.URL.Host)
 	if err != nil {
 		closeBody(req)
 		return nil, err
 	}
 	if t.newKey != nil && !hasKey(req.Header) {
-		req = withKey(req, t.newKey())
+		if key := t.newKey(); key != "" {
+			req = withKey(req, key)
+		}
 	}
 	c := t.pool.Get().(*call)
 	c.req, c.safe = req, safeToRepeat(req)
@@ -143,7 +180,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Context().Err() == nil {
 			return held, nil // the engine stopped: the caller sees the server's answer
 		}
-		drainClose(held)
+		drainClose(req.Context(), held)
 	}
 	return nil, err
 }
@@ -171,7 +208,7 @@ type call struct {
 // attempt is the operation the engine runs: one round trip.
 func (c *call) attempt(ctx context.Context) error {
 	if c.held != nil { // the engine chose to retry
-		drainClose(c.held)
+		drainClose(ctx, c.held)
 		c.held = nil
 	}
 	req := c.req
@@ -199,7 +236,7 @@ func (c *call) attempt(ctx context.Context) error {
 		}
 		return err
 	}
-	if !c.t.classify(resp, nil) || !c.safe || !rewindable {
+	if !c.worth(resp) || !c.safe || !rewindable {
 		c.resp = resp
 		if resp.StatusCode >= 500 { // an error for breakers and throttles, not retried
 			return rebound.Permanent(&StatusError{StatusCode: resp.StatusCode})
@@ -214,12 +251,35 @@ func (c *call) attempt(ctx context.Context) error {
 	return serr
 }
 
-// drainClose reads at most drainLimit bytes of resp's body and closes it.
-func drainClose(resp *http.Response) {
-	if resp.Body != nil {
-		_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
-		_ = resp.Body.Close()
+// worth classifies resp; if the classifier panics, resp's body is closed
+// (its connection not leaked) and the panic goes on.
+func (c *call) worth(resp *http.Response) bool {
+	ok := false
+	defer func() {
+		if !ok && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+	}()
+	retry := c.t.classify(resp, nil)
+	ok = true
+	return retry
+}
+
+// drainClose reads at most drainLimit bytes of resp's body, for at most
+// drainTime and not past ctx (a Close ends a Read: net/http allows it).
+func drainClose(ctx context.Context, resp *http.Response) {
+	if resp.Body == nil {
+		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, drainTime)
+	defer cancel()
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { _ = resp.Body.Close(); close(closed) })
+	_, _ = io.CopyN(io.Discard, resp.Body, drainLimit)
+	if !stop() {
+		<-closed
+	}
+	_ = resp.Body.Close()
 }
 
 // closeBody closes req's body, as a RoundTripper must even on an error.
