@@ -6,7 +6,7 @@
 // lines and non-test files over 600 lines, per package and in all, and the
 // average words per sentence of the doc comments of exported names. Library
 // packages are every package but internal/, examples/ and the test servers
-// (nacostest, etcdtest, subscribertest).
+// (nacostest, etcdtest, subscribertest, pgtest).
 //
 //	go run .ci/apistats.go [-v] [-doc] [-list]
 package main
@@ -27,7 +27,7 @@ import (
 func skip(dir string) bool {
 	for _, p := range strings.Split(dir, string(filepath.Separator)) {
 		switch p {
-		case "internal", "examples", "testdata", "nacostest", "etcdtest", "subscribertest", ".ci", ".git":
+		case "internal", "examples", "testdata", "nacostest", "etcdtest", "subscribertest", "pgtest", ".ci", ".git":
 			return true
 		}
 	}
