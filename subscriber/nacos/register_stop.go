@@ -196,14 +196,23 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 		return err
 	}
 	disown(g.client, g) // the connection holds no instance of the service now
-	found, _, err := g.listed(subscriber.RegistrationOpDeregister, in)
+	// Still listed with the values this Registration sent: a redo that
+	// raced with the deregister request registered it again, or the
+	// server has not applied it yet. With other values it is another
+	// client's instance at the same address (Nacos lists the address
+	// while any connection holds it), which this one cannot remove.
+	g.mu.Lock()
+	sent := g.sent
+	g.mu.Unlock()
+	_, same, err := g.listed(subscriber.RegistrationOpDeregister, in)
+	if err == nil && !same && !sameRegistered(sent, in) {
+		_, same, err = g.listed(subscriber.RegistrationOpDeregister, sent)
+	}
 	if err != nil {
 		return err
 	}
-	if found {
-		// A redo that raced with the deregister request registered it
-		// again, or the server has not applied it yet.
-		return opError("deregister", g.key, errors.New("the server still lists the instance"))
+	if same {
+		return opError("deregister", g.key, errors.New("the server still lists the instance with the values it was registered with"))
 	}
 	return nil
 }
