@@ -52,7 +52,9 @@ func (g *Registration) Close() error {
 // Shutdown stops repairing and deregisters the instance: a deregister
 // request (which also removes the SDK's redo entry, so no later reconnect
 // registers it again), then a query of the server's list; it returns nil
-// once the server no longer lists the instance, retrying both (through
+// once the server no longer lists the instance with the values this
+// Registration sent (the address listed with other values is another
+// client's instance, which this client cannot remove), retrying both (through
 // the registration's policy) until then or until ctx is done (it then
 // returns ctx's error, or the last attempt's). A closed client counts as
 // deregistered once the server's list confirms it (its connection
