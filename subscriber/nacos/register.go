@@ -195,6 +195,7 @@ type Registration struct {
 
 	mu   sync.Mutex
 	inst model.Instance // what is registered (the loop's copy is authoritative)
+	sent model.Instance // the last register request's (the SDK's redo copy)
 
 	stopOnce sync.Once
 	shut     chan struct{} // capacity 1: held by the Shutdown or Close running
@@ -500,6 +501,9 @@ func (g *Registration) sdkErr(op string, err error) error {
 // update) and reports it to the observers as op.
 func (g *Registration) register(op string, in model.Instance) error {
 	start := time.Now()
+	g.mu.Lock()
+	g.sent = in // the SDK caches it for its redo before it sends it
+	g.mu.Unlock()
 	ok, err := g.client.RegisterInstance(g.registerParam(in))
 	switch {
 	case err != nil:

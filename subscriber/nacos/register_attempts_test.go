@@ -113,7 +113,7 @@ func (c *failingDeregister) DeregisterInstance(p vo.DeregisterInstanceParam) (bo
 		ok, err := c.NamingClient.DeregisterInstance(p)
 		if c.redoRace {
 			_, _ = c.NamingClient.RegisterInstance(vo.RegisterInstanceParam{Ip: p.Ip, Port: p.Port, Weight: 1, Enable: true, Healthy: true,
-				ServiceName: p.ServiceName, GroupName: p.GroupName, Ephemeral: true})
+				ServiceName: p.ServiceName, GroupName: p.GroupName, Ephemeral: true, Metadata: map[string]string{"v": "1"}}) // the redo re-sends the registered values
 		}
 		return ok, err
 	}

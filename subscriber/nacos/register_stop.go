@@ -52,7 +52,9 @@ func (g *Registration) Close() error {
 // Shutdown stops repairing and deregisters the instance: a deregister
 // request (which also removes the SDK's redo entry, so no later reconnect
 // registers it again), then a query of the server's list; it returns nil
-// once the server no longer lists the instance, retrying both (through
+// once the server no longer lists the instance with the values this
+// Registration sent (the address listed with other values is another
+// client's instance, which this client cannot remove), retrying both (through
 // the registration's policy) until then or until ctx is done (it then
 // returns ctx's error, or the last attempt's). A closed client counts as
 // deregistered once the server's list confirms it (its connection
@@ -196,14 +198,23 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 		return err
 	}
 	disown(g.client, g) // the connection holds no instance of the service now
-	found, _, err := g.listed(subscriber.RegistrationOpDeregister, in)
+	// Still listed with the values this Registration sent: a redo that
+	// raced with the deregister request registered it again, or the
+	// server has not applied it yet. With other values it is another
+	// client's instance at the same address (Nacos lists the address
+	// while any connection holds it), which this one cannot remove.
+	g.mu.Lock()
+	sent := g.sent
+	g.mu.Unlock()
+	_, same, err := g.listed(subscriber.RegistrationOpDeregister, in)
+	if err == nil && !same && !sameRegistered(sent, in) {
+		_, same, err = g.listed(subscriber.RegistrationOpDeregister, sent)
+	}
 	if err != nil {
 		return err
 	}
-	if found {
-		// A redo that raced with the deregister request registered it
-		// again, or the server has not applied it yet.
-		return opError("deregister", g.key, errors.New("the server still lists the instance"))
+	if same {
+		return opError("deregister", g.key, errors.New("the server still lists the instance with the values it was registered with"))
 	}
 	return nil
 }
