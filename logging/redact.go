@@ -7,11 +7,15 @@ import (
 
 // RedactCore wraps core so that credentials never reach it in what rebound
 // writes: each entry's message, the text of every error field (zap.Error,
-// zap.NamedError) and every string field pass through Scrub, and a string
-// or error field whose key is sensitive (see IsSensitiveKey) is written as
-// "[REDACTED]". An error field whose text changes is written as a string
-// field with the same key. Other field types are passed through: rebound
-// logs no credential in them.
+// zap.NamedError), every string, byte string and fmt.Stringer field pass
+// through Scrub; so do the strings inside arrays, objects (zap.Array,
+// zap.Strings, zap.Object, zap.Inline) and values zap encodes by
+// reflection (zap.Any of a struct or a map, as JSON). A field of these
+// kinds whose key is sensitive (see IsSensitiveKey), and a string inside
+// an object under such a key, is written as "[REDACTED]". A field whose
+// text changes is written as a string field with the same key (a
+// reflected value as its scrubbed JSON). Numbers, booleans, times and
+// durations are passed through.
 //
 // Levels, sampling and the decisions of a zapcore.NewTee are those of
 // core: RedactCore delegates Check to it and scrubs in a pre-write hook
@@ -70,41 +74,4 @@ func (c redactCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 func scrubHook(ent zapcore.Entry, fields []zapcore.Field) (zapcore.Entry, []zapcore.Field) {
 	ent.Message = Scrub(ent.Message)
 	return ent, scrubFields(fields)
-}
-
-// scrubFields returns fields with credentials scrubbed. It copies fields
-// only if one changes.
-func scrubFields(fields []zapcore.Field) []zapcore.Field {
-	var out []zapcore.Field
-	for i := range fields {
-		f := &fields[i]
-		var s string
-		switch f.Type {
-		case zapcore.StringType:
-			s = f.String
-		case zapcore.ErrorType:
-			err, ok := f.Interface.(error)
-			if !ok || err == nil {
-				continue
-			}
-			s = err.Error()
-		default:
-			continue
-		}
-		red := RedactedValue
-		if !IsSensitiveKey(f.Key) {
-			if red = Scrub(s); red == s { // an unchanged error keeps its type
-				continue
-			}
-		}
-		if out == nil {
-			out = make([]zapcore.Field, len(fields))
-			copy(out, fields)
-		}
-		out[i] = zap.String(f.Key, red)
-	}
-	if out == nil {
-		return fields
-	}
-	return out
 }
