@@ -57,9 +57,10 @@ var (
 	// is the key; the value starts at the end of the match.
 	keySep = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.\-]*)(?:\\*["'])?\s*[:=]\s*`)
 	// urlUser finds "scheme://user:" and dsnUser "user:" at the start of a
-	// word (a DSN such as "root:pw@tcp(db)"): a password may follow.
-	urlUser = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@"'<>\[\]]*:`)
-	dsnUser = regexp.MustCompile(`(?:^|[\s"'(<\[=,])[^\s:/@"'<>\[\]]*:`)
+	// word (a DSN such as "root:pw@tcp(db)"): a password may follow. The
+	// user may hold '@' (an e-mail login: "alice@corp.example:pw@host").
+	urlUser = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/"'<>\[\]]*:`)
+	dsnUser = regexp.MustCompile(`(?:^|[\s"'(<\[=,])[^\s:/"'<>\[\]]*:`)
 )
 
 // Scrub returns s with credentials replaced by "[REDACTED]":
@@ -101,7 +102,7 @@ func Scrub(s string) string {
 	}
 	var spans [][2]int // value spans to replace, in order
 	for _, re := range []*regexp.Regexp{urlUser, dsnUser} {
-		var pw passwordScan
+		pw := passwordScan{anyHost: re == urlUser}
 		for _, m := range re.FindAllStringIndex(s, -1) {
 			if end := pw.end(s, m[1]); end > m[1] {
 				spans = append(spans, [2]int{m[1], end})
@@ -153,12 +154,13 @@ func Scrub(s string) string {
 // same host part, so that a text of many "user:" candidates is scanned
 // once, not once for each.
 type passwordScan struct {
-	stop, lastAt int // the host part's end and its last '@' (-1: none), of the last scan
+	stop, lastAt int  // the host part's end and its last '@' (-1: none), of the last scan
+	anyHost      bool // after "scheme://": any '@' ends user information, even one the host part ends with
 }
 
 // end returns the end of the password that starts at i (after "user:"):
-// the last '@' before the end of the host part that a host follows; i if
-// there is none. The host part ends at a blank, a quote, '<' or '>'; at
+// the last '@' before the end of the host part that a host follows (any
+// '@' after a scheme); i if there is none. The host part ends at a blank, a quote, '<' or '>'; at
 // a '/' only if a port comes before it ("http://host:8848/a@b" has no
 // password): a password may hold '/' and '@' unescaped
 // ("http://u:p/a@ss@host"), which redacts more than the password where a
@@ -180,7 +182,7 @@ func (p *passwordScan) end(s string, i int) int {
 				p.stop = j
 				break scan
 			case '@':
-				if j+1 < len(s) && isHostStart(s[j+1]) {
+				if p.anyHost || j+1 < len(s) && isHostStart(s[j+1]) {
 					p.lastAt = j
 				}
 			}
@@ -203,10 +205,12 @@ func isPort(s string) bool {
 }
 
 // isHostStart reports whether c may follow the '@' that ends user
-// information: a host, or '/' for none (go-sql-driver/mysql's
+// information without a scheme: a host (also "_srv._tcp", "-h" or a
+// non-ASCII name), or '/' for none (go-sql-driver/mysql's
 // "user:password@/dbname").
 func isHostStart(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '(' || c == '/'
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '[' || c == '(' || c == '/' ||
+		c == '_' || c == '-' || c == '.' || c == '%' || c >= 0x80
 }
 
 // isHeaderKey reports whether the whole value after key is a credential:
