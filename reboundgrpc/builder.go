@@ -15,6 +15,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/internal/telemetry"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -115,10 +116,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if o.mp != nil {
 		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
 	}
-	log := o.log
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log := logging.Redacted(o.log) // nil: zap.NewNop()
 	views, err := m.NewWatchGroup(subscriber.WatchLinger(o.linger), subscriber.WatchRefreshInterval(o.rnInterval))
 	if err != nil {
 		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", err)

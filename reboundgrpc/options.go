@@ -186,7 +186,8 @@ func WithUnresolvedReport(d time.Duration) Option {
 }
 
 // WithLogger sets the logger (Info for subscriptions started and stopped,
-// Warn for rejected states, Debug for each state sent). Default: none. The
+// Warn for rejected states, Debug for each state sent). Default: none.
+// Credentials are scrubbed (logging.Redacted). The
 // global zap logger is never used.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(o *options) { o.log = l })
