@@ -272,7 +272,7 @@ func (b *Builder) filteredOut(key subscriber.Key, list []subscriber.Instance) {
 	b.mu.Unlock()
 	if first {
 		b.log.Warn("every instance is filtered out", zap.Stringer("key", key),
-			zap.String("why", subscriber.FilteredOut(subscriber.Key{}, list)))
+			zap.String("why", filteredOut(b.o.custom, list)))
 	}
 }
 
@@ -323,4 +323,17 @@ func keyName(k subscriber.Key) string {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
 	return s
+}
+
+// filteredOut says why no instance of list passed the filter:
+// subscriber.FilteredOut for DefaultFilter; with WithFilter, whose reasons
+// the Builder cannot know, that the filter refused them all.
+func filteredOut(custom bool, list []subscriber.Instance) string {
+	if !custom {
+		return subscriber.FilteredOut(subscriber.Key{}, list)
+	}
+	if len(list) == 1 {
+		return "1 instance, refused by the filter (WithFilter)"
+	}
+	return fmt.Sprintf("%d instances, all refused by the filter (WithFilter)", len(list))
 }
