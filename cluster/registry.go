@@ -58,6 +58,7 @@ func (f dirOptionFunc) apply(c *dirConfig) { f(c) }
 type dirConfig struct {
 	logger       *zap.Logger
 	filter       func(subscriber.Instance) bool
+	custom       bool // filter was set by WithFilter
 	keepOnEmpty  bool
 	errorHandler func(error)
 	view         *subscriber.View // WithView (view.go)
@@ -77,12 +78,14 @@ func WithLogger(l *zap.Logger) DirectoryOption {
 
 // WithFilter sets which instances may receive calls. Default: instances
 // that are both Healthy and Enabled. A nil keep admits every instance.
+// When keep refuses every instance, List's error says so without guessing
+// its reasons.
 func WithFilter(keep func(subscriber.Instance) bool) DirectoryOption {
 	return dirOptionFunc(func(c *dirConfig) {
 		if keep == nil {
 			keep = func(subscriber.Instance) bool { return true }
 		}
-		c.filter = keep
+		c.filter, c.custom = keep, true
 	})
 }
 
@@ -292,11 +295,7 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		keys = append(keys, k)
 	}
 
-	var why error
-	if len(instances) > 0 && len(wanted) == 0 {
-		why = fmt.Errorf("%w: the registry lists %s (the filter keeps healthy, enabled instances by default)",
-			ErrNoInvokers, subscriber.FilteredOut(subscriber.Key{}, instances))
-	}
+	why := d.filteredOut(instances, len(wanted))
 
 	d.mu.Lock()
 	if d.closed {
@@ -395,6 +394,20 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		d.closeEntries(removed, "removed")
 		return
 	}
+}
+
+// filteredOut returns why List finds no invoker after a push of instances
+// of which wanted passed the filter; nil if some did or none was pushed.
+// With WithFilter the reasons are the caller's: it does not guess them.
+func (d *RegistryDirectory) filteredOut(instances []subscriber.Instance, wanted int) error {
+	switch {
+	case len(instances) == 0 || wanted > 0:
+		return nil
+	case d.cfg.custom:
+		return fmt.Errorf("%w: the registry lists %d instance(s), all refused by the filter (WithFilter)", ErrNoInvokers, len(instances))
+	}
+	return fmt.Errorf("%w: the registry lists %s (the filter keeps healthy, enabled instances by default)",
+		ErrNoInvokers, subscriber.FilteredOut(subscriber.Key{}, instances))
 }
 
 // Close empties the directory, makes List return ErrClosed, and closes

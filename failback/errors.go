@@ -56,9 +56,10 @@ func (e *notRetriedError) Error() string {
 func (e *notRetriedError) Unwrap() []error { return []error{e.err, ErrNotRetryable} }
 
 // notRetried returns err with why it was not retried; a Permanent error is
-// the caller's own decision and is returned as it is.
+// the caller's own decision and is returned as it is, as is an error that
+// says why already (from a failback Invoker behind this one).
 func notRetried(err error) error {
-	if rebound.IsPermanent(err) {
+	if _, said := errors.AsType[*notRetriedError](err); said || rebound.IsPermanent(err) {
 		return err
 	}
 	return &notRetriedError{err: err}

@@ -123,6 +123,10 @@ var scrubTemplates = []struct {
 	{"map[x-api-key:[%s k2] user:[n]]", bare},
 	{`{"password":{"value":%s},"user":"n"}`, jsonQuote},
 	{"body %s", func(s string) string { return strconv.Quote(strconv.Quote(`{"password":` + jsonQuote(s) + `}`)) }},
+	{"grpc://alice@corp.example:%s@[fe80::1%%25eth0]:9000/x", urlPassword},
+	{"x-y.z+tls://u:%s@_etcd._tcp.example.com", urlPassword},
+	{"dial user:%s@10.0.0.1:9000 refused", urlPassword},
+	{`Get "http://u:%s@": missing host`, urlPassword},
 }
 
 func keep(s string, drop string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/internal/telemetry"
+	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -115,10 +116,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if o.mp != nil {
 		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
 	}
-	log := o.log
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log := logging.Redacted(o.log) // nil: zap.NewNop()
 	views, err := m.NewWatchGroup(subscriber.WatchLinger(o.linger), subscriber.WatchRefreshInterval(o.rnInterval))
 	if err != nil {
 		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", err)
@@ -274,7 +272,7 @@ func (b *Builder) filteredOut(key subscriber.Key, list []subscriber.Instance) {
 	b.mu.Unlock()
 	if first {
 		b.log.Warn("every instance is filtered out", zap.Stringer("key", key),
-			zap.String("why", subscriber.FilteredOut(subscriber.Key{}, list)))
+			zap.String("why", filteredOut(b.o.custom, list)))
 	}
 }
 
@@ -325,4 +323,17 @@ func keyName(k subscriber.Key) string {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
 	return s
+}
+
+// filteredOut says why no instance of list passed the filter:
+// subscriber.FilteredOut for DefaultFilter; with WithFilter, whose reasons
+// the Builder cannot know, that the filter refused them all.
+func filteredOut(custom bool, list []subscriber.Instance) string {
+	if !custom {
+		return subscriber.FilteredOut(subscriber.Key{}, list)
+	}
+	if len(list) == 1 {
+		return "1 instance, refused by the filter (WithFilter)"
+	}
+	return fmt.Sprintf("%d instances, all refused by the filter (WithFilter)", len(list))
 }

@@ -48,6 +48,7 @@ type options struct {
 	scheme     string
 	linger     time.Duration
 	filter     func(subscriber.Instance) bool
+	custom     bool // filter was set by WithFilter
 	policy     rebound.Policy
 	rnInterval time.Duration
 	unresolved time.Duration
@@ -116,13 +117,15 @@ func WithLinger(d time.Duration) Option {
 // (counted in Stats.Panics, logged at Error with its stack): the
 // ClientConns keep the last list keep accepted, a ClientConn that has none
 // hears the panic (a *cluster.PanicError) through ReportError, and the
-// next list is filtered again.
+// next list is filtered again. When keep refuses every instance of a
+// list, the Warn line and the ClientConn's error say so, without
+// guessing its reasons.
 func WithFilter(keep func(subscriber.Instance) bool) Option {
 	return optionFunc(func(o *options) {
 		if keep == nil {
 			keep = func(subscriber.Instance) bool { return true }
 		}
-		o.filter = keep
+		o.filter, o.custom = keep, true
 	})
 }
 
@@ -186,7 +189,8 @@ func WithUnresolvedReport(d time.Duration) Option {
 }
 
 // WithLogger sets the logger (Info for subscriptions started and stopped,
-// Warn for rejected states, Debug for each state sent). Default: none. The
+// Warn for rejected states, Debug for each state sent). Default: none.
+// Credentials are scrubbed (logging.Redacted). The
 // global zap logger is never used.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(o *options) { o.log = l })

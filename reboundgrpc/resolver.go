@@ -253,7 +253,7 @@ func (r *ccResolver) send(v view) error {
 		reason := fmt.Errorf("%w for %s in the registry", ErrNoInstances, keyName(r.key))
 		if len(v.list) > 0 {
 			reason = fmt.Errorf("%w for %s: the registry lists %s (the filter keeps healthy, enabled instances by default)",
-				ErrNoInstances, keyName(r.key), subscriber.FilteredOut(subscriber.Key{}, v.list))
+				ErrNoInstances, keyName(r.key), filteredOut(r.b.o.custom, v.list))
 		}
 		if v.stopped {
 			reason = fmt.Errorf("%w; %w", reason, v.err)

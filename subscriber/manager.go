@@ -18,6 +18,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/internal/telemetry"
+	"github.com/rebound-go/rebound/logging"
 )
 
 // State is the state of a subscription.
@@ -228,10 +229,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if err != nil {
 		return nil, err // WithPolicy and WithLimiter checked already; defensive
 	}
-	log := o.log
-	if log == nil {
-		log = zap.NewNop()
-	}
+	log := logging.Redacted(o.log) // nil: zap.NewNop()
 	m := &Manager{
 		retrier: retrier,
 		starter: starter,

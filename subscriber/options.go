@@ -100,7 +100,8 @@ func WithPolicy(p rebound.Policy) Option {
 // WithLogger sets the logger. Default: none (zap.NewNop). Each subscription
 // logs through a throttled logging.Loop (a handful of lines per outage,
 // each attempt at Debug) with the fields component="subscriber" and
-// key=Key.String(). The global zap logger is never used.
+// key=Key.String(). Credentials are scrubbed (logging.Redacted). The
+// global zap logger is never used.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(o *options) { o.log = l })
 }

@@ -204,8 +204,9 @@ type RegistrationAttempt struct {
 // CheckRegistrable returns an *ArgumentError (wrapping
 // rebound.ErrInvalidArgument) naming fn when inst's Enabled, Healthy and
 // Weight are all untouched (false, false, 0): consumers filter such an
-// instance out, so no call would reach it. Adapters' Register call it; an
-// instance with any of the three set is accepted.
+// instance out, so no call would reach it. Adapters' Register and
+// Registration.Update call it; an instance with any of the three set is
+// accepted.
 func CheckRegistrable(fn string, inst Instance) error {
 	if inst.Enabled || inst.Healthy || inst.Weight != 0 {
 		return nil

@@ -111,7 +111,8 @@ func checkWeight(fn string, w float64) error {
 // is put when the key comes back: it never takes the key from the
 // other. inst must map to the same etcd key (the same ID, or IP and
 // port when ID is empty): another key is another instance, a
-// *rebound.ArgumentError, as is a negative, NaN or infinite Weight.
+// *rebound.ArgumentError, as is a negative, NaN or infinite Weight, or an
+// instance CheckRegistrable refuses (Enabled, Healthy and Weight all zero).
 // Ephemeral is set. After Shutdown or Close it returns an error matching
 // subscriber.ErrRegistrationStopped (and rebound.ErrClosed).
 func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
@@ -120,6 +121,9 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 		return argErr(fn, "ctx", "must not be nil")
 	}
 	if err := checkWeight(fn, inst.Weight); err != nil {
+		return err
+	}
+	if err := subscriber.CheckRegistrable("etcd."+fn, inst); err != nil {
 		return err
 	}
 	inst.Ephemeral = true

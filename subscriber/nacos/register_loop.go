@@ -362,7 +362,8 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 // failed Update the Registration keeps reporting and repairing the
 // previous instance, but the server and the SDK's redo cache may hold
 // either until an Update succeeds. The address and cluster must not change (another instance:
-// Register it), a *rebound.ArgumentError, as is a bad Weight. After
+// Register it), a *rebound.ArgumentError, as is a bad Weight or one that
+// CheckRegistrable refuses (Enabled, Healthy and Weight all zero). After
 // Shutdown or Close it returns an error matching
 // subscriber.ErrRegistrationStopped. The SDK's call is not cancelled by
 // ctx (it is bounded by the client's TimeoutMs); ctx bounds the wait for
@@ -380,6 +381,9 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 			cur.IP, cur.Port, cur.Cluster, inst.IP, inst.Port, inst.Cluster)}
 	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
 		return &rebound.ArgumentError{Func: fn, Arg: "inst.Weight", Reason: fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight)}
+	}
+	if err := subscriber.CheckRegistrable(fn, inst); err != nil {
+		return err
 	}
 	inst.Ephemeral, inst.ID = true, ""
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}

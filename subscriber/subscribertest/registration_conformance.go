@@ -236,6 +236,13 @@ func (s *regSuite) update(t *testing.T) {
 	if err := g.Update(context.Background(), other); !errors.As(err, &ae) {
 		t.Fatalf("Update to another address = %v, want a *rebound.ArgumentError", err)
 	}
+	// The trap Register refuses (a literal with only the address and the
+	// new metadata) is refused by Update too.
+	zero := subscriber.Instance{IP: in.IP, Port: in.Port, Cluster: in.Cluster, Metadata: map[string]string{"v": "3"}}
+	if err := g.Update(context.Background(), zero); !errors.As(err, &ae) ||
+		!strings.Contains(err.Error(), "inst.Enabled, inst.Healthy, inst.Weight") {
+		t.Fatalf("Update to Enabled, Healthy and Weight all zero = %v, want a *rebound.ArgumentError naming them", err)
+	}
 }
 
 func (s *regSuite) restart(t *testing.T) {
