@@ -86,9 +86,8 @@ func WithRegistrations(name string, regs ...subscriber.Registration) Option {
 	})
 }
 
-// WithBreakers adds the breakers of src that are not closed under name.
-// Given the name of a WithFailback section, they are listed in it;
-// otherwise they get a section of their own.
+// WithBreakers adds the breakers of src that are not closed under name:
+// in the WithFailback section of that name, or in a section of their own.
 // Names must otherwise be unique and not empty; src must not be nil.
 func WithBreakers(name string, src BreakerSource) Option {
 	return optionFunc(func(h *Handler) error {
