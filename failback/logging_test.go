@@ -12,7 +12,6 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
-	"github.com/rebound-go/rebound/logging"
 )
 
 func TestLogging(t *testing.T) {
@@ -33,10 +32,10 @@ func TestLogging(t *testing.T) {
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"})
 		}
 		full := logs.FilterField(zap.String("event", "queue_full")) // a snapshot
-		if n := full.FilterMessage(logging.MsgFailing).FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
+		if n := full.FilterMessage("retry loop failing").FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
 			t.Errorf("%d queue-full Warn lines, want 1: %v", n, full.All())
 		}
-		if n := full.FilterMessage(logging.MsgRetry).FilterLevelExact(zapcore.DebugLevel).Len(); n != 3 {
+		if n := full.FilterMessage("retry attempt failed").FilterLevelExact(zapcore.DebugLevel).Len(); n != 3 {
 			t.Errorf("%d queue-full Debug lines, want 3", n)
 		}
 
@@ -57,7 +56,7 @@ func TestLogging(t *testing.T) {
 		// A call queued again ends the episode, at Info.
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"})
 		full = logs.FilterField(zap.String("event", "queue_full"))
-		if n := full.FilterMessage(logging.MsgRecovered).FilterLevelExact(zapcore.InfoLevel).Len(); n != 1 {
+		if n := full.FilterMessage("retry loop recovered").FilterLevelExact(zapcore.InfoLevel).Len(); n != 1 {
 			t.Errorf("%d queue-full recovery lines, want 1: %v", n, logs.All())
 		}
 		if n := logs.FilterMessage("failback: call queued for retry").FilterLevelExact(zapcore.DebugLevel).Len(); n != 2 {

@@ -21,7 +21,19 @@
 // A loop failing for an hour with a 30 s retry cap writes 7 Warn lines and
 // one Info line instead of 120 lines. A success that follows no failure is
 // logged at Debug only. After a recovery or a give-up the Loop starts
-// afresh, so the next outage is announced again.
+// afresh, so the next outage is announced again. The messages are a
+// contract: match on these strings. A deadline (context.DeadlineExceeded)
+// is a give-up; only context.Canceled is "stopped".
+//
+// Downtime is measured with time.Now from the first failure of an outage
+// (testing/synctest virtualises it); reminders come when it has doubled
+// since the last one, their spacing capped at an hour. Each state change is
+// logged once; lines from concurrent calls may be written in either order,
+// after the Loop's lock is released (zap hooks never run under it). One
+// Loop tracks an outage across rebound.Retry calls, from the first failure
+// to the next success or give-up, so keep one per long-lived loop. Lines
+// written through Observe report the caller outside package rebound (and
+// cenkalti/backoff) that ran the loop.
 //
 // # Redaction
 //

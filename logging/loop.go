@@ -14,47 +14,29 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// Reminder schedule of a failing Loop.
+// Reminder schedule of a failing Loop (stated in Loop's doc): the first
+// reminder at 1m of downtime, then each when the downtime has doubled,
+// until the spacing reaches an hour.
 const (
-	// FirstReminder is the downtime after which a failing Loop logs its
-	// first "still failing" reminder. Each following reminder is due when
-	// the downtime has doubled (2m, 4m, 8m, ...), until the spacing
-	// reaches MaxReminderInterval.
-	FirstReminder = time.Minute
-	// MaxReminderInterval caps the spacing between two reminders.
-	MaxReminderInterval = time.Hour
+	firstReminder       = time.Minute
+	maxReminderInterval = time.Hour
 )
 
-// Messages a Loop logs. Other packages' tests may match on them.
+// Messages a Loop logs: the package doc lists them, a contract users' log
+// queries rely on.
 const (
-	MsgFailing      = "retry loop failing"       // Warn: the first failure of an outage
-	MsgStillFailing = "retry loop still failing" // Warn: a reminder during a long outage
-	MsgRetry        = "retry attempt failed"     // Debug: every other failure
-	MsgRecovered    = "retry loop recovered"     // Info: success after failures
-	MsgSucceeded    = "retry loop succeeded"     // Debug: success with no failure before it
-	MsgGaveUp       = "retry loop gave up"       // Error: the loop stopped for good
-	MsgStopped      = "retry loop stopped"       // Info: the loop's context was cancelled
+	msgFailing      = "retry loop failing"       // Warn: the first failure of an outage
+	msgStillFailing = "retry loop still failing" // Warn: a reminder during a long outage
+	msgRetry        = "retry attempt failed"     // Debug: every other failure
+	msgRecovered    = "retry loop recovered"     // Info: success after failures
+	msgSucceeded    = "retry loop succeeded"     // Debug: success with no failure before it
+	msgGaveUp       = "retry loop gave up"       // Error: the loop stopped for good
+	msgStopped      = "retry loop stopped"       // Info: the loop's context was cancelled
 )
 
-// Loop logs one long-lived retry loop (a subscription, a failback task)
-// with throttling: one Warn when the loop starts failing, Debug for each
-// further failure, a "still failing" Warn reminder after 1m, 2m, 4m, ... of
-// downtime (spacing capped at MaxReminderInterval), one Info on recovery and
-// one Error on give-up (Info if the loop was cancelled). See the package
-// documentation for the fields.
-//
-// Downtime is measured with time.Now from the first failure of an outage
-// (testing/synctest virtualises it). Recovery and give-up end the outage:
-// the next failure is logged at Warn again.
-//
-// Every line goes through RedactCore and carries the "component" field (if
-// not empty) and the fields given to NewLoop.
-//
-// A Loop is safe for concurrent use; each state change is logged exactly
-// once, but lines from concurrent calls may be written in either order
-// (lines are written after the Loop's lock is released, so zap hooks and
-// cores never run under it). A nil *Loop and the zero Loop are valid and log
-// nothing.
+// Loop logs one long-lived retry loop with throttling: the package doc
+// lists its lines and when it writes them. A nil *Loop and the zero Loop
+// log nothing. It is safe for concurrent use.
 type Loop struct {
 	log *zap.Logger // nil: log nothing
 
@@ -64,15 +46,9 @@ type Loop struct {
 	reminder time.Duration // downtime at which the next reminder is due
 }
 
-// NewLoop returns a Loop that logs to l, with the field "component" set to
-// component (omitted if empty) and the given fields (for example the
-// subscription key or the call's target) on every line. A nil l means
-// zap.NewNop(). Sensitive fields are redacted (see RedactCore).
-//
-// Create one Loop per long-lived loop and keep it for the loop's lifetime,
-// across rebound.Retry calls if the loop runs several: an outage is
-// tracked from the first failure to the next success or give-up, whichever
-// Retry call they come from.
+// NewLoop returns a Loop that logs to l (nil: zap.NewNop()) through
+// RedactCore, with "component" (if not empty) and fields on every line.
+// Keep one Loop for a loop's lifetime, across rebound.Retry calls.
 func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 	if l == nil {
 		l = zap.NewNop()
@@ -96,14 +72,9 @@ func RetryObserver(l *zap.Logger, component string, fields ...zap.Field) rebound
 	return NewLoop(l, component, fields...)
 }
 
-// Observe makes a Loop a rebound.Observer: it logs EventRetry as Failed,
-// a successful EventAttempt as Succeeded and EventGiveUp as GaveUp, with
-// the event's Attempt. Events of any other kind are ignored. Use it as
-// rebound.WithObserver(lp).
-//
-// The caller a line reports (if the logger records callers) is the first
-// one outside package rebound (and the backoff loop it runs): the code
-// that called rebound.Retry, not the retry loop that called Observe.
+// Observe logs EventRetry as Failed, a successful EventAttempt as
+// Succeeded and EventGiveUp as GaveUp; it ignores other kinds.
+// Lines report the first caller outside package rebound.
 func (lp *Loop) Observe(e rebound.Event) {
 	switch e.Kind {
 	case rebound.EventRetry:
@@ -151,10 +122,9 @@ func callerOutsideRebound(c zapcore.EntryCaller) zapcore.EntryCaller {
 	}
 }
 
-// Failed records that attempt number attempt failed with err and that the
-// loop will try again after delay. It logs MsgFailing at Warn if the loop
-// was not failing, MsgStillFailing at Warn if a reminder is due, and
-// MsgRetry at Debug otherwise.
+// Failed records that attempt failed with err and that the loop will
+// try again after delay. It logs at Warn at the start of an outage and
+// when a reminder is due, at Debug otherwise.
 func (lp *Loop) Failed(attempt int, err error, delay time.Duration) {
 	lp.failed(attempt, err, delay, false)
 }
@@ -170,12 +140,12 @@ func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaObserve b
 	)
 	lp.mu.Lock()
 	if !lp.failing {
-		lp.failing, lp.since, lp.reminder = true, now, FirstReminder
+		lp.failing, lp.since, lp.reminder = true, now, firstReminder
 		first = true
 	} else if downtime = now.Sub(lp.since); downtime >= lp.reminder {
 		remind = true
 		for lp.reminder <= downtime {
-			lp.reminder += min(lp.reminder, MaxReminderInterval)
+			lp.reminder += min(lp.reminder, maxReminderInterval)
 		}
 	}
 	lp.mu.Unlock()
@@ -183,25 +153,23 @@ func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaObserve b
 	// Check first, so that the hot (Debug, disabled) path builds no fields.
 	switch {
 	case first:
-		if ce := lp.log.Check(zapcore.WarnLevel, MsgFailing); ce != nil {
+		if ce := lp.log.Check(zapcore.WarnLevel, msgFailing); ce != nil {
 			write(ce, viaObserve, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 		}
 	case remind:
-		if ce := lp.log.Check(zapcore.WarnLevel, MsgStillFailing); ce != nil {
+		if ce := lp.log.Check(zapcore.WarnLevel, msgStillFailing); ce != nil {
 			write(ce, viaObserve, zap.Int("attempt", attempt), zap.Duration("delay", delay),
 				zap.Duration("downtime", downtime), zap.Error(err))
 		}
 	default:
-		if ce := lp.log.Check(zapcore.DebugLevel, MsgRetry); ce != nil {
+		if ce := lp.log.Check(zapcore.DebugLevel, msgRetry); ce != nil {
 			write(ce, viaObserve, zap.Int("attempt", attempt), zap.Duration("delay", delay), zap.Error(err))
 		}
 	}
 }
 
-// Succeeded records that the loop succeeded after attempts attempts (the
-// successful one included). After failures it logs MsgRecovered at Info
-// with attempts and the downtime, and ends the outage; otherwise it logs
-// MsgSucceeded at Debug.
+// Succeeded records a success after attempts attempts. It ends an outage
+// with an Info line (attempts, downtime); with no outage it logs at Debug.
 func (lp *Loop) Succeeded(attempts int) { lp.succeeded(attempts, false) }
 
 func (lp *Loop) succeeded(attempts int, viaObserve bool) {
@@ -210,24 +178,19 @@ func (lp *Loop) succeeded(attempts int, viaObserve bool) {
 	}
 	wasFailing, downtime := lp.end()
 	if !wasFailing {
-		if ce := lp.log.Check(zapcore.DebugLevel, MsgSucceeded); ce != nil {
+		if ce := lp.log.Check(zapcore.DebugLevel, msgSucceeded); ce != nil {
 			write(ce, viaObserve, zap.Int("attempts", attempts))
 		}
 		return
 	}
-	if ce := lp.log.Check(zapcore.InfoLevel, MsgRecovered); ce != nil {
+	if ce := lp.log.Check(zapcore.InfoLevel, msgRecovered); ce != nil {
 		write(ce, viaObserve, zap.Int("attempts", attempts), zap.Duration("downtime", downtime))
 	}
 }
 
-// GaveUp records that the loop stopped for good after attempts attempts,
-// with err. It logs MsgGaveUp at Error with attempts, the downtime (0 if
-// the loop was not failing before, e.g. a permanent error on the first
-// attempt) and err, and ends the outage.
-//
-// If err is or wraps context.Canceled, the loop's owner stopped it (a
-// Close, a shutdown): that is no failure, and GaveUp logs MsgStopped at
-// Info with the same fields instead. context.DeadlineExceeded is a give-up.
+// GaveUp records that the loop stopped for good after attempts attempts
+// with err, and ends the outage. It logs at Error, or at Info ("retry loop
+// stopped") if err is or wraps context.Canceled.
 func (lp *Loop) GaveUp(attempts int, err error) { lp.gaveUp(attempts, err, false) }
 
 func (lp *Loop) gaveUp(attempts int, err error, viaObserve bool) {
@@ -235,9 +198,9 @@ func (lp *Loop) gaveUp(attempts int, err error, viaObserve bool) {
 		return
 	}
 	_, downtime := lp.end()
-	lvl, msg := zapcore.ErrorLevel, MsgGaveUp
+	lvl, msg := zapcore.ErrorLevel, msgGaveUp
 	if errors.Is(err, context.Canceled) {
-		lvl, msg = zapcore.InfoLevel, MsgStopped
+		lvl, msg = zapcore.InfoLevel, msgStopped
 	}
 	if ce := lp.log.Check(lvl, msg); ce != nil {
 		write(ce, viaObserve, zap.Int("attempts", attempts), zap.Duration("downtime", downtime), zap.Error(err))

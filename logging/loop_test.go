@@ -262,7 +262,7 @@ func TestLoopHourOutageIsAHandfulOfLines(t *testing.T) {
 }
 
 // Reminders follow the downtime doubling until their spacing reaches
-// MaxReminderInterval, then come once per MaxReminderInterval.
+// an hour, then come once an hour.
 func TestLoopReminderSpacingIsCapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, logs := newObserved(zapcore.WarnLevel)

@@ -13,44 +13,36 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// DefaultEventLogSize is the number of events an EventLog keeps when
+// defaultEventLogSize is the number of events an EventLog keeps when
 // NewEventLog is given 0.
-const DefaultEventLogSize = 100
+const defaultEventLogSize = 100
 
-// EventLog is a rebound.Observer that keeps the most recent events it
-// observes, for the page's "Recent events" section (WithEvents). Give it
-// to the WithObserver option of a subscriber.Manager, a failback.Invoker,
-// a Retrier, a registry adapter's registrations or a
-// cluster.BreakerDirectory (one EventLog may observe several). Observe
-// formats the event into a row (its kind, what it is about, what
-// happened, its error passed through logging.Scrub) under a mutex held
-// for that copy only, so it never blocks for long; it allocates a few
-// strings per event, so it belongs on the events of subscriptions,
-// registrations, failback calls and breakers rather than on every attempt
-// of a busy Retrier. It is safe for concurrent use.
+// EventLog is a rebound.Observer that keeps the most recent events, for
+// WithEvents. Give it to WithObserver options; one EventLog may observe
+// several components. It is safe for concurrent use.
 type EventLog struct {
 	now  func() time.Time
 	size int // the most rows kept
 	mu   sync.Mutex
-	rows []EventRow // a ring of len size once full (grown as events come)
+	rows []eventRow // a ring of len size once full (grown as events come)
 	next int
 	n    uint64 // events observed
 }
 
-// NewEventLog returns an EventLog keeping the last size events (0:
-// DefaultEventLogSize). size must not be negative.
+// NewEventLog returns an EventLog keeping the last size events (0: 100).
+// size must not be negative.
 func NewEventLog(size int) (*EventLog, error) {
 	if size < 0 {
 		return nil, &rebound.ArgumentError{Func: "statusz.NewEventLog", Arg: "size", Reason: "must not be negative", Err: rebound.ErrInvalidArgument}
 	}
 	if size == 0 {
-		size = DefaultEventLogSize
+		size = defaultEventLogSize
 	}
 	return &EventLog{now: time.Now, size: size}, nil
 }
 
-// EventRow is one observed event, as the page shows it.
-type EventRow struct {
+// eventRow is one observed event, as the page shows it.
+type eventRow struct {
 	At   time.Time `json:"at"`
 	Kind string    `json:"kind"`
 	// Subject is what the event is about: a subscription's or a
@@ -65,7 +57,7 @@ type EventRow struct {
 
 // Observe records e.
 func (l *EventLog) Observe(e rebound.Event) {
-	r := EventRow{At: l.now(), Kind: e.Kind.String()}
+	r := eventRow{At: l.now(), Kind: e.Kind.String()}
 	describe(&r, e)
 	if e.Err != nil {
 		r.Error = logging.Scrub(e.Err.Error())
@@ -81,12 +73,12 @@ func (l *EventLog) Observe(e rebound.Event) {
 	l.mu.Unlock()
 }
 
-// Events returns the events kept, newest first, and how many were
+// snapshot returns the events kept, newest first, and how many were
 // observed in all.
-func (l *EventLog) Events() (rows []EventRow, total uint64) {
+func (l *EventLog) snapshot() (rows []eventRow, total uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rows = make([]EventRow, 0, len(l.rows))
+	rows = make([]eventRow, 0, len(l.rows))
 	for i := range len(l.rows) {
 		rows = append(rows, l.rows[(l.next-1-i+len(l.rows))%len(l.rows)])
 	}
@@ -95,7 +87,7 @@ func (l *EventLog) Events() (rows []EventRow, total uint64) {
 
 // describe fills r's Subject and What from e and its Detail. Subjects are
 // registry data: they pass through logging.Scrub.
-func describe(r *EventRow, e rebound.Event) {
+func describe(r *eventRow, e rebound.Event) {
 	switch d := e.Detail.(type) {
 	case subscriber.StateChange:
 		r.Subject, r.What = d.Key.String(), transition(d.From.String(), d.To.String())

@@ -40,7 +40,15 @@ func ExampleNew() {
 
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/rebound?format=json", nil))
-	var p statusz.Page
+	var p struct { // the JSON shape: see docs/statusz.md
+		Managers []struct {
+			Name          string
+			Subscriptions []struct {
+				Key, State string
+				Instances  int
+			}
+		}
+	}
 	_ = json.Unmarshal(rec.Body.Bytes(), &p)
 	s := p.Managers[0].Subscriptions[0]
 	fmt.Println(p.Managers[0].Name, s.Key, s.State, s.Instances)

@@ -11,7 +11,7 @@ import (
 )
 
 type htmlData struct {
-	Page
+	jsonPage
 	q query
 }
 
@@ -112,8 +112,8 @@ var funcs = template.FuncMap{
 	"add": func(a, b int) int { return a + b },
 	// given reports whether a failback section has a breaker source (an
 	// empty list is one with no open breaker).
-	"given": func(rows []BreakerRow) bool { return rows != nil },
-	"breakers": func(now time.Time, rows []BreakerRow) breakerTable {
+	"given": func(rows []breakerRow) bool { return rows != nil },
+	"breakers": func(now time.Time, rows []breakerRow) breakerTable {
 		return breakerTable{now, rows}
 	},
 	"states": stateNames,
@@ -210,5 +210,5 @@ var _ = template.Must(page.New("breakers").Parse(`<h3>Open circuit breakers ({{l
 
 type breakerTable struct {
 	Generated time.Time
-	Rows      []BreakerRow
+	Rows      []breakerRow
 }

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -942,14 +941,14 @@ func TestFailingSubscriptionLogsAHandfulOfLines(t *testing.T) {
 		if n := logs.Len(); n < 1 || n > 10 {
 			t.Fatalf("%d log lines for an hour of failures (%d attempts), want a handful", n, s.Status().TotalAttempts)
 		}
-		if logs.FilterMessage(logging.MsgFailing).Len() != 1 {
-			t.Fatalf("want one %q line, got %v", logging.MsgFailing, logs.All())
+		if logs.FilterMessage("retry loop failing").Len() != 1 {
+			t.Fatalf("want one %q line, got %v", "retry loop failing", logs.All())
 		}
 		reg.SetDown(false)
 		time.Sleep(rebound.DefaultMax)
 		<-s.Ready()
-		if logs.FilterMessage(logging.MsgRecovered).Len() != 1 {
-			t.Fatalf("want one %q line", logging.MsgRecovered)
+		if logs.FilterMessage("retry loop recovered").Len() != 1 {
+			t.Fatalf("want one %q line", "retry loop recovered")
 		}
 	})
 }

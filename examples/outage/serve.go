@@ -86,7 +86,7 @@ func (l *live) Status() []subscriber.Status {
 	return out
 }
 
-// Counts implements statusz.CountsSource: the registry is shown
+// Counts is the method statusz.WithSubscriptions looks for: the registry is shown
 // disconnected while any running consumer's client reports so.
 func (l *live) Counts() subscriber.Counts {
 	l.mu.Lock()

@@ -31,9 +31,9 @@ var (
 	lastIDKey        = []byte("last-id")             // the highest ID ever assigned
 )
 
-// DefaultOpenTimeout is how long Open waits for the file lock another
-// process holds.
-const DefaultOpenTimeout = 10 * time.Second
+// defaultOpenTimeout is how long Open waits for the file lock another
+// process holds (stated in WithOpenTimeout's doc).
+const defaultOpenTimeout = 10 * time.Second
 
 // Store is a failback.Store in one bbolt file. Every change is durable
 // when its method returns (one fsync per commit) and concurrent changes
@@ -59,8 +59,8 @@ type Store struct {
 	commitPanic func()                // tests: called inside every commit
 }
 
-// Stats counts the Store's commits.
-type Stats struct {
+// stats counts the Store's commits, for its tests and benchmarks.
+type stats struct {
 	// Commits counts write transactions (one fsync each, unless NoSync).
 	Commits uint64
 	// Ops counts the changes committed (Add, Update, Remove).
@@ -71,9 +71,8 @@ type Stats struct {
 	Quarantined uint64
 }
 
-// Stats returns the commit counters.
-func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Ops: s.ops.Load(), MaxBatch: s.maxBatch.Load(), Quarantined: s.quarantined.Load()}
+func (s *Store) stats() stats {
+	return stats{Commits: s.commits.Load(), Ops: s.ops.Load(), MaxBatch: s.maxBatch.Load(), Quarantined: s.quarantined.Load()}
 }
 
 type opKind uint8
@@ -118,7 +117,7 @@ type options struct {
 func WithNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
 
 // WithOpenTimeout sets how long Open waits for the file lock held by
-// another process (default DefaultOpenTimeout); it must be positive.
+// another process (default 10s). It must be positive.
 func WithOpenTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
@@ -150,7 +149,7 @@ func WithOpenTimeout(d time.Duration) Option {
 // has it. Records whose bytes are damaged but whose pages are sound are
 // found by Load (StoredCall.Err), not here.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := options{openTimeout: DefaultOpenTimeout}
+	o := options{openTimeout: defaultOpenTimeout}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)

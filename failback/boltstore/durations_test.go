@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/failback/boltstore"
@@ -35,11 +35,11 @@ func TestDurationOptionsSweep(t *testing.T) {
 			}
 			defer s.Close()
 			if d == 1 {
-				if s2, err := boltstore.Open(path, boltstore.WithOpenTimeout(d)); !errors.Is(err, bolt.ErrTimeout) {
+				if s2, err := boltstore.Open(path, boltstore.WithOpenTimeout(d)); !errors.Is(err, bolterrors.ErrTimeout) {
 					if s2 != nil {
 						_ = s2.Close()
 					}
-					t.Fatalf("a second Open of a held file with a 1ns timeout = %v; want bolt.ErrTimeout", err)
+					t.Fatalf("a second Open of a held file with a 1ns timeout = %v; want bolterrors.ErrTimeout", err)
 				}
 			}
 		})

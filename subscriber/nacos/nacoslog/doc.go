@@ -7,7 +7,8 @@
 //
 // Install points the SDK's process-wide logger at the bridge; call it
 // after every clients.NewNamingClient or clients.NewConfigClient, which
-// replace that logger (see Install). New returns the bridge itself.
+// replace that logger (see Install). New returns the bridge itself, as
+// the SDK's logger interface.
 //
 // During a registry outage nacos-sdk-go v2.3.2 logs a reconnect Warn about
 // every 5 s, health-check and request Errors with a stack trace in the

@@ -14,12 +14,12 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// Defaults of New and Install.
+// Defaults of New and Install, stated in WithLevel's and WithInterval's
+// docs.
 const (
-	DefaultLevel    = zapcore.WarnLevel
-	DefaultInterval = time.Minute
-	// MaxInterval caps the spacing of one call site's lines.
-	MaxInterval = time.Hour
+	defaultLevel    = zapcore.WarnLevel
+	defaultInterval = time.Minute
+	maxInterval     = time.Hour // caps the spacing of one call site's lines
 )
 
 // maxKeys bounds the throttle's memory: past it, expired keys are dropped,
@@ -38,11 +38,9 @@ type optionFunc func(*config) error
 
 func (f optionFunc) apply(c *config) error { return f(c) }
 
-// WithLevel sets the lowest SDK level written (default DefaultLevel,
-// Warn). SDK Debug, Info, Warn and Error map to the zap levels of the same
-// name; the logger's own level still applies. It must be one of zap's
-// levels from Debug to Fatal (Fatal: the SDK, which never logs at Fatal,
-// writes nothing).
+// WithLevel sets the lowest SDK level written (default Warn). SDK levels
+// map to the zap levels of the same name. It must be one of zap's levels
+// from Debug to Fatal (Fatal writes nothing).
 func WithLevel(level zapcore.Level) Option {
 	return optionFunc(func(c *config) error {
 		if level < zapcore.DebugLevel || level > zapcore.FatalLevel {
@@ -54,15 +52,10 @@ func WithLevel(level zapcore.Level) Option {
 	})
 }
 
-// WithInterval sets the throttle interval (default DefaultInterval, 1m).
-// Each SDK call site (its level and format string; for the unformatted
-// calls, its message with digits ignored) writes its first line, then at
-// most one line per interval; while the site keeps logging the spacing
-// doubles (1m, 2m, 4m, ... up to MaxInterval), and a site that stays quiet
-// for a whole spacing starts over. A line written after others were left
-// out carries the field "dropped" with their number. So a 10-minute
-// outage writes at most 4 lines per call site. Zero turns throttling off;
-// a negative interval is an error.
+// WithInterval sets the throttle interval of each SDK call site (default
+// 1m): its first line, then one per interval, the spacing doubling up to
+// an hour while it repeats. Zero turns throttling off; it must not be
+// negative.
 func WithInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
@@ -74,23 +67,9 @@ func WithInterval(d time.Duration) Option {
 	})
 }
 
-// Install makes nacos-sdk-go/v2 write its log output into l through a
-// bridge built by New(l, opts...): it calls the SDK's process-wide
-// common/logger.SetLogger. A nil l discards the SDK's output. It returns
-// New's error and installs nothing then.
-//
-// Install it AFTER creating the SDK's clients, and again after creating
-// any later one. In nacos-sdk-go v2.3.2, clients.NewNamingClient and
-// clients.NewConfigClient both call
-// logger.InitLogger(logger.BuildLoggerConfig(clientConfig)), which replaces
-// the global logger with one writing to ClientConfig.LogDir/nacos-sdk.log
-// at ClientConfig.LogLevel; a logger installed before is silently dropped.
-// What the SDK logs while the client is being built (it connects inside
-// NewNamingClient) always goes to that file.
-//
-// The SDK logger is global: Install affects every SDK client in the
-// process, and the last call wins. It is safe to call concurrently with
-// the SDK's logging.
+// Install points nacos-sdk-go/v2's process-wide logger at New(l, opts...)
+// and returns New's error. Call it after creating each SDK client: the
+// SDK replaces its logger when it builds one.
 func Install(l *zap.Logger, opts ...Option) error {
 	b, err := New(l, opts...)
 	if err != nil {
@@ -100,9 +79,9 @@ func Install(l *zap.Logger, opts ...Option) error {
 	return nil
 }
 
-// Logger is the bridge: a nacos-sdk-go/v2 common/logger.Logger writing to
-// a *zap.Logger. It is safe for concurrent use.
-type Logger struct {
+// bridge is New's nacos-sdk-go/v2 common/logger.Logger writing to a
+// *zap.Logger. It is safe for concurrent use.
+type bridge struct {
 	l        *zap.Logger // Info and above: no stack traces
 	debug    *zap.Logger // Debug: the logger's own stack trace setting
 	interval time.Duration
@@ -123,25 +102,13 @@ type throttled struct {
 	dropped int           // lines left out since the last one written
 }
 
-var _ nacoslogger.Logger = (*Logger)(nil)
+var _ nacoslogger.Logger = (*bridge)(nil)
 
-// New returns a bridge that writes to l the SDK's lines at the level set by
-// WithLevel and above, throttled (WithInterval). A nil l means
-// zap.NewNop(). What it writes:
-//
-//   - the message, formatted like zap.SugaredLogger does (fmt.Sprint,
-//     fmt.Sprintf) only when the level is enabled;
-//   - credentials scrubbed (logging.Scrub): the SDK puts request
-//     parameters, configuration and error texts into its messages, e.g.
-//     "password:[x]", `"accessToken":"x"`, "Password:x" in a %+v
-//     ClientConfig, "user:pw@" in a URL;
-//   - stack traces kept to Debug: the frames that the SDK's "%+v" of a
-//     github.com/pkg/errors error prints into the message are cut from
-//     lines above Debug, and such lines get no zap stack trace either;
-//   - the caller, if l records it, is the SDK code that logged;
-//   - the field "dropped" on a line that follows throttled repeats.
-func New(l *zap.Logger, opts ...Option) (*Logger, error) {
-	cfg := config{level: DefaultLevel, interval: DefaultInterval}
+// New returns an SDK logger writing to l (nil: zap.NewNop()), throttled
+// per call site, credentials scrubbed and stack traces kept to Debug.
+// It is safe for concurrent use; docs/observability.md says what it writes.
+func New(l *zap.Logger, opts ...Option) (nacoslogger.Logger, error) {
+	cfg := config{level: defaultLevel, interval: defaultInterval}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -154,12 +121,12 @@ func New(l *zap.Logger, opts ...Option) (*Logger, error) {
 		l = zap.NewNop()
 	}
 	// Frames between the SDK's call site and l.Check: the SDK's package
-	// function (logger.Infof), the bridge method, Logger.write.
+	// function (logger.Infof), the bridge method, bridge.write.
 	l = logging.Redacted(l).WithOptions(
 		zap.AddCallerSkip(3),
 		zap.WrapCore(func(c zapcore.Core) zapcore.Core { return minLevelCore{Core: c, min: cfg.level} }),
 	)
-	return &Logger{
+	return &bridge{
 		l:        l.WithOptions(zap.AddStacktrace(zapcore.FatalLevel + 1)),
 		debug:    l,
 		interval: cfg.interval,
@@ -168,36 +135,36 @@ func New(l *zap.Logger, opts ...Option) (*Logger, error) {
 }
 
 // Debug logs at zap's Debug level.
-func (b *Logger) Debug(args ...any) { b.write(zapcore.DebugLevel, "", args, false) }
+func (b *bridge) Debug(args ...any) { b.write(zapcore.DebugLevel, "", args, false) }
 
 // Info logs at zap's Info level.
-func (b *Logger) Info(args ...any) { b.write(zapcore.InfoLevel, "", args, false) }
+func (b *bridge) Info(args ...any) { b.write(zapcore.InfoLevel, "", args, false) }
 
 // Warn logs at zap's Warn level.
-func (b *Logger) Warn(args ...any) { b.write(zapcore.WarnLevel, "", args, false) }
+func (b *bridge) Warn(args ...any) { b.write(zapcore.WarnLevel, "", args, false) }
 
 // Error logs at zap's Error level.
-func (b *Logger) Error(args ...any) { b.write(zapcore.ErrorLevel, "", args, false) }
+func (b *bridge) Error(args ...any) { b.write(zapcore.ErrorLevel, "", args, false) }
 
 // Debugf logs at zap's Debug level.
-func (b *Logger) Debugf(format string, args ...any) {
+func (b *bridge) Debugf(format string, args ...any) {
 	b.write(zapcore.DebugLevel, format, args, true)
 }
 
 // Infof logs at zap's Info level.
-func (b *Logger) Infof(format string, args ...any) { b.write(zapcore.InfoLevel, format, args, true) }
+func (b *bridge) Infof(format string, args ...any) { b.write(zapcore.InfoLevel, format, args, true) }
 
 // Warnf logs at zap's Warn level.
-func (b *Logger) Warnf(format string, args ...any) { b.write(zapcore.WarnLevel, format, args, true) }
+func (b *bridge) Warnf(format string, args ...any) { b.write(zapcore.WarnLevel, format, args, true) }
 
 // Errorf logs at zap's Error level.
-func (b *Logger) Errorf(format string, args ...any) {
+func (b *bridge) Errorf(format string, args ...any) {
 	b.write(zapcore.ErrorLevel, format, args, true)
 }
 
 // write must be called directly by the exported methods (see the caller
 // skip in New).
-func (b *Logger) write(lvl zapcore.Level, format string, args []any, formatted bool) {
+func (b *bridge) write(lvl zapcore.Level, format string, args []any, formatted bool) {
 	l := b.l
 	if lvl == zapcore.DebugLevel {
 		l = b.debug
@@ -236,7 +203,7 @@ func (b *Logger) write(lvl zapcore.Level, format string, args []any, formatted b
 
 // admit reports whether a line of key may be written now and how many of
 // its lines were dropped before it.
-func (b *Logger) admit(k throttleKey) (dropped int, ok bool) {
+func (b *bridge) admit(k throttleKey) (dropped int, ok bool) {
 	if b.interval <= 0 {
 		return 0, true
 	}
@@ -260,13 +227,13 @@ func (b *Logger) admit(k throttleKey) (dropped int, ok bool) {
 		t.dropped++
 		return 0, false
 	default:
-		t.gap = min(2*t.gap, MaxInterval)
+		t.gap = min(2*t.gap, maxInterval)
 	}
 	dropped, t.dropped, t.next = t.dropped, 0, now.Add(t.gap)
 	return dropped, true
 }
 
-func (b *Logger) evict(now time.Time) {
+func (b *bridge) evict(now time.Time) {
 	for k, t := range b.seen {
 		if now.Sub(t.last) >= t.gap && t.dropped == 0 {
 			delete(b.seen, k)

@@ -229,7 +229,7 @@ func install(t *testing.T, l *zap.Logger, opts ...nacoslog.Option) {
 	}
 }
 
-func mustNew(t *testing.T, l *zap.Logger, opts ...nacoslog.Option) *nacoslog.Logger {
+func mustNew(t *testing.T, l *zap.Logger, opts ...nacoslog.Option) nacoslogger.Logger {
 	t.Helper()
 	b, err := nacoslog.New(l, opts...)
 	if err != nil {
