@@ -23,6 +23,10 @@ import (
 //	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
 //	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
 //
+// A subscription's events end with its change to stopped: a call still in
+// flight then (cancelled by the stop) counts in Status.TotalAttempts but
+// has no EventAttempt.
+//
 // Hooks is the typed adapter: one function per kind, nil fields skipped.
 //
 // Observers are called synchronously, never with a lock held, from the

@@ -2,6 +2,7 @@ package subscriber_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -151,6 +152,7 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 					var prev subscriber.State
 					stopped := false
 					attempts, deliveries := 0, 0
+					var stopReason error
 					for j, e := range es {
 						if stopped {
 							t.Errorf("%v: event %d (%v) after stopped", st.Key, j, e.Kind)
@@ -162,6 +164,9 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 							}
 							prev = d.To
 							stopped = d.To == subscriber.StateStopped
+							if stopped {
+								stopReason = d.Reason
+							}
 						case subscriber.SubscribeAttempt:
 							if e.Kind == rebound.EventAttempt {
 								attempts++
@@ -175,7 +180,15 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 					if !stopped {
 						t.Errorf("%v: no stopped event (%d events)", st.Key, len(es))
 					}
-					if attempts != st.TotalAttempts {
+					// A call in flight when the subscription stops counts in
+					// TotalAttempts but has no event (events end at stopped):
+					// possible only for a stop before Close (its context, an
+					// Unsubscribe), never at Close, which comes once all is idle.
+					inFlight := 0
+					if !errors.Is(stopReason, subscriber.ErrManagerClosed) && st.TotalAttempts == attempts+1 {
+						inFlight = 1
+					}
+					if attempts+inFlight != st.TotalAttempts {
 						t.Errorf("%v: %d attempt events, TotalAttempts %d", st.Key, attempts, st.TotalAttempts)
 						for _, e := range es {
 							t.Logf("  %v %v %+v", e.Kind, e.Err, e.Detail)
@@ -234,7 +247,9 @@ func TestBreakObserverNoAttemptEventForAnUnsentAttempt(t *testing.T) {
 		sum := 0
 		for _, st := range m.Status() {
 			sum += st.TotalAttempts
-			if attempts[st.ID] != st.TotalAttempts {
+			// A call sent just before its context ended counts in
+			// TotalAttempts with no event: the events end at stopped.
+			if n := attempts[st.ID]; n != st.TotalAttempts && n+1 != st.TotalAttempts {
 				t.Errorf("%v: %d attempt events, TotalAttempts %d", st.Key, attempts[st.ID], st.TotalAttempts)
 			}
 		}

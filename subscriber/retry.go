@@ -232,7 +232,11 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 		out = r.step(s, evSucceeded, stepIn{now: now})
 	case permanent:
 		s.lastErr = err
-	case ctx.Err() != nil && s.parent.Err() == nil:
+	case s.parent.Err() != nil:
+		// Its context ended during the call (onCtxDone stops it): the
+		// call was made, but its failure is the stop's, not the
+		// registry's: no retry, no retrying state.
+	case ctx.Err() != nil:
 		// Cancelled by a reconnect (the only other canceller is stop).
 		out = r.step(s, evAborted, stepIn{now: now, reason: err})
 	default:
