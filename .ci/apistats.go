@@ -216,19 +216,4 @@ func recvName(e ast.Expr) string {
 	}
 }
 
-func exportedRecv(e ast.Expr) bool {
-	for {
-		switch x := e.(type) {
-		case *ast.StarExpr:
-			e = x.X
-		case *ast.IndexExpr:
-			e = x.X
-		case *ast.IndexListExpr:
-			e = x.X
-		case *ast.Ident:
-			return x.IsExported()
-		default:
-			return false
-		}
-	}
-}
+func exportedRecv(e ast.Expr) bool { return ast.IsExported(recvName(e)) }
