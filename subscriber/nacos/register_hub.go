@@ -33,6 +33,7 @@ type hub struct {
 	qmu    sync.Mutex
 	query  *naming_grpc.NamingGrpcProxy
 	qclose context.CancelFunc
+	qdone  bool // released: no query connection is opened again
 }
 
 // owners records, per client and service, the Registration whose
@@ -165,6 +166,7 @@ func (h *hub) release(g *Registration) {
 	hubs.mu.Unlock()
 	if last {
 		h.qmu.Lock()
+		h.qdone = true
 		if h.query != nil {
 			h.query.CloseClient()
 			h.qclose()
@@ -264,6 +266,11 @@ func (h *hub) queryProxy() (*naming_grpc.NamingGrpcProxy, error) {
 	defer h.qmu.Unlock()
 	if h.query != nil {
 		return h.query, nil
+	}
+	if h.qdone {
+		// A check that raced the last release: a connection opened now
+		// would never be closed.
+		return nil, ErrClosed
 	}
 	p, cancel, err := newQueryProxy(h.client, "", "register")
 	if err != nil {
