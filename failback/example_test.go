@@ -28,12 +28,14 @@ func (f *flaky) Invoke(context.Context, *cluster.Invocation) (any, error) {
 
 func ExampleNew() {
 	done := make(chan struct{})
+	var succeeded string // written before done is closed, read after
 	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}),
 		failback.WithObserver(failback.Hooks{
 			Queued: func(t failback.Task) { fmt.Println("queued:", t.Invocation.Method, "-", t.Err) },
 			Succeeded: func(t failback.Task) {
-				fmt.Printf("succeeded after %d attempts on %s\n", t.Attempts, t.Target)
+				// On a retry worker, maybe before Invoke has returned.
+				succeeded = fmt.Sprintf("succeeded after %d attempts on %s", t.Attempts, t.Target)
 				close(done)
 			},
 		}))
@@ -45,6 +47,7 @@ func ExampleNew() {
 	res, err := fb.Invoke(context.Background(), &cluster.Invocation{Method: "Notify"})
 	fmt.Println("Invoke returned", res, err)
 	<-done
+	fmt.Println(succeeded)
 	if err := fb.Shutdown(context.Background()); err != nil { // nothing left to drain
 		panic(err)
 	}
