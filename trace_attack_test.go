@@ -43,7 +43,7 @@ func TestTracedSpansEndOnCancelAndPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-		r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Hour}, rebound.WithTracerProvider(tp))
+		r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Hour, Jitter: rebound.NoJitter}, rebound.WithTracerProvider(tp))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -167,28 +167,3 @@ func TestShutdownReportsEveryBreakerAdmission(t *testing.T) {
 		})
 	}
 }
-
-// TestStoppedLoopReportsItsBreakerAdmission: a check admitted by the
-// breaker that finds the client closed stops the registration and gives
-// the admission back. (The loop returned without telling the Schedule:
-// the admission was never reported.)
-func TestStoppedLoopReportsItsBreakerAdmission(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv)
-	br := &countingBreaker{}
-	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
-		nacos.WithCheckInterval(50*time.Millisecond),
-		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)))
-	subscribertest.Eventually(t, e2eTimeout, "a check admitted by the breaker", func() bool { return br.admitted.Load() > 0 })
-	c.CloseClient()
-	subscribertest.Eventually(t, e2eTimeout, "the registration to stop", func() bool {
-		return g.Status().State == subscriber.RegistrationStopped
-	})
-	if err := g.Close(); err != nil { // the loop has ended
-		t.Fatal(err)
-	}
-	if a, r := br.admitted.Load(), br.reported.Load(); a != r {
-		t.Fatalf("breaker admitted %d attempts, heard of %d: every admission must be reported once", a, r)
-	}
-}

@@ -76,25 +76,6 @@ func TestShutdownAfterCloseLeavesNoQueryConnection(t *testing.T) {
 	}
 }
 
-// TestShutdownAfterClientClosed: a closed client's connection is closed,
-// so the server dropped its instances: Shutdown confirms that and
-// returns nil (as its doc says), instead of retrying until ctx ends.
-func TestShutdownAfterClientClosed(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv)
-	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
-	c.CloseClient()
-	deadline := time.Now().Add(10 * time.Second)
-	for listed(srv, "orders", "10.0.0.1", 8080) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := g.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown after the client closed = %v, want nil (the server no longer lists it)", err)
-	}
-}
-
 // TestShutdownRacingUpdatesAndRepairs: Updates and repairs (the server
 // forgets the instance again and again) running while Shutdown runs:
 // Shutdown returns nil, the server then lists nothing, and no late
