@@ -96,12 +96,12 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 					keys[i] = subscriber.Key{Service: fmt.Sprint("svc", i)}
 					ctx, cancel := context.WithCancel(context.Background())
 					defer cancel()
-					if i%7 == 3 {
-						time.AfterFunc(time.Duration(rng.IntN(20))*time.Second, cancel)
-					}
 					s, err := m.Subscribe(ctx, keys[i], func([]subscriber.Instance) {})
 					if err != nil {
 						t.Fatal(err)
+					}
+					if i%7 == 3 { // armed after Subscribe: a 0 s draw ended Subscribe's own ctx
+						time.AfterFunc(time.Duration(rng.IntN(20))*time.Second, cancel)
 					}
 					subsMu.Lock()
 					subs[i] = s
