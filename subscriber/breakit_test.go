@@ -251,9 +251,6 @@ func TestBreakChaosOrderAndClose(t *testing.T) {
 					recs[i] = r
 					ctx, cancel := context.WithCancel(context.Background())
 					defer cancel()
-					if i%7 == 3 {
-						time.AfterFunc(time.Duration(rng.IntN(20))*time.Second, cancel)
-					}
 					subs[i], err = m.Subscribe(ctx, keys[i], func(list []subscriber.Instance) {
 						r.mu.Lock()
 						defer r.mu.Unlock()
@@ -268,6 +265,9 @@ func TestBreakChaosOrderAndClose(t *testing.T) {
 					})
 					if err != nil {
 						t.Fatal(err)
+					}
+					if i%7 == 3 { // armed after Subscribe: a 0 s draw ended Subscribe's own ctx
+						time.AfterFunc(time.Duration(rng.IntN(20))*time.Second, cancel)
 					}
 				}
 				for range 400 {
