@@ -471,6 +471,8 @@ func TestBreakCloseConcurrentWithEverything(t *testing.T) {
 		var mu sync.Mutex
 		var all []*subscriber.Subscription
 		closing := make(chan struct{})
+		made := make(chan struct{}) // closed at the first subscription: Close races something
+		var madeOnce sync.Once
 		for g := range 4 {
 			wg.Add(1)
 			go func() {
@@ -501,6 +503,7 @@ func TestBreakCloseConcurrentWithEverything(t *testing.T) {
 					mu.Lock()
 					all = append(all, s)
 					mu.Unlock()
+					madeOnce.Do(func() { close(made) })
 					s.Refresh()
 					_ = m.Status()
 					if i%3 == 0 {
@@ -539,6 +542,11 @@ func TestBreakCloseConcurrentWithEverything(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		}()
+		select { // on a loaded machine the goroutines may not have run in 20 ms
+		case <-made:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no subscription made within 30 s")
+		}
 		time.Sleep(time.Duration(20+round*10) * time.Millisecond)
 		done := make(chan error, 1)
 		go func() { done <- m.Close() }()
