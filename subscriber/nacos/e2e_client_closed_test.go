@@ -2,8 +2,9 @@
 
 package nacos_test
 
-// The tests here close the nacos-sdk-go client while the Registration's
-// instance is held: the client's connection-event listener then runs
+// The tests here close the nacos-sdk-go client and then use it, or close
+// it while a Registration's instance is held: the client's
+// connection-event listener then runs
 // ConnectionEventListener.OnConnected -> redoRegisterEachService ->
 // NamingGrpcProxy.requestToServer, which in nacos-sdk-go v2.3.2 reads and
 // writes the proxy's state without a lock (the upstream race described in
@@ -12,6 +13,8 @@ package nacos_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -62,5 +65,20 @@ func TestStoppedLoopReportsItsBreakerAdmission(t *testing.T) {
 	}
 	if a, r := br.admitted.Load(), br.reported.Load(); a != r {
 		t.Fatalf("breaker admitted %d attempts, heard of %d: every admission must be reported once", a, r)
+	}
+}
+
+// TestRegisterAfterClientClosed: ErrClosed (rebound.ErrClosed), nothing
+// left running (the package's TestMain checks for leaks).
+func TestRegisterAfterClientClosed(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	c.CloseClient()
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	if g != nil || !errors.Is(err, rebound.ErrClosed) || !errors.Is(err, nacos.ErrClosed) {
+		t.Fatalf("Register after CloseClient = %v, %v; want ErrClosed", g, err)
+	}
+	if fmt.Sprint(err) == "" {
+		t.Fatal("empty error text")
 	}
 }

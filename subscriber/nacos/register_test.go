@@ -3,7 +3,6 @@ package nacos_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -264,17 +263,3 @@ func TestRegisterBadInput(t *testing.T) {
 	}
 }
 
-// TestRegisterAfterClientClosed: ErrClosed (rebound.ErrClosed), nothing
-// left running (the package's TestMain checks for leaks).
-func TestRegisterAfterClientClosed(t *testing.T) {
-	srv := newServer(t)
-	c := newClient(t, srv)
-	c.CloseClient()
-	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
-	if g != nil || !errors.Is(err, rebound.ErrClosed) || !errors.Is(err, nacos.ErrClosed) {
-		t.Fatalf("Register after CloseClient = %v, %v; want ErrClosed", g, err)
-	}
-	if fmt.Sprint(err) == "" {
-		t.Fatal("empty error text")
-	}
-}
