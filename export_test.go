@@ -7,3 +7,6 @@ func (b *RetryBudget) Balance(now time.Time) int { return b.balance(now) }
 
 // Probability returns t's rejection probability at now (tests only).
 func (t *AdaptiveThrottle) Probability(now time.Time) float64 { return t.probability(now) }
+
+// Len returns the number of events waiting (tests only).
+func (q *Queue) Len() int { return q.len() }

@@ -56,7 +56,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
