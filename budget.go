@@ -16,9 +16,8 @@ const budgetSlots = 10
 
 // A RetryBudget caps the retries of the loops sharing it (see WithBudget).
 // Over the last window it allows ratio × first attempts + minPerSecond × window retries.
-// It is safe for concurrent use, and time is passed in.
+// It is safe for concurrent use; time is passed in (docs/policy.md).
 // The zero value is not usable: use NewRetryBudget.
-// See docs/policy.md for the full rules.
 type RetryBudget struct {
 	mu     sync.Mutex
 	w      window // a: deposits (first attempts), b: withdrawals (retries)
