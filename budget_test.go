@@ -190,12 +190,14 @@ func TestThrottleProbability(t *testing.T) {
 	if p := th2.Probability(t0.Add(time.Second)); p != 0 {
 		t.Fatalf("Probability after the window = %v, want 0", p)
 	}
+	var nilPCG *rand.PCG
 	for _, tc := range []struct {
 		k      float64
 		window time.Duration
-	}{{0.5, 2 * time.Minute}, {2, time.Millisecond}} {
-		if _, err := rebound.NewAdaptiveThrottle(tc.k, tc.window, nil); !errors.Is(err, rebound.ErrInvalidArgument) {
-			t.Fatalf("bad value accepted (k %v, window %v): %v", tc.k, tc.window, err)
+		src    rand.Source
+	}{{0.5, 2 * time.Minute, nil}, {2, time.Millisecond, nil}, {2, 2 * time.Minute, nilPCG}} {
+		if _, err := rebound.NewAdaptiveThrottle(tc.k, tc.window, tc.src); !errors.Is(err, rebound.ErrInvalidArgument) {
+			t.Fatalf("bad value accepted (k %v, window %v, src %#v): %v", tc.k, tc.window, tc.src, err)
 		}
 	}
 }

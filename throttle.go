@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // ErrThrottled is the error of an attempt an AdaptiveThrottle rejected.
@@ -45,6 +47,10 @@ func NewAdaptiveThrottle(k float64, window time.Duration, src rand.Source) (*Ada
 	if window < 10*time.Millisecond {
 		errs = append(errs, &ArgumentError{Func: "rebound.NewAdaptiveThrottle", Arg: "window",
 			Reason: fmt.Sprintf("= %v: must be at least 10ms", window)})
+	}
+	if src != nil && nilness.Is(src) {
+		errs = append(errs, &ArgumentError{Func: "rebound.NewAdaptiveThrottle", Arg: "src",
+			Reason: "is a nil pointer: pass nil for the global source"})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
