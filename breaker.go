@@ -6,8 +6,7 @@ import (
 )
 
 // A Breaker is a circuit breaker a loop asks before every attempt.
-// Allow admits the attempt and returns done, or refuses it with an error.
-// The loop calls done with the attempt's error once it ended.
+// Allow admits the attempt and returns done, which gets the attempt's error; or it refuses.
 // gobreaker v2's *TwoStepCircuitBreaker[T] is a Breaker as it is:
 //
 //	cb := gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{

@@ -56,10 +56,8 @@ func (j Jitter) String() string {
 }
 
 // Policy is capped exponential backoff with jitter, and when to stop.
-// It is a plain value, safe to copy and share.
-// The zero Policy is valid and means the same in every package.
-// The n-th delay's ceiling is min(Max, Initial×Multiplier^n), n from 0.
-// See docs/policy.md for the defaults and each jitter's draw.
+// The n-th delay's ceiling is min(Max, Initial×Multiplier^n), n from 0 (docs/policy.md).
+// It is a plain value; the zero Policy is valid and means the same in every package.
 type Policy struct {
 	// Initial is the first ceiling: 0 means 1 s, or Max if smaller.
 	// Otherwise it must be at least MinDelay.

@@ -21,10 +21,8 @@ const throttleSlots = 20
 // throttle rejects any (docs/engine.md, "Adaptive throttling").
 const throttleProbes = throttleSlots
 
-// An AdaptiveThrottle rejects requests locally while the backend rejects them.
-// It is the Google SRE book's client-side throttling (see WithThrottle).
-// A request is rejected with probability max(0, (requests - k×accepts) / (requests + 1)).
-// Nothing is rejected while the window holds fewer than 20 requests.
+// An AdaptiveThrottle rejects requests locally while the backend rejects them, as in the SRE book.
+// It rejects with probability max(0, (requests - k×accepts) / (requests + 1)) once its window holds 20 requests.
 // It is safe for concurrent use; time is passed in (docs/policy.md).
 type AdaptiveThrottle struct {
 	mu     sync.Mutex
