@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rebound-go/rebound"
 )
@@ -42,8 +43,8 @@ func TestBadInputsAreArgumentErrors(t *testing.T) {
 		})
 	}
 	// The constructed values are accepted.
-	b, _ := rebound.NewRetryBudget()
-	th, _ := rebound.NewAdaptiveThrottle()
+	b, _ := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithBudget(b), rebound.WithThrottle(th)); err != nil {
 		t.Fatal(err)
 	}

@@ -8,141 +8,63 @@ import (
 	"time"
 )
 
-// ErrBudgetExhausted is the Reason of the *RetryError a loop returns when
-// its RetryBudget refused a retry.
+// ErrBudgetExhausted is the Reason of a *RetryError when a RetryBudget refused a retry.
 var ErrBudgetExhausted = errors.New("rebound: retry budget exhausted: too many retries for the requests sent recently")
-
-// Defaults of NewRetryBudget (Finagle's RetryBudget defaults).
-const (
-	DefaultBudgetRatio        = 0.2
-	DefaultBudgetWindow       = 10 * time.Second
-	DefaultBudgetMinPerSecond = 10.0
-)
 
 // budgetSlots is the number of slots of a budget's sliding window.
 const budgetSlots = 10
 
-// A RetryBudget bounds the retries of any number of loops that share it to
-// a fraction of their first attempts, like Finagle's RetryBudget and
-// Envoy's retry_budget: over a sliding Window (default 10 s) it allows
-//
-//	Ratio × first attempts + MinPerSecond × Window
-//
-// retries (defaults 0.2 and 10/s: 20% of the requests plus 100 retries per
-// 10 s). The floor lets a client that sends few requests still retry;
-// above it, during a full outage, retries stay at Ratio of the traffic
-// instead of multiplying it.
-//
-// Give it to loops with WithBudget: Retry and Retrier.Do count each call's
-// first attempt (Deposit) and ask for each retry (TryWithdraw); a refused
-// retry ends the loop with a *RetryError whose Reason is
-// ErrBudgetExhausted. Schedule.Next asks for retries the same way; loops
-// that run first attempts themselves count them with Schedule.Begin or
-// Retrier.Begin.
-//
-// A RetryBudget is safe for concurrent use and meant to be shared (one per
-// downstream service, per process). Time is passed in, so it runs in
-// virtual time too. A time more than one slot (Window/10) before the
-// latest one seen is a clock stepped back (wall times such as
-// time.Now().UTC() carry no monotonic reading): the window starts anew
-// there, its counts cleared, instead of freezing until the clock catches
-// up; so does a zero time.Time. Its methods allocate nothing. The zero value is not
-// usable: use NewRetryBudget.
+// A RetryBudget caps the retries of the loops sharing it (see WithBudget).
+// Over the last window it allows ratio × first attempts + minPerSecond × window retries.
+// It is safe for concurrent use; time is passed in (docs/policy.md).
+// The zero value is not usable: use NewRetryBudget.
 type RetryBudget struct {
 	mu     sync.Mutex
 	w      window // a: deposits (first attempts), b: withdrawals (retries)
 	ratio  float64
-	floor  float64 // MinPerSecond × Window
+	floor  float64 // minPerSecond × window
 	window time.Duration
-	minPS  float64
 }
 
-// A BudgetOption configures NewRetryBudget.
-type BudgetOption interface{ applyBudget(*budgetConfig) }
-
-type budgetConfig struct {
-	ratio, minPS float64
-	window       time.Duration
-	errs         []error
-}
-
-type budgetOptionFunc func(*budgetConfig)
-
-func (f budgetOptionFunc) applyBudget(c *budgetConfig) { f(c) }
-
-// BudgetRatio sets the retries allowed per first attempt: 0.2 allows one
-// retry per five requests (on top of the floor). Default 0.2. It must be a
-// finite number in [0, 1000]; 0 leaves only the floor.
-func BudgetRatio(r float64) BudgetOption {
-	return budgetOptionFunc(func(c *budgetConfig) {
-		if math.IsNaN(r) || r < 0 || r > 1000 {
-			c.errs = append(c.errs, &ArgumentError{Func: "rebound.BudgetRatio", Arg: "r",
-				Reason: fmt.Sprintf("= %v: must be a number in [0, 1000]", r)})
-			return
-		}
-		c.ratio = r
-	})
-}
-
-// BudgetWindow sets how long a first attempt and a retry count: the
-// length of the sliding window (kept in 10 slots). Default 10 s. It must be
-// at least 10 ms.
-func BudgetWindow(d time.Duration) BudgetOption {
-	return budgetOptionFunc(func(c *budgetConfig) {
-		if d < 10*time.Millisecond {
-			c.errs = append(c.errs, &ArgumentError{Func: "rebound.BudgetWindow", Arg: "d",
-				Reason: fmt.Sprintf("= %v: must be at least 10ms", d)})
-			return
-		}
-		c.window = d
-	})
-}
-
-// BudgetMinPerSecond sets the floor: retries per second allowed whatever
-// the traffic. Default 10. It must be a finite number >= 0; 0 means no
-// floor (then a client must send requests before it may retry).
-func BudgetMinPerSecond(n float64) BudgetOption {
-	return budgetOptionFunc(func(c *budgetConfig) {
-		if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
-			c.errs = append(c.errs, &ArgumentError{Func: "rebound.BudgetMinPerSecond", Arg: "n",
-				Reason: fmt.Sprintf("= %v: must be a finite number >= 0", n)})
-			return
-		}
-		c.minPS = n
-	})
-}
-
-// NewRetryBudget returns a RetryBudget with the given options (see
-// RetryBudget for the defaults). A bad option value is an *ArgumentError
-// naming the option and its rule.
-func NewRetryBudget(opts ...BudgetOption) (*RetryBudget, error) {
-	c := budgetConfig{ratio: DefaultBudgetRatio, minPS: DefaultBudgetMinPerSecond, window: DefaultBudgetWindow}
-	for _, o := range opts {
-		if o != nil {
-			o.applyBudget(&c)
-		}
+// NewRetryBudget returns a RetryBudget.
+// Finagle's defaults are NewRetryBudget(0.2, 10, 10*time.Second).
+// ratio must be in [0, 1000], minPerSecond finite and >= 0, window >= 10 ms.
+// A bad value is an *ArgumentError.
+func NewRetryBudget(ratio, minPerSecond float64, window time.Duration) (*RetryBudget, error) {
+	var errs []error
+	bad := func(arg string, v any, rule string) {
+		errs = append(errs, &ArgumentError{Func: "rebound.NewRetryBudget", Arg: arg,
+			Reason: fmt.Sprintf("= %v: %s", v, rule)})
 	}
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
+	if math.IsNaN(ratio) || ratio < 0 || ratio > 1000 {
+		bad("ratio", ratio, "must be a number in [0, 1000]")
+	}
+	if math.IsNaN(minPerSecond) || math.IsInf(minPerSecond, 0) || minPerSecond < 0 {
+		bad("minPerSecond", minPerSecond, "must be a finite number >= 0")
+	}
+	if window < 10*time.Millisecond {
+		bad("window", window, "must be at least 10ms")
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return &RetryBudget{
-		w:      newWindow(c.window, budgetSlots),
-		ratio:  c.ratio,
-		floor:  c.minPS * c.window.Seconds(),
-		window: c.window,
-		minPS:  c.minPS,
+		w:      newWindow(window, budgetSlots),
+		ratio:  ratio,
+		floor:  minPerSecond * window.Seconds(),
+		window: window,
 	}, nil
 }
 
-// Deposit counts a first attempt (a request) made at now.
+// Deposit counts a first attempt made at now.
 func (b *RetryBudget) Deposit(now time.Time) {
 	b.mu.Lock()
 	b.w.addA(now)
 	b.mu.Unlock()
 }
 
-// TryWithdraw asks for one retry at now: it reports whether the budget
-// allows it, and counts it if so.
+// TryWithdraw reports whether the budget allows a retry at now.
+// It counts the retry if so.
 func (b *RetryBudget) TryWithdraw(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -154,11 +76,9 @@ func (b *RetryBudget) TryWithdraw(now time.Time) bool {
 	return true
 }
 
-// Balance returns how many retries the budget would allow at now. It
-// saturates at math.MaxInt: a budget whose allowance does not fit an int
-// (BudgetMinPerSecond(math.MaxFloat64), an infinite floor) reports
-// math.MaxInt, and grants every retry.
-func (b *RetryBudget) Balance(now time.Time) int {
+// balance returns how many retries the budget would allow at now,
+// saturated at math.MaxInt (an infinite floor grants every retry).
+func (b *RetryBudget) balance(now time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.w.advance(now)
@@ -167,9 +87,4 @@ func (b *RetryBudget) Balance(now time.Time) int {
 		return math.MaxInt
 	}
 	return max(0, int(v))
-}
-
-// String describes the budget's settings.
-func (b *RetryBudget) String() string {
-	return fmt.Sprintf("RetryBudget(ratio %v, min %v/s, window %v)", b.ratio, b.minPS, b.window)
 }

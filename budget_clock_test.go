@@ -13,7 +13,7 @@ import (
 // window: the budget keeps granting its floor per window instead of
 // freezing until the clock catches up with the old slot.
 func TestBudgetClockStepBack(t *testing.T) {
-	b := mustBudget(t) // floor: 100 retries per 10 s
+	b := mustBudget(t, 0.2, 10, 10*time.Second) // floor: 100 retries per 10 s
 	ahead := t0.Add(time.Hour)
 	for b.TryWithdraw(ahead) {
 	}
@@ -38,7 +38,7 @@ func TestBudgetClockStepBack(t *testing.T) {
 // Times out of order by less than a slot still count in the current slot:
 // the step-back rule does not reset the window for them.
 func TestBudgetSlightlyOutOfOrderCounts(t *testing.T) {
-	b := mustBudget(t)
+	b := mustBudget(t, 0.2, 10, 10*time.Second)
 	for i := 0; i < 100; i++ {
 		if !b.TryWithdraw(t0.Add(5 * time.Second)) {
 			t.Fatalf("retry %d refused", i)
@@ -51,7 +51,7 @@ func TestBudgetSlightlyOutOfOrderCounts(t *testing.T) {
 
 // A zero time.Time as the first timestamp does not freeze the budget.
 func TestBudgetZeroFirstTime(t *testing.T) {
-	b := mustBudget(t)
+	b := mustBudget(t, 0.2, 10, 10*time.Second)
 	b.Deposit(time.Time{})
 	for b.TryWithdraw(t0) {
 	}
@@ -63,7 +63,7 @@ func TestBudgetZeroFirstTime(t *testing.T) {
 // After the clock steps back, a healthy backend is not throttled: a loop
 // that sends when Allow says so, and records each accept, runs freely.
 func TestThrottleClockStepBack(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestThrottleClockStepBack(t *testing.T) {
 
 // A zero time.Time as the first timestamp does not freeze the throttle.
 func TestThrottleZeroFirstTime(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestThrottleZeroFirstTime(t *testing.T) {
 // saturates at math.MaxInt instead of reporting 0 while granting everything.
 func TestBudgetBalanceSaturates(t *testing.T) {
 	for _, n := range []float64{math.MaxFloat64, 1e300} {
-		b := mustBudget(t, rebound.BudgetMinPerSecond(n))
+		b := mustBudget(t, 0.2, n, 10*time.Second)
 		if !b.TryWithdraw(t0) {
 			t.Fatalf("MinPerSecond %g: retry refused", n)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,9 +15,9 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-func mustBudget(t testing.TB, opts ...rebound.BudgetOption) *rebound.RetryBudget {
+func mustBudget(t testing.TB, ratio, minPerSecond float64, window time.Duration) *rebound.RetryBudget {
 	t.Helper()
-	b, err := rebound.NewRetryBudget(opts...)
+	b, err := rebound.NewRetryBudget(ratio, minPerSecond, window)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func mustBudget(t testing.TB, opts ...rebound.BudgetOption) *rebound.RetryBudget
 }
 
 func TestBudgetFloorAndWindow(t *testing.T) {
-	b := mustBudget(t) // 20% + 10/s over 10 s: 100 retries with no traffic
+	b := mustBudget(t, 0.2, 10, 10*time.Second) // 20% + 10/s over 10 s: 100 retries with no traffic
 	if got := b.Balance(t0); got != 100 {
 		t.Fatalf("Balance = %d, want 100 (the floor: 10/s x 10s)", got)
 	}
@@ -43,7 +44,7 @@ func TestBudgetFloorAndWindow(t *testing.T) {
 }
 
 func TestBudgetRatioOfFirstAttempts(t *testing.T) {
-	b := mustBudget(t, rebound.BudgetMinPerSecond(0))
+	b := mustBudget(t, 0.2, 0, 10*time.Second)
 	if b.TryWithdraw(t0) {
 		t.Fatal("no floor, no traffic: retry allowed")
 	}
@@ -62,24 +63,25 @@ func TestBudgetRatioOfFirstAttempts(t *testing.T) {
 	if got := b.Balance(t0.Add(11 * time.Second)); got != 0 {
 		t.Fatalf("Balance after the window = %d, want 0", got)
 	}
-	if got := mustBudget(t, rebound.BudgetRatio(0.5), rebound.BudgetMinPerSecond(1), rebound.BudgetWindow(2*time.Second)).Balance(t0); got != 2 {
+	if got := mustBudget(t, 0.5, 1, 2*time.Second).Balance(t0); got != 2 {
 		t.Fatalf("floor 1/s over 2 s: Balance = %d, want 2", got)
 	}
 }
 
 func TestBudgetOptionsRejected(t *testing.T) {
 	for _, tc := range []struct {
-		opt  rebound.BudgetOption
-		name string
+		ratio, minPS float64
+		window       time.Duration
+		name         string
 	}{
-		{rebound.BudgetRatio(-1), "rebound.BudgetRatio"},
-		{rebound.BudgetRatio(2000), "rebound.BudgetRatio"},
-		{rebound.BudgetWindow(0), "rebound.BudgetWindow"},
-		{rebound.BudgetMinPerSecond(-1), "rebound.BudgetMinPerSecond"},
+		{-1, 10, 10 * time.Second, "ratio"},
+		{2000, 10, 10 * time.Second, "ratio"},
+		{0.2, 10, 0, "window"},
+		{0.2, -1, 10 * time.Second, "minPerSecond"},
 	} {
-		_, err := rebound.NewRetryBudget(tc.opt)
+		_, err := rebound.NewRetryBudget(tc.ratio, tc.minPS, tc.window)
 		var ae *rebound.ArgumentError
-		if !errors.As(err, &ae) || ae.Func != tc.name || !errors.Is(err, rebound.ErrInvalidArgument) {
+		if !errors.As(err, &ae) || ae.Func != "rebound.NewRetryBudget" || ae.Arg != tc.name || !errors.Is(err, rebound.ErrInvalidArgument) {
 			t.Fatalf("%s: err = %v", tc.name, err)
 		}
 	}
@@ -92,7 +94,7 @@ func TestBudgetOptionsRejected(t *testing.T) {
 }
 
 func TestBudgetConcurrentNeverOverdrawn(t *testing.T) {
-	b := mustBudget(t, rebound.BudgetMinPerSecond(0))
+	b := mustBudget(t, 0.2, 0, 10*time.Second)
 	var wg sync.WaitGroup
 	var granted atomic.Int64
 	for g := 0; g < 8; g++ {
@@ -117,7 +119,7 @@ func TestBudgetConcurrentNeverOverdrawn(t *testing.T) {
 // most 20% of their number: Retry says why it stopped.
 func TestRetryWithBudgetDuringOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := mustBudget(t, rebound.BudgetMinPerSecond(0))
+		b := mustBudget(t, 0.2, 0, 10*time.Second)
 		r := mustRetrier(t, fast, rebound.WithBudget(b))
 		var attempts atomic.Int64
 		const calls = 100
@@ -144,7 +146,7 @@ func TestRetryWithBudgetDuringOutage(t *testing.T) {
 }
 
 func TestThrottleProbability(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +177,7 @@ func TestThrottleProbability(t *testing.T) {
 		t.Fatalf("%d of 1000 requests sent to a backend rejecting everything", sent)
 	}
 	// (req - 2*acc)/(req+1) exactly.
-	th2, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1.5), rebound.ThrottleWindow(time.Second))
+	th2, _ := rebound.NewAdaptiveThrottle(1.5, time.Second, nil)
 	for i := 0; i < 9; i++ {
 		th2.Allow(t0)
 	}
@@ -188,9 +190,14 @@ func TestThrottleProbability(t *testing.T) {
 	if p := th2.Probability(t0.Add(time.Second)); p != 0 {
 		t.Fatalf("Probability after the window = %v, want 0", p)
 	}
-	for _, opt := range []rebound.ThrottleOption{rebound.ThrottleK(0.5), rebound.ThrottleWindow(time.Millisecond)} {
-		if _, err := rebound.NewAdaptiveThrottle(opt); !errors.Is(err, rebound.ErrInvalidArgument) {
-			t.Fatalf("bad option accepted: %v", err)
+	var nilPCG *rand.PCG
+	for _, tc := range []struct {
+		k      float64
+		window time.Duration
+		src    rand.Source
+	}{{0.5, 2 * time.Minute, nil}, {2, time.Millisecond, nil}, {2, 2 * time.Minute, nilPCG}} {
+		if _, err := rebound.NewAdaptiveThrottle(tc.k, tc.window, tc.src); !errors.Is(err, rebound.ErrInvalidArgument) {
+			t.Fatalf("bad value accepted (k %v, window %v, src %#v): %v", tc.k, tc.window, tc.src, err)
 		}
 	}
 }
@@ -201,7 +208,7 @@ func TestThrottleProbability(t *testing.T) {
 // with Reason ErrExhausted and Last ErrThrottled, having never called op.
 func TestRetryWithThrottleBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(2))
+		th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(2))
 		for i := 0; i < 100000; i++ {
 			th.Allow(time.Now()) // no accept: p ~ 1
 		}
@@ -247,7 +254,7 @@ func TestRetryWithThrottleBacksOff(t *testing.T) {
 // were deferred, not lost.
 func TestRetryThrottledThenSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(3), rebound.ThrottleWindow(10*time.Second))
+		th, _ := rebound.NewAdaptiveThrottle(2, 10*time.Second, seeded(3))
 		for i := 0; i < 1000; i++ {
 			th.Allow(time.Now())
 		}
@@ -265,7 +272,7 @@ func TestRetryThrottledThenSent(t *testing.T) {
 		}
 		// Accepted outcomes lower the probability: a success and a
 		// permanent error are accepts, a transient error is not.
-		th3, _ := rebound.NewAdaptiveThrottle()
+		th3, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 		r := mustRetrier(t, rebound.Policy{MaxAttempts: 1}, rebound.WithThrottle(th3))
 		_ = r.Do(context.Background(), func(context.Context) error { return nil })
 		_ = r.Do(context.Background(), func(context.Context) error { return rebound.Permanent(errBoom) })
@@ -281,11 +288,11 @@ func TestRetryThrottledThenSent(t *testing.T) {
 // next delay (Throttled true); the budget is charged once per retry Next
 // schedules, not for the attempts the throttle deferred.
 func TestScheduleThrottleInVirtualTime(t *testing.T) {
-	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	for i := 0; i < 100000; i++ {
 		th.Allow(t0)
 	}
-	b, _ := rebound.NewRetryBudget(rebound.BudgetMinPerSecond(1))
+	b, _ := rebound.NewRetryBudget(0.2, 1, 10*time.Second)
 	var throttled, retried int
 	h := rebound.Hooks{Throttled: func(rebound.Event) { throttled++ }, Retried: func(rebound.Event) { retried++ }}
 	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5}
@@ -327,7 +334,7 @@ func TestScheduleThrottleInVirtualTime(t *testing.T) {
 // MaxAttempts runs out on a rejected attempt: the stop is ErrExhausted
 // with Last ErrThrottled, and MaxElapsed counts the deferred time too.
 func TestScheduleThrottleExhausts(t *testing.T) {
-	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	for i := 0; i < 100000; i++ {
 		th.Allow(t0)
 	}
@@ -379,8 +386,8 @@ func TestScheduleRefuse(t *testing.T) {
 }
 
 func TestBudgetAndThrottleDoNotAllocate(t *testing.T) {
-	b := mustBudget(t)
-	th, _ := rebound.NewAdaptiveThrottle()
+	b := mustBudget(t, 0.2, 10, 10*time.Second)
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	now := t0
 	if a := testing.AllocsPerRun(1000, func() {
 		now = now.Add(time.Millisecond)
@@ -394,7 +401,7 @@ func TestBudgetAndThrottleDoNotAllocate(t *testing.T) {
 }
 
 func BenchmarkRetryBudget(b *testing.B) {
-	bud := mustBudget(b)
+	bud := mustBudget(b, 0.2, 10, 10*time.Second)
 	now := time.Now()
 	b.Run("Deposit+TryWithdraw", func(b *testing.B) {
 		b.ReportAllocs()
@@ -416,7 +423,7 @@ func BenchmarkRetryBudget(b *testing.B) {
 }
 
 func BenchmarkAdaptiveThrottle(b *testing.B) {
-	th, _ := rebound.NewAdaptiveThrottle()
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	now := time.Now()
 	b.Run("Allow+Accepted", func(b *testing.B) {
 		b.ReportAllocs()
@@ -439,8 +446,8 @@ func BenchmarkAdaptiveThrottle(b *testing.B) {
 }
 
 func BenchmarkRetrierWithBudget(b *testing.B) {
-	bud := mustBudget(b)
-	th, _ := rebound.NewAdaptiveThrottle()
+	bud := mustBudget(b, 0.2, 10, 10*time.Second)
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	r := mustRetrier(b, rebound.Policy{}, rebound.WithBudget(bud), rebound.WithThrottle(th))
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
@@ -455,7 +462,7 @@ func BenchmarkRetrierWithBudget(b *testing.B) {
 // Each attempt's outcome is recorded once: a permanent first attempt is
 // one accept.
 func TestThrottleRecordsEachOutcomeOnce(t *testing.T) {
-	th, _ := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1))
+	th, _ := rebound.NewAdaptiveThrottle(1, 2*time.Minute, nil)
 	r := mustRetrier(t, rebound.Policy{}, rebound.WithThrottle(th))
 	for i := 0; i < 2; i++ {
 		if err := r.Do(context.Background(), func(context.Context) error { return rebound.Permanent(errBoom) }); err != errBoom {
@@ -470,3 +477,6 @@ func TestThrottleRecordsEachOutcomeOnce(t *testing.T) {
 		t.Fatalf("Probability = %v, want (6 requests - 2 accepts)/7", p)
 	}
 }
+
+// seeded returns a deterministic random source for a throttle's draws.
+func seeded(s uint64) *rand.PCG { return rand.NewPCG(s, s^0x9e3779b97f4a7c15) }

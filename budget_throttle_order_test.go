@@ -14,8 +14,8 @@ import (
 // the backend never accepted, and a run deferred by an empty budget drove
 // the throttle's rejection probability towards 1 with no request sent.
 func TestBudgetRefusalsDoNotTeachTheThrottle(t *testing.T) {
-	b := mustBudget(t, rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0))
-	th, err := rebound.NewAdaptiveThrottle()
+	b := mustBudget(t, 0, 0, 10*time.Second)
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

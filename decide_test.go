@@ -105,7 +105,7 @@ func TestDecideRefusalRules(t *testing.T) {
 		{rebound.RefuseDefer, rebound.WaitFor},
 		{rebound.RefuseDrop, rebound.Drop},
 	} {
-		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.000001), rebound.BudgetMinPerSecond(0.000001))
+		b, err := rebound.NewRetryBudget(0.000001, 0.000001, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestDecideRefusalRules(t *testing.T) {
 // lets first attempts through a throttle that rejects everything, and
 // the throttle still refuses retries.
 func TestDecideAdmissionPerKind(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1), rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(1, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,14 +235,14 @@ func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
 // attempt whatever the throttle says (failback's Invoke) keeps the budget's
 // count of work right; only a retry's withdrawal waits for the throttle.
 func TestFirstAttemptDepositsWhateverTheThrottle(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1), rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(1, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1000 { // the backend rejected everything
 		th.Allow(t0.Add(time.Duration(i) * time.Millisecond))
 	}
-	b, err := rebound.NewRetryBudget(rebound.BudgetRatio(1), rebound.BudgetMinPerSecond(0))
+	b, err := rebound.NewRetryBudget(1, 0, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

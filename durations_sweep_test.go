@@ -85,15 +85,15 @@ func TestDurationSettingsSweep(t *testing.T) {
 			sweepRetry(t, "RetryAfter", rebound.Policy{}, func() error { return rebound.RetryAfter(d, transient()) })
 		})
 		t.Run("BudgetWindow/"+d.String(), func(t *testing.T) {
-			b, err := rebound.NewRetryBudget(rebound.BudgetWindow(d))
-			if sweepRefused(t, "rebound.BudgetWindow", d, d >= 10*time.Millisecond, err) {
+			b, err := rebound.NewRetryBudget(0.2, 10, d)
+			if sweepRefused(t, "rebound.NewRetryBudget", d, d >= 10*time.Millisecond, err) {
 				return
 			}
 			sweepRetry(t, "BudgetWindow", rebound.Policy{}, transient, rebound.WithBudget(b))
 		})
 		t.Run("ThrottleWindow/"+d.String(), func(t *testing.T) {
-			th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleWindow(d))
-			if sweepRefused(t, "rebound.ThrottleWindow", d, d >= 10*time.Millisecond, err) {
+			th, err := rebound.NewAdaptiveThrottle(2, d, nil)
+			if sweepRefused(t, "rebound.NewAdaptiveThrottle", d, d >= 10*time.Millisecond, err) {
 				return
 			}
 			sweepRetry(t, "ThrottleWindow", rebound.Policy{}, transient, rebound.WithThrottle(th))

@@ -9,41 +9,27 @@ import (
 )
 
 var (
-	// ErrInvalidPolicy is wrapped by every error Policy.Validate returns.
+	// ErrInvalidPolicy is wrapped by every error of Policy.Validate.
 	ErrInvalidPolicy = errors.New("rebound: invalid policy")
-	// ErrExhausted is wrapped by the error Retry returns when the policy
-	// allows no further attempt (MaxAttempts, MaxElapsed, or a Retry-After
-	// that does not fit in MaxElapsed).
+	// ErrExhausted is the Reason of a *RetryError when the policy allows no further attempt.
+	// MaxAttempts, MaxElapsed, or a Retry-After past MaxElapsed ends it.
 	ErrExhausted = errors.New("rebound: retries exhausted")
-	// ErrInvalidArgument is matched by every *ArgumentError: a bad
-	// argument or option value, in any package of rebound.
+	// ErrInvalidArgument is matched by every *ArgumentError, in every package.
 	ErrInvalidArgument = errors.New("rebound: invalid argument")
-	// ErrCalledFromCallback is returned by a Close or Shutdown called from
-	// one of the callbacks of the thing it stops (an observer, a listener,
-	// a hook), which it would otherwise wait for: the stop has begun and
-	// finishes in the background once the callback returns (a later Close
-	// or Shutdown from outside waits for that end). A subscriber Manager,
-	// a failback Invoker and a Queue return it. It matches no other error.
+	// ErrCalledFromCallback is returned by a Close or Shutdown called from a callback of what it stops.
+	// The stop goes on in the background once the callback returns.
 	ErrCalledFromCallback = errors.New("rebound: Close or Shutdown called from a callback: stopping in the background")
 )
 
-// RetryError is returned by Retry (and Retrier.Do, Schedule.Next and
-// Schedule.Wait) when a loop stops retrying an error that was still
-// considered transient: the policy was exhausted, the context was done, or
-// the next wait would have ended after the context's deadline. A loop whose
-// context was done before its first attempt returns one with Attempts 0 and
-// a nil Last.
-//
-// errors.Is(err, Reason) and errors.Is(err, Last) both hold, so a caller can
-// test for ErrExhausted, context.Canceled or context.DeadlineExceeded and for
-// the operation's own error.
+// RetryError is returned when a loop stops retrying a transient error.
+// It matches its Reason and its Last error with errors.Is.
+// A loop whose context ended before any attempt returns Attempts 0 and a nil Last.
 type RetryError struct {
 	// Attempts is how many times the operation was called.
 	Attempts int
 	// Last is the error of the last attempt.
 	Last error
-	// Reason says why retrying stopped: ErrExhausted, context.Canceled or
-	// context.DeadlineExceeded (possibly wrapped with detail).
+	// Reason says why retrying stopped: ErrExhausted, ErrBudgetExhausted or the context's error.
 	Reason error
 }
 
@@ -59,7 +45,7 @@ func (e *RetryError) Error() string {
 		e.Attempts, plural(e.Attempts), e.Reason, e.Last)
 }
 
-// Unwrap returns the reason and the last error (if any).
+// Unwrap returns the reason and the last error, if any.
 func (e *RetryError) Unwrap() []error {
 	if e.Last == nil {
 		return []error{e.Reason}
@@ -74,58 +60,46 @@ func plural(n int) string {
 	return "s"
 }
 
-// Permanent marks err as not worth retrying: Retry returns it (unwrapped) at
-// once. It returns nil for a nil err. The result is a *backoff.PermanentError,
-// so it is understood by cenkalti/backoff's own loops too, and
-// errors.Is/errors.As see through it to err.
+// Permanent marks err as not worth retrying: a loop returns err at once.
+// It returns nil for a nil err.
+// cenkalti/backoff's loops honour the mark too.
 func Permanent(err error) error {
 	return backoff.Permanent(err)
 }
 
-// IsPermanent reports whether err, or any error it wraps, was marked with
-// Permanent (or backoff.Permanent).
+// IsPermanent reports whether err's chain holds a Permanent (or backoff.Permanent) mark.
 func IsPermanent(err error) bool {
 	_, ok := errors.AsType[*backoff.PermanentError](err)
 	return ok
 }
 
-// RetryAfterError carries a server's explicit instruction to wait at least
-// Delay before the next attempt. Create it with RetryAfter.
-type RetryAfterError struct {
-	Delay time.Duration
-	Err   error
+// retryAfterError carries a server's instruction to wait at least delay.
+type retryAfterError struct {
+	delay time.Duration
+	err   error
 }
 
-func (e *RetryAfterError) Error() string {
-	return fmt.Sprintf("%v (retry after %v)", e.Err, e.Delay)
+func (e *retryAfterError) Error() string {
+	return fmt.Sprintf("%v (retry after %v)", e.err, e.delay)
 }
 
-// Unwrap returns the wrapped error.
-func (e *RetryAfterError) Unwrap() error { return e.Err }
+func (e *retryAfterError) Unwrap() error { return e.err }
 
-// RetryAfter wraps err with a server's instruction to wait at least d before
-// the next attempt: the next wait is max(min(d, Policy.MaxRetryAfter), the
-// policy's delay), so a huge d (a parsed "Retry-After: 4294967295") waits
-// at most MaxRetryAfter (default 5 min) instead of pinning the loop. It
-// returns nil for a nil err; a negative d counts as 0.
-//
-// If waiting d would end after the context's deadline, Retry returns at once
-// (an error wrapping context.DeadlineExceeded) instead of sleeping through
-// it. If it would end after the policy's MaxElapsed budget, Retry returns at
-// once with an error wrapping ErrExhausted whose text names the Retry-After:
-// the instruction is neither ignored nor allowed to stop retrying silently.
+// RetryAfter wraps err with a server's instruction to wait at least d.
+// The next wait is at least min(d, Policy.MaxRetryAfter).
+// It returns nil for a nil err; a negative d counts as 0.
+// See docs/policy.md for deadlines and MaxElapsed.
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &RetryAfterError{Delay: max(d, 0), Err: err}
+	return &retryAfterError{delay: max(d, 0), err: err}
 }
 
-// RetryAfterDelay returns the Retry-After delay carried by err (or any error
-// it wraps), if any.
+// RetryAfterDelay returns the delay of a RetryAfter in err's chain, if any.
 func RetryAfterDelay(err error) (time.Duration, bool) {
-	if ra, ok := errors.AsType[*RetryAfterError](err); ok {
-		return ra.Delay, true
+	if ra, ok := errors.AsType[*retryAfterError](err); ok {
+		return ra.delay, true
 	}
 	return 0, false
 }

@@ -154,7 +154,7 @@ func ExampleSchedule() {
 
 func ExampleRetryBudget() {
 	// Retries at most 20% of the first attempts, no floor, over 10 s.
-	b, _ := rebound.NewRetryBudget(rebound.BudgetRatio(0.2), rebound.BudgetMinPerSecond(0))
+	b, _ := rebound.NewRetryBudget(0.2, 0, 10*time.Second)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := 0; i < 10; i++ {
 		b.Deposit(now) // ten calls
@@ -173,7 +173,7 @@ func ExampleRetryBudget() {
 }
 
 func ExampleAdaptiveThrottle() {
-	th, _ := rebound.NewAdaptiveThrottle() // K = 2, 2 min window
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil) // K = 2, 2 min window
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := 0; i < 10; i++ { // 10 requests, half accepted
 		th.Allow(now)

@@ -1,26 +1,17 @@
 package rebound
 
-// Hooks is an Observer made of one optional function per kind of event of
-// a retry loop, like net/http's HandlerFunc: WithObserver(Hooks{GaveUp: f})
-// calls f for each EventGiveUp and ignores the other kinds. A nil field
-// skips its kind.
+// Hooks is an Observer with one optional function per kind of a retry loop's events.
+// A nil field skips its kind.
 type Hooks struct {
-	// Attempted: an attempt ended (EventAttempt); Err is its outcome,
-	// nil for a success.
+	// Attempted is called for EventAttempt.
 	Attempted func(Event)
-	// Retried: an attempt failed with a transient error and the loop
-	// waits Delay (EventRetry).
+	// Retried is called for EventRetry.
 	Retried func(Event)
-	// Recovered: an attempt succeeded after at least one failure
-	// (EventRecovered).
+	// Recovered is called for EventRecovered.
 	Recovered func(Event)
-	// GaveUp: the loop ended with the error Err (EventGiveUp).
+	// GaveUp is called for EventGiveUp.
 	GaveUp func(Event)
-	// Throttled: an attempt was refused locally and not sent
-	// (EventThrottled): by the AdaptiveThrottle, the RetryBudget or the
-	// Breaker, under every refusal rule (WithRefusal); Err is the refusal
-	// (ErrThrottled, ErrBudgetExhausted, a *BreakerError), Delay the wait
-	// before the loop tries again (0 if it gives up or drops the work).
+	// Throttled is called for EventThrottled.
 	Throttled func(Event)
 }
 

@@ -43,7 +43,7 @@ func TestRetryLastRetryNotLostToTimerLateness(t *testing.T) {
 	}{
 		{"no gate", func(*testing.T) []rebound.Option { return nil }},
 		{"throttle", func(t *testing.T) []rebound.Option {
-			th, err := rebound.NewAdaptiveThrottle()
+			th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ func TestDecideLookupBesideAPendingRetry(t *testing.T) {
 	lim := rate.NewLimiter(rate.Every(time.Second), 1)
 	lim.ReserveN(t0, 1)
 	lim.ReserveN(t0, 1) // the next token at t0+2s
-	b := mustBudget(t, rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(1))
+	b := mustBudget(t, 0, 1, 10*time.Second)
 	s := mustRetrier(t, fixed, rebound.WithLimiter(lim), rebound.WithBudget(b),
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer)).NewSchedule(t0)
 	s.Decide(t0, rebound.Failed(nil))
@@ -54,7 +54,7 @@ func rejectingThrottle(t *testing.T) *rebound.AdaptiveThrottle {
 // rejectingThrottleAt is rejectingThrottle taught in the second before
 // end.
 func rejectingThrottleAt(t *testing.T, end time.Time) *rebound.AdaptiveThrottle {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleK(1), rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(1, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDecideLookupRefusedLeavesTheRun(t *testing.T) {
 // throttle hears its accept, so lookups that succeed do not teach it that
 // the backend rejects everything.
 func TestDecideLookupOutcomeReachesTheThrottle(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle()
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

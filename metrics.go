@@ -7,22 +7,10 @@ import (
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// WithMeterProvider records the loop's OpenTelemetry metrics with mp (see
-// docs/observability.md): rebound.retry.attempts{outcome=success|retry|gave_up|throttled}
-// (every attempt), rebound.retry.delay (s, each backoff delay) and
-// rebound.limiter.wait (s, each wait for a WithLimiter token), on the meter
-// "github.com/rebound-go/rebound", each measurement carrying attrs (for
-// example attribute.String("component", "payments"); rebound's own loops
-// set component=subscriber, failback). A nil mp records nothing, the
-// default; rebound uses no global MeterProvider.
-//
-// The instruments are created, and one collection callback registered with
-// mp, when WithMeterProvider is called: build the option once (for a
-// Retrier, or kept and reused across Retry calls), not once per Retry
-// call; if several are given, the last one applies. The meter is an
-// Observer of the loop's events, called before those of WithObserver; on
-// the success path it costs one atomic add and no allocation, in Retry too
-// (BenchmarkObserverCost).
+// WithMeterProvider records the loop's OpenTelemetry metrics with mp, each with attrs.
+// A nil mp, the default, records nothing.
+// It creates the instruments when called: build the option once.
+// If several are given, the last applies (docs/observability.md).
 func WithMeterProvider(mp metric.MeterProvider, attrs ...attribute.KeyValue) Option {
 	if mp == nil {
 		return nil

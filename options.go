@@ -8,10 +8,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// An Option configures Retry and NewRetrier (and, for WithSeed and
-// WithClock, NewBackOff). A nil Option is ignored. An option given a bad
-// value makes Retry (without calling the operation) and NewRetrier return an
-// *ArgumentError naming the option and the rule.
+// An Option configures Retry and NewRetrier. A nil Option is ignored.
+// A bad value is an *ArgumentError from Retry or NewRetrier.
 type Option interface {
 	apply(*config)
 }
@@ -64,30 +62,16 @@ func (c *config) now() time.Time {
 	return time.Now()
 }
 
-// WithClassifier sets which errors are transient (worth retrying): a loop
-// returns an error for which transient reports false at once, unchanged.
-// Without a classifier (or with a nil one) every error not marked Permanent
-// is retried. Errors marked Permanent stop the loop whatever the classifier
-// says.
+// WithClassifier sets which errors are worth retrying.
+// A loop returns an error transient rejects at once, unchanged.
+// Without it, every error not marked Permanent is retried.
 func WithClassifier(transient func(error) bool) Option {
 	return optionFunc(func(c *config) { c.transient = transient })
 }
 
-// WithLimiter makes every retry (and, with WithAdmission, a first attempt
-// or a lookup) take a token from l when its backoff delay is over, so that any number of loops sharing l
-// together never start retries faster than its rate. A *rate.Limiter is
-// safe for concurrent use. The token is reserved at the moment the retry is
-// due (Schedule.Admit), never ahead of time: reservations made at future
-// times out of order would let a shared rate.Limiter grant several times
-// its rate. The limiter reads the loop's clock (WithClock; default
-// time.Now). The time spent waiting for a token comes on top of the delay
-// an EventRetry reports and is reported as LimiterWait on the next
-// attempt's event; if the wait would pass ctx's deadline, the loop returns
-// at once (an error wrapping context.DeadlineExceeded), and a wait that
-// would start the attempt after MaxElapsed stops the loop (ErrExhausted).
-//
-// l must not be nil, and must be able to grant a token: a finite rate with
-// burst 0 (rate.NewLimiter(10, 0)) never does, and is rejected.
+// WithLimiter makes every retry take a token from l once its delay is over.
+// Loops sharing l never start retries faster than its rate.
+// l must not be nil and must be able to grant a token (docs/policy.md).
 func WithLimiter(l *rate.Limiter) Option {
 	return optionFunc(func(c *config) {
 		switch {
@@ -102,13 +86,9 @@ func WithLimiter(l *rate.Limiter) Option {
 	})
 }
 
-// WithBudget makes the loop's retries draw from b (see RetryBudget), which
-// any number of loops may share: each first attempt of Retry or
-// Retrier.Do is a deposit, each retry a withdrawal, and a retry the budget
-// refuses ends the loop with a *RetryError whose Reason is
-// ErrBudgetExhausted (and whose text says so). b must not be nil nor a
-// zero RetryBudget (make it with NewRetryBudget). With a budget, the first
-// attempt reads the clock (WithClock).
+// WithBudget makes the loop's retries draw from b, which loops may share.
+// A refused retry ends the loop with Reason ErrBudgetExhausted.
+// b must come from NewRetryBudget.
 func WithBudget(b *RetryBudget) Option {
 	return optionFunc(func(c *config) {
 		if b == nil {
@@ -123,17 +103,9 @@ func WithBudget(b *RetryBudget) Option {
 	})
 }
 
-// WithThrottle makes every attempt of the loop, the first included, ask t
-// first (see AdaptiveThrottle), which any number of loops may share: an
-// attempt t rejects locally is not made; it counts as a failed attempt
-// (toward MaxAttempts and MaxElapsed, error ErrThrottled) and the loop
-// backs off by the policy's next delay and asks again, so a loop ends only
-// when its policy runs out (a *RetryError with Reason ErrExhausted and Last
-// ErrThrottled; see Schedule, "Adaptive throttling"). Outcomes are
-// recorded: a success or an error that is not transient (Permanent, or
-// refused by the classifier) is an accept. t must not be nil nor a zero
-// AdaptiveThrottle (make it with NewAdaptiveThrottle). With a throttle,
-// the first attempt reads the clock (WithClock).
+// WithThrottle makes every attempt of the loop ask t first; loops may share t.
+// A rejected attempt is not sent; it counts as failed, and the loop backs off.
+// t must come from NewAdaptiveThrottle (docs/policy.md).
 func WithThrottle(t *AdaptiveThrottle) Option {
 	return optionFunc(func(c *config) {
 		if t == nil {

@@ -11,44 +11,33 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Defaults taken by the zero fields of a Policy.
+// The defaults of a Policy's zero fields.
 const (
-	DefaultInitial    = 1 * time.Second
-	DefaultMultiplier = 2.0
-	DefaultMax        = 30 * time.Second
-
-	// MinDelay is the floor of every delay a Policy's BackOff returns.
-	// Full jitter draws from [0, ceiling]; a draw below MinDelay is raised to
-	// it, so no configuration can turn a retry loop into a busy-spin.
-	MinDelay = 500 * time.Microsecond
-
-	// DefaultMaxRetryAfter is the largest Retry-After a loop honours when
-	// Policy.MaxRetryAfter is 0 (or Max, if Max is larger): a server's
-	// longer instruction is clamped to it. Envoy discards rate-limit
-	// headers beyond the same 300 s; rebound clamps instead, so that the
-	// wait is still at least as long as the formula's and the server's
-	// intent ("much later") survives.
-	DefaultMaxRetryAfter = 5 * time.Minute
+	defaultInitial       = 1 * time.Second
+	defaultMultiplier    = 2.0
+	defaultMax           = 30 * time.Second
+	defaultMaxRetryAfter = 5 * time.Minute
 )
 
-// Jitter selects how a delay is drawn below the exponential ceiling.
+// MinDelay is the floor of every delay a Policy yields.
+// A draw below it is raised to it, so no loop can busy-spin.
+const MinDelay = 500 * time.Microsecond
+
+// Jitter selects how a delay is drawn below the ceiling.
 // The zero value is FullJitter.
 type Jitter int
 
 const (
-	// FullJitter draws each delay uniformly from [0, ceiling(n)] (raised to
-	// MinDelay). It spreads a crowd of clients best and does the least total
-	// work; it is the default.
+	// FullJitter draws from [0, ceiling(n)], raised to MinDelay.
+	// It is the default.
 	FullJitter Jitter = iota
-	// EqualJitter draws each delay uniformly from [ceiling(n)/2, ceiling(n)]:
-	// never shorter than half the ceiling.
+	// EqualJitter draws from [ceiling(n)/2, ceiling(n)].
 	EqualJitter
-	// DecorrelatedJitter draws delay(n) uniformly from
-	// [Initial, 3*delay(n-1)] and caps it at Max, with delay(-1) = Initial.
+	// DecorrelatedJitter draws from [Initial, 3×previous delay], capped at Max.
 	// It ignores Multiplier.
 	DecorrelatedJitter
-	// NoJitter waits exactly ceiling(n). Clients that fail together retry
-	// together: use it only for a single client or in simulations.
+	// NoJitter waits exactly ceiling(n).
+	// Clients that fail together then retry together.
 	NoJitter
 )
 
@@ -66,67 +55,34 @@ func (j Jitter) String() string {
 	return fmt.Sprintf("Jitter(%d)", int(j))
 }
 
-// Policy describes capped exponential backoff with jitter. It is a plain
-// value: copy it freely, share it between goroutines, and build one
-// Schedule (through a Retrier) or one BackOff (NewBackOff) per retry loop.
-//
-// The zero Policy is usable and means the same in every package of
-// rebound: first ceiling 1 s, doubling, capped at 30 s, full jitter,
-// unlimited attempts, no time limit, Retry-After honoured up to 5 min.
-//
-// Invalid policies: Retry, NewRetrier (and the constructors of rebound's
-// other packages) reject a policy that breaks a rule of Validate, with an
-// error naming the field and the rule, before anything runs. NewBackOff has
-// no error return (it is a cenkalti/backoff building block, like
-// backoff.NewExponentialBackOff): it runs the Normalized policy instead,
-// which never panics and never spins. Validate first when the policy comes
-// from configuration.
-//
-// The ceiling of the n-th delay (n = 0 for the wait after the first failed
-// attempt) is
-//
-//	ceiling(n) = min(Max, Initial * Multiplier^n)
-//
-// computed in floating point, so it never overflows (see Ceiling). The delay
-// actually returned depends on Jitter; with the defaults the ceilings are
-// 1s, 2s, 4s, 8s, 16s, 30s, 30s, ... and:
-//
-//	FullJitter          uniform [0, ceiling(n)], at least MinDelay
-//	EqualJitter         uniform [ceiling(n)/2, ceiling(n)]
-//	DecorrelatedJitter  min(Max, uniform [Initial, 3*previous delay])
-//	NoJitter            exactly ceiling(n)
+// Policy is capped exponential backoff with jitter, and when to stop.
+// The n-th delay's ceiling is min(Max, Initial×Multiplier^n), n from 0 (docs/policy.md).
+// It is a plain value; the zero Policy is valid and means the same in every package.
 type Policy struct {
-	// Initial is the ceiling of the first delay. 0 means DefaultInitial
-	// (or Max, if Max is set below DefaultInitial). A positive value must
-	// be at least MinDelay.
+	// Initial is the first ceiling: 0 means 1 s, or Max if smaller.
+	// Otherwise it must be at least MinDelay.
 	Initial time.Duration
-	// Multiplier is the growth of the ceiling per attempt. 0 means
-	// DefaultMultiplier; otherwise it must be a finite number >= 1.
+	// Multiplier is the ceiling's growth per attempt: 0 means 2.
+	// Otherwise it must be a finite number >= 1.
 	Multiplier float64
-	// Max caps every single delay. 0 means DefaultMax (or Initial, if
-	// Initial is set above DefaultMax). It must not be less than Initial.
+	// Max caps every delay: 0 means 30 s, or Initial if larger.
+	// It must not be less than Initial.
 	Max time.Duration
-	// Jitter selects how delays are drawn; the zero value is FullJitter.
+	// Jitter selects how delays are drawn.
 	Jitter Jitter
-	// MaxAttempts is the total number of attempts including the first;
-	// 0 means unlimited. MaxAttempts 1 means no retry.
+	// MaxAttempts counts every attempt, the first included.
+	// 0 means unlimited; 1 means no retry.
 	MaxAttempts int
-	// MaxElapsed bounds the time from the start of a loop (the start of
-	// the Retry call, Schedule.Reset, or the last Reset of a BackOff) to
-	// the START of any attempt: a loop stops, rather than wait, when the
-	// next attempt would start after start+MaxElapsed, limiter wait and
-	// Retry-After included. 0 means unlimited.
+	// MaxElapsed bounds the time from a loop's start to any attempt's start.
+	// A loop stops rather than wait past it. 0 means unlimited.
 	MaxElapsed time.Duration
-	// MaxRetryAfter caps a server's Retry-After (see RetryAfter): a longer
-	// one is clamped to MaxRetryAfter, so that "Retry-After: 4294967295"
-	// cannot pin a loop or a queue slot for 136 years. 0 means
-	// DefaultMaxRetryAfter (5 min), or Max if Max is larger.
+	// MaxRetryAfter caps a server's Retry-After (see RetryAfter).
+	// 0 means 5 min, or Max if larger.
 	MaxRetryAfter time.Duration
 }
 
-// Validate reports every field that breaks its rule, as an error wrapping
-// ErrInvalidPolicy that names the field, its value and the rule. The zero
-// Policy is valid.
+// Validate returns an error wrapping ErrInvalidPolicy for a bad policy.
+// It names every bad field, its value and the rule.
 func (p Policy) Validate() error {
 	// Fast path: the common valid cases do not allocate.
 	if p.validFast() {
@@ -181,17 +137,9 @@ func (p Policy) validFast() bool {
 		p.MaxAttempts >= 0 && p.MaxElapsed >= 0 && p.MaxRetryAfter >= 0
 }
 
-// Normalized returns the policy NewBackOff actually runs: every zero field
-// replaced by its default, and every invalid field replaced by a safe value
-// (never a panic, never a busy-spin):
-//
-//   - Initial and Max below MinDelay (zero or negative included) take their
-//     defaults; a positive value below MinDelay is raised to MinDelay.
-//   - A Multiplier that is NaN, infinite or below 1 takes DefaultMultiplier.
-//   - Max below Initial is raised to Initial.
-//   - An unknown Jitter becomes FullJitter.
-//   - Negative MaxAttempts and MaxElapsed mean unlimited (0).
-//   - MaxRetryAfter 0 or negative takes max(DefaultMaxRetryAfter, Max).
+// Normalized returns the policy a loop runs.
+// Each zero field takes its default and each bad field a safe value.
+// It never yields a busy-spin (docs/policy.md lists the rules).
 func (p Policy) Normalized() Policy {
 	switch {
 	case p.Initial > 0 && p.Initial < MinDelay:
@@ -207,16 +155,16 @@ func (p Policy) Normalized() Policy {
 	}
 	switch {
 	case p.Initial == 0 && p.Max == 0:
-		p.Initial, p.Max = DefaultInitial, DefaultMax
+		p.Initial, p.Max = defaultInitial, defaultMax
 	case p.Initial == 0:
-		p.Initial = min(DefaultInitial, p.Max)
+		p.Initial = min(defaultInitial, p.Max)
 	case p.Max == 0:
-		p.Max = max(DefaultMax, p.Initial)
+		p.Max = max(defaultMax, p.Initial)
 	case p.Max < p.Initial:
 		p.Max = p.Initial
 	}
 	if math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0) || p.Multiplier < 1 {
-		p.Multiplier = DefaultMultiplier
+		p.Multiplier = defaultMultiplier
 	}
 	if p.Jitter < FullJitter || p.Jitter > NoJitter {
 		p.Jitter = FullJitter
@@ -228,14 +176,13 @@ func (p Policy) Normalized() Policy {
 		p.MaxElapsed = 0
 	}
 	if p.MaxRetryAfter <= 0 {
-		p.MaxRetryAfter = max(DefaultMaxRetryAfter, p.Max)
+		p.MaxRetryAfter = max(defaultMaxRetryAfter, p.Max)
 	}
 	return p
 }
 
-// Ceiling returns min(Max, Initial*Multiplier^n) of the normalized policy:
-// the upper bound of the n-th delay (n = 0 is the wait after the first
-// failure). It never overflows, for any n; a negative n counts as 0.
+// Ceiling returns the n-th delay's upper bound, n from 0.
+// It never overflows; a negative n counts as 0.
 func (p Policy) Ceiling(n int) time.Duration {
 	return p.Normalized().ceiling(n)
 }
@@ -253,18 +200,10 @@ func (p Policy) ceiling(n int) time.Duration {
 	return time.Duration(f)
 }
 
-// NewBackOff returns a fresh BackOff that follows the normalized policy
-// (see Normalized), with its own random source. A BackOff is not safe for
-// concurrent use: build one per loop. It returns backoff.Stop once
-// MaxAttempts attempts have failed or when the next delay would end more
-// than MaxElapsed after the last Reset (which NewBackOff performs).
-//
-// A BackOff knows nothing of Retry-After, limiters or budgets: loops that
-// need those use a Schedule (Retrier.NewSchedule), which draws the same
-// delays.
-//
-// Options used: WithSeed (deterministic draws) and WithClock (the time
-// MaxElapsed is measured with); others are ignored.
+// NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
+// It stops after MaxAttempts or past MaxElapsed, and ignores Retry-After.
+// It is not safe for concurrent use: build one per loop.
+// Only WithSeed and WithClock apply.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {
 		var c config // stays on the stack

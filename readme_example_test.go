@@ -46,7 +46,7 @@ func ExampleRetry_quickStart() {
 // a Retrier compiled once with a shared RetryBudget and hooks.
 func ExampleNewRetrier() {
 	ctx := context.Background()
-	budget, err := rebound.NewRetryBudget() // retries at most 20% of calls + 10/s
+	budget, err := rebound.NewRetryBudget(0.2, 10, 10*time.Second) // retries at most 20% of calls + 10/s
 	if err != nil {
 		panic(err)
 	}

@@ -26,7 +26,7 @@ func TestDecideRefusalMatrix(t *testing.T) {
 	}
 	gates := []gateCase{
 		{"budget", rebound.GateBudget, rebound.ErrBudgetExhausted, func(t *testing.T) rebound.Option {
-			return rebound.WithBudget(mustBudget(t, rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0)))
+			return rebound.WithBudget(mustBudget(t, 0, 0, 10*time.Second))
 		}},
 		{"throttle", rebound.GateThrottle, rebound.ErrThrottled, func(t *testing.T) rebound.Option {
 			return rebound.WithThrottle(rejectingThrottle(t))
@@ -122,7 +122,7 @@ func TestRetrierDoRefusalMatrix(t *testing.T) {
 						var reason error
 						switch gate {
 						case rebound.GateBudget:
-							opt, reason = rebound.WithBudget(mustBudget(t, rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0))), rebound.ErrBudgetExhausted
+							opt, reason = rebound.WithBudget(mustBudget(t, 0, 0, 10*time.Second)), rebound.ErrBudgetExhausted
 						case rebound.GateThrottle:
 							opt, reason = rebound.WithThrottle(rejectingThrottleAt(t, time.Now())), rebound.ErrThrottled
 						default:

@@ -105,8 +105,8 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 // Decide costs no allocation without a limiter, with the budget, the
 // throttle and hooks; nor does Retrier.Do whose first attempt succeeds.
 func TestDecideAndDoDoNotAllocate(t *testing.T) {
-	b := mustBudget(t)
-	th, err := rebound.NewAdaptiveThrottle()
+	b := mustBudget(t, 0.2, 10, 10*time.Second)
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ func TestEngineStress(t *testing.T) {
 			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
 		})
 		lim := rate.NewLimiter(rate.Every(5*time.Millisecond), 2)
-		b := mustBudget(t)
-		th, _ := rebound.NewAdaptiveThrottle()
+		b := mustBudget(t, 0.2, 10, 10*time.Second)
+		th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 		var mu sync.Mutex
 		counts := map[string]int{}
 		ev := func(k string) func(rebound.Event) {

@@ -18,7 +18,7 @@ import (
 // probes): a process with a few requests is never refused, and one that
 // keeps asking a dead backend still sends few.
 func TestThrottleProbesAfterOutage(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestThrottleProbesAfterOutage(t *testing.T) {
 		t.Fatalf("%d of 1000 requests to a backend accepting none sent in one window, want the 20 probes and a few more", sent)
 	}
 	// The window moves on: the next one has its probes again.
-	next := later.Add(rebound.DefaultThrottleWindow)
+	next := later.Add(2 * time.Minute)
 	for i := range 20 {
 		if !th.Allow(next) {
 			t.Fatalf("probe %d of the next window rejected", i+1)
@@ -60,7 +60,7 @@ func TestThrottleProbesAfterOutage(t *testing.T) {
 // without). 50 requests a second for 10 windows of 2 minutes: 60,000
 // requests, of which the formula leaks about one per 1/(requests+1).
 func TestThrottleProbesNoBurstPerWindow(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestThrottleProbesNoBurstPerWindow(t *testing.T) {
 // throttle against a dead backend send the first 20 and the leak (-race).
 func TestThrottleProbesSeedClockConcurrency(t *testing.T) {
 	mk := func() *rebound.AdaptiveThrottle {
-		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(7), rebound.ThrottleWindow(time.Second))
+		th, err := rebound.NewAdaptiveThrottle(2, time.Second, seeded(7))
 		if err != nil {
 			t.Fatal(err)
 		}

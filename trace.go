@@ -9,8 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// TracerName is the name of the tracer WithTracerProvider takes from its
-// provider (the instrumentation scope of rebound's spans).
+// TracerName is the instrumentation scope of rebound's spans.
 const TracerName = "github.com/rebound-go/rebound"
 
 // The attributes of an attempt's span (docs/tracing.md).
@@ -22,20 +21,9 @@ const (
 	spanAttempt = "rebound.attempt"      // the span's name
 )
 
-// WithTracerProvider makes every attempt of Retry and Retrier.Do a span
-// named "rebound.attempt" of tp's tracer TracerName, a child of the span in
-// the context the loop was given, and gives the attempt that span's
-// context. Each span carries rebound.attempt (1, 2, ...),
-// rebound.attempt.wait (seconds since the previous attempt ended: the
-// backoff, Retry-After and limiter wait), rebound.error.class (a failed
-// attempt: permanent, not_transient, retry_after or transient) and
-// rebound.verdict (success, retry or stop); a failed attempt's span ends
-// when it ends, with the verdict the engine gave it. An attempt refused
-// locally (throttle, breaker) is not made and has no span.
-//
-// A nil tp, the default, traces nothing and costs nothing (no allocation);
-// rebound uses no global TracerProvider. With a provider, a loop costs one
-// span per attempt (docs/tracing.md has the measurements).
+// WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp.
+// The span is a child of the loop's context, and the attempt gets its context.
+// A nil tp, the default, traces nothing and costs nothing (docs/tracing.md).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	if tp == nil {
 		return nil

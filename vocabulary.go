@@ -5,14 +5,8 @@ import (
 	"fmt"
 )
 
-// The error families every package of rebound shares. A package's own
-// sentinels (subscriber.ErrManagerClosed, failback.ErrClosed, ...) keep
-// their own text but match these with errors.Is, so that a caller can ask
-// "was it closed?" or "was it my argument?" without knowing which package
-// answered.
 var (
-	// ErrClosed is matched by every "closed" error of rebound's packages:
-	// a call on something that was closed or shut down.
+	// ErrClosed is matched by every "closed" error of rebound's packages.
 	ErrClosed = errors.New("rebound: closed")
 )
 
@@ -28,24 +22,20 @@ type familyError struct {
 func (e *familyError) Error() string        { return e.msg }
 func (e *familyError) Is(target error) bool { return target == e.family }
 
-// NewClosedError returns a new sentinel error with text msg that matches
-// ErrClosed with errors.Is. Packages use it for their own "closed"
-// sentinels. Each call returns a distinct error.
+// NewClosedError returns a new sentinel error with text msg that matches ErrClosed.
+// Each call returns a distinct error.
 func NewClosedError(msg string) error { return &familyError{msg: msg, family: ErrClosed} }
 
-// ArgumentError reports a bad argument or option value. It matches
-// ErrInvalidArgument (and Err, if set) with errors.Is. Every constructor and
-// function in rebound's packages reports bad input with one.
+// ArgumentError reports a bad argument or option value.
+// It matches ErrInvalidArgument, and Err if set.
 type ArgumentError struct {
-	// Func is the function or option that rejected the value, qualified by
-	// its package (for example "subscriber.New" or "failback.WithWorkers").
+	// Func is the function or option that rejected the value, such as "failback.New".
 	Func string
-	// Arg names the argument or field (for example "key.Service").
+	// Arg names the argument or field.
 	Arg string
-	// Reason states the rule that was broken (for example "must be > 0").
+	// Reason states the broken rule, such as "must be > 0".
 	Reason string
-	// Err is an underlying error, if any (for example a policy's
-	// validation error).
+	// Err is the underlying error, if any.
 	Err error
 }
 
@@ -65,33 +55,24 @@ func (e *ArgumentError) Unwrap() []error {
 	return []error{ErrInvalidArgument, e.Err}
 }
 
-// TransientError marks an error as transient: a later attempt may succeed
-// (for example "provider overloaded", "leader not elected yet"). Create it
-// with Transient.
-type TransientError struct {
-	Err error
-}
+// transientError is an error marked with Transient.
+type transientError struct{ err error }
 
-func (e *TransientError) Error() string { return e.Err.Error() }
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
 
-// Unwrap returns the marked error, so errors.Is and errors.As see through
-// the mark.
-func (e *TransientError) Unwrap() error { return e.Err }
-
-// Transient marks err as worth retrying; it is the counterpart of
-// Permanent. It returns nil for a nil err. Classifiers in rebound's
-// packages (failback's default among them) retry errors marked Transient;
-// a Permanent mark anywhere in the chain still wins.
+// Transient marks err as worth retrying, the counterpart of Permanent.
+// It returns nil for a nil err.
+// Classifiers such as failback's retry marked errors; a Permanent mark still wins.
 func Transient(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &TransientError{Err: err}
+	return &transientError{err: err}
 }
 
-// IsTransient reports whether err, or any error it wraps, was marked with
-// Transient.
+// IsTransient reports whether err's chain holds a Transient mark.
 func IsTransient(err error) bool {
-	_, ok := errors.AsType[*TransientError](err)
+	_, ok := errors.AsType[*transientError](err)
 	return ok
 }

@@ -94,14 +94,14 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 6, MaxElapsed: tc.maxElapsed}
 				opts := []Option{WithObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc), WithPolicy(pol)}
 				if tc.budget {
-					b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.1), rebound.BudgetMinPerSecond(1))
+					b, err := rebound.NewRetryBudget(0.1, 1, 10*time.Second)
 					if err != nil {
 						t.Fatal(err)
 					}
 					opts = append(opts, WithBudget(b))
 				}
 				if tc.throttle {
-					th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(10*time.Second))
+					th, err := rebound.NewAdaptiveThrottle(2, 10*time.Second, seeded(1))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -164,7 +164,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		pol := rebound.Policy{Initial: time.Second, Max: time.Second, MaxAttempts: maxAttempts}
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
-		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(3), rebound.ThrottleWindow(time.Hour))
+		th, err := rebound.NewAdaptiveThrottle(2, time.Hour, seeded(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,11 +208,11 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 // fewer retries sent than its floor allows.
 func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(1), rebound.BudgetWindow(10*time.Second))
+		b, err := rebound.NewRetryBudget(0, 1, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(time.Hour))
+		th, err := rebound.NewAdaptiveThrottle(2, time.Hour, seeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}

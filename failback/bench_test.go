@@ -57,7 +57,7 @@ func BenchmarkInvoke(b *testing.B) {
 		}
 	})
 	b.Run("failback/budget", func(b *testing.B) {
-		budget, _ := rebound.NewRetryBudget()
+		budget, _ := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
 		fb := mustNew(b, cluster.NewStaticDirectory(iv), WithBudget(budget))
 		defer mustClose(b, fb)
 		b.ReportAllocs()

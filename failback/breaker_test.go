@@ -353,7 +353,7 @@ func TestBreakerScenarioAllDown(t *testing.T) {
 	// With an adaptive throttle the retries are paced: fewer reach the
 	// providers, and still no call is lost that the policy would keep.
 	throttle := func() Option {
-		th, err := rebound.NewAdaptiveThrottle()
+		th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package failback
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -24,7 +25,7 @@ func TestBudgetBoundsRetriesInOutage(t *testing.T) {
 			run     = 60 * time.Second // the whole outage, calls and retries
 			floorPS = 1.0
 		)
-		budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.2), rebound.BudgetMinPerSecond(floorPS))
+		budget, err := rebound.NewRetryBudget(0.2, floorPS, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func TestThrottleReschedulesRetries(t *testing.T) {
 		opts := []Option{WithObserver(rec.hooks()), WithMaxTasks(1000),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: 2 * time.Second})}
 		if throttle {
-			th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1), rebound.ThrottleWindow(10*time.Second))
+			th, err := rebound.NewAdaptiveThrottle(2, 10*time.Second, seeded(1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestThrottleReschedulesRetries(t *testing.T) {
 // with Reason ErrExhausted and Last ErrThrottled, never in Dropped.
 func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(1))
+		th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 // shows a retry the budget still refuses when due: dropped, DropBudget.
 func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(1), rebound.BudgetMinPerSecond(0))
+		budget, err := rebound.NewRetryBudget(1, 0, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,3 +231,6 @@ func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 		mustClose(t, f)
 	})
 }
+
+// seeded returns a deterministic random source for a throttle's draws.
+func seeded(s uint64) *rand.PCG { return rand.NewPCG(s, s^0x9e3779b97f4a7c15) }

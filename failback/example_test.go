@@ -141,7 +141,7 @@ func Example_registry() {
 // refuses it and Hooks.Dropped reports it with DropBudget (and its last
 // error).
 func ExampleWithBudget() {
-	budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0))
+	budget, err := rebound.NewRetryBudget(0, 0, 10*time.Second)
 	if err != nil {
 		panic(err)
 	}

@@ -21,11 +21,11 @@ import (
 // throttled reports.
 func TestLateWorkerThrottleBudgetAccounting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.1), rebound.BudgetMinPerSecond(2), rebound.BudgetWindow(10*time.Second))
+		b, err := rebound.NewRetryBudget(0.1, 2, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		th, err := rebound.NewAdaptiveThrottle(rebound.ThrottleSeed(7), rebound.ThrottleWindow(time.Hour))
+		th, err := rebound.NewAdaptiveThrottle(2, time.Hour, seeded(7))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"syscall"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -27,7 +28,7 @@ func ExampleWithMeterProvider() {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
 	fb, err := failback.New(cluster.NewStaticDirectory(refusingProvider{}), failback.WithMeterProvider(mp),
-		failback.WithPolicy(rebound.Policy{Initial: rebound.DefaultMax, Max: rebound.DefaultMax, Jitter: rebound.NoJitter}))
+		failback.WithPolicy(rebound.Policy{Initial: 30 * time.Second, Max: 30 * time.Second, Jitter: rebound.NoJitter}))
 	if err != nil {
 		panic(err)
 	}

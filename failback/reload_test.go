@@ -292,7 +292,7 @@ func TestBadStoredRecords(t *testing.T) {
 // of the provider: the throttle does not count it as an accept (a
 // Permanent mark under the Stopping mark used to make it one).
 func TestStoppingIsNotAnAccept(t *testing.T) {
-	th, err := rebound.NewAdaptiveThrottle()
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,15 @@ func TestStoppingIsNotAnAccept(t *testing.T) {
 			t.Fatalf("Invoke = %v; want the Stopping error", err)
 		}
 	}
-	if p := th.Probability(time.Now()); p == 0 {
-		t.Errorf("throttle probability %v after 20 requests the transport refused; want > 0 (no accepts counted)", p)
+	// No accept counted: the throttle now rejects with probability 20/21
+	// and more (with an accept per request, it would reject nothing).
+	rejected := 0
+	for range 10 {
+		if !th.Allow(time.Now()) {
+			rejected++
+		}
+	}
+	if rejected == 0 {
+		t.Errorf("throttle admitted 10 of 10 requests after 20 requests the transport refused; want rejections (no accepts counted)")
 	}
 }

@@ -83,8 +83,8 @@ func TestClassifyPushbackEveryCode(t *testing.T) {
 	}
 	now := time.Now()
 	d, stop := r.NewSchedule(now).Next(reboundgrpc.Classify(status.Error(codes.Unavailable, "x"), md("86400001")), now)
-	if stop != nil || d != rebound.DefaultMaxRetryAfter {
-		t.Fatalf("next delay %v, stop %v; want the %v cap", d, stop, rebound.DefaultMaxRetryAfter)
+	if stop != nil || d != 5*time.Minute {
+		t.Fatalf("next delay %v, stop %v; want the %v cap", d, stop, 5*time.Minute)
 	}
 	if d, ok := reboundgrpc.Pushback(md("86400001")); !ok || d != 86400001*time.Millisecond {
 		t.Fatalf("Pushback(86400001) = %v, %v", d, ok)

@@ -344,7 +344,7 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 func mustBudget(t *testing.T) *rebound.RetryBudget {
-	b, err := rebound.NewRetryBudget()
+	b, err := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

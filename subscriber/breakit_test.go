@@ -55,11 +55,11 @@ func stormPacedAndAckedInTime(t *testing.T, redo, gates bool, burst int) {
 		const n, limit = 2000, 500
 		var opts []subscriber.Option
 		if gates {
-			b, err := rebound.NewRetryBudget(rebound.BudgetRatio(0.1), rebound.BudgetMinPerSecond(1), rebound.BudgetWindow(10*time.Second))
+			b, err := rebound.NewRetryBudget(0.1, 1, 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			thr, err := rebound.NewAdaptiveThrottle(rebound.ThrottleWindow(30*time.Second), rebound.ThrottleSeed(1))
+			thr, err := rebound.NewAdaptiveThrottle(2, 30*time.Second, seeded(1))
 			if err != nil {
 				t.Fatal(err)
 			}

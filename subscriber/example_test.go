@@ -76,11 +76,11 @@ func ExampleWithThrottle() {
 		}
 		return nil
 	})
-	budget, err := rebound.NewRetryBudget() // 20% of first attempts + 10/s over 10 s
+	budget, err := rebound.NewRetryBudget(0.2, 10, 10*time.Second) // 20% of first attempts + 10/s over 10 s
 	if err != nil {
 		panic(err)
 	}
-	throttle, err := rebound.NewAdaptiveThrottle() // the SRE book's K = 2, 2 min window
+	throttle, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil) // the SRE book's K = 2, 2 min window
 	if err != nil {
 		panic(err)
 	}

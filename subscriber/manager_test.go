@@ -366,7 +366,7 @@ func TestTransientErrorsNeverStopTheLoop(t *testing.T) {
 			t.Fatalf("after an hour of transient errors: %+v, Err %v; want still retrying, >= 100 attempts", st, s.Err())
 		}
 		reg.SetFailure(nil)
-		time.Sleep(rebound.DefaultMax)
+		time.Sleep(30 * time.Second)
 		<-s.Ready()
 	})
 }
@@ -488,7 +488,7 @@ func TestResubscribeFromAdapter(t *testing.T) {
 			t.Fatalf("status after Break with failing registry: %+v", st)
 		}
 		reg.SetFailure(nil)
-		time.Sleep(rebound.DefaultMax)
+		time.Sleep(30 * time.Second)
 		synctest.Wait()
 		if st := s.Status(); st.State != subscriber.StateSubscribed || reg.Subscribed(orders) != 1 {
 			t.Fatalf("status %+v, registered %d; want subscribed again", st, reg.Subscribed(orders))
@@ -735,7 +735,7 @@ func TestStatusStates(t *testing.T) {
 			t.Fatalf("after a failure: %+v", st)
 		}
 		go func() { release <- nil }()
-		time.Sleep(rebound.DefaultInitial)
+		time.Sleep(time.Second)
 		synctest.Wait()
 		st = s.Status()
 		if st.State != subscriber.StateSubscribed || st.Attempts != 2 || st.TotalAttempts != 2 || st.LastErr != nil {
@@ -945,7 +945,7 @@ func TestFailingSubscriptionLogsAHandfulOfLines(t *testing.T) {
 			t.Fatalf("want one %q line, got %v", "retry loop failing", logs.All())
 		}
 		reg.SetDown(false)
-		time.Sleep(rebound.DefaultMax)
+		time.Sleep(30 * time.Second)
 		<-s.Ready()
 		if logs.FilterMessage("retry loop recovered").Len() != 1 {
 			t.Fatalf("want one %q line", "retry loop recovered")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
@@ -31,8 +32,8 @@ func TestZeroBudgetAndThrottleRejected(t *testing.T) {
 			t.Errorf("New = %v, want an *ArgumentError containing %q", err, tc.want)
 		}
 	}
-	b, _ := rebound.NewRetryBudget()
-	th, _ := rebound.NewAdaptiveThrottle()
+	b, _ := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
 	m, err := subscriber.New(reg, subscriber.WithBudget(b), subscriber.WithThrottle(th))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package subscriber_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -61,7 +62,7 @@ func TestThrottleDefersAttemptsDuringOutage(t *testing.T) {
 		const n, down = 100, 5 * time.Minute
 		plainReg, thrReg := subscribertest.New(), subscribertest.New()
 		plainOK, thrOK := outage(plainReg), outage(thrReg)
-		thr, err := rebound.NewAdaptiveThrottle(rebound.ThrottleWindow(30*time.Second), rebound.ThrottleSeed(1))
+		thr, err := rebound.NewAdaptiveThrottle(2, 30*time.Second, seeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +141,7 @@ func TestBudgetBoundsRetriesDuringOutage(t *testing.T) {
 		)
 		plainReg, budReg := subscribertest.New(), subscribertest.New()
 		plainOK, budOK := outage(plainReg), outage(budReg)
-		b, err := rebound.NewRetryBudget(rebound.BudgetRatio(ratio), rebound.BudgetMinPerSecond(minPS), rebound.BudgetWindow(window))
+		b, err := rebound.NewRetryBudget(ratio, minPS, window)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,11 +213,11 @@ func TestThrottleDefersConfirmationsAfterRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, down = 50, 5 * time.Minute
 		plainReg, thrReg := subscribertest.New(), subscribertest.New()
-		thr, err := rebound.NewAdaptiveThrottle(rebound.ThrottleWindow(30*time.Second), rebound.ThrottleSeed(2))
+		thr, err := rebound.NewAdaptiveThrottle(2, 30*time.Second, seeded(2))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := rebound.NewRetryBudget()
+		b, err := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,3 +279,6 @@ func TestThrottleDefersConfirmationsAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// seeded returns a deterministic random source for a throttle's draws.
+func seeded(s uint64) *rand.PCG { return rand.NewPCG(s, s^0x9e3779b97f4a7c15) }

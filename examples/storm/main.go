@@ -56,7 +56,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/examples/storm/sim"
 )
 
@@ -250,7 +249,7 @@ func printTables(w io.Writer, o options, scenarios []sim.Config, results [][]sim
 	fmt.Fprintf(w, "retry storm in a fleet: N independent processes x %d call(s) each fail at t=0; server down for %v, then serves %s and %s; seed %d\n",
 		o.cfg.Tasks()/max(o.cfg.Processes, 1), o.cfg.Down, capacity, ra, o.cfg.Seed)
 	fmt.Fprintf(w, "every call has its own rebound.Schedule; rebound.RetryBudget (%g of first attempts + %g/s over %v) and rebound.AdaptiveThrottle (K = %g over %v) are per process; nothing is shared\n",
-		rebound.DefaultBudgetRatio, rebound.DefaultBudgetMinPerSecond, rebound.DefaultBudgetWindow, rebound.DefaultThrottleK, rebound.DefaultThrottleWindow)
+		sim.BudgetRatio, sim.BudgetMinPerSecond, sim.BudgetWindow, sim.ThrottleK, sim.ThrottleWindow)
 	fmt.Fprintf(w, "throttled: attempts rejected locally, not sent (the call backs off and asks again); dropped: calls ended because their budget refused a retry; gave up: calls whose policy ran out\n")
 	fmt.Fprintf(w, "physical limit = down + N*calls/capacity; peak = busiest 100 ms at the server while up / capacity per 100 ms\n")
 

@@ -27,7 +27,7 @@ import (
 func TestShutdownRetriesDeferOnAnEmptyBudget(t *testing.T) {
 	srv := newServer(t)
 	c := &refusingDeregister{INamingClient: newClient(t, srv)}
-	budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0))
+	budget, err := rebound.NewRetryBudget(0, 0, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestShutdownRetriesDeferOnAnEmptyBudget(t *testing.T) {
 func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv)
-	budget, err := rebound.NewRetryBudget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(2), rebound.BudgetWindow(time.Second))
+	budget, err := rebound.NewRetryBudget(0, 2, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestProcessesShareNothing(t *testing.T) {
 	s := sim.Strategy{Name: "tight", Policy: rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter},
 		Process: func(e sim.Env) []rebound.Option {
 			seeds[e.Seed] = true
-			return sim.Budget(rebound.BudgetRatio(0), rebound.BudgetMinPerSecond(0.1))(e)
+			return sim.Budget(0, 0.1, sim.BudgetWindow)(e)
 		}}
 	retried := map[int]int{}
 	cfg.Observe = func(c sim.Call) {
@@ -48,7 +48,7 @@ func TestProcessesShareNothing(t *testing.T) {
 // one, and no call is dropped; once the server is back they all succeed.
 func TestThrottleBacksOffInAnOutage(t *testing.T) {
 	cfg := sim.Config{Processes: 20, Calls: 5, Down: 5 * time.Minute, Capacity: 500, Seed: 1, Horizon: time.Hour}
-	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Process: sim.Throttle()})
+	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Process: sim.Throttle(sim.ThrottleK, sim.ThrottleWindow)})
 	plain := simulate(t, cfg, sim.Strategy{Name: "plain"})
 	checkTotals(t, r)
 	if r.Throttled == 0 || !r.Converged || r.GaveUp != 0 || r.DroppedBudget != 0 {
@@ -63,7 +63,7 @@ func TestThrottleBacksOffInAnOutage(t *testing.T) {
 // gives up (ErrExhausted, last error ErrThrottled), counted in GaveUp.
 func TestThrottleGivesUpWithPolicy(t *testing.T) {
 	cfg := sim.Config{Processes: 5, Calls: 20, Down: time.Hour, Capacity: 500, Seed: 1, Horizon: 2 * time.Hour}
-	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Policy: rebound.Policy{MaxAttempts: 20}, Process: sim.Throttle()})
+	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Policy: rebound.Policy{MaxAttempts: 20}, Process: sim.Throttle(sim.ThrottleK, sim.ThrottleWindow)})
 	checkTotals(t, r)
 	if r.GaveUp != r.Tasks || r.GaveUpThrottled == 0 || r.GaveUpThrottled > r.GaveUp {
 		t.Errorf("gave up %d (throttled %d) of %d", r.GaveUp, r.GaveUpThrottled, r.Tasks)

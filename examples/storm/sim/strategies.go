@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -12,8 +13,8 @@ import (
 
 // Env is what a process's own options are built with.
 type Env struct {
-	// Seed is the process's own seed (ClientSeed): seed its throttle with
-	// it (rebound.ThrottleSeed) to keep runs deterministic.
+	// Seed is the process's own seed (ClientSeed): seed its throttle's
+	// random source with it to keep runs deterministic.
 	Seed uint64
 }
 
@@ -48,25 +49,34 @@ func (s Strategy) validate() error {
 	return nil
 }
 
+// The settings of the budget and the throttle in Strategies: Finagle's
+// RetryBudget and the Google SRE book's values.
+const (
+	BudgetRatio        = 0.2
+	BudgetMinPerSecond = 10.0
+	BudgetWindow       = 10 * time.Second
+	ThrottleK          = 2.0
+	ThrottleWindow     = 2 * time.Minute
+)
+
 // Budget returns a Process option set with a rebound.RetryBudget of its
-// own per process (rebound's defaults: 20% of first attempts plus 10/s over
-// 10 s).
-func Budget(opts ...rebound.BudgetOption) func(Env) []rebound.Option {
+// own per process (see rebound.NewRetryBudget).
+func Budget(ratio, minPerSecond float64, window time.Duration) func(Env) []rebound.Option {
 	return func(Env) []rebound.Option {
-		b, err := rebound.NewRetryBudget(opts...)
+		b, err := rebound.NewRetryBudget(ratio, minPerSecond, window)
 		if err != nil {
-			panic(err) // options are fixed by the strategy: a programming error
+			panic(err) // values fixed by the strategy: a programming error
 		}
 		return []rebound.Option{rebound.WithBudget(b)}
 	}
 }
 
 // Throttle returns a Process option set with a rebound.AdaptiveThrottle of
-// its own per process, seeded with the process's seed (rebound's defaults:
-// K = 2 over 2 min).
-func Throttle(opts ...rebound.ThrottleOption) func(Env) []rebound.Option {
+// its own per process, its draws seeded with the process's seed (see
+// rebound.NewAdaptiveThrottle).
+func Throttle(k float64, window time.Duration) func(Env) []rebound.Option {
 	return func(e Env) []rebound.Option {
-		t, err := rebound.NewAdaptiveThrottle(append([]rebound.ThrottleOption{rebound.ThrottleSeed(e.Seed)}, opts...)...)
+		t, err := rebound.NewAdaptiveThrottle(k, window, rand.NewPCG(e.Seed, e.Seed^0x9e3779b97f4a7c15))
 		if err != nil {
 			panic(err)
 		}
@@ -129,9 +139,9 @@ func Strategies(interval time.Duration) []Strategy {
 		{Name: "full-jitter", Policy: d},
 		{Name: "rebound", Policy: d, HonorRetryAfter: true},
 		{Name: "failback-default", Policy: failback.DefaultPolicy(), HonorRetryAfter: true},
-		{Name: "rebound+budget", Policy: d, HonorRetryAfter: true, Process: Budget()},
-		{Name: "rebound+throttle", Policy: d, HonorRetryAfter: true, Process: Throttle()},
-		{Name: "rebound+budget+throttle", Policy: d, HonorRetryAfter: true, Process: Both(Budget(), Throttle())},
+		{Name: "rebound+budget", Policy: d, HonorRetryAfter: true, Process: Budget(BudgetRatio, BudgetMinPerSecond, BudgetWindow)},
+		{Name: "rebound+throttle", Policy: d, HonorRetryAfter: true, Process: Throttle(ThrottleK, ThrottleWindow)},
+		{Name: "rebound+budget+throttle", Policy: d, HonorRetryAfter: true, Process: Both(Budget(BudgetRatio, BudgetMinPerSecond, BudgetWindow), Throttle(ThrottleK, ThrottleWindow))},
 		{Name: "fleet", Policy: rebound.Policy{Max: FleetMax, Jitter: rebound.DecorrelatedJitter}, HonorRetryAfter: true},
 	}
 }

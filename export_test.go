@@ -1,0 +1,12 @@
+package rebound
+
+import "time"
+
+// Balance returns how many retries b would allow at now (tests only).
+func (b *RetryBudget) Balance(now time.Time) int { return b.balance(now) }
+
+// Probability returns t's rejection probability at now (tests only).
+func (t *AdaptiveThrottle) Probability(now time.Time) float64 { return t.probability(now) }
+
+// Len returns the number of events waiting (tests only).
+func (q *Queue) Len() int { return q.len() }
