@@ -262,4 +262,3 @@ func TestRegisterBadInput(t *testing.T) {
 		t.Fatalf("bad input registered %d instances", n)
 	}
 }
-
