@@ -74,7 +74,7 @@
 // and whose Detail carries the source's own record, to the Observers of
 // its WithObserver option, synchronously from the goroutine where it
 // happened and never under a lock, so an observer may call back into
-// rebound. The typed Hooks structs (Hooks here, failback.Hooks,
+// rebound. The typed Hooks structs (Hooks here,
 // subscriber.Hooks, ...) are adapters that implement Observer; a Queue
 // moves a slow observer to a goroutine of its own. Metrics are
 // OpenTelemetry instruments built from a metric.MeterProvider given as an

@@ -32,7 +32,7 @@ type Claimer interface {
 
 // ErrLeaseLost is wrapped by the error a Claimer's Update returns when
 // the call's lease ended and another Invoker claimed it. The Invoker then
-// stops retrying the call and reports it dropped with DropClosed: like a
+// stops retrying the call and reports it dropped with dropClosed: like a
 // call dropped by Close, it stays in the Store, for the Invoker that holds
 // it now.
 var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
@@ -120,7 +120,7 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 // claimedBad sets aside a claimed call that cannot be loaded
 // (WithQuarantine), or logs it; without quarantine it stays in the Store
 // and is claimed again when its lease ends.
-func (f *Invoker) claimedBad(cl Claimer, b *BadRecordError) {
+func (f *Invoker) claimedBad(cl Claimer, b *badRecordError) {
 	q, ok := cl.(Quarantiner)
 	if !f.cfg.durable.quarantine || !ok {
 		f.log.Error("failback: claimed call cannot be loaded (failback.WithQuarantine sets it aside)",
