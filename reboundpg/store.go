@@ -420,7 +420,7 @@ var listenPolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: 5 * time
 // connection that worked breaks, so the backoff starts afresh.
 func (s *Store) listen() {
 	defer s.wg.Done()
-	obs := logging.RetryObserver(s.cfg.log, "reboundpg", zap.String("loop", "listen"), zap.String("table", s.cfg.table))
+	obs := logging.NewLoop(s.cfg.log, "reboundpg", zap.String("loop", "listen"), zap.String("table", s.cfg.table))
 	for s.ctx.Err() == nil {
 		_ = rebound.Retry(s.ctx, listenPolicy, s.listenOnce, rebound.WithObserver(obs))
 	}

@@ -20,10 +20,6 @@ import (
 // rebound.ErrClosed.
 var ErrClosed = rebound.NewClosedError("boltstore: store closed")
 
-// ErrCorrupt is wrapped by the StoredCall.Err Load reports for a record
-// it cannot decode.
-var ErrCorrupt = errors.New("boltstore: corrupt record")
-
 var (
 	bucketName       = []byte("failback-calls")
 	metaBucket       = []byte("failback-meta")
@@ -111,10 +107,10 @@ type options struct {
 	errs        []error
 }
 
-// WithNoSync skips the fsync of every commit: a crash of the process
+// withNoSync skips the fsync of every commit: a crash of the process
 // loses nothing, but a crash of the machine may lose the last commits. For
 // tests and benchmarks of everything but the disk.
-func WithNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
+func withNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
 
 // WithOpenTimeout sets how long Open waits for the file lock held by
 // another process (default 10s). It must be positive.
@@ -374,7 +370,7 @@ func (s *Store) write(b *batch) {
 // Load implements failback.Store: it calls fn for every stored call in ID
 // order, in one read transaction (fn must not call the Store's other
 // methods). For a record it cannot decode, fn gets a StoredCall with only
-// ID and Err set: Err wraps ErrCorrupt and names the file, the bucket and
+// ID and Err set: Err wraps ErrDamaged and names the file, the bucket and
 // the key. A record whose key is not an 8-byte ID is reported with ID 0.
 // failback.New fails on such a record, or, with failback.WithQuarantine,
 // moves it aside with Quarantine.
@@ -390,10 +386,10 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			var call failback.StoredCall
 			if len(k) != 8 {
-				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", ErrCorrupt, s.path, bucketName, k)
+				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", ErrDamaged, s.path, bucketName, k)
 			} else if call, call.Err = decode(v); call.Err != nil {
 				call = failback.StoredCall{ID: binary.BigEndian.Uint64(k),
-					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", ErrCorrupt, s.path, bucketName, k, call.Err)}
+					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", ErrDamaged, s.path, bucketName, k, call.Err)}
 			} else {
 				call.ID = binary.BigEndian.Uint64(k)
 			}
@@ -455,8 +451,8 @@ func (s *Store) Quarantine(id uint64, reason error) error {
 	return nil
 }
 
-// Len returns the number of stored calls (quarantined records excluded).
-func (s *Store) Len() (int, error) {
+// len returns the number of stored calls (quarantined records excluded).
+func (s *Store) len() (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
