@@ -28,7 +28,7 @@ const (
 	EventRetry EventKind = iota + 1
 	// EventGiveUp: the work ended with the error Err. Retry loops (Waiting
 	// when no attempt ended there); failback (Detail a failback.Task, Err
-	// a *failback.GiveUpError).
+	// a *RetryError).
 	EventGiveUp
 	// EventAttempt: an attempt ended, Err its outcome (nil: success).
 	// Retry loops; a Registration's requests (Detail a

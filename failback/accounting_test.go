@@ -81,7 +81,7 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 						}
 					},
 					Succeeded: end("succeeded"), GaveUp: func(tk Task) {
-						var ge *GiveUpError
+						var ge *rebound.RetryError
 						if errors.As(tk.Err, &ge) && errors.Is(ge.Last, rebound.ErrThrottled) {
 							fmu.Lock()
 							throttled[tk.Invocation.Method]++

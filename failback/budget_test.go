@@ -165,7 +165,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 		}
 		last := 0
 		for _, tk := range rec.get("gaveup") {
-			var ge *GiveUpError
+			var ge *rebound.RetryError
 			if !errors.As(tk.Err, &ge) || ge.Attempts != 5 || !errors.Is(ge.Reason, rebound.ErrExhausted) {
 				t.Fatalf("GaveUp %v: want 5 attempts, ErrExhausted", tk.Err)
 			}
@@ -188,7 +188,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 // spent (another loop took the only retry) is queued, and when its retry
 // is due the requests sent meanwhile have refilled the budget: the retry
 // is sent and succeeds. (Charged at the failure, it was refused at once and
-// Invoke returned a *RejectedError with rebound.ErrBudgetExhausted.) ExampleWithBudget
+// Invoke returned a *rejectedError with rebound.ErrBudgetExhausted.) ExampleWithBudget
 // shows a retry the budget still refuses when due: dropped, rebound.ErrBudgetExhausted.
 func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -62,9 +62,9 @@
 //	not retryable, or caller's ctx done     the error, unchanged
 //	retryable, Policy.MaxAttempts 1         the error, unchanged
 //	retryable, queued                       (nil, nil)
-//	retryable, task limit reached           *RejectedError: ErrQueueFull + the error
-//	retryable, TTL shorter than first wait  *RejectedError: ErrExpired + the error
-//	retryable, Shutdown/Close has begun     *RejectedError: ErrClosed + the error
+//	retryable, task limit reached           ErrQueueFull + the error
+//	retryable, TTL shorter than first wait  ErrExpired + the error
+//	retryable, Shutdown/Close has begun     ErrClosed + the error
 //	marked Stopping, no Store               the error, unchanged
 //	marked Stopping, with a Store           (nil, nil): queued and stored
 //	marked Stopping, Policy.MaxAttempts 1   the error, unchanged (even with a Store)

@@ -62,9 +62,9 @@ func TestEdgeCases(t *testing.T) {
 			mustClose(t, f)
 			// The first attempt failed just before Close; queueing it finds the invoker closed.
 			err := f.firstFailure(callerCtx(), &cluster.Invocation{Method: "late"}, nil, errRefused)
-			var rej *RejectedError
+			var rej *rejectedError
 			if !errors.As(err, &rej) || rej.Reason != ErrClosed || !errors.Is(err, ErrClosed) || !errors.Is(err, errRefused) {
-				t.Fatalf("firstFailure after Close = %v; want a RejectedError (closed) wrapping the error", err)
+				t.Fatalf("firstFailure after Close = %v; want a rejectedError (closed) wrapping the error", err)
 			}
 			s := f.Stats()
 			checkStats(t, s)

@@ -18,11 +18,11 @@ var (
 	// ErrExpired: the call's time-to-live (WithTTL) ended before its next
 	// attempt could start.
 	ErrExpired = errors.New("failback: call expired")
-	// ErrNotRetryable is the Reason of a GiveUpError for an error the
+	// ErrNotRetryable is the Reason of a give-up (EventGiveUp) for an error the
 	// classifier does not retry, or a rebound.Permanent one. Invoke's error
 	// matches it when the first attempt's error was not retryable.
 	ErrNotRetryable = errors.New("failback: error not retryable")
-	// ErrPanicked is the Reason of a GiveUpError when a retry attempt or an
+	// ErrPanicked is the Reason of a give-up when a retry attempt or an
 	// observer panicked. Last is then a *cluster.PanicError.
 	ErrPanicked = errors.New("failback: panicked")
 )
@@ -74,7 +74,7 @@ func isStopping(err error) bool { return err != nil && errors.Is(err, errStoppin
 // dropReason says why a call that failed with a retryable error will not
 // be retried (any further) although its own outcome did not decide it. It
 // is a label for logs; users see its sentinel (Task.Reason,
-// RejectedError.Reason, the keys of Stats.Dropped).
+// the keys of Stats.Dropped, what Invoke's error matches).
 type dropReason string
 
 const (
@@ -102,21 +102,19 @@ func (r dropReason) sentinel() error {
 	return ErrClosed
 }
 
-// RejectedError is returned by Invoke when a call failed with a retryable
-// error but could not be queued. Reason is ErrQueueFull, ErrClosed,
-// ErrExpired or ErrStore; Err is the attempt's error. errors.Is matches
-// both.
-type RejectedError struct {
+// rejectedError is Invoke's error for a call that failed with a retryable
+// error but could not be queued: errors.Is matches Reason (a drop
+// sentinel) and Err (the attempt's error).
+type rejectedError struct {
 	Reason error
 	Err    error
 }
 
-func (e *RejectedError) Error() string {
+func (e *rejectedError) Error() string {
 	return fmt.Sprintf("failback: call not queued for retry (%s): %v", dropLabel(e.Reason), e.Err)
 }
 
-// Unwrap returns Reason and Err.
-func (e *RejectedError) Unwrap() []error { return []error{e.Reason, e.Err} }
+func (e *rejectedError) Unwrap() []error { return []error{e.Reason, e.Err} }
 
 // dropLabel is the log label of a drop sentinel.
 func dropLabel(reason error) dropReason {
@@ -127,20 +125,3 @@ func dropLabel(reason error) dropReason {
 	}
 	return dropReason(fmt.Sprint(reason))
 }
-
-// GiveUpError is the Err of an EventGiveUp: why the call stopped, and its
-// last error. Reason is rebound.ErrExhausted (the Policy ran out),
-// ErrNotRetryable or ErrPanicked. errors.Is matches Reason and Last.
-type GiveUpError struct {
-	// Attempts counts every attempt, the first (in Invoke) included.
-	Attempts int
-	Reason   error
-	Last     error
-}
-
-func (e *GiveUpError) Error() string {
-	return fmt.Sprintf("failback: gave up after %d attempts: %v: %v", e.Attempts, e.Reason, e.Last)
-}
-
-// Unwrap returns Reason and Last.
-func (e *GiveUpError) Unwrap() []error { return []error{e.Reason, e.Last} }

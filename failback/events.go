@@ -16,7 +16,7 @@ import (
 //
 // A queued call emits EventQueued, then EventRetry for each failed retry
 // followed by another, then one of EventRecovered, EventGiveUp (Err a
-// *GiveUpError) or EventDropped (Reason says why). A call that could not be
+// *rebound.RetryError) or EventDropped (Reason says why). A call that could not be
 // queued emits only EventDropped. The events of one call are observed in
 // order, never concurrently, with no lock held; see docs/failback.md for
 // which goroutine calls each. A panicking observer is recovered: after
@@ -29,8 +29,9 @@ type Task struct {
 	Attempts int
 	// Target is the Target of the last attempt's invoker ("" if none).
 	Target string
-	// Err is the last attempt's error: nil in EventRecovered, a *GiveUpError
-	// in EventGiveUp, a *RejectedError for a call never queued.
+	// Err is the last attempt's error: nil in EventRecovered, a
+	// *rebound.RetryError in EventGiveUp (Reason rebound.ErrExhausted,
+	// ErrNotRetryable or ErrPanicked), Invoke's error for a call never queued.
 	Err error
 	// Delay is the wait before the next attempt.
 	Delay time.Duration
@@ -63,7 +64,7 @@ type Stats struct {
 	BreakerWaits uint64
 	// Succeeded counts tasks that succeeded on a retry.
 	Succeeded uint64
-	// GaveUp counts tasks that ended with a *GiveUpError.
+	// GaveUp counts tasks that gave up (EventGiveUp).
 	GaveUp uint64
 	// Dropped counts calls dropped, by Reason (see Task.Reason). It has an
 	// entry for every reason.
@@ -178,7 +179,7 @@ func (f *Invoker) droppedReport(t *task, reason dropReason, now int64) {
 
 // gaveUpReport reports a task that gave up.
 func (f *Invoker) gaveUpReport(t *task, reason, last error, now int64) {
-	gerr := &GiveUpError{Attempts: int(t.attempts), Reason: reason, Last: last}
+	gerr := &rebound.RetryError{Attempts: int(t.attempts), Reason: reason, Last: last}
 	if ce := f.log.Check(zapcore.WarnLevel, "failback: gave up on call"); ce != nil {
 		ce.Write(zap.String("method", t.inv.Method),
 			zap.Int("attempts", int(t.attempts)), zap.String("target", t.target()),

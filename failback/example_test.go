@@ -79,7 +79,7 @@ func ExampleDefaultRetryable() {
 	// false
 }
 
-func ExampleRejectedError() {
+func ExampleWithMaxTasks() {
 	refuse := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
 	fb, _ := failback.New(refuse, failback.WithMaxTasks(1))
 	defer fb.Close()

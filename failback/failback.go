@@ -343,7 +343,7 @@ func (f *Invoker) noteAccepted(t *task, d time.Duration) *cluster.PanicError {
 }
 
 func (f *Invoker) reject(t *task, reason dropReason) error {
-	err := &RejectedError{Reason: reason.sentinel(), Err: t.lastErr}
+	err := &rejectedError{Reason: reason.sentinel(), Err: t.lastErr}
 	switch reason {
 	case dropQueueFull:
 		n := f.fullEpisode.Add(1)

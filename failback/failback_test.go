@@ -165,10 +165,10 @@ func TestExactRetryCounts(t *testing.T) {
 					t.Fatalf("stats %+v, hooks %v", s, rec.events)
 				}
 				g := rec.get("gaveup")[0]
-				var gerr *GiveUpError
+				var gerr *rebound.RetryError
 				if !errors.As(g.Err, &gerr) || gerr.Attempts != n+1 || g.Attempts != n+1 ||
 					!errors.Is(g.Err, rebound.ErrExhausted) || !errors.Is(g.Err, syscall.ECONNREFUSED) {
-					t.Errorf("GaveUp task %+v; want a GiveUpError after %d attempts, retries exhausted, wrapping the last error", g, n+1)
+					t.Errorf("GaveUp task %+v; want a *rebound.RetryError after %d attempts, retries exhausted, wrapping the last error", g, n+1)
 				}
 			})
 		})
@@ -320,7 +320,7 @@ func TestTaskLimitUnderConcurrency(t *testing.T) {
 				wg.Wait()
 				var queued, full int
 				for _, err := range errs {
-					var rej *RejectedError
+					var rej *rejectedError
 					switch {
 					case err == nil:
 						queued++

@@ -189,9 +189,9 @@ func TestTTL(t *testing.T) {
 				WithPolicy(rebound.Policy{Initial: 2 * time.Second, Max: 2 * time.Second, Jitter: rebound.NoJitter}))
 			defer mustClose(t, f)
 			_, err := f.Invoke(callerCtx(), &cluster.Invocation{})
-			var rej *RejectedError
+			var rej *rejectedError
 			if !errors.As(err, &rej) || rej.Reason != ErrExpired || !errors.Is(err, ErrExpired) || !errors.Is(err, errRefused) {
-				t.Fatalf("Invoke = %v; want a *RejectedError (expired)", err)
+				t.Fatalf("Invoke = %v; want a *rejectedError (expired)", err)
 			}
 			if rec.dropped[ErrExpired] != 1 {
 				t.Fatalf("hooks %v", rec.events)

@@ -209,7 +209,7 @@ func TestQueuedHookPanicDoesNotLeakSlot(t *testing.T) {
 	})
 }
 
-// Item 4: Queued fired, then Invoke returned *RejectedError(closed), and
+// Item 4: Queued fired, then Invoke returned *rejectedError(closed), and
 // Close returned before that call was reported. Now Queued means (nil,
 // nil), and Close returns only after the call's Dropped.
 func TestQueuedCallReportedBeforeCloseReturns(t *testing.T) {

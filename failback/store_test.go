@@ -256,9 +256,9 @@ func TestStoreAddFails(t *testing.T) {
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithObserver(rec.hooks()))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
-		var rej *RejectedError
+		var rej *rejectedError
 		if !errors.As(err, &rej) || rej.Reason != ErrStore || !errors.Is(err, ErrStore) || !errors.Is(err, errRefused) {
-			t.Fatalf("Invoke = %v; want a RejectedError (store) wrapping ErrStore and the attempt's error", err)
+			t.Fatalf("Invoke = %v; want a rejectedError (store) wrapping ErrStore and the attempt's error", err)
 		}
 		s := f.Stats()
 		checkStats(t, s)
@@ -367,9 +367,9 @@ func TestJSONCodecRefusesProtoMessages(t *testing.T) {
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify", Args: []any{msg}})
-		var rej *RejectedError
+		var rej *rejectedError
 		if !errors.As(err, &rej) || rej.Reason != ErrStore || !strings.Contains(err.Error(), "protocodec") {
-			t.Fatalf("Invoke with a proto message and JSONCodec = %v; want a RejectedError (store) naming protocodec", err)
+			t.Fatalf("Invoke with a proto message and JSONCodec = %v; want a rejectedError (store) naming protocodec", err)
 		}
 		if calls, _ := st.snapshot(); len(calls) != 0 {
 			t.Fatalf("%d calls stored, want none", len(calls))

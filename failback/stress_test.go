@@ -172,7 +172,7 @@ func TestStress(t *testing.T) {
 					t.Errorf("%s: %s: events %q, Invoke err %v, first ok %v, panicked %v", inv.Method, why, evs, r.err, r.firstOK, r.panicked)
 				}
 			}
-			var rej *RejectedError
+			var rej *rejectedError
 			switch {
 			case r.panicked || r.firstOK || (r.err != nil && !errors.As(r.err, &rej)):
 				if len(r.events) != 0 {

@@ -138,7 +138,7 @@ func safeToRepeat(req *http.Request) bool {
 // hasKey reports whether h carries a non-empty idempotency key: an empty
 // one is no key, a server cannot deduplicate by it.
 func hasKey(h http.Header) bool {
-	return slices.ContainsFunc(h[IdempotencyKeyHeader], notBlank) || slices.ContainsFunc(h["X-Idempotency-Key"], notBlank)
+	return slices.ContainsFunc(h[idempotencyKeyHeader], notBlank) || slices.ContainsFunc(h["X-Idempotency-Key"], notBlank)
 }
 
 func notBlank(v string) bool { return strings.TrimSpace(v) != "" }
@@ -151,7 +151,7 @@ func withKey(req *http.Request, key string) *http.Request {
 	if r2.Header == nil {
 		r2.Header = http.Header{}
 	}
-	r2.Header.Set(IdempotencyKeyHeader, key)
+	r2.Header.Set(idempotencyKeyHeader, key)
 	return &r2
 }
 

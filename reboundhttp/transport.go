@@ -19,10 +19,9 @@ const drainLimit = 4 << 10
 // trickles is closed (its connection with it) rather than hold the retry.
 const drainTime = 50 * time.Millisecond
 
-// IdempotencyKeyHeader is the header WithIdempotencyKey sets, and one of the
-// two (with X-Idempotency-Key) that make a request safe to retry whatever
-// its method.
-const IdempotencyKeyHeader = "Idempotency-Key"
+// idempotencyKeyHeader is the header WithIdempotencyKey sets; it and
+// X-Idempotency-Key make a request safe to retry whatever its method.
+const idempotencyKeyHeader = "Idempotency-Key"
 
 // Transport is an http.RoundTripper that retries a request through a
 // rebound.Retrier of its host (see New). It is safe for concurrent use by

@@ -51,7 +51,7 @@ func newConfig(fn string, opts []Option) (config, error) {
 	case c.retention < 0:
 		c.bad(fn, "WithRetention", fmt.Sprintf("(%v) must be >= 0", c.retention))
 	case c.batch <= 0:
-		c.bad(fn, "WithBatch", fmt.Sprintf("(%d) must be > 0", c.batch))
+		c.bad(fn, "withBatch", fmt.Sprintf("(%d) must be > 0", c.batch))
 	}
 	if len(c.errs) > 0 {
 		return c, c.errs[0]
@@ -89,8 +89,9 @@ func WithRetention(d time.Duration) Option { return optionFunc(func(c *config) {
 // it, new calls wait for the next poll (WithPollInterval).
 func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = !on }) }
 
-// WithBatch caps the calls one claim takes (default 64).
-func WithBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
+// withBatch caps the calls one claim takes (default 64; the Invoker's room
+// bounds it too).
+func withBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
 
 // WithCodec sets the Codec Enqueue encodes arguments with (default
 // failback.JSONCodec{}); it must be the Invoker's (failback.WithCodec).

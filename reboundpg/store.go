@@ -250,7 +250,7 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 	return nil
 }
 
-// Claim implements failback.Claimer: it leases up to min(n, WithBatch)
+// Claim implements failback.Claimer: it leases up to min(n, 64)
 // due calls for WithLease, with FOR UPDATE SKIP LOCKED, on the database's
 // clock. next is 0 after a full batch, else the time until a call falls
 // due or a lease ends, at most WithPollInterval.

@@ -104,7 +104,6 @@ func (l *ledger) settleLocked(id int, o outcome, err error) {
 func (l *ledger) invoked(id int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var rej *failback.RejectedError
 	switch {
 	case err == nil:
 		// Delivered on the first attempt, unless the Queued hook, which
@@ -113,9 +112,12 @@ func (l *ledger) invoked(id int, err error) {
 		if l.state[id] == outNone {
 			l.settleLocked(id, outFirst, nil)
 		}
-	case errors.As(err, &rej):
-		// The Dropped hook has said so too, from this goroutine.
-		l.settleLocked(id, dropOutcome(rej.Reason), err)
+	case errors.Is(err, failback.ErrQueueFull):
+		// EventDropped has said so too, from this goroutine.
+		l.settleLocked(id, outQueueFull, err)
+	case err != failback.ErrClosed && (errors.Is(err, failback.ErrClosed) || errors.Is(err, failback.ErrExpired) || errors.Is(err, failback.ErrStore)):
+		// Not queued (an unqueued call wraps the reason and its error).
+		l.settleLocked(id, outClosed, err)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		l.settleLocked(id, outOther, err)
 	default:
@@ -398,7 +400,7 @@ func (r *report) print(w io.Writer) {
 // the provider and root cause of the last call.
 func briefError(err error) string {
 	prefix := ""
-	if ge, ok := errors.AsType[*failback.GiveUpError](err); ok {
+	if ge, ok := errors.AsType[*rebound.RetryError](err); ok {
 		prefix = fmt.Sprintf("%d attempts, last: ", ge.Attempts)
 	}
 	ce, ok := errors.AsType[*CallError](err)

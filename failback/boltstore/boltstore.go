@@ -451,8 +451,8 @@ func (s *Store) Quarantine(id uint64, reason error) error {
 	return nil
 }
 
-// len returns the number of stored calls (quarantined records excluded).
-func (s *Store) len() (int, error) {
+// Len returns the number of stored calls (quarantined records excluded).
+func (s *Store) Len() (int, error) {
 	if s.isClosed() {
 		return 0, ErrClosed
 	}

@@ -5,6 +5,3 @@ func (s *Store) Stats() stats { return s.stats() }
 
 // WithNoSync skips the fsync of every commit, for tests and benchmarks.
 func WithNoSync() Option { return withNoSync() }
-
-// Len returns the number of stored calls, for the _test package.
-func (s *Store) Len() (int, error) { return s.len() }
