@@ -12,54 +12,20 @@
 //
 // # What it does differently
 //
-// The failback invokers of Apache Dubbo and dubbo-go retry on a fixed 5 s
-// interval (so calls that failed together retry together, wave after wave),
-// poll a FIFO queue with a 1 s ticker (so a task with a long delay blocks
-// those behind it), check the task limit without a lock, make one retry too
-// many, run each retry in its own goroutine, retry business errors, and drop
-// pending retries at shutdown without telling anyone. This package:
-//
-//   - gives each task its own jittered BackOff (rebound.Policy; by default,
-//     DefaultPolicy, 3 retries at least 5 s and at most 60 s apart with
-//     decorrelated jitter, so a call outlives a 15 s outage) and honours a
-//     Retry-After carried by the error (rebound.RetryAfter), capped at 5 min;
-//   - schedules tasks by due time on a min-heap (container/heap) served by
-//     one goroutine sleeping on one timer set to the earliest due time: no
-//     polling, no head-of-line blocking, O(log n) per task;
-//   - runs retries on a fixed pool of workers (WithConcurrency, default 8),
-//     at most half of them on one target, so that one dead or slow
-//     provider cannot occupy every worker;
-//   - can bound retries with a shared rebound.RetryBudget (WithBudget: a
-//     refused retry is dropped) and an AdaptiveThrottle
-//     (WithThrottle: a retry it rejects locally is not sent and is
-//     rescheduled like a failed attempt; see Stats.Throttled);
-//   - bounds the tasks queued plus running under one lock (WithMaxTasks,
-//     default 100);
-//   - makes exactly Policy.MaxAttempts-1 retries (default 3; the policy is
-//     the one knob), and checks MaxElapsed and the call's TTL (WithTTL) when
-//     a retry starts, time waiting for a worker included;
-//   - retries only what the classifier calls retryable (DefaultRetryable:
-//     network errors, the attempt's own deadline, rebound.Transient, an
-//     empty directory; never TLS or certificate failures);
-//     rebound.Permanent always wins;
-//   - re-lists the Directory for every retry and avoids the invokers that
-//     already failed for the task while another one exists;
-//   - runs retries under a fresh context (the caller's values only with
-//     WithContextValues; never the caller's cancellation), bounded by
-//     WithAttemptTimeout (default 10 s);
-//   - accounts for every call: Invoke returns the error of any call that
-//     will not be retried, and each queued call ends in exactly one of
-//     EventRecovered, EventGiveUp or EventDropped and Stats counters,
-//     Shutdown and Close included, its events observed in order;
-//   - survives panics: a panic of the Directory, LoadBalance, Invoker or a
-//     hook on a background goroutine ends that call with GaveUp (a
-//     *cluster.PanicError with the value and stack) and the worker lives on.
+// Unlike the failback invokers of Apache Dubbo and dubbo-go, each call has
+// its own jittered backoff, scheduled by due time on one timer (no polling),
+// run by a fixed pool of workers with at most half of them on one target.
+// Retries may draw from a shared budget and throttle. Every call ends in
+// exactly one reported outcome, Shutdown and Close included, and panics in
+// user code end the call, not the process. docs/failback.md compares them
+// point by point.
 //
 // # Invoke's result
 //
 // Invoke returns the result of a successful first attempt. Otherwise:
 //
-//	not retryable, or caller's ctx done     the error, unchanged
+//	not retryable                           the error, matching ErrNotRetryable
+//	caller's ctx done, or rebound.Permanent the error, unchanged
 //	retryable, Policy.MaxAttempts 1         the error, unchanged
 //	retryable, queued                       (nil, nil)
 //	retryable, task limit reached           ErrQueueFull + the error

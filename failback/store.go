@@ -50,11 +50,8 @@ type StoredCall struct {
 	// failed (wall-clock time: it must survive a restart).
 	Due, Born time.Time
 	// Err is set by Load, instead of the fields above, for a record the
-	// Store holds but cannot decode: it names the record (where it is
-	// stored) and says why. ID identifies the record for
-	// Quarantiner.Quarantine (0 when the record has no usable ID; see the
-	// Store's doc). New fails on such a record, or sets it aside with
-	// WithQuarantine. Stores that never see bad records leave it nil.
+	// Store cannot decode: it names the record and says why. ID is then
+	// the record's, for Quarantine (0 if it has none).
 	Err error
 }
 
