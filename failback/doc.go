@@ -25,7 +25,7 @@
 // Invoke returns the result of a successful first attempt. Otherwise:
 //
 //	not retryable                           the error, matching ErrNotRetryable
-//	caller's ctx done, or rebound.Permanent the error, unchanged
+//	caller's ctx done, rebound.Permanent    the error, unchanged
 //	retryable, Policy.MaxAttempts 1         the error, unchanged
 //	retryable, queued                       (nil, nil)
 //	retryable, task limit reached           ErrQueueFull + the error
