@@ -126,24 +126,10 @@ func WithOpenTimeout(d time.Duration) Option {
 }
 
 // Open opens (or creates) the store file at path and starts its committer
-// goroutine, which Close stops. It returns an error wrapping
-// rebound.ErrInvalidArgument for an empty path or a bad option, and
-// bbolt's error if the file cannot be opened (bolt.ErrTimeout if another
-// process holds it longer than the open timeout).
-//
-// Before bbolt uses an existing file read-write, Open checks it, holding
-// bbolt's shared lock: bbolt trusts its file, so a truncated one (a
-// half-written copy, a full disk) makes it fault (SIGBUS) and a damaged
-// page makes it panic on a goroutine of its own, and either kills the
-// process. Open reads the whole file once with bounds-checked reads: the
-// meta pages as bbolt chooses them, the file's length against the pages
-// in use, and every page reachable from the root (in range, of the right
-// type, referenced once and not free, elements within the page, keys in
-// bbolt's order). A file that fails returns an error naming the file and
-// wrapping ErrDamaged, and the process lives on; move the file aside to
-// start afresh, or restore a copy. An empty file is a new store, as bbolt
-// has it. Records whose bytes are damaged but whose pages are sound are
-// found by Load (StoredCall.Err), not here.
+// goroutine, which Close stops. It first checks an existing file for
+// truncation and damaged pages, which would crash bbolt: such a file is an
+// error wrapping ErrDamaged, naming the file (see the package doc). An
+// empty path or a bad option is a *rebound.ArgumentError.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{openTimeout: defaultOpenTimeout}
 	for _, opt := range opts {
@@ -404,7 +390,7 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 // Quarantine implements failback.Quarantiner: it moves the record of call
 // id from the calls Load reports to the bucket "failback-quarantine" of
 // the same file (same key, same bytes, for inspection with bbolt's tools),
-// durably, and counts it in Stats.Quarantined. id 0 moves every record
+// durably (failback counts it in Stats.Quarantined). id 0 moves every record
 // whose key is not an 8-byte ID (Load reports those with ID 0). An
 // unknown id is not an error. reason is not stored (failback logs it).
 func (s *Store) Quarantine(id uint64, reason error) error {
@@ -484,10 +470,8 @@ func (s *Store) closedErr(err error) error {
 
 // Close writes the changes still waiting, stops the committer and closes
 // the file. It is idempotent; methods called after it return ErrClosed.
-// If bbolt panicked in a commit (damage Open could not see), that panic
-// was recovered: the commit's callers, and every later call, got an error
-// wrapping ErrDamaged, and Close returns it (every time) without closing
-// the file (bbolt could wait for ever), which the process's exit releases.
+// After bbolt panicked in a commit, Close returns that ErrDamaged error and
+// leaves the file to the process's exit.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	first := !s.closed
