@@ -24,7 +24,7 @@ const (
 	// Sources: retry loops; failback (Detail a failback.Task).
 	EventRetry EventKind = iota + 1
 	// EventGiveUp: the work ended with the error Err.
-	// Sources: retry loops; failback (Detail a failback.Task).
+	// Sources: retry loops; failback (Detail a failback.Task, Err a *RetryError).
 	EventGiveUp
 	// EventAttempt: an attempt ended, Err its outcome (nil: success).
 	// Sources: retry loops; Registrations (Detail a subscriber.RegistrationAttempt).

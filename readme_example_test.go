@@ -14,7 +14,7 @@ import (
 
 // ExampleRetry_quickStart is docs/guide.md's first "Retry one operation"
 // snippet: a Permanent error ends the loop at once, and the loop is logged
-// through logging.RetryObserver. (The guide uses the zero Policy; here the
+// through a logging.Loop. (The guide uses the zero Policy; here the
 // delays are shortened so that the example runs quickly.) The README's own
 // snippets are in readme_snippets_test.go.
 func ExampleRetry_quickStart() {
@@ -37,7 +37,7 @@ func ExampleRetry_quickStart() {
 			return rebound.Permanent(err) // retrying cannot help
 		}
 		return err
-	}, rebound.WithObserver(logging.RetryObserver(logger, "sync")))
+	}, rebound.WithObserver(logging.NewLoop(logger, "sync")))
 	fmt.Println(calls, err, errors.Is(err, errNotFound), errors.Is(err, rebound.ErrExhausted))
 	// Output: 3 404 no such user true false
 }

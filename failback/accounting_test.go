@@ -72,7 +72,7 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 						fmu.Unlock()
 					}
 				}
-				hooks := Hooks{
+				hooks := testHooks{
 					Retried: func(tk Task) {
 						if errors.Is(tk.Err, rebound.ErrThrottled) {
 							fmu.Lock()
@@ -81,7 +81,7 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 						}
 					},
 					Succeeded: end("succeeded"), GaveUp: func(tk Task) {
-						var ge *GiveUpError
+						var ge *rebound.RetryError
 						if errors.As(tk.Err, &ge) && errors.Is(ge.Last, rebound.ErrThrottled) {
 							fmu.Lock()
 							throttled[tk.Invocation.Method]++
@@ -89,7 +89,7 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 						}
 						end("gaveup")(tk)
 					},
-					Dropped: func(tk Task) { end("dropped:" + string(tk.Reason))(tk) },
+					Dropped: func(tk Task) { end("dropped:" + label(tk.Reason))(tk) },
 				}
 				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 6, MaxElapsed: tc.maxElapsed}
 				opts := []Option{WithObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc), WithPolicy(pol)}
@@ -171,7 +171,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		for range 100 { // a throttle that has seen only failures rejects most retries
 			th.Allow(time.Now())
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithThrottle(th), WithPolicy(pol), WithSeed(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithThrottle(th), WithPolicy(pol), withSeed(1))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 
 // TestThrottledRetriesDoNotSpendTheBudget: a retry the throttle rejects
 // locally is not sent, so it should not spend the retry budget, and a call
-// should not be dropped with DropBudget while the budget has paid for
+// should not be dropped with rebound.ErrBudgetExhausted while the budget has paid for
 // fewer retries sent than its floor allows.
 func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -220,7 +220,7 @@ func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 			th.Allow(time.Now())
 		}
 		p := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(b), WithThrottle(th), WithSeed(1),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(b), WithThrottle(th), withSeed(1),
 			WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 1000}))
 		for range 20 {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
@@ -231,9 +231,9 @@ func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 		synctest.Wait()
 		mustClose(t, f)
 		s := f.Stats()
-		if s.Retried < 10 && s.Dropped[DropBudget] > 0 {
+		if s.Retried < 10 && s.Dropped[rebound.ErrBudgetExhausted] > 0 {
 			t.Fatalf("%d retries sent (the floor allows 10 in the window), %d rejected by the throttle, yet %d calls dropped by the budget",
-				s.Retried, s.Throttled, s.Dropped[DropBudget])
+				s.Retried, s.Throttled, s.Dropped[rebound.ErrBudgetExhausted])
 		}
 	})
 }

@@ -20,14 +20,14 @@ import (
 // probe taken), the directory's List returns a *cluster.BreakerOpenError
 // and the retry waits until its Until, the earliest end of an open
 // timeout, instead of spending an attempt: the task is requeued with its
-// attempt count unchanged, Hooks.Retried is called with Err the
+// attempt count unchanged, an EventRetry is emitted with Err the
 // *cluster.BreakerOpenError and Delay the wait, and Stats.BreakerWaits
 // counts it. The same holds for a retry whose selected target's breaker
 // refused it at the last moment (two retries raced for one half-open
 // probe): the refused attempt was never sent, so it is not counted in
 // Attempts nor in Stats.Retried. A wait that would end after the call's
 // TTL is not taken: the refusal then counts as a failed attempt (which
-// drops the call with DropExpired, as any retry due after its TTL). The
+// drops the call with dropExpired, as any retry due after its TTL). The
 // policy's MaxElapsed still bounds the start of the next attempt.
 
 // minBreakerWait is the shortest wait for a breaker, so that a clock that

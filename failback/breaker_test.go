@@ -82,7 +82,7 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 		var mu sync.Mutex
 		var retried []Task
 		var succeeded []Task
-		f := mustNew(t, dir, WithPolicy(bkPolicy), WithObserver(Hooks{
+		f := mustNew(t, dir, WithPolicy(bkPolicy), WithObserver(testHooks{
 			Retried:   func(tk Task) { mu.Lock(); retried = append(retried, tk); mu.Unlock() },
 			Succeeded: func(tk Task) { mu.Lock(); succeeded = append(succeeded, tk); mu.Unlock() },
 		}))
@@ -217,8 +217,8 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			dir = bd
 		}
 		var firstRetry atomic.Int64
-		fopts := []Option{WithPolicy(bkPolicy), WithMaxTasks(100000), WithSeed(1),
-			WithObserver(Hooks{Succeeded: func(tk Task) {
+		fopts := []Option{WithPolicy(bkPolicy), WithMaxTasks(100000), withSeed(1),
+			WithObserver(testHooks{Succeeded: func(tk Task) {
 				if tk.Attempts == 2 {
 					firstRetry.Add(1)
 				}

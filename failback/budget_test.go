@@ -55,8 +55,8 @@ func TestBudgetBoundsRetriesInOutage(t *testing.T) {
 		if s.Retried != uint64(retries) {
 			t.Errorf("Stats.Retried %d, provider saw %d", s.Retried, retries)
 		}
-		if s.Dropped[DropBudget] == 0 || rec.dropped[DropBudget] != int(s.Dropped[DropBudget]) {
-			t.Errorf("budget drops: stats %d, hooks %d; want them reported and equal", s.Dropped[DropBudget], rec.dropped[DropBudget])
+		if s.Dropped[rebound.ErrBudgetExhausted] == 0 || rec.dropped[rebound.ErrBudgetExhausted] != int(s.Dropped[rebound.ErrBudgetExhausted]) {
+			t.Errorf("budget drops: stats %d, hooks %d; want them reported and equal", s.Dropped[rebound.ErrBudgetExhausted], rec.dropped[rebound.ErrBudgetExhausted])
 		}
 		for _, tk := range rec.get("dropped") {
 			if tk.Err == nil {
@@ -110,7 +110,7 @@ func TestThrottleReschedulesRetries(t *testing.T) {
 		}
 		s := f.Stats()
 		checkStats(t, s)
-		if s.Succeeded != calls || s.GaveUp != 0 || s.Dropped[DropThrottled] != 0 || rec.count("dropped") != 0 {
+		if s.Succeeded != calls || s.GaveUp != 0 || sumDropped(s) != 0 || rec.count("dropped") != 0 {
 			t.Fatalf("stats %+v: want every call to succeed, none dropped", s)
 		}
 		return s, intoOutage, rec
@@ -166,7 +166,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 		}
 		last := 0
 		for _, tk := range rec.get("gaveup") {
-			var ge *GiveUpError
+			var ge *rebound.RetryError
 			if !errors.As(tk.Err, &ge) || ge.Attempts != 5 || !errors.Is(ge.Reason, rebound.ErrExhausted) {
 				t.Fatalf("GaveUp %v: want 5 attempts, ErrExhausted", tk.Err)
 			}
@@ -189,8 +189,8 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 // spent (another loop took the only retry) is queued, and when its retry
 // is due the requests sent meanwhile have refilled the budget: the retry
 // is sent and succeeds. (Charged at the failure, it was refused at once and
-// Invoke returned a *RejectedError with DropBudget.) ExampleWithBudget
-// shows a retry the budget still refuses when due: dropped, DropBudget.
+// Invoke returned a *rejectedError with rebound.ErrBudgetExhausted.) ExampleWithBudget
+// shows a retry the budget still refuses when due: dropped, rebound.ErrBudgetExhausted.
 func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		budget, err := rebound.NewRetryBudget(1, 0, 10*time.Second)
@@ -222,7 +222,7 @@ func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		s := f.Stats()
-		if s.Succeeded != 1 || s.Retried != 1 || s.Dropped[DropBudget] != 0 {
+		if s.Succeeded != 1 || s.Retried != 1 || s.Dropped[rebound.ErrBudgetExhausted] != 0 {
 			t.Fatalf("Stats %+v: want the queued call's retry sent and succeeded once the budget refilled", s)
 		}
 		if got := rec.get("succeeded"); len(got) != 1 || got[0].Attempts != 2 {

@@ -14,35 +14,10 @@ import (
 )
 
 // DefaultRetryable is the classifier New uses without WithRetryable. It
-// reports true for errors that a later attempt, possibly on another
-// provider, may not hit:
-//
-//   - errors marked by the invoker with rebound.Transient;
-//   - cluster.ErrNoInvokers: the directory is empty now, but providers come
-//     back (a closed directory, cluster.ErrClosed, is not retryable);
-//   - context.DeadlineExceeded: the Invoker applies this only to an
-//     attempt's own deadline (WithAttemptTimeout, or a timeout inside the
-//     invoker); when the caller's context is done the call is never queued,
-//     whatever the classifier says;
-//   - network errors: syscall.ECONNREFUSED, ECONNRESET and ECONNABORTED,
-//     io.ErrUnexpectedEOF, net.ErrClosed, and any net.Error (*net.OpError,
-//     *net.DNSError, *url.Error, timeouts, ...).
-//
-// Everything else, including context.Canceled and plain business errors,
-// is not retryable. A nil error and an error marked rebound.Permanent are
-// never retryable, and neither are TLS and certificate failures, wherever
-// they are in the chain (inside a *url.Error or *net.OpError, and even
-// under a Transient mark, since invokers often mark every transport error):
-// x509 verification errors (unknown authority, bad host name, invalid or
-// expired certificate, no system roots, ...), *tls.CertificateVerificationError,
-// tls.RecordHeaderError (the server does not speak TLS) and tls.AlertError
-// (the peer refused the handshake). They do not heal by retrying.
-//
-// Compose it in a custom classifier:
-//
-//	failback.WithRetryable(func(err error) bool {
-//		return errors.Is(err, errOverloaded) || failback.DefaultRetryable(err)
-//	})
+// retries errors marked rebound.Transient, cluster.ErrNoInvokers, an
+// attempt's own deadline and network errors (net.Error, ECONNREFUSED,
+// ECONNRESET, ...). It never retries a nil, Permanent, context.Canceled or
+// business error, nor a TLS or certificate failure, even marked Transient.
 func DefaultRetryable(err error) bool {
 	switch {
 	case err == nil, rebound.IsPermanent(err), isTLSFailure(err):

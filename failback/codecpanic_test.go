@@ -42,8 +42,8 @@ func TestCodecMarshalPanics(t *testing.T) {
 				t.Errorf("Invoke with a Marshal that panics = %v; want ErrStore and ErrPanicked", err)
 			}
 		}()
-		if s := f.Stats(); s.Queued != 0 || s.Dropped[DropStore] != 1 {
-			t.Errorf("after a Marshal panic: %+v; want nothing queued, 1 DropStore", s)
+		if s := f.Stats(); s.Queued != 0 || s.Dropped[ErrStore] != 1 {
+			t.Errorf("after a Marshal panic: %+v; want nothing queued, 1 ErrStore", s)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -71,9 +71,9 @@ func TestCodecUnmarshalPanics(t *testing.T) {
 		}()
 		_, err = New(dir, WithStore(st), WithCodec(panicCodec{}))
 	}()
-	var bre *BadRecordError
+	var bre *badRecordError
 	if !errors.As(err, &bre) || bre.ID != 2 || !errors.Is(err, ErrPanicked) {
-		t.Errorf("New with an Unmarshal that panics = %v; want a *BadRecordError for call 2 wrapping ErrPanicked", err)
+		t.Errorf("New with an Unmarshal that panics = %v; want a *badRecordError for call 2 wrapping ErrPanicked", err)
 	}
 	synctest.Test(t, func(t *testing.T) {
 		func() {

@@ -12,59 +12,25 @@
 //
 // # What it does differently
 //
-// The failback invokers of Apache Dubbo and dubbo-go retry on a fixed 5 s
-// interval (so calls that failed together retry together, wave after wave),
-// poll a FIFO queue with a 1 s ticker (so a task with a long delay blocks
-// those behind it), check the task limit without a lock, make one retry too
-// many, run each retry in its own goroutine, retry business errors, and drop
-// pending retries at shutdown without telling anyone. This package:
-//
-//   - gives each task its own jittered BackOff (rebound.Policy; by default,
-//     DefaultPolicy, 3 retries at least 5 s and at most 60 s apart with
-//     decorrelated jitter, so a call outlives a 15 s outage) and honours a
-//     Retry-After carried by the error (rebound.RetryAfter), capped at 5 min;
-//   - schedules tasks by due time on a min-heap (container/heap) served by
-//     one goroutine sleeping on one timer set to the earliest due time: no
-//     polling, no head-of-line blocking, O(log n) per task;
-//   - runs retries on a fixed pool of workers (WithConcurrency, default 8),
-//     at most half of them on one target (WithTargetConcurrency), so that
-//     one dead or slow provider cannot occupy every worker;
-//   - can bound retries with a shared rebound.RetryBudget (WithBudget: a
-//     refused retry is Dropped with DropBudget) and an AdaptiveThrottle
-//     (WithThrottle: a retry it rejects locally is not sent and is
-//     rescheduled like a failed attempt; see Stats.Throttled);
-//   - bounds the tasks queued plus running under one lock (WithMaxTasks,
-//     default 100);
-//   - makes exactly Policy.MaxAttempts-1 retries (default 3; the policy is
-//     the one knob), and checks MaxElapsed and the call's TTL (WithTTL,
-//     WithCallTTL) when a retry starts, time waiting for a worker included;
-//   - retries only what the classifier calls retryable (DefaultRetryable:
-//     network errors, the attempt's own deadline, rebound.Transient, an
-//     empty directory; never TLS or certificate failures);
-//     rebound.Permanent always wins;
-//   - re-lists the Directory for every retry and avoids the invokers that
-//     already failed for the task while another one exists;
-//   - runs retries under a fresh context (the caller's values only with
-//     WithContextValues; never the caller's cancellation), bounded by
-//     WithAttemptTimeout (default 10 s);
-//   - accounts for every call: Invoke returns the error of any call that
-//     will not be retried, and each queued call ends in exactly one of the
-//     Succeeded, GaveUp or Dropped hooks and Stats counters, Shutdown and
-//     Close included, with its hooks called in order, never concurrently;
-//   - survives panics: a panic of the Directory, LoadBalance, Invoker or a
-//     hook on a background goroutine ends that call with GaveUp (a
-//     *PanicError with the value and stack) and the worker lives on.
+// Unlike the failback invokers of Apache Dubbo and dubbo-go, each call has
+// its own jittered backoff, scheduled by due time on one timer (no polling),
+// run by a fixed pool of workers with at most half of them on one target.
+// Retries may draw from a shared budget and throttle. Every call ends in
+// exactly one reported outcome, Shutdown and Close included, and panics in
+// user code end the call, not the process. docs/failback.md compares them
+// point by point.
 //
 // # Invoke's result
 //
 // Invoke returns the result of a successful first attempt. Otherwise:
 //
-//	not retryable, or caller's ctx done     the error, unchanged
+//	not retryable                           the error, matching ErrNotRetryable
+//	caller's ctx done, rebound.Permanent    the error, unchanged
 //	retryable, Policy.MaxAttempts 1         the error, unchanged
 //	retryable, queued                       (nil, nil)
-//	retryable, task limit reached           *RejectedError: ErrQueueFull + the error
-//	retryable, TTL shorter than first wait  *RejectedError: ErrExpired + the error
-//	retryable, Shutdown/Close has begun     *RejectedError: ErrClosed + the error
+//	retryable, task limit reached           ErrQueueFull + the error
+//	retryable, TTL shorter than first wait  ErrExpired + the error
+//	retryable, Shutdown/Close has begun     ErrClosed + the error
 //	marked Stopping, no Store               the error, unchanged
 //	marked Stopping, with a Store           (nil, nil): queued and stored
 //	marked Stopping, Policy.MaxAttempts 1   the error, unchanged (even with a Store)
@@ -80,9 +46,9 @@
 // exited. Shutdown's result says how the invoker ended, whatever the order
 // of the calls: nil after a completed drain, ctx.Err() for the Shutdown
 // whose ctx ended it, ErrClosed once Close stopped it first (like
-// net/http.Server's ErrServerClosed). Observers (WithObserver, rebound.Observer; Hooks is the typed adapter)
-// are called with no lock held; see Hooks for the events, which goroutine
-// calls each and what a slow observer holds up. An observer may call
+// net/http.Server's ErrServerClosed). Observers (WithObserver) are called
+// with no lock held; see Task for the events, and docs/failback.md for
+// which goroutine calls each and what a slow observer holds up. An observer may call
 // Close or Shutdown: from an observer (which they would otherwise wait
 // for) they start the stop, return rebound.ErrCalledFromCallback at once,
 // and the invoker finishes stopping in the background once the observer
@@ -99,15 +65,15 @@
 //     first failure is no later than now, a stored due time no later than
 //     now plus the policy's longest wait (max(Max, MaxRetryAfter)), so a
 //     corrected clock cannot stretch a backoff or a TTL;
-//   - fails on a record it cannot load, with a *BadRecordError naming it
-//     (ID, method, and the Store's words on where it is), by default; with
-//     WithQuarantine it sets such records aside in the Store (a
+//   - fails on a record it cannot load, with an error naming it
+//     (ErrBadRecord: ID, method, and the Store's words on where it is), by
+//     default; with WithQuarantine it sets such records aside in the Store (a
 //     Quarantiner) and counts them in Stats.Quarantined instead.
 //
 // A transport that is shutting down under the invoker (a gRPC ClientConn
 // closed before it) is not the call's fault: an Invoker that marks such
-// errors with Stopping (ErrStopping) gets its calls dropped with
-// DropClosed, and kept in the Store for the next process, instead of given
+// errors with Stopping gets its calls dropped with ErrClosed, and kept in
+// the Store for the next process, instead of given
 // up. A first attempt failing that way is queued (stored) with a Store, and
 // returned unchanged without one.
 //
@@ -140,7 +106,7 @@
 //	fb, _ := failback.New(dir)
 //
 // A retry that no breaker admits (a *cluster.BreakerOpenError) waits until
-// the earliest half-open instead of spending an attempt: Hooks.Retried
-// gets the error and the wait as Err and Delay, Attempts is unchanged, and
+// the earliest half-open instead of spending an attempt: its EventRetry
+// has the error and the wait as Err and Delay, Attempts is unchanged, and
 // Stats.BreakerWaits counts it. See docs/breaker.md.
 package failback

@@ -28,7 +28,6 @@ func TestDurationOptionsSweep(t *testing.T) {
 	}{
 		{name: "WithAttemptTimeout", opt: func(d time.Duration) Option { return WithAttemptTimeout(d) }, ok: func(d time.Duration) bool { return d >= 0 }},
 		{name: "WithTTL", opt: func(d time.Duration) Option { return WithTTL(d) }, ok: func(d time.Duration) bool { return d >= 0 }},
-		{name: "WithCallTTL", ctx: func(d time.Duration) context.Context { return WithCallTTL(callerCtx(), d) }, ok: func(time.Duration) bool { return true }},
 	} {
 		for _, d := range []time.Duration{0, 1, -time.Second, math.MaxInt64} {
 			t.Run(tc.name+"/"+d.String(), func(t *testing.T) {

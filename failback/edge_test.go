@@ -62,13 +62,13 @@ func TestEdgeCases(t *testing.T) {
 			mustClose(t, f)
 			// The first attempt failed just before Close; queueing it finds the invoker closed.
 			err := f.firstFailure(callerCtx(), &cluster.Invocation{Method: "late"}, nil, errRefused)
-			var rej *RejectedError
-			if !errors.As(err, &rej) || rej.Reason != DropClosed || !errors.Is(err, ErrClosed) || !errors.Is(err, errRefused) {
-				t.Fatalf("firstFailure after Close = %v; want a RejectedError (closed) wrapping the error", err)
+			var rej *rejectedError
+			if !errors.As(err, &rej) || rej.Reason != ErrClosed || !errors.Is(err, ErrClosed) || !errors.Is(err, errRefused) {
+				t.Fatalf("firstFailure after Close = %v; want a rejectedError (closed) wrapping the error", err)
 			}
 			s := f.Stats()
 			checkStats(t, s)
-			if s.Offered != 1 || s.Dropped[DropClosed] != 1 || rec.dropped[DropClosed] != 1 {
+			if s.Offered != 1 || s.Dropped[ErrClosed] != 1 || rec.dropped[ErrClosed] != 1 {
 				t.Errorf("stats %+v, hooks %v", s, rec.dropped)
 			}
 		})

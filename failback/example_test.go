@@ -31,14 +31,17 @@ func ExampleNew() {
 	var succeeded string // written before done is closed, read after
 	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}),
-		failback.WithObserver(failback.Hooks{
-			Queued: func(t failback.Task) { fmt.Println("queued:", t.Invocation.Method, "-", t.Err) },
-			Succeeded: func(t failback.Task) {
+		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			t := e.Detail.(failback.Task)
+			switch e.Kind {
+			case rebound.EventQueued:
+				fmt.Println("queued:", t.Invocation.Method, "-", t.Err)
+			case rebound.EventRecovered:
 				// On a retry worker, maybe before Invoke has returned.
 				succeeded = fmt.Sprintf("succeeded after %d attempts on %s", t.Attempts, t.Target)
 				close(done)
-			},
-		}))
+			}
+		})))
 	if err != nil {
 		panic(err)
 	}
@@ -76,7 +79,7 @@ func ExampleDefaultRetryable() {
 	// false
 }
 
-func ExampleRejectedError() {
+func ExampleWithMaxTasks() {
 	refuse := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
 	fb, _ := failback.New(refuse, failback.WithMaxTasks(1))
 	defer fb.Close()
@@ -106,14 +109,18 @@ func Example_registry() {
 		panic(err)
 	}
 	dial := func(subscriber.Instance) (cluster.Invoker, error) { return &flaky{}, nil }
-	reportDropped := func(t failback.Task) { fmt.Println("dropped:", t.Reason, t.Err) }
+	reportDropped := rebound.ObserverFunc(func(e rebound.Event) {
+		if t := e.Detail.(failback.Task); e.Kind == rebound.EventDropped {
+			fmt.Println("dropped:", t.Reason, t.Err)
+		}
+	})
 
 	dir, err := cluster.NewRegistryDirectory(dial) // dial: Instance -> cluster.Invoker
 	_, err = m.Subscribe(ctx, key, dir.Update)     // the directory follows the registry
 	err = dir.WaitReady(ctx)                       // the first providers are listed
 	fb, err := failback.New(dir,
 		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, MaxAttempts: 4}), // default: DefaultPolicy(), 3 retries 5-60 s apart
-		failback.WithObserver(failback.Hooks{Dropped: reportDropped}))
+		failback.WithObserver(reportDropped))
 
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})
 	// nil: delivered or queued for retry; non-nil: not delivered and will not be retried
@@ -138,8 +145,8 @@ func Example_registry() {
 // ExampleWithBudget: retries draw from a shared rebound.RetryBudget, asked
 // when a retry is due. Here the budget allows no retry at all (ratio 0, no
 // floor): the failed call is queued, and when its retry is due the budget
-// refuses it and Hooks.Dropped reports it with DropBudget (and its last
-// error).
+// refuses it, and an EventDropped reports it with Reason
+// rebound.ErrBudgetExhausted (and its last error).
 func ExampleWithBudget() {
 	budget, err := rebound.NewRetryBudget(0, 0, 10*time.Second)
 	if err != nil {
@@ -149,10 +156,12 @@ func ExampleWithBudget() {
 	down := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
 	fb, err := failback.New(down, failback.WithBudget(budget),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond}),
-		failback.WithObserver(failback.Hooks{Dropped: func(t failback.Task) {
-			fmt.Println("dropped:", t.Reason, errors.Is(t.Err, cluster.ErrNoInvokers))
-			close(dropped)
-		}}))
+		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			if t := e.Detail.(failback.Task); e.Kind == rebound.EventDropped {
+				fmt.Println("dropped:", t.Reason == rebound.ErrBudgetExhausted, errors.Is(t.Err, cluster.ErrNoInvokers))
+				close(dropped)
+			}
+		})))
 	if err != nil {
 		panic(err)
 	}
@@ -163,21 +172,21 @@ func ExampleWithBudget() {
 	fmt.Println("retries sent:", fb.Stats().Retried)
 	// Output:
 	// Invoke: <nil>
-	// dropped: budget true
+	// dropped: true true
 	// retries sent: 0
 }
 
-// ExampleWithCallTTL: a call that is worthless after a second is not
+// ExampleWithTTL: a call that is worthless after a second is not
 // queued when its first retry would come later than that.
-func ExampleWithCallTTL() {
+func ExampleWithTTL() {
 	down := cluster.NewStaticDirectory()
-	fb, err := failback.New(down, failback.WithPolicy(rebound.Policy{Initial: 5 * time.Second, Jitter: rebound.NoJitter}))
+	fb, err := failback.New(down, failback.WithTTL(time.Second),
+		failback.WithPolicy(rebound.Policy{Initial: 5 * time.Second, Jitter: rebound.NoJitter}))
 	if err != nil {
 		panic(err)
 	}
 	defer fb.Close()
-	ctx := failback.WithCallTTL(context.Background(), time.Second)
-	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})
+	_, err = fb.Invoke(context.Background(), &cluster.Invocation{Method: "Notify"})
 	fmt.Println(errors.Is(err, failback.ErrExpired))
 	fmt.Println(err)
 	// Output:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rebound-go/rebound/internal/nilness"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -16,167 +15,9 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/internal/dueheap"
-	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
 )
-
-// Task describes a call handed to the background: the Detail of every
-// rebound.Event the invoker emits (see Hooks for the kinds). It is a copy:
-// keeping it is safe.
-type Task struct {
-	// Invocation is the call, as given to Invoke (shared, read only).
-	Invocation *cluster.Invocation
-	// Attempts counts the attempts made so far, the first one (in Invoke)
-	// included: 1 in Queued, 2 after the first retry. A retry the throttle
-	// (WithThrottle) rejected locally counts too, as a failed attempt that
-	// was not sent (its Err is rebound.ErrThrottled).
-	Attempts int
-	// Target is the Target of the invoker of the last attempt, "" if none
-	// was selected (for example an empty directory).
-	Target string
-	// Err is the last attempt's error: nil in Succeeded; a *GiveUpError in
-	// GaveUp; a *RejectedError in Dropped for a call that was never queued;
-	// rebound.ErrThrottled in Retried for a retry the throttle rejected
-	// locally.
-	Err error
-	// Delay is the wait before the next attempt (Queued and Retried).
-	Delay time.Duration
-	// Age is the time since the first attempt failed.
-	Age time.Duration
-	// Reason says why the call was dropped (EventDropped only).
-	Reason DropReason
-}
-
-// The invoker emits a rebound.Event, with Detail a Task, on the life
-// events of calls handed to the background, to the observers of
-// WithObserver: rebound.EventQueued, then one EventRetry per failed retry
-// that is followed by another, and exactly one of EventRecovered (a retry
-// succeeded), EventGiveUp (Err a *GiveUpError) or EventDropped (Task.Reason
-// says why). The Event's Attempt, Err, Delay and Elapsed are the Task's
-// Attempts, Err, Delay and Age. Hooks is the typed adapter: one function
-// per kind.
-//
-// The events of one call are observed one at a time, in that order, never
-// concurrently (those of different calls may be). A call that could not
-// be queued gets only EventDropped. Close and Shutdown return only after
-// every call's final event has been observed.
-//
-// Observers are called with no lock held, so they may call Stats. They
-// must be safe for concurrent use and should return quickly: a slow
-// observer holds up the goroutine that calls it, and nothing else: a
-// caller of Invoke whose first attempt failed (EventQueued, and
-// EventDropped for a call that could not be queued), a retry worker
-// (EventRetry, EventRecovered, EventGiveUp, EventDropped: that worker runs
-// no other retry meanwhile, so with WithConcurrency(n), n slow observers
-// stall the retries), or Close (EventDropped of the calls still queued).
-// A successful Invoke emits nothing. Wrap a slow observer in a
-// rebound.Queue to stall none of them. An observer may call Close or
-// Shutdown: called from an observer (which they would wait for), they
-// start stopping the invoker and return rebound.ErrCalledFromCallback at
-// once instead of deadlocking; the invoker finishes stopping in the
-// background after the observer returns (a later Close or Shutdown from
-// outside an observer waits for that end). An observer that panics is
-// recovered and logged at Error; if the event was EventQueued or
-// EventRetry, the call then ends with EventGiveUp (Reason ErrPanicked,
-// Last a *PanicError); the process and the workers survive.
-type Hooks struct {
-	// Queued: the call's first attempt failed with a retryable error and it
-	// was queued; Invoke returns (nil, nil). Called from the goroutine
-	// calling Invoke, before the task can run (rebound.EventQueued).
-	Queued func(Task)
-	// Retried: a retry attempt failed with a retryable error and the next
-	// one is scheduled after Delay. Called from a retry worker, before the
-	// task can run again (rebound.EventRetry).
-	Retried func(Task)
-	// Succeeded: a retry attempt succeeded. Called from a retry worker
-	// (rebound.EventRecovered).
-	Succeeded func(Task)
-	// GaveUp: the task stopped because of its own outcome: the policy is
-	// exhausted, an error that is not retryable, or a panic; Err is a
-	// *GiveUpError (rebound.EventGiveUp).
-	GaveUp func(Task)
-	// Dropped: the call will not be retried (any further) for a reason
-	// other than its own outcome, Task.Reason (see DropReason); for a call
-	// that was never queued, Err is the *RejectedError Invoke returns
-	// (rebound.EventDropped). A call never queued is reported from the
-	// goroutine calling Invoke; DropClosed for queued tasks from the
-	// goroutine calling Close (or Shutdown), or from a background goroutine
-	// if Close was called from an observer; otherwise from the retry
-	// worker that held the task.
-	Dropped func(Task)
-}
-
-// Observe calls the field for e's kind with e.Detail, if it is a Task.
-func (h Hooks) Observe(e rebound.Event) {
-	t, ok := e.Detail.(Task)
-	if !ok {
-		return
-	}
-	var fn func(Task)
-	switch e.Kind {
-	case rebound.EventQueued:
-		fn = h.Queued
-	case rebound.EventRetry:
-		fn = h.Retried
-	case rebound.EventRecovered:
-		fn = h.Succeeded
-	case rebound.EventGiveUp:
-		fn = h.GaveUp
-	case rebound.EventDropped:
-		fn = h.Dropped
-	}
-	if fn != nil {
-		fn(t)
-	}
-}
-
-// Stats counts the calls handed to the background. Every call whose first
-// attempt failed with a retryable error while retries were enabled is
-// counted in Offered, and is at any moment in exactly one of the other
-// buckets, so:
-//
-//	Offered == Queued + InFlight + Succeeded + GaveUp + sum(Dropped)
-//
-// (With WithStore, Offered also counts the calls New loaded from the store.)
-//
-// Calls that succeed on their first attempt, or fail with an error that is
-// not retryable, are not counted.
-type Stats struct {
-	// Queued is the number of tasks waiting now, for their due time or for
-	// a worker (or being reported to Hooks.Queued).
-	Queued int
-	// InFlight is the number of tasks held by a retry worker now: their
-	// attempt is running or its outcome is being reported.
-	InFlight int
-	// Offered counts the calls whose first attempt failed with a retryable
-	// error.
-	Offered uint64
-	// Retried counts retry attempts started (a task retried 3 times counts
-	// 3).
-	Retried uint64
-	// Throttled counts retries the adaptive throttle (WithThrottle)
-	// rejected locally: never sent (not in Retried), each one counted as a
-	// failed attempt of its call, which was rescheduled (reported to
-	// Hooks.Retried with Err rebound.ErrThrottled) or, when its policy ran
-	// out, ended in GaveUp.
-	Throttled uint64
-	// BreakerWaits counts retries that waited for a circuit breaker
-	// (a *cluster.BreakerOpenError: see "Circuit breakers" in the package
-	// doc) instead of being attempted: never sent, not in Retried nor in
-	// the task's Attempts.
-	BreakerWaits uint64
-	// Succeeded counts tasks that succeeded on a retry.
-	Succeeded uint64
-	// GaveUp counts tasks that stopped with an error (see Hooks.GaveUp).
-	GaveUp uint64
-	// Dropped counts calls dropped, by reason; it has an entry for every
-	// DropReason.
-	Dropped map[DropReason]uint64
-	// Quarantined counts the stored calls New could not load and set aside
-	// in the Store (WithQuarantine). They are not in Offered.
-	Quarantined uint64
-}
 
 // state is the life stage of an Invoker.
 type state int
@@ -188,26 +29,13 @@ const (
 )
 
 // Invoker is a failback cluster invoker: a call whose first attempt fails
-// with a retryable error is queued and retried in the background, and the
-// caller gets (nil, nil), as for a call that needs no answer (notifications,
-// audit records, cache invalidations). Use it only for such calls.
+// with a retryable error is retried in the background, and the caller gets
+// (nil, nil). Use it only for calls that need no answer (notifications,
+// audit records). Each queued call ends in exactly one of EventRecovered,
+// EventGiveUp or EventDropped.
 //
-// Retries are scheduled by due time on a min-heap served by one scheduler
-// goroutine (one timer, set to the earliest due time; no polling) and run
-// by a fixed pool of workers (WithConcurrency). Each task has its own
-// jittered BackOff (WithPolicy), so calls that failed together do not retry
-// together. Every retry lists the Directory again and avoids the invokers
-// that already failed for the task.
-//
-// The caller always learns of a call that will not be retried: Invoke
-// returns the error unless the call was queued, and a queued call ends in
-// exactly one of the Succeeded, GaveUp or Dropped hooks and the matching
-// Stats counter.
-//
-// An *Invoker is itself a cluster.Invoker (Target returns "failback").
-// Create it with New; the zero value is not usable. All methods are safe
-// for concurrent use. Shutdown drains and stops, Close stops at once; both
-// stop the goroutines New starts.
+// An *Invoker is itself a cluster.Invoker. Create it with New; all methods
+// are safe for concurrent use.
 type Invoker struct {
 	dir cluster.Directory
 	lb  cluster.LoadBalance
@@ -233,7 +61,7 @@ type Invoker struct {
 	heap                                dueheap.Heap[*task] // waiting for their due time
 	ready                               []*task             // due, waiting for a worker (FIFO from readyHead)
 	readyHead                           int
-	reserved                            int                // accepted, being reported to Hooks.Queued, not pushed yet
+	reserved                            int                // accepted, being reported (EventQueued), not pushed yet
 	running                             map[string]int     // retry attempts running, by target
 	parked                              map[string][]*task // due, waiting for a slot on their target (FIFO)
 	nparked                             int
@@ -259,47 +87,14 @@ type Invoker struct {
 
 var _ cluster.Invoker = (*Invoker)(nil)
 
-// New returns a failback invoker over dir and starts its goroutines: one
-// scheduler and WithConcurrency workers, all stopped by Shutdown or Close.
-// It returns a *rebound.ArgumentError (matching rebound.ErrInvalidArgument,
-// naming the option and its rule) for a nil dir (or a nil pointer in it)
-// or a bad option value, and starts nothing then; nil options are
-// ignored. Without options:
-// DefaultPolicy() (3 retries), at most 100 tasks, 8 workers, a 10 s
-// timeout per retry attempt, no TTL, DefaultRetryable, a *cluster.Random
-// load balance, no hooks, no logging. DefaultRetryable retries only errors
-// marked rebound.Transient and network errors: a plain errors.New from an
-// invoker comes back to the caller, not retried (WithRetryable changes it).
+// New returns a failback invoker over dir and starts its goroutines, which
+// Shutdown or Close stop. A nil dir or a bad option is a
+// *rebound.ArgumentError. Without options: DefaultPolicy(), 100 tasks, 8
+// workers, 10 s per retry attempt, DefaultRetryable, *cluster.Random.
 func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
-	cfg := config{
-		maxTasks:       DefaultMaxTasks,
-		policy:         DefaultPolicy(),
-		concurrency:    DefaultConcurrency,
-		attemptTimeout: DefaultAttemptTimeout,
-		retryable:      DefaultRetryable,
-		logger:         zap.NewNop(),
-		lb:             &cluster.Random{},
-	}
-	if dir == nil {
-		cfg.bad("New", "dir", "must not be nil: a cluster.Directory is required", nil)
-	} else if nilness.Is(dir) {
-		cfg.bad("New", "dir", "is a nil pointer: a cluster.Directory is required", nil)
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	if cfg.durable.quarantine && cfg.durable.store != nil {
-		if _, ok := cfg.durable.store.(Quarantiner); !ok {
-			cfg.bad("WithQuarantine", "store", fmt.Sprintf("(WithStore) must implement failback.Quarantiner (%T does not)", cfg.durable.store), nil)
-		}
-	}
-	if cfg.perTarget == 0 {
-		cfg.perTarget = max(1, cfg.concurrency/2)
-	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	cfg, err := newConfig(dir, opts)
+	if err != nil {
+		return nil, err
 	}
 	// No classifier: the Schedule is only asked about errors failback has
 	// classified as retryable already; accepts of the others are given to
@@ -309,7 +104,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		ropts = append(ropts, rebound.WithSeed(cfg.seed))
 	}
 	if cfg.budget != nil {
-		// A retry the budget refuses is dropped (DropBudget), when it is
+		// A retry the budget refuses is dropped (dropBudget), when it is
 		// due.
 		ropts = append(ropts, rebound.WithBudget(cfg.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
 	}
@@ -362,30 +157,10 @@ var errNilInvoker = fmt.Errorf("%w: the load balance selected a nil invoker", cl
 // used wherever one is expected (for example behind another Directory).
 func (f *Invoker) Target() string { return "failback" }
 
-// Invoke makes the first attempt of a call in the calling goroutine, with
-// ctx, and returns its result if it succeeds. If it fails:
-//
-//   - after ctx is done, with a rebound.Permanent error, or when the policy
-//     allows no retry (MaxAttempts 1): Invoke returns the error unchanged;
-//   - with an error that is not retryable (see WithRetryable; by default
-//     only rebound.Transient and network errors are): Invoke returns it
-//     wrapped with why it was not retried, matching ErrNotRetryable;
-//   - with a retryable error: the call is queued for retry and Invoke
-//     returns (nil, nil) (then, and only then, Hooks.Queued is called); if
-//     it cannot be queued, Invoke returns a *RejectedError wrapping
-//     ErrQueueFull, ErrClosed or ErrExpired and the error.
-//
-// An empty directory (cluster.ErrNoInvokers) is retryable by default: the
-// call is queued until a provider appears or its retries run out.
-//
-// The first attempt runs in the caller's goroutine: a panic in it reaches
-// the caller, as with a direct call. Once Shutdown or Close has begun,
-// Invoke returns ErrClosed without attempting the call. A nil ctx or inv is
-// a *rebound.ArgumentError. inv is kept by a queued task and sent again on
-// every retry: it must not be modified after Invoke. On success with a
-// Directory and LoadBalance that do not allocate (NewStaticDirectory,
-// cluster.Random, cluster.RoundRobin), Invoke adds no allocation to the
-// invoker's own.
+// Invoke makes the first attempt of a call with ctx and returns its result.
+// If it fails with a retryable error, the call is queued and Invoke returns
+// (nil, nil); otherwise it returns the error (see the package doc's table).
+// inv is kept by a queued call: it must not be modified after Invoke.
 func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, error) {
 	if ctx == nil || inv == nil {
 		return nil, invalidInvoke(ctx == nil)
@@ -416,7 +191,7 @@ func (f *Invoker) first(ctx context.Context, inv *cluster.Invocation) (cluster.I
 	now := time.Now()
 	_ = f.retrier.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
-	if err == nil || (!IsStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
+	if err == nil || (!isStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
 	}
 	return target, res, err
@@ -447,23 +222,13 @@ func (f *Invoker) attempt(ctx context.Context, inv *cluster.Invocation, exclude 
 	return target, res, err
 }
 
-type callTTLKey struct{}
-
-// WithCallTTL returns a copy of ctx that gives the call Invoked with it a
-// time-to-live of d, counted from the failure of its first attempt: if its
-// next retry would start after that, the call is dropped with DropExpired
-// instead. It overrides WithTTL for that call; d <= 0 means no TTL for it.
-func WithCallTTL(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, callTTLKey{}, d)
-}
-
 // firstFailure decides the fate of a call whose first attempt failed and
 // returns what Invoke returns.
 func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, target cluster.Invoker, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return err
-	case IsStopping(err):
+	case isStopping(err):
 		// The transport is going away: only a Store can carry the call to
 		// the next process.
 		if f.cfg.durable.store == nil {
@@ -481,9 +246,6 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 		t.values = context.WithoutCancel(ctx)
 	}
 	ttl := f.cfg.ttl
-	if d, ok := ctx.Value(callTTLKey{}).(time.Duration); ok {
-		ttl = d
-	}
 
 	seq := f.nextSeq.Add(1) - 1
 	now := f.now()
@@ -511,17 +273,17 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 	f.offered++
 	switch {
 	case f.state != stateOpen:
-		f.dropped[dropIndex(DropClosed)]++
+		f.dropped[dropIndex(dropClosed)]++
 		f.mu.Unlock()
-		return f.reject(t, DropClosed)
+		return f.reject(t, dropClosed)
 	case f.pendingLocked() >= f.cfg.maxTasks:
-		f.dropped[dropIndex(DropQueueFull)]++
+		f.dropped[dropIndex(dropQueueFull)]++
 		f.mu.Unlock()
-		return f.reject(t, DropQueueFull)
+		return f.reject(t, dropQueueFull)
 	case t.due > t.expires:
-		f.dropped[dropIndex(DropExpired)]++
+		f.dropped[dropIndex(dropExpired)]++
 		f.mu.Unlock()
-		return f.reject(t, DropExpired)
+		return f.reject(t, dropExpired)
 	}
 	f.reserved++
 	f.reservers.Add(1)
@@ -534,11 +296,11 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 		if err := f.storeAdd(t); err != nil {
 			f.mu.Lock()
 			f.reserved--
-			f.dropped[dropIndex(DropStore)]++
+			f.dropped[dropIndex(dropStore)]++
 			f.endLocked()
 			f.mu.Unlock()
 			t.lastErr = errors.Join(err, t.lastErr)
-			return f.reject(t, DropStore)
+			return f.reject(t, dropStore)
 		}
 	}
 	pe := f.noteAccepted(t, d)
@@ -553,10 +315,10 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 		f.storeEnded(t, "")
 		f.gaveUpReport(t, ErrPanicked, pe, f.now())
 	case f.state == stateClosed:
-		f.dropped[dropIndex(DropClosed)]++
+		f.dropped[dropIndex(dropClosed)]++
 		f.endLocked()
 		f.mu.Unlock()
-		f.droppedReport(t, DropClosed, f.now())
+		f.droppedReport(t, dropClosed, f.now())
 	default:
 		f.pushLocked(t)
 		f.mu.Unlock()
@@ -566,7 +328,7 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 
 // noteAccepted ends a queue-full episode and reports a queued task; it
 // returns the panic of the Queued hook, if any.
-func (f *Invoker) noteAccepted(t *task, d time.Duration) *PanicError {
+func (f *Invoker) noteAccepted(t *task, d time.Duration) *cluster.PanicError {
 	if f.dropping.Load() && f.dropping.CompareAndSwap(true, false) {
 		f.fullLoop.Succeeded(int(f.fullEpisode.Swap(0)) + 1)
 	}
@@ -580,10 +342,10 @@ func (f *Invoker) noteAccepted(t *task, d time.Duration) *PanicError {
 	return nil
 }
 
-func (f *Invoker) reject(t *task, reason DropReason) error {
-	err := &RejectedError{Reason: reason, Err: t.lastErr}
+func (f *Invoker) reject(t *task, reason dropReason) error {
+	err := &rejectedError{Reason: reason.sentinel(), Err: t.lastErr}
 	switch reason {
-	case DropQueueFull:
+	case dropQueueFull:
 		n := f.fullEpisode.Add(1)
 		f.dropping.Store(true)
 		f.fullLoop.Failed(int(n), fmt.Errorf("%w (%d tasks): call to %q dropped: %w", ErrQueueFull, f.cfg.maxTasks, t.inv.Method, t.lastErr), 0)
@@ -595,237 +357,10 @@ func (f *Invoker) reject(t *task, reason DropReason) error {
 	}
 	if f.observed() {
 		info := f.info(t, err, 0, t.born)
-		info.Reason = reason
+		info.Reason = reason.sentinel()
 		_ = f.emit(rebound.EventDropped, info)
 	}
 	return err
-}
-
-// Shutdown stops the invoker gracefully, like net/http.Server's Shutdown:
-// Invoke returns ErrClosed from then on (a call whose first attempt fails
-// afterwards gets a *RejectedError wrapping ErrClosed), and the tasks
-// already queued keep being retried on their schedule until every one has
-// ended (Succeeded, GaveUp or Dropped), or until ctx is done. Then it stops
-// the invoker as Close does, dropping what is left with DropClosed, and
-// returns after every call has been reported. (Retries that Close cancels
-// return when their invoker honours its ctx, as cluster.Invoker requires.)
-//
-// Its result says how the invoker ended, the same whatever the order of
-// the calls:
-//
-//   - nil: the drain completed (every queued call ended on its own) before
-//     anything stopped the invoker; a Shutdown or Close after that returns
-//     nil too;
-//   - ctx.Err(): this call's ctx was done before the drain completed (it
-//     then stopped the invoker);
-//   - ErrClosed: the invoker was stopped before its drain completed by
-//     something else: Close, called before this Shutdown or during its
-//     drain, or another Shutdown whose ctx was done. Like net/http.Server's
-//     ErrServerClosed, once Close has been called every Shutdown returns
-//     ErrClosed.
-//
-// Calling Shutdown or Close again, or concurrently, waits for the same
-// end. A nil ctx is a *rebound.ArgumentError (and stops nothing).
-//
-// Called from a hook, Shutdown begins the drain as above (Invoke returns
-// ErrClosed from then on) and returns rebound.ErrCalledFromCallback without waiting:
-// waiting would include that hook. The drain, bounded by ctx, and the stop
-// go on in a background goroutine; a Close or Shutdown from outside a hook
-// waits for their end.
-func (f *Invoker) Shutdown(ctx context.Context) error {
-	if ctx == nil {
-		return &rebound.ArgumentError{Func: "failback.Invoker.Shutdown", Arg: "ctx", Reason: "must not be nil"}
-	}
-	f.mu.Lock()
-	if f.state == stateOpen {
-		f.state = stateDraining
-		f.closedFlag.Store(true)
-		f.drained = make(chan struct{})
-		f.endLocked()
-	}
-	drained := f.drained
-	f.mu.Unlock()
-	if f.inHookNow() {
-		// Waiting here would wait for this hook: drain and stop in the
-		// background.
-		go f.finishShutdown(ctx, drained)
-		return rebound.ErrCalledFromCallback
-	}
-	return f.finishShutdown(ctx, drained)
-}
-
-// finishShutdown is Shutdown after the drain began.
-func (f *Invoker) finishShutdown(ctx context.Context, drained chan struct{}) error {
-	var err error
-	if drained != nil {
-		select {
-		case <-drained:
-		default:
-			select {
-			case <-drained:
-			case <-ctx.Done():
-				select {
-				case <-drained: // both happened: the drain counts
-				default:
-					err = ctx.Err()
-				}
-			}
-		}
-	}
-	f.stop()
-	if err == nil {
-		f.mu.Lock()
-		if f.cut {
-			err = ErrClosed
-		}
-		f.mu.Unlock()
-	}
-	return err
-}
-
-// Close stops the invoker at once: Invoke returns ErrClosed from then on,
-// running retry attempts are cancelled (their context is done), and every
-// task still queued is reported through Hooks.Dropped with DropClosed (and
-// logged at Warn). A task whose cancelled attempt then fails is reported
-// Dropped(DropClosed) by its worker, unless it failed for a reason of its
-// own (an error that is not retryable, or the policy exhausted): that is
-// GaveUp; one whose attempt succeeds anyway is Succeeded. (An invoker
-// whose cancelled attempt returns an error that neither matches
-// context.Canceled nor is marked Stopping makes it look like the call's
-// own outcome: wrap the context's error, or mark it Stopping.) With a
-// Store, the calls dropped with DropClosed stay stored. Close does not
-// close the Directory.
-//
-// Close returns once every call has been reported and the goroutines New
-// started have exited; it waits for the cancelled attempts to return (an
-// invoker must return when its ctx is done). It returns nil, or
-// rebound.ErrCalledFromCallback when called from a hook (below). It is
-// idempotent: a later or concurrent call waits for the first one to finish.
-// To let queued calls finish first, use Shutdown.
-//
-// Called from a hook, Close stops the invoker as above but returns
-// rebound.ErrCalledFromCallback without waiting (the wait would include that hook):
-// Invoke returns ErrClosed and running attempts are cancelled from then
-// on, and a background goroutine reports the queued tasks as dropped and
-// finishes the stop once the hook has returned.
-func (f *Invoker) Close() error {
-	if f.inHookNow() {
-		if pending, first := f.beginStop(); first {
-			go f.finishStop(pending)
-		}
-		return rebound.ErrCalledFromCallback
-	}
-	f.stop()
-	return nil
-}
-
-// stop is Close; the first caller does the work, the others wait for it.
-func (f *Invoker) stop() {
-	pending, first := f.beginStop()
-	if !first {
-		<-f.closeDone
-		return
-	}
-	f.finishStop(pending)
-}
-
-// beginStop moves the invoker to stateClosed and returns the tasks queued
-// then; first is false if an earlier call did (it then returns nothing).
-func (f *Invoker) beginStop() (pending []*task, first bool) {
-	f.mu.Lock()
-	if f.state == stateClosed {
-		f.mu.Unlock()
-		return nil, false
-	}
-	switch f.state {
-	case stateDraining:
-		select {
-		case <-f.drained:
-		default: // Close cuts a Shutdown's drain short
-			f.cut = true
-			close(f.drained)
-		}
-	case stateOpen:
-		f.cut = true // stopped without a drain: every Shutdown returns ErrClosed
-	}
-	f.state = stateClosed
-	f.closedFlag.Store(true)
-	pending = make([]*task, 0, len(f.heap)+len(f.ready)-f.readyHead+f.nparked)
-	pending = append(pending, f.ready[f.readyHead:]...)
-	for _, q := range f.parked {
-		pending = append(pending, q...)
-	}
-	pending = append(pending, f.heap...)
-	f.ready, f.readyHead, f.heap, f.parked, f.nparked = nil, 0, nil, nil, 0
-	f.dropped[dropIndex(DropClosed)] += uint64(len(pending))
-	f.mu.Unlock()
-
-	f.cancelBase()
-	close(f.done)
-	f.cond.Broadcast()
-	return pending, true
-}
-
-// finishStop reports the tasks beginStop took as dropped, waits for the
-// goroutines to exit and marks the stop done.
-func (f *Invoker) finishStop(pending []*task) {
-	switch {
-	case len(pending) > 0 && f.cfg.durable.store != nil:
-		f.log.Info("failback: closing: queued calls stay in the store for the next invoker", zap.Int("tasks", len(pending)))
-	case len(pending) > 0:
-		f.log.Warn("failback: closing: dropping queued calls", zap.Int("tasks", len(pending)))
-	}
-	now := f.now()
-	for _, t := range pending {
-		f.droppedReport(t, DropClosed, now)
-	}
-	f.reservers.Wait()
-	<-f.stopped
-	_ = f.metrics.Close()
-	close(f.closeDone)
-}
-
-// endLocked is called when a task may have left the invoker: it ends a
-// Shutdown's drain once nothing is pending.
-func (f *Invoker) endLocked() {
-	if f.state == stateDraining && f.pendingLocked() == 0 {
-		select {
-		case <-f.drained:
-		default:
-			close(f.drained)
-		}
-	}
-}
-
-// Stats returns the current counters (see Stats for how they add up).
-func (f *Invoker) Stats() Stats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := Stats{
-		Queued:      f.queuedLocked(),
-		InFlight:    f.inflight,
-		Offered:     f.offered,
-		Retried:     f.retried,
-		Throttled:   f.throttledN,
-		Quarantined: f.quarantined,
-		Succeeded:   f.succeeded,
-		GaveUp:      f.gaveUp,
-		Dropped:     make(map[DropReason]uint64, len(dropReasons)),
-	}
-	for i, r := range dropReasons {
-		s.Dropped[r] = f.dropped[i]
-	}
-	s.BreakerWaits = f.breakerWaits
-	return s
-}
-
-func dropIndex(r DropReason) int {
-	for i, x := range dropReasons {
-		if x == r {
-			return i
-		}
-	}
-	panic("failback: unknown DropReason " + string(r))
 }
 
 func (f *Invoker) queuedLocked() int {
@@ -843,8 +378,8 @@ func (f *Invoker) now() int64 { return int64(time.Since(f.epoch)) }
 // rebound.ErrExhausted) means the policy allows no further attempt.
 func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	last := t.lastErr
-	if IsStopping(last) {
-		last = ErrStopping // a Permanent mark under it does not count
+	if isStopping(last) {
+		last = errStopping // a Permanent mark under it does not count
 	}
 	dec := t.sched.Decide(f.at(now), rebound.Failed(last))
 	t.made(0)
@@ -863,92 +398,6 @@ func (f *Invoker) accepted(now time.Time) {
 
 // at converts a time since epoch to a time.Time for the Schedule.
 func (f *Invoker) at(now int64) time.Time { return f.epoch.Add(time.Duration(now)) }
-
-func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task {
-	return Task{
-		Invocation: t.inv,
-		Attempts:   int(t.attempts),
-		Target:     t.target(),
-		Err:        err,
-		Delay:      delay,
-		Age:        time.Duration(now - t.born),
-	}
-}
-
-// enterHook marks the calling goroutine as running a hook until the
-// returned function is called (nested hook calls on one goroutine, such as
-// a hook calling Invoke, keep the outer mark).
-func (f *Invoker) enterHook() func() {
-	id := goid.ID()
-	if _, nested := f.inHook.LoadOrStore(id, struct{}{}); nested {
-		return func() {}
-	}
-	return func() { f.inHook.Delete(id) }
-}
-
-// inHookNow reports whether the calling goroutine is running a hook.
-func (f *Invoker) inHookNow() bool {
-	_, ok := f.inHook.Load(goid.ID())
-	return ok
-}
-
-func (f *Invoker) observed() bool { return len(f.cfg.observers) > 0 }
-
-// emit hands an event about info to every observer, recovering a panic
-// (returned, the first one, and logged at Error).
-func (f *Invoker) emit(kind rebound.EventKind, info Task) (pe *PanicError) {
-	defer f.enterHook()()
-	e := rebound.Event{Kind: kind, Attempt: info.Attempts, Err: info.Err, Delay: info.Delay, Elapsed: info.Age, Detail: info}
-	for _, o := range f.cfg.observers {
-		if p := f.observe(o, e); p != nil && pe == nil {
-			pe = p
-		}
-	}
-	return pe
-}
-
-func (f *Invoker) observe(o rebound.Observer, e rebound.Event) (pe *PanicError) {
-	defer func() {
-		if r := recover(); r != nil {
-			pe = cluster.NewPanicError("failback observer ("+e.Kind.String()+")", r)
-			f.logPanic(pe, e.Detail.(Task).Invocation)
-		}
-	}()
-	o.Observe(e)
-	return nil
-}
-
-func (f *Invoker) logPanic(pe *PanicError, inv *cluster.Invocation) {
-	f.log.Error("failback: recovered a panic", zap.String("op", pe.Op), zap.String("method", inv.Method),
-		zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
-}
-
-// droppedReport reports a task that was accepted as dropped.
-func (f *Invoker) droppedReport(t *task, reason DropReason, now int64) {
-	if ce := f.log.Check(zapcore.WarnLevel, "failback: dropped queued call"); ce != nil {
-		ce.Write(zap.String("reason", string(reason)),
-			zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-			zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
-	}
-	if f.observed() {
-		info := f.info(t, t.lastErr, 0, now)
-		info.Reason = reason
-		_ = f.emit(rebound.EventDropped, info)
-	}
-}
-
-// gaveUpReport reports a task that gave up.
-func (f *Invoker) gaveUpReport(t *task, reason, last error, now int64) {
-	gerr := &GiveUpError{Attempts: int(t.attempts), Reason: reason, Last: last}
-	if ce := f.log.Check(zapcore.WarnLevel, "failback: gave up on call"); ce != nil {
-		ce.Write(zap.String("method", t.inv.Method),
-			zap.Int("attempts", int(t.attempts)), zap.String("target", t.target()),
-			zap.Duration("age", time.Duration(now-t.born)), zap.NamedError("reason", reason), zap.Error(last))
-	}
-	if f.observed() {
-		_ = f.emit(rebound.EventGiveUp, f.info(t, gerr, 0, now))
-	}
-}
 
 func satAdd(a int64, d time.Duration) int64 {
 	if s := a + int64(d); s >= a {

@@ -165,10 +165,10 @@ func TestExactRetryCounts(t *testing.T) {
 					t.Fatalf("stats %+v, hooks %v", s, rec.events)
 				}
 				g := rec.get("gaveup")[0]
-				var gerr *GiveUpError
+				var gerr *rebound.RetryError
 				if !errors.As(g.Err, &gerr) || gerr.Attempts != n+1 || g.Attempts != n+1 ||
 					!errors.Is(g.Err, rebound.ErrExhausted) || !errors.Is(g.Err, syscall.ECONNREFUSED) {
-					t.Errorf("GaveUp task %+v; want a GiveUpError after %d attempts, retries exhausted, wrapping the last error", g, n+1)
+					t.Errorf("GaveUp task %+v; want a *rebound.RetryError after %d attempts, retries exhausted, wrapping the last error", g, n+1)
 				}
 			})
 		})
@@ -320,12 +320,12 @@ func TestTaskLimitUnderConcurrency(t *testing.T) {
 				wg.Wait()
 				var queued, full int
 				for _, err := range errs {
-					var rej *RejectedError
+					var rej *rejectedError
 					switch {
 					case err == nil:
 						queued++
 					case errors.Is(err, ErrQueueFull) && errors.Is(err, syscall.ECONNREFUSED) &&
-						errors.As(err, &rej) && rej.Reason == DropQueueFull:
+						errors.As(err, &rej) && rej.Reason == ErrQueueFull:
 						full++
 					default:
 						t.Fatalf("unexpected error %v", err)
@@ -336,7 +336,7 @@ func TestTaskLimitUnderConcurrency(t *testing.T) {
 				}
 				s := f.Stats()
 				checkStats(t, s)
-				if s.Queued != 100 || s.Offered != calls || s.Dropped[DropQueueFull] != 900 {
+				if s.Queued != 100 || s.Offered != calls || s.Dropped[ErrQueueFull] != 900 {
 					t.Fatalf("stats %+v", s)
 				}
 
@@ -348,7 +348,7 @@ func TestTaskLimitUnderConcurrency(t *testing.T) {
 					t.Fatalf("after recovery: stats %+v; want 100 succeeded", s)
 				}
 				if withHooks {
-					if rec.count("queued") != 100 || rec.count("succeeded") != 100 || rec.dropped[DropQueueFull] != 900 {
+					if rec.count("queued") != 100 || rec.count("succeeded") != 100 || rec.dropped[ErrQueueFull] != 900 {
 						t.Fatalf("hooks: queued %d, succeeded %d, dropped %v", rec.count("queued"), rec.count("succeeded"), rec.dropped)
 					}
 				}
@@ -358,7 +358,7 @@ func TestTaskLimitUnderConcurrency(t *testing.T) {
 }
 
 // TestCloseReportsEveryTask: queued tasks and tasks running when Close
-// cancels them are each reported once as dropped with DropClosed.
+// cancels them are each reported once as dropped with ErrClosed.
 func TestCloseReportsEveryTask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		running := make(chan struct{}, 10)
@@ -385,7 +385,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 			mu.Unlock()
 			dropped(tk)
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks), WithConcurrency(2), WithTargetConcurrency(2), WithAttemptTimeout(0),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks), WithConcurrency(2), withTargetConcurrency(2), WithAttemptTimeout(0),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 		fref = f
 		for i := range 2 {
@@ -406,7 +406,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 		if err := f.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if rec.count("dropped") != 52 || rec.dropped[DropClosed] != 52 {
+		if rec.count("dropped") != 52 || rec.dropped[ErrClosed] != 52 {
 			t.Fatalf("dropped %d (%v); want 52, all closed", rec.count("dropped"), rec.dropped)
 		}
 		seen := map[string]int{}
@@ -423,7 +423,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 		}
 		s = f.Stats()
 		checkStats(t, s)
-		if s.Dropped[DropClosed] != 52 || s.Queued != 0 || s.InFlight != 0 {
+		if s.Dropped[ErrClosed] != 52 || s.Queued != 0 || s.InFlight != 0 {
 			t.Errorf("after Close: stats %+v", s)
 		}
 		for _, c := range p.retries() {
@@ -474,7 +474,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 		if err := f.Shutdown(ctx); err != context.DeadlineExceeded {
 			t.Fatalf("Shutdown = %v; want context.DeadlineExceeded", err)
 		}
-		if rec.dropped[DropClosed] != 1 || rec.count("gaveup") != 0 {
+		if rec.dropped[ErrClosed] != 1 || rec.count("gaveup") != 0 {
 			t.Errorf("hooks %v; want the stuck task dropped (closed) before Shutdown returned", rec.events)
 		}
 		checkStats(t, f.Stats())

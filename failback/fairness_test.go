@@ -64,7 +64,7 @@ func TestSlowTargetCannotOccupyAllWorkers(t *testing.T) {
 		wantFastBy int // calls succeeded 3 s after they were queued
 	}{
 		{"default bound", nil, 8},
-		{"no bound", []Option{WithTargetConcurrency(4)}, 0},
+		{"no bound", []Option{withTargetConcurrency(4)}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -134,7 +134,7 @@ func TestTargetBoundParksWhenOnlyTarget(t *testing.T) {
 			return "ok", nil
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(4), WithTargetConcurrency(1),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(4), withTargetConcurrency(1),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 		for range 6 {
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
@@ -154,14 +154,14 @@ func TestTargetBoundParksWhenOnlyTarget(t *testing.T) {
 		if c.max != 1 {
 			t.Errorf("%d attempts at once on the only provider; want 1", c.max)
 		}
-		if s.Succeeded+uint64(rec.dropped[DropClosed]) != 6 || int(s.Retried) != int(attempts.Load()) {
+		if s.Succeeded+uint64(rec.dropped[ErrClosed]) != 6 || int(s.Retried) != int(attempts.Load()) {
 			t.Errorf("stats %+v, hooks %v, %d attempts", s, rec.dropped, attempts.Load())
 		}
 	})
 }
 
 // Issue 13 item 3: a call whose TTL ends before its next retry is dropped
-// with DropExpired instead of retried; a TTL shorter than the first wait
+// with ErrExpired instead of retried; a TTL shorter than the first wait
 // refuses the call at Invoke; the time a due task waits for a worker counts.
 func TestTTL(t *testing.T) {
 	t.Run("between retries", func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestTTL(t *testing.T) {
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			// Attempts at 0, 2, 4 s; the next (6 s) would be past the TTL.
-			if n := len(p.snapshot()); n != 3 || rec.dropped[DropExpired] != 1 || rec.count("gaveup") != 0 {
+			if n := len(p.snapshot()); n != 3 || rec.dropped[ErrExpired] != 1 || rec.count("gaveup") != 0 {
 				t.Fatalf("%d attempts, hooks %v; want 3 attempts then Dropped(expired)", n, rec.events)
 			}
 			checkStats(t, f.Stats())
@@ -185,15 +185,15 @@ func TestTTL(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithTTL(time.Second),
 				WithPolicy(rebound.Policy{Initial: 2 * time.Second, Max: 2 * time.Second, Jitter: rebound.NoJitter}))
 			defer mustClose(t, f)
-			_, err := f.Invoke(WithCallTTL(callerCtx(), time.Second), &cluster.Invocation{})
-			var rej *RejectedError
-			if !errors.As(err, &rej) || rej.Reason != DropExpired || !errors.Is(err, ErrExpired) || !errors.Is(err, errRefused) {
-				t.Fatalf("Invoke = %v; want a *RejectedError (expired)", err)
+			_, err := f.Invoke(callerCtx(), &cluster.Invocation{})
+			var rej *rejectedError
+			if !errors.As(err, &rej) || rej.Reason != ErrExpired || !errors.Is(err, ErrExpired) || !errors.Is(err, errRefused) {
+				t.Fatalf("Invoke = %v; want a *rejectedError (expired)", err)
 			}
-			if rec.dropped[DropExpired] != 1 {
+			if rec.dropped[ErrExpired] != 1 {
 				t.Fatalf("hooks %v", rec.events)
 			}
 			checkStats(t, f.Stats())
@@ -209,15 +209,15 @@ func TestTTL(t *testing.T) {
 				return nil, errRefused
 			})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1),
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1), WithTTL(3*time.Second),
 				WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "slow"})
-			_, _ = f.Invoke(WithCallTTL(callerCtx(), 3*time.Second), &cluster.Invocation{Method: "late"})
+			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "late"})
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			d := rec.get("dropped")
-			if len(d) != 1 || d[0].Invocation.Method != "late" || rec.dropped[DropExpired] != 1 || d[0].Attempts != 1 {
+			if len(d) != 1 || d[0].Invocation.Method != "late" || rec.dropped[ErrExpired] != 1 || d[0].Attempts != 1 {
 				t.Fatalf("dropped %+v (%v); want the late call expired without a retry", d, rec.dropped)
 			}
 		})

@@ -42,7 +42,7 @@ func (d *panicky) Select(ivs []cluster.Invoker, _ *cluster.Invocation, _ []clust
 }
 
 // Item 1: a panic in a background retry crashed the process. Now the call
-// ends in GaveUp with a *PanicError (value and stack), and the worker keeps
+// ends in GaveUp with a *cluster.PanicError (value and stack), and the worker keeps
 // serving other calls.
 func TestPanicInRetryIsRecovered(t *testing.T) {
 	for _, where := range []string{"list", "select", "invoke", "hook"} {
@@ -92,11 +92,11 @@ func TestPanicInRetryIsRecovered(t *testing.T) {
 					}
 				} else {
 					g := rec.get("gaveup")
-					var pe *PanicError
+					var pe *cluster.PanicError
 					if len(g) != 1 || !errors.Is(g[0].Err, ErrPanicked) || !errors.As(g[0].Err, &pe) ||
 						len(pe.Stack) == 0 || !strings.Contains(fmt.Sprint(pe.Value), map[string]string{
 						"list": "nil map", "select": "select exploded", "invoke": "nil map"}[where]) {
-						t.Fatalf("gave up %+v; want one GaveUp carrying a *PanicError with value and stack", g)
+						t.Fatalf("gave up %+v; want one GaveUp carrying a *cluster.PanicError with value and stack", g)
 					}
 				}
 				// The only worker is alive: the next call is retried.
@@ -124,7 +124,7 @@ func TestPanicInRetryIsRecovered(t *testing.T) {
 			time.Sleep(time.Hour)
 			synctest.Wait()
 			g := rec.get("gaveup")
-			var pe *PanicError
+			var pe *cluster.PanicError
 			if len(g) != 1 || !errors.As(g[0].Err, &pe) || pe.Op != "failback observer (retry)" {
 				t.Fatalf("gave up %+v; want the call given up with the hook's panic", g)
 			}
@@ -150,7 +150,7 @@ func TestHooksOfOneCallAreOrdered(t *testing.T) {
 		})
 		var mu sync.Mutex
 		var seq []string
-		hooks := Hooks{
+		hooks := testHooks{
 			Queued: func(Task) { mu.Lock(); seq = append(seq, "queued"); mu.Unlock() },
 			Retried: func(Task) {
 				time.Sleep(time.Second) // a slow hook: the next retry is due long before it returns
@@ -209,7 +209,7 @@ func TestQueuedHookPanicDoesNotLeakSlot(t *testing.T) {
 	})
 }
 
-// Item 4: Queued fired, then Invoke returned *RejectedError(closed), and
+// Item 4: Queued fired, then Invoke returned *rejectedError(closed), and
 // Close returned before that call was reported. Now Queued means (nil,
 // nil), and Close returns only after the call's Dropped.
 func TestQueuedCallReportedBeforeCloseReturns(t *testing.T) {
@@ -244,7 +244,7 @@ func TestQueuedCallReportedBeforeCloseReturns(t *testing.T) {
 			t.Fatalf("Invoke = %v; want (nil, nil) after Queued", err)
 		}
 		<-closed
-		if rec.dropped[DropClosed] != 1 {
+		if rec.dropped[ErrClosed] != 1 {
 			t.Fatalf("hooks %v; want the call dropped (closed) before Close returned", rec.events)
 		}
 		checkStats(t, f.Stats())
@@ -415,7 +415,7 @@ func TestConcurrentCloseWaitsForFirst(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(errRefused))
 		inHook, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(Hooks{Dropped: func(Task) {
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(testHooks{Dropped: func(Task) {
 			once.Do(func() { close(inHook) })
 			<-release
 		}}))
@@ -532,7 +532,7 @@ func TestCloseCutsShutdownShort(t *testing.T) {
 		if err := <-done; !errors.Is(err, ErrClosed) {
 			t.Fatalf("Shutdown cut by Close = %v; want ErrClosed", err)
 		}
-		if rec.dropped[DropClosed] != 1 {
+		if rec.dropped[ErrClosed] != 1 {
 			t.Fatalf("hooks %v", rec.events)
 		}
 	})

@@ -151,11 +151,11 @@ type recorder struct {
 	mu      sync.Mutex
 	events  []string // "kind method"
 	tasks   map[string][]Task
-	dropped map[DropReason]int
+	dropped map[error]int
 }
 
 func newRecorder() *recorder {
-	return &recorder{tasks: map[string][]Task{}, dropped: map[DropReason]int{}}
+	return &recorder{tasks: map[string][]Task{}, dropped: map[error]int{}}
 }
 
 func (r *recorder) add(kind string, tk Task) {
@@ -165,8 +165,8 @@ func (r *recorder) add(kind string, tk Task) {
 	r.tasks[kind] = append(r.tasks[kind], tk)
 }
 
-func (r *recorder) hooks() Hooks {
-	return Hooks{
+func (r *recorder) hooks() testHooks {
+	return testHooks{
 		Queued:    func(tk Task) { r.add("queued", tk) },
 		Retried:   func(tk Task) { r.add("retried", tk) },
 		Succeeded: func(tk Task) { r.add("succeeded", tk) },
@@ -190,4 +190,56 @@ func (r *recorder) get(kind string) []Task {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Task(nil), r.tasks[kind]...)
+}
+
+// testHooks is an observer with one function per kind of the invoker's
+// events, each given the event's Task.
+type testHooks struct {
+	Queued, Retried, Succeeded, GaveUp, Dropped func(Task)
+}
+
+func (h testHooks) Observe(e rebound.Event) {
+	t, ok := e.Detail.(Task)
+	if !ok {
+		return
+	}
+	var fn func(Task)
+	switch e.Kind {
+	case rebound.EventQueued:
+		fn = h.Queued
+	case rebound.EventRetry:
+		fn = h.Retried
+	case rebound.EventRecovered:
+		fn = h.Succeeded
+	case rebound.EventGiveUp:
+		fn = h.GaveUp
+	case rebound.EventDropped:
+		fn = h.Dropped
+	}
+	if fn != nil {
+		fn(t)
+	}
+}
+
+// withSeed makes the jitter draws reproducible: the n-th task gets a
+// Schedule seeded from seed and n.
+func withSeed(seed uint64) Option {
+	return optionFunc(func(c *config) { c.seed, c.seeded = seed, true })
+}
+
+// withTargetConcurrency sets the bound of retries running at once on one
+// target (by default half the workers).
+func withTargetConcurrency(n int) Option {
+	return optionFunc(func(c *config) { c.perTarget = n })
+}
+
+// label is the metrics label of a drop reason.
+func label(reason error) string { return string(dropLabel(reason)) }
+
+// sumDropped adds up the calls dropped for every reason.
+func sumDropped(s Stats) (n uint64) {
+	for _, v := range s.Dropped {
+		n += v
+	}
+	return n
 }

@@ -74,7 +74,7 @@ func TestCloseFromHook(t *testing.T) {
 							}
 						}
 					}
-					hooks := Hooks{
+					hooks := testHooks{
 						Queued:    func(Task) { record("queued") },
 						Retried:   func(Task) { record("retried") },
 						Succeeded: func(Task) { record("succeeded") },
@@ -143,7 +143,7 @@ func TestShutdownFromHookNilCtx(t *testing.T) {
 		var err error
 		var f *Invoker
 		f = mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))),
-			WithObserver(Hooks{Queued: func(Task) {
+			WithObserver(testHooks{Queued: func(Task) {
 				//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
 				err = f.Shutdown(nil)
 			}}))

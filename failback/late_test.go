@@ -51,7 +51,7 @@ func TestLateWorkerThrottleBudgetAccounting(t *testing.T) {
 		})
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1),
-			WithBudget(b), WithThrottle(th), WithSeed(3),
+			WithBudget(b), WithThrottle(th), withSeed(3),
 			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: time.Second, MaxElapsed: 10 * time.Second}))
 		const calls = 60
 		for i := range calls {

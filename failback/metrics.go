@@ -8,16 +8,10 @@ import (
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// WithMeterProvider records the invoker's OpenTelemetry metrics with mp
-// (see docs/observability.md), on the meter "github.com/rebound-go/rebound":
-// rebound.failback.queue (calls waiting for or running a retry) and
-// rebound.failback.calls{outcome=succeeded|gave_up|dropped} (calls handed
-// to the background that ended). Both are read from Stats when the reader
-// collects: Invoke records nothing, so the call path costs the same with
-// metrics as without. The retries also count in rebound.retry.attempts,
-// rebound.retry.delay and rebound.limiter.wait with component=failback.
-// Close unregisters the observable ones. Default
-// (and for nil): no metrics; no global MeterProvider is used.
+// WithMeterProvider records the invoker's metrics with mp:
+// rebound.failback.queue and rebound.failback.calls, read from Stats when
+// collected, and the engine's retry metrics with component=failback. Default
+// (and for nil): no metrics, no global provider (see docs/observability.md).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.meterProvider = mp })
 }

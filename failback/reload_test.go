@@ -153,7 +153,7 @@ func TestReloadClampsTimesFromAClockAhead(t *testing.T) {
 			defer mustClose(t, f)
 			time.Sleep(2 * time.Hour)
 			synctest.Wait()
-			if s := f.Stats(); s.Dropped[DropExpired] != 1 || s.Queued != 0 {
+			if s := f.Stats(); s.Dropped[ErrExpired] != 1 || s.Queued != 0 {
 				t.Fatalf("two hours after the restart: stats %+v; want the call expired (a 1 h TTL from now at the latest)", s)
 			}
 			if d := rec.get("dropped"); len(d) != 1 || d[0].Age > time.Hour+time.Minute {
@@ -188,7 +188,7 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 			s := f.Stats()
 			checkStats(t, s)
 			calls, _ := st.snapshot()
-			if s.GaveUp != 0 || s.Dropped[DropClosed] != 1 || len(calls) != 1 || rec.dropped[DropClosed] != 1 {
+			if s.GaveUp != 0 || s.Dropped[ErrClosed] != 1 || len(calls) != 1 || rec.dropped[ErrClosed] != 1 {
 				t.Fatalf("stats %+v, %d stored, hooks %v; want Dropped(closed), the call still stored", s, len(calls), rec.events)
 			}
 			if n := len(p.snapshot()); n != 2 {
@@ -214,7 +214,7 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 			}
 			g := mustNew(t, cluster.NewStaticDirectory(stopping))
 			defer mustClose(t, g)
-			if _, err := g.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); !IsStopping(err) || !errors.Is(err, closing) {
+			if _, err := g.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); !isStopping(err) || !errors.Is(err, closing) {
 				t.Fatalf("without a store: Invoke = %v; want the error unchanged", err)
 			}
 			if s := g.Stats(); s.Offered != 0 {
@@ -222,10 +222,10 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 			}
 		})
 	})
-	if Stopping(nil) != nil || IsStopping(nil) || IsStopping(closing) {
+	if Stopping(nil) != nil || isStopping(nil) || isStopping(closing) {
 		t.Error("Stopping(nil) or IsStopping wrong")
 	}
-	if err := Stopping(closing); err.Error() != closing.Error() || !errors.Is(err, ErrStopping) {
+	if err := Stopping(closing); err.Error() != closing.Error() || !errors.Is(err, errStopping) {
 		t.Errorf("Stopping(err) = %v", err)
 	}
 }
@@ -248,16 +248,16 @@ func TestBadStoredRecords(t *testing.T) {
 	dir := cluster.NewStaticDirectory(newProvider("a:1", nil))
 
 	_, err := New(dir, WithStore(fill()))
-	var bre *BadRecordError
+	var bre *badRecordError
 	if !errors.Is(err, ErrStore) || !errors.Is(err, ErrBadRecord) || !errors.As(err, &bre) || bre.ID != 2 || bre.Method != "notify" ||
 		!strings.Contains(err.Error(), `stored call 2 (method "notify")`) || !strings.Contains(err.Error(), "WithQuarantine") {
-		t.Fatalf("New = %v; want ErrStore and a *BadRecordError naming call 2, notify", err)
+		t.Fatalf("New = %v; want ErrStore and a *badRecordError naming call 2, notify", err)
 	}
 	st := newMemStore()
 	st.Add(StoredCall{Method: "torn"})
 	st.bad = map[uint64]error{1: errors.New(`calls.db: bucket "failback-calls" key 0000000000000001: truncated`)}
 	if _, err := New(dir, WithStore(st)); !errors.As(err, &bre) || bre.ID != 1 || !strings.Contains(err.Error(), `key 0000000000000001`) {
-		t.Fatalf("New on a record the store cannot decode = %v; want a *BadRecordError with the store's words", err)
+		t.Fatalf("New on a record the store cannot decode = %v; want a *badRecordError with the store's words", err)
 	}
 
 	synctest.Test(t, func(t *testing.T) {
@@ -301,7 +301,7 @@ func TestStoppingIsNotAnAccept(t *testing.T) {
 		WithThrottle(th))
 	defer mustClose(t, f)
 	for range 20 {
-		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); !IsStopping(err) {
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); !isStopping(err) {
 			t.Fatalf("Invoke = %v; want the Stopping error", err)
 		}
 	}

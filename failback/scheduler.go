@@ -141,7 +141,7 @@ func (f *Invoker) work() {
 		f.mu.Unlock()
 		switch {
 		case expired:
-			f.finish(t, outDropped, DropExpired, nil, nil, now)
+			f.finish(t, outDropped, dropExpired, nil, nil, now)
 		case !f.admitted(t, now):
 			// refused locally: rescheduled, dropped or ended without an attempt
 		default:
@@ -160,10 +160,10 @@ const (
 )
 
 // safeSelect lists and selects for one retry of t, with panics of the
-// Directory and the LoadBalance recovered as a *PanicError. It avoids the
+// Directory and the LoadBalance recovered as a *cluster.PanicError. It avoids the
 // invokers that failed for t and, while another one is left, those whose
-// target is at its concurrency bound (WithTargetConcurrency).
-func (f *Invoker) safeSelect(ctx context.Context, t *task) (target cluster.Invoker, pe *PanicError, err error) {
+// target is at its concurrency bound (half the workers).
+func (f *Invoker) safeSelect(ctx context.Context, t *task) (target cluster.Invoker, pe *cluster.PanicError, err error) {
 	op := "cluster.Directory.List"
 	defer func() {
 		if r := recover(); r != nil {
@@ -207,8 +207,8 @@ func (f *Invoker) busyTargets(invokers []cluster.Invoker) []cluster.Invoker {
 	return busy
 }
 
-// safeInvoke calls target, with a panic recovered as a *PanicError.
-func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invocation) (pe *PanicError, err error) {
+// safeInvoke calls target, with a panic recovered as a *cluster.PanicError.
+func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invocation) (pe *cluster.PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pe = cluster.NewPanicError("cluster.Invoker.Invoke", r)
@@ -225,33 +225,17 @@ func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invoca
 // attempt, and goes back to the ready queue when an attempt on that target
 // ends (or, if none is parked for that target, when any attempt ends).
 func (f *Invoker) run(t *task) {
-	ctx, cancel, stop := f.attemptContext(t)
+	ctx, release := f.attemptContext(t)
 	target, pe, err := f.safeSelect(ctx, t)
 	if target == nil && pe == nil && f.breakerHold(t, err, false) {
-		if stop != nil {
-			stop()
-		}
-		cancel()
+		release()
 		return
 	}
 	tg := targetOf(target)
-	f.mu.Lock()
-	if target != nil && f.running[tg] >= f.cfg.perTarget && f.state != stateClosed {
-		f.inflight--
-		f.parked[tg] = append(f.parked[tg], t)
-		f.nparked++
-		f.mu.Unlock()
-		if stop != nil {
-			stop()
-		}
-		cancel()
+	if !f.begin(t, target, tg) {
+		release()
 		return
 	}
-	f.retried++
-	if target != nil {
-		f.running[tg]++
-	}
-	f.mu.Unlock()
 	t.made(1) // the attempt about to be sent counts from now on
 	var span trace.Span
 	if f.cfg.tracer != nil {
@@ -259,42 +243,9 @@ func (f *Invoker) run(t *task) {
 	}
 	if target != nil {
 		pe, err = safeInvoke(ctx, target, t.inv)
-		f.mu.Lock()
-		if f.running[tg]--; f.running[tg] == 0 {
-			delete(f.running, tg)
-		}
-		// A slot on tg is free: unpark a task parked for tg, or else one
-		// parked for another target. A task parks for the target the load
-		// balance chose when every target was at its bound, which may be a
-		// hanging one; letting any ending attempt unpark it sends it
-		// through the selection again, where a target with a free slot
-		// wins. Each unpark follows an ended attempt, so this never spins.
-		pk := tg
-		if len(f.parked[pk]) == 0 {
-			for other := range f.parked {
-				pk = other
-				break
-			}
-		}
-		if q := f.parked[pk]; len(q) > 0 {
-			f.ready = append(f.ready, q[0])
-			q[0] = nil
-			if len(q) == 1 {
-				delete(f.parked, pk)
-			} else {
-				f.parked[pk] = q[1:]
-			}
-			f.nparked--
-			f.mu.Unlock()
-			f.cond.Signal()
-		} else {
-			f.mu.Unlock()
-		}
+		f.endedOn(tg)
 	}
-	if stop != nil {
-		stop()
-	}
-	cancel()
+	release()
 	if target != nil && pe == nil && err != nil && f.breakerHold(t, err, true) {
 		if span != nil {
 			f.endRetry(span, outRequeued, err) // held for the breaker: t is no longer this worker's
@@ -306,7 +257,7 @@ func (f *Invoker) run(t *task) {
 	now := f.now()
 	var (
 		out    = outSucceeded
-		drop   DropReason
+		drop   dropReason
 		delay  time.Duration
 		reason error
 	)
@@ -322,10 +273,10 @@ func (f *Invoker) run(t *task) {
 		}
 		closing := f.baseCtx.Err() != nil
 		switch {
-		case IsStopping(err):
-			out, drop = outDropped, DropClosed // the transport is stopping: kept for the next process
+		case isStopping(err):
+			out, drop = outDropped, dropClosed // the transport is stopping: kept for the next process
 		case closing && errors.Is(err, context.Canceled):
-			out, drop = outDropped, DropClosed // cancelled by Close: not the call's own outcome
+			out, drop = outDropped, dropClosed // cancelled by Close: not the call's own outcome
 		case !f.retryable(err):
 			out, reason = outGaveUp, ErrNotRetryable
 			// Not retried: the engine hears of it as a permanent failure
@@ -335,9 +286,9 @@ func (f *Invoker) run(t *task) {
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
 			} else if due := satAdd(now, delay); due > t.expires {
-				out, drop = outDropped, DropExpired
+				out, drop = outDropped, dropExpired
 			} else if closing {
-				out, drop = outDropped, DropClosed // would retry, but Close began
+				out, drop = outDropped, dropClosed // would retry, but Close began
 			} else {
 				out = outRequeued
 				t.due = due
@@ -351,16 +302,70 @@ func (f *Invoker) run(t *task) {
 	f.settle(t, out, drop, delay, reason, err, now, "failback: retry failed")
 }
 
+// begin counts the retry of t on target, tg its Target, as started. If
+// tg is at its concurrency bound, it parks t for tg instead (t is then no
+// longer this worker's) and returns false; endedOn unparks it.
+func (f *Invoker) begin(t *task, target cluster.Invoker, tg string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if target != nil && f.running[tg] >= f.cfg.perTarget && f.state != stateClosed {
+		f.inflight--
+		f.parked[tg] = append(f.parked[tg], t)
+		f.nparked++
+		return false
+	}
+	f.retried++
+	if target != nil {
+		f.running[tg]++
+	}
+	return true
+}
+
+// endedOn frees the slot of an attempt on tg that ended, and unparks a task
+// parked for tg, or else one parked for another target. A task parks for
+// the target the load balance chose when every target was at its bound,
+// which may be a hanging one; letting any ending attempt unpark it sends it
+// through the selection again, where a target with a free slot wins. Each
+// unpark follows an ended attempt, so this never spins.
+func (f *Invoker) endedOn(tg string) {
+	f.mu.Lock()
+	if f.running[tg]--; f.running[tg] == 0 {
+		delete(f.running, tg)
+	}
+	pk := tg
+	if len(f.parked[pk]) == 0 {
+		for other := range f.parked {
+			pk = other
+			break
+		}
+	}
+	q := f.parked[pk]
+	if len(q) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	f.ready = append(f.ready, q[0])
+	q[0] = nil
+	if len(q) == 1 {
+		delete(f.parked, pk)
+	} else {
+		f.parked[pk] = q[1:]
+	}
+	f.nparked--
+	f.mu.Unlock()
+	f.cond.Signal()
+}
+
 // admitted asks t's Schedule whether t's retry, due now, may be sent
 // (Decide, Ready(RetryAttempt)): the budget (WithBudget, under
 // rebound.RefuseDrop) and the throttle (WithThrottle, under
 // rebound.RefuseDefer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
 //
-//   - the budget refused it (Verdict Drop): dropped with DropBudget;
+//   - the budget refused it (Verdict Drop): dropped with dropBudget;
 //   - the throttle refused it: the retry counts as a failed attempt that
 //     was never sent (error rebound.ErrThrottled): t is requeued for the
-//     policy's next delay, reported to Hooks.Retried like a failed retry
+//     policy's next delay, reported (EventRetry) like a failed retry
 //     and counted in Stats.Throttled, or, when the policy allows no
 //     further attempt (Verdict Stop), ends in GaveUp (Reason
 //     rebound.ErrExhausted, Last rebound.ErrThrottled); the TTL and Close
@@ -374,7 +379,7 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 	case rebound.AttemptNow:
 		return true
 	case rebound.Drop:
-		f.finish(t, outDropped, DropBudget, nil, nil, now)
+		f.finish(t, outDropped, dropBudget, nil, nil, now)
 		return false
 	case rebound.Stop:
 		if !t.sched.Throttled() { // not a refusal: the retry came due after MaxElapsed
@@ -389,7 +394,7 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 	f.mu.Unlock()
 	var (
 		out    = outRequeued
-		drop   DropReason
+		drop   dropReason
 		reason error
 		d      = dec.Delay
 	)
@@ -397,9 +402,9 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 	case dec.Verdict == rebound.Stop:
 		out, reason = outGaveUp, stopReason(dec.Err)
 	case due > t.expires:
-		out, drop = outDropped, DropExpired
+		out, drop = outDropped, dropExpired
 	case f.baseCtx.Err() != nil:
-		out, drop = outDropped, DropClosed // would retry, but Close began
+		out, drop = outDropped, dropClosed // would retry, but Close began
 	default:
 		t.due = due
 	}
@@ -416,11 +421,11 @@ func stopReason(stop error) error {
 }
 
 // settle files t, held by this worker, by the outcome of its attempt:
-// requeued (stored, logged with msg, reported to Hooks.Retried, pushed) or
+// requeued (stored, logged with msg, reported (EventRetry), pushed) or
 // finished.
-func (f *Invoker) settle(t *task, out outcome, drop DropReason, delay time.Duration, reason, err error, now int64, msg string) {
+func (f *Invoker) settle(t *task, out outcome, drop dropReason, delay time.Duration, reason, err error, now int64, msg string) {
 	if out == outRequeued && f.cfg.durable.store != nil && !f.storeRetried(t) {
-		out, drop = outDropped, DropClosed // held by another Invoker now: it stays stored
+		out, drop = outDropped, dropClosed // held by another Invoker now: it stays stored
 	}
 	if out == outRequeued {
 		// Report before the task can run again, so that the hooks of one
@@ -443,13 +448,13 @@ func (f *Invoker) settle(t *task, out outcome, drop DropReason, delay time.Durat
 			return
 		}
 		f.mu.Unlock()
-		out, drop = outDropped, DropClosed
+		out, drop = outDropped, dropClosed
 	}
 	f.finish(t, out, drop, reason, err, now)
 }
 
 // finish counts and reports the end of a task held by this worker.
-func (f *Invoker) finish(t *task, out outcome, drop DropReason, reason, err error, now int64) {
+func (f *Invoker) finish(t *task, out outcome, drop dropReason, reason, err error, now int64) {
 	if f.cfg.durable.store != nil { // while the task still counts as pending
 		f.storeEnded(t, drop)
 	}
@@ -502,19 +507,21 @@ func (t *task) addFailed(iv cluster.Invoker) {
 
 // attemptContext returns the context of one retry attempt: cancelled by
 // Close, bounded by the attempt timeout, with the caller's values under
-// WithContextValues. stop, if not nil, must be called before cancel.
-func (f *Invoker) attemptContext(t *task) (ctx context.Context, cancel context.CancelFunc, stop func() bool) {
+// WithContextValues. release frees it.
+func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) {
 	parent := f.baseCtx
 	if t.values != nil {
 		parent = t.values
 	}
+	var cancel context.CancelFunc
 	if d := f.cfg.attemptTimeout; d > 0 {
 		ctx, cancel = context.WithTimeout(parent, d)
 	} else {
 		ctx, cancel = context.WithCancel(parent)
 	}
-	if t.values != nil {
-		stop = context.AfterFunc(f.baseCtx, cancel)
+	if t.values == nil {
+		return ctx, cancel
 	}
-	return ctx, cancel, stop
+	stop := context.AfterFunc(f.baseCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }

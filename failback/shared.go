@@ -8,14 +8,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// Claimer is implemented by a Store that several Invokers share (one per
-// replica of a service, package reboundpg): instead of loading every
-// stored call once in New, each Invoker claims due calls in batches, with
-// a lease, on a goroutine of its own, and runs them like loaded calls
-// (Store.Update and Store.Remove as for any Store). A claimed call is
-// the claiming Invoker's until its lease ends; the Store keeps the leases
-// of the calls its Invoker holds alive, so that another Invoker takes a
-// call over only when its holder died or lost the Store.
+// Claimer is a Store several Invokers share (package reboundpg). Instead
+// of loading every call in New, each Invoker claims due calls in batches,
+// with a lease the Store keeps alive while its Invoker holds the call.
 type Claimer interface {
 	Store
 	// Claim leases up to n calls that are due and that no live lease
@@ -30,11 +25,9 @@ type Claimer interface {
 	Notify() <-chan struct{}
 }
 
-// ErrLeaseLost is wrapped by the error a Claimer's Update returns when
-// the call's lease ended and another Invoker claimed it. The Invoker then
-// stops retrying the call and reports it dropped with DropClosed: like a
-// call dropped by Close, it stays in the Store, for the Invoker that holds
-// it now.
+// ErrLeaseLost is wrapped by a Claimer's Update when the call's lease
+// ended and another Invoker claimed it. The call is then dropped with
+// ErrClosed and stays in the Store, for its new holder.
 var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
 
 // claimRetryFull is how long the claim loop waits before it asks again
@@ -120,7 +113,7 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 // claimedBad sets aside a claimed call that cannot be loaded
 // (WithQuarantine), or logs it; without quarantine it stays in the Store
 // and is claimed again when its lease ends.
-func (f *Invoker) claimedBad(cl Claimer, b *BadRecordError) {
+func (f *Invoker) claimedBad(cl Claimer, b *badRecordError) {
 	q, ok := cl.(Quarantiner)
 	if !f.cfg.durable.quarantine || !ok {
 		f.log.Error("failback: claimed call cannot be loaded (failback.WithQuarantine sets it aside)",

@@ -89,7 +89,7 @@ func testClaimerDelivers(t *testing.T) {
 	}
 }
 
-// A call whose lease was lost is handed over: dropped with DropClosed,
+// A call whose lease was lost is handed over: dropped with ErrClosed,
 // left in the store, not retried.
 func TestClaimerLeaseLost(t *testing.T) { synctest.Test(t, testClaimerLeaseLost) }
 
@@ -107,8 +107,8 @@ func testClaimerLeaseLost(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the claim loop's next claim (20 ms) and the retry (10 ms): virtual time
 	synctest.Wait()
-	if s := f.Stats(); s.Dropped[DropClosed] != 1 {
-		t.Fatalf("stats %+v, want 1 DropClosed", s)
+	if s := f.Stats(); s.Dropped[ErrClosed] != 1 {
+		t.Fatalf("stats %+v, want 1 ErrClosed", s)
 	}
 	p.mu.Lock()
 	n := len(p.calls)

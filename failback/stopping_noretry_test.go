@@ -23,7 +23,7 @@ func TestStoppingWithoutRetriesIsNotStored(t *testing.T) {
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 		mustClose(t, f)
 		calls, _ := st.snapshot()
-		if s := f.Stats(); !IsStopping(err) || !errors.Is(err, closing) || len(calls) != 0 || s.Offered != 0 {
+		if s := f.Stats(); !isStopping(err) || !errors.Is(err, closing) || len(calls) != 0 || s.Offered != 0 {
 			t.Fatalf("Invoke = %v, %d stored, %+v; want the error unchanged, nothing stored or offered", err, len(calls), s)
 		}
 	})

@@ -17,24 +17,10 @@ import (
 	"github.com/rebound-go/rebound/cluster"
 )
 
-// Store keeps the calls a failback Invoker has queued on durable storage,
-// so that they survive a crash or a restart (WithStore). The Invoker calls
-// it on every change of a queued call:
-//
-//   - Add when a call is queued, before Invoke returns (nil, nil): the call
-//     must be durable when Add returns nil;
-//   - Update after every failed retry that is followed by another, with
-//     the attempts made so far and the next due time;
-//   - Remove when the call ends (succeeded, gave up, dropped), except for
-//     calls dropped by Close, which stay stored for the next Invoker;
-//   - Load once, in New, to queue again every call a previous Invoker left.
-//
-// Update and Remove must be durable when they return too, so that a crash
-// repeats at most the attempts that were running (delivery is at least
-// once: see IdempotencyKey). Implementations must be safe for concurrent
-// use; they should batch concurrent changes into one write (group commit):
-// many retry workers and Invoke callers wait on a Store at the same time.
-// Package failback/boltstore implements it on go.etcd.io/bbolt.
+// Store keeps the calls an Invoker has queued on durable storage, so they
+// survive a restart (WithStore). Add, Update and Remove must be durable when
+// they return; Load is called once, by New. It must be safe for concurrent
+// use; package failback/boltstore implements it.
 type Store interface {
 	// Add stores a new call and returns its ID (never 0).
 	Add(c StoredCall) (id uint64, err error)
@@ -64,32 +50,26 @@ type StoredCall struct {
 	// failed (wall-clock time: it must survive a restart).
 	Due, Born time.Time
 	// Err is set by Load, instead of the fields above, for a record the
-	// Store holds but cannot decode: it names the record (where it is
-	// stored) and says why. ID identifies the record for
-	// Quarantiner.Quarantine (0 when the record has no usable ID; see the
-	// Store's doc). New fails on such a record, or sets it aside with
-	// WithQuarantine. Stores that never see bad records leave it nil.
+	// Store cannot decode: it names the record and says why. ID is then
+	// the record's, for Quarantine (0 if it has none).
 	Err error
 }
 
-// Quarantiner is implemented by a Store that can set aside a record it
-// holds but that cannot be loaded (WithQuarantine): Quarantine moves
-// record id out of the calls Load reports, keeping its bytes for an
-// operator to inspect, and must be durable when it returns. reason is the
-// error that made the record unloadable. boltstore.Store implements it.
+// Quarantiner is a Store that can set aside a record it cannot load
+// (WithQuarantine). Quarantine moves record id out of what Load reports,
+// durably, keeping its bytes for an operator.
 type Quarantiner interface {
 	Quarantine(id uint64, reason error) error
 }
 
 // ErrBadRecord is matched by the error New returns for a stored call it
-// cannot load (a *BadRecordError), and by the reasons given to
-// Quarantiner.Quarantine.
+// cannot load, and by the reason given to Quarantiner.Quarantine. The
+// error names the record's ID, method and why.
 var ErrBadRecord = errors.New("failback: stored call cannot be loaded")
 
-// BadRecordError is a stored call that cannot be loaded: the Store could
-// not decode its record (StoredCall.Err), or the Codec could not decode
-// its arguments. errors.Is holds for ErrBadRecord and for Err.
-type BadRecordError struct {
+// badRecordError is a stored call that cannot be loaded: the Store could
+// not decode its record (StoredCall.Err), or the Codec its arguments.
+type badRecordError struct {
 	// ID is the record's ID in the Store (0 if it has none).
 	ID uint64
 	// Method is the call's method, "" if the record could not be decoded.
@@ -99,7 +79,7 @@ type BadRecordError struct {
 	Err error
 }
 
-func (e *BadRecordError) Error() string {
+func (e *badRecordError) Error() string {
 	if e.Method == "" {
 		return fmt.Sprintf("failback: stored call %d cannot be loaded: %v", e.ID, e.Err)
 	}
@@ -107,22 +87,15 @@ func (e *BadRecordError) Error() string {
 }
 
 // Unwrap returns ErrBadRecord and Err.
-func (e *BadRecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
+func (e *badRecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
 
-// IdempotencyKey is the Invocation attachment that carries a call's
-// idempotency key when the Invoker has a Store: 32 hex digits, the same
-// for the first attempt, every retry and every attempt after a restart, so
-// that a provider can drop the duplicates that at-least-once delivery
-// brings (an attempt that was running when the process died is made
-// again). A non-empty key already present in the caller's attachments is
-// kept; an empty one counts as none (the call gets a new key: a key
-// shared by every call that left it empty would make a provider drop all
-// but the first of them as duplicates).
+// IdempotencyKey is the attachment that carries a call's idempotency key
+// when the Invoker has a Store: the same on every attempt, across restarts.
+// A caller's non-empty key is kept.
 const IdempotencyKey = "idempotency-key"
 
-// NewIdempotencyKey returns a new random key: 128 bits from math/rand/v2's
-// ChaCha8 source (randomly seeded per process), as 32 hex digits. Keys are
-// unique, not secret.
+// NewIdempotencyKey returns a new random key of 32 hex digits (128 bits).
+// Keys are unique, not secret.
 func NewIdempotencyKey() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], rand.Uint64())
@@ -132,16 +105,9 @@ func NewIdempotencyKey() string {
 	return string(h[:])
 }
 
-// Codec encodes the arguments of an Invocation for a Store and decodes them
-// after a restart. It must be safe for concurrent use. JSONCodec is the
-// default; package failback/protocodec stores protocol buffers messages
-// (reboundgrpc's requests) by type name.
-//
-// A panic in Marshal, Unmarshal or the Store's Add is recovered: Invoke
-// then drops the call with DropStore and returns an error wrapping
-// ErrStore and ErrPanicked; New treats a record whose Unmarshal panicked
-// as a bad record (*BadRecordError, set aside with WithQuarantine). A
-// panic in the Store's Update or Remove is logged as their errors are.
+// Codec encodes the arguments of an Invocation for a Store, and decodes
+// them after a restart. It must be safe for concurrent use. JSONCodec is
+// the default; failback/protocodec stores protocol buffers messages.
 type Codec interface {
 	// Marshal encodes the arguments of a call to method.
 	Marshal(method string, args []any) ([]byte, error)
@@ -150,8 +116,7 @@ type Codec interface {
 }
 
 // JSONCodec is the default Codec: arguments as a JSON array. The zero value
-// decodes every argument as a generic JSON value (float64, string, bool,
-// nil, []any, map[string]any); set Types to decode into typed values.
+// decodes generic JSON values; Types decodes into typed ones.
 type JSONCodec struct {
 	// Types, if not nil, returns for method one pointer per argument (for
 	// example []any{new(Order), new(string)}); each argument is decoded
@@ -160,15 +125,8 @@ type JSONCodec struct {
 	Types func(method string) []any
 }
 
-// Marshal implements Codec. It refuses a protocol buffers message (a
-// value with a ProtoReflect method, such as a gRPC request, or a message
-// passed by value): encoding/json
-// writes one, but gives it back after a restart as a map that no gRPC call
-// can send, so the call would be lost then; use failback/protocodec. An
-// Any (google.golang.org/protobuf/types/known/anypb) is the exception: it
-// carries its type name and wire bytes, which come back as the map's
-// "type_url" and "value" (base64), enough to rebuild the message
-// (reboundgrpc's FireAndForget queues its requests so).
+// Marshal implements Codec. It refuses a protocol buffers message other
+// than an anypb.Any, which JSON could not give back: use failback/protocodec.
 func (c JSONCodec) Marshal(method string, args []any) ([]byte, error) {
 	if args == nil {
 		args = []any{}
@@ -237,9 +195,8 @@ func deref(p any) any {
 	return p
 }
 
-// ErrStore is wrapped by the error Invoke returns when a call could not be
-// queued because its Store failed (the call is then not queued: DropStore),
-// and by the errors New returns when loading the stored calls fails.
+// ErrStore is wrapped by Invoke's error when the Store failed to add a call,
+// and by New's when loading the stored calls failed.
 var ErrStore = errors.New("failback: store failed")
 
 // errReloaded is the last error of a call loaded from a Store, until its
@@ -253,69 +210,23 @@ type storeConfig struct {
 	quarantine bool // WithQuarantine
 }
 
-// WithStore makes the Invoker keep its queued calls in s, so that they
-// survive a crash or a restart: a call is in s before Invoke returns
-// (nil, nil) for it, every failed retry updates its attempts and due time,
-// and every end removes it — except for calls dropped by Shutdown or
-// Close, which stay in s. New loads the calls s holds and queues them with
-// their attempts and due times (a call already due runs at once), even
-// beyond WithMaxTasks (the limit then refuses new calls until the backlog
-// drains); their rebound.Schedule resumes where it stopped
-// (Schedule.Resume: MaxAttempts counts the attempts made before).
-//
-// With a Store every call gets an IdempotencyKey attachment before its
-// first attempt (Invoke sends a copy of the Invocation with it; the
-// caller's is not modified) and keeps it through retries and restarts; a
-// call that succeeds at once costs that copy (4 allocations, about 1 µs),
-// and one that is queued waits for the store's commit. Use one Store per
-// Invoker: New loads every call the Store holds. Arguments are stored with
-// the Codec (WithCodec; default JSONCodec{}). If s fails to add a call, Invoke returns a *RejectedError wrapping
-// ErrStore and the call is dropped with DropStore; a failure to update or
-// remove is logged at Warn (the call may then run again after a restart:
-// delivery is at least once).
-//
-// Stored times are wall-clock
-// times: a call stored by a process whose clock was ahead (corrected
-// since) would wait that much longer, so New clamps a stored first-failure
-// time (Born) to its own now, and a stored due time to now plus the
-// policy's longest wait, max(Max, MaxRetryAfter) of the normalized policy.
-// A call New cannot load fails New, or is set aside with WithQuarantine.
-//
-// Loaded calls count in Stats.Offered and end in one of the Succeeded,
-// GaveUp or Dropped hooks, without a Queued (that was the previous
-// invoker's). Leaving dropped calls in s at Shutdown and Close is how a
-// deploy hands its backlog to the next process. A loaded call gets
-// WithTTL's time-to-live counted from its first failure; a per-call TTL
-// (WithCallTTL) and WithContextValues' values are not stored.
-//
-// A nil s means no store (the default).
+// WithStore keeps the queued calls in s, so they survive a crash or a
+// restart: New loads what s holds, and calls dropped by Close stay in s.
+// Each call gets an IdempotencyKey; delivery is at least once. A nil s
+// means no store (see docs/failback.md).
 func WithStore(s Store) Option {
 	return optionFunc(func(c *config) { c.durable.store = s })
 }
 
-// WithCodec sets the Codec that encodes the arguments of stored calls
-// (WithStore). Default: JSONCodec{}. A nil codec means the default.
+// WithCodec sets the Codec of stored arguments. Default (and for nil):
+// JSONCodec{}.
 func WithCodec(codec Codec) Option {
 	return optionFunc(func(c *config) { c.durable.codec = codec })
 }
 
-// WithQuarantine makes New set aside the stored calls it cannot load
-// (WithStore): a record the Store cannot decode (StoredCall.Err) or whose
-// arguments the Codec cannot decode is moved aside by the Store's
-// Quarantine method (the Store must implement Quarantiner, as
-// boltstore.Store does; otherwise New fails with a *rebound.ArgumentError
-// naming this option), logged at Error with the record's ID, method and
-// reason, and counted in Stats.Quarantined; every other call is loaded.
-//
-// Without it (the default) New fails on the first such record, with an
-// error wrapping ErrStore and a *BadRecordError naming the record. Failing
-// is the default because the usual cause is a deploy, not a damaged disk:
-// a Codec that lost a type (JSONCodec.Types, a protocol buffers message
-// not linked in) makes every record unloadable, and quarantining would
-// quietly move the whole queue aside; failing names the record at once
-// and leaves the queue as it is. Turn quarantine on where starting with
-// the good calls matters more than stopping on a bad one. Without
-// WithStore it has no effect.
+// WithQuarantine makes New set aside the stored calls it cannot load,
+// counted in Stats.Quarantined; the Store must be a Quarantiner. Without
+// it, New fails on such a call, naming it (see docs/failback.md).
 func WithQuarantine() Option {
 	return optionFunc(func(c *config) { c.durable.quarantine = true })
 }
@@ -362,7 +273,7 @@ func (f *Invoker) storeAdd(t *task) error {
 }
 
 // recovered returns the panic value r recovered from op as an error
-// wrapping ErrPanicked and the *PanicError.
+// wrapping ErrPanicked and the *cluster.PanicError.
 func recovered(op string, r any) error {
 	return fmt.Errorf("%w: %w", ErrPanicked, cluster.NewPanicError(op, r))
 }
@@ -439,10 +350,10 @@ func (f *Invoker) storeRetried(t *task) bool {
 	return true
 }
 
-// storeEnded removes t from the store, unless reason is DropClosed: a call
+// storeEnded removes t from the store, unless reason is dropClosed: a call
 // dropped by Close stays for the next Invoker.
-func (f *Invoker) storeEnded(t *task, reason DropReason) {
-	if f.cfg.durable.store == nil || t.sid == 0 || reason == DropClosed {
+func (f *Invoker) storeEnded(t *task, reason dropReason) {
+	if f.cfg.durable.store == nil || t.sid == 0 || reason == dropClosed {
 		return
 	}
 	if err := storeRemove(f.cfg.durable.store, t.sid); err != nil {
@@ -468,7 +379,7 @@ func (f *Invoker) loadStored() error {
 	maxWait := max(pn.Max, pn.MaxRetryAfter) // the longest wait the policy can ask for
 	var (
 		loaded  []*task
-		bad     []*BadRecordError
+		bad     []*badRecordError
 		clamped int
 	)
 	err := st.Load(func(c StoredCall) error {
@@ -487,7 +398,7 @@ func (f *Invoker) loadStored() error {
 		return nil
 	})
 	if err != nil {
-		if _, ok := errors.AsType[*BadRecordError](err); ok {
+		if _, ok := errors.AsType[*badRecordError](err); ok {
 			return fmt.Errorf("%w: loading the stored calls (failback.WithQuarantine sets such calls aside): %w", ErrStore, err)
 		}
 		return fmt.Errorf("%w: loading the stored calls: %w", ErrStore, err)
@@ -522,13 +433,13 @@ func (f *Invoker) loadStored() error {
 // storedTask turns c, a call loaded or claimed from the Store, into a
 // task; bad says why it cannot, clamped whether its stored times were
 // after now (see loadStored).
-func (f *Invoker) storedTask(codec Codec, c StoredCall, now int64, wallNow time.Time, maxWait time.Duration) (t *task, bad *BadRecordError, clamped bool) {
+func (f *Invoker) storedTask(codec Codec, c StoredCall, now int64, wallNow time.Time, maxWait time.Duration) (t *task, bad *badRecordError, clamped bool) {
 	if c.Err != nil {
-		return nil, &BadRecordError{ID: c.ID, Err: c.Err}, false
+		return nil, &badRecordError{ID: c.ID, Err: c.Err}, false
 	}
 	args, err := unmarshalArgs(codec, c.Method, c.Args)
 	if err != nil {
-		return nil, &BadRecordError{ID: c.ID, Method: c.Method, Err: err}, false
+		return nil, &badRecordError{ID: c.ID, Method: c.Method, Err: err}, false
 	}
 	t = &task{
 		inv:      &cluster.Invocation{Method: c.Method, Args: args, Attachments: c.Attachments},

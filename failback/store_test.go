@@ -112,7 +112,7 @@ func TestStoreFollowsTheCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", downUntil(90*time.Second))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{MaxAttempts: 11}), WithSeed(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{MaxAttempts: 11}), withSeed(1))
 		defer mustClose(t, f)
 
 		inv := &cluster.Invocation{Method: "notify", Args: []any{"order-7", 3.0}, Attachments: map[string]string{"trace": "t1"}}
@@ -156,7 +156,7 @@ func TestStoreSurvivesARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		down := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(down), WithStore(st), WithPolicy(rebound.Policy{MaxAttempts: 6}), WithSeed(2))
+		f := mustNew(t, cluster.NewStaticDirectory(down), WithStore(st), WithPolicy(rebound.Policy{MaxAttempts: 6}), withSeed(2))
 		for i := range 10 {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m", Args: []any{float64(i)}}); err != nil {
 				t.Fatal(err)
@@ -256,13 +256,13 @@ func TestStoreAddFails(t *testing.T) {
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithObserver(rec.hooks()))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
-		var rej *RejectedError
-		if !errors.As(err, &rej) || rej.Reason != DropStore || !errors.Is(err, ErrStore) || !errors.Is(err, errRefused) {
-			t.Fatalf("Invoke = %v; want a RejectedError (store) wrapping ErrStore and the attempt's error", err)
+		var rej *rejectedError
+		if !errors.As(err, &rej) || rej.Reason != ErrStore || !errors.Is(err, ErrStore) || !errors.Is(err, errRefused) {
+			t.Fatalf("Invoke = %v; want a rejectedError (store) wrapping ErrStore and the attempt's error", err)
 		}
 		s := f.Stats()
 		checkStats(t, s)
-		if s.Dropped[DropStore] != 1 || rec.count("dropped") != 1 || rec.count("queued") != 0 {
+		if s.Dropped[ErrStore] != 1 || rec.count("dropped") != 1 || rec.count("queued") != 0 {
 			t.Errorf("stats %+v, hooks %v", s, rec.get("dropped"))
 		}
 	})
@@ -328,7 +328,7 @@ func TestStoreQueuedHookPanics(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st),
-			WithObserver(Hooks{Queued: func(Task) { panic("hook") }}))
+			WithObserver(testHooks{Queued: func(Task) { panic("hook") }}))
 		defer mustClose(t, f)
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)
@@ -367,9 +367,9 @@ func TestJSONCodecRefusesProtoMessages(t *testing.T) {
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify", Args: []any{msg}})
-		var rej *RejectedError
-		if !errors.As(err, &rej) || rej.Reason != DropStore || !strings.Contains(err.Error(), "protocodec") {
-			t.Fatalf("Invoke with a proto message and JSONCodec = %v; want a RejectedError (store) naming protocodec", err)
+		var rej *rejectedError
+		if !errors.As(err, &rej) || rej.Reason != ErrStore || !strings.Contains(err.Error(), "protocodec") {
+			t.Fatalf("Invoke with a proto message and JSONCodec = %v; want a rejectedError (store) naming protocodec", err)
 		}
 		if calls, _ := st.snapshot(); len(calls) != 0 {
 			t.Fatalf("%d calls stored, want none", len(calls))

@@ -83,7 +83,7 @@ func storm(t *testing.T, pol rebound.Policy, opts ...Option) stormResult {
 // policies apart: a fixed interval makes 6 waves of 100 retries, so even
 // its busiest window holds only 1/6 of all retries, but 100% of the calls.
 func TestStorm(t *testing.T) {
-	jittered := storm(t, DefaultPolicy(), WithSeed(1)) // full jitter, 1 s doubling to 60 s
+	jittered := storm(t, DefaultPolicy(), withSeed(1)) // full jitter, 1 s doubling to 60 s
 	baseline := storm(t, rebound.Policy{
 		Initial: 5 * time.Second, Max: 5 * time.Second, Multiplier: 1, Jitter: rebound.NoJitter,
 	})

@@ -15,24 +15,15 @@ import (
 	"github.com/rebound-go/rebound/cluster"
 )
 
-// TraceContextKey is the Attachments key, reserved by WithTracerProvider,
-// under which a traced call keeps the W3C traceparent of its first
-// attempt (followed by a space and its tracestate, if it has one), so that
-// every Store persists it and a retry, in this process or
-// the next one, links to the trace that queued the call.
+// TraceContextKey is the attachment, reserved by WithTracerProvider, that
+// keeps the W3C trace context of a call's first attempt. A Store persists
+// it, so a retry after a restart links to the trace that queued the call.
 const TraceContextKey = "rebound-traceparent"
 
-// WithTracerProvider traces every attempt of a call, as
-// rebound.WithTracerProvider does for a loop: a span "rebound.attempt" of
-// tp's tracer rebound.TracerName with the attempt number, the wait before
-// it, the error's class and the verdict (success, retry: queued or
-// requeued, stop: given up or dropped). The first attempt's span is a child
-// of the caller's; a retry, run in the background after the caller has
-// returned, is the root of a trace of its own with a link to the first
-// attempt's span (its traceparent is kept in the call's Attachments under
-// TraceContextKey: the Invocation is copied, the caller's is not changed).
-// A nil tp, the default, traces nothing and costs nothing; rebound uses no
-// global TracerProvider.
+// WithTracerProvider traces every attempt of a call as a span
+// "rebound.attempt", as rebound.WithTracerProvider does. A retry's span is
+// a new root linked to the first attempt's (see TraceContextKey). Default
+// (and for nil): no tracing, no global provider (see docs/tracing.md).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) {
 		if tp != nil {

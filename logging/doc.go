@@ -5,9 +5,9 @@
 // # Throttled retry logs
 //
 // A Loop logs one long-lived retry loop (a subscription, a failback task).
-// Hook it into rebound.Retry with rebound.WithObserver(lp) (a Loop is a rebound.Observer; or use
-// RetryObserver), or call Failed, Succeeded and GaveUp from a hand-written
-// loop. An outage produces a handful of lines, however long it lasts:
+// Hook it into rebound.Retry with rebound.WithObserver(lp) (a Loop is a
+// rebound.Observer), or call Failed, Succeeded and GaveUp from a
+// hand-written loop. An outage produces a handful of lines, however long it lasts:
 //
 //	WARN  retry loop failing        component, caller's fields, attempt, delay, error
 //	DEBUG retry attempt failed      attempt, delay, error           (each further failure)
@@ -41,8 +41,8 @@
 // key ("password=x", `"accessToken":"x"`, "SecretKey:x", a quoted value
 // whole), the credentials of Authorization and Cookie headers
 // ("Authorization: Bearer x", every cookie of "Cookie: a=1; b=2") and the
-// password in a URL ("http://user:x@host", also when it holds '@'). RedactCore (and Redacted for a
-// *zap.Logger) applies it to what rebound writes: every message, every
+// password in a URL ("http://user:x@host", also when it holds '@'). Redacted
+// applies it to what rebound writes: every message, every
 // error text and string field; a field whose key is sensitive is redacted
 // whole. Every Loop logs through it, and so does the nacos-sdk-go bridge in
 // package github.com/rebound-go/rebound/subscriber/nacos/nacoslog, which

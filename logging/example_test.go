@@ -15,11 +15,11 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// RetryObserver logs a rebound.Retry loop: a Warn when it starts failing,
+// A Loop logs a rebound.Retry loop: a Warn when it starts failing,
 // Debug for each further attempt, an Info with the downtime when it
 // recovers. (An observer core stands in for a real one so that the output
 // is printable; the downtime, measured in real time, is left out.)
-func ExampleRetryObserver() {
+func ExampleNewLoop() {
 	core, logs := observer.New(zapcore.DebugLevel)
 	logger := zap.New(core)
 
@@ -32,7 +32,7 @@ func ExampleRetryObserver() {
 	}
 	policy := rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond, Jitter: rebound.NoJitter}
 	err := rebound.Retry(context.Background(), policy, subscribe,
-		rebound.WithObserver(logging.RetryObserver(logger, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+		rebound.WithObserver(logging.NewLoop(logger, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 	fmt.Println("Retry:", err)
 
 	for _, e := range logs.All() {

@@ -10,3 +10,11 @@ const (
 	MsgGaveUp       = msgGaveUp
 	MsgStopped      = msgStopped
 )
+
+// Unexported names the _test package checks.
+var (
+	RedactCore     = newRedactCore
+	IsSensitiveKey = isSensitiveKey
+)
+
+const RedactedValue = redactedValue

@@ -46,9 +46,9 @@ type Loop struct {
 	reminder time.Duration // downtime at which the next reminder is due
 }
 
-// NewLoop returns a Loop that logs to l (nil: zap.NewNop()) through
-// RedactCore, with "component" (if not empty) and fields on every line.
-// Keep one Loop for a loop's lifetime, across rebound.Retry calls.
+// NewLoop returns a Loop that logs to Redacted(l), with "component" (if not
+// empty) and fields on every line. A Loop is the rebound.Observer of one
+// retry loop: keep it for the loop's lifetime, one per loop.
 func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 	if l == nil {
 		l = zap.NewNop()
@@ -63,13 +63,6 @@ func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 		l = l.With(fields...)
 	}
 	return &Loop{log: l}
-}
-
-// RetryObserver returns NewLoop(l, component, fields...), an Observer
-// for rebound.WithObserver. Every call returns a new Loop: use one per
-// retry loop.
-func RetryObserver(l *zap.Logger, component string, fields ...zap.Field) rebound.Observer {
-	return NewLoop(l, component, fields...)
 }
 
 // Observe logs EventRetry as Failed, a successful EventAttempt as

@@ -233,7 +233,7 @@ func TestLoopHourOutageIsAHandfulOfLines(t *testing.T) {
 			// The zero Policy: 1s doubling, capped at 30s, full jitter.
 			err := rebound.Retry(t.Context(), rebound.Policy{}, op,
 				rebound.WithSeed(7),
-				rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+				rebound.WithObserver(logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if err != nil {
 				t.Fatalf("Retry: %v", err)
 			}
@@ -301,7 +301,7 @@ func TestRetryObserverWithRetry(t *testing.T) {
 					return errBoom
 				}
 				return nil
-			}, rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+			}, rebound.WithObserver(logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if err != nil {
 				t.Fatalf("Retry: %v", err)
 			}
@@ -326,7 +326,7 @@ func TestRetryObserverWithRetry(t *testing.T) {
 		bad := errors.New("service name is empty")
 		err := rebound.Retry(t.Context(), policy, func(context.Context) error {
 			return rebound.Permanent(bad)
-		}, rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+		}, rebound.WithObserver(logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 		if !errors.Is(err, bad) {
 			t.Fatalf("Retry = %v, want %v", err, bad)
 		}
@@ -345,7 +345,7 @@ func TestRetryObserverWithRetry(t *testing.T) {
 			p := policy
 			p.MaxAttempts = 4
 			err := rebound.Retry(t.Context(), p, func(context.Context) error { return errBoom },
-				rebound.WithObserver(logging.RetryObserver(l, "failback", zap.String("target", "10.0.0.7:20880"))))
+				rebound.WithObserver(logging.NewLoop(l, "failback", zap.String("target", "10.0.0.7:20880"))))
 			if !errors.Is(err, rebound.ErrExhausted) {
 				t.Fatalf("Retry = %v, want ErrExhausted", err)
 			}
@@ -381,7 +381,7 @@ func TestRetryObserverCancelledAndDeadline(t *testing.T) {
 					cancel() // e.g. Manager.Close while the attempt runs
 				}
 				return errBoom
-			}, rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+			}, rebound.WithObserver(logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("Retry = %v, want context.Canceled", err)
 			}
@@ -401,7 +401,7 @@ func TestRetryObserverCancelledAndDeadline(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 			defer cancel()
 			err := rebound.Retry(ctx, policy, func(context.Context) error { return errBoom },
-				rebound.WithObserver(logging.RetryObserver(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
+				rebound.WithObserver(logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Retry = %v, want context.DeadlineExceeded", err)
 			}
@@ -416,11 +416,11 @@ func TestRetryObserverCancelledAndDeadline(t *testing.T) {
 	})
 }
 
-// Every RetryObserver call has its own state.
+// Every NewLoop call has its own state.
 func TestRetryObserverLoopsAreIndependent(t *testing.T) {
 	l, logs := newObserved(zapcore.WarnLevel)
-	a := logging.RetryObserver(l, "subscriber", zap.String("key", "a"))
-	b := logging.RetryObserver(l, "subscriber", zap.String("key", "b"))
+	a := logging.NewLoop(l, "subscriber", zap.String("key", "a"))
+	b := logging.NewLoop(l, "subscriber", zap.String("key", "b"))
 	a.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 1, Err: errBoom, Delay: time.Second})
 	b.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 1, Err: errBoom, Delay: time.Second})
 	a.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: 2, Err: errBoom, Delay: time.Second})
@@ -438,7 +438,7 @@ func TestLoopNilAndZeroLogNothing(t *testing.T) {
 		lp.Succeeded(3)
 		lp.GaveUp(4, errBoom)
 	}
-	logging.RetryObserver(nil, "x").Observe(rebound.Event{Kind: rebound.EventGiveUp, Attempt: 1, Err: errBoom})
+	logging.NewLoop(nil, "x").Observe(rebound.Event{Kind: rebound.EventGiveUp, Attempt: 1, Err: errBoom})
 }
 
 func TestLoopRedactsItsFields(t *testing.T) {
@@ -501,7 +501,7 @@ func TestLoopCaller(t *testing.T) {
 			return errBoom
 		}
 		return nil
-	}, rebound.WithObserver(logging.RetryObserver(l, "sync")))
+	}, rebound.WithObserver(logging.NewLoop(l, "sync")))
 	want := []int{line + 2, line + 3, line + 4, line + 6, line + 6}
 	got := logs.All()
 	if len(got) != len(want) {

@@ -5,25 +5,12 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// RedactCore wraps core so that credentials never reach it in what rebound
-// writes: each entry's message, the text of every error field (zap.Error,
-// zap.NamedError), every string, byte string and fmt.Stringer field pass
-// through Scrub; so do the strings inside arrays, objects (zap.Array,
-// zap.Strings, zap.Object, zap.Inline) and values zap encodes by
-// reflection (zap.Any of a struct or a map, as JSON). A field of these
-// kinds whose key is sensitive (see IsSensitiveKey), and a string inside
-// an object under such a key, is written as "[REDACTED]". A field whose
-// text changes is written as a string field with the same key (a
-// reflected value as its scrubbed JSON). Numbers, booleans, times and
-// durations are passed through.
-//
-// Levels, sampling and the decisions of a zapcore.NewTee are those of
-// core: RedactCore delegates Check to it and scrubs in a pre-write hook
-// (zapcore.CheckedEntry.Before). Fields given to With are scrubbed too.
-// The returned core is safe for concurrent use if core is. RedactCore(nil)
-// returns a no-op core; wrapping a core RedactCore returned returns it
-// unchanged.
-func RedactCore(core zapcore.Core) zapcore.Core {
+// newRedactCore wraps core so that credentials never reach it in what
+// rebound writes: the message, and every error, string, Stringer, array,
+// object and reflected field pass through Scrub; a field whose key is
+// sensitive is written as "[REDACTED]". Levels and sampling are core's.
+// Wrapping twice returns the same core; a nil core is a no-op one.
+func newRedactCore(core zapcore.Core) zapcore.Core {
 	if core == nil {
 		return zapcore.NewNopCore()
 	}
@@ -33,8 +20,10 @@ func RedactCore(core zapcore.Core) zapcore.Core {
 	return redactCore{Core: core}
 }
 
-// Redacted returns l with its core wrapped by RedactCore. A nil l means
-// zap.NewNop().
+// Redacted returns l writing through a core that removes credentials: the
+// message and every string, error and structured field pass through Scrub,
+// and a field whose key names a credential ("password", "token", "secret",
+// ...) is written as "[REDACTED]". A nil l means zap.NewNop().
 func Redacted(l *zap.Logger) *zap.Logger {
 	if l == nil {
 		return zap.NewNop()
@@ -42,7 +31,7 @@ func Redacted(l *zap.Logger) *zap.Logger {
 	if _, ok := l.Core().(redactCore); ok {
 		return l
 	}
-	return l.WithOptions(zap.WrapCore(RedactCore))
+	return l.WithOptions(zap.WrapCore(newRedactCore))
 }
 
 type redactCore struct{ zapcore.Core }

@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// RedactedValue replaces every credential Scrub finds.
-const RedactedValue = "[REDACTED]"
+// redactedValue replaces every credential Scrub finds.
+const redactedValue = "[REDACTED]"
 
-// sensitiveWords are matched against keys folded by IsSensitiveKey.
+// sensitiveWords are matched against keys folded by isSensitiveKey.
 var sensitiveWords = []string{
 	"password", "passwd", "passphrase", "pwd", "privatekey",
 	"secret",     // secret, secretKey, client_secret
@@ -19,7 +19,7 @@ var sensitiveWords = []string{
 	"apikey", "authorization",
 }
 
-// IsSensitiveKey reports whether a key looks like it names a credential.
+// isSensitiveKey reports whether a key looks like it names a credential.
 // The key is folded to lower case with every character other than a
 // letter or digit removed ("X-Auth-Token" becomes "xauthtoken"); it matches
 // if it contains one of: password, passwd, passphrase, pwd, privatekey,
@@ -27,7 +27,7 @@ var sensitiveWords = []string{
 // "Password", "db_password", "secretKey", "accessKey", "access_key_id",
 // "accessToken" and "Authorization" match; "user", "key" and "host" do not.
 // It errs on the side of redacting ("tokenTTL" matches too).
-func IsSensitiveKey(key string) bool {
+func isSensitiveKey(key string) bool {
 	if len(key) < 3 {
 		return false
 	}
@@ -65,7 +65,7 @@ var (
 
 // Scrub returns s with credentials replaced by "[REDACTED]":
 //
-//   - the value after each sensitive key (see IsSensitiveKey) written as
+//   - the value after each sensitive key (see isSensitiveKey) written as
 //     "key: value", "key=value", `"key":"value"`, "key:[value]",
 //     "key:<value>" or "Key:value" (Go's %+v of a struct, such as the SDK's
 //     ClientConfig). A quoted value ends at its closing quote (backslash
@@ -116,12 +116,12 @@ func Scrub(s string) string {
 	redacted := 0
 	for _, m := range keySep.FindAllStringSubmatchIndex(s, -1) {
 		key := s[m[2]:m[3]]
-		if m[0] < redacted || !IsSensitiveKey(key) {
+		if m[0] < redacted || !isSensitiveKey(key) {
 			continue
 		}
 		if start, end := valueSpan(s, m[1], isHeaderKey(key)); end > start {
-			if strings.HasPrefix(s[m[1]:], RedactedValue) || strings.HasPrefix(s[start:], RedactedValue) ||
-				s[m[1]] == '[' && strings.HasPrefix(s[m[1]+1:], RedactedValue) {
+			if strings.HasPrefix(s[m[1]:], redactedValue) || strings.HasPrefix(s[start:], redactedValue) ||
+				s[m[1]] == '[' && strings.HasPrefix(s[m[1]+1:], redactedValue) {
 				continue // scrubbed already: Scrub of its own output changes nothing
 			}
 			spans = append(spans, [2]int{start, end})
@@ -142,7 +142,7 @@ func Scrub(s string) string {
 			continue
 		}
 		b.WriteString(s[last:sp[0]])
-		b.WriteString(RedactedValue)
+		b.WriteString(redactedValue)
 		last = sp[1]
 	}
 	b.WriteString(s[last:])
@@ -487,10 +487,10 @@ func isScheme(w string) bool {
 	return false
 }
 
-// hints are lower-case pieces of every sensitive key IsSensitiveKey knows,
+// hints are lower-case pieces of every sensitive key isSensitiveKey knows,
 // and the '@' of user information: text holding none of them (compared
 // case-insensitively) has nothing to scrub. (A key with separators inside
-// a hint, such as "p_w_d", is missed; IsSensitiveKey would fold it.)
+// a hint, such as "p_w_d", is missed; isSensitiveKey would fold it.)
 var hints = []string{"pass", "pwd", "secret", "token", "credential", "cookie", "access", "api", "auth", "private", "@"}
 
 func mayHoldSecret(s string) bool {

@@ -52,8 +52,8 @@ func scrubField(f zapcore.Field) (zapcore.Field, bool) {
 		}
 		return scrubText(f, s)
 	case zapcore.ArrayMarshalerType, zapcore.ObjectMarshalerType, zapcore.ReflectType:
-		if IsSensitiveKey(f.Key) {
-			return zap.String(f.Key, RedactedValue), true
+		if isSensitiveKey(f.Key) {
+			return zap.String(f.Key, redactedValue), true
 		}
 	}
 	switch f.Type {
@@ -80,8 +80,8 @@ func scrubField(f zapcore.Field) (zapcore.Field, bool) {
 // scrubText returns a string field for f's text s if s needs scrubbing or
 // f's key is sensitive.
 func scrubText(f zapcore.Field, s string) (zapcore.Field, bool) {
-	if IsSensitiveKey(f.Key) {
-		return zap.String(f.Key, RedactedValue), true
+	if isSensitiveKey(f.Key) {
+		return zap.String(f.Key, redactedValue), true
 	}
 	if red := Scrub(s); red != s || f.Type != zapcore.StringType && f.Type != zapcore.ErrorType {
 		// A Stringer or byte string becomes the string it wrote, so
@@ -162,29 +162,29 @@ func (e objectEnc) AddByteString(k string, b []byte) {
 	e.ObjectEncoder.AddString(k, scrubValue(k, string(b)))
 }
 func (e objectEnc) AddBinary(k string, b []byte) {
-	if IsSensitiveKey(k) {
-		e.ObjectEncoder.AddString(k, RedactedValue)
+	if isSensitiveKey(k) {
+		e.ObjectEncoder.AddString(k, redactedValue)
 		return
 	}
 	e.ObjectEncoder.AddBinary(k, b)
 }
 func (e objectEnc) AddArray(k string, m zapcore.ArrayMarshaler) error {
-	if IsSensitiveKey(k) {
-		e.ObjectEncoder.AddString(k, RedactedValue)
+	if isSensitiveKey(k) {
+		e.ObjectEncoder.AddString(k, redactedValue)
 		return nil
 	}
 	return e.ObjectEncoder.AddArray(k, scrubArray{m})
 }
 func (e objectEnc) AddObject(k string, m zapcore.ObjectMarshaler) error {
-	if IsSensitiveKey(k) {
-		e.ObjectEncoder.AddString(k, RedactedValue)
+	if isSensitiveKey(k) {
+		e.ObjectEncoder.AddString(k, redactedValue)
 		return nil
 	}
 	return e.ObjectEncoder.AddObject(k, scrubObject{m})
 }
 func (e objectEnc) AddReflected(k string, v any) error {
-	if IsSensitiveKey(k) {
-		e.ObjectEncoder.AddString(k, RedactedValue)
+	if isSensitiveKey(k) {
+		e.ObjectEncoder.AddString(k, redactedValue)
 		return nil
 	}
 	v, _ = scrubReflected(v)
@@ -193,8 +193,8 @@ func (e objectEnc) AddReflected(k string, v any) error {
 
 // scrubValue returns "[REDACTED]" for a sensitive key's s, else Scrub(s).
 func scrubValue(k, s string) string {
-	if IsSensitiveKey(k) {
-		return RedactedValue
+	if isSensitiveKey(k) {
+		return redactedValue
 	}
 	return Scrub(s)
 }

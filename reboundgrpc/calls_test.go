@@ -404,7 +404,7 @@ func TestStoredCallSurvivesRestart(t *testing.T) {
 	// call reported as not queued (the caller still has it), rather than
 	// given up by the next process.
 	_, err := p1.fb.Invoke(ctx, &cluster.Invocation{Method: checkMethod, Args: []any{&healthpb.HealthCheckRequest{Service: "via-invoke-json"}}})
-	if rej, ok := errors.AsType[*failback.RejectedError](err); !ok || rej.Reason != failback.DropStore || !strings.Contains(err.Error(), "protocodec") {
+	if !errors.Is(err, failback.ErrStore) || !strings.Contains(err.Error(), "protocodec") {
 		t.Fatalf("Invoke of a message with the JSONCodec: %v, want a RejectedError (store) naming protocodec", err)
 	}
 	p1.queued(t, 1)
@@ -461,7 +461,7 @@ func TestClientConnClosedBeforeInvoker(t *testing.T) {
 	// failback.Stopping, it is not retried again in this process and not
 	// given up (DropClosed), and stays in the store.
 	eventually(t, "every call's retry on the closed ClientConn", func() bool {
-		retried.Store(int64(p1.fb.Stats().Dropped[failback.DropClosed]))
+		retried.Store(int64(p1.fb.Stats().Dropped[failback.ErrClosed]))
 		return retried.Load() >= 3 || len(p1.h.gaveUp) > 0
 	})
 	select {

@@ -130,8 +130,8 @@
 // restart with its content. A request passed to failback's Invoke as a
 // message needs a Codec that gives protobuf messages back: use
 // failback.WithCodec(protocodec.Codec{}): the JSONCodec refuses to store
-// one (Invoke reports the call as not queued, a *failback.RejectedError
-// naming protocodec), since it would come back as a map after a restart.
+// one (Invoke reports the call as not queued, an error matching
+// failback.ErrStore naming protocodec), since it would come back as a map after a restart.
 // A map that reaches the Invoker all the same (a custom Codec) is refused
 // with a permanent *rebound.ArgumentError naming the fix, never sent.
 package reboundgrpc

@@ -187,7 +187,7 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 			// The attempt's context ended it: say so in a way errors.Is
 			// sees (grpc-go's status does not wrap the context's error),
 			// so that a failback Invoker closing during the attempt keeps
-			// the call (DropClosed, left in its Store) instead of giving
+			// the call (dropped with ErrClosed, left in its Store) instead of giving
 			// it up as Canceled.
 			return nil, fmt.Errorf("%w (%w)", i.classify(err, trailer), cerr)
 		}

@@ -60,12 +60,20 @@ func newHookLog() *hookLog {
 	return &hookLog{succeeded: make(chan failback.Task, 10), gaveUp: make(chan failback.Task, 10)}
 }
 
-func (h *hookLog) hooks() failback.Hooks {
-	return failback.Hooks{
-		Queued:    func(t failback.Task) { h.mu.Lock(); h.queued = append(h.queued, t); h.mu.Unlock() },
-		Succeeded: func(t failback.Task) { h.succeeded <- t },
-		GaveUp:    func(t failback.Task) { h.gaveUp <- t },
-	}
+func (h *hookLog) hooks() rebound.Observer {
+	return rebound.ObserverFunc(func(e rebound.Event) {
+		t := e.Detail.(failback.Task)
+		switch e.Kind {
+		case rebound.EventQueued:
+			h.mu.Lock()
+			h.queued = append(h.queued, t)
+			h.mu.Unlock()
+		case rebound.EventRecovered:
+			h.succeeded <- t
+		case rebound.EventGiveUp:
+			h.gaveUp <- t
+		}
+	})
 }
 
 // TestFailbackOverClientConn: a fire-and-forget call that fails with

@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// StatusError is the error an attempt whose response was a failure reports
-// to the engine (observers, hooks and traces see it as the attempt's
-// error). RoundTrip itself returns the response, not this error.
+// StatusError is what the engine and its observers see as the error of an
+// attempt whose response was a failure. RoundTrip returns the response
+// itself, not this error.
 type StatusError struct {
 	StatusCode int
 }
@@ -28,12 +28,10 @@ func (e *StatusError) Error() string {
 
 var errNoGetBody = errors.New("reboundhttp: the request's body has no GetBody: it is sent once")
 
-// DefaultClassifier is the classifier New uses: a response is worth
-// retrying when its status is 429, 502, 503 or 504; an error when the
-// request provably never reached the server (NeverSent) or it is a network
-// error (a reset, a timeout of the connection, an unexpected EOF), but not
-// a context's error nor a certificate the client rejected. Exactly one of
-// resp and err is non-nil.
+// DefaultClassifier is the classifier New uses. It retries a 429, 502, 503
+// or 504, an error NeverSent recognises, and a network error (a reset, a
+// connection timeout, an unexpected EOF). It does not retry a context's
+// error nor a rejected certificate.
 func DefaultClassifier(resp *http.Response, err error) bool {
 	if err == nil {
 		switch resp.StatusCode {
@@ -86,13 +84,10 @@ var http2Unprocessed = []string{
 	"http2: client conn not usable",
 }
 
-// NeverSent reports whether err, from a RoundTripper, proves that the
-// server never saw the request, so that sending it again cannot apply it
-// twice: a failed dial (connection refused, no route, DNS), a proxy that
-// could not be reached, a failed TLS handshake, an HTTP/2 stream the server
-// refused (REFUSED_STREAM) or that was above a GOAWAY's last stream ID.
-// net/http's own HTTP/2 transport retries the last two itself when it can
-// rewind the body; they reach the caller when it could not.
+// NeverSent reports whether err, from a RoundTripper, proves the server
+// never saw the request: a failed dial or TLS handshake, an unreachable
+// proxy, an HTTP/2 REFUSED_STREAM or a stream above a GOAWAY's last ID.
+// Sending such a request again cannot apply it twice.
 func NeverSent(err error) bool {
 	if err == nil {
 		return false
@@ -138,7 +133,7 @@ func safeToRepeat(req *http.Request) bool {
 // hasKey reports whether h carries a non-empty idempotency key: an empty
 // one is no key, a server cannot deduplicate by it.
 func hasKey(h http.Header) bool {
-	return slices.ContainsFunc(h[IdempotencyKeyHeader], notBlank) || slices.ContainsFunc(h["X-Idempotency-Key"], notBlank)
+	return slices.ContainsFunc(h[idempotencyKeyHeader], notBlank) || slices.ContainsFunc(h["X-Idempotency-Key"], notBlank)
 }
 
 func notBlank(v string) bool { return strings.TrimSpace(v) != "" }
@@ -151,7 +146,7 @@ func withKey(req *http.Request, key string) *http.Request {
 	if r2.Header == nil {
 		r2.Header = http.Header{}
 	}
-	r2.Header.Set(IdempotencyKeyHeader, key)
+	r2.Header.Set(idempotencyKeyHeader, key)
 	return &r2
 }
 

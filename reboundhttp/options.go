@@ -18,13 +18,9 @@ type optionFunc func(*Transport) error
 func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithOptions gives every host's Retrier the engine options opts:
-// observers (rebound.WithObserver), metrics (rebound.WithMeterProvider),
-// traces (rebound.WithTracerProvider: a span per attempt, whose context
-// the base transport gets). A budget, throttle, limiter or breaker given
-// here is shared by all hosts; use WithHostOptions for one per host. Use
-// WithClassifier rather than rebound.WithClassifier, which would see this
-// package's errors (*StatusError, the base transport's). Several
-// WithOptions add up.
+// observers, metrics, traces. A budget, throttle, limiter or breaker given
+// here is shared by all hosts. Use WithClassifier, not
+// rebound.WithClassifier. Several WithOptions add up.
 func WithOptions(opts ...rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		t.shared = append(t.shared, opts...)
@@ -32,16 +28,11 @@ func WithOptions(opts ...rebound.Option) Option {
 	})
 }
 
-// WithHostOptions calls perHost once for each host (req.URL.Host, port
-// included), on the host's first request and without any lock held, and
-// gives that host's Retrier the options it returns after those of
-// WithOptions: typically a RetryBudget, an AdaptiveThrottle, a
-// rate.Limiter and a breaker of the host's own. The Retrier is kept for
-// the Transport's life: give a Transport that reaches an unbounded set of
-// hosts (user-supplied URLs) no WithHostOptions (its hosts share one
-// Retrier). Concurrent first requests to a host wait for its one call. An
-// option the engine rejects, or a panic, fails the host's requests with an
-// *rebound.ArgumentError.
+// WithHostOptions gives each host (req.URL.Host) a Retrier of its own,
+// with the options perHost returns after WithOptions': typically a budget,
+// throttle, limiter and breaker. perHost is called once per host, on its
+// first request, with no lock held. A Retrier lives as long as the
+// Transport: do not use it for an unbounded set of hosts.
 func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		if perHost == nil {
@@ -54,10 +45,8 @@ func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 
 // WithClassifier replaces DefaultClassifier: retryable reports whether a
 // response (err nil) or an error (resp nil) is worth another attempt. It
-// cannot make an unsafe request retried: a request that is not safe to
-// repeat (see RoundTrip) is retried only after an error for which both
-// NeverSent and retryable report true. It is called from the goroutine of
-// RoundTrip, concurrently for concurrent requests.
+// cannot make an unsafe request retried (see RoundTrip). It is called
+// concurrently for concurrent requests.
 func WithClassifier(retryable func(resp *http.Response, err error) bool) Option {
 	return optionFunc(func(t *Transport) error {
 		if retryable == nil {
@@ -68,13 +57,10 @@ func WithClassifier(retryable func(resp *http.Response, err error) bool) Option 
 	})
 }
 
-// WithIdempotencyKey gives each logical request that carries neither
-// Idempotency-Key nor X-Idempotency-Key an Idempotency-Key from newKey
-// (nil: 128 random bits in hex), the same on every attempt of that
-// request, which makes a POST or PATCH safe to retry for a server that
-// deduplicates by the key; an empty key from newKey is no key (the request
-// is sent as it is). The caller's request is not changed: the
-// attempts send a copy (one header clone per request).
+// WithIdempotencyKey gives each request without an Idempotency-Key (or
+// X-Idempotency-Key) one from newKey, the same on every attempt. This makes
+// a POST safe to retry for a server that deduplicates by the key. A nil
+// newKey draws 128 random bits; an empty key means none.
 func WithIdempotencyKey(newKey func() string) Option {
 	return optionFunc(func(t *Transport) error {
 		if newKey == nil {

@@ -19,14 +19,12 @@ const drainLimit = 4 << 10
 // trickles is closed (its connection with it) rather than hold the retry.
 const drainTime = 50 * time.Millisecond
 
-// IdempotencyKeyHeader is the header WithIdempotencyKey sets, and one of the
-// two (with X-Idempotency-Key) that make a request safe to retry whatever
-// its method.
-const IdempotencyKeyHeader = "Idempotency-Key"
+// idempotencyKeyHeader is the header WithIdempotencyKey sets; it and
+// X-Idempotency-Key make a request safe to retry whatever its method.
+const idempotencyKeyHeader = "Idempotency-Key"
 
-// Transport is an http.RoundTripper that retries a request through a
-// rebound.Retrier of its host (see New). It is safe for concurrent use by
-// any number of goroutines.
+// Transport is an http.RoundTripper that retries requests through the
+// rebound engine (see New). It is safe for concurrent use.
 type Transport struct {
 	base     http.RoundTripper
 	policy   rebound.Policy
@@ -42,20 +40,10 @@ type Transport struct {
 	pool sync.Pool // of *call
 }
 
-// New returns a Transport that sends each request with base (nil:
-// http.DefaultTransport) and retries it with policy p through the rebound
-// engine: one rebound.Retrier for every host, or with WithHostOptions one
-// per host (its budget, throttle, limiter and breaker), built on the host's
-// first request and kept for the Transport's life.
-//
-// The zero Policy means what it means everywhere in rebound: unlimited
-// attempts, so a request retries until its context (or http.Client's
-// Timeout) ends it; set MaxAttempts for a bound of its own. A request is
-// retried only when it is safe (see RoundTrip) and the classifier
-// (WithClassifier, default DefaultClassifier) says it is worth it.
-//
-// New returns an *rebound.ArgumentError (matching rebound.ErrInvalidArgument)
-// naming p or the bad option.
+// New returns a Transport that sends requests with base (nil:
+// http.DefaultTransport) and retries them with policy p. The zero Policy
+// retries until the request's context ends; set MaxAttempts to bound it. A
+// bad p or option is a *rebound.ArgumentError.
 func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, error) {
 	if base == nil {
 		base = http.DefaultTransport

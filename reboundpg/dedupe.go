@@ -11,12 +11,9 @@ import (
 )
 
 // Dedupe records the idempotency keys of the calls a receiver applied, in
-// a table of its own (key text PRIMARY KEY, applied_at), in the same
-// transaction as the change each call makes: with at-least-once delivery
-// (failback's IdempotencyKey) it makes the change effectively once. Rows
-// are never deleted by this package; delete old ones yourself (DELETE ...
-// WHERE applied_at < now() - '30 days') beyond the senders' retry window.
-// A Dedupe is safe for concurrent use.
+// a table of its own, in the transaction of each call's change. With
+// at-least-once delivery, the change so happens once. Rows are never
+// deleted: delete old ones yourself. A Dedupe is safe for concurrent use.
 type Dedupe struct{ insert string }
 
 // NewDedupe creates table (idempotent; quoted as an identifier, see
@@ -37,11 +34,10 @@ func NewDedupe(ctx context.Context, db DB, table string) (*Dedupe, error) {
 // maxKey is the longest key Apply takes.
 const maxKey = 1024
 
-// Apply records key in tx and reports whether it is new: false means a
-// call with this key was applied already (committed), and the caller
-// should not apply it again. A concurrent transaction holding the same
-// new key makes Apply wait for its outcome. An empty key, or one over
-// 1,024 bytes, is an error (rebound.ErrInvalidArgument).
+// Apply records key in tx and reports whether it is new; false means the
+// call was applied already. A concurrent transaction holding the same new
+// key makes Apply wait for its outcome. An empty key, or one over 1,024
+// bytes, is a *rebound.ArgumentError.
 func (d *Dedupe) Apply(ctx context.Context, tx pgx.Tx, key string) (first bool, err error) {
 	if key == "" || tx == nil || len(key) > maxKey {
 		return false, &rebound.ArgumentError{Func: "reboundpg.Dedupe.Apply", Arg: "tx and key",

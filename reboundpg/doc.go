@@ -33,9 +33,8 @@
 // Faults: a statement that fails on a broken connection is run again for
 // up to about 5 s on the engine (Update, Remove and Quarantine always,
 // being idempotent; Add only if nothing was sent), then the error goes to
-// the Invoker, which handles it as for any Store: Invoke returns a
-// *failback.RejectedError wrapping failback.ErrStore for a call it could
-// not store, a failed Update or Remove is logged (the call may run again:
+// the Invoker, which handles it as for any Store: Invoke returns an error
+// wrapping failback.ErrStore for a call it could not store, a failed Update or Remove is logged (the call may run again:
 // at-least-once). A record that cannot be decoded (an unknown format, bad
 // attachments, arguments the Codec refuses) is quarantined with
 // failback.WithQuarantine: it stays in the table with the reason in its

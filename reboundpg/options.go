@@ -51,7 +51,7 @@ func newConfig(fn string, opts []Option) (config, error) {
 	case c.retention < 0:
 		c.bad(fn, "WithRetention", fmt.Sprintf("(%v) must be >= 0", c.retention))
 	case c.batch <= 0:
-		c.bad(fn, "WithBatch", fmt.Sprintf("(%d) must be > 0", c.batch))
+		c.bad(fn, "withBatch", fmt.Sprintf("(%d) must be > 0", c.batch))
 	}
 	if len(c.errs) > 0 {
 		return c, c.errs[0]
@@ -60,41 +60,35 @@ func newConfig(fn string, opts []Option) (config, error) {
 }
 
 // WithTable sets the queue's table (default "rebound_outbox"), in the
-// connection's search_path; LISTEN/NOTIFY use a channel of the same
-// name. Any name of 1 to 63 bytes is safe: it is always quoted as an
-// identifier (pgx.Identifier), never spliced into SQL.
+// search_path; NOTIFY uses a channel of that name. Any name of 1 to 63
+// bytes is safe: it is always quoted as an identifier.
 func WithTable(name string) Option { return optionFunc(func(c *config) { c.table = name }) }
 
 // WithLease sets how long a claimed call stays with its Store without a
-// renewal (default 30 s, at least 10ms): the Store renews its
-// leases every third of it, so a call passes to another replica about
-// one lease after its holder died or lost the database.
+// renewal (default 30 s, at least 10 ms). The Store renews every third of
+// it, so a dead replica's calls move on after about one lease.
 func WithLease(d time.Duration) Option { return optionFunc(func(c *config) { c.lease = d }) }
 
-// WithPollInterval sets the longest time between two claims when no
-// NOTIFY arrives (default 1 s): the fallback for a lost
-// notification and for calls that fall due or whose lease ends.
+// WithPollInterval sets the longest time between two claims when no NOTIFY
+// arrives (default 1 s).
 func WithPollInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.poll = d }) }
 
-// WithRetention keeps ended calls in the table, marked with their end
-// time, for d before they are deleted (default 0: deleted at once).
+// WithRetention keeps ended calls in the table, marked ended, for d
+// (default 0: deleted at once).
 func WithRetention(d time.Duration) Option { return optionFunc(func(c *config) { c.retention = d }) }
 
-// WithNotify sets whether Enqueue sends a NOTIFY with the call (default
-// true): it wakes the replicas at the caller's commit, but PostgreSQL
-// serializes the commits of transactions that sent a NOTIFY (a global
-// lock held through the commit's WAL flush), which costs concurrent
-// enqueueing transactions their group commit (BenchmarkEnqueue: 3x the
-// time per call at 16 callers with fsync on; docs/postgres.md). Without
-// it, new calls wait for the next poll (WithPollInterval).
+// WithNotify sets whether Enqueue sends a NOTIFY (default true), which
+// wakes the replicas at commit. NOTIFY serializes commits, so concurrent
+// enqueueing transactions lose their group commit (docs/postgres.md).
+// Without it, new calls wait for the next poll.
 func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = !on }) }
 
-// WithBatch caps the calls one claim takes (default 64).
-func WithBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
+// withBatch caps the calls one claim takes (default 64; the Invoker's room
+// bounds it too).
+func withBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
 
-// WithCodec sets the Codec Enqueue encodes arguments with (default
-// failback.JSONCodec{}); it must be the Invoker's (failback.WithCodec).
-// A nil codec means the default.
+// WithCodec sets the Codec Enqueue encodes arguments with. It must be the
+// Invoker's (failback.WithCodec). Default (and for nil): failback.JSONCodec{}.
 func WithCodec(codec failback.Codec) Option {
 	return optionFunc(func(c *config) {
 		if codec != nil {

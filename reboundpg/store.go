@@ -250,7 +250,7 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 	return nil
 }
 
-// Claim implements failback.Claimer: it leases up to min(n, WithBatch)
+// Claim implements failback.Claimer: it leases up to min(n, 64)
 // due calls for WithLease, with FOR UPDATE SKIP LOCKED, on the database's
 // clock. next is 0 after a full batch, else the time until a call falls
 // due or a lease ends, at most WithPollInterval.
@@ -420,7 +420,7 @@ var listenPolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: 5 * time
 // connection that worked breaks, so the backoff starts afresh.
 func (s *Store) listen() {
 	defer s.wg.Done()
-	obs := logging.RetryObserver(s.cfg.log, "reboundpg", zap.String("loop", "listen"), zap.String("table", s.cfg.table))
+	obs := logging.NewLoop(s.cfg.log, "reboundpg", zap.String("loop", "listen"), zap.String("table", s.cfg.table))
 	for s.ctx.Err() == nil {
 		_ = rebound.Retry(s.ctx, listenPolicy, s.listenOnce, rebound.WithObserver(obs))
 	}

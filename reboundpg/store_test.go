@@ -263,7 +263,7 @@ func TestLeaseLostHandsOver(t *testing.T) {
 		return k == 1
 	})
 	close(release)
-	waitFor(t, "A to hand the call over", func() bool { return invA.Stats().Dropped[failback.DropClosed] == 1 })
+	waitFor(t, "A to hand the call over", func() bool { return invA.Stats().Dropped[failback.ErrClosed] == 1 })
 	pA.mu.Lock()
 	defer pA.mu.Unlock()
 	if pA.tries != 1 {

@@ -20,9 +20,8 @@ type DB interface {
 }
 
 // ErrAmbiguousCommit is wrapped by RunTx's error when COMMIT was sent and
-// no answer came (the connection broke, ctx ended): the transaction may
-// have committed. RunTx never retries it; the caller decides (check
-// whether the change is there, or let an idempotency key decide).
+// no answer came: the transaction may have committed. RunTx never retries
+// it; the caller decides.
 var ErrAmbiguousCommit = errors.New("reboundpg: COMMIT sent, no answer: the transaction may have committed")
 
 // txRetrier is RunTx's default: up to 10 attempts, 5 ms to 1 s apart with

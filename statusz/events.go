@@ -117,7 +117,7 @@ func describe(r *eventRow, e rebound.Event) {
 		}
 		switch {
 		case e.Kind == rebound.EventDropped:
-			r.What = "dropped: " + string(d.Reason)
+			r.What = "dropped: " + dropLabel(d.Reason)
 		case d.Delay > 0:
 			r.What = fmt.Sprintf("attempt %d, next in %v", d.Attempts, d.Delay)
 		default:
@@ -139,3 +139,20 @@ func describe(r *eventRow, e rebound.Event) {
 }
 
 func transition(from, to string) string { return from + " -> " + to }
+
+// dropLabel names the reason of a failback drop as the page shows it.
+func dropLabel(reason error) string {
+	switch reason {
+	case failback.ErrQueueFull:
+		return "queue_full"
+	case failback.ErrClosed:
+		return "closed"
+	case failback.ErrExpired:
+		return "expired"
+	case failback.ErrStore:
+		return "store"
+	case rebound.ErrBudgetExhausted:
+		return "budget"
+	}
+	return fmt.Sprint(reason)
+}

@@ -123,9 +123,9 @@ func WithEvents(name string, log *EventLog) Option {
 	})
 }
 
-// WithPageSize sets how many subscriptions an HTML page shows (default
-// 100). It must be at least 1.
-func WithPageSize(n int) Option {
+// withPageSize sets how many subscriptions an HTML page shows (default
+// 100); a request's limit parameter overrides it.
+func withPageSize(n int) Option {
 	return optionFunc(func(h *Handler) error {
 		if n < 1 {
 			return &rebound.ArgumentError{Func: "statusz.WithPageSize", Arg: "n", Reason: "must be at least 1", Err: rebound.ErrInvalidArgument}

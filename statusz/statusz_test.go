@@ -96,7 +96,7 @@ func keys(subs []statusz.Subscription) string {
 func TestJSONStuckFirst(t *testing.T) {
 	h := newHandler(t, statusz.WithSubscriptions("nacos", sample()),
 		statusz.WithFailback("notify", fakeStats{Queued: 4, InFlight: 1, Offered: 10, Succeeded: 5,
-			Dropped: map[failback.DropReason]uint64{failback.DropQueueFull: 2, failback.DropClosed: 0}}))
+			Dropped: map[error]uint64{failback.ErrQueueFull: 2, failback.ErrClosed: 0}}))
 	p := getJSON(t, h, "/debug/rebound?format=json")
 	if len(p.Managers) != 1 || len(p.Failback) != 1 {
 		t.Fatalf("page %+v", p)

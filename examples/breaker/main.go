@@ -178,11 +178,11 @@ func service(cfg config, withBreaker bool) (result, error) {
 	var firstRetry atomic.Int64
 	f, err := failback.New(dir, failback.WithMaxTasks(100000),
 		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxAttempts: 4, Jitter: rebound.FullJitter}),
-		failback.WithObserver(failback.Hooks{Succeeded: func(t failback.Task) {
-			if t.Attempts == 2 {
+		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			if e.Kind == rebound.EventRecovered && e.Attempt == 2 {
 				firstRetry.Add(1)
 			}
-		}}))
+		})))
 	if err != nil {
 		return r, err
 	}

@@ -23,11 +23,11 @@ const (
 	outNone          outcome = iota // not sent, or sent with no outcome yet
 	outQueued                       // handed to failback; no final outcome yet
 	outFirst                        // delivered on the first attempt
-	outRetried                      // delivered after retry (Hooks.Succeeded)
-	outGaveUpRetries                // Hooks.GaveUp: every retry failed
-	outGaveUpOther                  // Hooks.GaveUp: not retryable on a retry, or the policy's limit
-	outQueueFull                    // Hooks.Dropped(DropQueueFull); Invoke returned ErrQueueFull
-	outClosed                       // Hooks.Dropped(DropClosed): closed at shutdown
+	outRetried                      // delivered after retry (EventRecovered)
+	outGaveUpRetries                // EventGiveUp: every retry failed
+	outGaveUpOther                  // EventGiveUp: not retryable on a retry, or the policy's limit
+	outQueueFull                    // EventDropped (ErrQueueFull); Invoke returned ErrQueueFull
+	outClosed                       // EventDropped (ErrClosed): closed at shutdown
 	outNonRetryable                 // Invoke returned a non-retryable error (HTTP 4xx)
 	outOther                        // Invoke returned another error (the run was interrupted)
 	numOutcomes
@@ -51,7 +51,7 @@ type ledger struct {
 
 	// Hook counters, compared with failback.Stats at the end.
 	hQueued, hRetried, hSucceeded, hGaveUp uint64
-	hDropped                               map[failback.DropReason]uint64
+	hDropped                               map[error]uint64
 
 	// Retry-After: waits that followed an answer carrying one.
 	retryAfterOK, retryAfterShort int
@@ -62,7 +62,7 @@ func newLedger(n int) *ledger {
 	return &ledger{
 		state:    make([]outcome, n+1),
 		sent:     make([]bool, n+1),
-		hDropped: map[failback.DropReason]uint64{},
+		hDropped: map[error]uint64{},
 	}
 }
 
@@ -104,7 +104,6 @@ func (l *ledger) settleLocked(id int, o outcome, err error) {
 func (l *ledger) invoked(id int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var rej *failback.RejectedError
 	switch {
 	case err == nil:
 		// Delivered on the first attempt, unless the Queued hook, which
@@ -113,9 +112,12 @@ func (l *ledger) invoked(id int, err error) {
 		if l.state[id] == outNone {
 			l.settleLocked(id, outFirst, nil)
 		}
-	case errors.As(err, &rej):
-		// The Dropped hook has said so too, from this goroutine.
-		l.settleLocked(id, dropOutcome(rej.Reason), err)
+	case errors.Is(err, failback.ErrQueueFull):
+		// EventDropped has said so too, from this goroutine.
+		l.settleLocked(id, outQueueFull, err)
+	case err != failback.ErrClosed && (errors.Is(err, failback.ErrClosed) || errors.Is(err, failback.ErrExpired) || errors.Is(err, failback.ErrStore)):
+		// Not queued (an unqueued call wraps the reason and its error).
+		l.settleLocked(id, outClosed, err)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		l.settleLocked(id, outOther, err)
 	default:
@@ -123,54 +125,47 @@ func (l *ledger) invoked(id int, err error) {
 	}
 }
 
-func dropOutcome(r failback.DropReason) outcome {
-	if r == failback.DropQueueFull {
+func dropOutcome(r error) outcome {
+	if r == failback.ErrQueueFull {
 		return outQueueFull
 	}
 	return outClosed
 }
 
-// hooks returns the failback hooks that feed the ledger.
-func (l *ledger) hooks() failback.Hooks {
-	return failback.Hooks{
-		Queued: func(t failback.Task) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.hQueued++
-			if id := idOf(t.Invocation); id > 0 && id < len(l.state) && l.state[id] == outNone {
-				l.state[id] = outQueued
-			}
-			l.checkRetryAfterLocked(t)
-		},
-		Retried: func(t failback.Task) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.hRetried++
-			l.checkRetryAfterLocked(t)
-		},
-		Succeeded: func(t failback.Task) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.hSucceeded++
-			l.maxAttempts = max(l.maxAttempts, t.Attempts)
-			l.settleLocked(idOf(t.Invocation), outRetried, nil)
-		},
-		GaveUp: func(t failback.Task) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.hGaveUp++
-			o := outGaveUpOther
-			if errors.Is(t.Err, rebound.ErrExhausted) {
-				o = outGaveUpRetries
-			}
-			l.settleLocked(idOf(t.Invocation), o, t.Err)
-		},
-		Dropped: func(t failback.Task) {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.hDropped[t.Reason]++
-			l.settleLocked(idOf(t.Invocation), dropOutcome(t.Reason), t.Err)
-		},
+// hooks returns the failback observer that feeds the ledger.
+func (l *ledger) hooks() rebound.Observer { return rebound.ObserverFunc(l.observe) }
+
+func (l *ledger) observe(e rebound.Event) {
+	t, ok := e.Detail.(failback.Task)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch e.Kind {
+	case rebound.EventQueued:
+		l.hQueued++
+		if id := idOf(t.Invocation); id > 0 && id < len(l.state) && l.state[id] == outNone {
+			l.state[id] = outQueued
+		}
+		l.checkRetryAfterLocked(t)
+	case rebound.EventRetry:
+		l.hRetried++
+		l.checkRetryAfterLocked(t)
+	case rebound.EventRecovered:
+		l.hSucceeded++
+		l.maxAttempts = max(l.maxAttempts, t.Attempts)
+		l.settleLocked(idOf(t.Invocation), outRetried, nil)
+	case rebound.EventGiveUp:
+		l.hGaveUp++
+		o := outGaveUpOther
+		if errors.Is(t.Err, rebound.ErrExhausted) {
+			o = outGaveUpRetries
+		}
+		l.settleLocked(idOf(t.Invocation), o, t.Err)
+	case rebound.EventDropped:
+		l.hDropped[t.Reason]++
+		l.settleLocked(idOf(t.Invocation), dropOutcome(t.Reason), t.Err)
 	}
 }
 
@@ -244,7 +239,7 @@ type report struct {
 
 	hooks struct {
 		queued, retried, succeeded, gaveUp uint64
-		dropped                            map[failback.DropReason]uint64
+		dropped                            map[error]uint64
 	}
 	stats failback.Stats
 
@@ -270,7 +265,7 @@ func (l *ledger) buildReport(retries int, st failback.Stats, rec map[int][]strin
 	r := &report{retries: retries, stats: st, conflicts: slices.Clone(l.conflicts), example: l.example,
 		retryAfterOK: l.retryAfterOK, retryAfterShort: l.retryAfterShort}
 	r.hooks.queued, r.hooks.retried, r.hooks.succeeded, r.hooks.gaveUp = l.hQueued, l.hRetried, l.hSucceeded, l.hGaveUp
-	r.hooks.dropped = map[failback.DropReason]uint64{}
+	r.hooks.dropped = map[error]uint64{}
 	for k, v := range l.hDropped {
 		r.hooks.dropped[k] = v
 	}
@@ -341,11 +336,11 @@ func (r *report) identityHolds() bool {
 // reported and the ledger recorded.
 func (r *report) statsAgree() bool {
 	s := r.stats
-	qf, cl := s.Dropped[failback.DropQueueFull], s.Dropped[failback.DropClosed]
+	qf, cl := s.Dropped[failback.ErrQueueFull], s.Dropped[failback.ErrClosed]
 	return s.Offered == s.Succeeded+s.GaveUp+qf+cl+uint64(s.Queued)+uint64(s.InFlight) &&
 		s.Queued == 0 && s.InFlight == 0 &&
 		s.Succeeded == r.hooks.succeeded && s.GaveUp == r.hooks.gaveUp &&
-		qf == r.hooks.dropped[failback.DropQueueFull] && cl == r.hooks.dropped[failback.DropClosed] &&
+		qf == r.hooks.dropped[failback.ErrQueueFull] && cl == r.hooks.dropped[failback.ErrClosed] &&
 		s.Succeeded == uint64(r.counts[outRetried]) &&
 		s.GaveUp == uint64(r.counts[outGaveUpRetries]+r.counts[outGaveUpOther]) &&
 		qf == uint64(r.counts[outQueueFull]) && cl == uint64(r.counts[outClosed])
@@ -354,7 +349,7 @@ func (r *report) statsAgree() bool {
 // print writes the accounting. The test parses it: keep the labels.
 func (r *report) print(w io.Writer) {
 	s := r.stats
-	qf, cl := s.Dropped[failback.DropQueueFull], s.Dropped[failback.DropClosed]
+	qf, cl := s.Dropped[failback.ErrQueueFull], s.Dropped[failback.ErrClosed]
 	fmt.Fprintln(w, "\naccounting (consumer side: Invoke results and failback hooks)")
 	row := func(label string, n int, note string) {
 		fmt.Fprintf(w, "  %-58s %6d%s\n", label, n, note)
@@ -405,7 +400,7 @@ func (r *report) print(w io.Writer) {
 // the provider and root cause of the last call.
 func briefError(err error) string {
 	prefix := ""
-	if ge, ok := errors.AsType[*failback.GiveUpError](err); ok {
+	if ge, ok := errors.AsType[*rebound.RetryError](err); ok {
 		prefix = fmt.Sprintf("%d attempts, last: ", ge.Attempts)
 	}
 	ce, ok := errors.AsType[*CallError](err)

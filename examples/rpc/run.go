@@ -458,7 +458,7 @@ func (s *scenario) printProgress() {
 
 // drain lets failback finish its pending retries, up to cfg.drain
 // (failback.Invoker.Shutdown); what is still pending then is reported
-// dropped with DropClosed, and failback is stopped.
+// dropped with ErrClosed, and failback is stopped.
 func (s *scenario) drain(ctx context.Context) {
 	st := s.fb.Stats()
 	if n := st.Queued + st.InFlight; n > 0 {
@@ -466,9 +466,9 @@ func (s *scenario) drain(ctx context.Context) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, s.cfg.drain)
 	defer cancel()
-	start, before := time.Now(), st.Dropped[failback.DropClosed]
+	start, before := time.Now(), st.Dropped[failback.ErrClosed]
 	err := s.fb.Shutdown(dctx)
-	switch dropped := s.fb.Stats().Dropped[failback.DropClosed] - before; {
+	switch dropped := s.fb.Stats().Dropped[failback.ErrClosed] - before; {
 	case err == nil:
 		s.out.event("drained in %.2fs", time.Since(start).Seconds())
 	case ctx.Err() != nil:

@@ -20,10 +20,6 @@ import (
 // rebound.ErrClosed.
 var ErrClosed = rebound.NewClosedError("boltstore: store closed")
 
-// ErrCorrupt is wrapped by the StoredCall.Err Load reports for a record
-// it cannot decode.
-var ErrCorrupt = errors.New("boltstore: corrupt record")
-
 var (
 	bucketName       = []byte("failback-calls")
 	metaBucket       = []byte("failback-meta")
@@ -111,10 +107,10 @@ type options struct {
 	errs        []error
 }
 
-// WithNoSync skips the fsync of every commit: a crash of the process
+// withNoSync skips the fsync of every commit: a crash of the process
 // loses nothing, but a crash of the machine may lose the last commits. For
 // tests and benchmarks of everything but the disk.
-func WithNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
+func withNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
 
 // WithOpenTimeout sets how long Open waits for the file lock held by
 // another process (default 10s). It must be positive.
@@ -130,24 +126,10 @@ func WithOpenTimeout(d time.Duration) Option {
 }
 
 // Open opens (or creates) the store file at path and starts its committer
-// goroutine, which Close stops. It returns an error wrapping
-// rebound.ErrInvalidArgument for an empty path or a bad option, and
-// bbolt's error if the file cannot be opened (bolt.ErrTimeout if another
-// process holds it longer than the open timeout).
-//
-// Before bbolt uses an existing file read-write, Open checks it, holding
-// bbolt's shared lock: bbolt trusts its file, so a truncated one (a
-// half-written copy, a full disk) makes it fault (SIGBUS) and a damaged
-// page makes it panic on a goroutine of its own, and either kills the
-// process. Open reads the whole file once with bounds-checked reads: the
-// meta pages as bbolt chooses them, the file's length against the pages
-// in use, and every page reachable from the root (in range, of the right
-// type, referenced once and not free, elements within the page, keys in
-// bbolt's order). A file that fails returns an error naming the file and
-// wrapping ErrDamaged, and the process lives on; move the file aside to
-// start afresh, or restore a copy. An empty file is a new store, as bbolt
-// has it. Records whose bytes are damaged but whose pages are sound are
-// found by Load (StoredCall.Err), not here.
+// goroutine, which Close stops. It first checks an existing file for
+// truncation and damaged pages, which would crash bbolt: such a file is an
+// error wrapping ErrDamaged, naming the file (see the package doc). An
+// empty path or a bad option is a *rebound.ArgumentError.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{openTimeout: defaultOpenTimeout}
 	for _, opt := range opts {
@@ -374,7 +356,7 @@ func (s *Store) write(b *batch) {
 // Load implements failback.Store: it calls fn for every stored call in ID
 // order, in one read transaction (fn must not call the Store's other
 // methods). For a record it cannot decode, fn gets a StoredCall with only
-// ID and Err set: Err wraps ErrCorrupt and names the file, the bucket and
+// ID and Err set: Err wraps ErrDamaged and names the file, the bucket and
 // the key. A record whose key is not an 8-byte ID is reported with ID 0.
 // failback.New fails on such a record, or, with failback.WithQuarantine,
 // moves it aside with Quarantine.
@@ -390,10 +372,10 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			var call failback.StoredCall
 			if len(k) != 8 {
-				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", ErrCorrupt, s.path, bucketName, k)
+				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", ErrDamaged, s.path, bucketName, k)
 			} else if call, call.Err = decode(v); call.Err != nil {
 				call = failback.StoredCall{ID: binary.BigEndian.Uint64(k),
-					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", ErrCorrupt, s.path, bucketName, k, call.Err)}
+					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", ErrDamaged, s.path, bucketName, k, call.Err)}
 			} else {
 				call.ID = binary.BigEndian.Uint64(k)
 			}
@@ -408,7 +390,7 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 // Quarantine implements failback.Quarantiner: it moves the record of call
 // id from the calls Load reports to the bucket "failback-quarantine" of
 // the same file (same key, same bytes, for inspection with bbolt's tools),
-// durably, and counts it in Stats.Quarantined. id 0 moves every record
+// durably (failback counts it in Stats.Quarantined). id 0 moves every record
 // whose key is not an 8-byte ID (Load reports those with ID 0). An
 // unknown id is not an error. reason is not stored (failback logs it).
 func (s *Store) Quarantine(id uint64, reason error) error {
@@ -488,10 +470,8 @@ func (s *Store) closedErr(err error) error {
 
 // Close writes the changes still waiting, stops the committer and closes
 // the file. It is idempotent; methods called after it return ErrClosed.
-// If bbolt panicked in a commit (damage Open could not see), that panic
-// was recovered: the commit's callers, and every later call, got an error
-// wrapping ErrDamaged, and Close returns it (every time) without closing
-// the file (bbolt could wait for ever), which the process's exit releases.
+// After bbolt panicked in a commit, Close returns that ErrDamaged error and
+// leaves the file to the process's exit.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	first := !s.closed

@@ -230,7 +230,7 @@ func TestUndecodableRecords(t *testing.T) {
 	dir := cluster.NewStaticDirectory(okInvoker{})
 	s = open(t, path)
 	_, err = failback.New(dir, failback.WithStore(s))
-	if !errors.Is(err, failback.ErrBadRecord) || !errors.Is(err, boltstore.ErrCorrupt) ||
+	if !errors.Is(err, failback.ErrBadRecord) || !errors.Is(err, boltstore.ErrDamaged) ||
 		!strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `bucket "failback-calls" key 0000000000000002`) {
 		t.Fatalf("New = %v; want a bad record named by file, bucket and key", err)
 	}

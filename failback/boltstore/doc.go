@@ -16,9 +16,7 @@
 // submitted while the previous commit was running, so the cost of an fsync
 // is spread over all the callers waiting for it. There is no timer and no
 // added delay: a lone caller waits for one commit, a crowd of callers
-// waits for at most two and each commit carries them all (Stats reports
-// the largest batch). WithNoSync drops the fsync (a process crash still
-// loses nothing; a machine crash may).
+// waits for at most two and each commit carries them all.
 //
 // # Records
 //
@@ -47,7 +45,7 @@
 //
 // A record whose pages are sound but whose bytes cannot be decoded is
 // reported by Load to its caller (failback.StoredCall.Err, wrapping
-// ErrCorrupt, naming the file, the bucket and the key). failback.New fails
+// ErrDamaged, naming the file, the bucket and the key). failback.New fails
 // on it by default; with failback.WithQuarantine it calls Quarantine, which
 // moves the record, bytes unchanged, to the bucket "failback-quarantine"
 // of the same file (inspect it with bbolt's command-line tool) and counts

@@ -83,13 +83,16 @@ func child(life string) error {
 	out := bufio.NewWriter(os.Stdout)
 	var succeeded atomic.Int64
 	done := make(chan struct{})
-	hooks := failback.Hooks{Succeeded: func(failback.Task) {
+	hooks := rebound.ObserverFunc(func(e rebound.Event) {
+		if e.Kind != rebound.EventRecovered {
+			return
+		}
 		n := succeeded.Add(1)
 		if life == "1" && n == crashAt {
 			// The crash: no Close, no flush, other workers mid-attempt.
 			os.Exit(3)
 		}
-	}}
+	})
 	tr := &http.Transport{MaxIdleConnsPerHost: childConcurrency * 2}
 	dir := cluster.NewStaticDirectory(httpInvoker{url: os.Getenv(envURL), client: &http.Client{Transport: tr}})
 	f, err := failback.New(dir, failback.WithStore(st), failback.WithObserver(hooks),

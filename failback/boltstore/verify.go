@@ -10,10 +10,10 @@ import (
 	"os"
 )
 
-// ErrDamaged is wrapped by the error Open returns for a file that is not
-// a whole, consistent bbolt file: truncated (a half-written copy, a full
-// disk), or with damaged pages. The error names the file and what is
-// wrong with it.
+// ErrDamaged is wrapped by the errors about a damaged file: Open's for a
+// truncated file or damaged pages, every method's after bbolt panicked, and
+// the StoredCall.Err of a record Load cannot decode. The error names the
+// file and what is wrong.
 var ErrDamaged = errors.New("boltstore: damaged store file")
 
 // The bbolt file format (version 2), as go.etcd.io/bbolt v1.x writes it:

@@ -25,9 +25,9 @@ type Codec struct {
 
 var _ failback.Codec = Codec{}
 
-// ErrNotMessage is wrapped by the error Marshal returns for an argument
+// errNotMessage is wrapped by the error Marshal returns for an argument
 // that is neither a proto.Message nor nil.
-var ErrNotMessage = errors.New("protocodec: argument is not a proto.Message")
+var errNotMessage = errors.New("protocodec: argument is not a proto.Message")
 
 const (
 	version = 1
@@ -48,7 +48,7 @@ func (c Codec) Marshal(method string, args []any) ([]byte, error) {
 		}
 		m, ok := a.(proto.Message)
 		if !ok {
-			return nil, fmt.Errorf("%w: argument %d of %q is %T", ErrNotMessage, i, method, a)
+			return nil, fmt.Errorf("%w: argument %d of %q is %T", errNotMessage, i, method, a)
 		}
 		name := m.ProtoReflect().Descriptor().FullName()
 		b = append(b, kindMsg)

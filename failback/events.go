@@ -1,0 +1,191 @@
+package failback
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/goid"
+)
+
+// Task is the Detail of every rebound.Event the invoker emits. It is a
+// copy: keeping it is safe.
+//
+// A queued call emits EventQueued, then EventRetry for each failed retry
+// followed by another, then one of EventRecovered, EventGiveUp (Err a
+// *rebound.RetryError) or EventDropped (Reason says why). A call that could not be
+// queued emits only EventDropped. The events of one call are observed in
+// order, never concurrently, with no lock held; see docs/failback.md for
+// which goroutine calls each. A panicking observer is recovered: after
+// EventQueued or EventRetry the call then gives up with ErrPanicked.
+type Task struct {
+	// Invocation is the call, as given to Invoke (shared, read only).
+	Invocation *cluster.Invocation
+	// Attempts counts the attempts made so far, the first one included. A
+	// retry the throttle rejected counts too (its Err is rebound.ErrThrottled).
+	Attempts int
+	// Target is the Target of the last attempt's invoker ("" if none).
+	Target string
+	// Err is the last attempt's error: nil in EventRecovered, a
+	// *rebound.RetryError in EventGiveUp (Reason rebound.ErrExhausted,
+	// ErrNotRetryable or ErrPanicked), Invoke's error for a call never queued.
+	Err error
+	// Delay is the wait before the next attempt.
+	Delay time.Duration
+	// Age is the time since the first attempt failed.
+	Age time.Duration
+	// Reason says why the call was dropped (EventDropped only): ErrQueueFull,
+	// ErrClosed, ErrExpired, ErrStore or rebound.ErrBudgetExhausted.
+	Reason error
+}
+
+// Stats counts the calls handed to the background: those whose first
+// attempt failed with a retryable error, and those loaded from a Store.
+// Each is at any moment in exactly one bucket:
+//
+//	Offered == Queued + InFlight + Succeeded + GaveUp + sum(Dropped)
+type Stats struct {
+	// Queued counts the tasks waiting now, for their due time or a worker.
+	Queued int
+	// InFlight counts the tasks a retry worker holds now.
+	InFlight int
+	// Offered counts the calls handed to the background.
+	Offered uint64
+	// Retried counts retry attempts started.
+	Retried uint64
+	// Throttled counts retries the throttle (WithThrottle) rejected locally.
+	// They were not sent, and count as failed attempts of their call.
+	Throttled uint64
+	// BreakerWaits counts retries that waited for a circuit breaker. They
+	// were not sent, and are not in Retried nor in Attempts.
+	BreakerWaits uint64
+	// Succeeded counts tasks that succeeded on a retry.
+	Succeeded uint64
+	// GaveUp counts tasks that gave up (EventGiveUp).
+	GaveUp uint64
+	// Dropped counts calls dropped, by Reason (see Task.Reason). It has an
+	// entry for every reason.
+	Dropped map[error]uint64
+	// Quarantined counts the stored calls set aside (WithQuarantine).
+	Quarantined uint64
+}
+
+// Stats returns the current counters (see Stats for how they add up).
+func (f *Invoker) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := Stats{
+		Queued:      f.queuedLocked(),
+		InFlight:    f.inflight,
+		Offered:     f.offered,
+		Retried:     f.retried,
+		Throttled:   f.throttledN,
+		Quarantined: f.quarantined,
+		Succeeded:   f.succeeded,
+		GaveUp:      f.gaveUp,
+		Dropped:     make(map[error]uint64, len(dropReasons)),
+	}
+	for i, r := range dropReasons {
+		s.Dropped[r.sentinel()] = f.dropped[i]
+	}
+	s.BreakerWaits = f.breakerWaits
+	return s
+}
+
+func dropIndex(r dropReason) int {
+	for i, x := range dropReasons {
+		if x == r {
+			return i
+		}
+	}
+	panic("failback: unknown dropReason " + string(r))
+}
+
+func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task {
+	return Task{
+		Invocation: t.inv,
+		Attempts:   int(t.attempts),
+		Target:     t.target(),
+		Err:        err,
+		Delay:      delay,
+		Age:        time.Duration(now - t.born),
+	}
+}
+
+// enterHook marks the calling goroutine as running a hook until the
+// returned function is called (nested hook calls on one goroutine, such as
+// a hook calling Invoke, keep the outer mark).
+func (f *Invoker) enterHook() func() {
+	id := goid.ID()
+	if _, nested := f.inHook.LoadOrStore(id, struct{}{}); nested {
+		return func() {}
+	}
+	return func() { f.inHook.Delete(id) }
+}
+
+// inHookNow reports whether the calling goroutine is running a hook.
+func (f *Invoker) inHookNow() bool {
+	_, ok := f.inHook.Load(goid.ID())
+	return ok
+}
+
+func (f *Invoker) observed() bool { return len(f.cfg.observers) > 0 }
+
+// emit hands an event about info to every observer, recovering a panic
+// (returned, the first one, and logged at Error).
+func (f *Invoker) emit(kind rebound.EventKind, info Task) (pe *cluster.PanicError) {
+	defer f.enterHook()()
+	e := rebound.Event{Kind: kind, Attempt: info.Attempts, Err: info.Err, Delay: info.Delay, Elapsed: info.Age, Detail: info}
+	for _, o := range f.cfg.observers {
+		if p := f.observe(o, e); p != nil && pe == nil {
+			pe = p
+		}
+	}
+	return pe
+}
+
+func (f *Invoker) observe(o rebound.Observer, e rebound.Event) (pe *cluster.PanicError) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = cluster.NewPanicError("failback observer ("+e.Kind.String()+")", r)
+			f.logPanic(pe, e.Detail.(Task).Invocation)
+		}
+	}()
+	o.Observe(e)
+	return nil
+}
+
+func (f *Invoker) logPanic(pe *cluster.PanicError, inv *cluster.Invocation) {
+	f.log.Error("failback: recovered a panic", zap.String("op", pe.Op), zap.String("method", inv.Method),
+		zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
+}
+
+// droppedReport reports a task that was accepted as dropped.
+func (f *Invoker) droppedReport(t *task, reason dropReason, now int64) {
+	if ce := f.log.Check(zapcore.WarnLevel, "failback: dropped queued call"); ce != nil {
+		ce.Write(zap.String("reason", string(reason)),
+			zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
+			zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
+	}
+	if f.observed() {
+		info := f.info(t, t.lastErr, 0, now)
+		info.Reason = reason.sentinel()
+		_ = f.emit(rebound.EventDropped, info)
+	}
+}
+
+// gaveUpReport reports a task that gave up.
+func (f *Invoker) gaveUpReport(t *task, reason, last error, now int64) {
+	gerr := &rebound.RetryError{Attempts: int(t.attempts), Reason: reason, Last: last}
+	if ce := f.log.Check(zapcore.WarnLevel, "failback: gave up on call"); ce != nil {
+		ce.Write(zap.String("method", t.inv.Method),
+			zap.Int("attempts", int(t.attempts)), zap.String("target", t.target()),
+			zap.Duration("age", time.Duration(now-t.born)), zap.NamedError("reason", reason), zap.Error(last))
+	}
+	if f.observed() {
+		_ = f.emit(rebound.EventGiveUp, f.info(t, gerr, 0, now))
+	}
+}
