@@ -273,12 +273,38 @@ func (d *RegistryDirectory) markReadyLocked(listed bool) {
 
 // Update replaces the directory's list with the given instances (see
 // RegistryDirectory for the rules). It has the signature of a
-// subscriber.Listener. It does not keep or modify instances (it copies what
-// it keeps, Metadata included). After Close it does nothing.
+// subscriber.Listener. It copies what it keeps. After Close it does
+// nothing.
 func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
-	// Filter and dedupe outside any lock: the filter is user code.
-	wanted := make([]subscriber.Instance, 0, len(instances))
-	keys := make([]string, 0, len(instances))
+	wanted, keys := d.admit(instances) // outside any lock: the filter is user code
+	why := d.filteredOut(instances, len(wanted))
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.seq++
+	mySeq := d.seq
+	d.mu.Unlock()
+	for {
+		d.mu.Lock()
+		if d.closed || mySeq < d.appliedSeq {
+			d.mu.Unlock()
+			return
+		}
+		base, baseVersion := d.entries, d.version
+		d.mu.Unlock()
+		r := d.dialAll(base, wanted, keys) // no lock held
+		if d.apply(r, base, baseVersion, mySeq, why, len(instances), len(wanted)) {
+			return
+		}
+	}
+}
+
+// admit filters instances and drops duplicates, copying what it keeps.
+func (d *RegistryDirectory) admit(instances []subscriber.Instance) (wanted []subscriber.Instance, keys []string) {
+	wanted = make([]subscriber.Instance, 0, len(instances))
+	keys = make([]string, 0, len(instances))
 	seen := make(map[string]struct{}, len(instances))
 	for _, in := range instances {
 		if !d.cfg.filter(in) {
@@ -294,106 +320,97 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		wanted = append(wanted, in)
 		keys = append(keys, k)
 	}
+	return wanted, keys
+}
 
-	why := d.filteredOut(instances, len(wanted))
+// dialResult is what one pass of Update dialled.
+type dialResult struct {
+	next    map[string]*dirEntry
+	list    []Invoker
+	dialled []*dirEntry
+	reports []error
+}
 
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return
-	}
-	d.seq++
-	mySeq := d.seq
-	d.mu.Unlock()
-
-	var reports []error
-	for {
-		d.mu.Lock()
-		if d.closed || mySeq < d.appliedSeq {
-			d.mu.Unlock()
-			return
-		}
-		base, baseVersion := d.entries, d.version
-		d.mu.Unlock()
-
-		// Dial new and changed instances with no lock held.
-		next := make(map[string]*dirEntry, len(wanted))
-		list := make([]Invoker, 0, len(wanted))
-		var dialled []*dirEntry
-		reports = reports[:0]
-		for i, in := range wanted {
-			k := keys[i]
-			old := base[k]
-			if old != nil && instanceEqual(old.inst, in) {
-				next[k] = old
-				list = append(list, old.invoker)
-				continue
-			}
-			iv, err := d.safeDial(in)
-			if err == nil && iv == nil {
-				err = errors.New("dial returned a nil Invoker and no error")
-			}
-			if err != nil {
-				reports = append(reports, &DialError{Instance: in, Err: err})
-				if old != nil { // changed but not dialable: keep what worked
-					next[k] = old
-					list = append(list, old.invoker)
-				}
-				continue
-			}
-			e := &dirEntry{inst: in, invoker: iv}
-			dialled = append(dialled, e)
-			next[k] = e
-			list = append(list, iv)
-		}
-
-		d.mu.Lock()
-		switch {
-		case d.closed || mySeq < d.appliedSeq:
-			// Closed meanwhile, or a later update won: discard our work.
-			d.mu.Unlock()
-			d.report(reports)
-			d.closeEntries(dialled, "discarded")
-			return
-		case d.version != baseVersion:
-			// An earlier update was applied while we dialled: start over
-			// from the list it left, so that nothing it closed is reused.
-			d.mu.Unlock()
-			d.closeEntries(dialled, "discarded")
+// dialAll builds the next list from base, dialling new and changed
+// instances. It must be called with no lock held.
+func (d *RegistryDirectory) dialAll(base map[string]*dirEntry, wanted []subscriber.Instance, keys []string) dialResult {
+	r := dialResult{next: make(map[string]*dirEntry, len(wanted)), list: make([]Invoker, 0, len(wanted))}
+	for i, in := range wanted {
+		k := keys[i]
+		old := base[k]
+		if old != nil && instanceEqual(old.inst, in) {
+			r.next[k] = old
+			r.list = append(r.list, old.invoker)
 			continue
 		}
-		if len(list) == 0 && d.cfg.keepOnEmpty && len(base) > 0 {
-			d.appliedSeq = mySeq // a later update still wins
-			d.mu.Unlock()
-			d.report(reports)
-			d.cfg.logger.Warn("cluster: update would leave no invoker; keeping the last known good list",
-				zap.Int("pushed", len(instances)), zap.Int("admitted", len(wanted)), zap.Int("kept", len(base)), zap.NamedError("why", why))
-			return
+		iv, err := d.safeDial(in)
+		if err == nil && iv == nil {
+			err = errors.New("dial returned a nil Invoker and no error")
 		}
-		var removed []*dirEntry
-		for k, e := range base {
-			if next[k] != e {
-				removed = append(removed, e)
+		if err != nil {
+			r.reports = append(r.reports, &DialError{Instance: in, Err: err})
+			if old != nil { // changed but not dialable: keep what worked
+				r.next[k] = old
+				r.list = append(r.list, old.invoker)
 			}
+			continue
 		}
-		d.entries = next
-		d.version++
-		d.appliedSeq = mySeq
-		d.snap.Store(&dirSnapshot{invokers: list, why: why})
-		if len(list) > 0 {
-			d.markReadyLocked(true)
-		}
-		d.mu.Unlock()
-
-		d.report(reports)
-		if why != nil {
-			d.cfg.logger.Warn("cluster: every instance is filtered out", zap.NamedError("why", why))
-		}
-		d.cfg.logger.Debug("cluster: directory updated",
-			zap.Int("invokers", len(list)), zap.Int("dialled", len(dialled)), zap.Int("removed", len(removed)))
-		d.closeEntries(removed, "removed")
-		return
+		e := &dirEntry{inst: in, invoker: iv}
+		r.dialled = append(r.dialled, e)
+		r.next[k] = e
+		r.list = append(r.list, iv)
 	}
+	return r
+}
+
+// apply puts r in place unless the directory changed while it was dialled.
+// It reports false when Update must dial again from the newer list.
+func (d *RegistryDirectory) apply(r dialResult, base map[string]*dirEntry, baseVersion, mySeq uint64, why error, pushed, admitted int) bool {
+	d.mu.Lock()
+	switch {
+	case d.closed || mySeq < d.appliedSeq:
+		// Closed meanwhile, or a later update won: discard our work.
+		d.mu.Unlock()
+		d.report(r.reports)
+		d.closeEntries(r.dialled, "discarded")
+		return true
+	case d.version != baseVersion:
+		// An earlier update was applied while we dialled: start over
+		// from the list it left, so that nothing it closed is reused.
+		d.mu.Unlock()
+		d.closeEntries(r.dialled, "discarded")
+		return false
+	}
+	if len(r.list) == 0 && d.cfg.keepOnEmpty && len(base) > 0 {
+		d.appliedSeq = mySeq // a later update still wins
+		d.mu.Unlock()
+		d.report(r.reports)
+		d.cfg.logger.Warn("cluster: update would leave no invoker; keeping the last known good list",
+			zap.Int("pushed", pushed), zap.Int("admitted", admitted), zap.Int("kept", len(base)), zap.NamedError("why", why))
+		return true
+	}
+	var removed []*dirEntry
+	for k, e := range base {
+		if r.next[k] != e {
+			removed = append(removed, e)
+		}
+	}
+	d.entries = r.next
+	d.version++
+	d.appliedSeq = mySeq
+	d.snap.Store(&dirSnapshot{invokers: r.list, why: why})
+	if len(r.list) > 0 {
+		d.markReadyLocked(true)
+	}
+	d.mu.Unlock()
+	d.report(r.reports)
+	if why != nil {
+		d.cfg.logger.Warn("cluster: every instance is filtered out", zap.NamedError("why", why))
+	}
+	d.cfg.logger.Debug("cluster: directory updated",
+		zap.Int("invokers", len(r.list)), zap.Int("dialled", len(r.dialled)), zap.Int("removed", len(removed)))
+	d.closeEntries(removed, "removed")
+	return true
 }
 
 // filteredOut returns why List finds no invoker after a push of instances

@@ -72,8 +72,8 @@ func (f *follower) run(d *RegistryDirectory) {
 	f.id.Store(goid.ID())
 	defer close(f.done)
 	defer func() { _ = f.v.Close() }()
-	var last []subscriber.Instance
-	has, warned := false, false
+	var seen uint64 // the version last read: the view is the only copy of the list
+	warned := false
 	for {
 		select {
 		case <-f.stop:
@@ -85,11 +85,11 @@ func (f *follower) run(d *RegistryDirectory) {
 			warned = true
 			d.cfg.logger.Warn("cluster: the directory's subscription stopped; keeping the last list", zap.Error(s.Stopped))
 		}
-		if !s.HasList || has && sameList(last, s.List) {
-			continue // no list yet, or the same one (an error or a stop)
+		fresh := s.NewList(seen)
+		seen = s.Version
+		if fresh {
+			f.update(d, s.List)
 		}
-		last, has = s.List, true
-		f.update(d, s.List)
 	}
 }
 
@@ -106,10 +106,4 @@ func (f *follower) update(d *RegistryDirectory, list []subscriber.Instance) {
 		}
 	}()
 	d.Update(list)
-}
-
-// sameList reports whether a and b are the same list (a view hands out
-// one shared slice per list).
-func sameList(a, b []subscriber.Instance) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
