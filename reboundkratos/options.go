@@ -16,9 +16,9 @@ import (
 
 // Defaults.
 const (
-	// DefaultMaxPending is how many lists a watcher keeps for a Next that
+	// defaultMaxPending is how many lists a watcher keeps for a Next that
 	// has not been called yet (see WithMaxPending).
-	DefaultMaxPending = 1024
+	defaultMaxPending = 1024
 	// DefaultDrainDelay is how long Deregister waits after deregistering,
 	// so that consumers can see the instance leave before kratos stops
 	// its servers (see WithDrainDelay).
@@ -148,15 +148,12 @@ func WithMaxPending(n int) DiscoveryOption {
 	})
 }
 
-// WithKeyFunc replaces the mapping from a kratos service name (the path
-// of "discovery:///<name>") to the subscriber.Key the Discovery
-// subscribes to. The default maps name to Key{Namespace, Group, Service:
-// name, Clusters} from WithNamespace, WithGroup and WithClusters
-// (FormatNacos) or to Key{Service: name} (FormatEtcd). fn is called when
-// a name has no subscription yet (once per name, but first Watches of a
-// name made at once may each call it), with no lock held; an error from
-// it is returned by Watch and GetService, and so is a panic, recovered
-// and logged at Error. A nil fn is an error.
+// WithKeyFunc replaces the mapping from a kratos service name to the
+// subscriber.Key the Discovery reads. By default a name maps to
+// Key{Namespace, Group, Service: name, Clusters} (FormatNacos) or
+// Key{Service: name} (FormatEtcd). fn runs with no lock held, for each
+// Watch and each GetService of a name not held yet; its error or panic is
+// returned by them. A nil fn is an error.
 func WithKeyFunc(fn func(name string) (subscriber.Key, error)) DiscoveryOption {
 	return discoveryOption(func(o *discoveryOptions) {
 		if fn == nil {
