@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -46,15 +45,6 @@ func (e *DialError) Error() string {
 // Unwrap returns the dial function's error.
 func (e *DialError) Unwrap() error { return e.Err }
 
-// A DirectoryOption configures NewRegistryDirectory.
-type DirectoryOption interface {
-	apply(*dirConfig)
-}
-
-type dirOptionFunc func(*dirConfig)
-
-func (f dirOptionFunc) apply(c *dirConfig) { f(c) }
-
 type dirConfig struct {
 	logger       *zap.Logger
 	filter       func(subscriber.Instance) bool
@@ -65,23 +55,10 @@ type dirConfig struct {
 	errs         []error
 }
 
-// WithLogger sets the logger for dial failures (Warn), kept-on-empty pushes
-// (Warn), close failures (Warn) and list changes (Debug). Default: no
-// logging. A nil l is ignored. Credentials are scrubbed (logging.Redacted).
-func WithLogger(l *zap.Logger) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) {
-		if l != nil {
-			c.logger = logging.Redacted(l)
-		}
-	})
-}
-
-// WithFilter sets which instances may receive calls. Default: instances
-// that are both Healthy and Enabled. A nil keep admits every instance.
-// When keep refuses every instance, List's error says so without guessing
-// its reasons.
-func WithFilter(keep func(subscriber.Instance) bool) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) {
+// WithFilter sets which instances a RegistryDirectory may call. Default:
+// Healthy and Enabled ones. A nil keep admits every instance.
+func WithFilter(keep func(subscriber.Instance) bool) Option {
+	return dirOption("WithFilter", func(c *dirConfig) {
 		if keep == nil {
 			keep = func(subscriber.Instance) bool { return true }
 		}
@@ -89,26 +66,19 @@ func WithFilter(keep func(subscriber.Instance) bool) DirectoryOption {
 	})
 }
 
-// WithKeepOnEmpty sets what an update that would leave the directory with
-// no invoker does: an empty push, a push whose instances are all filtered
-// out, or one whose every new instance fails to dial. true (the default)
-// keeps the current list, the last known good one, and logs a warning:
-// registries do push empty lists by mistake (a registry restart, a network
-// partition), and a list of providers that may be down is better than none;
-// calls to a provider that is really gone fail with a network error, which
-// failback retries. false applies the update: every invoker is closed and
-// List returns ErrNoInvokers until instances come back.
-func WithKeepOnEmpty(keep bool) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) { c.keepOnEmpty = keep })
+// WithKeepOnEmpty sets whether a RegistryDirectory keeps its last list
+// when an update would leave no invoker (an empty push, all filtered out,
+// all failing to dial). true, the default, keeps it and logs a warning.
+// false applies the update: List returns ErrNoInvokers.
+func WithKeepOnEmpty(keep bool) Option {
+	return dirOption("WithKeepOnEmpty", func(c *dirConfig) { c.keepOnEmpty = keep })
 }
 
-// WithErrorHandler sets a function that receives every error of the
-// directory's own work: each *DialError and each error from closing an
-// invoker. It is called from the goroutine calling Update or Close, with no
-// lock held, and must be safe for concurrent use if Update and Close can
-// run concurrently. Default: none (errors are only logged).
-func WithErrorHandler(fn func(error)) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) { c.errorHandler = fn })
+// WithErrorHandler sets a function that a RegistryDirectory calls with
+// each *DialError and each error closing an invoker. It runs on the
+// goroutine calling Update or Close, with no lock held. Default: none.
+func WithErrorHandler(fn func(error)) Option {
+	return dirOption("WithErrorHandler", func(c *dirConfig) { c.errorHandler = fn })
 }
 
 // RegistryDirectory is a Directory fed by a registry subscription: pass its
@@ -181,7 +151,7 @@ type dirEntry struct {
 // ErrNoInvokers (see Ready and WaitReady). A nil dial, or WithView(nil),
 // is a *rebound.ArgumentError (matching rebound.ErrInvalidArgument). With
 // WithView the directory starts following the view at once.
-func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDirectory, error) {
+func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, error) {
 	if dial == nil {
 		return nil, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
 			Reason: "must not be nil: a DialFunc is required to turn instances into invokers"}
@@ -196,13 +166,9 @@ func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDire
 		entries: map[string]*dirEntry{},
 		ready:   make(chan struct{}),
 	}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&d.cfg)
-		}
-	}
-	if len(d.cfg.errs) > 0 {
-		return nil, errors.Join(d.cfg.errs...)
+	errs := applyOptions(&config{dir: &d.cfg}, opts)
+	if errs = append(errs, d.cfg.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	d.snap.Store(&dirSnapshot{})
 	d.startFollow()

@@ -25,8 +25,8 @@ import (
 // Error (as the Manager does for a Listener): the directory keeps its last
 // list. A nil v is a
 // *rebound.ArgumentError from NewRegistryDirectory.
-func WithView(v *subscriber.View) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) {
+func WithView(v *subscriber.View) Option {
+	return dirOption("WithView", func(c *dirConfig) {
 		if v == nil {
 			c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster.WithView", Arg: "v", Reason: "must not be nil"})
 			return
