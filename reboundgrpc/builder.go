@@ -86,17 +86,13 @@ type Stats struct {
 // an error wrapping subscriber.ErrManagerClosed (matching rebound.ErrClosed)
 // if m is closed already (Close or Shutdown has begun): its ClientConns
 // could never resolve.
-// Defaults: scheme DefaultScheme, linger DefaultLinger, DefaultFilter, the
-// zero rebound.Policy for re-sending rejected states, ResolveNow coalesced
-// to one re-confirmation per DefaultResolveNowInterval, unresolved reports
-// from DefaultUnresolvedReport, no logging.
+// The defaults are in the options' docs.
 func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	o := options{
-		scheme:     DefaultScheme,
-		linger:     DefaultLinger,
-		filter:     DefaultFilter,
-		rnInterval: DefaultResolveNowInterval,
-		unresolved: DefaultUnresolvedReport,
+		linger:     defaultLinger,
+		filter:     defaultFilter,
+		rnInterval: defaultResolveNowInterval,
+		unresolved: defaultUnresolvedReport,
 	}
 	if m == nil {
 		o.bad("NewBuilder", "m", "is nil (a *subscriber.Manager is required)")
@@ -150,8 +146,9 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	return b, nil
 }
 
-// Scheme returns the scheme of the targets the Builder resolves.
-func (b *Builder) Scheme() string { return b.o.scheme }
+// Scheme returns "rebound", the scheme of the targets the Builder
+// resolves.
+func (b *Builder) Scheme() string { return scheme }
 
 // Build implements resolver.Builder. It never blocks on the registry and
 // never fails because the registry is down: it opens a View of the
@@ -326,7 +323,7 @@ func keyName(k subscriber.Key) string {
 }
 
 // filteredOut says why no instance of list passed the filter:
-// subscriber.FilteredOut for DefaultFilter; with WithFilter, whose reasons
+// subscriber.FilteredOut for the default filter; with WithFilter, whose reasons
 // the Builder cannot know, that the filter refused them all.
 func filteredOut(custom bool, list []subscriber.Instance) string {
 	if !custom {
