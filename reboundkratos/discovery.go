@@ -62,21 +62,17 @@ type Discovery struct {
 // format f. Errors: a *rebound.ArgumentError for a nil m, an unknown f or
 // a bad option; an error wrapping subscriber.ErrManagerClosed if m is
 // closed.
-func NewDiscovery(m *subscriber.Manager, f Format, opts ...DiscoveryOption) (*Discovery, error) {
-	o := discoveryOptions{kind: DefaultKind, maxPending: defaultMaxPending}
+func NewDiscovery(m *subscriber.Manager, f Format, opts ...Option) (*Discovery, error) {
+	o := discoveryOptions{kind: defaultKind, maxPending: defaultMaxPending}
 	if m == nil {
 		o.bad("NewDiscovery", "m", "is nil (a *subscriber.Manager is required)")
 	}
 	if !f.valid() {
 		o.bad("NewDiscovery", "f", "must be FormatNacos or FormatEtcd; got "+f.String())
 	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyDiscovery(&o)
-		}
-	}
-	if f == FormatEtcd && (o.group != "" || o.namespace != "" || len(o.clusters) > 0) {
-		o.bad("NewDiscovery", "opts", "WithGroup, WithNamespace and WithClusters do not apply to FormatEtcd (its keys have no group, namespace or cluster)")
+	applyOptions(&config{fn: "NewDiscovery", d: &o}, opts)
+	if f == FormatEtcd && o.group != "" {
+		o.bad("NewDiscovery", "opts", "WithGroup does not apply to FormatEtcd (its keys have no group)")
 	}
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
@@ -114,7 +110,7 @@ func (d *Discovery) key(fn, name string) (subscriber.Key, error) {
 		}
 		return subscriber.Key{Service: name}, nil
 	}
-	return subscriber.Key{Namespace: d.o.namespace, Group: d.o.group, Service: name, Clusters: d.o.clusters}, nil
+	return subscriber.Key{Group: d.o.group, Service: name}, nil
 }
 
 // keyFunc calls WithKeyFunc's function, turning a panic into an error.

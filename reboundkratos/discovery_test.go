@@ -27,7 +27,7 @@ type memStack struct {
 	d   *reboundkratos.Discovery
 }
 
-func newMemStack(t *testing.T, f reboundkratos.Format, opts ...reboundkratos.DiscoveryOption) *memStack {
+func newMemStack(t *testing.T, f reboundkratos.Format, opts ...reboundkratos.Option) *memStack {
 	t.Helper()
 	reg := subscribertest.New()
 	m, err := subscriber.New(reg, subscriber.WithPolicy(fastPolicy))
@@ -342,8 +342,19 @@ func TestDiscoveryBadInput(t *testing.T) {
 			_, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithKind("tcp"))
 			return err
 		}()},
-		{"WithClusters empty", func() error {
-			_, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithClusters(""))
+		{"a key with an empty cluster", func() error {
+			d, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithKeyFunc(func(name string) (subscriber.Key, error) {
+				return subscriber.Key{Service: name, Clusters: []string{""}}, nil
+			}))
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			_, err = d.Watch(context.Background(), "orders")
+			return err
+		}()},
+		{"a Registrar option", func() error {
+			_, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithWeight(5))
 			return err
 		}()},
 		{"etcd with group", func() error {
