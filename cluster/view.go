@@ -10,21 +10,12 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// WithView feeds the directory from v, a view of the providers' key
-// (subscriber.Manager.Watch), instead of passing Update to
-// Manager.Subscribe as a Listener: the directory reads v in a goroutine of
-// its own and applies each new list (the latest one, when lists arrive
-// faster than the directory dials), so several directories and other
-// readers of the key share one Manager subscription. The directory owns v
-// from then on: Close stops the goroutine, waits for it (and so for an
-// Update in progress) and closes v; called on that goroutine (by the
-// DialFunc or the WithErrorHandler function) Close does not wait, and the
-// goroutine closes v when its Update returns. A key that stops for good (the Manager
-// closed) leaves the last list in place. A panic of the WithFilter or
-// WithErrorHandler function on that goroutine is recovered and logged at
-// Error (as the Manager does for a Listener): the directory keeps its last
-// list. A nil v is a
-// *rebound.ArgumentError from NewRegistryDirectory.
+// WithView feeds a RegistryDirectory from v, a View of the providers'
+// key (subscriber.Manager.Watch), on a goroutine of its own: each new
+// list, the latest when lists come faster than it dials. The directory
+// owns v: Close stops the goroutine, waits for it and closes v. A panic of
+// the filter or error handler there is recovered and logged; a nil v is an
+// error (see docs/watch.md).
 func WithView(v *subscriber.View) Option {
 	return dirOption("WithView", func(c *dirConfig) {
 		if v == nil {

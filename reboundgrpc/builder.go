@@ -81,12 +81,10 @@ type Stats struct {
 	Panics uint64
 }
 
-// NewBuilder returns a Builder over m. It returns a *rebound.ArgumentError
-// (matching rebound.ErrInvalidArgument) for a nil m or a bad option, and
-// an error wrapping subscriber.ErrManagerClosed (matching rebound.ErrClosed)
-// if m is closed already (Close or Shutdown has begun): its ClientConns
-// could never resolve.
-// The defaults are in the options' docs.
+// NewBuilder returns a Builder over m. Errors: a *rebound.ArgumentError
+// for a nil m or a bad option; an error wrapping
+// subscriber.ErrManagerClosed if m is closed. The defaults are in the
+// options' docs.
 func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	o := options{
 		linger:     defaultLinger,
