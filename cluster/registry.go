@@ -237,10 +237,9 @@ func (d *RegistryDirectory) markReadyLocked(listed bool) {
 	close(d.ready)
 }
 
-// Update replaces the directory's list with the given instances (see
-// RegistryDirectory for the rules). It has the signature of a
-// subscriber.Listener. It copies what it keeps. After Close it does
-// nothing.
+// Update replaces the directory's list with instances, copying what it
+// keeps (see RegistryDirectory for the rules). It is a
+// subscriber.Listener; after Close it does nothing.
 func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 	wanted, keys := d.admit(instances) // outside any lock: the filter is user code
 	why := d.filteredOut(instances, len(wanted))
