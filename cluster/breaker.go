@@ -125,25 +125,21 @@ type breakerInvoker struct {
 // consecutive failures, open for 30 s (no growth), 1 probe when half-open, at most
 // half of the targets out at once, DefaultBreakerFailure, no hooks, no
 // logging, no metrics.
-func NewBreakerDirectory(dir Directory, opts ...BreakerOption) (*BreakerDirectory, error) {
+func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, error) {
 	cfg := breakerConfig{
 		settings: func(string) gobreaker.Settings { return gobreaker.Settings{} },
-		share:    DefaultMaxEjected,
-		failures: DefaultConsecutiveFailures,
-		timeout:  DefaultOpenTimeout,
+		share:    defaultMaxEjected,
+		failures: defaultConsecutiveFailures,
+		timeout:  defaultOpenTimeout,
 		failure:  DefaultBreakerFailure,
 		logger:   zap.NewNop(),
 	}
 	if dir == nil {
 		cfg.bad("NewBreakerDirectory", "dir", "must not be nil: the Directory whose targets get breakers")
 	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyBreaker(&cfg)
-		}
-	}
-	if len(cfg.errs) > 0 {
-		return nil, errors.Join(cfg.errs...)
+	errs := applyOptions(&config{breaker: true, br: &cfg}, opts)
+	if errs = append(errs, cfg.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	d := &BreakerDirectory{dir: dir, cfg: cfg, members: map[string]*breakerMember{}, epoch: time.Now(),
 		log: cfg.logger.With(zap.String("component", "cluster.breaker"))}

@@ -111,7 +111,7 @@ func TestBreakerDurationOptions(t *testing.T) {
 	for _, v := range values {
 		for _, opt := range []struct {
 			name string
-			opt  BreakerOption
+			opt  Option
 		}{
 			{"WithOpenTimeout", WithOpenTimeout(v)},
 			{"WithMaxOpenTimeout", WithMaxOpenTimeout(v)},
@@ -130,9 +130,9 @@ func TestBreakerDurationOptions(t *testing.T) {
 				}
 				open := v
 				if opt.name == "WithMaxOpenTimeout" {
-					open = DefaultOpenTimeout // the first ejection lasts the base
+					open = defaultOpenTimeout // the first ejection lasts the base
 				}
-				checkEjection(t, []BreakerOption{opt.opt}, open, gobreaker.Settings{})
+				checkEjection(t, []Option{opt.opt}, open, gobreaker.Settings{})
 			})
 		}
 		for _, f := range []string{"Timeout", "Interval", "BucketPeriod"} {
@@ -148,7 +148,7 @@ func TestBreakerDurationOptions(t *testing.T) {
 				}
 				open := v
 				if f != "Timeout" || v <= 0 {
-					open = DefaultOpenTimeout // gobreaker's rule: a Timeout <= 0 takes the default
+					open = defaultOpenTimeout // gobreaker's rule: a Timeout <= 0 takes the default
 				}
 				checkEjection(t, nil, open, st)
 			})
@@ -159,7 +159,7 @@ func TestBreakerDurationOptions(t *testing.T) {
 // checkEjection trips the breaker of one of two targets and checks that
 // it is out for open (its Until) and listed again after it, with no busy
 // List in between.
-func checkEjection(t *testing.T, opts []BreakerOption, open time.Duration, st gobreaker.Settings) {
+func checkEjection(t *testing.T, opts []Option, open time.Duration, st gobreaker.Settings) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
 		ps := providers(2)

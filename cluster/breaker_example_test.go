@@ -30,9 +30,13 @@ func ExampleNewBreakerDirectory() {
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
 			}
 		}),
-		cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+		cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+			e, ok := ev.Detail.(cluster.BreakerEvent)
+			if !ok {
+				return
+			}
 			fmt.Printf("%s: %s -> %s\n", e.Target, e.From, e.To)
-		}}))
+		})))
 	if err != nil {
 		panic(err)
 	}

@@ -14,23 +14,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/logging"
 )
 
-// Breaker defaults: what a BreakerDirectory fills into the gobreaker
-// Settings of a target when the settings factory leaves the field zero.
+// Breaker defaults, filled in where the Settings leave a field zero.
 const (
-	// DefaultMaxEjected is the default share of a service's targets whose
-	// breakers may keep them out of selection at once (WithMaxEjected).
-	DefaultMaxEjected = 0.5
-	// DefaultConsecutiveFailures is the number of consecutive failures
-	// that trips a breaker whose Settings have no ReadyToTrip
-	// (WithConsecutiveFailures), as Envoy's consecutive_5xx.
-	DefaultConsecutiveFailures = 5
-	// DefaultOpenTimeout is how long a tripped breaker stays open before
-	// it lets one probe through (half-open) when its Settings have no
-	// Timeout (WithOpenTimeout), as Envoy's base_ejection_time.
-	DefaultOpenTimeout = 30 * time.Second
+	defaultMaxEjected          = 0.5
+	defaultConsecutiveFailures = 5                // as Envoy's consecutive_5xx
+	defaultOpenTimeout         = 30 * time.Second // as Envoy's base_ejection_time
 )
 
 // BreakerOpenError is the error of a call that no breaker let through:
@@ -68,8 +58,10 @@ func (e *BreakerOpenError) Unwrap() []error {
 }
 
 // BreakerEvent is a breaker's state change: the Detail of the
-// rebound.EventStateChanged a BreakerDirectory emits (and what
-// BreakerHooks.StateChanged receives).
+// rebound.EventStateChanged that a BreakerDirectory gives the observers of
+// WithBreakerObserver. They are called once the breaker's lock is
+// released, on the goroutine whose call caused the change, one event at a
+// time, in order.
 type BreakerEvent struct {
 	Target   string
 	From, To gobreaker.State
@@ -77,26 +69,6 @@ type BreakerEvent struct {
 	// lazily: open becomes half-open at the first look after the
 	// timeout).
 	At time.Time
-}
-
-// A BreakerDirectory emits a rebound.EventStateChanged, Detail a
-// BreakerEvent, for each state change of a breaker, to the observers of
-// WithBreakerObserver; BreakerHooks is the typed adapter. A breaker only
-// queues the change under its mutex; the directory calls the observers
-// once it is released, from the goroutine whose call caused the change (a List or an Invoke),
-// with no lock held, one event at a time in the order of the changes: a
-// slow observer delays that call, nothing else (wrap it in a
-// rebound.Queue to delay nothing). An observer that panics is recovered
-// and logged. Nil fields are skipped.
-type BreakerHooks struct {
-	StateChanged func(BreakerEvent)
-}
-
-// Observe calls StateChanged with e.Detail, if it is a BreakerEvent.
-func (h BreakerHooks) Observe(e rebound.Event) {
-	if ev, ok := e.Detail.(BreakerEvent); ok && h.StateChanged != nil {
-		h.StateChanged(ev)
-	}
 }
 
 // BreakerStatus is one target's breaker, as BreakerDirectory.Breakers
@@ -117,15 +89,6 @@ type BreakerStatus struct {
 	Counts  gobreaker.Counts
 }
 
-// A BreakerOption configures NewBreakerDirectory.
-type BreakerOption interface {
-	applyBreaker(*breakerConfig)
-}
-
-type breakerOptionFunc func(*breakerConfig)
-
-func (f breakerOptionFunc) applyBreaker(c *breakerConfig) { f(c) }
-
 type breakerConfig struct {
 	settings func(target string) gobreaker.Settings
 	share    float64
@@ -144,25 +107,12 @@ func (c *breakerConfig) bad(fn, arg, reason string) {
 }
 
 // WithBreakerSettings sets the factory of each target's gobreaker
-// Settings, called once when the directory first lists the target (and
-// again if the target leaves and comes back: its breaker then starts
-// closed). Every field is gobreaker's, with its meaning and its defaults,
-// except that the directory fills in, when left zero: Name (the target),
-// ReadyToTrip (WithConsecutiveFailures), Timeout (WithOpenTimeout) and
-// IsSuccessful (the opposite of WithBreakerClassifier). OnStateChange, if
-// set, is called like the other hooks, with no lock held (see
-// BreakerHooks); ReadyToTrip, IsSuccessful and IsExcluded are not called
-// under a lock either. MaxRequests is the number of probes a half-open
-// breaker lets through (gobreaker's default, 1: a recovering target gets
-// one call, not a burst). A Timeout of math.MaxInt64 never ends; a
-// BucketPeriod is raised so that an Interval has at most 1,024 buckets.
-// Two differences from gobreaker's CircuitBreaker: closed, a call counts
-// in Counts.Requests when it ends rather than when admitted, and the
-// open timeout may grow (WithMaxOpenTimeout). Default:
-// gobreaker.Settings{} for every target. A nil factory is a
-// *rebound.ArgumentError.
-func WithBreakerSettings(factory func(target string) gobreaker.Settings) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
+// Settings, called when the directory first lists the target. Zero fields
+// take the directory's defaults: Name (the target), ReadyToTrip, Timeout
+// and IsSuccessful (see docs/breaker.md for the differences from
+// gobreaker). Default: gobreaker.Settings{}; a nil factory is an error.
+func WithBreakerSettings(factory func(target string) gobreaker.Settings) Option {
+	return breakerOption("WithBreakerSettings", func(c *breakerConfig) {
 		if factory == nil {
 			c.bad("WithBreakerSettings", "factory", "must not be nil: it returns the gobreaker.Settings of a target")
 			return
@@ -171,18 +121,12 @@ func WithBreakerSettings(factory func(target string) gobreaker.Settings) Breaker
 	})
 }
 
-// WithMaxEjected sets the largest share of a service's listed targets that
-// open breakers may take out of selection at once, as Envoy's
-// max_ejection_percent: floor(share × targets) (so with 3 targets and the
-// default 0.5, one). When more breakers are open, the ones that opened
-// first (from closed: a half-open breaker keeps its place) stay out and
-// the others are called anyway (if every provider fails, the fault is
-// likely not theirs: keep sending, paced by the caller's budget and
-// throttle); a call through an open breaker is then
-// made without it and not counted. 1 lets every target out: List then
-// returns a *BreakerOpenError when all are open. share must be in (0, 1].
-func WithMaxEjected(share float64) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
+// WithMaxEjected sets the largest share of a service's targets that open
+// breakers may keep out at once, as Envoy's max_ejection_percent. Beyond
+// it, open targets are called anyway (see docs/breaker.md). Default 0.5;
+// share must be in (0, 1].
+func WithMaxEjected(share float64) Option {
+	return breakerOption("WithMaxEjected", func(c *breakerConfig) {
 		if !(share > 0 && share <= 1) {
 			c.bad("WithMaxEjected", "share", fmt.Sprintf("must be in (0, 1], got %v", share))
 			return
@@ -192,11 +136,10 @@ func WithMaxEjected(share float64) BreakerOption {
 }
 
 // WithConsecutiveFailures sets how many consecutive failures trip a
-// breaker whose Settings have no ReadyToTrip. Default
-// DefaultConsecutiveFailures (5). n must be in [1, math.MaxUint32]
-// (gobreaker counts in a uint32).
-func WithConsecutiveFailures(n int) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
+// breaker whose Settings have no ReadyToTrip. Default 5; n must be in
+// [1, math.MaxUint32].
+func WithConsecutiveFailures(n int) Option {
+	return breakerOption("WithConsecutiveFailures", func(c *breakerConfig) {
 		if n <= 0 || uint64(n) > math.MaxUint32 { // uint64: an int may be 32 bits
 			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
 			return
@@ -206,13 +149,10 @@ func WithConsecutiveFailures(n int) BreakerOption {
 }
 
 // WithOpenTimeout sets how long a tripped breaker whose Settings have no
-// Timeout stays open before it lets a probe through (the base of a
-// growing timeout, see WithMaxOpenTimeout). Default DefaultOpenTimeout
-// (30 s). d must be > 0; math.MaxInt64 means until the process restarts
-// (a BreakerOpenError's Until is then the largest time.Time that
-// UnixNano can hold, in 2262).
-func WithOpenTimeout(d time.Duration) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
+// Timeout stays open before a probe. Default 30 s; d must be > 0.
+// math.MaxInt64 means until the process restarts.
+func WithOpenTimeout(d time.Duration) Option {
+	return breakerOption("WithOpenTimeout", func(c *breakerConfig) {
 		if d <= 0 {
 			c.bad("WithOpenTimeout", "d", fmt.Sprintf("must be > 0, got %v", d))
 			return
@@ -221,16 +161,11 @@ func WithOpenTimeout(d time.Duration) BreakerOption {
 	})
 }
 
-// WithMaxOpenTimeout lets the open timeout grow, as Envoy's ejection time:
-// a breaker that opens again without having stayed closed for its open
-// timeout since it last closed (a failed probe included) stays open for
-// the open timeout × its consecutive ejections, up to d (Envoy's
-// max_ejection_time); a breaker that closes and stays closed for an open
-// timeout starts again from one. Default: the open timeout (no growth).
-// d must be > 0; a d below a breaker's open timeout means that open
-// timeout; math.MaxInt64 means no limit (the arithmetic saturates).
-func WithMaxOpenTimeout(d time.Duration) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
+// WithMaxOpenTimeout lets the open timeout grow with consecutive
+// ejections up to d, as Envoy's max_ejection_time (see docs/breaker.md).
+// Default: no growth. d must be > 0; math.MaxInt64 means no limit.
+func WithMaxOpenTimeout(d time.Duration) Option {
+	return breakerOption("WithMaxOpenTimeout", func(c *breakerConfig) {
 		if d <= 0 {
 			c.bad("WithMaxOpenTimeout", "d", fmt.Sprintf("must be > 0, got %v", d))
 			return
@@ -239,14 +174,12 @@ func WithMaxOpenTimeout(d time.Duration) BreakerOption {
 	})
 }
 
-// WithBreakerClassifier sets which errors count as failures for the
-// breakers whose Settings have no IsSuccessful: a provider that answers
-// with a business error is up. Behind a failback invoker, pass the same
-// classifier as its WithRetryable (failback.DefaultRetryable by default),
-// so that what the breaker counts as "down" is what failback retries.
-// Default: DefaultBreakerFailure. A nil failure is a *rebound.ArgumentError.
-func WithBreakerClassifier(failure func(error) bool) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
+// WithBreakerClassifier sets which errors count as failures for breakers
+// whose Settings have no IsSuccessful. Behind failback, pass its
+// WithRetryable classifier. Default: DefaultBreakerFailure; nil is an
+// error.
+func WithBreakerClassifier(failure func(error) bool) Option {
+	return breakerOption("WithBreakerClassifier", func(c *breakerConfig) {
 		if failure == nil {
 			c.bad("WithBreakerClassifier", "failure", "must not be nil: it reports whether an error means the provider failed")
 			return
@@ -256,34 +189,20 @@ func WithBreakerClassifier(failure func(error) bool) BreakerOption {
 }
 
 // WithBreakerObserver adds o as an observer of the breakers' state
-// changes (see BreakerHooks, the typed adapter). Several add up; a nil o
-// is ignored. Default: none.
-func WithBreakerObserver(o rebound.Observer) BreakerOption {
+// changes (each event's Detail is a BreakerEvent). Several add up; a nil
+// o is ignored. Default: none.
+func WithBreakerObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
 	}
-	return breakerOptionFunc(func(c *breakerConfig) { c.obs = append(c.obs, o) })
+	return breakerOption("WithBreakerObserver", func(c *breakerConfig) { c.obs = append(c.obs, o) })
 }
 
-// WithBreakerLogger sets the logger for state changes (Info for open and
-// closed, Debug for half-open) and hook panics (Error). Default: none. A
-// nil l is ignored. Credentials in targets are scrubbed (logging.Redacted).
-func WithBreakerLogger(l *zap.Logger) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) {
-		if l != nil {
-			c.logger = logging.Redacted(l)
-		}
-	})
-}
-
-// WithBreakerMeterProvider records rebound.breaker.targets{state} (the
-// directory's breakers per state: closed, half_open, open) and
-// rebound.breaker.transitions{state} (state changes, by the state
-// entered), both observable: read from atomics when the reader collects,
-// so calls record nothing. Close unregisters them. Default (and nil): no
-// metrics.
-func WithBreakerMeterProvider(mp metric.MeterProvider) BreakerOption {
-	return breakerOptionFunc(func(c *breakerConfig) { c.mp = mp })
+// WithBreakerMeterProvider records rebound.breaker.targets{state} and
+// rebound.breaker.transitions{state}, read when the reader collects.
+// Close unregisters them. Default (and nil): no metrics.
+func WithBreakerMeterProvider(mp metric.MeterProvider) Option {
+	return breakerOption("WithBreakerMeterProvider", func(c *breakerConfig) { c.mp = mp })
 }
 
 // DefaultBreakerFailure is the classifier of WithBreakerClassifier's

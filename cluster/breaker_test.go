@@ -115,7 +115,7 @@ func TestNewBreakerDirectoryBadInput(t *testing.T) {
 	cases := []struct {
 		name string
 		dir  Directory
-		opt  BreakerOption
+		opt  Option
 		want string
 	}{
 		{"nil dir", nil, nil, "cluster.NewBreakerDirectory: dir must not be nil"},
@@ -134,7 +134,7 @@ func TestNewBreakerDirectoryBadInput(t *testing.T) {
 		cases = append(cases, struct {
 			name string
 			dir  Directory
-			opt  BreakerOption
+			opt  Option
 			want string
 		}{"failures above MaxUint32", dir, WithConsecutiveFailures(maxInt), "cluster.WithConsecutiveFailures: n must be in [1, 4294967295], got " + strconv.Itoa(maxInt)})
 	}
@@ -165,22 +165,26 @@ func TestBreakerEjectsAndRecovers(t *testing.T) {
 		var mu sync.Mutex
 		var events []string
 		d, err := NewBreakerDirectory(static(ps), WithOpenTimeout(10*time.Second),
-			WithBreakerObserver(BreakerHooks{StateChanged: func(e BreakerEvent) {
+			WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+				e, ok := ev.Detail.(BreakerEvent)
+				if !ok {
+					return
+				}
 				mu.Lock()
 				events = append(events, e.Target+":"+e.From.String()+">"+e.To.String())
 				mu.Unlock()
-			}}))
+			})))
 		if err != nil {
 			t.Fatal(err)
 		}
-		errs := callTarget(t, d, "b", DefaultConsecutiveFailures)
+		errs := callTarget(t, d, "b", defaultConsecutiveFailures)
 		for _, e := range errs {
 			if !errors.Is(e, errDown) {
 				t.Fatalf("call to b: %v, want the provider's error", e)
 			}
 		}
 		if got := strings.Join(listed(t, d), ","); got != "a,c" {
-			t.Fatalf("after %d failures listed %q, want a,c", DefaultConsecutiveFailures, got)
+			t.Fatalf("after %d failures listed %q, want a,c", defaultConsecutiveFailures, got)
 		}
 		open := d.Open()
 		if len(open) != 1 || open[0].Target != "b" || open[0].State != gobreaker.StateOpen || !open[0].Ejected ||
@@ -364,10 +368,10 @@ func TestBreakerHooksNotUnderGobreakerMutex(t *testing.T) {
 					panic("user hook")
 				}}
 			}),
-			WithBreakerObserver(BreakerHooks{StateChanged: func(BreakerEvent) {
+			WithBreakerObserver(rebound.ObserverFunc(func(rebound.Event) {
 				d.Breakers() // takes every breaker's mutex
 				seen.Add(1)
-			}}))
+			})))
 		callTarget(t, d, "a", 1)
 		if seen.Load() != 1 || user.Load() != 1 {
 			t.Errorf("hooks called %d and %d times, want 1 and 1", seen.Load(), user.Load())

@@ -21,7 +21,7 @@ func TestBreakerLogsScrubCredentials(t *testing.T) {
 	const target = "http://svc:s3cret@10.0.0.2:8080"
 	inner := cluster.NewStaticDirectory(&addrInvoker{addr: "10.0.0.1:8080"}, down{addr: target})
 	dir, err := cluster.NewBreakerDirectory(inner,
-		cluster.WithBreakerLogger(zap.New(core)),
+		cluster.WithLogger(zap.New(core)),
 		cluster.WithBreakerSettings(func(string) gobreaker.Settings {
 			return gobreaker.Settings{ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 1 }}
 		}))

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -46,15 +45,6 @@ func (e *DialError) Error() string {
 // Unwrap returns the dial function's error.
 func (e *DialError) Unwrap() error { return e.Err }
 
-// A DirectoryOption configures NewRegistryDirectory.
-type DirectoryOption interface {
-	apply(*dirConfig)
-}
-
-type dirOptionFunc func(*dirConfig)
-
-func (f dirOptionFunc) apply(c *dirConfig) { f(c) }
-
 type dirConfig struct {
 	logger       *zap.Logger
 	filter       func(subscriber.Instance) bool
@@ -65,23 +55,10 @@ type dirConfig struct {
 	errs         []error
 }
 
-// WithLogger sets the logger for dial failures (Warn), kept-on-empty pushes
-// (Warn), close failures (Warn) and list changes (Debug). Default: no
-// logging. A nil l is ignored. Credentials are scrubbed (logging.Redacted).
-func WithLogger(l *zap.Logger) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) {
-		if l != nil {
-			c.logger = logging.Redacted(l)
-		}
-	})
-}
-
-// WithFilter sets which instances may receive calls. Default: instances
-// that are both Healthy and Enabled. A nil keep admits every instance.
-// When keep refuses every instance, List's error says so without guessing
-// its reasons.
-func WithFilter(keep func(subscriber.Instance) bool) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) {
+// WithFilter sets which instances a RegistryDirectory may call. Default:
+// Healthy and Enabled ones. A nil keep admits every instance.
+func WithFilter(keep func(subscriber.Instance) bool) Option {
+	return dirOption("WithFilter", func(c *dirConfig) {
 		if keep == nil {
 			keep = func(subscriber.Instance) bool { return true }
 		}
@@ -89,26 +66,19 @@ func WithFilter(keep func(subscriber.Instance) bool) DirectoryOption {
 	})
 }
 
-// WithKeepOnEmpty sets what an update that would leave the directory with
-// no invoker does: an empty push, a push whose instances are all filtered
-// out, or one whose every new instance fails to dial. true (the default)
-// keeps the current list, the last known good one, and logs a warning:
-// registries do push empty lists by mistake (a registry restart, a network
-// partition), and a list of providers that may be down is better than none;
-// calls to a provider that is really gone fail with a network error, which
-// failback retries. false applies the update: every invoker is closed and
-// List returns ErrNoInvokers until instances come back.
-func WithKeepOnEmpty(keep bool) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) { c.keepOnEmpty = keep })
+// WithKeepOnEmpty sets whether a RegistryDirectory keeps its last list
+// when an update would leave no invoker (an empty push, all filtered out,
+// all failing to dial). true, the default, keeps it and logs a warning.
+// false applies the update: List returns ErrNoInvokers.
+func WithKeepOnEmpty(keep bool) Option {
+	return dirOption("WithKeepOnEmpty", func(c *dirConfig) { c.keepOnEmpty = keep })
 }
 
-// WithErrorHandler sets a function that receives every error of the
-// directory's own work: each *DialError and each error from closing an
-// invoker. It is called from the goroutine calling Update or Close, with no
-// lock held, and must be safe for concurrent use if Update and Close can
-// run concurrently. Default: none (errors are only logged).
-func WithErrorHandler(fn func(error)) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) { c.errorHandler = fn })
+// WithErrorHandler sets a function that a RegistryDirectory calls with
+// each *DialError and each error closing an invoker. It runs on the
+// goroutine calling Update or Close, with no lock held. Default: none.
+func WithErrorHandler(fn func(error)) Option {
+	return dirOption("WithErrorHandler", func(c *dirConfig) { c.errorHandler = fn })
 }
 
 // RegistryDirectory is a Directory fed by a registry subscription: pass its
@@ -181,7 +151,7 @@ type dirEntry struct {
 // ErrNoInvokers (see Ready and WaitReady). A nil dial, or WithView(nil),
 // is a *rebound.ArgumentError (matching rebound.ErrInvalidArgument). With
 // WithView the directory starts following the view at once.
-func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDirectory, error) {
+func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, error) {
 	if dial == nil {
 		return nil, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
 			Reason: "must not be nil: a DialFunc is required to turn instances into invokers"}
@@ -196,13 +166,9 @@ func NewRegistryDirectory(dial DialFunc, opts ...DirectoryOption) (*RegistryDire
 		entries: map[string]*dirEntry{},
 		ready:   make(chan struct{}),
 	}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&d.cfg)
-		}
-	}
-	if len(d.cfg.errs) > 0 {
-		return nil, errors.Join(d.cfg.errs...)
+	errs := applyOptions(&config{dir: &d.cfg}, opts)
+	if errs = append(errs, d.cfg.errs...); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	d.snap.Store(&dirSnapshot{})
 	d.startFollow()
@@ -271,14 +237,39 @@ func (d *RegistryDirectory) markReadyLocked(listed bool) {
 	close(d.ready)
 }
 
-// Update replaces the directory's list with the given instances (see
-// RegistryDirectory for the rules). It has the signature of a
-// subscriber.Listener. It does not keep or modify instances (it copies what
-// it keeps, Metadata included). After Close it does nothing.
+// Update replaces the directory's list with instances, copying what it
+// keeps (see RegistryDirectory for the rules). It is a
+// subscriber.Listener; after Close it does nothing.
 func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
-	// Filter and dedupe outside any lock: the filter is user code.
-	wanted := make([]subscriber.Instance, 0, len(instances))
-	keys := make([]string, 0, len(instances))
+	wanted, keys := d.admit(instances) // outside any lock: the filter is user code
+	why := d.filteredOut(instances, len(wanted))
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.seq++
+	mySeq := d.seq
+	d.mu.Unlock()
+	for {
+		d.mu.Lock()
+		if d.closed || mySeq < d.appliedSeq {
+			d.mu.Unlock()
+			return
+		}
+		base, baseVersion := d.entries, d.version
+		d.mu.Unlock()
+		r := d.dialAll(base, wanted, keys) // no lock held
+		if d.apply(r, base, baseVersion, mySeq, why, len(instances), len(wanted)) {
+			return
+		}
+	}
+}
+
+// admit filters instances and drops duplicates, copying what it keeps.
+func (d *RegistryDirectory) admit(instances []subscriber.Instance) (wanted []subscriber.Instance, keys []string) {
+	wanted = make([]subscriber.Instance, 0, len(instances))
+	keys = make([]string, 0, len(instances))
 	seen := make(map[string]struct{}, len(instances))
 	for _, in := range instances {
 		if !d.cfg.filter(in) {
@@ -294,106 +285,97 @@ func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 		wanted = append(wanted, in)
 		keys = append(keys, k)
 	}
+	return wanted, keys
+}
 
-	why := d.filteredOut(instances, len(wanted))
+// dialResult is what one pass of Update dialled.
+type dialResult struct {
+	next    map[string]*dirEntry
+	list    []Invoker
+	dialled []*dirEntry
+	reports []error
+}
 
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return
-	}
-	d.seq++
-	mySeq := d.seq
-	d.mu.Unlock()
-
-	var reports []error
-	for {
-		d.mu.Lock()
-		if d.closed || mySeq < d.appliedSeq {
-			d.mu.Unlock()
-			return
-		}
-		base, baseVersion := d.entries, d.version
-		d.mu.Unlock()
-
-		// Dial new and changed instances with no lock held.
-		next := make(map[string]*dirEntry, len(wanted))
-		list := make([]Invoker, 0, len(wanted))
-		var dialled []*dirEntry
-		reports = reports[:0]
-		for i, in := range wanted {
-			k := keys[i]
-			old := base[k]
-			if old != nil && instanceEqual(old.inst, in) {
-				next[k] = old
-				list = append(list, old.invoker)
-				continue
-			}
-			iv, err := d.safeDial(in)
-			if err == nil && iv == nil {
-				err = errors.New("dial returned a nil Invoker and no error")
-			}
-			if err != nil {
-				reports = append(reports, &DialError{Instance: in, Err: err})
-				if old != nil { // changed but not dialable: keep what worked
-					next[k] = old
-					list = append(list, old.invoker)
-				}
-				continue
-			}
-			e := &dirEntry{inst: in, invoker: iv}
-			dialled = append(dialled, e)
-			next[k] = e
-			list = append(list, iv)
-		}
-
-		d.mu.Lock()
-		switch {
-		case d.closed || mySeq < d.appliedSeq:
-			// Closed meanwhile, or a later update won: discard our work.
-			d.mu.Unlock()
-			d.report(reports)
-			d.closeEntries(dialled, "discarded")
-			return
-		case d.version != baseVersion:
-			// An earlier update was applied while we dialled: start over
-			// from the list it left, so that nothing it closed is reused.
-			d.mu.Unlock()
-			d.closeEntries(dialled, "discarded")
+// dialAll builds the next list from base, dialling new and changed
+// instances. It must be called with no lock held.
+func (d *RegistryDirectory) dialAll(base map[string]*dirEntry, wanted []subscriber.Instance, keys []string) dialResult {
+	r := dialResult{next: make(map[string]*dirEntry, len(wanted)), list: make([]Invoker, 0, len(wanted))}
+	for i, in := range wanted {
+		k := keys[i]
+		old := base[k]
+		if old != nil && instanceEqual(old.inst, in) {
+			r.next[k] = old
+			r.list = append(r.list, old.invoker)
 			continue
 		}
-		if len(list) == 0 && d.cfg.keepOnEmpty && len(base) > 0 {
-			d.appliedSeq = mySeq // a later update still wins
-			d.mu.Unlock()
-			d.report(reports)
-			d.cfg.logger.Warn("cluster: update would leave no invoker; keeping the last known good list",
-				zap.Int("pushed", len(instances)), zap.Int("admitted", len(wanted)), zap.Int("kept", len(base)), zap.NamedError("why", why))
-			return
+		iv, err := d.safeDial(in)
+		if err == nil && iv == nil {
+			err = errors.New("dial returned a nil Invoker and no error")
 		}
-		var removed []*dirEntry
-		for k, e := range base {
-			if next[k] != e {
-				removed = append(removed, e)
+		if err != nil {
+			r.reports = append(r.reports, &DialError{Instance: in, Err: err})
+			if old != nil { // changed but not dialable: keep what worked
+				r.next[k] = old
+				r.list = append(r.list, old.invoker)
 			}
+			continue
 		}
-		d.entries = next
-		d.version++
-		d.appliedSeq = mySeq
-		d.snap.Store(&dirSnapshot{invokers: list, why: why})
-		if len(list) > 0 {
-			d.markReadyLocked(true)
-		}
-		d.mu.Unlock()
-
-		d.report(reports)
-		if why != nil {
-			d.cfg.logger.Warn("cluster: every instance is filtered out", zap.NamedError("why", why))
-		}
-		d.cfg.logger.Debug("cluster: directory updated",
-			zap.Int("invokers", len(list)), zap.Int("dialled", len(dialled)), zap.Int("removed", len(removed)))
-		d.closeEntries(removed, "removed")
-		return
+		e := &dirEntry{inst: in, invoker: iv}
+		r.dialled = append(r.dialled, e)
+		r.next[k] = e
+		r.list = append(r.list, iv)
 	}
+	return r
+}
+
+// apply puts r in place unless the directory changed while it was dialled.
+// It reports false when Update must dial again from the newer list.
+func (d *RegistryDirectory) apply(r dialResult, base map[string]*dirEntry, baseVersion, mySeq uint64, why error, pushed, admitted int) bool {
+	d.mu.Lock()
+	switch {
+	case d.closed || mySeq < d.appliedSeq:
+		// Closed meanwhile, or a later update won: discard our work.
+		d.mu.Unlock()
+		d.report(r.reports)
+		d.closeEntries(r.dialled, "discarded")
+		return true
+	case d.version != baseVersion:
+		// An earlier update was applied while we dialled: start over
+		// from the list it left, so that nothing it closed is reused.
+		d.mu.Unlock()
+		d.closeEntries(r.dialled, "discarded")
+		return false
+	}
+	if len(r.list) == 0 && d.cfg.keepOnEmpty && len(base) > 0 {
+		d.appliedSeq = mySeq // a later update still wins
+		d.mu.Unlock()
+		d.report(r.reports)
+		d.cfg.logger.Warn("cluster: update would leave no invoker; keeping the last known good list",
+			zap.Int("pushed", pushed), zap.Int("admitted", admitted), zap.Int("kept", len(base)), zap.NamedError("why", why))
+		return true
+	}
+	var removed []*dirEntry
+	for k, e := range base {
+		if r.next[k] != e {
+			removed = append(removed, e)
+		}
+	}
+	d.entries = r.next
+	d.version++
+	d.appliedSeq = mySeq
+	d.snap.Store(&dirSnapshot{invokers: r.list, why: why})
+	if len(r.list) > 0 {
+		d.markReadyLocked(true)
+	}
+	d.mu.Unlock()
+	d.report(r.reports)
+	if why != nil {
+		d.cfg.logger.Warn("cluster: every instance is filtered out", zap.NamedError("why", why))
+	}
+	d.cfg.logger.Debug("cluster: directory updated",
+		zap.Int("invokers", len(r.list)), zap.Int("dialled", len(r.dialled)), zap.Int("removed", len(removed)))
+	d.closeEntries(removed, "removed")
+	return true
 }
 
 // filteredOut returns why List finds no invoker after a push of instances

@@ -82,7 +82,7 @@ func inst(ip string, port uint64) subscriber.Instance {
 	return subscriber.Instance{IP: ip, Port: port, Weight: 1, Healthy: true, Enabled: true}
 }
 
-func newDir(t *testing.T, opts ...DirectoryOption) (*RegistryDirectory, *dialer) {
+func newDir(t *testing.T, opts ...Option) (*RegistryDirectory, *dialer) {
 	t.Helper()
 	dl := &dialer{fail: map[string]error{}}
 	d, err := NewRegistryDirectory(dl.dial, opts...)

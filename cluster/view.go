@@ -10,23 +10,14 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// WithView feeds the directory from v, a view of the providers' key
-// (subscriber.Manager.Watch), instead of passing Update to
-// Manager.Subscribe as a Listener: the directory reads v in a goroutine of
-// its own and applies each new list (the latest one, when lists arrive
-// faster than the directory dials), so several directories and other
-// readers of the key share one Manager subscription. The directory owns v
-// from then on: Close stops the goroutine, waits for it (and so for an
-// Update in progress) and closes v; called on that goroutine (by the
-// DialFunc or the WithErrorHandler function) Close does not wait, and the
-// goroutine closes v when its Update returns. A key that stops for good (the Manager
-// closed) leaves the last list in place. A panic of the WithFilter or
-// WithErrorHandler function on that goroutine is recovered and logged at
-// Error (as the Manager does for a Listener): the directory keeps its last
-// list. A nil v is a
-// *rebound.ArgumentError from NewRegistryDirectory.
-func WithView(v *subscriber.View) DirectoryOption {
-	return dirOptionFunc(func(c *dirConfig) {
+// WithView feeds a RegistryDirectory from v, a View of the providers'
+// key (subscriber.Manager.Watch), on a goroutine of its own: each new
+// list, the latest when lists come faster than it dials. The directory
+// owns v: Close stops the goroutine, waits for it and closes v. A panic of
+// the filter or error handler there is recovered and logged; a nil v is an
+// error (see docs/watch.md).
+func WithView(v *subscriber.View) Option {
+	return dirOption("WithView", func(c *dirConfig) {
 		if v == nil {
 			c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster.WithView", Arg: "v", Reason: "must not be nil"})
 			return
@@ -72,8 +63,8 @@ func (f *follower) run(d *RegistryDirectory) {
 	f.id.Store(goid.ID())
 	defer close(f.done)
 	defer func() { _ = f.v.Close() }()
-	var last []subscriber.Instance
-	has, warned := false, false
+	var seen uint64 // the version last read: the view is the only copy of the list
+	warned := false
 	for {
 		select {
 		case <-f.stop:
@@ -85,11 +76,11 @@ func (f *follower) run(d *RegistryDirectory) {
 			warned = true
 			d.cfg.logger.Warn("cluster: the directory's subscription stopped; keeping the last list", zap.Error(s.Stopped))
 		}
-		if !s.HasList || has && sameList(last, s.List) {
-			continue // no list yet, or the same one (an error or a stop)
+		fresh := s.NewList(seen)
+		seen = s.Version
+		if fresh {
+			f.update(d, s.List)
 		}
-		last, has = s.List, true
-		f.update(d, s.List)
 	}
 }
 
@@ -106,10 +97,4 @@ func (f *follower) update(d *RegistryDirectory, list []subscriber.Instance) {
 		}
 	}()
 	d.Update(list)
-}
-
-// sameList reports whether a and b are the same list (a view hands out
-// one shared slice per list).
-func sameList(a, b []subscriber.Instance) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

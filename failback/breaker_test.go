@@ -197,7 +197,11 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			var err error
 			bd, err = cluster.NewBreakerDirectory(inner, cluster.WithOpenTimeout(openTimeout),
 				cluster.WithBreakerClassifier(DefaultRetryable),
-				cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+				cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+					e, ok := ev.Detail.(cluster.BreakerEvent)
+					if !ok {
+						return
+					}
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
@@ -210,7 +214,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 							closedAt = e.At
 						}
 					}
-				}}))
+				})))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -89,7 +89,7 @@ func BenchmarkFireAndForget(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer cc.Close()
-			fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))))
+			fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -81,22 +81,16 @@ type Stats struct {
 	Panics uint64
 }
 
-// NewBuilder returns a Builder over m. It returns a *rebound.ArgumentError
-// (matching rebound.ErrInvalidArgument) for a nil m or a bad option, and
-// an error wrapping subscriber.ErrManagerClosed (matching rebound.ErrClosed)
-// if m is closed already (Close or Shutdown has begun): its ClientConns
-// could never resolve.
-// Defaults: scheme DefaultScheme, linger DefaultLinger, DefaultFilter, the
-// zero rebound.Policy for re-sending rejected states, ResolveNow coalesced
-// to one re-confirmation per DefaultResolveNowInterval, unresolved reports
-// from DefaultUnresolvedReport, no logging.
+// NewBuilder returns a Builder over m. Errors: a *rebound.ArgumentError
+// for a nil m or a bad option; an error wrapping
+// subscriber.ErrManagerClosed if m is closed. The defaults are in the
+// options' docs.
 func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	o := options{
-		scheme:     DefaultScheme,
-		linger:     DefaultLinger,
-		filter:     DefaultFilter,
-		rnInterval: DefaultResolveNowInterval,
-		unresolved: DefaultUnresolvedReport,
+		linger:     defaultLinger,
+		filter:     defaultFilter,
+		rnInterval: defaultResolveNowInterval,
+		unresolved: defaultUnresolvedReport,
 	}
 	if m == nil {
 		o.bad("NewBuilder", "m", "is nil (a *subscriber.Manager is required)")
@@ -150,8 +144,9 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	return b, nil
 }
 
-// Scheme returns the scheme of the targets the Builder resolves.
-func (b *Builder) Scheme() string { return b.o.scheme }
+// Scheme returns "rebound", the scheme of the targets the Builder
+// resolves.
+func (b *Builder) Scheme() string { return scheme }
 
 // Build implements resolver.Builder. It never blocks on the registry and
 // never fails because the registry is down: it opens a View of the
@@ -326,7 +321,7 @@ func keyName(k subscriber.Key) string {
 }
 
 // filteredOut says why no instance of list passed the filter:
-// subscriber.FilteredOut for DefaultFilter; with WithFilter, whose reasons
+// subscriber.FilteredOut for the default filter; with WithFilter, whose reasons
 // the Builder cannot know, that the filter refused them all.
 func filteredOut(custom bool, list []subscriber.Instance) string {
 	if !custom {

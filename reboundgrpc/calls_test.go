@@ -194,7 +194,7 @@ func TestPushbackOnUnavailable(t *testing.T) {
 	rec := startRecorder(t)
 	rec.down.Store(true)
 	cc := newCC(t, rec)
-	inv := reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))
+	inv := reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	call := &cluster.Invocation{Method: checkMethod, Args: []any{&healthpb.HealthCheckRequest{}}}
@@ -234,7 +234,7 @@ func TestFireAndForgetInterceptorsOnce(t *testing.T) {
 	ff := reboundgrpc.NewFireAndForget(checkMethod)
 	cc := newCC(t, rec, grpc.WithChainUnaryInterceptor(outer, ff.UnaryClientInterceptor()))
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
+	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
 		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}),
 		failback.WithObserver(h.hooks()))
 	if err != nil {
@@ -492,7 +492,7 @@ func TestClientConnClosedBeforeInvoker(t *testing.T) {
 // (a custom codec may send maps) and the proto codec's failure explained.
 func TestQueuedRequestUndecodable(t *testing.T) {
 	rec := startRecorder(t)
-	inv := reboundgrpc.NewInvoker(newCC(t, rec), reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))
+	inv := reboundgrpc.NewInvoker(newCC(t, rec), grpc.WaitForReady(true))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	_, err := inv.Invoke(ctx, &cluster.Invocation{Method: checkMethod, Args: []any{map[string]any{"type_url": "reboundgrpc.request/no.such.Type"}}})

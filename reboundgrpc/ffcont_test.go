@@ -53,7 +53,7 @@ func TestFireAndForgetRetryWithoutFirstAttempt(t *testing.T) {
 	}
 	ff := reboundgrpc.NewFireAndForget(checkMethod)
 	cc := newCC(t, rec, grpc.WithChainUnaryInterceptor(outer, ff.UnaryClientInterceptor()))
-	dir := &gateDir{inv: reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true))), open: make(chan struct{})}
+	dir := &gateDir{inv: reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true)), open: make(chan struct{})}
 	h := newHookLog()
 	fb, err := failback.New(dir, failback.WithContextValues(),
 		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}),

@@ -53,7 +53,7 @@ type Queue interface {
 // as a call of its own, which is what auth, metrics and tracing
 // interceptors need), with the context failback gives retries (none of the
 // caller's values unless failback.WithContextValues) and the Invoker's call
-// options only (WithCallOptions); the FireAndForget lets them through.
+// options only (NewInvoker's); the FireAndForget lets them through.
 // With a failback Store, the IdempotencyKey attachment (outgoing metadata)
 // tells the server a retry is the same call.
 //

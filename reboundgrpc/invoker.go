@@ -47,60 +47,22 @@ const PushbackTrailer = "grpc-retry-pushback-ms"
 // exactly the transient ones and waits at least a server's pushback.
 // Invoker is safe for concurrent use; it does not own the ClientConn.
 type Invoker struct {
-	cc       grpc.ClientConnInterface
-	target   string
-	opts     []grpc.CallOption
-	classify func(error, metadata.MD) error
-}
-
-// InvokerOption configures NewInvoker.
-type InvokerOption interface {
-	applyInvoker(*Invoker)
-}
-
-type invokerOptionFunc func(*Invoker)
-
-func (f invokerOptionFunc) applyInvoker(i *Invoker) { f(i) }
-
-// WithCallOptions adds call options to every RPC of the Invoker (for
-// example grpc.WaitForReady(true)).
-func WithCallOptions(opts ...grpc.CallOption) InvokerOption {
-	return invokerOptionFunc(func(i *Invoker) { i.opts = append(i.opts, opts...) })
-}
-
-// WithTarget sets the Invoker's Target (default: the ClientConn's
-// CanonicalTarget when it is a *grpc.ClientConn, else "grpc").
-func WithTarget(t string) InvokerOption {
-	return invokerOptionFunc(func(i *Invoker) { i.target = t })
-}
-
-// WithClassifier replaces Classify for this Invoker. fn gets the RPC's error
-// and trailer and returns the error Invoke returns (marked with
-// rebound.Transient, rebound.Permanent or rebound.RetryAfter as it sees
-// fit).
-func WithClassifier(fn func(err error, trailer metadata.MD) error) InvokerOption {
-	return invokerOptionFunc(func(i *Invoker) {
-		if fn != nil {
-			i.classify = fn
-		}
-	})
+	cc     grpc.ClientConnInterface
+	target string
+	opts   []grpc.CallOption
 }
 
 // NewInvoker returns an Invoker over cc (a *grpc.ClientConn, or anything
-// with its Invoke method). It panics on a nil cc, like grpc's generated
-// clients would on the first call.
-func NewInvoker(cc grpc.ClientConnInterface, opts ...InvokerOption) *Invoker {
+// with its Invoke method) that adds opts to every RPC (for example
+// grpc.WaitForReady(true)). Its Target is cc's CanonicalTarget, or "grpc".
+// It panics on a nil cc, as generated clients would on the first call.
+func NewInvoker(cc grpc.ClientConnInterface, opts ...grpc.CallOption) *Invoker {
 	if cc == nil {
 		panic("reboundgrpc.NewInvoker: cc is nil")
 	}
-	i := &Invoker{cc: cc, target: "grpc", classify: Classify}
+	i := &Invoker{cc: cc, target: "grpc", opts: opts}
 	if c, ok := cc.(*grpc.ClientConn); ok {
 		i.target = c.CanonicalTarget()
-	}
-	for _, o := range opts {
-		if o != nil {
-			o.applyInvoker(i)
-		}
 	}
 	return i
 }
@@ -189,9 +151,9 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 			// so that a failback Invoker closing during the attempt keeps
 			// the call (dropped with ErrClosed, left in its Store) instead of giving
 			// it up as Canceled.
-			return nil, fmt.Errorf("%w (%w)", i.classify(err, trailer), cerr)
+			return nil, fmt.Errorf("%w (%w)", Classify(err, trailer), cerr)
 		}
-		return nil, i.classify(err, trailer)
+		return nil, Classify(err, trailer)
 	}
 	return reply, nil
 }

@@ -159,7 +159,7 @@ func TestFailbackPushback(t *testing.T) {
 	}
 	defer cc.Close()
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
+	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
 		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, MaxAttempts: 4}),
 		failback.WithObserver(h.hooks()))
 	if err != nil {
@@ -220,7 +220,7 @@ func TestFireAndForgetInterceptor(t *testing.T) {
 	ff := reboundgrpc.NewFireAndForget(checkMethod)
 	cc := dial(t, env.b, "rebound:///orders", grpc.WithChainUnaryInterceptor(ff.UnaryClientInterceptor()))
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, reboundgrpc.WithCallOptions(grpc.WaitForReady(true)))),
+	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
 		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}),
 		failback.WithObserver(h.hooks()))
 	if err != nil {

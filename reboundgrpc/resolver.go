@@ -33,9 +33,9 @@ type ccResolver struct {
 	closeOnce sync.Once
 	gid       atomic.Uint64 // the goroutine's id: stop does not wait for itself
 
-	// the goroutine's own: the state built for list
-	list      []subscriber.Instance
-	hasList   bool
+	// the goroutine's own: the version read last (the view holds the
+	// list) and the state built from its list
+	seen      uint64
 	state     resolver.State
 	filtered  int
 	good      bool  // state was built by a filter that returned (no panic)
@@ -187,8 +187,9 @@ func (r *ccResolver) run() {
 // held; a filter that panics leaves the last good state in place (see
 // filterPanicked).
 func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
-	if snap.HasList && (!r.hasList || !sameSlice(r.list, snap.List)) {
-		r.list, r.hasList = snap.List, true
+	fresh := snap.NewList(r.seen)
+	r.seen = max(r.seen, snap.Version)
+	if fresh {
 		st, filtered, perr := r.b.filter(snap.List)
 		if perr != nil {
 			r.filterErr = perr
@@ -202,7 +203,7 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 			}
 		}
 	}
-	v := view{hasList: r.hasList, state: r.state, good: r.good, filtered: r.filtered, list: r.list, filterErr: r.filterErr}
+	v := view{hasList: snap.HasList, state: r.state, good: r.good, filtered: r.filtered, list: snap.List, filterErr: r.filterErr}
 	switch {
 	case snap.Stopped != nil:
 		v.stopped = true
@@ -218,12 +219,6 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 		return v, false // nothing yet
 	}
 	return v, true
-}
-
-// sameSlice reports whether a and b are the same list (the view hands
-// out one shared slice per list).
-func sameSlice(a, b []subscriber.Instance) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // send hands one view to the ClientConn. Only a non-empty state the

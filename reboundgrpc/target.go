@@ -154,3 +154,18 @@ func keyFromURL(target string, u url.URL) (subscriber.Key, error) {
 func targetError(target, reason string, err error) error {
 	return &rebound.ArgumentError{Func: "reboundgrpc.ParseTarget", Arg: "target " + strconv.Quote(target), Reason: reason, Err: err}
 }
+
+func validScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -75,7 +75,7 @@ func TestNewBuilderErrors(t *testing.T) {
 	}
 	defer m.Close()
 	for _, o := range []reboundgrpc.Option{
-		reboundgrpc.WithScheme("Bad"), reboundgrpc.WithScheme(""), reboundgrpc.WithLinger(-1),
+		reboundgrpc.WithLinger(-1),
 		reboundgrpc.WithResolveNowInterval(0), reboundgrpc.WithUnresolvedReport(-1),
 		reboundgrpc.WithPolicy(rebound.Policy{MaxAttempts: 3}),
 	} {
@@ -83,8 +83,8 @@ func TestNewBuilderErrors(t *testing.T) {
 			t.Errorf("NewBuilder with a bad option: %v", err)
 		}
 	}
-	b, err := reboundgrpc.NewBuilder(m, nil, reboundgrpc.WithScheme("nacos+grpc"))
-	if err != nil || b.Scheme() != "nacos+grpc" {
+	b, err := reboundgrpc.NewBuilder(m, nil)
+	if err != nil || b.Scheme() != "rebound" {
 		t.Fatalf("NewBuilder: %v, scheme %q", err, b.Scheme())
 	}
 	_ = b.Close()

@@ -10,8 +10,10 @@ import (
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
-func benchDiscovery(tb testing.TB) *Discovery {
-	m, err := subscriber.New(subscribertest.New())
+func benchDiscovery(tb testing.TB, first []subscriber.Instance) *Discovery {
+	reg := subscribertest.New()
+	reg.Set(subscriber.Key{Service: "orders.grpc"}, first...)
+	m, err := subscriber.New(reg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -23,6 +25,9 @@ func benchDiscovery(tb testing.TB) *Discovery {
 		_ = d.Close()
 		_ = m.Close()
 	})
+	if l, err := d.GetService(context.Background(), "orders.grpc"); err != nil || len(l) != len(first) {
+		tb.Fatalf("GetService: %d instances, %v", len(l), err)
+	}
 	return d
 }
 
@@ -44,33 +49,20 @@ func lists(n int) [2][]subscriber.Instance {
 	return out
 }
 
-// pinned subscribes d to orders.grpc for good (GetService) and returns
-// its entry, holding ls[1]: the in-memory registry has no instance, so
-// the Manager delivers nothing more; the test delivers.
-func pinned(tb testing.TB, d *Discovery, ls [2][]subscriber.Instance) *entry {
-	if _, err := d.GetService(context.Background(), "orders.grpc"); err != nil {
-		tb.Fatal(err)
-	}
-	d.mu.Lock()
-	e := d.entries["orders.grpc"]
-	d.mu.Unlock()
-	d.deliver(e, ls[1])
-	return e
-}
-
 // watchAndDeliver runs one Watch and its first Next (the current list),
-// then deliveries of the Manager's lists (the listener the Manager
-// calls) each read by one Next, then Stop.
-func watchAndDeliver(tb testing.TB, d *Discovery, e *entry, ls [2][]subscriber.Instance, deliveries int) {
-	w, err := d.Watch(context.Background(), "orders.grpc")
+// then deliveries of the Manager's lists (what the watcher's goroutine
+// does with each new list of its View) each read by one Next, then Stop.
+func watchAndDeliver(tb testing.TB, d *Discovery, ls [2][]subscriber.Instance, deliveries int) {
+	rw, err := d.Watch(context.Background(), "orders.grpc")
 	if err != nil {
 		tb.Fatal(err)
 	}
+	w := rw.(*watcher)
 	if l, err := w.Next(); err != nil || len(l) != len(ls[0]) {
 		tb.Fatalf("first Next: %d instances, %v", len(l), err)
 	}
 	for i := range deliveries {
-		d.deliver(e, ls[i%2])
+		w.deliver(ls[i%2])
 		if l, err := w.Next(); err != nil || len(l) != len(ls[0]) {
 			tb.Fatalf("Next: %d instances, %v", len(l), err)
 		}
@@ -78,24 +70,24 @@ func watchAndDeliver(tb testing.TB, d *Discovery, e *entry, ls [2][]subscriber.I
 	_ = w.Stop()
 }
 
-// TestNextAllocs: a delivery and its Next allocate kratos' list (shared
-// by the watchers), the slice Next hands out, and the ServiceInstance of
-// the one instance that changed; nothing per unchanged instance.
+// TestNextAllocs: a delivery and its Next allocate kratos' list and the
+// ServiceInstance of the one instance that changed; nothing per
+// unchanged instance.
 func TestNextAllocs(t *testing.T) {
-	d := benchDiscovery(t)
 	ls := lists(100)
-	e := pinned(t, d, ls)
-	w, _ := d.Watch(context.Background(), "orders.grpc")
-	defer w.Stop()
+	d := benchDiscovery(t, ls[1])
+	rw, _ := d.Watch(context.Background(), "orders.grpc")
+	defer rw.Stop()
+	w := rw.(*watcher)
 	_, _ = w.Next()
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
-		d.deliver(e, ls[i%2])
+		w.deliver(ls[i%2])
 		_, _ = w.Next()
 		i++
 	})
 	t.Logf("allocations per delivery + Next, 100 instances, one changed: %.1f", allocs)
-	// 2 slices + the changed instance (ServiceInstance, its Endpoints
+	// The list + the changed instance (ServiceInstance, its Endpoints
 	// slice, the endpoint string and its host:port and port strings).
 	if allocs > 7 {
 		t.Fatalf("%.1f allocations per delivery + Next, want at most 7", allocs)
@@ -105,20 +97,17 @@ func TestNextAllocs(t *testing.T) {
 // BenchmarkWatchNext1000: one Watch, 1,000 deliveries each read by Next,
 // Stop; 100 instances, one changed per delivery.
 func BenchmarkWatchNext1000(b *testing.B) {
-	d := benchDiscovery(b)
 	ls := lists(100)
-	e := pinned(b, d, ls)
+	d := benchDiscovery(b, ls[1])
 	b.ReportAllocs()
 	for b.Loop() {
-		watchAndDeliver(b, d, e, ls, 1000)
+		watchAndDeliver(b, d, ls, 1000)
 	}
 }
 
 // BenchmarkGetService: GetService of a 100-instance service, from memory.
 func BenchmarkGetService(b *testing.B) {
-	d := benchDiscovery(b)
-	ls := lists(100)
-	pinned(b, d, ls)
+	d := benchDiscovery(b, lists(100)[1])
 	ctx := context.Background()
 	if l, err := d.GetService(ctx, "orders.grpc"); err != nil || len(l) != 100 {
 		b.Fatalf("GetService: %d, %v", len(l), err)
@@ -136,11 +125,8 @@ func BenchmarkGetService(b *testing.B) {
 // the list (as a reader that must own its slice does): a copy of a
 // 100-pointer slice, for comparison in the same run.
 func BenchmarkBaselineClone100(b *testing.B) {
-	d := benchDiscovery(b)
-	e := pinned(b, d, lists(100))
-	d.mu.Lock()
-	src := e.list
-	d.mu.Unlock()
+	d := benchDiscovery(b, lists(100)[1])
+	src, _ := d.GetService(context.Background(), "orders.grpc")
 	b.ReportAllocs()
 	for b.Loop() {
 		if l := slices.Clone(src); len(l) != 100 {

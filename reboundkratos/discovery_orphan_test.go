@@ -41,7 +41,7 @@ func TestCloseStopsWatchersOfAStoppedSubscription(t *testing.T) {
 		if !errors.Is(err, reboundkratos.ErrWatcherStopped) {
 			t.Fatalf("Next = %v", err)
 		}
-		if s := st.d.Stats(); s.Subscribes != s.Unsubscribes {
+		if s := reboundkratos.ViewStats(st.d); s.Subscribes != s.Unsubscribes {
 			t.Fatalf("after Close: %d Subscribes, %d Unsubscribes (the stopped subscription was never released)", s.Subscribes, s.Unsubscribes)
 		}
 	})

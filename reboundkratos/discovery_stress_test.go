@@ -55,11 +55,11 @@ func TestWatchStopStorm(t *testing.T) {
 	wg.Wait()
 	close(stopChange)
 	cw.Wait()
-	if s := st.d.Stats(); s.Watchers != 0 || s.Subscriptions != 0 {
-		t.Fatalf("after every Stop: %+v, want no watcher and no subscription", s)
+	if s, n := reboundkratos.ViewStats(st.d), reboundkratos.Watchers(st.d); n != 0 || s.Keys != 0 {
+		t.Fatalf("after every Stop: %+v, %d watchers, want no watcher and no subscription", s, n)
 	}
 	_ = st.d.Close()
-	if s := st.d.Stats(); s.Subscribes != s.Unsubscribes {
+	if s := reboundkratos.ViewStats(st.d); s.Subscribes != s.Unsubscribes {
 		t.Fatalf("after Close: %d Subscribes, %d Unsubscribes", s.Subscribes, s.Unsubscribes)
 	}
 }

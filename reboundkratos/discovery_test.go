@@ -27,7 +27,7 @@ type memStack struct {
 	d   *reboundkratos.Discovery
 }
 
-func newMemStack(t *testing.T, f reboundkratos.Format, opts ...reboundkratos.DiscoveryOption) *memStack {
+func newMemStack(t *testing.T, f reboundkratos.Format, opts ...reboundkratos.Option) *memStack {
 	t.Helper()
 	reg := subscribertest.New()
 	m, err := subscriber.New(reg, subscriber.WithPolicy(fastPolicy))
@@ -170,8 +170,8 @@ func TestStopReleasesOnlyItsShare(t *testing.T) {
 		w1, _ := st.d.Watch(context.Background(), "orders.grpc")
 		w2, _ := st.d.Watch(context.Background(), "orders.grpc")
 		synctest.Wait()
-		if s := st.d.Stats(); s.Subscriptions != 1 || s.Watchers != 2 || s.Subscribes != 1 {
-			t.Fatalf("stats with two watchers: %+v, want one shared subscription", s)
+		if s, n := reboundkratos.ViewStats(st.d), reboundkratos.Watchers(st.d); s.Keys != 1 || n != 2 || s.Subscribes != 1 {
+			t.Fatalf("stats with two watchers: %+v, %d watchers, want one shared subscription", s, n)
 		}
 		recv(t, nextAsync(w1))
 		recv(t, nextAsync(w2))
@@ -188,7 +188,7 @@ func TestStopReleasesOnlyItsShare(t *testing.T) {
 		}
 		_ = w2.Stop()
 		synctest.Wait()
-		if s := st.d.Stats(); s.Subscriptions != 0 || s.Unsubscribes != 1 {
+		if s := reboundkratos.ViewStats(st.d); s.Keys != 0 || s.Unsubscribes != 1 {
 			t.Fatalf("stats after the last Stop: %+v, want the subscription ended once", s)
 		}
 		if s := st.reg.Stats(); s.Unsubscribes != 1 {
@@ -215,8 +215,8 @@ func TestNextErrorsOnlyOnStopOrCtx(t *testing.T) {
 		if got := recv(t, ch); !strings.Contains(got, "context canceled") {
 			t.Fatalf("Next after cancel = %s, want context canceled", got)
 		}
-		if s := st.d.Stats(); s.Subscriptions != 0 || s.Watchers != 0 {
-			t.Fatalf("stats after ctx end: %+v, want the share released", s)
+		if s, n := reboundkratos.ViewStats(st.d), reboundkratos.Watchers(st.d); s.Keys != 0 || n != 0 {
+			t.Fatalf("stats after ctx end: %+v, %d watchers, want the share released", s, n)
 		}
 		_ = w.Stop()
 	})
@@ -342,8 +342,19 @@ func TestDiscoveryBadInput(t *testing.T) {
 			_, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithKind("tcp"))
 			return err
 		}()},
-		{"WithClusters empty", func() error {
-			_, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithClusters(""))
+		{"a key with an empty cluster", func() error {
+			d, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithKeyFunc(func(name string) (subscriber.Key, error) {
+				return subscriber.Key{Service: name, Clusters: []string{""}}, nil
+			}))
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			_, err = d.Watch(context.Background(), "orders")
+			return err
+		}()},
+		{"a Registrar option", func() error {
+			_, err := reboundkratos.NewDiscovery(m, reboundkratos.FormatNacos, reboundkratos.WithWeight(5))
 			return err
 		}()},
 		{"etcd with group", func() error {

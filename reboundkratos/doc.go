@@ -46,7 +46,7 @@
 //	app := kratos.New(kratos.Name("helloworld"), kratos.Server(srv), kratos.Registrar(r))
 //
 // Deregister drains: it deregisters, waits WithDrainDelay (default
-// DefaultDrainDelay) so that consumers see the instance leave, and only
+// 2 s) so that consumers see the instance leave, and only
 // then returns, when kratos.App.Stop stops the servers.
 //
 // # Formats

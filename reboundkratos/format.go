@@ -68,13 +68,12 @@ const (
 	MetadataVersion = "version"
 )
 
-// DefaultKind is the scheme a FormatNacos Discovery gives an instance
-// whose metadata has no "kind" (the contrib registry's default).
-const DefaultKind = "grpc"
-
-// DefaultNacosWeight is the weight FormatNacos registers instances with
-// (the contrib registry's default).
-const DefaultNacosWeight = 100
+// The contrib registry's defaults: the scheme of an instance whose
+// metadata has no "kind", the weight of a registered instance.
+const (
+	defaultKind        = "grpc"
+	defaultNacosWeight = 100
+)
 
 // knownSchemes are the endpoint schemes kratos' transports produce and
 // read: grpc and http, with "s" when TLS is on.
@@ -194,17 +193,16 @@ func (d *Discovery) decode(name string, in subscriber.Instance) (*registry.Servi
 // with FormatEtcd fills both). The zero EtcdLayout is ready to use and
 // safe for concurrent use.
 type EtcdLayout struct {
-	// Prefix is the key prefix; empty means DefaultEtcdPrefix. It must
-	// not end with "/".
+	// Prefix is the key prefix; empty means "/microservices" (the
+	// contrib etcd registry's). It must not end with "/".
 	Prefix string
 }
 
-// DefaultEtcdPrefix is the contrib etcd registry's key prefix.
-const DefaultEtcdPrefix = "/microservices"
+const defaultEtcdPrefix = "/microservices"
 
 func (l EtcdLayout) prefix() string {
 	if l.Prefix == "" {
-		return DefaultEtcdPrefix
+		return defaultEtcdPrefix
 	}
 	return l.Prefix
 }
@@ -233,7 +231,7 @@ func (EtcdLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
 	if err := json.Unmarshal(value, &si); err != nil {
 		return subscriber.Instance{}, fmt.Errorf("reboundkratos: instance %q: %w", id, err)
 	}
-	inst := subscriber.Instance{ID: id, Weight: DefaultNacosWeight, Healthy: true, Enabled: true, Ephemeral: true, Cluster: "DEFAULT"}
+	inst := subscriber.Instance{ID: id, Weight: defaultNacosWeight, Healthy: true, Enabled: true, Ephemeral: true, Cluster: "DEFAULT"}
 	for _, e := range si.Endpoints {
 		u, err := url.Parse(e)
 		if err != nil {

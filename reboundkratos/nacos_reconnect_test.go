@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound/reboundkratos"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -54,7 +55,7 @@ func TestKratosNacosDownAtStartAndRestart(t *testing.T) {
 	p3 := startProvider(t, "helloworld", trackRegistrar{env.registrar(t)})
 	waitProviders(t, cc, p1, p2, p3)
 	load.stop()
-	t.Logf("Nacos restart: %d RPCs ok, %d failed; discovery %+v; server %+v", load.ok.Load(), load.failed.Load(), d.Stats(), env.srv.Stats())
+	t.Logf("Nacos restart: %d RPCs ok, %d failed; discovery %+v; server %+v", load.ok.Load(), load.failed.Load(), reboundkratos.ViewStats(d), env.srv.Stats())
 	if n := load.failed.Load(); n > 0 {
 		t.Fatalf("%d RPCs failed through the Nacos restart (first: %v)", n, load.firstErr.Load())
 	}

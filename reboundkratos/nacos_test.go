@@ -105,7 +105,7 @@ func TestKratosNacosChurnAndStop(t *testing.T) {
 	before := load.ok.Load()
 	subscribertest.Eventually(t, testTimeout, "400 RPCs after the stop", func() bool { return load.ok.Load() > before+400 })
 	load.stop()
-	t.Logf("App.Stop: %d RPCs ok, %d failed; discovery %+v", load.ok.Load(), load.failed.Load(), d.Stats())
+	t.Logf("App.Stop: %d RPCs ok, %d failed; discovery %+v", load.ok.Load(), load.failed.Load(), reboundkratos.ViewStats(d))
 	if n := load.failed.Load(); n > 0 {
 		t.Fatalf("%d RPCs failed through App.Stop of one of 3 providers (first: %v)", n, load.firstErr.Load())
 	}

@@ -1,7 +1,6 @@
 package reboundkratos
 
 import (
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -14,39 +13,63 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Defaults.
+// Defaults, stated in the options' docs.
 const (
-	// DefaultMaxPending is how many lists a watcher keeps for a Next that
-	// has not been called yet (see WithMaxPending).
-	DefaultMaxPending = 1024
-	// DefaultDrainDelay is how long Deregister waits after deregistering,
-	// so that consumers can see the instance leave before kratos stops
-	// its servers (see WithDrainDelay).
-	DefaultDrainDelay = 2 * time.Second
-	// DefaultGroup is the Nacos group of FormatNacos without WithGroup
-	// (the contrib registry's default).
-	DefaultGroup = "DEFAULT_GROUP"
-	// DefaultCluster is the Nacos cluster FormatNacos registers in
-	// without WithCluster (the contrib registry's default).
-	DefaultCluster = "DEFAULT"
+	defaultMaxPending = 1024
+	defaultDrainDelay = 2 * time.Second
+	defaultCluster    = "DEFAULT" // the contrib registry's
 )
 
-// A DiscoveryOption configures NewDiscovery.
-type DiscoveryOption interface{ applyDiscovery(*discoveryOptions) }
+// An Option configures NewDiscovery or NewRegistrar; each option's doc
+// says which. An option given to the other constructor is a
+// *rebound.ArgumentError. A nil Option is ignored.
+type Option interface{ apply(*config) }
 
-// A RegistrarOption configures NewRegistrar.
-type RegistrarOption interface{ applyRegistrar(*registrarOptions) }
+// config is what the options of one constructor set.
+type config struct {
+	fn string // the constructor
+	d  *discoveryOptions
+	r  *registrarOptions
+}
 
-// A SharedOption configures both NewDiscovery and NewRegistrar.
-type SharedOption interface {
-	DiscoveryOption
-	RegistrarOption
+// option is an Option for one constructor, or both.
+type option struct {
+	name string
+	d    func(*discoveryOptions)
+	r    func(*registrarOptions)
+}
+
+func (o option) apply(c *config) {
+	switch {
+	case c.d != nil && o.d != nil:
+		o.d(c.d)
+	case c.r != nil && o.r != nil:
+		o.r(c.r)
+	case c.d != nil:
+		c.d.bad(c.fn, "opts", o.name+" does not apply to it")
+	default:
+		c.r.bad(c.fn, "opts", o.name+" does not apply to it")
+	}
+}
+
+func discoveryOption(name string, f func(*discoveryOptions)) Option { return option{name: name, d: f} }
+func registrarOption(name string, f func(*registrarOptions)) Option { return option{name: name, r: f} }
+func sharedOption(name string, f func(*common)) Option {
+	return option{name: name, d: func(o *discoveryOptions) { f(&o.common) }, r: func(o *registrarOptions) { f(&o.common) }}
+}
+
+func applyOptions(c *config, opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
 }
 
 type common struct {
-	group, namespace string
-	log              *zap.Logger
-	errs             []error
+	group string
+	log   *zap.Logger
+	errs  []error
 }
 
 func (c *common) bad(fn, arg, reason string) {
@@ -55,7 +78,6 @@ func (c *common) bad(fn, arg, reason string) {
 
 type discoveryOptions struct {
 	common
-	clusters   []string
 	kind       string
 	maxPending int
 	keyFunc    func(name string) (subscriber.Key, error)
@@ -69,24 +91,11 @@ type registrarOptions struct {
 	policy  rebound.Policy
 }
 
-type sharedOption func(*common)
-
-func (f sharedOption) applyDiscovery(o *discoveryOptions) { f(&o.common) }
-func (f sharedOption) applyRegistrar(o *registrarOptions) { f(&o.common) }
-
-type discoveryOption func(*discoveryOptions)
-
-func (f discoveryOption) applyDiscovery(o *discoveryOptions) { f(o) }
-
-type registrarOption func(*registrarOptions)
-
-func (f registrarOption) applyRegistrar(o *registrarOptions) { f(o) }
-
-// WithGroup sets the Nacos group of FormatNacos (default DefaultGroup,
-// like the contrib registry's WithGroup). FormatEtcd has no group: a
-// group other than "" is an error there.
-func WithGroup(group string) SharedOption {
-	return sharedOption(func(c *common) {
+// WithGroup sets the Nacos group of FormatNacos, for both constructors
+// (default "DEFAULT_GROUP", as the contrib registry). FormatEtcd has no
+// group: a group there is an error.
+func WithGroup(group string) Option {
+	return sharedOption("WithGroup", func(c *common) {
 		if strings.Contains(group, "@@") || strings.TrimSpace(group) != group {
 			c.bad("WithGroup", "group", `must not contain "@@" nor surrounding white space; got `+strconv.Quote(group))
 			return
@@ -95,37 +104,16 @@ func WithGroup(group string) SharedOption {
 	})
 }
 
-// WithNamespace sets the subscriber.Key Namespace of FormatNacos (""
-// means the Nacos client's namespace). FormatEtcd has no namespace.
-func WithNamespace(ns string) SharedOption {
-	return sharedOption(func(c *common) { c.namespace = ns })
-}
-
-// WithLogger sets the logger (default: none). Credentials are scrubbed
-// (logging.Redacted), endpoints' passwords included.
-func WithLogger(l *zap.Logger) SharedOption {
-	return sharedOption(func(c *common) { c.log = logging.Redacted(l) })
-}
-
-// WithClusters restricts a FormatNacos Discovery to instances of these
-// Nacos clusters (default: all, as the contrib registry reads them).
-func WithClusters(clusters ...string) DiscoveryOption {
-	return discoveryOption(func(o *discoveryOptions) {
-		for i, c := range clusters {
-			if strings.TrimSpace(c) == "" || strings.Contains(c, ",") {
-				o.bad("WithClusters", fmt.Sprintf("clusters[%d]", i), "must not be empty nor contain a comma; got "+strconv.Quote(c))
-				return
-			}
-		}
-		o.clusters = append([]string(nil), clusters...)
-	})
+// WithLogger sets the logger of both constructors (default: none).
+// Credentials are scrubbed (logging.Redacted).
+func WithLogger(l *zap.Logger) Option {
+	return sharedOption("WithLogger", func(c *common) { c.log = logging.Redacted(l) })
 }
 
 // WithKind sets the scheme a FormatNacos Discovery gives instances whose
-// metadata has no "kind" (default DefaultKind, "grpc", as the contrib
-// registry's WithDefaultKind).
-func WithKind(kind string) DiscoveryOption {
-	return discoveryOption(func(o *discoveryOptions) {
+// metadata has no "kind" (default "grpc", as the contrib registry).
+func WithKind(kind string) Option {
+	return discoveryOption("WithKind", func(o *discoveryOptions) {
 		if !knownSchemes[kind] {
 			o.bad("WithKind", "kind", "must be grpc, grpcs, http or https; got "+strconv.Quote(kind))
 			return
@@ -134,12 +122,10 @@ func WithKind(kind string) DiscoveryOption {
 	})
 }
 
-// WithMaxPending sets how many lists a watcher keeps for Next (default
-// DefaultMaxPending). A watcher whose Next is not called while more
-// changes than that arrive loses the oldest ones (it still sees the
-// latest list and every later change, in order). n must be >= 1.
-func WithMaxPending(n int) DiscoveryOption {
-	return discoveryOption(func(o *discoveryOptions) {
+// WithMaxPending sets how many lists a Discovery's watcher keeps for
+// Next (default 1024). Beyond that the oldest go. n must be >= 1.
+func WithMaxPending(n int) Option {
+	return discoveryOption("WithMaxPending", func(o *discoveryOptions) {
 		if n < 1 {
 			o.bad("WithMaxPending", "n", "must be >= 1; got "+strconv.Itoa(n))
 			return
@@ -148,17 +134,14 @@ func WithMaxPending(n int) DiscoveryOption {
 	})
 }
 
-// WithKeyFunc replaces the mapping from a kratos service name (the path
-// of "discovery:///<name>") to the subscriber.Key the Discovery
-// subscribes to. The default maps name to Key{Namespace, Group, Service:
-// name, Clusters} from WithNamespace, WithGroup and WithClusters
-// (FormatNacos) or to Key{Service: name} (FormatEtcd). fn is called when
-// a name has no subscription yet (once per name, but first Watches of a
-// name made at once may each call it), with no lock held; an error from
-// it is returned by Watch and GetService, and so is a panic, recovered
-// and logged at Error. A nil fn is an error.
-func WithKeyFunc(fn func(name string) (subscriber.Key, error)) DiscoveryOption {
-	return discoveryOption(func(o *discoveryOptions) {
+// WithKeyFunc replaces the mapping from a kratos service name to the
+// subscriber.Key a Discovery reads (for a namespace or clusters). By
+// default a name maps to Key{Group, Service: name} (FormatNacos) or
+// Key{Service: name} (FormatEtcd). fn runs with no lock held, for each
+// Watch and each GetService of a name not held yet; its error or panic is
+// returned by them. A nil fn is an error.
+func WithKeyFunc(fn func(name string) (subscriber.Key, error)) Option {
+	return discoveryOption("WithKeyFunc", func(o *discoveryOptions) {
 		if fn == nil {
 			o.bad("WithKeyFunc", "fn", "is nil")
 			return
@@ -167,10 +150,10 @@ func WithKeyFunc(fn func(name string) (subscriber.Key, error)) DiscoveryOption {
 	})
 }
 
-// WithCluster sets the Nacos cluster FormatNacos registers instances in
-// (default DefaultCluster).
-func WithCluster(cluster string) RegistrarOption {
-	return registrarOption(func(o *registrarOptions) {
+// WithCluster sets the Nacos cluster a FormatNacos Registrar registers
+// instances in (default "DEFAULT").
+func WithCluster(cluster string) Option {
+	return registrarOption("WithCluster", func(o *registrarOptions) {
 		if strings.TrimSpace(cluster) == "" || strings.Contains(cluster, ",") {
 			o.bad("WithCluster", "cluster", "must not be empty nor contain a comma; got "+strconv.Quote(cluster))
 			return
@@ -179,10 +162,10 @@ func WithCluster(cluster string) RegistrarOption {
 	})
 }
 
-// WithWeight sets the weight FormatNacos registers instances with
-// (default DefaultNacosWeight). w must be a finite number > 0.
-func WithWeight(w float64) RegistrarOption {
-	return registrarOption(func(o *registrarOptions) {
+// WithWeight sets the weight a FormatNacos Registrar registers instances
+// with (default 100). w must be a finite number > 0.
+func WithWeight(w float64) Option {
+	return registrarOption("WithWeight", func(o *registrarOptions) {
 		if !(w > 0) || math.IsInf(w, 1) {
 			o.bad("WithWeight", "w", "must be a finite number > 0; got "+strconv.FormatFloat(w, 'g', -1, 64))
 			return
@@ -191,13 +174,11 @@ func WithWeight(w float64) RegistrarOption {
 	})
 }
 
-// WithDrainDelay sets how long Deregister waits after the instance left
-// the registry before it returns (default DefaultDrainDelay; 0: no
-// wait). kratos.App.Stop stops the servers when Deregister returns, so
-// this is the time consumers have to see the change while the instance
-// still serves. d must be >= 0.
-func WithDrainDelay(d time.Duration) RegistrarOption {
-	return registrarOption(func(o *registrarOptions) {
+// WithDrainDelay sets how long a Registrar's Deregister waits after the
+// instance left the registry, so that consumers see it leave before
+// kratos stops the servers. Default 2 s; 0: no wait. d must be >= 0.
+func WithDrainDelay(d time.Duration) Option {
+	return registrarOption("WithDrainDelay", func(o *registrarOptions) {
 		if d < 0 {
 			o.bad("WithDrainDelay", "d", "must be >= 0; got "+d.String())
 			return
@@ -206,14 +187,11 @@ func WithDrainDelay(d time.Duration) RegistrarOption {
 	})
 }
 
-// WithPolicy sets the backoff between the attempts of Register's first
-// registration of each part (default: the zero rebound.Policy, 1 s
-// doubling to 30 s, full jitter). Register retries an adapter error that
-// is not a bad argument or "closed" until ctx ends (kratos.App.Run's
-// ctx: kratos.RegistrarTimeout, default 10 s). p must be valid
-// (rebound.Policy.Validate).
-func WithPolicy(p rebound.Policy) RegistrarOption {
-	return registrarOption(func(o *registrarOptions) {
+// WithPolicy sets the backoff between a Registrar's first attempts to
+// register each part; it retries until Register's ctx ends. Default: the
+// zero rebound.Policy. p must be valid.
+func WithPolicy(p rebound.Policy) Option {
+	return registrarOption("WithPolicy", func(o *registrarOptions) {
 		if err := p.Validate(); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundkratos.WithPolicy", Arg: "p", Reason: "breaks a Policy rule", Err: err})
 			return

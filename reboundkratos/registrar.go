@@ -66,24 +66,18 @@ type registered struct {
 
 // NewRegistrar returns a Registrar writing instances in format f through
 // register. It returns a *rebound.ArgumentError for an unknown f, a nil
-// register or a bad option. Defaults: group DefaultGroup and cluster
-// DefaultCluster and weight DefaultNacosWeight (FormatNacos, as the
-// contrib registry), drain delay DefaultDrainDelay, no logging.
-func NewRegistrar(f Format, register RegisterFunc, opts ...RegistrarOption) (*Registrar, error) {
-	o := registrarOptions{cluster: DefaultCluster, weight: DefaultNacosWeight, drain: DefaultDrainDelay}
+// register or a bad option. The defaults are in the options' docs.
+func NewRegistrar(f Format, register RegisterFunc, opts ...Option) (*Registrar, error) {
+	o := registrarOptions{cluster: defaultCluster, weight: defaultNacosWeight, drain: defaultDrainDelay}
 	if !f.valid() {
 		o.bad("NewRegistrar", "f", "must be FormatNacos or FormatEtcd; got "+f.String())
 	}
 	if register == nil {
 		o.bad("NewRegistrar", "register", "is nil (a RegisterFunc is required)")
 	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.applyRegistrar(&o)
-		}
-	}
-	if f == FormatEtcd && (o.group != "" || o.namespace != "") {
-		o.bad("NewRegistrar", "opts", "WithGroup and WithNamespace do not apply to FormatEtcd (its keys have no group or namespace)")
+	applyOptions(&config{fn: "NewRegistrar", r: &o}, opts)
+	if f == FormatEtcd && o.group != "" {
+		o.bad("NewRegistrar", "opts", "WithGroup does not apply to FormatEtcd (its keys have no group)")
 	}
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
@@ -112,7 +106,7 @@ func (r *Registrar) units(eps []endpoint, si *registry.ServiceInstance) ([]unit,
 		maps.Copy(md, si.Metadata)
 		md[MetadataInstance] = string(raw)
 		return []unit{{key: subscriber.Key{Service: si.Name}, inst: subscriber.Instance{
-			ID: si.ID, IP: eps[0].host, Port: eps[0].port, Weight: DefaultNacosWeight,
+			ID: si.ID, IP: eps[0].host, Port: eps[0].port, Weight: defaultNacosWeight,
 			Healthy: true, Enabled: true, Ephemeral: true, Cluster: "DEFAULT", Metadata: md,
 		}}}, nil
 	}
@@ -123,7 +117,7 @@ func (r *Registrar) units(eps []endpoint, si *registry.ServiceInstance) ([]unit,
 		md[MetadataKind] = ep.scheme
 		md[MetadataVersion] = si.Version
 		us = append(us, unit{
-			key: subscriber.Key{Namespace: r.o.namespace, Group: r.o.group, Service: si.Name + "." + ep.scheme},
+			key: subscriber.Key{Group: r.o.group, Service: si.Name + "." + ep.scheme},
 			inst: subscriber.Instance{IP: ep.host, Port: ep.port, Weight: r.o.weight, Healthy: true, Enabled: true,
 				Ephemeral: true, Cluster: r.o.cluster, Metadata: md},
 		})
@@ -181,45 +175,17 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 	ctx = rctx
 
 	var done []subscriber.Registration
-	// handOver gives done to a Deregister that came while Register was in
-	// flight (true), which deregisters them; or closes them if that
-	// Deregister gave up waiting.
-	handOver := func() bool {
-		r.mu.Lock()
-		aborted, orphaned := rg.aborted, rg.orphaned
-		if aborted {
-			rg.units = done
-		}
-		r.mu.Unlock()
-		if orphaned {
-			for _, g := range done {
-				_ = g.Close()
-			}
-		}
-		return aborted
-	}
 	for _, u := range us {
-		var g subscriber.Registration
-		err := rebound.Retry(ctx, r.o.policy, func(ctx context.Context) error {
-			var err error
-			g, err = r.reg(ctx, u.key, u.inst)
-			if err == nil && g == nil {
-				return rebound.Permanent(errors.New("RegisterFunc returned a nil Registration"))
-			}
-			if err != nil {
-				r.log.Debug("register attempt failed", zap.Stringer("key", u.key), zap.Error(err))
-			}
-			return err
-		}, rebound.WithClassifier(registerTransient))
+		g, err := r.registerOne(ctx, u)
 		if err != nil {
-			if handOver() {
+			if r.handOver(rg, done) {
 				return fmt.Errorf("reboundkratos: register %s: deregistered while registering: %w", service.Name, err)
 			}
 			return r.registerFailed(ctx, id, rg, service, done, fmt.Errorf("reboundkratos: register %s as %s: %w", service.Name, u.key, err))
 		}
 		done = append(done, g)
 	}
-	if handOver() {
+	if r.handOver(rg, done) {
 		return fmt.Errorf("reboundkratos: register %s: deregistered while registering: %w", service.Name, context.Canceled)
 	}
 	r.mu.Lock()
@@ -236,6 +202,42 @@ func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInsta
 	}
 	r.log.Info("registered", zap.String("service", service.Name), zap.String("id", service.ID), zap.Strings("endpoints", scrubbed(service.Endpoints)))
 	return nil
+}
+
+// registerOne registers one part, retrying with the Registrar's policy
+// until ctx ends.
+func (r *Registrar) registerOne(ctx context.Context, u unit) (subscriber.Registration, error) {
+	var g subscriber.Registration
+	err := rebound.Retry(ctx, r.o.policy, func(ctx context.Context) error {
+		var err error
+		g, err = r.reg(ctx, u.key, u.inst)
+		if err == nil && g == nil {
+			return rebound.Permanent(errors.New("RegisterFunc returned a nil Registration"))
+		}
+		if err != nil {
+			r.log.Debug("register attempt failed", zap.Stringer("key", u.key), zap.Error(err))
+		}
+		return err
+	}, rebound.WithClassifier(registerTransient))
+	return g, err
+}
+
+// handOver gives done to a Deregister that came while Register was in
+// flight (true), which deregisters them; or closes them if that
+// Deregister gave up waiting.
+func (r *Registrar) handOver(rg *registered, done []subscriber.Registration) bool {
+	r.mu.Lock()
+	aborted, orphaned := rg.aborted, rg.orphaned
+	if aborted {
+		rg.units = done
+	}
+	r.mu.Unlock()
+	if orphaned {
+		for _, g := range done {
+			_ = g.Close()
+		}
+	}
+	return aborted
 }
 
 // registerFailed undoes a Register whose part could not be registered:

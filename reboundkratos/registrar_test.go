@@ -251,6 +251,10 @@ func TestRegistrarBadInput(t *testing.T) {
 			_, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register, reboundkratos.WithWeight(0))
 			return err
 		}(),
+		func() error { // a Discovery option
+			_, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register, reboundkratos.WithKind("http"))
+			return err
+		}(),
 		func() error {
 			_, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos, f.register, reboundkratos.WithWeight(math.Inf(1)))
 			return err

@@ -42,6 +42,13 @@ type Snapshot struct {
 	Stopped error
 }
 
+// NewList reports whether s holds a list that a reader who last read
+// version since has not seen. A stop adds one version and keeps the list,
+// so readers need to remember only the version they read.
+func (s Snapshot) NewList(since uint64) bool {
+	return s.HasList && s.Version > since && !(s.Stopped != nil && s.Version == since+1)
+}
+
 // View is one reader's handle on the shared view of a key's instance list
 // that the Manager keeps (see Manager.Watch). Every View of one key shares
 // one Manager subscription; the last Close (after its group's linger, see

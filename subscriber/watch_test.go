@@ -430,3 +430,33 @@ func TestWatchBadInput(t *testing.T) {
 		t.Errorf("NewWatchGroup after Close: %v", err)
 	}
 }
+
+// TestSnapshotNewList: a reader that remembers only the version it read
+// tells a new list from a stop that keeps the list.
+func TestSnapshotNewList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(watched, watchInst(1))
+		m := newWatchManager(t, reg)
+		v, _ := m.Watch(watched)
+		defer v.Close()
+		synctest.Wait()
+		s1 := v.Snapshot()
+		if !s1.NewList(0) || s1.NewList(s1.Version) {
+			t.Fatalf("first list %+v: NewList(0) %v, NewList(own version) %v", s1, s1.NewList(0), s1.NewList(s1.Version))
+		}
+		reg.Set(watched, watchInst(2))
+		synctest.Wait()
+		s2 := v.Snapshot()
+		if !s2.NewList(s1.Version) || s2.NewList(s2.Version) {
+			t.Fatalf("second list %+v: NewList(%d) %v, want true", s2, s1.Version, s2.NewList(s1.Version))
+		}
+		_ = m.Close()
+		synctest.Wait()
+		s3 := v.Snapshot()
+		if s3.Stopped == nil || s3.NewList(s2.Version) || !s3.NewList(s1.Version) {
+			t.Fatalf("stop after a read list %+v: NewList(%d) %v, want false; NewList(%d) %v, want true",
+				s3, s2.Version, s3.NewList(s2.Version), s1.Version, s3.NewList(s1.Version))
+		}
+	})
+}

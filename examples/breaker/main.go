@@ -155,7 +155,11 @@ func service(cfg config, withBreaker bool) (result, error) {
 		r.name = "breaker"
 		bd, err := cluster.NewBreakerDirectory(dir, cluster.WithOpenTimeout(cfg.open),
 			cluster.WithBreakerClassifier(failback.DefaultRetryable),
-			cluster.WithBreakerObserver(cluster.BreakerHooks{StateChanged: func(e cluster.BreakerEvent) {
+			cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+				e, ok := ev.Detail.(cluster.BreakerEvent)
+				if !ok {
+					return
+				}
 				if e.Target != failing.target {
 					return
 				}
@@ -169,7 +173,7 @@ func service(cfg config, withBreaker bool) (result, error) {
 				case e.To == gobreaker.StateClosed && !e.At.Before(recoverAt) && closedAt.IsZero():
 					closedAt = e.At
 				}
-			}}))
+			})))
 		if err != nil {
 			return r, err
 		}

@@ -152,10 +152,12 @@ type sub struct {
 	active atomic.Bool
 	mu     sync.Mutex // serializes deliveries to sink
 	calls  uint64     // callback invocations, under mu
-	// last is the list last passed to sink (under mu). nacos-sdk-go v2.3.2
+	// last is the list last passed to sink (under mu), the only copy of
+	// a list the adapter keeps. The SDK forces it: nacos-sdk-go v2.3.2
 	// applies a subscribe reply and a push to its cache without a lock
 	// (ServiceInfoHolder.ProcessService), so both can see a change and run
-	// the callbacks with the same list: the second one is dropped here.
+	// the callbacks with the same list: the second one is dropped here. The
+	// sink owns the slice it gets (it sorts it), hence a copy.
 	last    []subscriber.Instance
 	hasLast bool
 }
