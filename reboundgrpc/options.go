@@ -22,9 +22,9 @@ const (
 	// DefaultResolveNowInterval is the least time between two
 	// re-confirmations of one subscription asked for by ResolveNow (see
 	// WithResolveNowInterval): a second longer than the Manager's own
-	// subscriber.DefaultRefreshInterval, so that the Manager does not drop
-	// the re-confirmation sent at the end of an interval.
-	DefaultResolveNowInterval = subscriber.DefaultRefreshInterval + time.Second
+	// refresh interval (5 s, subscriber.WithRefreshInterval), so that the
+	// Manager does not drop the re-confirmation sent at the end of an interval.
+	DefaultResolveNowInterval = 5*time.Second + time.Second
 
 	// DefaultUnresolvedReport is when a ClientConn that has no address yet
 	// first hears the registry's error (see WithUnresolvedReport).

@@ -1,7 +1,6 @@
 package subscriber
 
 import (
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -47,7 +46,7 @@ import (
 // was called from while it runs, which for a Sink call is the adapter's
 // handling of further pushes and for the ConnectionMonitor its next
 // report. The scheduler is not held: an observer called there runs as one
-// of its jobs, and after TimerSlack the scheduler moves to a new goroutine
+// of its jobs, and after timerSlack the scheduler moves to a new goroutine
 // (as for a slow registry call), so other subscriptions' retries and
 // timers go on. Status and Counts never wait for an observer. Wrap a slow
 // observer in a rebound.Queue (which drops and counts what overflows) to
@@ -66,7 +65,7 @@ type Hooks struct {
 	// with the reason).
 	StateChanged func(StateChange)
 	// Delivered: the adapter handed over a list and the Manager decided
-	// what to do with it (DeliveryResult).
+	// what to do with it (Delivery.Result).
 	Delivered func(Delivery)
 	// Confirmed: the adapter reported evidence that the registry holds a
 	// subscription (Sink.Confirmed), or a Registry.Subscribe call was
@@ -148,42 +147,22 @@ type StateChange struct {
 	At     time.Time
 }
 
-// DeliveryResult says what became of a list the adapter handed over.
-type DeliveryResult int
-
+// What became of a list the adapter handed over (Delivery.Result).
 const (
-	// Delivered: the listener was called with the list.
-	Delivered DeliveryResult = iota + 1
-	// Duplicate: the list equals the one last delivered; dropped.
-	Duplicate
-	// EmptyHeld: an empty list held back to keep the last known good one
-	// (see WithEmptyListHold).
-	EmptyHeld
-	// Stale: a newer list replaced it before the listener could be called
-	// (a burst coalesced), or a reconciliation's read was overtaken by a
-	// push.
-	Stale
+	resDelivered = "delivered"  // the listener was called with it
+	resDuplicate = "duplicate"  // equal to the list last delivered: dropped
+	resEmptyHeld = "empty_held" // an empty list held back (WithEmptyListHold)
+	resStale     = "stale"      // replaced by a newer list before delivery
 )
-
-func (r DeliveryResult) String() string {
-	switch r {
-	case Delivered:
-		return "delivered"
-	case Duplicate:
-		return "duplicate"
-	case EmptyHeld:
-		return "empty_held"
-	case Stale:
-		return "stale"
-	}
-	return "DeliveryResult(" + strconv.Itoa(int(r)) + ")"
-}
 
 // Delivery is the Detail of a rebound.EventDelivered (Hooks.Delivered).
 type Delivery struct {
-	Key       Key
-	ID        uint64
-	Result    DeliveryResult
+	Key Key
+	ID  uint64
+	// Result is what became of the list: "delivered", "duplicate" (equal
+	// to the last one), "empty_held" (WithEmptyListHold) or "stale"
+	// (replaced by a newer list, or a lookup overtaken by a push).
+	Result    string
 	Instances int // length of the list
 	At        time.Time
 }

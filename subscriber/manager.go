@@ -126,8 +126,8 @@ type Status struct {
 // obs): reading them takes no subscription's lock.
 type Counts struct {
 	// ByState counts the subscriptions in each state; ByState[StateStopped]
-	// counts the stopped ones still retained in Status (see
-	// WithStoppedRetention). Index it with a State.
+	// counts the stopped ones still retained in Status (the last 100).
+	// Index it with a State.
 	ByState [numStates]int
 	// Stopped counts every subscription that has stopped since New.
 	Stopped uint64
@@ -191,20 +191,10 @@ type Manager struct {
 	allDone chan struct{} // closed when Close has finished
 }
 
-// New returns a Manager subscribing through reg. It starts the Manager's
-// scheduler goroutine, a goroutine running reg's ConnectionMonitor if reg
-// implements it, and the hook dispatcher if WithHooks set any hook; Close
-// stops them all.
-//
-// It returns an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil reg
-// (or a nil pointer in it) or a bad option; nil options are ignored. Defaults: the zero
-// rebound.Policy (see WithPolicy), a shared limiter of DefaultLimit per
-// second with bursts of DefaultBurst (WithLimiter), an empty-list hold of
-// DefaultEmptyListHold (WithEmptyListHold), a confirmation cap of
-// DefaultConfirmTimeout (WithConfirmTimeout), no reconciliation
-// (WithReconcile), DefaultStoppedRetention stopped subscriptions kept in
-// Status, no retry budget (WithBudget), no throttle (WithThrottle), no
-// hooks, no logging (WithLogger).
+// New returns a Manager subscribing through reg; Close stops the
+// goroutines it starts. Each option's doc states its default.
+// A nil reg or a bad option is an *rebound.ArgumentError; nil options are
+// ignored.
 func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("subscriber.New", "reg", "is nil")
@@ -212,8 +202,8 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if nilness.Is(reg) {
 		return nil, argError("subscriber.New", "reg", "is a nil pointer")
 	}
-	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval,
-		keepStopped: DefaultStoppedRetention}
+	o := options{hold: defaultEmptyListHold, confirmCap: defaultConfirmTimeout, refreshMin: defaultRefreshInterval,
+		keepStopped: defaultStoppedRetention}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -281,7 +271,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 // lives until Unsubscribe or Close. ctx's values are passed on to every
 // Registry call of the subscription.
 //
-// Errors: an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil ctx, a
+// Errors: an *rebound.ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil ctx, a
 // key.Service that is empty or only white space, an empty cluster name,
 // or a nil l; ctx's error if it is already done; ErrManagerClosed
 // (wrapped) after Close. Several subscriptions may share a key; each has
@@ -334,7 +324,7 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before fun
 }
 
 // Status returns a snapshot of every subscription: the running ones and
-// the most recently stopped ones still retained (WithStoppedRetention), in
+// the last 100 stopped ones, in
 // the order they were created.
 func (m *Manager) Status() []Status {
 	subs := m.snapshot()
@@ -376,7 +366,7 @@ func (m *Manager) countState(from, to State) {
 }
 
 // Close stops every subscription (each one's Registry.Unsubscribe is
-// called, bounded by UnsubscribeTimeout), stops the connection monitor and
+// called, bounded by 10 s), stops the connection monitor and
 // the scheduler, delivers the hook events queued so far, and waits until
 // every goroutine of the Manager has returned, including listener calls
 // in progress, and every subscription is done (one that a concurrent

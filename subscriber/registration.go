@@ -173,44 +173,17 @@ type RegistrationStateChange struct {
 	At     time.Time
 }
 
-// Registration request kinds (RegistrationAttempt.Op).
-const (
-	// RegistrationOpRegister: a register request (the first, or a repair).
-	RegistrationOpRegister = "register"
-	// RegistrationOpCheck: a query of whether the registry still holds
-	// the registration.
-	RegistrationOpCheck = "check"
-	// RegistrationOpUpdate: a request made by Update.
-	RegistrationOpUpdate = "update"
-	// RegistrationOpDeregister: a deregister request, or the check that
-	// the registry no longer lists the instance.
-	RegistrationOpDeregister = "deregister"
-)
-
 // RegistrationAttempt is the Detail of a Registration's
 // rebound.EventAttempt (RegistrationHooks.Attempted).
 type RegistrationAttempt struct {
 	Registry string
 	Key      Key
-	// Op is one of the RegistrationOp constants.
+	// Op is the request: "register" (the first, or a repair), "check"
+	// (is it still registered?), "update" or "deregister".
 	Op string
 	// Err is the attempt's error; nil for a success.
 	Err error
 	// Duration is how long the request took.
 	Duration time.Duration
 	At       time.Time
-}
-
-// CheckRegistrable returns an *ArgumentError (wrapping
-// rebound.ErrInvalidArgument) naming fn when inst's Enabled, Healthy and
-// Weight are all untouched (false, false, 0): consumers filter such an
-// instance out, so no call would reach it. Adapters' Register and
-// Registration.Update call it; an instance with any of the three set is
-// accepted.
-func CheckRegistrable(fn string, inst Instance) error {
-	if inst.Enabled || inst.Healthy || inst.Weight != 0 {
-		return nil
-	}
-	return argError(fn, "inst.Enabled, inst.Healthy, inst.Weight",
-		"are all zero (false, false, 0): no consumer picks such an instance; set Enabled: true, Healthy: true and a Weight > 0 (for example 1)")
 }

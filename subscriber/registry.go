@@ -161,7 +161,7 @@ type ConnectionMonitor interface {
 //     jittered, limiter-paced loop). The adapter must answer for every
 //     Sink it holds, within a bounded time that it documents.
 //   - Safety cap: if the adapter says nothing for a subscription within
-//     WithConfirmTimeout (default DefaultConfirmTimeout) of the Connected
+//     WithConfirmTimeout (default defaultConfirmTimeout) of the Connected
 //     report, the Manager treats it as Resubscribe(ErrNotConfirmed).
 //     Status.ConfirmDeadline shows the pending deadline.
 //   - Subscriptions that were still pending or retrying (their Subscribe

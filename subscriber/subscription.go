@@ -15,7 +15,7 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-func newDefaultLimiter() *rate.Limiter { return rate.NewLimiter(DefaultLimit, DefaultBurst) }
+func newDefaultLimiter() *rate.Limiter { return rate.NewLimiter(defaultLimit, defaultBurst) }
 
 // errResubscribe is the reason shown when an adapter calls
 // Sink.Resubscribe(nil).
@@ -125,15 +125,15 @@ func (s *Subscription) setTokenTimer(k timerKind, at time.Time) {
 // (burst-1)/rate.
 func tokenStep(l *rate.Limiter) time.Duration {
 	if l == nil {
-		return MaxTimerSlack
+		return maxTimerSlack
 	}
 	lim, b := float64(l.Limit()), l.Burst()
 	if math.IsInf(lim, 1) || lim <= 0 {
-		return MaxTimerSlack // no wait, or one that never ends
+		return maxTimerSlack // no wait, or one that never ends
 	}
 	step := float64(b-1) / lim * float64(time.Second)
-	if step >= float64(MaxTimerSlack) {
-		return MaxTimerSlack
+	if step >= float64(maxTimerSlack) {
+		return maxTimerSlack
 	}
 	return time.Duration(step)
 }
@@ -272,7 +272,7 @@ func (s *Subscription) statusLocked() Status {
 
 // Unsubscribe stops the subscription: no further attempt is made (one in
 // flight is cancelled and waited for), no further list is delivered, and
-// the registry's Unsubscribe is called (bounded by UnsubscribeTimeout); its
+// the registry's Unsubscribe is called (bounded by 10 s); its
 // error, if any, is returned. A listener call that had already started may
 // still be running when Unsubscribe returns; Unsubscribe may be called from
 // the listener itself. Calling Unsubscribe on a stopped subscription waits
@@ -362,7 +362,7 @@ func (s *Subscription) finish() error {
 	}
 	var err error
 	if called {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), UnsubscribeTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), unsubscribeTimeout)
 		err = s.unsubscribe(ctx)
 		cancel()
 		switch {

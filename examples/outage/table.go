@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 )
 
@@ -85,8 +84,8 @@ func printTable(w io.Writer, cfg config, results []result) error {
 		fmt.Fprintf(w, "         providers: for { _, err := client.RegisterInstance(...); if err == nil { break }; time.Sleep(time.Second) } (the bool not checked), then the SDK's redo.\n")
 	}
 	if slices.Contains(cfg.modes, reboundMode) {
-		fmt.Fprintf(w, "rebound: one subscriber.Manager per consumer over subscriber/nacos; policy: %s; shared limiter %g/s, burst %d.\n",
-			policyText(cfg), float64(subscriber.DefaultLimit), subscriber.DefaultBurst)
+		fmt.Fprintf(w, "rebound: one subscriber.Manager per consumer over subscriber/nacos; policy: %s; shared limiter 1000/s, burst 100 (the default).\n",
+			policyText(cfg))
 		fmt.Fprintf(w, "         providers: nacos.Register per service (checks the SDK's redo %v after a reconnect, re-registers what is missing).\n", nacos.DefaultRedoGrace)
 	}
 	fmt.Fprintf(w, "Recovery: from the restart until every subscription is back at the registry with the right list, at most -timeout (%v).\n\n", cfg.timeout)

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -78,7 +79,7 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 			err = nil // gone already: nothing holds the key any more
 		}
 		err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
-		g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
+		g.track.Attempt(regstate.OpDeregister, start, err)
 		return err
 	})
 	g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
@@ -112,7 +113,7 @@ func checkWeight(fn string, w float64) error {
 // other. inst must map to the same etcd key (the same ID, or IP and
 // port when ID is empty): another key is another instance, a
 // *rebound.ArgumentError, as is a negative, NaN or infinite Weight, or an
-// instance CheckRegistrable refuses (Enabled, Healthy and Weight all zero).
+// instance Register refuses (Enabled, Healthy and Weight all zero).
 // Ephemeral is set. After Shutdown or Close it returns an error matching
 // subscriber.ErrRegistrationStopped (and rebound.ErrClosed).
 func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
@@ -123,7 +124,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	if err := checkWeight(fn, inst.Weight); err != nil {
 		return err
 	}
-	if err := subscriber.CheckRegistrable("etcd."+fn, inst); err != nil {
+	if err := regstate.CheckRegistrable("etcd."+fn, inst); err != nil {
 		return err
 	}
 	inst.Ephemeral = true
@@ -173,7 +174,7 @@ func (h *holder) update(u update) error {
 	if err != nil {
 		err = classify("put", g.key, err, g.closed())
 	}
-	g.track.Attempt(subscriber.RegistrationOpUpdate, start, err)
+	g.track.Attempt(regstate.OpUpdate, start, err)
 	if err != nil {
 		return err
 	}

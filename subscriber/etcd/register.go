@@ -67,8 +67,7 @@ type Registration struct {
 // error, if any, with nothing left running: a *subscriber.OpError, or a
 // *rebound.ArgumentError for a bad argument or option (among them an
 // empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
-// Weight, or Enabled, Healthy and Weight all zero: see
-// subscriber.CheckRegistrable). The put
+// Weight, or Enabled, Healthy and Weight all zero). The put
 // overwrites the key: a new registration takes over an instance key
 // another one holds (see below).
 //
@@ -124,7 +123,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if err := checkWeight(fn, inst.Weight); err != nil {
 		return nil, err
 	}
-	if err := subscriber.CheckRegistrable("etcd."+fn, inst); err != nil {
+	if err := regstate.CheckRegistrable("etcd."+fn, inst); err != nil {
 		return nil, err
 	}
 	o, err := newRegisterOptions(opts)
@@ -177,7 +176,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	}
 	start := time.Now()
 	lease, rev, _, err := g.grantAndPut(ctx, true)
-	g.track.Attempt(subscriber.RegistrationOpRegister, start, err)
+	g.track.Attempt(regstate.OpRegister, start, err)
 	if err != nil {
 		g.track.Set(subscriber.RegistrationStopped, err)
 		return nil, err
@@ -402,7 +401,7 @@ func (h *holder) repair(pending *int) error {
 	g := h.g
 	ctx, cancel := context.WithTimeout(h.ctx, g.opts.timeout)
 	defer cancel()
-	h.op = subscriber.RegistrationOpCheck
+	h.op = regstate.OpCheck
 	if *pending&probeLease != 0 {
 		resp, err := g.client.TimeToLive(ctx, h.lease)
 		switch {
@@ -435,7 +434,7 @@ func (h *holder) repair(pending *int) error {
 // is gone.
 func (h *holder) replaceLease(pending *int) error {
 	g := h.g
-	h.op = subscriber.RegistrationOpRegister
+	h.op = regstate.OpRegister
 	g.log.Warn("lease gone (expired, revoked or lost with the cluster's data); registering again",
 		zap.Int64("lease", int64(h.lease)))
 	lease, rev, yielded, err := g.grantAndPut(h.ctx, false)

@@ -255,8 +255,8 @@ const (
 // The instance is registered as given: Weight, Enabled (false hides it
 // from subscribers), Healthy, Cluster (empty: Nacos' DEFAULT) and
 // Metadata; inst.ID is ignored (the server names instances). An instance
-// with Enabled, Healthy and Weight all zero is refused
-// (subscriber.CheckRegistrable): no consumer would pick it.
+// with Enabled, Healthy and Weight all zero is refused: no consumer
+// would pick it.
 //
 // After that, one goroutine keeps it registered. The client's connection
 // is watched by one goroutine per client (polling ServerHealthy, shared by
@@ -306,7 +306,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	case strings.Contains(inst.Cluster, ","):
 		return nil, arg("inst.Cluster", fmt.Sprintf("must not contain a comma; got %q", inst.Cluster))
 	}
-	if err := subscriber.CheckRegistrable(fn, inst); err != nil {
+	if err := regstate.CheckRegistrable(fn, inst); err != nil {
 		return nil, err
 	}
 	if key.Namespace != "" {
@@ -383,7 +383,7 @@ func (g *Registration) first(inst subscriber.Instance, prev *Registration) error
 		g.h.release(g)
 		return &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
-	if err := g.register(subscriber.RegistrationOpRegister, g.inst); err != nil {
+	if err := g.register(regstate.OpRegister, g.inst); err != nil {
 		g.undoFirst(prev)
 		g.h.release(g)
 		g.track.Set(subscriber.RegistrationStopped, err)

@@ -47,7 +47,7 @@ func TestRegisteredShowsNoAttempts(t *testing.T) {
 		nacos.WithRedoGrace(10*time.Millisecond), nacos.WithCheckInterval(0),
 		nacos.WithRegisterRetryOptions(rebound.WithBreaker(br)),
 		nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-			if a.Op == subscriber.RegistrationOpCheck && a.Err == nil {
+			if a.Op == "check" && a.Err == nil {
 				checks.Add(1)
 			}
 		}}))

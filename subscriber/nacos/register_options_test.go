@@ -85,7 +85,7 @@ func TestHugeCheckIntervalChecksNothing(t *testing.T) {
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
 		nacos.WithCheckInterval(math.MaxInt64), nacos.WithRedoGrace(10*time.Millisecond),
 		nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-			if a.Op == subscriber.RegistrationOpCheck {
+			if a.Op == "check" {
 				checks.Add(1)
 			}
 		}}))
