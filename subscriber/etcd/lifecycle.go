@@ -69,7 +69,7 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.track.Set(subscriber.RegistrationDeregistering, nil)
-	lease := g.Lease()
+	lease := g.currentLease()
 	g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 		defer cancel()

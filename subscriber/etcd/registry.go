@@ -86,7 +86,7 @@ func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 // first of them ending, whatever etcd does (a server that never answers
 // the watch creation, a member that dies meanwhile and a watch stream
 // waiting to reconnect included), and a watch created as the attempt
-// ends is cancelled, not used. It fails at once with ErrNotConnected
+// ends is cancelled, not used. It fails at once (subscriber.ErrDisconnected)
 // when the client has no usable connection. Errors are classified as the package
 // documentation says: an invalid key and a closed client or Registry are
 // permanent, connection problems and server unavailability are transient.
@@ -172,7 +172,7 @@ func awaitCreated(ctx context.Context, wch clientv3.WatchChan) error {
 	select {
 	case wr, ok := <-wch:
 		if !ok {
-			return ErrWatchClosed
+			return errWatchClosed
 		}
 		if err := wr.Err(); err != nil {
 			return err
@@ -279,7 +279,7 @@ func (r *Registry) classify(op, key string, err error) error {
 
 // waitReady returns nil once the client's connection is ready, and an
 // error wrapping ErrRegistryClosed if it is shut down. Otherwise it
-// returns ErrNotConnected: at once when the connection is in
+// returns errNotConnected: at once when the connection is in
 // TRANSIENT_FAILURE, or when it was ready before (it is reconnecting: a
 // restarting member may accept connections long before it serves, and
 // attempts waiting for it would all proceed together the moment it does,
@@ -297,17 +297,17 @@ func (r *Registry) waitReady(ctx context.Context) error {
 			r.everReady.Store(true)
 			return nil
 		case connectivity.TransientFailure:
-			return ErrNotConnected
+			return errNotConnected
 		case connectivity.Shutdown:
 			return closedError{}
 		case connectivity.Idle:
 			conn.Connect()
 		}
 		if r.everReady.Load() {
-			return ErrNotConnected
+			return errNotConnected
 		}
 		if !conn.WaitForStateChange(ctx, s) {
-			return ErrNotConnected
+			return errNotConnected
 		}
 	}
 }
@@ -413,7 +413,7 @@ func (r *Registry) run(ctx context.Context, w *watch, wch clientv3.WatchChan, si
 		var reason error
 		switch {
 		case !ok:
-			reason = ErrWatchClosed
+			reason = errWatchClosed
 		case wr.Err() != nil:
 			reason = wr.Err()
 		}
@@ -442,7 +442,7 @@ var (
 // prefix (clientv3.WithRequireLeader: a member without a leader refuses
 // it), bounded by ctx, the attempt timeout and Close, returning the
 // instances that pass key.Clusters. It keeps nothing and starts no
-// watch. Errors are classified as Subscribe's: ErrNotConnected at once
+// watch. Errors are classified as Subscribe's: subscriber.ErrDisconnected at once
 // without a usable connection, permanent for an invalid key or a closed
 // Registry or client.
 func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
