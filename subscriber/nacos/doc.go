@@ -43,7 +43,7 @@
 //     disconnected fails only after the SDK's timeout, and one that fails
 //     just as the client reconnects makes the SDK mark the new connection
 //     unhealthy and redo everything again. Subscribe therefore returns a
-//     transient *subscriber.OpError wrapping ErrNotConnected without
+//     transient *subscriber.OpError wrapping subscriber.ErrDisconnected without
 //     calling the SDK while the client is down, except for one probe every
 //     10 s that learns whether the client was closed.
 //   - Confirmation from evidence, not by re-sending (the Registry is a

@@ -129,7 +129,7 @@ func (r *repairer) due() bool {
 		return true // nothing to do (attempt would do nothing either)
 	}
 	// The attempt is due: the Schedule admits it (the gates of its kind:
-	// WithRegisterRetryOptions), or says how long to wait (a limiter
+	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
 	dec := r.s.Decide(time.Now(), rebound.Ready(r.kind))
@@ -196,7 +196,7 @@ func (r *repairer) outcome(err error) bool {
 		r.armPeriodic()
 		return true
 	}
-	if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+	if errors.Is(err, errClosed) || errors.Is(err, ErrLookupUnsupported) {
 		if r.s != nil {
 			// The admitted attempt's token and breaker admission go
 			// back: the loop ends without its outcome.

@@ -26,7 +26,7 @@ func TestDurationOptions(t *testing.T) {
 	type want map[time.Duration]bool // accepted
 	reg := []struct {
 		name string
-		opt  func(time.Duration) nacos.RegisterOption
+		opt  func(time.Duration) nacos.Option
 		ok   want
 	}{
 		{"nacos.WithRedoGrace", nacos.WithRedoGrace, want{time.Nanosecond: true, math.MaxInt64: true}},

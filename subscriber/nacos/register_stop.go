@@ -162,7 +162,7 @@ func (g *Registration) deregister(ctx context.Context) error {
 			return err
 		}
 		// The Schedule decides: the delay, then the retry's admission
-		// (the gates of WithRegisterRetryOptions), waited until ctx is
+		// (the gates of WithRegisterPolicy's options), waited until ctx is
 		// done.
 		dec := s.Decide(time.Now(), rebound.Failed(err))
 		for dec.Verdict == rebound.WaitFor {

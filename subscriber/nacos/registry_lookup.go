@@ -67,7 +67,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 		return nil, err
 	}
 	if r.closed.Load() || r.clientClosed.Load() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	p, err := r.param(key)
 	if err != nil {
@@ -96,7 +96,7 @@ func (r *Registry) lookupProxy() (*naming_grpc.NamingGrpcProxy, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if l.proxy != nil {
 		return l.proxy, nil

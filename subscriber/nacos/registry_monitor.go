@@ -18,7 +18,7 @@ import (
 // as it is connected again. After reporting Connected it confirms, from
 // evidence, every subscription whose last Subscribe succeeded (see
 // ConfirmsReconnects and WithEvidenceWindow). It runs until ctx is done (it
-// returns nil) or the Registry or its SDK client is closed (ErrClosed, on
+// returns nil) or the Registry or its SDK client is closed (subscriber.ErrRegistryClosed, on
 // which the Manager stops every subscription; while the client is
 // disconnected, the monitor asks the SDK whether CloseClient was called at
 // once and then every 10 s, see probeClosed). While it runs,
@@ -44,7 +44,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 		case <-t.C:
 		}
 		if r.closed.Load() || r.clientClosed.Load() {
-			return ErrClosed
+			return errClosed
 		}
 		var h bool
 		if up {
@@ -66,7 +66,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 				// down (the SDK's redo would), so no Subscribe would ever
 				// find out: the monitor asks.
 				r.log.Info("the SDK client was closed (CloseClient): the registry is closed")
-				return ErrClosed
+				return errClosed
 			}
 		}
 		switch {

@@ -1,0 +1,7 @@
+package nacos
+
+// Unexported names the external tests use.
+var (
+	ErrClosed       = errClosed
+	ErrNotConnected = errNotConnected
+)
