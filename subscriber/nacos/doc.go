@@ -59,7 +59,7 @@
 //     is sent. The subscriptions still without evidence once none has
 //     arrived for any key for the evidence window (WithEvidenceWindow,
 //     default 2 s, at most 10 s after the reconnect) are handed back with
-//     Sink.Resubscribe(ErrNoEvidence): the Manager subscribes each of them
+//     Sink.Resubscribe: the Manager subscribes each of them
 //     again through its jittered, limiter-paced loop. There is no settle
 //     time: the adapter never sends anything for a subscription the redo
 //     confirmed, and hands one back only after the redo has gone quiet.

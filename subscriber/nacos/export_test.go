@@ -5,3 +5,5 @@ var (
 	ErrClosed       = errClosed
 	ErrNotConnected = errNotConnected
 )
+
+var ErrNoEvidence = errNoEvidence

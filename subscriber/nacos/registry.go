@@ -62,11 +62,11 @@ var (
 	// and a Registration's register and deregister requests the server
 	// refused, are reported with it too (the OpError names the request).
 	ErrRejected = errors.New("request rejected by the server (nacos-sdk-go reports such a rejection as success or as false)")
-	// ErrNoEvidence is the reason passed to Sink.Resubscribe for a
+	// errNoEvidence is the reason passed to Sink.Resubscribe for a
 	// subscription that showed no evidence of being held by the server
 	// within the evidence window after a reconnect: the SDK's redo of it
 	// failed, was rejected, or was lost.
-	ErrNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
+	errNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
 )
 
 // Registry is a subscriber.Registry, subscriber.ConnectionMonitor and
@@ -134,7 +134,7 @@ type sub struct {
 	// owes the Manager a Confirmed or a Resubscribe for it.
 	ok atomic.Bool
 	// handedBack: the evidence window after a reconnect handed it back
-	// (Resubscribe(ErrNoEvidence)), and no Subscribe has run since.
+	// (Resubscribe(errNoEvidence)), and no Subscribe has run since.
 	handedBack atomic.Bool
 
 	active atomic.Bool

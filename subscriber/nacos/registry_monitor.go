@@ -199,7 +199,7 @@ func (r *Registry) checkEpisode(ep *episode) bool {
 		for _, s := range subs {
 			if s.ok.Load() && s.active.Load() {
 				s.handedBack.Store(true)
-				s.sink.Resubscribe(ErrNoEvidence)
+				s.sink.Resubscribe(errNoEvidence)
 				n++
 			}
 		}

@@ -93,7 +93,7 @@ func WithPollInterval(up, down time.Duration) Option {
 // WithEvidenceWindow sets how long after a reconnect the Registry waits
 // for evidence that the server holds each subscription (New only): until
 // no subscription has shown any for window, and at most total. The rest
-// are handed back to the Manager (ErrNoEvidence). Defaults: 2 s and 10 s;
+// are handed back to the Manager (Sink.Resubscribe). Defaults: 2 s and 10 s;
 // window must be positive and at most total. Sizing: docs/subscription.md.
 func WithEvidenceWindow(window, total time.Duration) Option {
 	return newOption{"WithEvidenceWindow", func(c *config) {
