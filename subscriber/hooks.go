@@ -8,10 +8,9 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// A Manager emits a rebound.Event on the life events of its
-// subscriptions, to the observers of WithObserver (WithMeterProvider
-// records the Manager's OpenTelemetry metrics as one more observer of the
-// same events). Each Event's Detail is a value of this package:
+// Hooks adapts functions to a rebound.Observer of a Manager's events
+// (WithObserver, WithMeterProvider's metrics observe the same); nil fields
+// are skipped. Each rebound.Event's Detail is a value of this package:
 //
 //	rebound.EventStateChanged  StateChange       (Err: its Reason)
 //	rebound.EventDelivered     Delivery
@@ -22,43 +21,9 @@ import (
 //	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
 //	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
 //
-// A subscription's events end with its change to stopped: a call still in
-// flight then (cancelled by the stop) counts in Status.TotalAttempts but
-// has no EventAttempt.
-//
-// Hooks is the typed adapter: one function per kind, nil fields skipped.
-//
-// Observers are called synchronously, never with a lock held, from the
-// goroutine where the event happened, one event at a time per
-// subscription and in the order its events happened (the events of
-// different subscriptions may be observed concurrently and in any
-// order). That goroutine is the caller of Subscribe (the pending state),
-// the subscription's first attempt or lookup, the Manager's scheduler
-// goroutine (retries and timers), the adapter's goroutine that called the
-// Sink (deliveries, confirmations), the subscription's delivery goroutine,
-// the ConnectionMonitor's goroutine (connection changes, and the
-// disruptions they cause), or the caller of Unsubscribe, Close or
-// Shutdown (the stopped state); when two of these touch one subscription
-// at once, the first to release its lock hands over the events of both,
-// in order (so the Subscribe call of a subscription may run the observer
-// of its first attempt's events). A slow observer therefore stalls exactly
-// this: the subscription whose event it observes, and the goroutine it
-// was called from while it runs, which for a Sink call is the adapter's
-// handling of further pushes and for the ConnectionMonitor its next
-// report. The scheduler is not held: an observer called there runs as one
-// of its jobs, and after timerSlack the scheduler moves to a new goroutine
-// (as for a slow registry call), so other subscriptions' retries and
-// timers go on. Status and Counts never wait for an observer. Wrap a slow
-// observer in a rebound.Queue (which drops and counts what overflows) to
-// stall nothing. Status and Counts are always exact, so a gauge should be
-// read from Counts, not rebuilt from events.
-//
-// An observer may call Status, Counts, Key and Refresh. It must not call
-// Unsubscribe (which waits for the subscription's registry calls, one of
-// which may be running the observer). Close and Shutdown called from an
-// observer start closing and return rebound.ErrCalledFromCallback at once
-// instead of deadlocking. An observer that panics is recovered and
-// logged; the subscription goes on.
+// Observers run synchronously, never under a lock, one event at a time
+// per subscription and in order. An observer may call Status, Counts, Key
+// and Refresh, not Unsubscribe. What a slow one stalls: docs/observability.md.
 type Hooks struct {
 	// StateChanged: a subscription moved from one State to another
 	// (including pending at its creation, From 0, and stopped at its end,

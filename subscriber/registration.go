@@ -123,27 +123,17 @@ type RegistrationStatus struct {
 	LastErrAt time.Time
 }
 
-// A Registration emits a rebound.Event on its life events to the
-// observers set with the adapter's WithRegistrationObserver option
-// (nacos, etcd): rebound.EventStateChanged with Detail a
-// RegistrationStateChange (Err its Reason), and rebound.EventAttempt with
-// Detail a RegistrationAttempt (Err the request's error) for each request
-// to the registry. RegistrationHooks is the typed adapter; nil fields are
-// skipped.
-//
-// Observers are never called with a lock held, and are called one at a
-// time, in the order the events happened, from the goroutine that caused
-// the event (the Registration's own goroutine, or the caller of Register,
-// Update or Shutdown): a slow observer delays that registration's repairs
-// and that caller, nothing else (wrap it in a rebound.Queue to delay
-// nothing). An observer may call Status, Key and Instance; it must not call
-// Update, Shutdown or Close. A panicking observer is recovered and logged.
+// RegistrationHooks adapts functions to a rebound.Observer of a
+// Registration's events (the adapters' WithRegistrationObserver); nil
+// fields are skipped. Observers run one at a time, in order, never under
+// a lock; they may call Status, Key and Instance, not Update, Shutdown or
+// Close. What a slow one stalls: docs/observability.md.
 type RegistrationHooks struct {
 	// StateChanged: the registration moved from one state to another
-	// (From 0 at its creation).
+	// (From 0 at its creation): a rebound.EventStateChanged, Err its Reason.
 	StateChanged func(RegistrationStateChange)
-	// Attempted: one request of the registration to the registry ended:
-	// a register, a check of the server's list, an update, a deregister.
+	// Attempted: one request of the registration to the registry ended
+	// (a rebound.EventAttempt, Err the request's error).
 	Attempted func(RegistrationAttempt)
 }
 

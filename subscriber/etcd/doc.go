@@ -54,6 +54,20 @@
 // without touching its providers, and a Registration in that layout is an
 // ordinary endpoint for them.
 //
+// Reading: the instance's ID is the key after "<target>/" (deeper keys
+// included, as etcd's resolver does); Addr "host:port" gives IP and Port
+// (an Addr without a port gives IP = Addr and Port 0); the instance is
+// Healthy and Enabled with Weight 1 and Cluster "DEFAULT"; Metadata:
+// a JSON object's string values as they are and other values as their
+// JSON text; any other non-null Metadata is kept as its JSON text under
+// the key "metadata". A value with an empty Addr or Op other than 0 is
+// skipped.
+//
+// Writing (Register): "<target>/" + the instance ID (inst.ID, or
+// ip:port), with Op 0 (endpoints' Add), Addr ip:port and the instance's
+// Metadata as a JSON object, on the lease; etcd's resolver then sees it
+// like any endpoint.
+//
 // Any other layout is a type with the three methods of Layout. For
 // example, kratos' etcd registry stores each instance at
 // "/microservices/<name>/<id>" as its JSON ServiceInstance
@@ -70,9 +84,11 @@
 // # Subscribing
 //
 // Registry.Subscribe is one attempt, bounded by its ctx, the attempt
-// timeout and Close whatever etcd does: a linearizable Get of the service's
-// prefix, then a Watch from the Get's revision + 1, created before the
-// attempt returns; the Get's list is delivered to the sink, then the full
+// timeout and Close whatever etcd does (it returns within moments of the
+// first of them ending, even with a server that never answers the watch
+// creation, and a watch created as the attempt ends is cancelled, not
+// used): a linearizable Get of the service's prefix, then a Watch from
+// the Get's revision + 1, created before the attempt returns; the Get's list is delivered to the sink, then the full
 // list after every change (events at or below the revision already
 // applied are ignored, so nothing is applied twice). Calling it again for
 // the same sink replaces the watch. Requests carry
@@ -98,6 +114,14 @@
 // that mean something else; TestRegistrationSurvivesRestartAndWipe).
 // A member that stops while others serve does not count: the client's
 // watches move to another member by themselves.
+//
+// Right after reporting Disconnected, MonitorConnection stops every watch
+// without calling its sink: the client would otherwise resume them all
+// at once when the connection is back, only for the confirmations to
+// replace them. No subscription is lost that way: it reports Connected
+// before it could see the connection usable again, and by the contract
+// of ConnectionMonitor the caller then confirms every subscription,
+// including one whose attempt was in flight during the drop.
 //
 // While the connection is not usable, attempts fail at once with an
 // error wrapping subscriber.ErrDisconnected instead of queueing requests (etcd's client waits for

@@ -193,29 +193,12 @@ func (l reboundLayout) Encode(inst subscriber.Instance) (string, []byte, error) 
 	return id, v, err
 }
 
-// EndpointsLayout is the layout of go.etcd.io/etcd/client/v3/naming/endpoints
-// (and of its gRPC resolver, client/v3/naming/resolver): the endpoints of
-// a target are the keys "<target>/<key>", each with the JSON value
-//
-//	{"Op":0,"Addr":"10.0.1.7:8080","Metadata":...}
-//
-// (endpoints' internal Update type; Op 0 is Add). A service that
-// registers with endpoints.Manager can have its clients read it through
-// a Registry with WithLayout(EndpointsLayout{}), without touching the
-// providers.
-//
-// Reading: the instance's ID is the key after "<target>/" (deeper keys
-// included, as etcd's resolver does); Addr "host:port" gives IP and Port
-// (an Addr without a port gives IP = Addr and Port 0); the instance is
-// Healthy and Enabled with Weight 1 and Cluster "DEFAULT"; Metadata:
-// a JSON object's string values as they are and other values as their
-// JSON text; any other non-null Metadata is kept as its JSON text under
-// the key "metadata". A value with an empty Addr or Op other than 0 is
-// skipped.
-//
-// Writing (Register): "<target>/" + the instance ID (inst.ID, or ip:port), with Op 0, Addr
-// ip:port and the instance's Metadata as a JSON object, on the lease;
-// etcd's resolver then sees it like any endpoint.
+// EndpointsLayout is the layout of etcd's client/v3/naming/endpoints and
+// its gRPC resolver: the endpoints of a target are the keys
+// "<target>/<key>", each with a JSON value {"Op":0,"Addr":"host:port",
+// "Metadata":...}. With it a Registry reads providers registered with
+// endpoints.Manager, and Register writes endpoints that resolver sees.
+// The package documentation ("Other layouts") says how fields map.
 type EndpointsLayout struct {
 	// Target returns the endpoints target of key (the part of an
 	// "etcd:///<target>" gRPC target after the slashes). nil: key.Service,

@@ -51,15 +51,12 @@ type Registration struct {
 	revokeErr error         // its result, set before revoked is closed
 }
 
-// Register registers inst as an instance of key's service and keeps it
-// registered until Shutdown or Close. The instance is stored under the
-// layout's key (Registration.InstanceKey) on a lease of WithTTL's TTL.
-// Register makes the first registration itself, bounded by ctx and
-// WithAttemptTimeout, and returns its error with nothing left running.
-// Errors: a *subscriber.OpError, or a *rebound.ArgumentError for a bad
-// argument or option. key.Clusters must be empty, inst needs an IP, a
-// Port from 1 to 65535 and a finite Weight >= 0, and not all of Enabled,
-// Healthy and Weight zero. The repairs are described in docs/providers.md.
+// Register registers inst under key's service on a lease of WithTTL's TTL
+// and keeps it registered until Shutdown or Close (docs/providers.md).
+// The first registration is made before Register returns, bounded by ctx
+// and WithAttemptTimeout; its error leaves nothing running. Bad input
+// (key.Clusters set, no IP, a Port outside 1..65535, a bad Weight, or
+// Enabled, Healthy and Weight all zero) is a *rebound.ArgumentError.
 func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
 	const fn = "Register"
 	if ctx == nil {

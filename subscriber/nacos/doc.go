@@ -39,6 +39,8 @@
 //     SDK) and every second while not (the SDK then makes HTTP requests);
 //     in between, new server data in the SDK's cache also tells that the
 //     client is back. A reconnect is reported as Connected at once.
+//     While MonitorConnection runs, Subscribe reads its view of the
+//     connection instead of calling ServerHealthy.
 //   - No calls while disconnected. A request made while the client is
 //     disconnected fails only after the SDK's timeout, and one that fails
 //     just as the client reconnects makes the SDK mark the new connection
@@ -83,7 +85,9 @@
 // lost push, without any connection change leaves no trace in the SDK;
 // a redo so slow that it reaches a key only after the evidence window
 // (during the adapter's own resubscription of it) can still interleave
-// with it. Pair the Manager with periodic reconciliation for those.
+// with it. Pair the Manager with periodic reconciliation for those
+// (Registry.Lookup; its first call opens the Registry's own connection to
+// the client's servers, which can take the SDK's connect time).
 //
 // # Providers: Register
 //

@@ -175,15 +175,13 @@ const (
 	updateAbandoned
 )
 
-// Register registers inst as an ephemeral instance of key's service
-// through client, and keeps it registered until Shutdown or Close. It
-// makes the first registration itself and returns its error with nothing
-// left running: a *subscriber.OpError (ErrRejected for a refusal the SDK
-// reports as success) or a *rebound.ArgumentError for bad input. A second
-// Register of one service on one client wraps ErrConflict. Then one
-// goroutine checks the server's list after each reconnect and every
-// WithCheckInterval, and registers again what it lost. Close a client's
-// Registrations before the client. docs/providers.md has the details.
+// Register registers inst as an ephemeral instance of key's service and
+// keeps it registered until Shutdown or Close (docs/providers.md). The
+// first registration is made before Register returns; its error (a
+// *subscriber.OpError, ErrRejected for a refusal the SDK reports as
+// success) leaves nothing running. Bad input is a *rebound.ArgumentError,
+// wrapping ErrConflict for a second Register of one service on one
+// client. Close a client's Registrations before the client.
 func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
 	const fn = "nacos.Register"
 	arg := func(name, reason string) error { return &rebound.ArgumentError{Func: fn, Arg: name, Reason: reason} }

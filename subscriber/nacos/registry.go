@@ -216,10 +216,9 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 	}, nil
 }
 
-// Close marks the Registry closed: Subscribe returns subscriber.ErrRegistryClosed from now on
-// (which stops the Manager's subscriptions for good) and MonitorConnection
-// returns. It does not close the SDK client. It is idempotent and always
-// returns nil.
+// Close marks the Registry closed: Subscribe returns
+// subscriber.ErrRegistryClosed from now on, and MonitorConnection returns.
+// It does not close the SDK client. It is idempotent and returns nil.
 func (r *Registry) Close() error {
 	r.closed.Store(true)
 	r.lookup.close()
@@ -251,17 +250,10 @@ func (e *sdkError) Error() string   { return e.err.Error() }
 func (e *sdkError) Unwrap() []error { return []error{e.is, e.err} }
 
 // Subscribe implements subscriber.Registry: one attempt to have the server
-// hold a subscription for sink, and sink its current list. Depending on
-// what the SDK already holds, that is one SDK Subscribe (a first
-// subscription: the SDK sends a request unless it has the key subscribed
-// and cached), one GetService (the SDK holds sink's callback but no cached
-// list: GetService then sends a subscribe request), or an SDK Unsubscribe
-// then Subscribe (the SDK holds both: the only way to make it send a
-// request). It returns nil only with evidence that the server accepted:
-// sink's callback ran with a new list, or the SDK's cache holds the key; a
-// rejection that the SDK reports as success (Nacos TPS control) is returned
-// as ErrRejected. It never calls the SDK while the client is disconnected
-// (but for a rare probe of a closed client).
+// hold a subscription for sink, and sink its current list. It returns nil
+// only with evidence that the server accepted; a rejection the SDK reports
+// as success is ErrRejected. It never calls the SDK while the client is
+// disconnected (see the package documentation for the SDK calls it makes).
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
 	if err := ctx.Err(); err != nil {
 		return err

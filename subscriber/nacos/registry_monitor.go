@@ -12,18 +12,10 @@ import (
 )
 
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
-// client's ServerHealthy (see the package documentation): it reports
-// Disconnected at once if the client is not connected when it starts and
-// whenever a connected client loses its connection, and Connected as soon
-// as it is connected again. After reporting Connected it confirms, from
-// evidence, every subscription whose last Subscribe succeeded (see
-// ConfirmsReconnects and WithEvidenceWindow). It runs until ctx is done (it
-// returns nil) or the Registry or its SDK client is closed (subscriber.ErrRegistryClosed, on
-// which the Manager stops every subscription; while the client is
-// disconnected, the monitor asks the SDK whether CloseClient was called at
-// once and then every 10 s, see probeClosed). While it runs,
-// Subscribe consults its view of the connection instead of calling
-// ServerHealthy.
+// client's ServerHealthy. After each Connected it confirms, from evidence,
+// every subscription whose last Subscribe succeeded (WithEvidenceWindow).
+// It returns nil when ctx is done, and subscriber.ErrRegistryClosed once
+// the Registry or its client is closed (probed every 10 s while down).
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
 	r.monitoring.Store(true)
 	defer r.monitoring.Store(false)
