@@ -194,9 +194,7 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 	}); ok {
 		if c, err := cc.GetClientConfig(); err == nil {
 			emptyCached = c.UpdateCacheWhenEmpty
-			if !cfg.nsSet {
-				cfg.namespace, cfg.nsSet = c.NamespaceId, true
-			}
+			cfg.namespace, cfg.nsSet = c.NamespaceId, true
 		}
 	}
 	if cfg.nsSet && cfg.namespace == "" {

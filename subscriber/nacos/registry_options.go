@@ -11,8 +11,7 @@ import (
 )
 
 // An Option configures New or Register. WithLogger configures both;
-// WithNamespace, WithPollInterval and WithEvidenceWindow configure New
-// only, the others Register only, and each refuses the other's with an
+// WithPollInterval and WithEvidenceWindow configure New only, the others Register only, and each refuses the other's with an
 // *rebound.ArgumentError. A nil Option is ignored.
 type Option interface {
 	apply(*config)
@@ -67,13 +66,6 @@ func (o loggerOption) applyRegister(c *regConfig) { c.log = logging.Redacted(o.l
 // nil: none. Repairs are logged at Info, a stop at Error, the rest at
 // Debug. Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) Option { return loggerOption{l} }
-
-// WithNamespace sets the namespace id the client was configured with, so
-// that keys naming another namespace are refused (New only). Default: the
-// client's (GetClientConfig), else "public"; without it any namespace.
-func WithNamespace(ns string) Option {
-	return newOption{"WithNamespace", func(c *config) { c.namespace, c.nsSet = ns, true }}
-}
 
 // WithPollInterval sets how often MonitorConnection polls the client's
 // ServerHealthy while connected (up) and not (down) (New only). Defaults:

@@ -115,7 +115,8 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 func TestKeyMapping(t *testing.T) {
 	f := newFakeSDK()
 	f.server["g1@@svc@@a,b"] = nil
-	r := newRegistry(t, f, nacos.WithNamespace("dev"))
+	f.namespace = "dev" // the client's namespace: keys may name it or none
+	r := newRegistry(t, f)
 	var s sink
 	if err := r.Subscribe(ctx, subscriber.Key{Namespace: "dev", Group: "g1", Service: "svc", Clusters: []string{"b", "a", "b"}}, &s); err != nil {
 		t.Fatal(err)
