@@ -14,7 +14,7 @@ import (
 const (
 	scheme                    = "rebound"
 	defaultLinger             = 30 * time.Second
-	defaultResolveNowInterval = subscriber.DefaultRefreshInterval + time.Second // above the Manager's own interval
+	defaultResolveNowInterval = 5*time.Second + time.Second // a second above the Manager's refresh interval (5 s)
 	defaultUnresolvedReport   = time.Second
 )
 

@@ -92,7 +92,7 @@ func describe(r *eventRow, e rebound.Event) {
 	case subscriber.StateChange:
 		r.Subject, r.What = d.Key.String(), transition(d.From.String(), d.To.String())
 	case subscriber.Delivery:
-		r.Subject, r.What = d.Key.String(), d.Result.String()+", "+strconv.Itoa(d.Instances)+" instances"
+		r.Subject, r.What = d.Key.String(), d.Result+", "+strconv.Itoa(d.Instances)+" instances"
 	case subscriber.Confirmation:
 		r.Subject, r.What = d.Key.String(), d.Reason
 	case subscriber.Deferral:

@@ -37,10 +37,10 @@ func (q *deliveryQ) current() ([]Instance, bool) {
 }
 
 // receive queues a list the adapter handed over (or a reconciliation
-// read); one waiting is replaced (Stale).
+// read); one waiting is replaced (stale).
 func (q *deliveryQ) receive(s *Subscription, list []Instance, now time.Time) {
 	if q.hasLatest {
-		q.pushDelivery(s, Stale, len(q.latest), now)
+		q.pushDelivery(s, resStale, len(q.latest), now)
 	}
 	q.latest, q.hasLatest = list, true
 	q.seq++
@@ -50,7 +50,7 @@ func (q *deliveryQ) receive(s *Subscription, list []Instance, now time.Time) {
 	q.kick(s)
 }
 
-func (q *deliveryQ) pushDelivery(s *Subscription, r DeliveryResult, n int, now time.Time) {
+func (q *deliveryQ) pushDelivery(s *Subscription, r string, n int, now time.Time) {
 	noteLocked(s, Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
 }
 
@@ -92,7 +92,7 @@ func (q *deliveryQ) next(s *Subscription, now time.Time) (list []Instance, ok bo
 		return nil, false
 	}
 	if q.hasLast && sameInstances(q.latest, q.last) {
-		q.pushDelivery(s, Duplicate, len(q.latest), now)
+		q.pushDelivery(s, resDuplicate, len(q.latest), now)
 		q.latest, q.hasLatest = nil, false
 		return nil, false
 	}
@@ -107,7 +107,7 @@ func (q *deliveryQ) next(s *Subscription, now time.Time) (list []Instance, ok bo
 	if !s.hold.since.IsZero() {
 		s.hold.end(s)
 	}
-	q.pushDelivery(s, Delivered, len(list), now)
+	q.pushDelivery(s, resDelivered, len(list), now)
 	return list, true
 }
 

@@ -28,7 +28,7 @@
 //     they refuse is deferred to the next backoff step, never a stop.
 //   - One scheduler per Manager (one heap of due times, one timer, on a
 //     grid so that close due times share a wake-up, a limiter token's
-//     wait excepted, see TimerSlack) holds
+//     wait excepted, see timerSlack) holds
 //     every wait of every subscription: the next attempt, a limiter token,
 //     a confirmation cap, the end of an empty-list hold, a reconciliation.
 //     Attempts run on the scheduler goroutine; one that blocks is left to
@@ -67,7 +67,7 @@
 //   - Manager.Status reports each subscription's state (pending,
 //     subscribed, retrying, held, stopped), attempts, last error, since
 //     when, confirmation and hold; stopped subscriptions stay listed with
-//     their reason (WithStoppedRetention, default the last 100).
+//     their reason (the last 100).
 //     Manager.Counts gives per-state counts without locking any
 //     subscription; observers (WithObserver, with Hooks as the typed
 //     adapter) receive state changes, deliveries, confirmations, deferrals

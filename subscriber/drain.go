@@ -9,21 +9,10 @@ import (
 	"time"
 )
 
-// Drain stops a provider without failing its consumers' calls, in the
-// three steps that order requires:
-//
-//  1. deregister: Shutdown every Registration in regs, concurrently (each
-//     retries until the registry no longer lists its instance, or ctx is
-//     done);
-//  2. wait for wait, so that consumers can see the instances gone (the
-//     registry's push, the consumers' resolvers and load balancers moving
-//     their new calls elsewhere) while the provider still serves the
-//     calls that reach it meanwhile;
-//  3. stop serving: stop(ctx), for example a gRPC server's GracefulStop
-//     (which finishes the calls in flight), falling back to Stop when ctx
-//     is done.
-//
-// For a gRPC server:
+// Drain stops a provider without failing its consumers' calls. It
+// deregisters every Registration in regs (Shutdown, concurrently), waits
+// wait so consumers see them gone, then calls stop(ctx). For a gRPC
+// server:
 //
 //	subscriber.Drain(ctx, 2*time.Second, func(ctx context.Context) error {
 //		done := make(chan struct{})
@@ -38,18 +27,10 @@ import (
 //		}
 //	}, reg)
 //
-// A failed deregistration does not stop the drain: the wait and stop
-// still run (the process is going away; its instances go with its
-// registry connection or lease), and the error is returned, joined with
-// stop's. A ctx done during the wait skips the rest of it, not stop.
-// Choose wait from what the consumers need: the registry's push latency
-// plus the time their resolver takes to apply a list (for rebound's
-// consumers, the Manager's delivery and the gRPC resolver's update).
-//
-// ctx must not be nil, stop must not be nil, wait must not be negative
-// (a *rebound.ArgumentError, before anything is done); a nil Registration
-// in regs (or a typed-nil pointer, a Registration that was never made)
-// is skipped.
+// A failed deregistration is returned, joined with stop's; the wait and
+// stop still run. A done ctx ends the wait, not stop. A nil ctx or stop,
+// or a negative wait, is a *rebound.ArgumentError; nil Registrations are
+// skipped. Choosing wait: docs/providers.md.
 func Drain(ctx context.Context, wait time.Duration, stop func(context.Context) error, regs ...Registration) error {
 	const fn = "subscriber.Drain"
 	switch {

@@ -38,13 +38,8 @@ var (
 	ErrOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
 )
 
-// ArgumentError is rebound.ArgumentError: a bad argument or option. It
-// matches rebound.ErrInvalidArgument. Func is qualified ("subscriber.New",
-// "subscriber.WithPolicy").
-type ArgumentError = rebound.ArgumentError
-
 func argError(fn, arg, reason string) error {
-	return &ArgumentError{Func: fn, Arg: arg, Reason: reason}
+	return &rebound.ArgumentError{Func: fn, Arg: arg, Reason: reason}
 }
 
 // OpError reports a failed registry operation of an adapter. Every adapter

@@ -100,7 +100,7 @@ func (h *emptyHold) holds(s *Subscription, now time.Time, first bool) bool {
 	if h.since.IsZero() {
 		h.since = now
 		h.first = first
-		s.dq.pushDelivery(s, EmptyHeld, 0, now)
+		s.dq.pushDelivery(s, resEmptyHeld, 0, now)
 		if s.state == StateSubscribed {
 			s.setStateLocked(StateHeld, nil)
 		}

@@ -1,7 +1,6 @@
 package subscriber
 
 import (
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -9,10 +8,9 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// A Manager emits a rebound.Event on the life events of its
-// subscriptions, to the observers of WithObserver (WithMeterProvider
-// records the Manager's OpenTelemetry metrics as one more observer of the
-// same events). Each Event's Detail is a value of this package:
+// Hooks adapts functions to a rebound.Observer of a Manager's events
+// (WithObserver, WithMeterProvider's metrics observe the same); nil fields
+// are skipped. Each rebound.Event's Detail is a value of this package:
 //
 //	rebound.EventStateChanged  StateChange       (Err: its Reason)
 //	rebound.EventDelivered     Delivery
@@ -23,50 +21,16 @@ import (
 //	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
 //	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
 //
-// A subscription's events end with its change to stopped: a call still in
-// flight then (cancelled by the stop) counts in Status.TotalAttempts but
-// has no EventAttempt.
-//
-// Hooks is the typed adapter: one function per kind, nil fields skipped.
-//
-// Observers are called synchronously, never with a lock held, from the
-// goroutine where the event happened, one event at a time per
-// subscription and in the order its events happened (the events of
-// different subscriptions may be observed concurrently and in any
-// order). That goroutine is the caller of Subscribe (the pending state),
-// the subscription's first attempt or lookup, the Manager's scheduler
-// goroutine (retries and timers), the adapter's goroutine that called the
-// Sink (deliveries, confirmations), the subscription's delivery goroutine,
-// the ConnectionMonitor's goroutine (connection changes, and the
-// disruptions they cause), or the caller of Unsubscribe, Close or
-// Shutdown (the stopped state); when two of these touch one subscription
-// at once, the first to release its lock hands over the events of both,
-// in order (so the Subscribe call of a subscription may run the observer
-// of its first attempt's events). A slow observer therefore stalls exactly
-// this: the subscription whose event it observes, and the goroutine it
-// was called from while it runs, which for a Sink call is the adapter's
-// handling of further pushes and for the ConnectionMonitor its next
-// report. The scheduler is not held: an observer called there runs as one
-// of its jobs, and after TimerSlack the scheduler moves to a new goroutine
-// (as for a slow registry call), so other subscriptions' retries and
-// timers go on. Status and Counts never wait for an observer. Wrap a slow
-// observer in a rebound.Queue (which drops and counts what overflows) to
-// stall nothing. Status and Counts are always exact, so a gauge should be
-// read from Counts, not rebuilt from events.
-//
-// An observer may call Status, Counts, Key and Refresh. It must not call
-// Unsubscribe (which waits for the subscription's registry calls, one of
-// which may be running the observer). Close and Shutdown called from an
-// observer start closing and return rebound.ErrCalledFromCallback at once
-// instead of deadlocking. An observer that panics is recovered and
-// logged; the subscription goes on.
+// Observers run synchronously, never under a lock, one event at a time
+// per subscription and in order. An observer may call Status, Counts, Key
+// and Refresh, not Unsubscribe. What a slow one stalls: docs/observability.md.
 type Hooks struct {
 	// StateChanged: a subscription moved from one State to another
 	// (including pending at its creation, From 0, and stopped at its end,
 	// with the reason).
 	StateChanged func(StateChange)
 	// Delivered: the adapter handed over a list and the Manager decided
-	// what to do with it (DeliveryResult).
+	// what to do with it (Delivery.Result).
 	Delivered func(Delivery)
 	// Confirmed: the adapter reported evidence that the registry holds a
 	// subscription (Sink.Confirmed), or a Registry.Subscribe call was
@@ -148,42 +112,22 @@ type StateChange struct {
 	At     time.Time
 }
 
-// DeliveryResult says what became of a list the adapter handed over.
-type DeliveryResult int
-
+// What became of a list the adapter handed over (Delivery.Result).
 const (
-	// Delivered: the listener was called with the list.
-	Delivered DeliveryResult = iota + 1
-	// Duplicate: the list equals the one last delivered; dropped.
-	Duplicate
-	// EmptyHeld: an empty list held back to keep the last known good one
-	// (see WithEmptyListHold).
-	EmptyHeld
-	// Stale: a newer list replaced it before the listener could be called
-	// (a burst coalesced), or a reconciliation's read was overtaken by a
-	// push.
-	Stale
+	resDelivered = "delivered"  // the listener was called with it
+	resDuplicate = "duplicate"  // equal to the list last delivered: dropped
+	resEmptyHeld = "empty_held" // an empty list held back (WithEmptyListHold)
+	resStale     = "stale"      // replaced by a newer list before delivery
 )
-
-func (r DeliveryResult) String() string {
-	switch r {
-	case Delivered:
-		return "delivered"
-	case Duplicate:
-		return "duplicate"
-	case EmptyHeld:
-		return "empty_held"
-	case Stale:
-		return "stale"
-	}
-	return "DeliveryResult(" + strconv.Itoa(int(r)) + ")"
-}
 
 // Delivery is the Detail of a rebound.EventDelivered (Hooks.Delivered).
 type Delivery struct {
-	Key       Key
-	ID        uint64
-	Result    DeliveryResult
+	Key Key
+	ID  uint64
+	// Result is what became of the list: "delivered", "duplicate" (equal
+	// to the last one), "empty_held" (WithEmptyListHold) or "stale"
+	// (replaced by a newer list, or a lookup overtaken by a push).
+	Result    string
 	Instances int // length of the list
 	At        time.Time
 }

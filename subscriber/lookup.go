@@ -140,7 +140,7 @@ func (l *lookups) fire(s *Subscription, now time.Time) {
 	l.phase = lookBusy
 	refresh := l.refresh
 	l.refresh = false
-	l.ctx, l.cancel = context.WithTimeout(s.parent, UnsubscribeTimeout)
+	l.ctx, l.cancel = context.WithTimeout(s.parent, unsubscribeTimeout)
 	s.calls.Add(1)
 	s.m.wg.Add(1)
 	go l.run(s, s.dq.seq, refresh)
@@ -182,7 +182,7 @@ func (l *lookups) run(s *Subscription, seq uint64, refresh bool) {
 		}
 	case s.dq.seq != seq:
 		// A push arrived meanwhile: it is at least as new as the read.
-		s.dq.pushDelivery(s, Stale, len(list), now)
+		s.dq.pushDelivery(s, resStale, len(list), now)
 	default:
 		if cur, ok := s.dq.current(); ok && !sameInstances(cur, list) {
 			repair = true

@@ -126,8 +126,8 @@ type Status struct {
 // obs): reading them takes no subscription's lock.
 type Counts struct {
 	// ByState counts the subscriptions in each state; ByState[StateStopped]
-	// counts the stopped ones still retained in Status (see
-	// WithStoppedRetention). Index it with a State.
+	// counts the stopped ones still retained in Status (the last 100).
+	// Index it with a State.
 	ByState [numStates]int
 	// Stopped counts every subscription that has stopped since New.
 	Stopped uint64
@@ -139,16 +139,11 @@ type Counts struct {
 	Connection ConnState
 }
 
-// Manager keeps subscriptions to a service registry alive: each
-// subscription is retried in the background until the registry
-// acknowledges it, confirmed again after every reconnect, and its listener
-// receives every change of the instance list exactly once, in order.
-//
-// Create a Manager with New; the zero Manager is not usable. A Manager is
-// safe for concurrent use. It owns every goroutine it starts: Close stops
-// them all and waits for them. Goroutines: one scheduler, the connection
-// monitor (if the Registry is a ConnectionMonitor), the hook dispatcher (if
-// WithHooks), and one per registry call or listener call in progress.
+// Manager keeps subscriptions to a service registry alive: each is retried
+// until the registry acknowledges it, confirmed again after every
+// reconnect, and its listener gets every change of its list in order.
+// Create it with New; it is safe for concurrent use. Close stops every
+// goroutine it starts and waits for them.
 type Manager struct {
 	reg       Registry
 	opts      options
@@ -191,20 +186,10 @@ type Manager struct {
 	allDone chan struct{} // closed when Close has finished
 }
 
-// New returns a Manager subscribing through reg. It starts the Manager's
-// scheduler goroutine, a goroutine running reg's ConnectionMonitor if reg
-// implements it, and the hook dispatcher if WithHooks set any hook; Close
-// stops them all.
-//
-// It returns an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil reg
-// (or a nil pointer in it) or a bad option; nil options are ignored. Defaults: the zero
-// rebound.Policy (see WithPolicy), a shared limiter of DefaultLimit per
-// second with bursts of DefaultBurst (WithLimiter), an empty-list hold of
-// DefaultEmptyListHold (WithEmptyListHold), a confirmation cap of
-// DefaultConfirmTimeout (WithConfirmTimeout), no reconciliation
-// (WithReconcile), DefaultStoppedRetention stopped subscriptions kept in
-// Status, no retry budget (WithBudget), no throttle (WithThrottle), no
-// hooks, no logging (WithLogger).
+// New returns a Manager subscribing through reg; Close stops the
+// goroutines it starts. Each option's doc states its default.
+// A nil reg or a bad option is an *rebound.ArgumentError; nil options are
+// ignored.
 func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("subscriber.New", "reg", "is nil")
@@ -212,8 +197,8 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if nilness.Is(reg) {
 		return nil, argError("subscriber.New", "reg", "is a nil pointer")
 	}
-	o := options{hold: DefaultEmptyListHold, confirmCap: DefaultConfirmTimeout, refreshMin: DefaultRefreshInterval,
-		keepStopped: DefaultStoppedRetention}
+	o := options{hold: defaultEmptyListHold, confirmCap: defaultConfirmTimeout, refreshMin: defaultRefreshInterval,
+		keepStopped: defaultStoppedRetention}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -266,26 +251,12 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// Subscribe starts a subscription of l to key and returns at once. The
-// first Registry.Subscribe attempt starts at once; after a failure the
-// Manager tries again with its policy's jittered, capped backoff (every
-// retry takes a token of the shared limiter), for ever, until the registry
-// acknowledges; then Ready is closed. Transient errors (unreachable,
-// timeouts, server errors) never end the subscription; see Registry for
-// the permanent ones.
-//
-// ctx bounds the life of the subscription, not just the call: when ctx is
-// done the subscription stops (as if Unsubscribe were called, with Err
-// returning context.Cause(ctx); the Manager logs it at Info and Status
-// keeps it as stopped). Use context.Background() for a subscription that
-// lives until Unsubscribe or Close. ctx's values are passed on to every
-// Registry call of the subscription.
-//
-// Errors: an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a nil ctx, a
-// key.Service that is empty or only white space, an empty cluster name,
-// or a nil l; ctx's error if it is already done; ErrManagerClosed
-// (wrapped) after Close. Several subscriptions may share a key; each has
-// its own listener.
+// Subscribe starts a subscription of l to key and returns at once; Ready
+// is closed when the registry acknowledges it. Failed attempts are
+// retried with the policy's backoff, whatever the transient error. ctx
+// bounds the subscription's life, not just the call: when ctx is done the
+// subscription stops with context.Cause(ctx). A nil ctx or l, or a bad key,
+// is a *rebound.ArgumentError; after Close the error wraps ErrManagerClosed.
 func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscription, error) {
 	return m.subscribe(ctx, key, l, nil)
 }
@@ -334,7 +305,7 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before fun
 }
 
 // Status returns a snapshot of every subscription: the running ones and
-// the most recently stopped ones still retained (WithStoppedRetention), in
+// the last 100 stopped ones, in
 // the order they were created.
 func (m *Manager) Status() []Status {
 	subs := m.snapshot()
@@ -375,19 +346,11 @@ func (m *Manager) countState(from, to State) {
 	}
 }
 
-// Close stops every subscription (each one's Registry.Unsubscribe is
-// called, bounded by UnsubscribeTimeout), stops the connection monitor and
-// the scheduler, delivers the hook events queued so far, and waits until
-// every goroutine of the Manager has returned, including listener calls
-// in progress, and every subscription is done (one that a concurrent
-// Unsubscribe is stopping included: no Registry.Unsubscribe of the
-// Manager runs after Close). It is idempotent and safe to call concurrently; it returns
-// nil (registry Unsubscribe errors are logged). Subscribe fails with
-// ErrManagerClosed afterwards.
-//
-// Called from a listener or a hook (which Close would wait for), Close
-// starts closing and returns rebound.ErrCalledFromCallback at once instead of
-// deadlocking; the Manager finishes closing after the callback returns.
+// Close stops every subscription (calling Registry.Unsubscribe, bounded by
+// 10 s each) and waits for every goroutine of the Manager, listener calls
+// included. It is idempotent and returns nil; Subscribe then fails with
+// ErrManagerClosed. Called from a listener or an observer, it starts closing
+// and returns rebound.ErrCalledFromCallback at once.
 func (m *Manager) Close() error {
 	return m.Shutdown(context.Background())
 }

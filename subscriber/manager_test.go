@@ -131,7 +131,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 				m.Close()
 				t.Fatal("New succeeded, want an error")
 			}
-			var ae *subscriber.ArgumentError
+			var ae *rebound.ArgumentError
 			if !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Arg != tt.arg {
 				t.Fatalf("New: %v; want an *ArgumentError for %q wrapping ErrInvalidArgument", err, tt.arg)
 			}
@@ -175,7 +175,7 @@ func TestSubscribeValidatesArguments(t *testing.T) {
 			if !errors.Is(err, tt.is) {
 				t.Fatalf("Subscribe: %v; want errors.Is %v", err, tt.is)
 			}
-			var ae *subscriber.ArgumentError
+			var ae *rebound.ArgumentError
 			if tt.arg != "" && (!errors.As(err, &ae) || ae.Arg != tt.arg) {
 				t.Fatalf("Subscribe: %v; want an *ArgumentError naming %q", err, tt.arg)
 			}

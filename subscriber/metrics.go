@@ -80,13 +80,13 @@ func (sm subscriberMeter) Observe(e rebound.Event) {
 	}
 }
 
-func updateResult(r DeliveryResult) telemetry.Update {
+func updateResult(r string) telemetry.Update {
 	switch r {
-	case Duplicate:
+	case resDuplicate:
 		return telemetry.UpdateDuplicate
-	case EmptyHeld:
+	case resEmptyHeld:
 		return telemetry.UpdateEmptyHeld
-	case Stale:
+	case resStale:
 		return telemetry.UpdateStale
 	}
 	return telemetry.UpdateDelivered

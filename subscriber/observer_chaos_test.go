@@ -172,7 +172,7 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 								attempts++
 							}
 						case subscriber.Delivery:
-							if d.Result == subscriber.Delivered {
+							if d.Result == "delivered" {
 								deliveries++
 							}
 						}

@@ -37,7 +37,7 @@ func (s *Subscription) unlock() {
 // unlockOnScheduler is unlock for the scheduler goroutine's timers: the
 // events are handed over by a job of the scheduler, which runs right
 // after the timers due now, under the same rescue as an attempt (a slow
-// observer moves the scheduler to a new goroutine after TimerSlack, as a
+// observer moves the scheduler to a new goroutine after timerSlack, as a
 // slow registry call does).
 func (s *Subscription) unlockOnScheduler() {
 	if len(s.out.evs) > 0 && !s.out.flushing {

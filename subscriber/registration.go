@@ -123,27 +123,17 @@ type RegistrationStatus struct {
 	LastErrAt time.Time
 }
 
-// A Registration emits a rebound.Event on its life events to the
-// observers set with the adapter's WithRegistrationObserver option
-// (nacos, etcd): rebound.EventStateChanged with Detail a
-// RegistrationStateChange (Err its Reason), and rebound.EventAttempt with
-// Detail a RegistrationAttempt (Err the request's error) for each request
-// to the registry. RegistrationHooks is the typed adapter; nil fields are
-// skipped.
-//
-// Observers are never called with a lock held, and are called one at a
-// time, in the order the events happened, from the goroutine that caused
-// the event (the Registration's own goroutine, or the caller of Register,
-// Update or Shutdown): a slow observer delays that registration's repairs
-// and that caller, nothing else (wrap it in a rebound.Queue to delay
-// nothing). An observer may call Status, Key and Instance; it must not call
-// Update, Shutdown or Close. A panicking observer is recovered and logged.
+// RegistrationHooks adapts functions to a rebound.Observer of a
+// Registration's events (the adapters' WithRegistrationObserver); nil
+// fields are skipped. Observers run one at a time, in order, never under
+// a lock; they may call Status, Key and Instance, not Update, Shutdown or
+// Close. What a slow one stalls: docs/observability.md.
 type RegistrationHooks struct {
 	// StateChanged: the registration moved from one state to another
-	// (From 0 at its creation).
+	// (From 0 at its creation): a rebound.EventStateChanged, Err its Reason.
 	StateChanged func(RegistrationStateChange)
-	// Attempted: one request of the registration to the registry ended:
-	// a register, a check of the server's list, an update, a deregister.
+	// Attempted: one request of the registration to the registry ended
+	// (a rebound.EventAttempt, Err the request's error).
 	Attempted func(RegistrationAttempt)
 }
 
@@ -173,44 +163,17 @@ type RegistrationStateChange struct {
 	At     time.Time
 }
 
-// Registration request kinds (RegistrationAttempt.Op).
-const (
-	// RegistrationOpRegister: a register request (the first, or a repair).
-	RegistrationOpRegister = "register"
-	// RegistrationOpCheck: a query of whether the registry still holds
-	// the registration.
-	RegistrationOpCheck = "check"
-	// RegistrationOpUpdate: a request made by Update.
-	RegistrationOpUpdate = "update"
-	// RegistrationOpDeregister: a deregister request, or the check that
-	// the registry no longer lists the instance.
-	RegistrationOpDeregister = "deregister"
-)
-
 // RegistrationAttempt is the Detail of a Registration's
 // rebound.EventAttempt (RegistrationHooks.Attempted).
 type RegistrationAttempt struct {
 	Registry string
 	Key      Key
-	// Op is one of the RegistrationOp constants.
+	// Op is the request: "register" (the first, or a repair), "check"
+	// (is it still registered?), "update" or "deregister".
 	Op string
 	// Err is the attempt's error; nil for a success.
 	Err error
 	// Duration is how long the request took.
 	Duration time.Duration
 	At       time.Time
-}
-
-// CheckRegistrable returns an *ArgumentError (wrapping
-// rebound.ErrInvalidArgument) naming fn when inst's Enabled, Healthy and
-// Weight are all untouched (false, false, 0): consumers filter such an
-// instance out, so no call would reach it. Adapters' Register and
-// Registration.Update call it; an instance with any of the three set is
-// accepted.
-func CheckRegistrable(fn string, inst Instance) error {
-	if inst.Enabled || inst.Healthy || inst.Weight != 0 {
-		return nil
-	}
-	return argError(fn, "inst.Enabled, inst.Healthy, inst.Weight",
-		"are all zero (false, false, 0): no consumer picks such an instance; set Enabled: true, Healthy: true and a Weight > 0 (for example 1)")
 }

@@ -5,22 +5,12 @@ import (
 	"strconv"
 )
 
-// Registry is the contract between the Manager and a service registry
-// adapter (subscriber/nacos adapts nacos-sdk-go; an etcd adapter would do a
-// Get and a Watch from the revision after it). The Manager owns the retry
-// timing: an adapter makes one attempt per call and reports what it sees;
-// it never retries or sleeps on its own.
-//
-// The Manager calls Subscribe and Unsubscribe for one subscription from one
-// goroutine at a time (never concurrently for the same Sink); calls for
-// different subscriptions, including several subscriptions of the same Key,
-// may run concurrently. A Registry must be safe for that.
-//
-// Errors: an error wrapping ErrRegistryClosed, or one marked with
-// rebound.Permanent, stops the subscription for good (use them for "the
-// registry client was closed" and for keys the registry can never accept).
-// Every other error (unreachable, timeouts, server errors, "not connected")
-// is transient: the Manager tries again, with jittered backoff, forever.
+// Registry is the contract between the Manager and a registry adapter
+// (subscriber/nacos, subscriber/etcd). An adapter makes one attempt per
+// call and reports what it sees; the Manager owns retries and timing.
+// Calls for one Sink never overlap; calls for different Sinks may. An
+// error wrapping ErrRegistryClosed, or marked rebound.Permanent, stops a
+// subscription for good; any other is retried.
 type Registry interface {
 	// Subscribe makes one attempt to subscribe sink to key's instance list,
 	// or to confirm that an existing subscription of sink is still in place
@@ -105,23 +95,12 @@ func (s ConnState) String() string {
 	return "ConnState(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ConnectionMonitor is implemented by a Registry that can tell when its
-// connection to the registry is lost and re-established. It is optional:
-// New uses it when the Registry implements it.
-//
-// On Connected, the Manager confirms every subscription again (calls
-// Subscribe for each, paced by the shared limiter), because a client's own
-// re-subscription after a reconnect can fail silently; a retry loop that
-// is waiting has its wait cut short. An adapter that can tell from
-// evidence whether the client's own re-subscription worked implements
-// ReconnectConfirmer instead, and the Manager then sends nothing for the
-// subscriptions the adapter confirms. On Disconnected it marks every
-// subscription as retrying and keeps the last delivered lists (see
-// WithEmptyListHold); until Connected, if the connection was up before,
-// no retry is sent (a subscription's very first attempt excepted): they
-// wait for that one report instead of timers of their own. Report Disconnected only when a Subscribe would
-// fail; if MonitorConnection returns while the connection is down, the
-// subscriptions retry on their own timers again.
+// ConnectionMonitor is an optional Registry that reports when its
+// connection is lost and re-established. On Connected the Manager confirms
+// every subscription again, unless a ReconnectConfirmer does. On
+// Disconnected subscriptions keep their lists and wait for Connected
+// instead of their timers; report it only when a Subscribe would fail.
+// The contract in full: docs/subscription.md.
 type ConnectionMonitor interface {
 	// MonitorConnection reports connection changes to report until ctx is
 	// done, then returns (nil or ctx.Err()). It returns an error matching
@@ -137,43 +116,13 @@ type ConnectionMonitor interface {
 	MonitorConnection(ctx context.Context, report func(ConnState)) error
 }
 
-// ReconnectConfirmer is implemented by a Registry whose client
-// re-subscribes on its own after a reconnect (as nacos-sdk-go's redo does)
-// and whose adapter can tell, from evidence, whether that worked. It is
-// optional and only matters together with ConnectionMonitor. New calls
-// ConfirmsReconnects once; when it returns true the Manager follows this
-// contract, otherwise (or when the Registry does not implement it) it
-// confirms every subscription itself after a reconnect (calls Subscribe
-// for each, paced by the shared limiter).
-//
-// With ConfirmsReconnects true:
-//
-//   - On Disconnected, a subscription that was subscribed is marked
-//     retrying (LastErr ErrDisconnected, the listener keeps its list) but
-//     the Manager calls nothing: the connection is down, the client's own
-//     redo will run when it is back.
-//   - On Connected, the Manager does not call Subscribe for those
-//     subscriptions. It waits, for each, for the adapter to call either
-//     Sink.Confirmed (evidence that the registry holds it: the
-//     subscription is subscribed again) or Sink.Resubscribe (no evidence
-//     within the adapter's own bounded window, or the redo was rejected
-//     or lost: the Manager confirms that subscription alone through its
-//     jittered, limiter-paced loop). The adapter must answer for every
-//     Sink it holds, within a bounded time that it documents.
-//   - Safety cap: if the adapter says nothing for a subscription within
-//     WithConfirmTimeout (default DefaultConfirmTimeout) of the Connected
-//     report, the Manager treats it as Resubscribe(ErrNotConfirmed).
-//     Status.ConfirmDeadline shows the pending deadline.
-//   - Subscriptions that were still pending or retrying (their Subscribe
-//     calls failing) are not the adapter's to confirm: their loop
-//     continues, its backoff wait cut short by the Connected report as
-//     without a ReconnectConfirmer.
-//   - A second Disconnected/Connected before the answer restarts the wait
-//     (and the cap) for the subscriptions still waiting.
-//   - Report Connected (through MonitorConnection) before calling
-//     Confirmed or Resubscribe for that reconnect: a Confirmed that arrives
-//     while the Manager has not yet seen the Connected report is recorded
-//     (Status.ConfirmedAt) but cannot end a wait that has not begun.
+// ReconnectConfirmer is an optional ConnectionMonitor whose client
+// re-subscribes on its own after a reconnect (nacos-sdk-go's redo) and
+// whose adapter can tell from evidence whether that worked. With
+// ConfirmsReconnects true, the Manager sends nothing on Connected for the
+// subscriptions that were subscribed: it waits, up to WithConfirmTimeout,
+// for Sink.Confirmed or Sink.Resubscribe. The contract in full:
+// docs/subscription.md.
 type ReconnectConfirmer interface {
 	// ConfirmsReconnects reports whether the adapter confirms every
 	// subscription after a reconnect (see the type's contract). New calls

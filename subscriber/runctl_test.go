@@ -59,9 +59,9 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					m.mu.Unlock()
 
 					// Off the scheduler's grid: a timer set at now fires on
-					// the next multiple of TimerSlack, after the checks
+					// the next multiple of timerSlack, after the checks
 					// (virtual time stands still while this goroutine runs).
-					time.Sleep(TimerSlack / 2)
+					time.Sleep(timerSlack / 2)
 					s.mu.Lock()
 					now := time.Now()
 					s.state = StateRetrying

@@ -50,17 +50,17 @@ func newEntry(owner timerOwner, kind timerKind) entry {
 func (e *entry) Key() (int64, uint64) { return e.due, e.seq }
 func (e *entry) SetIndex(i int32)     { e.index = i }
 
-// TimerSlack is the finest granularity of the Manager's scheduler: it
-// wakes only on multiples of TimerSlack (of the time since the Manager
+// timerSlack is the finest granularity of the Manager's scheduler: it
+// wakes only on multiples of timerSlack (of the time since the Manager
 // was created, on the monotonic clock), never early, so
 // that due times close together share one wake-up. A longer wait gets a
 // coarser grid: a due time d after now fires at the first multiple of g at
-// or after it, where g is the largest of TimerSlack, 2*TimerSlack, ...,
-// MaxTimerSlack not above d/16. So an attempt, a hold's end or a
+// or after it, where g is the largest of timerSlack, 2*timerSlack, ...,
+// maxTimerSlack not above d/16. So an attempt, a hold's end or a
 // confirmation cap comes at most about 1/16 of its wait (and never more
-// than MaxTimerSlack) after its exact time; full jitter moves it by up to
+// than maxTimerSlack) after its exact time; full jitter moves it by up to
 // 100%. A wait for a limiter token is on a grid no coarser than
-// (burst-1)/rate of the limiter (exact below TimerSlack), so that tokens
+// (burst-1)/rate of the limiter (exact below timerSlack), so that tokens
 // reserved at different times are not sent together more at once than the
 // limiter's burst.
 //
@@ -71,26 +71,26 @@ func (e *entry) SetIndex(i int32)     { e.index = i }
 // baseline); on the grid the wake-ups per second are bounded by the grid,
 // not by the number of subscriptions.
 const (
-	TimerSlack    = 10 * time.Millisecond
-	MaxTimerSlack = 32 * TimerSlack
+	timerSlack    = 10 * time.Millisecond
+	maxTimerSlack = 32 * timerSlack
 )
 
 // fireAt returns when the scheduler fires a due time: due rounded up to the
 // grid for a wait of due-now (scheduler keys).
-func fireAt(due, now int64) int64 { return fireWithin(due, now, int64(MaxTimerSlack)) }
+func fireAt(due, now int64) int64 { return fireWithin(due, now, int64(maxTimerSlack)) }
 
 // fireWithin is fireAt on a grid no coarser than maxStep; below
-// TimerSlack, due itself (off the grid).
+// timerSlack, due itself (off the grid).
 func fireWithin(due, now, maxStep int64) int64 {
-	if maxStep < int64(TimerSlack) {
+	if maxStep < int64(timerSlack) {
 		return due
 	}
 	wait := int64(0) // due-now, without overflow for a due time long past
 	if due > now {
 		wait = due - now
 	}
-	g := int64(TimerSlack)
-	for g < int64(MaxTimerSlack) && 2*g <= maxStep && wait/16 >= 2*g {
+	g := int64(timerSlack)
+	for g < int64(maxTimerSlack) && 2*g <= maxStep && wait/16 >= 2*g {
 		g *= 2
 	}
 	if r := due % g; r != 0 {
@@ -115,11 +115,11 @@ func fireWithin(due, now, maxStep int64) int64 {
 //
 // Attempts the scheduler starts run on the scheduler goroutine itself, one
 // after the other, so that a wake-up costs one goroutine and no hand-off
-// to another processor. An attempt that blocks longer than TimerSlack
+// to another processor. An attempt that blocks longer than timerSlack
 // (a slow registry) is left to finish on its goroutine while a new
 // scheduler goroutine takes over (a rescue timer, armed around every
 // attempt, starts it), so a slow Registry call delays the other
-// subscriptions by about TimerSlack at most.
+// subscriptions by about timerSlack at most.
 //
 // Due times are kept on the monotonic clock, as durations since the
 // scheduler's start (see key), never as wall-clock readings: a wall clock
@@ -199,9 +199,9 @@ func (sc *scheduler) runJobs(ow *owner) bool {
 			return true
 		}
 		if ow.rescue == nil {
-			ow.rescue = time.AfterFunc(TimerSlack, func() { sc.takeOver(ow) })
+			ow.rescue = time.AfterFunc(timerSlack, func() { sc.takeOver(ow) })
 		} else {
-			ow.rescue.Reset(TimerSlack)
+			ow.rescue.Reset(timerSlack)
 		}
 		ow.busy.Store(true)
 		if j.flush {
@@ -237,7 +237,7 @@ func (sc *scheduler) set(e *entry, due time.Time) {
 }
 
 // setWithin is set on a grid no coarser than maxStep (off the grid below
-// TimerSlack). It is for a limiter token's wait: the tokens reserved for
+// timerSlack). It is for a limiter token's wait: the tokens reserved for
 // times within one step of the grid are sent together at its end, and a
 // limiter lets no more than its burst go at once. With a step of at most
 // (burst-1)/rate, a tick sends fewer than burst of them, and a limiter

@@ -15,7 +15,7 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-func newDefaultLimiter() *rate.Limiter { return rate.NewLimiter(DefaultLimit, DefaultBurst) }
+func newDefaultLimiter() *rate.Limiter { return rate.NewLimiter(defaultLimit, defaultBurst) }
 
 // errResubscribe is the reason shown when an adapter calls
 // Sink.Resubscribe(nil).
@@ -31,18 +31,8 @@ const (
 )
 
 // Subscription is one subscription started by Manager.Subscribe. Its
-// methods are safe for concurrent use.
-//
-// Internals: a subscription is parts under one mutex: the retry control
-// (runCtl, retry.go: a state machine whose transitions are the table in
-// runtable.go), the delivery queue (deliveryQ, delivery.go), the
-// empty-list hold (emptyHold, hold.go) and the reconciliation lookups
-// (lookups, lookup.go). Waiting (for a backoff delay, a limiter token,
-// evidence, the end of a hold) costs an entry in the Manager's one
-// scheduler, no goroutine and no timer of its own. Retries run on the
-// scheduler goroutine; a goroutine of the subscription's own runs only for
-// its first attempt, a Lookup, or while lists are being delivered to its
-// listener.
+// methods are safe for concurrent use. How it waits and where it runs:
+// docs/subscription.md.
 type Subscription struct {
 	m        *Manager
 	id       uint64
@@ -125,15 +115,15 @@ func (s *Subscription) setTokenTimer(k timerKind, at time.Time) {
 // (burst-1)/rate.
 func tokenStep(l *rate.Limiter) time.Duration {
 	if l == nil {
-		return MaxTimerSlack
+		return maxTimerSlack
 	}
 	lim, b := float64(l.Limit()), l.Burst()
 	if math.IsInf(lim, 1) || lim <= 0 {
-		return MaxTimerSlack // no wait, or one that never ends
+		return maxTimerSlack // no wait, or one that never ends
 	}
 	step := float64(b-1) / lim * float64(time.Second)
-	if step >= float64(MaxTimerSlack) {
-		return MaxTimerSlack
+	if step >= float64(maxTimerSlack) {
+		return maxTimerSlack
 	}
 	return time.Duration(step)
 }
@@ -272,7 +262,7 @@ func (s *Subscription) statusLocked() Status {
 
 // Unsubscribe stops the subscription: no further attempt is made (one in
 // flight is cancelled and waited for), no further list is delivered, and
-// the registry's Unsubscribe is called (bounded by UnsubscribeTimeout); its
+// the registry's Unsubscribe is called (bounded by 10 s); its
 // error, if any, is returned. A listener call that had already started may
 // still be running when Unsubscribe returns; Unsubscribe may be called from
 // the listener itself. Calling Unsubscribe on a stopped subscription waits
@@ -285,19 +275,11 @@ func (s *Subscription) Unsubscribe() error {
 	return s.finish()
 }
 
-// Refresh asks for a paced re-confirmation of the subscription and returns
-// at once. With a Registry that implements Reconciler it is one Lookup
-// (repaired like a reconciliation when the list differs; a failed Lookup
-// falls back to a Subscribe, and a permanent Lookup error turns lookups off
-// for the Manager); otherwise one Registry.Subscribe call. Either takes a token of the shared limiter
-// first. Calls are coalesced: a call does nothing while the subscription
-// is pending, retrying, stopped, waiting for a ReconnectConfirmer's
-// evidence or already refreshing, or within WithRefreshInterval (default
-// 5 s) of the last refresh it started; so any number of calls costs at
-// most one registry request per subscription per interval. A Sink.Confirmed
-// that arrives before the request is sent cancels it. The state stays
-// subscribed unless the request fails. A gRPC resolver's ResolveNow calls
-// it.
+// Refresh asks for a paced re-confirmation of the subscription and
+// returns at once: one Lookup with a Reconciler (repaired like a
+// reconciliation), else one Registry.Subscribe. Calls are coalesced: at
+// most one request per subscription per WithRefreshInterval, none unless
+// the subscription is subscribed. A gRPC resolver's ResolveNow calls it.
 func (s *Subscription) Refresh() {
 	s.mu.Lock()
 	defer s.unlock()
@@ -362,7 +344,7 @@ func (s *Subscription) finish() error {
 	}
 	var err error
 	if called {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), UnsubscribeTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), unsubscribeTimeout)
 		err = s.unsubscribe(ctx)
 		cancel()
 		switch {

@@ -210,9 +210,10 @@ func TestStoppedByContextIsLoggedAndVisible(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zapcore.InfoLevel)
 		reg := subscribertest.New()
-		m := newManager(t, reg, subscriber.WithLogger(zap.New(core)), subscriber.WithStoppedRetention(3))
+		m := newManager(t, reg, subscriber.WithLogger(zap.New(core)))
+		const n, kept = 105, 100 // Status keeps the last 100 stopped
 		var cancels []context.CancelFunc
-		for i := range 5 {
+		for i := range n {
 			ctx, cancel := context.WithCancelCause(context.Background())
 			cancels = append(cancels, func() { cancel(fmt.Errorf("caller %d gone", i)) })
 			<-mustSubscribeCtx(t, m, ctx, subscriber.Key{Service: fmt.Sprint("svc", i)}).Ready()
@@ -221,12 +222,12 @@ func TestStoppedByContextIsLoggedAndVisible(t *testing.T) {
 			c()
 		}
 		synctest.Wait()
-		if n := logs.FilterMessage("subscription stopped").FilterLevelExact(zapcore.InfoLevel).Len(); n != 5 {
-			t.Fatalf("%d Info lines for 5 subscriptions stopped by their context, want 5: %v", n, logs.All())
+		if got := logs.FilterMessage("subscription stopped").FilterLevelExact(zapcore.InfoLevel).Len(); got != n {
+			t.Fatalf("%d Info lines for %d subscriptions stopped by their context, want %d", got, n, n)
 		}
 		all := m.Status()
-		if len(all) != 3 {
-			t.Fatalf("Status has %d entries, want the last 3 stopped (retention)", len(all))
+		if len(all) != kept {
+			t.Fatalf("Status has %d entries, want the last %d stopped (retention)", len(all), kept)
 		}
 		for i, st := range all {
 			if st.State != subscriber.StateStopped || st.LastErr == nil || st.LastErr.Error() != fmt.Sprintf("caller %d gone", st.ID-1) {
@@ -234,7 +235,7 @@ func TestStoppedByContextIsLoggedAndVisible(t *testing.T) {
 			}
 		}
 		c := m.Counts()
-		if c.ByState[subscriber.StateStopped] != 3 || c.Stopped != 5 || c.ByState[subscriber.StateSubscribed] != 0 {
+		if c.ByState[subscriber.StateStopped] != kept || c.Stopped != n || c.ByState[subscriber.StateSubscribed] != 0 {
 			t.Fatalf("counts %+v", c)
 		}
 	})

@@ -106,20 +106,11 @@ type Instance struct {
 	Metadata map[string]string
 }
 
-// Listener receives the full, current instance list of a subscription each
-// time it changes.
-//
-// The Manager calls a Listener from one goroutine per subscription, never
-// concurrently with itself, never while the Manager holds a lock. Lists are
-// full snapshots, delivered in the order the registry reported them; the
-// same list is never delivered twice in a row, and a burst of changes may be
-// coalesced into its latest list. Each list is sorted by IP, Port, Cluster
-// and ID.
-//
-// The slice (and the Metadata maps in it) belongs to the Manager, which never
-// modifies it after delivery: a Listener may keep it (for example as the
-// current list of a directory) but must not modify it. A Listener that
-// panics is recovered and logged; the subscription carries on.
+// Listener receives the full, sorted instance list of a subscription each
+// time it changes. It is called from one goroutine per subscription, in
+// order, never concurrently with itself nor under a lock; bursts may be
+// coalesced, and no list is delivered twice in a row. It may keep the
+// slice but must not modify it; a panic is recovered and logged.
 type Listener func(instances []Instance)
 
 // sortInstances sorts a list in place in the delivery order.

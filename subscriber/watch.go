@@ -340,7 +340,7 @@ func (r *watchedRegistry) Subscribe(ctx context.Context, key Key, sink Sink) err
 // NewWatchGroup's defaults: no linger, View.Refresh paced at the Manager's
 // refresh interval plus one second.
 //
-// Errors: an *ArgumentError (wrapping rebound.ErrInvalidArgument) for a
+// Errors: an *rebound.ArgumentError (wrapping rebound.ErrInvalidArgument) for a
 // key Subscribe would reject (an empty service, an empty cluster name);
 // an error wrapping ErrManagerClosed after Close.
 func (m *Manager) Watch(key Key) (*View, error) {

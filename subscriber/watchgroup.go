@@ -99,7 +99,7 @@ type WatchGroupStats struct {
 }
 
 // NewWatchGroup returns an empty group of Views over m. It returns an
-// *ArgumentError for a bad option (nil options are ignored) and an error
+// *rebound.ArgumentError for a bad option (nil options are ignored) and an error
 // wrapping ErrManagerClosed after Close. Defaults: no linger, refreshes
 // paced at the Manager's refresh interval plus one second.
 func (m *Manager) NewWatchGroup(opts ...WatchGroupOption) (*WatchGroup, error) {
@@ -321,7 +321,7 @@ func (g *WatchGroup) Stats() WatchGroupStats {
 // Close lets go of every key of the group, lingering or not, and waits
 // until the subscriptions it was the last to hold have ended (also those
 // whose last View was closed before; each Registry.Unsubscribe is bounded
-// by UnsubscribeTimeout) and its timers are done. Views still open keep
+// by 10 s) and its timers are done. Views still open keep
 // their last snapshot and see no further change; their Close does nothing
 // more. Watch returns ErrWatchGroupClosed afterwards. Close is idempotent
 // and returns nil.

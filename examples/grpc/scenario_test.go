@@ -20,7 +20,7 @@ func shortConfig(registry string) config {
 		// restart) and p5/p6 (after the member restart and compaction):
 		// bounded but generous. With the default Policy (1 s doubling,
 		// full jitter) and the etcd client's reconnect backoff (up to
-		// etcd.ClientReconnectMax, then 5 s), a busy machine took more than the
+		// etcd.ClientConfig's 750 ms reconnect cap, then 5 s), a busy machine took more than the
 		// 4 s this was (rebound never reached p5/p6 in 4 s; ~1.3 s when
 		// idle), and the grpc engineer measured up to 4.8 s in default runs.
 		tail: 15 * time.Second,

@@ -56,7 +56,7 @@ const (
 	canaryTimeout = 2 * time.Second
 	// emptyTimeout bounds the wait for a really emptied service to reach
 	// its listeners: the Manager's default empty-list hold plus slack.
-	emptyTimeout = subscriber.DefaultEmptyListHold + 15*time.Second
+	emptyTimeout = 30*time.Second + 15*time.Second
 	// plotBefore is how much of the time before the outage the plot shows.
 	plotBefore = 2 * time.Second
 	// providerPort is the port every provider instance registers.

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/rebound-go/rebound/subscriber"
-	"github.com/rebound-go/rebound/subscriber/nacos"
 )
 
 // Row labels of the table (the test looks rows up by these).
@@ -85,9 +82,9 @@ func printTable(w io.Writer, cfg config, results []result) error {
 		fmt.Fprintf(w, "         providers: for { _, err := client.RegisterInstance(...); if err == nil { break }; time.Sleep(time.Second) } (the bool not checked), then the SDK's redo.\n")
 	}
 	if slices.Contains(cfg.modes, reboundMode) {
-		fmt.Fprintf(w, "rebound: one subscriber.Manager per consumer over subscriber/nacos; policy: %s; shared limiter %g/s, burst %d.\n",
-			policyText(cfg), float64(subscriber.DefaultLimit), subscriber.DefaultBurst)
-		fmt.Fprintf(w, "         providers: nacos.Register per service (checks the SDK's redo %v after a reconnect, re-registers what is missing).\n", nacos.DefaultRedoGrace)
+		fmt.Fprintf(w, "rebound: one subscriber.Manager per consumer over subscriber/nacos; policy: %s; shared limiter 1000/s, burst 100 (the default).\n",
+			policyText(cfg))
+		fmt.Fprintf(w, "         providers: nacos.Register per service (checks the SDK's redo 1s after a reconnect, re-registers what is missing).\n")
 	}
 	fmt.Fprintf(w, "Recovery: from the restart until every subscription is back at the registry with the right list, at most -timeout (%v).\n\n", cfg.timeout)
 

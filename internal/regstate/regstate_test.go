@@ -28,7 +28,7 @@ func TestHooksOutsideLockInOrder(t *testing.T) {
 			}
 			got = append(got, c.To.String()+"/"+tr.Status().State.String())
 			if c.To == subscriber.RegistrationRepairing {
-				tr.Attempt(subscriber.RegistrationOpCheck, c.At, errors.New("x")) // queued, called after this hook
+				tr.Attempt(OpCheck, c.At, errors.New("x")) // queued, called after this hook
 				panic("hook panic")
 			}
 		},
@@ -70,12 +70,12 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	tr.Attempt(subscriber.RegistrationOpRegister, start, nil)
+	tr.Attempt(OpRegister, start, nil)
 	tr.Registered()
-	tr.Attempt(subscriber.RegistrationOpCheck, start, errors.New("down"))
-	tr.Attempt(subscriber.RegistrationOpCheck, start, nil)
+	tr.Attempt(OpCheck, start, errors.New("down"))
+	tr.Attempt(OpCheck, start, nil)
 	tr.Set(subscriber.RegistrationRepairing, nil)
-	tr.Attempt(subscriber.RegistrationOpRegister, start, nil)
+	tr.Attempt(OpRegister, start, nil)
 	tr.Repaired()
 	v := telemetrytest.Read(t, reader).Values
 	want := map[string]map[string]int64{
@@ -116,13 +116,13 @@ func TestAttemptsAreTheSchedules(t *testing.T) {
 	tr := New("etcd", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, nil, nil)
 	start := time.Now()
 	tr.Registered()
-	tr.Attempt(subscriber.RegistrationOpUpdate, start, errors.New("update refused"))
+	tr.Attempt(OpUpdate, start, errors.New("update refused"))
 	if st := tr.Status(); st.Attempts != 0 || st.LastErr == nil {
 		t.Fatalf("after a failed update: Attempts %d (want 0: no repair runs), LastErr %v (want the error)", st.Attempts, st.LastErr)
 	}
 	tr.Set(subscriber.RegistrationRepairing, errors.New("lost"))
 	for n := 1; n <= 3; n++ {
-		tr.Attempt(subscriber.RegistrationOpRegister, start, errors.New("down"))
+		tr.Attempt(OpRegister, start, errors.New("down"))
 		tr.SetAttempts(n)
 		if got := tr.Status().Attempts; got != n {
 			t.Fatalf("after the Schedule counted %d: Attempts %d", n, got)

@@ -16,11 +16,11 @@
 //
 // Close the Manager, then the Registry, then the client.
 //
-// New takes Options, Register takes RegisterOptions; WithPrefix,
-// WithLayout, WithLogger and WithAttemptTimeout are SharedOptions, valid
-// for both (passing WithTTL to New does not compile). A nil option is
-// ignored; a bad value is a *rebound.ArgumentError from the constructor
-// naming the option and the rule.
+// New and Register take Options. WithPrefix, WithLayout, WithLogger and
+// WithAttemptTimeout configure both; the others configure Register, and
+// New refuses them. A nil option is ignored; a bad value is a
+// *rebound.ArgumentError from the constructor naming the option and the
+// rule.
 //
 // # Key layout
 //
@@ -28,21 +28,20 @@
 //
 //	<prefix>/<namespace>/<group>/<service>/<instance-id>  ->  JSON instance
 //
-// prefix defaults to DefaultPrefix ("/rebound/services", WithPrefix); an
-// empty Key.Namespace is DefaultNamespace ("public") and an empty Key.Group
-// DefaultGroup ("DEFAULT_GROUP"), as in Nacos. Segments must not contain
-// "/". The instance ID is the last segment: Instance.ID, or "ip:port" when
-// it is empty (InstanceID). The value is a JSON object:
+// prefix defaults to "/rebound/services" (WithPrefix); an empty
+// Key.Namespace is "public" and an empty Key.Group "DEFAULT_GROUP", as in
+// Nacos. Segments must not contain "/". The instance ID is the last
+// segment: Instance.ID, or "ip:port" when it is empty. The value is a JSON
+// object:
 //
 //	{"id":"10.0.1.7:8080","ip":"10.0.1.7","port":8080,"weight":1,
 //	 "healthy":true,"enabled":true,"ephemeral":true,"cluster":"DEFAULT",
 //	 "metadata":{"zone":"a"}}
 //
-// "ip" is required; a missing or empty "cluster" means DefaultCluster
-// ("DEFAULT"); "id" is informational (the key decides). Keys below an
-// instance key, and values that do not decode, are skipped (the latter
-// logged at Warn). InstanceKey, ServicePrefix, EncodeInstance and
-// DecodeInstance expose the layout for other tools. Key.Clusters filters
+// "ip" is required; a missing or empty "cluster" means "DEFAULT"; "id" is
+// informational (the key decides). Keys below an instance key, and values
+// that do not decode, are skipped (the latter logged at Warn).
+// Registration.InstanceKey returns an instance's key. Key.Clusters filters
 // instances by their "cluster" on the subscriber side.
 //
 // # Other layouts
@@ -54,6 +53,20 @@
 // clients use etcd's naming/resolver) can switch its clients to rebound
 // without touching its providers, and a Registration in that layout is an
 // ordinary endpoint for them.
+//
+// Reading: the instance's ID is the key after "<target>/" (deeper keys
+// included, as etcd's resolver does); Addr "host:port" gives IP and Port
+// (an Addr without a port gives IP = Addr and Port 0); the instance is
+// Healthy and Enabled with Weight 1 and Cluster "DEFAULT"; Metadata:
+// a JSON object's string values as they are and other values as their
+// JSON text; any other non-null Metadata is kept as its JSON text under
+// the key "metadata". A value with an empty Addr or Op other than 0 is
+// skipped.
+//
+// Writing (Register): "<target>/" + the instance ID (inst.ID, or
+// ip:port), with Op 0 (endpoints' Add), Addr ip:port and the instance's
+// Metadata as a JSON object, on the lease; etcd's resolver then sees it
+// like any endpoint.
 //
 // Any other layout is a type with the three methods of Layout. For
 // example, kratos' etcd registry stores each instance at
@@ -71,9 +84,11 @@
 // # Subscribing
 //
 // Registry.Subscribe is one attempt, bounded by its ctx, the attempt
-// timeout and Close whatever etcd does: a linearizable Get of the service's
-// prefix, then a Watch from the Get's revision + 1, created before the
-// attempt returns; the Get's list is delivered to the sink, then the full
+// timeout and Close whatever etcd does (it returns within moments of the
+// first of them ending, even with a server that never answers the watch
+// creation, and a watch created as the attempt ends is cancelled, not
+// used): a linearizable Get of the service's prefix, then a Watch from
+// the Get's revision + 1, created before the attempt returns; the Get's list is delivered to the sink, then the full
 // list after every change (events at or below the revision already
 // applied are ignored, so nothing is applied twice). Calling it again for
 // the same sink replaces the watch. Requests carry
@@ -100,8 +115,16 @@
 // A member that stops while others serve does not count: the client's
 // watches move to another member by themselves.
 //
-// While the connection is not usable, attempts fail at once with
-// ErrNotConnected instead of queueing requests (etcd's client waits for
+// Right after reporting Disconnected, MonitorConnection stops every watch
+// without calling its sink: the client would otherwise resume them all
+// at once when the connection is back, only for the confirmations to
+// replace them. No subscription is lost that way: it reports Connected
+// before it could see the connection usable again, and by the contract
+// of ConnectionMonitor the caller then confirms every subscription,
+// including one whose attempt was in flight during the drop.
+//
+// While the connection is not usable, attempts fail at once with an
+// error wrapping subscriber.ErrDisconnected instead of queueing requests (etcd's client waits for
 // a connection by default) that every waiting subscription would send the
 // moment the cluster comes back.
 //
@@ -115,16 +138,16 @@
 // operation, the key, the cause), the shape the Nacos adapter returns
 // too:
 //
-//   - a closed Registry or client: the cause wraps ErrClosed (which
-//     matches rebound.ErrClosed) and subscriber.ErrRegistryClosed, which
+//   - a closed Registry or client: the cause wraps
+//     subscriber.ErrRegistryClosed (which matches rebound.ErrClosed), which
 //     stops a subscription for good;
 //   - an invalid key: a *rebound.ArgumentError, marked rebound.Permanent;
 //   - codes.PermissionDenied and codes.InvalidArgument from the server
 //     (permission denied, authentication failed): marked
 //     rebound.Permanent, as retrying cannot fix them;
-//   - everything else is transient: ErrNotConnected (which wraps
-//     subscriber.ErrDisconnected, as the Nacos adapter's ErrNotConnected
-//     does), codes.Unavailable (rpctypes.ErrNoLeader, ErrLeaderChanged,
+//   - everything else is transient: no connection (the cause wraps
+//     subscriber.ErrDisconnected, as in the Nacos adapter),
+//     codes.Unavailable (rpctypes.ErrNoLeader, ErrLeaderChanged,
 //     ErrStopped, ErrTimeout and the other "request timed out" errors,
 //     connection refused), codes.DeadlineExceeded and the attempt's own
 //     timeout (WithAttemptTimeout, default 5 s), rpctypes.ErrCompacted,
@@ -136,7 +159,7 @@
 //
 // # Registering
 //
-// Register puts an instance on a lease (WithTTL, default DefaultTTL, 30 s)
+// Register puts an instance on a lease (WithTTL, default 30 s)
 // that the client keeps alive, and one goroutine keeps it registered
 // until Shutdown or Close: a keep-alive channel the client closes (no
 // answer for a TTL) is followed by TimeToLive, and a lease that still
@@ -172,7 +195,7 @@
 //
 // where 2 s covers reconnecting to another member and one keep-alive
 // round trip. ClientConfig uses 10 s (gRPC's minimum) and 3 s: 22.5 s,
-// so DefaultTTL is 30 s. The previous defaults (a 10 s TTL with 10 s + 5 s
+// so the default TTL is 30 s. The previous defaults (a 10 s TTL with 10 s + 5 s
 // detection) broke it: a blackholed member let the lease expire
 // (TestBlackholedMemberKeepsLease measures both). A client without
 // keep-alive pings (DialKeepAliveTime 0, clientv3's default) never
@@ -183,7 +206,15 @@
 // ClientConfig returns a client configuration suited to the adapter (a
 // quiet logger, no hidden retry loop, a capped reconnect backoff,
 // keep-alive pings). With another configuration, note that clientv3's
-// default MaxUnaryRetries (100, 25 ms apart) runs inside each attempt.
+// default MaxUnaryRetries (100, 25 ms apart) runs inside each attempt:
+// it would hide an outage inside one attempt and send 40 requests a
+// second per subscription to a member without a leader. Its gRPC
+// reconnect backoff is capped at 750 ms (at most 0.9 s with gRPC's 20%
+// jitter; gRPC's default cap, 120 s, can keep a client away from a
+// recovered cluster for two minutes); the cost is a refused TCP connect
+// about once a second to a member that is down. DialTimeout stays 0:
+// clientv3.New does not block, and the Manager retries a cluster that is
+// down at start.
 //
 // # Concurrency and goroutines
 //

@@ -19,7 +19,7 @@ func TestShutdownRetriesRevokeWithinCtx(t *testing.T) {
 	cli := newClient(t, c)
 	failed := make(chan struct{}, 1)
 	hooks := subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-		if a.Op == subscriber.RegistrationOpDeregister && a.Err != nil {
+		if a.Op == "deregister" && a.Err != nil {
 			select {
 			case failed <- struct{}{}:
 			default:

@@ -21,12 +21,12 @@ func TestDurationOptionsSweep(t *testing.T) {
 	cli := newClient(t, c)
 	for _, tc := range []struct {
 		name string
-		opt  func(time.Duration) etcdreg.RegisterOption
+		opt  func(time.Duration) etcdreg.Option
 		ok   map[time.Duration]bool // values accepted
 	}{
-		{"WithAttemptTimeout", func(d time.Duration) etcdreg.RegisterOption { return etcdreg.WithAttemptTimeout(d) },
+		{"WithAttemptTimeout", func(d time.Duration) etcdreg.Option { return etcdreg.WithAttemptTimeout(d) },
 			map[time.Duration]bool{1: true, math.MaxInt64: true}},
-		{"WithTTL", func(d time.Duration) etcdreg.RegisterOption { return etcdreg.WithTTL(d) }, nil},
+		{"WithTTL", func(d time.Duration) etcdreg.Option { return etcdreg.WithTTL(d) }, nil},
 	} {
 		for _, d := range []time.Duration{0, 1, -time.Second, math.MaxInt64} {
 			t.Run(tc.name+"/"+d.String(), func(t *testing.T) {

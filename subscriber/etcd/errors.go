@@ -14,25 +14,19 @@ import (
 )
 
 var (
-	// ErrNotConnected is returned (wrapped in a *subscriber.OpError) by an
-	// attempt made while the client has no usable connection to any
-	// member (gRPC state TRANSIENT_FAILURE, or still connecting when the
-	// attempt ends). It wraps subscriber.ErrDisconnected, as the Nacos
-	// adapter's ErrNotConnected does, and is transient. The attempt fails
-	// at once instead of queueing a request that every waiting
-	// subscription would send the moment the cluster comes back.
-	ErrNotConnected = fmt.Errorf("etcd: not connected to the cluster: %w", subscriber.ErrDisconnected)
+	// errNotConnected is the cause of an attempt made while the client has
+	// no usable connection to any member: it fails at once instead of
+	// queueing a request. It wraps subscriber.ErrDisconnected (transient).
+	errNotConnected = fmt.Errorf("etcd: not connected to the cluster: %w", subscriber.ErrDisconnected)
 
-	// ErrClosed is wrapped by the error of an operation on a closed
-	// Registry or with a closed client. It matches rebound.ErrClosed;
-	// such errors also match subscriber.ErrRegistryClosed, which stops a
-	// subscription for good.
-	ErrClosed = rebound.NewClosedError("etcd: closed")
-
-	// ErrWatchClosed is the reason given to Sink.Resubscribe when a watch
-	// channel closed without an error (the client's watch stream ended).
-	ErrWatchClosed = errors.New("etcd: watch closed")
+	// errWatchClosed is the reason given to Sink.Resubscribe when a watch
+	// channel closed without an error.
+	errWatchClosed = errors.New("etcd: watch closed")
 )
+
+// closedText starts the error of an operation on a closed Registry or
+// client.
+const closedText = "etcd: closed"
 
 // registryName is subscriber.OpError's Registry for this adapter.
 const registryName = "etcd"
@@ -43,28 +37,28 @@ func opErr(op, key string, err error) *subscriber.OpError {
 }
 
 // closedError is the cause of an OpError when the Registry or the etcd
-// client is closed: it wraps ErrClosed, subscriber.ErrRegistryClosed
-// and, if any, the error the client returned.
+// client is closed: it wraps subscriber.ErrRegistryClosed (which matches
+// rebound.ErrClosed) and, if any, the error the client returned.
 type closedError struct{ cause error }
 
 func (e closedError) Error() string {
 	if e.cause == nil {
-		return ErrClosed.Error()
+		return closedText
 	}
-	return ErrClosed.Error() + ": " + e.cause.Error()
+	return closedText + ": " + e.cause.Error()
 }
 
 func (e closedError) Unwrap() []error {
 	if e.cause == nil {
-		return []error{ErrClosed, subscriber.ErrRegistryClosed}
+		return []error{subscriber.ErrRegistryClosed}
 	}
-	return []error{ErrClosed, subscriber.ErrRegistryClosed, e.cause}
+	return []error{subscriber.ErrRegistryClosed, e.cause}
 }
 
 // classify turns an error of the etcd client into the error an attempt
 // returns (see the package documentation, "Errors"):
 //
-//   - the client (or the Registry) is closed: an *OpError wrapping ErrClosed and
+//   - the client (or the Registry) is closed: an *OpError wrapping
 //     subscriber.ErrRegistryClosed, which stops a subscription for good;
 //   - codes.PermissionDenied and codes.InvalidArgument (permission denied,
 //     authentication failed, a request the server will always reject;

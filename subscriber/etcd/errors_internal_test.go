@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -34,7 +36,7 @@ func TestClassify(t *testing.T) {
 		{"grpc deadline", status.Error(codes.DeadlineExceeded, "deadline"), false, false, false},
 		{"attempt deadline", context.DeadlineExceeded, false, false, false},
 		{"cancelled", context.Canceled, false, false, false},
-		{"not connected", ErrNotConnected, false, false, false},
+		{"not connected", errNotConnected, false, false, false},
 		{"unknown", errors.New("something odd"), false, false, false},
 		{"auth old revision", rpctypes.ErrAuthOldRevision, false, false, false},
 		{"permission denied", rpctypes.ErrPermissionDenied, false, true, false},
@@ -69,23 +71,30 @@ func TestClassify(t *testing.T) {
 // TestVocabulary: the adapter's errors match the shared families the
 // same way the Nacos adapter's do (issue 10).
 func TestVocabulary(t *testing.T) {
-	if !errors.Is(ErrNotConnected, subscriber.ErrDisconnected) {
-		t.Error("ErrNotConnected does not match subscriber.ErrDisconnected")
+	if !errors.Is(errNotConnected, subscriber.ErrDisconnected) {
+		t.Error("errNotConnected does not match subscriber.ErrDisconnected")
 	}
 	closed := classify("get", "/p/", errors.New("x"), true)
-	if !errors.Is(closed, rebound.ErrClosed) || !errors.Is(closed, ErrClosed) || !errors.Is(closed, subscriber.ErrRegistryClosed) {
-		t.Errorf("closed error %v does not match rebound.ErrClosed, ErrClosed and subscriber.ErrRegistryClosed", closed)
+	if !errors.Is(closed, rebound.ErrClosed) || !errors.Is(closed, subscriber.ErrRegistryClosed) {
+		t.Errorf("closed error %v does not match rebound.ErrClosed and subscriber.ErrRegistryClosed", closed)
 	}
 	var oe *subscriber.OpError
-	if !errors.As(classify("watch", "/p/", ErrNotConnected, false), &oe) || oe.Registry != "etcd" || oe.Op != "watch" {
+	if !errors.As(classify("watch", "/p/", errNotConnected, false), &oe) || oe.Registry != "etcd" || oe.Op != "watch" {
 		t.Errorf("classify = %+v, want a subscriber.OpError of registry etcd", oe)
 	}
 	var ae *rebound.ArgumentError
 	if _, err := New(nil); !errors.As(err, &ae) || ae.Func != "etcd.New" || ae.Arg != "client" {
 		t.Errorf("New(nil) = %v, want a rebound.ArgumentError of etcd.New naming client", err)
 	}
-	_, err := newRegisterOptions([]RegisterOption{nil, WithTTL(0)})
+	_, err := newRegisterOptions([]Option{nil, WithTTL(0)})
 	if !errors.As(err, &ae) || ae.Func != "etcd.WithTTL" {
 		t.Errorf("WithTTL(0) = %v, want a rebound.ArgumentError of etcd.WithTTL", err)
+	}
+	// The options of Register only are refused by New, naming the option.
+	for _, o := range []Option{WithTTL(time.Minute), WithPolicy(rebound.Policy{}), WithRegistrationObserver(rebound.ObserverFunc(func(rebound.Event) {})), WithMeterProvider(nil)} {
+		_, err := newRegistryOptions([]Option{WithPrefix("/p"), o})
+		if !errors.As(err, &ae) || ae.Func != "etcd.New" || ae.Arg != "opts" || !strings.Contains(err.Error(), "etcd.With") {
+			t.Errorf("New with a Register option = %v, want a rebound.ArgumentError of etcd.New naming it", err)
+		}
 	}
 }

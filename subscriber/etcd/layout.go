@@ -12,17 +12,14 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Defaults of the key layout (see the package documentation).
+// Defaults of the key layout (see the package documentation): the prefix,
+// and the namespace, group and cluster of Nacos, so that a Key means the
+// same service on both registries.
 const (
-	// DefaultPrefix is the key prefix under which instances live.
-	DefaultPrefix = "/rebound/services"
-	// DefaultNamespace and DefaultGroup replace an empty Key.Namespace and
-	// Key.Group: the same defaults as Nacos, so that a Key means the same
-	// service on both registries.
-	DefaultNamespace = "public"
-	DefaultGroup     = "DEFAULT_GROUP"
-	// DefaultCluster replaces an empty Instance.Cluster, as in Nacos.
-	DefaultCluster = "DEFAULT"
+	defaultPrefix    = "/rebound/services"
+	defaultNamespace = "public"
+	defaultGroup     = "DEFAULT_GROUP"
+	defaultCluster   = "DEFAULT"
 )
 
 // record is the JSON value of an instance key.
@@ -38,24 +35,15 @@ type record struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 }
 
-// ServicePrefix returns the etcd key prefix holding the instances of key's
-// service: prefix + "/" + namespace + "/" + group + "/" + service + "/",
-// with DefaultNamespace and DefaultGroup for empty fields. key.Clusters is
-// ignored (clusters filter instances, they are not part of the key).
-//
-// It returns a *rebound.ArgumentError when
-// key.Service is empty or a segment contains "/".
-func ServicePrefix(prefix string, key subscriber.Key) (string, error) {
-	return servicePrefix("ServicePrefix", prefix, key)
-}
-
+// servicePrefix returns the key prefix of key's service in the default
+// layout: prefix/namespace/group/service/ (see the package documentation).
 func servicePrefix(fn, prefix string, key subscriber.Key) (string, error) {
 	ns, group := key.Namespace, key.Group
 	if ns == "" {
-		ns = DefaultNamespace
+		ns = defaultNamespace
 	}
 	if group == "" {
-		group = DefaultGroup
+		group = defaultGroup
 	}
 	if key.Service == "" {
 		return "", &rebound.ArgumentError{Func: "etcd." + fn, Arg: "key.Service", Reason: "must not be empty"}
@@ -69,12 +57,6 @@ func servicePrefix(fn, prefix string, key subscriber.Key) (string, error) {
 		}
 	}
 	return prefix + "/" + ns + "/" + group + "/" + key.Service + "/", nil
-}
-
-// InstanceKey returns the etcd key of instance id of key's service:
-// ServicePrefix(prefix, key) + id. id must not be empty nor contain "/".
-func InstanceKey(prefix string, key subscriber.Key, id string) (string, error) {
-	return instanceKey("InstanceKey", prefix, key, id)
 }
 
 func instanceKey(fn, prefix string, key subscriber.Key, id string) (string, error) {
@@ -99,28 +81,26 @@ func checkID(fn, arg, id string) error {
 	return nil
 }
 
-// InstanceID returns the ID an instance is registered under: inst.ID, or
+// instanceID returns the ID an instance is registered under: inst.ID, or
 // "ip:port" (net.JoinHostPort) when it is empty.
-func InstanceID(inst subscriber.Instance) string {
+func instanceID(inst subscriber.Instance) string {
 	if inst.ID != "" {
 		return inst.ID
 	}
 	return net.JoinHostPort(inst.IP, strconv.FormatUint(inst.Port, 10))
 }
 
-// EncodeInstance returns the JSON value stored for inst (see the package
-// documentation for the format). An empty Cluster is stored as
-// DefaultCluster; ID is stored as InstanceID(inst).
-func EncodeInstance(inst subscriber.Instance) ([]byte, error) {
+// encodeInstance returns the JSON value of inst in the default layout.
+func encodeInstance(inst subscriber.Instance) ([]byte, error) {
 	if inst.IP == "" {
-		return nil, argErr("EncodeInstance", "inst.IP", "must not be empty")
+		return nil, argErr("Register", "inst.IP", "must not be empty")
 	}
 	cluster := inst.Cluster
 	if cluster == "" {
-		cluster = DefaultCluster
+		cluster = defaultCluster
 	}
 	return json.Marshal(record{
-		ID:        InstanceID(inst),
+		ID:        instanceID(inst),
 		IP:        inst.IP,
 		Port:      inst.Port,
 		Weight:    inst.Weight,
@@ -132,12 +112,9 @@ func EncodeInstance(inst subscriber.Instance) ([]byte, error) {
 	})
 }
 
-// DecodeInstance decodes the JSON value of the instance key whose last
-// segment is id. The key decides the instance's ID (the value's "id" is
-// informational); an empty or missing "cluster" means DefaultCluster. It
-// returns an error if data is not a JSON object of the documented form or
-// has no "ip".
-func DecodeInstance(id string, data []byte) (subscriber.Instance, error) {
+// decodeInstance decodes a JSON value of the default layout; the key's
+// last segment, id, is the instance's ID.
+func decodeInstance(id string, data []byte) (subscriber.Instance, error) {
 	var r record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return subscriber.Instance{}, fmt.Errorf("etcd: instance %q: %w", id, err)
@@ -146,7 +123,7 @@ func DecodeInstance(id string, data []byte) (subscriber.Instance, error) {
 		return subscriber.Instance{}, fmt.Errorf("etcd: instance %q: no ip", id)
 	}
 	if r.Cluster == "" {
-		r.Cluster = DefaultCluster
+		r.Cluster = defaultCluster
 	}
 	return subscriber.Instance{
 		ID:        id,
@@ -204,46 +181,29 @@ func (l reboundLayout) Decode(id string, value []byte) (subscriber.Instance, err
 	if strings.Contains(id, "/") {
 		return subscriber.Instance{}, ErrNotInstance // below an instance key
 	}
-	return DecodeInstance(id, value)
+	return decodeInstance(id, value)
 }
 
 func (l reboundLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
-	id := InstanceID(inst)
+	id := instanceID(inst)
 	if err := checkID("InstanceKey", "id", id); err != nil {
 		return "", nil, err
 	}
-	v, err := EncodeInstance(inst)
+	v, err := encodeInstance(inst)
 	return id, v, err
 }
 
-// EndpointsLayout is the layout of go.etcd.io/etcd/client/v3/naming/endpoints
-// (and of its gRPC resolver, client/v3/naming/resolver): the endpoints of
-// a target are the keys "<target>/<key>", each with the JSON value
-//
-//	{"Op":0,"Addr":"10.0.1.7:8080","Metadata":...}
-//
-// (endpoints' internal Update type; Op 0 is Add). A service that
-// registers with endpoints.Manager can have its clients read it through
-// a Registry with WithLayout(EndpointsLayout{}), without touching the
-// providers.
-//
-// Reading: the instance's ID is the key after "<target>/" (deeper keys
-// included, as etcd's resolver does); Addr "host:port" gives IP and Port
-// (an Addr without a port gives IP = Addr and Port 0); the instance is
-// Healthy and Enabled with Weight 1 and Cluster DefaultCluster; Metadata:
-// a JSON object's string values as they are and other values as their
-// JSON text; any other non-null Metadata is kept as its JSON text under
-// the key "metadata". A value with an empty Addr or Op other than 0 is
-// skipped.
-//
-// Writing (Register): "<target>/" + InstanceID(inst), with Op 0, Addr
-// ip:port and the instance's Metadata as a JSON object, on the lease;
-// etcd's resolver then sees it like any endpoint.
+// EndpointsLayout is the layout of etcd's client/v3/naming/endpoints and
+// its gRPC resolver: the endpoints of a target are the keys
+// "<target>/<key>", each with a JSON value {"Op":0,"Addr":"host:port",
+// "Metadata":...}. With it a Registry reads providers registered with
+// endpoints.Manager, and Register writes endpoints that resolver sees.
+// The package documentation ("Other layouts") says how fields map.
 type EndpointsLayout struct {
 	// Target returns the endpoints target of key (the part of an
 	// "etcd:///<target>" gRPC target after the slashes). nil: key.Service,
-	// and Namespace and Group must be empty (or DefaultNamespace and
-	// DefaultGroup), as they have no place in this layout.
+	// and Namespace and Group must be empty (or "public" and
+	// "DEFAULT_GROUP"), as they have no place in this layout.
 	Target func(key subscriber.Key) (string, error)
 }
 
@@ -264,10 +224,10 @@ func (l EndpointsLayout) ServicePrefix(key subscriber.Key) (string, error) {
 		}
 		target = t
 	} else {
-		if key.Namespace != "" && key.Namespace != DefaultNamespace {
+		if key.Namespace != "" && key.Namespace != defaultNamespace {
 			return "", argErr("EndpointsLayout", "key.Namespace", "must be empty (the endpoints layout has none); got "+strconv.Quote(key.Namespace))
 		}
-		if key.Group != "" && key.Group != DefaultGroup {
+		if key.Group != "" && key.Group != defaultGroup {
 			return "", argErr("EndpointsLayout", "key.Group", "must be empty (the endpoints layout has none); got "+strconv.Quote(key.Group))
 		}
 		target = key.Service
@@ -287,7 +247,7 @@ func (EndpointsLayout) Decode(id string, value []byte) (subscriber.Instance, err
 	if r.Op != 0 || r.Addr == "" {
 		return subscriber.Instance{}, fmt.Errorf("etcd: endpoint %q: no address (op %d)", id, r.Op)
 	}
-	inst := subscriber.Instance{ID: id, IP: r.Addr, Weight: 1, Healthy: true, Enabled: true, Cluster: DefaultCluster}
+	inst := subscriber.Instance{ID: id, IP: r.Addr, Weight: 1, Healthy: true, Enabled: true, Cluster: defaultCluster}
 	if host, port, err := net.SplitHostPort(r.Addr); err == nil {
 		if p, err := strconv.ParseUint(port, 10, 16); err == nil {
 			inst.IP, inst.Port = host, p
@@ -312,15 +272,15 @@ func (EndpointsLayout) Decode(id string, value []byte) (subscriber.Instance, err
 	return inst, nil
 }
 
-// Encode returns InstanceID(inst) and the endpoints value of inst.
+// Encode returns the instance ID (inst.ID, or ip:port) and the endpoints value of inst.
 func (EndpointsLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
 	if inst.IP == "" {
-		return "", nil, argErr("EncodeInstance", "inst.IP", "must not be empty")
+		return "", nil, argErr("Register", "inst.IP", "must not be empty")
 	}
 	rec := endpointRecord{Addr: net.JoinHostPort(inst.IP, strconv.FormatUint(inst.Port, 10))}
 	if len(inst.Metadata) > 0 {
 		rec.Metadata = inst.Metadata
 	}
 	v, err := json.Marshal(rec)
-	return InstanceID(inst), v, err
+	return instanceID(inst), v, err
 }

@@ -121,12 +121,12 @@ func TestQuorumLossLongerThanTTLKeepsKey(t *testing.T) {
 	eventually(t, "three TTLs after the quorum is back", func() bool { return time.Since(back) > 3*ttl })
 	missing, deletes := log.missing()
 	t.Logf("quorum lost for %v (TTL %v): key deleted %d times, missing %v in all; %d leases granted",
-		5*ttl/2, ttl, deletes, missing.Round(time.Millisecond), g.Registrations())
+		5*ttl/2, ttl, deletes, missing.Round(time.Millisecond), g.Status().Registrations)
 	if deletes != 0 {
 		t.Fatalf("the key was deleted %d times (missing %v): %+v", deletes, missing, log.snapshot())
 	}
-	if g.Lease() != first || g.Registrations() != 1 {
-		t.Fatalf("lease %x (%d granted), want the first one %x kept", g.Lease(), g.Registrations(), first)
+	if g.Lease() != first || g.Status().Registrations != 1 {
+		t.Fatalf("lease %x (%d granted), want the first one %x kept", g.Lease(), g.Status().Registrations, first)
 	}
 	resp, err := admin.TimeToLive(context.Background(), first)
 	if err != nil || resp.TTL <= 0 {
@@ -196,11 +196,11 @@ func TestTwoRegistrationsOfOneInstance(t *testing.T) {
 			}
 
 			// Deleted by someone: put back.
-			repairs := second.Repairs()
+			repairs := second.Status().Repairs
 			if _, err := admin.Delete(context.Background(), k); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the key put back after a delete", func() bool { return second.Repairs() > repairs })
+			eventually(t, "the key put back after a delete", func() bool { return second.Status().Repairs > repairs })
 			present("the key after a delete")
 			// Put without a lease (it would outlive the instance): moved
 			// back onto the lease.
@@ -269,7 +269,7 @@ func TestBlackholedMemberKeepsLease(t *testing.T) {
 	c := newCluster(t, 3)
 	cfg := etcdreg.ClientConfig(nil, c.Endpoint(0))
 	ttl := etcdreg.DefaultTTL
-	var opts []etcdreg.RegisterOption
+	var opts []etcdreg.Option
 	if old {
 		cfg.DialKeepAliveTimeout = 5 * time.Second
 		ttl = 10 * time.Second
@@ -296,7 +296,7 @@ func TestBlackholedMemberKeepsLease(t *testing.T) {
 	<-window.C
 	missing, deletes := log.missing()
 	t.Logf("member blackholed for %v, TTL %v, keep-alive %v + %v: key deleted %d times, missing %v; %d leases granted",
-		observe, ttl, cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout, deletes, missing.Round(time.Millisecond), g.Registrations())
+		observe, ttl, cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout, deletes, missing.Round(time.Millisecond), g.Status().Registrations)
 	if old {
 		return // a measurement of the old defaults, not a test
 	}
@@ -384,8 +384,8 @@ func TestRegistrationWithClosedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = g.Shutdown(context.Background())
-	if !errors.Is(err, etcdreg.ErrClosed) || !errors.Is(err, rebound.ErrClosed) {
-		t.Fatalf("Shutdown with a closed client = %v, want ErrClosed", err)
+	if !errors.Is(err, subscriber.ErrRegistryClosed) || !errors.Is(err, rebound.ErrClosed) {
+		t.Fatalf("Shutdown with a closed client = %v, want ErrRegistryClosed", err)
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)

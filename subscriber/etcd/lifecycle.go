@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -25,29 +26,21 @@ func (g *Registration) stop(ctx context.Context) error {
 	}
 }
 
-// Close stops keeping the instance registered, at once and without a
-// request: the key stays until its lease expires (at most the TTL). Use
-// Shutdown to deregister. Close implements io.Closer; it is idempotent,
-// returns once the Registration's goroutines have ended (they end
-// promptly: every request they make is bounded by the same context) and
-// always returns nil.
+// Close stops the registration at once, without a request: the key stays
+// until its lease expires (at most the TTL). It implements io.Closer: it
+// is idempotent, waits for the Registration's goroutines and returns nil.
 func (g *Registration) Close() error {
 	_ = g.stop(context.Background())
 	g.track.Set(subscriber.RegistrationStopped, nil)
 	return nil
 }
 
-// Shutdown stops keeping the instance registered and deregisters it:
-// it revokes the lease, which deletes the key if the lease holds it (a
-// key another Registration of the instance took over stays). A failed
-// revocation (the cluster is unreachable) is retried, paced by WithPolicy,
-// each attempt bounded by the attempt timeout, until it succeeds or ctx
-// is done; Shutdown then returns the error (a *rebound.RetryError
-// wrapping ctx's error and the last *subscriber.OpError, or that
-// OpError), and the key disappears when the lease expires. Shutdown may
-// follow Close (it then still revokes); it is idempotent: later calls
-// return the first revocation's result, waiting for it (a call made
-// while it still retries) until their own ctx is done.
+// Shutdown stops the registration and revokes its lease, which deletes
+// the key unless another Registration took it over. A failed revocation
+// is retried (WithPolicy) until ctx is done; the error is then a
+// *rebound.RetryError, and the key goes when the lease expires. Shutdown
+// may follow Close and is idempotent: later calls wait for the first
+// one's result, bounded by their own ctx.
 func (g *Registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argErr("Registration.Shutdown", "ctx", "must not be nil")
@@ -68,7 +61,7 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.track.Set(subscriber.RegistrationDeregistering, nil)
-	lease := g.Lease()
+	lease := g.currentLease()
 	g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 		defer cancel()
@@ -78,7 +71,7 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 			err = nil // gone already: nothing holds the key any more
 		}
 		err = permanentIfClosed(classify("revoke", g.key, err, g.closed()))
-		g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
+		g.track.Attempt(regstate.OpDeregister, start, err)
 		return err
 	})
 	g.track.Set(subscriber.RegistrationStopped, g.revokeErr)
@@ -102,19 +95,12 @@ func checkWeight(fn string, w float64) error {
 	return nil
 }
 
-// Update changes the registered instance's value (weight, metadata,
-// enabled, healthy): it puts the new value on the current lease, bounded
-// by ctx and the attempt timeout, and returns once etcd holds it, or the
-// error (a *subscriber.OpError; the registration keeps the previous
-// value). While another live lease holds the key (another Registration
-// of the instance, see Register), Update only records the value, which
-// is put when the key comes back: it never takes the key from the
-// other. inst must map to the same etcd key (the same ID, or IP and
-// port when ID is empty): another key is another instance, a
-// *rebound.ArgumentError, as is a negative, NaN or infinite Weight, or an
-// instance CheckRegistrable refuses (Enabled, Healthy and Weight all zero).
-// Ephemeral is set. After Shutdown or Close it returns an error matching
-// subscriber.ErrRegistrationStopped (and rebound.ErrClosed).
+// Update puts inst's new value (weight, metadata, enabled, healthy) on
+// the current lease and returns once etcd holds it, or the error (the
+// previous value stays). While another lease holds the key, it only
+// records the value. inst must keep the key (its ID, or IP and port) and
+// be valid for Register, or it is a *rebound.ArgumentError. After Shutdown
+// or Close the error matches subscriber.ErrRegistrationStopped.
 func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
 	const fn = "Registration.Update"
 	if ctx == nil {
@@ -123,7 +109,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	if err := checkWeight(fn, inst.Weight); err != nil {
 		return err
 	}
-	if err := subscriber.CheckRegistrable("etcd."+fn, inst); err != nil {
+	if err := regstate.CheckRegistrable("etcd."+fn, inst); err != nil {
 		return err
 	}
 	inst.Ephemeral = true
@@ -173,7 +159,7 @@ func (h *holder) update(u update) error {
 	if err != nil {
 		err = classify("put", g.key, err, g.closed())
 	}
-	g.track.Attempt(subscriber.RegistrationOpUpdate, start, err)
+	g.track.Attempt(regstate.OpUpdate, start, err)
 	if err != nil {
 		return err
 	}

@@ -16,42 +16,19 @@ import (
 
 // Defaults of a Registry and a Registration.
 const (
-	// DefaultAttemptTimeout bounds one Registry.Subscribe or Lookup
-	// attempt (the Get and the creation of the watch) and one request of
-	// a Registration.
-	DefaultAttemptTimeout = 5 * time.Second
-	// DefaultTTL is the lease TTL of a Registration: an instance whose
-	// process died disappears this long after its last keep-alive (one
-	// that stops with Registration.Shutdown disappears at once).
-	//
-	// It follows the rule of the package documentation ("Leases and
-	// keep-alive"): TTL >= 1.5 x (keep-alive time + keep-alive timeout +
-	// 2 s). With ClientConfig's ClientKeepAliveTime (10 s, gRPC's
-	// minimum) and ClientKeepAliveTimeout (3 s) that is 22.5 s: a client
-	// whose member is blackholed leaves it for another before the lease
-	// can expire. (The previous default, 10 s with a 10 s + 5 s keep-alive
-	// detection, let it expire; TestBlackholedMemberKeepsLease.)
-	DefaultTTL = 30 * time.Second
+	defaultAttemptTimeout = 5 * time.Second
+	// defaultTTL follows the rule of the package documentation ("Leases
+	// and keep-alive") with ClientConfig's keep-alive: 1.5 x (10 s + 3 s +
+	// 2 s) = 22.5 s.
+	defaultTTL = 30 * time.Second
 )
 
-// An Option configures New. WithPrefix, WithLogger, WithAttemptTimeout
-// and WithLayout return a SharedOption, which configures Register too.
-// A nil Option is ignored.
+// An Option configures New or Register. WithTTL, WithPolicy,
+// WithRegistrationObserver and WithMeterProvider configure Register only:
+// New refuses them. A nil Option is ignored.
 type Option interface {
 	applyNew(*registryOptions)
-}
-
-// A RegisterOption configures Register: WithTTL, WithPolicy and every
-// SharedOption. A nil RegisterOption is ignored.
-type RegisterOption interface {
 	applyRegister(*registerOptions)
-}
-
-// A SharedOption configures both New and Register (use the same prefix
-// and layout on the provider and the consumer side).
-type SharedOption interface {
-	Option
-	RegisterOption
 }
 
 // common are the settings New and Register share.
@@ -64,7 +41,7 @@ type common struct {
 }
 
 func defaultCommon() common {
-	return common{prefix: DefaultPrefix, log: zap.NewNop(), timeout: DefaultAttemptTimeout}
+	return common{prefix: defaultPrefix, log: zap.NewNop(), timeout: defaultAttemptTimeout}
 }
 
 func (c *common) err() error { return errors.Join(c.errs...) }
@@ -99,8 +76,8 @@ func newRegistryOptions(opts []Option) (registryOptions, error) {
 	return o, o.err()
 }
 
-func newRegisterOptions(opts []RegisterOption) (registerOptions, error) {
-	o := registerOptions{common: defaultCommon(), ttl: DefaultTTL}
+func newRegisterOptions(opts []Option) (registerOptions, error) {
+	o := registerOptions{common: defaultCommon(), ttl: defaultTTL}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.applyRegister(&o)
@@ -109,27 +86,35 @@ func newRegisterOptions(opts []RegisterOption) (registerOptions, error) {
 	return o, o.err()
 }
 
-// sharedOption is a SharedOption changing the common settings.
+// sharedOption is an Option changing the common settings.
 type sharedOption func(*common)
 
 func (f sharedOption) applyNew(o *registryOptions)      { f(&o.common) }
 func (f sharedOption) applyRegister(o *registerOptions) { f(&o.common) }
 
-// registerOption is a RegisterOption only.
-type registerOption func(*registerOptions)
+// registerOption is an Option of Register only; New refuses it.
+type registerOption struct {
+	name string
+	f    func(*registerOptions)
+}
 
-func (f registerOption) applyRegister(o *registerOptions) { f(o) }
+func regOnly(name string, f func(*registerOptions)) Option {
+	return registerOption{"etcd." + name, f}
+}
+
+func (r registerOption) applyRegister(o *registerOptions) { r.f(o) }
+func (r registerOption) applyNew(o *registryOptions) {
+	o.errs = append(o.errs, argErr("New", "opts", "must not hold "+r.name+", which configures Register only"))
+}
 
 func argErr(fn, arg, reason string) *rebound.ArgumentError {
 	return &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg, Reason: reason}
 }
 
-// WithPrefix sets the key prefix under which the default layout keeps
-// instances (New and Register). Default: DefaultPrefix
-// ("/rebound/services"). It must not be empty and must not end with "/"
-// (the layout adds the separators). Use the same prefix on the provider
-// and the consumer side. WithLayout replaces the layout, prefix included.
-func WithPrefix(prefix string) SharedOption {
+// WithPrefix sets the key prefix of the default layout (New and
+// Register). Default: "/rebound/services". It must not be empty nor end
+// with "/". WithLayout replaces the layout, prefix included.
+func WithPrefix(prefix string) Option {
 	return sharedOption(func(o *common) {
 		switch {
 		case prefix == "":
@@ -144,10 +129,9 @@ func WithPrefix(prefix string) SharedOption {
 }
 
 // WithLayout sets how services map to etcd keys and values (New and
-// Register). Default: the rebound layout under WithPrefix's prefix (see
-// the package documentation); EndpointsLayout reads and writes the layout
-// of etcd's own client/v3/naming/endpoints. l must not be nil.
-func WithLayout(l Layout) SharedOption {
+// Register). Default: the rebound layout under WithPrefix's prefix;
+// EndpointsLayout is etcd's naming/endpoints layout. l must not be nil.
+func WithLayout(l Layout) Option {
 	return sharedOption(func(o *common) {
 		if l == nil {
 			o.errs = append(o.errs, argErr("WithLayout", "l", "must not be nil"))
@@ -157,23 +141,19 @@ func WithLayout(l Layout) SharedOption {
 	})
 }
 
-// WithLogger sets the logger (New and Register). Default: zap.NewNop();
-// nil also means no logging. The global zap logger is never used.
-// Broken watches, revision regressions, undecodable values and lease
-// losses are logged at Warn, repairs at Info, everything else at Debug.
-// Credentials are scrubbed (logging.Redacted).
-func WithLogger(l *zap.Logger) SharedOption {
+// WithLogger sets the logger (New and Register); default and nil: none.
+// Broken watches and lease losses are logged at Warn, repairs at Info, the
+// rest at Debug. Credentials are scrubbed (logging.Redacted).
+func WithLogger(l *zap.Logger) Option {
 	return sharedOption(func(o *common) {
 		o.log = logging.Redacted(l) // nil: zap.NewNop()
 	})
 }
 
-// WithAttemptTimeout bounds each attempt (New: one Registry.Subscribe or
-// Lookup call, that is the Get and the creation of the watch; Register:
-// each request of the registration). Default: DefaultAttemptTimeout
-// (5 s). d must be positive. The context of the call bounds the attempt
-// too.
-func WithAttemptTimeout(d time.Duration) SharedOption {
+// WithAttemptTimeout bounds each attempt: a Subscribe or Lookup (New),
+// or one request of a registration (Register). Default: 5 s; d must be
+// positive.
+func WithAttemptTimeout(d time.Duration) Option {
 	return sharedOption(func(o *common) {
 		if d <= 0 {
 			o.errs = append(o.errs, argErr("WithAttemptTimeout", "d", fmt.Sprintf("must be > 0; got %v", d)))
@@ -183,13 +163,11 @@ func WithAttemptTimeout(d time.Duration) SharedOption {
 	})
 }
 
-// WithTTL sets the lease TTL of a registration. Default: DefaultTTL
-// (30 s; see there for the rule it follows). etcd counts TTLs in whole
-// seconds: d is rounded up to a whole second and must be from 1 s to
-// etcd's largest TTL, 9,000,000,000 s (2,500,000 h). The server may raise
-// a TTL below its minimum (1.5 election timeouts).
-func WithTTL(d time.Duration) RegisterOption {
-	return registerOption(func(o *registerOptions) {
+// WithTTL sets the lease TTL of a registration (Register only).
+// Default: 30 s (see "Leases and keep-alive" in the package doc). d is
+// rounded up to whole seconds, from 1 s to 9,000,000,000 s.
+func WithTTL(d time.Duration) Option {
+	return regOnly("WithTTL", func(o *registerOptions) {
 		if d < time.Second || sat.RoundUp(d, time.Second) > maxTTL {
 			o.errs = append(o.errs, argErr("WithTTL", "d", fmt.Sprintf("must be from 1s to %v (etcd's largest lease TTL); got %v", maxTTL, d)))
 			return
@@ -201,17 +179,11 @@ func WithTTL(d time.Duration) RegisterOption {
 // maxTTL is etcd's largest lease TTL (its lease.MaxLeaseTTL).
 const maxTTL = 9_000_000_000 * time.Second
 
-// WithPolicy sets the backoff between the attempts of a registration to
-// repair itself (probe its lease, register again, put its key back).
-// Default: the zero rebound.Policy (full jitter, 1 s doubling to 30 s).
-// Its Max (and a server's Retry-After) is capped at a third of the TTL
-// (the keep-alive period, 10 s with DefaultTTL): the old lease may still
-// be alive while a repair fails, and a lease extended by a new leader
-// must be found alive before it expires. p must be valid and must leave
-// MaxAttempts and MaxElapsed zero: a registration keeps trying until it
-// is closed.
-func WithPolicy(p rebound.Policy) RegisterOption {
-	return registerOption(func(o *registerOptions) {
+// WithPolicy sets the backoff of a registration's repairs (Register
+// only). Default: the zero rebound.Policy; waits are capped at a third of
+// the TTL. p must be valid and leave MaxAttempts and MaxElapsed zero.
+func WithPolicy(p rebound.Policy) Option {
+	return regOnly("WithPolicy", func(o *registerOptions) {
 		if err := p.Validate(); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err})
 			return
@@ -226,23 +198,18 @@ func WithPolicy(p rebound.Policy) RegisterOption {
 }
 
 // WithRegistrationObserver adds o as an observer of the registration's
-// state changes and requests (see subscriber.RegistrationHooks, the typed
-// adapter, for the events and the guarantees). Several add up; a nil o is
-// ignored. Default: none.
-func WithRegistrationObserver(o rebound.Observer) RegisterOption {
+// events (Register only; see subscriber.RegistrationHooks). A nil o is
+// ignored.
+func WithRegistrationObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
 	}
-	return registerOption(func(opts *registerOptions) { opts.obs = append(opts.obs, o) })
+	return regOnly("WithRegistrationObserver", func(opts *registerOptions) { opts.obs = append(opts.obs, o) })
 }
 
-// WithMeterProvider records the registration's OpenTelemetry metrics with
-// mp, on the meter "github.com/rebound-go/rebound", with
-// registry="etcd": rebound.registration.registrations{state} (1 for its
-// current state), rebound.registration.requests{op, result} and
-// rebound.registration.repairs, all observable (one collection callback
-// per Registration, unregistered when it stops). Default (and for nil):
-// no metrics; no global MeterProvider is used.
-func WithMeterProvider(mp metric.MeterProvider) RegisterOption {
-	return registerOption(func(o *registerOptions) { o.meter = mp })
+// WithMeterProvider records the registration's metrics with mp (Register
+// only; docs/observability.md lists them). Default and nil: none; the
+// global MeterProvider is never used.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return regOnly("WithMeterProvider", func(o *registerOptions) { o.meter = mp })
 }

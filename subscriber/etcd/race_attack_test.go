@@ -19,7 +19,7 @@ func TestYielderUpdatesWhileHolderShutsDown(t *testing.T) {
 	cliA, cliB, admin := newClient(t, c), newClient(t, c), newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
-	opts := []etcdreg.RegisterOption{etcdreg.WithTTL(2 * time.Second),
+	opts := []etcdreg.Option{etcdreg.WithTTL(2 * time.Second),
 		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 300 * time.Millisecond})}
 	for i := range 5 {
 		in := inst("10.0.0.1", uint64(100+i))

@@ -43,68 +43,21 @@ type Registration struct {
 	updates chan update   // Update's requests to the loop goroutine
 	done    chan struct{} // closed when the goroutines end
 
-	mu         sync.Mutex
-	lease      clientv3.LeaseID
-	registered int // leases granted, the first included
-	repairs    int // keys put back on the current lease
+	mu    sync.Mutex
+	lease clientv3.LeaseID
 
 	revoking  bool          // a Shutdown revokes (or revoked) the lease; under mu
 	revoked   chan struct{} // closed when that revocation ends
 	revokeErr error         // its result, set before revoked is closed
 }
 
-// Register registers inst as an instance of key's service (key.Clusters
-// must be empty: the instance's cluster is inst.Cluster) and keeps it
-// registered until Shutdown or Close. The instance is stored under the
-// layout's key (WithLayout; by default InstanceKey(prefix, key,
-// InstanceID(inst)) with the value EncodeInstance(inst), Ephemeral set)
-// on a lease of the TTL set by WithTTL (default DefaultTTL, 30 s), kept
-// alive by the client.
-//
-// Register makes the first registration itself (a lease grant and a put,
-// bounded by ctx and WithAttemptTimeout; a lease whose put failed is
-// revoked, within ctx too, or else expires with its TTL) and returns its
-// error, if any, with nothing left running: a *subscriber.OpError, or a
-// *rebound.ArgumentError for a bad argument or option (among them an
-// empty or blank inst.IP, a Port of 0 or above 65535, a negative, NaN or infinite
-// Weight, or Enabled, Healthy and Weight all zero: see
-// subscriber.CheckRegistrable). The put
-// overwrites the key: a new registration takes over an instance key
-// another one holds (see below).
-//
-// After that, one goroutine keeps the instance registered:
-//
-//   - When the client gives up keeping the lease alive (no keep-alive
-//     answer for a TTL: the cluster lost its leader, or is unreachable),
-//     it asks etcd whether the lease still lives (TimeToLive) and, if it
-//     does, keeps it alive again: no lease expires without a leader, and
-//     a new leader extends every lease, so a quorum loss must not cost
-//     the key. Only a lease that is gone (expired while the cluster was
-//     reachable without us, revoked, lost with the cluster's data) is
-//     replaced by a new one, with the key put on it unless another
-//     live lease holds the key (then it yields, as below).
-//   - It watches its own key: when the key is deleted, or put without a
-//     lease (it would outlive the instance), it puts it back on its
-//     lease. When another live lease takes the key (another Registration
-//     of the same instance, for example a restarted process on the same
-//     ip:port), it leaves it there and keeps watching; when that lease
-//     lets the key go (its Registration shut down or died), it puts the
-//     key back. So closing one of two Registrations of an instance never
-//     removes the other's, and two never fight over the key.
-//   - Failed requests are retried through a rebound.Schedule (WithPolicy,
-//     its Max capped at TTL/3), the wait cut short when the client's
-//     connection comes back.
-//
-// The Registration's Status follows subscriber.RegistrationState:
-// registered after Register, repairing while a lease is probed or
-// replaced or the key put back, deregistering in Shutdown, stopped after
-// Shutdown, Close or a permanent error. Update changes the instance's
-// value on the current lease (one that yields the key only records it).
-//
-// Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout,
-// WithTTL, WithPolicy, WithRegistrationObserver, WithMeterProvider; a nil
-// option is ignored.
-func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
+// Register registers inst under key's service on a lease of WithTTL's TTL
+// and keeps it registered until Shutdown or Close (docs/providers.md).
+// The first registration is made before Register returns, bounded by ctx
+// and WithAttemptTimeout; its error leaves nothing running. Bad input
+// (key.Clusters set, no IP, a Port outside 1..65535, a bad Weight, or
+// Enabled, Healthy and Weight all zero) is a *rebound.ArgumentError.
+func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
 	const fn = "Register"
 	if ctx == nil {
 		return nil, argErr(fn, "ctx", "must not be nil")
@@ -124,7 +77,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	if err := checkWeight(fn, inst.Weight); err != nil {
 		return nil, err
 	}
-	if err := subscriber.CheckRegistrable("etcd."+fn, inst); err != nil {
+	if err := regstate.CheckRegistrable("etcd."+fn, inst); err != nil {
 		return nil, err
 	}
 	o, err := newRegisterOptions(opts)
@@ -152,7 +105,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 				arg = "inst.IP"
 			}
 			return nil, &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg,
-				Reason: fmt.Sprintf("must give a valid key segment as the instance ID; got %q", InstanceID(inst)), Err: err}
+				Reason: fmt.Sprintf("must give a valid key segment as the instance ID; got %q", instanceID(inst)), Err: err}
 		}
 		return nil, err
 	}
@@ -177,12 +130,12 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	}
 	start := time.Now()
 	lease, rev, _, err := g.grantAndPut(ctx, true)
-	g.track.Attempt(subscriber.RegistrationOpRegister, start, err)
+	g.track.Attempt(regstate.OpRegister, start, err)
 	if err != nil {
 		g.track.Set(subscriber.RegistrationStopped, err)
 		return nil, err
 	}
-	g.lease, g.registered = lease, 1
+	g.lease = lease
 	g.track.Registered()
 	var lctx context.Context
 	lctx, g.cancel = context.WithCancel(context.Background())
@@ -214,31 +167,15 @@ func (g *Registration) Key() subscriber.Key { return g.track.Key() }
 // successful Update's), Ephemeral set.
 func (g *Registration) Instance() subscriber.Instance { return g.track.Instance() }
 
-// Status returns a snapshot of the registration. Registrations and
-// Repairs count as the methods of the same names do.
+// Status returns a snapshot of the registration. Registrations counts
+// the leases granted; Repairs, the keys put back on a living lease.
 func (g *Registration) Status() subscriber.RegistrationStatus { return g.track.Status() }
 
-// Lease returns the lease the instance is currently bound to.
-func (g *Registration) Lease() clientv3.LeaseID {
+// currentLease returns the lease the instance is currently bound to.
+func (g *Registration) currentLease() clientv3.LeaseID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.lease
-}
-
-// Registrations counts the leases granted so far: 1 after Register, one
-// more each time the lease was gone and replaced.
-func (g *Registration) Registrations() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.registered
-}
-
-// Repairs counts the times the key was put back on a living lease (it
-// had been deleted, put without a lease, or let go by another lease).
-func (g *Registration) Repairs() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.repairs
 }
 
 func (g *Registration) closed() bool { return g.client.Ctx().Err() != nil }
@@ -402,7 +339,7 @@ func (h *holder) repair(pending *int) error {
 	g := h.g
 	ctx, cancel := context.WithTimeout(h.ctx, g.opts.timeout)
 	defer cancel()
-	h.op = subscriber.RegistrationOpCheck
+	h.op = regstate.OpCheck
 	if *pending&probeLease != 0 {
 		resp, err := g.client.TimeToLive(ctx, h.lease)
 		switch {
@@ -435,7 +372,7 @@ func (h *holder) repair(pending *int) error {
 // is gone.
 func (h *holder) replaceLease(pending *int) error {
 	g := h.g
-	h.op = subscriber.RegistrationOpRegister
+	h.op = regstate.OpRegister
 	g.log.Warn("lease gone (expired, revoked or lost with the cluster's data); registering again",
 		zap.Int64("lease", int64(h.lease)))
 	lease, rev, yielded, err := g.grantAndPut(h.ctx, false)
@@ -446,7 +383,6 @@ func (h *holder) replaceLease(pending *int) error {
 	h.lease = lease
 	g.mu.Lock()
 	g.lease = lease
-	g.registered++
 	g.mu.Unlock()
 	g.track.Registered()
 	g.log.Info("registered again", zap.Int64("lease", int64(lease)), zap.Int64("previous", int64(old)))
@@ -506,7 +442,6 @@ func (h *holder) ensure(ctx context.Context) (int64, error) {
 func (h *holder) repaired(msg string) {
 	h.yielded = false
 	h.g.mu.Lock()
-	h.g.repairs++
 	h.g.mu.Unlock()
 	h.g.track.Repaired()
 	h.g.log.Info(msg, zap.Int64("lease", int64(h.lease)))

@@ -17,7 +17,7 @@ import (
 )
 
 // fastRegister makes lease losses visible within seconds.
-var fastRegister = []etcdreg.RegisterOption{
+var fastRegister = []etcdreg.Option{
 	etcdreg.WithTTL(2 * time.Second),
 	etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}),
 }
@@ -97,7 +97,7 @@ func TestRegisterAgainAfterLeaseLoss(t *testing.T) {
 	if _, err := admin.Revoke(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a second registration", func() bool { return g.Registrations() == 2 })
+	eventually(t, "a second registration", func() bool { return g.Status().Registrations == 2 })
 	if g.Lease() == first {
 		t.Fatal("registered again on the revoked lease")
 	}
@@ -139,7 +139,7 @@ func TestRegistrationSurvivesRestartAndWipe(t *testing.T) {
 	waitReady(t, c)
 	put(t, cli, orders, inst("10.0.0.2", 80))
 	rec.waitLast(t, "10.0.0.1:80,10.0.0.2:80")
-	if n := g.Registrations(); n != 1 {
+	if n := g.Status().Registrations; n != 1 {
 		t.Fatalf("%d registrations after a restart, want 1 (the lease survives)", n)
 	}
 
@@ -151,7 +151,7 @@ func TestRegistrationSurvivesRestartAndWipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, c)
-	eventually(t, "the registration to register again", func() bool { return g.Registrations() == 2 })
+	eventually(t, "the registration to register again", func() bool { return g.Status().Registrations == 2 })
 	put(t, cli, orders, inst("10.0.0.3", 80))
 	rec.waitLast(t, "10.0.0.1:80,10.0.0.3:80")
 	if st := sub.Status(); st.TotalAttempts <= before {
@@ -167,7 +167,7 @@ func TestRegisterErrors(t *testing.T) {
 		name string
 		key  subscriber.Key
 		in   subscriber.Instance
-		opts []etcdreg.RegisterOption
+		opts []etcdreg.Option
 		arg  string
 	}{
 		{"no service", subscriber.Key{}, inst("10.0.0.1", 80), nil, "key.Service"},
@@ -177,9 +177,9 @@ func TestRegisterErrors(t *testing.T) {
 		{"bad id", orders, subscriber.Instance{ID: "a/b", IP: "10.0.0.1", Port: 80, Weight: 1, Healthy: true, Enabled: true}, nil, "inst.ID"},
 		{"port 0", orders, subscriber.Instance{IP: "10.0.0.1"}, nil, "inst.Port"},
 		{"port 65536", orders, inst("10.0.0.1", 65536), nil, "inst.Port"},
-		{"bad ttl", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithTTL(time.Millisecond)}, "d"},
-		{"bad prefix", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithPrefix("/x/")}, "prefix"},
-		{"limited policy", orders, inst("10.0.0.1", 80), []etcdreg.RegisterOption{etcdreg.WithPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
+		{"bad ttl", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithTTL(time.Millisecond)}, "d"},
+		{"bad prefix", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPrefix("/x/")}, "prefix"},
+		{"limited policy", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := etcdreg.Register(ctx, cli, tc.key, tc.in, tc.opts...)

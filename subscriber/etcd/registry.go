@@ -41,14 +41,9 @@ type Registry struct {
 	watches map[subscriber.Sink]*watch
 }
 
-// New returns a Registry reading instances through client, under the
-// layout described in the package documentation (or WithLayout's).
-// Options: WithPrefix, WithLayout, WithLogger, WithAttemptTimeout; a nil
-// Option is ignored.
-//
-// It returns a *rebound.ArgumentError for a nil client or a bad option,
-// naming it. New makes no request: a cluster that is down is reported by
-// the attempts (see Subscribe).
+// New returns a Registry reading instances through client. It makes no
+// request: a cluster that is down is reported by the attempts. A nil
+// client or a bad option is a *rebound.ArgumentError.
 func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 	if client == nil {
 		return nil, argErr("New", "client", "must not be nil")
@@ -69,27 +64,11 @@ func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 }
 
 // Subscribe makes one attempt to subscribe sink to key's instances (see
-// subscriber.Registry): it reads the service's keys with a linearizable
-// Get, starts a watch from the Get's revision + 1, waits until the server
-// has created the watch, delivers the Get's list to sink and returns nil.
-// The watch then delivers the full list after every change.
-//
-// Calling it again for the same sink replaces the previous watch (it is
-// stopped first, so the two never both deliver). If the watch fails later
-// (the revision it needs was compacted, the member lost its leader, the
-// client's watch stream ended), the watch goroutine calls
-// sink.Resubscribe and ends: the Manager then calls Subscribe again,
-// through its jittered retry loop, and the fresh Get catches up.
-//
-// The attempt is bounded by ctx, by the attempt timeout
-// (WithAttemptTimeout) and by Close: it returns within moments of the
-// first of them ending, whatever etcd does (a server that never answers
-// the watch creation, a member that dies meanwhile and a watch stream
-// waiting to reconnect included), and a watch created as the attempt
-// ends is cancelled, not used. It fails at once with ErrNotConnected
-// when the client has no usable connection. Errors are classified as the package
-// documentation says: an invalid key and a closed client or Registry are
-// permanent, connection problems and server unavailability are transient.
+// "Subscribing" in the package documentation): a linearizable Get, then a
+// watch from the next revision. It returns once the watch exists and the
+// Get's list is delivered; a second call for sink replaces the watch. It
+// is bounded by ctx, WithAttemptTimeout and Close, and fails at once
+// without a usable connection.
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
 	if sink == nil {
 		return rebound.Permanent(argErr("Registry.Subscribe", "sink", "must not be nil"))
@@ -172,7 +151,7 @@ func awaitCreated(ctx context.Context, wch clientv3.WatchChan) error {
 	select {
 	case wr, ok := <-wch:
 		if !ok {
-			return ErrWatchClosed
+			return errWatchClosed
 		}
 		if err := wr.Err(); err != nil {
 			return err
@@ -224,13 +203,10 @@ func (r *Registry) stopWatch(sink subscriber.Sink) int64 {
 	return w.st.rev
 }
 
-// Close stops every watch and waits for their goroutines; each one tells
-// its sink to resubscribe, and Subscribe fails from now on with an error
-// wrapping subscriber.ErrRegistryClosed, so the Manager's subscriptions
-// stop for good. (Close the Manager first for a quiet shutdown.) Attempts
-// in flight end too. Close makes no request and does not close the
-// client; it returns once every goroutine of the Registry has ended. It
-// implements io.Closer, is idempotent and always returns nil.
+// Close stops every watch and waits for their goroutines; attempts in
+// flight end, and Subscribe fails from now on with
+// subscriber.ErrRegistryClosed. It makes no request and does not close the
+// client. It is idempotent and returns nil; close the Manager first.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	r.closed = true
@@ -279,7 +255,7 @@ func (r *Registry) classify(op, key string, err error) error {
 
 // waitReady returns nil once the client's connection is ready, and an
 // error wrapping ErrRegistryClosed if it is shut down. Otherwise it
-// returns ErrNotConnected: at once when the connection is in
+// returns errNotConnected: at once when the connection is in
 // TRANSIENT_FAILURE, or when it was ready before (it is reconnecting: a
 // restarting member may accept connections long before it serves, and
 // attempts waiting for it would all proceed together the moment it does,
@@ -297,42 +273,26 @@ func (r *Registry) waitReady(ctx context.Context) error {
 			r.everReady.Store(true)
 			return nil
 		case connectivity.TransientFailure:
-			return ErrNotConnected
+			return errNotConnected
 		case connectivity.Shutdown:
 			return closedError{}
 		case connectivity.Idle:
 			conn.Connect()
 		}
 		if r.everReady.Load() {
-			return ErrNotConnected
+			return errNotConnected
 		}
 		if !conn.WaitForStateChange(ctx, s) {
-			return ErrNotConnected
+			return errNotConnected
 		}
 	}
 }
 
 // MonitorConnection implements subscriber.ConnectionMonitor from the
-// state of the client's gRPC connection, which is usable while any member
-// is reachable. It reports Disconnected when the connection stops being
-// usable after it was, and Connected when it is usable again; the Manager
-// then confirms every subscription (a fresh Get and watch each, paced by
-// its limiter). This matters after a full cluster restart: the client's
-// own watches resume by themselves, but from the revision they had seen,
-// and a cluster restored from a backup or recreated empty would leave
-// them silently waiting for revisions that no longer mean the same thing.
-//
-// Right after reporting Disconnected it stops every watch of the Registry
-// without calling its sink: the client would otherwise resume them all at
-// once when the connection is back, only for the confirmations to replace
-// them. No subscription is lost that way: this goroutine reports
-// Connected before it could see the connection usable again, and by the
-// contract of ConnectionMonitor the caller then confirms every
-// subscription (the Manager does), including one whose attempt was in
-// flight during the drop.
-//
-// It returns nil when ctx is done, the Registry is closed or the client's
-// connection is shut down.
+// client's gRPC connection, usable while any member is. After reporting
+// Disconnected it stops every watch without calling its sink; the caller
+// confirms every subscription on Connected. It returns nil when ctx is
+// done, the Registry is closed or the connection is shut down.
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
 	conn := r.client.ActiveConnection()
 	ctx, cancel := context.WithCancel(ctx)
@@ -413,7 +373,7 @@ func (r *Registry) run(ctx context.Context, w *watch, wch clientv3.WatchChan, si
 		var reason error
 		switch {
 		case !ok:
-			reason = ErrWatchClosed
+			reason = errWatchClosed
 		case wr.Err() != nil:
 			reason = wr.Err()
 		}
@@ -439,12 +399,8 @@ var (
 )
 
 // Lookup implements subscriber.Reconciler: one linearizable Get of key's
-// prefix (clientv3.WithRequireLeader: a member without a leader refuses
-// it), bounded by ctx, the attempt timeout and Close, returning the
-// instances that pass key.Clusters. It keeps nothing and starts no
-// watch. Errors are classified as Subscribe's: ErrNotConnected at once
-// without a usable connection, permanent for an invalid key or a closed
-// Registry or client.
+// instances, bounded and classified as Subscribe's attempts. It keeps
+// nothing and starts no watch.
 func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
 	prefix, err := r.layout.ServicePrefix(key)
 	if err != nil {

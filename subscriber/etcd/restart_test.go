@@ -349,7 +349,7 @@ func BenchmarkResubscribeAfterRestart(b *testing.B) {
 				r := restartScenario(b, c, log, mode, n)
 				name := mode
 				if mode == "manager" {
-					name = fmt.Sprintf("manager (default limiter %v/s, burst %d)", subscriber.DefaultLimit, subscriber.DefaultBurst)
+					name = "manager (default limiter 1000/s, burst 100)"
 				}
 				b.Logf("%s, %d subscriptions: %v", name, n, r)
 				sum.peakReq = max(sum.peakReq, r.peakReq)

@@ -20,7 +20,7 @@ func TestTwoRegistrationsThroughWipe(t *testing.T) {
 	cliA, cliB, admin := newClient(t, c), newClient(t, c), newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
-	opts := []etcdreg.RegisterOption{etcdreg.WithTTL(2 * time.Second), etcdreg.WithAttemptTimeout(time.Second),
+	opts := []etcdreg.Option{etcdreg.WithTTL(2 * time.Second), etcdreg.WithAttemptTimeout(time.Second),
 		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 300 * time.Millisecond})}
 	a, err := etcdreg.Register(ctx, cliA, orders, inst("10.0.0.1", 80), opts...)
 	if err != nil {
@@ -47,7 +47,7 @@ func TestTwoRegistrationsThroughWipe(t *testing.T) {
 	}
 	eventually(t, "both register again and one of them holds the key", func() bool {
 		l := keyLease()
-		return a.Registrations() == 2 && b.Registrations() == 2 && l != 0 && (l == a.Lease() || l == b.Lease())
+		return a.Status().Registrations == 2 && b.Status().Registrations == 2 && l != 0 && (l == a.Lease() || l == b.Lease())
 	})
 	holder, other := a, b
 	if keyLease() == b.Lease() {

@@ -20,7 +20,7 @@ func TestLeaseReplacedWhileYieldedLeavesTheOthersKey(t *testing.T) {
 	cliA, cliB, admin := newClient(t, c), newClient(t, c), newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
-	opts := []etcdreg.RegisterOption{etcdreg.WithTTL(3 * time.Second),
+	opts := []etcdreg.Option{etcdreg.WithTTL(3 * time.Second),
 		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond})}
 	in := inst("10.0.0.1", 80)
 	in.Weight = 1
@@ -50,7 +50,7 @@ func TestLeaseReplacedWhileYieldedLeavesTheOthersKey(t *testing.T) {
 	if _, err := admin.Revoke(ctx, a.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "A registers again on a new lease", func() bool { return a.Registrations() == 2 })
+	eventually(t, "A registers again on a new lease", func() bool { return a.Status().Registrations == 2 })
 	if got := holder(); got != want {
 		t.Errorf("after A's lease was replaced the key holds %s, want B's %s (A took the key back)", got, want)
 	}

@@ -39,11 +39,13 @@
 //     SDK) and every second while not (the SDK then makes HTTP requests);
 //     in between, new server data in the SDK's cache also tells that the
 //     client is back. A reconnect is reported as Connected at once.
+//     While MonitorConnection runs, Subscribe reads its view of the
+//     connection instead of calling ServerHealthy.
 //   - No calls while disconnected. A request made while the client is
 //     disconnected fails only after the SDK's timeout, and one that fails
 //     just as the client reconnects makes the SDK mark the new connection
 //     unhealthy and redo everything again. Subscribe therefore returns a
-//     transient *subscriber.OpError wrapping ErrNotConnected without
+//     transient *subscriber.OpError wrapping subscriber.ErrDisconnected without
 //     calling the SDK while the client is down, except for one probe every
 //     10 s that learns whether the client was closed.
 //   - Confirmation from evidence, not by re-sending (the Registry is a
@@ -59,7 +61,7 @@
 //     is sent. The subscriptions still without evidence once none has
 //     arrived for any key for the evidence window (WithEvidenceWindow,
 //     default 2 s, at most 10 s after the reconnect) are handed back with
-//     Sink.Resubscribe(ErrNoEvidence): the Manager subscribes each of them
+//     Sink.Resubscribe: the Manager subscribes each of them
 //     again through its jittered, limiter-paced loop. There is no settle
 //     time: the adapter never sends anything for a subscription the redo
 //     confirmed, and hands one back only after the redo has gone quiet.
@@ -83,7 +85,9 @@
 // lost push, without any connection change leaves no trace in the SDK;
 // a redo so slow that it reaches a key only after the evidence window
 // (during the adapter's own resubscription of it) can still interleave
-// with it. Pair the Manager with periodic reconciliation for those.
+// with it. Pair the Manager with periodic reconciliation for those
+// (Registry.Lookup; its first call opens the Registry's own connection to
+// the client's servers, which can take the SDK's connect time).
 //
 // # Providers: Register
 //

@@ -177,7 +177,7 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 		for _, svc := range crashServices {
 			last := new(atomic.Int64)
 			hooks := nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-				if a.Err == nil && (a.Op == subscriber.RegistrationOpCheck || a.Op == subscriber.RegistrationOpRegister) {
+				if a.Err == nil && (a.Op == "check" || a.Op == "register") {
 					last.Store(time.Now().UnixNano())
 				}
 			}})

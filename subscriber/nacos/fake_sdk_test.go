@@ -39,6 +39,7 @@ type fakeSDK struct {
 	connected   bool
 	closed      bool
 	emptyCached bool
+	namespace   string // the client's NamespaceId
 	callbacks   map[string][]callbackPtr
 	everSub     map[string]bool // keys in the SDK's callback map (never removed)
 	redoKeys    map[string]bool
@@ -79,7 +80,7 @@ func sdkKey(group, service string, clusters []string) string {
 func (f *fakeSDK) GetClientConfig() (constant.ClientConfig, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return constant.ClientConfig{UpdateCacheWhenEmpty: f.emptyCached}, nil
+	return constant.ClientConfig{UpdateCacheWhenEmpty: f.emptyCached, NamespaceId: f.namespace}, nil
 }
 
 func (f *fakeSDK) errLocked() error {

@@ -24,28 +24,10 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Defaults of a Registration.
+// Defaults of a Registration (see WithRedoGrace and WithCheckInterval).
 const (
-	// DefaultRedoGrace is how long a Registration waits after the client
-	// reconnected before it asks the server whether the SDK's own redo
-	// registered the instance again (the check is spread over
-	// [grace, 1.5 x grace] so that many registrations do not ask at
-	// once).
-	DefaultRedoGrace = time.Second
-	// DefaultCheckInterval is how often a registered instance is checked
-	// against the server's list while nothing else happens, to find an
-	// instance the server lost without closing the connection (a failed
-	// Distro sync between Nacos nodes, an operator's deregistration). Each
-	// check is one ServiceQueryRequest; the interval is jittered by ±25 %.
-	// An instance listed with other values (weight, enabled, metadata) is
-	// registered again once; if a later check finds other values again
-	// (before an Update), they are the server's (an operator's edit, another client's copy
-	// of the address) and are left, with a warning, until an Update. The
-	// query leaves disabled instances out: a disabled instance is not
-	// repaired by a check, and one the server still does not list right
-	// after registering it again (an operator disabled it) is registered
-	// again only as WithRegisterPolicy's backoff allows.
-	DefaultCheckInterval = 30 * time.Second
+	defaultRedoGrace     = time.Second
+	defaultCheckInterval = 30 * time.Second
 )
 
 var (
@@ -62,14 +44,6 @@ var (
 	ErrNotListed = errors.New("nacos: the server does not list the instance")
 )
 
-// A RegisterOption configures Register. WithLogger configures it too. A
-// nil RegisterOption is ignored.
-type RegisterOption interface{ applyRegister(*regConfig) }
-
-type registerOptionFunc func(*regConfig)
-
-func (f registerOptionFunc) applyRegister(c *regConfig) { f(c) }
-
 type regConfig struct {
 	log       *zap.Logger
 	policy    rebound.Policy
@@ -85,13 +59,13 @@ func (c *regConfig) bad(fn, arg, reason string) {
 	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos." + fn, Arg: arg, Reason: reason})
 }
 
-// WithRegisterPolicy sets the backoff between a registration's failed
-// repair attempts (checks, re-registrations, deregistrations in
-// Shutdown). Default: the zero rebound.Policy (full jitter, 1 s doubling
-// to 30 s). p must be valid and must leave MaxAttempts and MaxElapsed
-// zero: a registration keeps trying until it is stopped.
-func WithRegisterPolicy(p rebound.Policy) RegisterOption {
-	return registerOptionFunc(func(c *regConfig) {
+// WithRegisterPolicy sets the backoff of a registration's repairs and
+// the options of their rebound.Retrier (Register only): share a limiter,
+// budget or throttle among many registrations there. Default: the zero
+// rebound.Policy, no options. p must be valid and leave MaxAttempts and
+// MaxElapsed zero; a local refusal defers an attempt, never stops it.
+func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
+	return regOption{"WithRegisterPolicy", func(c *regConfig) {
 		if err := p.Validate(); err != nil {
 			c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "p", Reason: "must be valid", Err: err})
 			return
@@ -100,75 +74,52 @@ func WithRegisterPolicy(p rebound.Policy) RegisterOption {
 			c.bad("WithRegisterPolicy", "p", "must leave MaxAttempts and MaxElapsed zero (a registration retries until it is stopped)")
 			return
 		}
-		c.policy = p
-	})
+		c.policy, c.retryOpts = p, opts
+	}}
 }
 
-// WithRegisterRetryOptions passes options to the rebound.Retrier of the
-// registration's repairs: share a rebound.WithLimiter, rebound.WithBudget
-// or rebound.WithThrottle among many registrations (a sidecar holding
-// thousands) so that a registry restart does not make them all retry at
-// once. The Schedule admits each attempt when it is due: the first check
-// after a reconnect (or a periodic one) as a first attempt (the budget's
-// deposit), every later attempt, Shutdown's retries included, as a retry
-// (a limiter token). A refusal by the budget, the throttle or a breaker
-// defers the attempt to the next backoff step (rebound.RefuseDefer,
-// whatever a rebound.WithRefusal among opts says): a registration never
-// gives up on a local refusal. Default: none.
-func WithRegisterRetryOptions(opts ...rebound.Option) RegisterOption {
-	return registerOptionFunc(func(c *regConfig) { c.retryOpts = append(c.retryOpts, opts...) })
-}
-
-// WithRedoGrace sets how long after a reconnect the registration waits
-// for the SDK's redo before it checks the server's list (see
-// DefaultRedoGrace). d must be positive; a huge d (math.MaxInt64)
-// means the check after a reconnect or an Update never comes.
-func WithRedoGrace(d time.Duration) RegisterOption {
-	return registerOptionFunc(func(c *regConfig) {
+// WithRedoGrace sets how long after a reconnect a registration waits for
+// the SDK's redo before it checks the server's list (Register only; the
+// check is spread over [d, 1.5 x d]). Default: 1 s; d must be positive.
+func WithRedoGrace(d time.Duration) Option {
+	return regOption{"WithRedoGrace", func(c *regConfig) {
 		if d <= 0 {
 			c.bad("WithRedoGrace", "d", fmt.Sprintf("must be > 0; got %v", d))
 			return
 		}
 		c.grace = d
-	})
+	}}
 }
 
 // WithCheckInterval sets how often a registered instance is checked
-// against the server's list while connected (see DefaultCheckInterval).
-// 0 disables the periodic check (the instance is still checked after
-// every reconnect); math.MaxInt64 means no periodic check either. d must
-// be 0 or at least a millisecond (a shorter one would query the server
-// in a loop).
-func WithCheckInterval(d time.Duration) RegisterOption {
-	return registerOptionFunc(func(c *regConfig) {
+// against the server's list while connected, ±25% (Register only).
+// Default: 30 s; 0 turns the periodic check off. d must be 0 or at least
+// 1 ms. docs/providers.md says what a check repairs.
+func WithCheckInterval(d time.Duration) Option {
+	return regOption{"WithCheckInterval", func(c *regConfig) {
 		if d < 0 || (d > 0 && d < time.Millisecond) {
 			c.bad("WithCheckInterval", "d", fmt.Sprintf("must be 0 (no periodic check) or at least 1ms; got %v", d))
 			return
 		}
 		c.check = d
-	})
+	}}
 }
 
 // WithRegistrationObserver adds o as an observer of the registration's
-// state changes and requests (see subscriber.RegistrationHooks, the typed
-// adapter, for the events and the guarantees). Several add up; a nil o is
-// ignored. Default: none.
-func WithRegistrationObserver(o rebound.Observer) RegisterOption {
+// events (Register only; see subscriber.RegistrationHooks). A nil o is
+// ignored.
+func WithRegistrationObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
 	}
-	return registerOptionFunc(func(c *regConfig) { c.obs = append(c.obs, o) })
+	return regOption{"WithRegistrationObserver", func(c *regConfig) { c.obs = append(c.obs, o) }}
 }
 
-// WithMeterProvider records the registration's OpenTelemetry metrics with
-// mp, on the meter "github.com/rebound-go/rebound", with
-// registry="nacos": rebound.registration.registrations{state} (1 for its
-// current state), rebound.registration.requests{op, result} and
-// rebound.registration.repairs, all observable (one collection callback
-// per Registration, unregistered when it stops). Register only; default
-// (and for nil): no metrics; no global MeterProvider is used.
-func WithMeterProvider(mp metric.MeterProvider) RegisterOption {
-	return registerOptionFunc(func(c *regConfig) { c.meter = mp })
+// WithMeterProvider records the registration's metrics with mp (Register
+// only; docs/observability.md lists them). Default and nil: none; the
+// global MeterProvider is never used.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return regOption{"WithMeterProvider", func(c *regConfig) { c.meter = mp }}
 }
 
 // Registration keeps one ephemeral instance registered with a Nacos 2.x
@@ -224,61 +175,14 @@ const (
 	updateAbandoned
 )
 
-// Register registers inst as an ephemeral instance of key's service
-// through client, and keeps it registered until Shutdown or Close.
-//
-// Register makes the first registration itself (one RegisterInstance,
-// with Ephemeral set: the gRPC path) and returns its error with nothing
-// left running: a *subscriber.OpError wrapping ErrRejected when the server
-// refused the request in its own response type (Nacos' TPS control, its
-// auth filter, which nacos-sdk-go v2.3.2 reports as success),
-// ErrNotConnected, the SDK's error, or ErrClosed (matching
-// rebound.ErrClosed) for a closed client. A failed first registration is
-// also removed from the SDK's redo cache, so a later reconnect does not
-// register it behind the caller's back; a closed Registration's instance
-// of the service that the connection held stays (it is registered again,
-// not deregistered: Nacos deregisters the connection's instance of a
-// service whatever address the request names). The SDK's call cannot be
-// cancelled: it is bounded by the client's TimeoutMs (about three times,
-// with the SDK's retries), and ctx is checked before it.
-//
-// Bad input is a *rebound.ArgumentError: a nil ctx; a nil (or typed-nil)
-// client; an empty Service, "@@" in Service or Group, Clusters set (the
-// instance's cluster is inst.Cluster), a Namespace other than the
-// client's; an empty or blank inst.IP (the zero Instance), a Port of 0 or above
-// 65535, a negative, NaN or infinite Weight; a bad option. A second
-// registration of the same service (Group and Service) from the same
-// client, while the first is not stopped, is a *rebound.ArgumentError
-// wrapping ErrConflict: Nacos 2.x keeps one instance per service per
-// connection, so it would silently replace the first.
-//
-// The instance is registered as given: Weight, Enabled (false hides it
-// from subscribers), Healthy, Cluster (empty: Nacos' DEFAULT) and
-// Metadata; inst.ID is ignored (the server names instances). An instance
-// with Enabled, Healthy and Weight all zero is refused
-// (subscriber.CheckRegistrable): no consumer would pick it.
-//
-// After that, one goroutine keeps it registered. The client's connection
-// is watched by one goroutine per client (polling ServerHealthy, shared by
-// the client's Registrations). When the client reconnects, the SDK's redo
-// re-sends its cached registrations once, but counts a rejected one as
-// done; so, WithRedoGrace after the reconnect, the registration asks the
-// server (one ServiceQueryRequest on a connection of its own per client,
-// bypassing the SDK's cache) whether it lists the instance. If it does,
-// nothing is sent; if not, it registers the instance again, retrying
-// through the rebound.Schedule of WithRegisterPolicy and
-// WithRegisterRetryOptions until the server accepts. The same check runs
-// every WithCheckInterval while connected, which finds an instance the
-// server lost without dropping the connection. Nothing is sent while the
-// client is disconnected.
-//
-// Close the Registrations of a client (Shutdown or Close) before closing
-// the client: a Registration over a closed client stays repairing.
-//
-// Options: WithLogger, WithRegisterPolicy, WithRegisterRetryOptions,
-// WithRedoGrace, WithCheckInterval, WithRegistrationObserver,
-// WithMeterProvider; a nil option is ignored.
-func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...RegisterOption) (*Registration, error) {
+// Register registers inst as an ephemeral instance of key's service and
+// keeps it registered until Shutdown or Close (docs/providers.md). The
+// first registration is made before Register returns; its error (a
+// *subscriber.OpError, ErrRejected for a refusal the SDK reports as
+// success) leaves nothing running. Bad input is a *rebound.ArgumentError,
+// wrapping ErrConflict for a second Register of one service on one
+// client. Close a client's Registrations before the client.
+func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
 	const fn = "nacos.Register"
 	arg := func(name, reason string) error { return &rebound.ArgumentError{Func: fn, Arg: name, Reason: reason} }
 	if ctx == nil {
@@ -306,7 +210,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	case strings.Contains(inst.Cluster, ","):
 		return nil, arg("inst.Cluster", fmt.Sprintf("must not contain a comma; got %q", inst.Cluster))
 	}
-	if err := subscriber.CheckRegistrable(fn, inst); err != nil {
+	if err := regstate.CheckRegistrable(fn, inst); err != nil {
 		return nil, err
 	}
 	if key.Namespace != "" {
@@ -314,7 +218,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 			return nil, arg("key.Namespace", fmt.Sprintf("must be the client's namespace %q or empty; got %q", ns, key.Namespace))
 		}
 	}
-	cfg := regConfig{grace: DefaultRedoGrace, check: DefaultCheckInterval}
+	cfg := regConfig{grace: defaultRedoGrace, check: defaultCheckInterval}
 	for _, o := range opts {
 		if o != nil {
 			o.applyRegister(&cfg)
@@ -383,7 +287,7 @@ func (g *Registration) first(inst subscriber.Instance, prev *Registration) error
 		g.h.release(g)
 		return &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
-	if err := g.register(subscriber.RegistrationOpRegister, g.inst); err != nil {
+	if err := g.register(regstate.OpRegister, g.inst); err != nil {
 		g.undoFirst(prev)
 		g.h.release(g)
 		g.track.Set(subscriber.RegistrationStopped, err)
@@ -492,7 +396,7 @@ func (g *Registration) deregisterParam() vo.DeregisterInstanceParam {
 // sdkErr maps an SDK error of op.
 func (g *Registration) sdkErr(op string, err error) error {
 	if isShutdown(err) {
-		return &subscriber.OpError{Registry: "nacos", Op: op, Key: g.key.String(), Err: &sdkError{err: err, is: ErrClosed}}
+		return &subscriber.OpError{Registry: "nacos", Op: op, Key: g.key.String(), Err: &sdkError{err: err, is: errClosed}}
 	}
 	return opError(op, g.key, err)
 }
@@ -521,7 +425,7 @@ func (g *Registration) listed(op string, in model.Instance) (found, same bool, e
 	start := time.Now()
 	found, same, err = g.h.listed(g.key.Service, g.group, in)
 	if err != nil {
-		if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrLookupUnsupported) {
+		if !errors.Is(err, errClosed) && !errors.Is(err, ErrLookupUnsupported) {
 			err = opError("check", g.key, err)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestShutdownRetriesDeferOnAnEmptyBudget: a retry budget shared through
-// WithRegisterRetryOptions paces the deregistration's retries; it does
+// WithRegisterPolicy's options paces the deregistration's retries; it does
 // not end them. With a budget that holds no retry (no floor, no traffic),
 // Shutdown keeps asking (each refusal waits a backoff step) until ctx
 // ends, and returns ctx's error joined with the last refusal, as without
@@ -32,8 +32,7 @@ func TestShutdownRetriesDeferOnAnEmptyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}),
-		nacos.WithRegisterRetryOptions(rebound.WithBudget(budget)))
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBudget(budget)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err = g.Shutdown(ctx)
@@ -62,14 +61,13 @@ func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
 	}
 	var refused atomic.Int64
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}),
-		nacos.WithRedoGrace(50*time.Millisecond), nacos.WithCheckInterval(100*time.Millisecond),
-		nacos.WithRegisterRetryOptions(rebound.WithBudget(budget), rebound.WithObserver(rebound.Hooks{
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithBudget(budget), rebound.WithObserver(rebound.Hooks{
 			Throttled: func(e rebound.Event) {
 				if errors.Is(e.Err, rebound.ErrBudgetExhausted) {
 					refused.Add(1)
 				}
-			}})))
+			}})),
+		nacos.WithRedoGrace(50*time.Millisecond), nacos.WithCheckInterval(100*time.Millisecond))
 	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
 		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
 	})

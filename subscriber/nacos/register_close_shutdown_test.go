@@ -83,7 +83,7 @@ func TestShutdownAfterCloseLeavesNoQueryConnection(t *testing.T) {
 func TestShutdownRacingUpdatesAndRepairs(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv)
-	opts := append([]nacos.RegisterOption{nacos.WithCheckInterval(20 * time.Millisecond)}, fastRegister...)
+	opts := append([]nacos.Option{nacos.WithCheckInterval(20 * time.Millisecond)}, fastRegister...)
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

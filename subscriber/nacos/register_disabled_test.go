@@ -83,12 +83,12 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 
 // countChecks returns hooks counting the registration's successful
 // checks and (if registers is not nil) its register requests.
-func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.RegisterOption {
+func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.Option {
 	return nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 		switch {
-		case a.Op == subscriber.RegistrationOpCheck && a.Err == nil:
+		case a.Op == "check" && a.Err == nil:
 			n.Add(1)
-		case a.Op == subscriber.RegistrationOpRegister && len(registers) > 0:
+		case a.Op == "register" && len(registers) > 0:
 			registers[0].Add(1)
 		}
 	}})

@@ -182,7 +182,7 @@ func (h *hub) release(g *Registration) {
 func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	up := h.client.ServerHealthy()
-	t := time.NewTimer(DefaultPollInterval)
+	t := time.NewTimer(defaultPollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -196,9 +196,9 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 			h.broadcast(connEvent{up: up})
 		}
 		if up {
-			t.Reset(DefaultPollInterval)
+			t.Reset(defaultPollInterval)
 		} else {
-			t.Reset(DefaultDownPollInterval)
+			t.Reset(defaultDownPollInterval)
 		}
 	}
 }
@@ -270,7 +270,7 @@ func (h *hub) queryProxy() (*naming_grpc.NamingGrpcProxy, error) {
 	if h.qdone {
 		// A check that raced the last release: a connection opened now
 		// would never be closed.
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	p, cancel, err := newQueryProxy(h.client, "", "register")
 	if err != nil {

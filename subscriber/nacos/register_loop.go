@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -128,7 +129,7 @@ func (r *repairer) due() bool {
 		return true // nothing to do (attempt would do nothing either)
 	}
 	// The attempt is due: the Schedule admits it (the gates of its kind:
-	// WithRegisterRetryOptions), or says how long to wait (a limiter
+	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
 	dec := r.s.Decide(time.Now(), rebound.Ready(r.kind))
@@ -157,12 +158,12 @@ func (r *repairer) work() error {
 	var err error
 	if r.need == needCheck {
 		var found, same bool
-		if found, same, err = g.listed(subscriber.RegistrationOpCheck, in); err == nil {
+		if found, same, err = g.listed(regstate.OpCheck, in); err == nil {
 			r.need = r.j.judge(g, in, found, same)
 		}
 	}
 	if err == nil && r.need == needRegister {
-		if err = g.register(subscriber.RegistrationOpRegister, in); err == nil {
+		if err = g.register(regstate.OpRegister, in); err == nil {
 			err = r.j.confirm(g, in)
 		}
 		switch {
@@ -195,7 +196,7 @@ func (r *repairer) outcome(err error) bool {
 		r.armPeriodic()
 		return true
 	}
-	if errors.Is(err, ErrClosed) || errors.Is(err, ErrLookupUnsupported) {
+	if errors.Is(err, errClosed) || errors.Is(err, ErrLookupUnsupported) {
 		if r.s != nil {
 			// The admitted attempt's token and breaker admission go
 			// back: the loop ends without its outcome.
@@ -292,7 +293,7 @@ func (j *judgement) confirm(g *Registration, in model.Instance) error {
 		return nil
 	}
 	j.unlisted = false
-	found, _, err := g.listed(subscriber.RegistrationOpCheck, in)
+	found, _, err := g.listed(regstate.OpCheck, in)
 	if err != nil || found {
 		j.hidden = false
 		return nil // registered; the next check tells more
@@ -310,7 +311,7 @@ func (g *Registration) update(u regUpdate) (sent bool, err error) {
 	if err := u.ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := g.register(subscriber.RegistrationOpUpdate, u.inst); err != nil {
+	if err := g.register(regstate.OpUpdate, u.inst); err != nil {
 		return false, err
 	}
 	if !u.state.CompareAndSwap(updatePending, updateAdopted) {
@@ -363,7 +364,7 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 // previous instance, but the server and the SDK's redo cache may hold
 // either until an Update succeeds. The address and cluster must not change (another instance:
 // Register it), a *rebound.ArgumentError, as is a bad Weight or one that
-// CheckRegistrable refuses (Enabled, Healthy and Weight all zero). After
+// Register refuses (Enabled, Healthy and Weight all zero). After
 // Shutdown or Close it returns an error matching
 // subscriber.ErrRegistrationStopped. The SDK's call is not cancelled by
 // ctx (it is bounded by the client's TimeoutMs); ctx bounds the wait for
@@ -382,7 +383,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
 		return &rebound.ArgumentError{Func: fn, Arg: "inst.Weight", Reason: fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight)}
 	}
-	if err := subscriber.CheckRegistrable(fn, inst); err != nil {
+	if err := regstate.CheckRegistrable(fn, inst); err != nil {
 		return err
 	}
 	inst.Ephemeral, inst.ID = true, ""

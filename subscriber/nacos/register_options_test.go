@@ -26,7 +26,7 @@ func TestDurationOptions(t *testing.T) {
 	type want map[time.Duration]bool // accepted
 	reg := []struct {
 		name string
-		opt  func(time.Duration) nacos.RegisterOption
+		opt  func(time.Duration) nacos.Option
 		ok   want
 	}{
 		{"nacos.WithRedoGrace", nacos.WithRedoGrace, want{time.Nanosecond: true, math.MaxInt64: true}},
@@ -85,7 +85,7 @@ func TestHugeCheckIntervalChecksNothing(t *testing.T) {
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
 		nacos.WithCheckInterval(math.MaxInt64), nacos.WithRedoGrace(10*time.Millisecond),
 		nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
-			if a.Op == subscriber.RegistrationOpCheck {
+			if a.Op == "check" {
 				checks.Add(1)
 			}
 		}}))

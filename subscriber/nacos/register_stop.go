@@ -8,6 +8,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -161,7 +162,7 @@ func (g *Registration) deregister(ctx context.Context) error {
 			return err
 		}
 		// The Schedule decides: the delay, then the retry's admission
-		// (the gates of WithRegisterRetryOptions), waited until ctx is
+		// (the gates of WithRegisterPolicy's options), waited until ctx is
 		// done.
 		dec := s.Decide(time.Now(), rebound.Failed(err))
 		for dec.Verdict == rebound.WaitFor {
@@ -193,7 +194,7 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 	case !ok:
 		err = opError("deregister", g.key, ErrRejected)
 	}
-	g.track.Attempt(subscriber.RegistrationOpDeregister, start, err)
+	g.track.Attempt(regstate.OpDeregister, start, err)
 	if err != nil {
 		return err
 	}
@@ -206,9 +207,9 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 	g.mu.Lock()
 	sent := g.sent
 	g.mu.Unlock()
-	_, same, err := g.listed(subscriber.RegistrationOpDeregister, in)
+	_, same, err := g.listed(regstate.OpDeregister, in)
 	if err == nil && !same && !sameRegistered(sent, in) {
-		_, same, err = g.listed(subscriber.RegistrationOpDeregister, sent)
+		_, same, err = g.listed(regstate.OpDeregister, sent)
 	}
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 )
 
 // fastRegister makes repairs visible within a second or two.
-var fastRegister = []nacos.RegisterOption{
+var fastRegister = []nacos.Option{
 	nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}),
 	nacos.WithRedoGrace(300 * time.Millisecond),
 }
@@ -38,7 +38,7 @@ func listed(srv *nacostest.Server, service, ip string, port uint64) bool {
 	return false
 }
 
-func mustRegisterNacos(t *testing.T, c naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...nacos.RegisterOption) *nacos.Registration {
+func mustRegisterNacos(t *testing.T, c naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...nacos.Option) *nacos.Registration {
 	t.Helper()
 	g, err := nacos.Register(context.Background(), c, key, inst, opts...)
 	if err != nil {
@@ -230,7 +230,7 @@ func TestRegisterBadInput(t *testing.T) {
 		client naming_client.INamingClient
 		key    subscriber.Key
 		inst   subscriber.Instance
-		opts   []nacos.RegisterOption
+		opts   []nacos.Option
 		arg    string
 	}{
 		{"nil ctx", nil, c, subscriber.Key{Service: "s"}, ok, nil, "ctx"},
@@ -246,9 +246,10 @@ func TestRegisterBadInput(t *testing.T) {
 		{"port 0", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 0 }), nil, "inst.Port"},
 		{"port 65536", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 65536 }), nil, "inst.Port"},
 		{"NaN weight", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Weight = math.NaN() }), nil, "inst.Weight"},
-		{"bad policy", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.RegisterOption{nacos.WithRegisterPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
-		{"bad grace", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.RegisterOption{nacos.WithRedoGrace(0)}, "d"},
-		{"bad check", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.RegisterOption{nacos.WithCheckInterval(-time.Second)}, "d"},
+		{"bad policy", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRegisterPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
+		{"bad grace", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRedoGrace(0)}, "d"},
+		{"bad check", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithCheckInterval(-time.Second)}, "d"},
+		{"option of New", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithPollInterval(time.Second, time.Second)}, "opts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := nacos.Register(tc.ctx, tc.client, tc.key, tc.inst, tc.opts...)

@@ -22,24 +22,12 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Defaults of a Registry.
+// Defaults of a Registry (see WithPollInterval and WithEvidenceWindow).
 const (
-	// DefaultPollInterval is how often MonitorConnection polls
-	// ServerHealthy (and, after a reconnect, the SDK's cache for evidence)
-	// while the client is connected.
-	DefaultPollInterval = 100 * time.Millisecond
-	// DefaultDownPollInterval is how often it polls while the client is
-	// not connected.
-	DefaultDownPollInterval = time.Second
-	// DefaultEvidenceWindow is how long, after a reconnect, the adapter
-	// waits for evidence while none arrives for any subscription, before it
-	// hands the subscriptions still without evidence back to the Manager
-	// (see WithEvidenceWindow).
-	DefaultEvidenceWindow = 2 * time.Second
-	// DefaultEvidenceCap bounds the whole wait after a reconnect, however
-	// steadily evidence keeps arriving (see WithEvidenceWindow). It is
-	// below subscriber.DefaultConfirmTimeout, the Manager's own cap.
-	DefaultEvidenceCap = 10 * time.Second
+	defaultPollInterval     = 100 * time.Millisecond
+	defaultDownPollInterval = time.Second
+	defaultEvidenceWindow   = 2 * time.Second
+	defaultEvidenceCap      = 10 * time.Second // below the Manager's confirmation cap, 15 s
 
 	// shutdownProbeInterval: see Registry.lastProbe.
 	shutdownProbeInterval = 10 * time.Second
@@ -56,17 +44,17 @@ func (e *sentinel) Error() string   { return e.msg }
 func (e *sentinel) Unwrap() []error { return e.is }
 
 var (
-	// ErrClosed is returned by Subscribe after Registry.Close and when the
-	// SDK client was closed. It matches rebound.ErrClosed and
-	// subscriber.ErrRegistryClosed (which stops a subscription for good).
-	ErrClosed error = &sentinel{"nacos: registry closed", []error{rebound.NewClosedError("nacos: registry closed"), subscriber.ErrRegistryClosed}}
+	// errClosed is returned by Subscribe after Registry.Close and when the
+	// SDK client was closed: subscriber.ErrRegistryClosed, in the
+	// adapter's words.
+	errClosed error = &sentinel{"nacos: registry closed", []error{subscriber.ErrRegistryClosed}}
 	// ErrInvalidKey is wrapped by the (permanent) error for a key the
 	// client can never serve.
 	ErrInvalidKey = errors.New("nacos: invalid key")
-	// ErrNotConnected is the cause of the (transient) *subscriber.OpError
+	// errNotConnected is the cause of the (transient) *subscriber.OpError
 	// Subscribe returns without calling the SDK while the client is not
-	// connected. It matches subscriber.ErrDisconnected.
-	ErrNotConnected error = &sentinel{"client not connected", []error{subscriber.ErrDisconnected}}
+	// connected: subscriber.ErrDisconnected, in the adapter's words.
+	errNotConnected error = &sentinel{"client not connected", []error{subscriber.ErrDisconnected}}
 	// ErrRejected is the cause of the (transient) *subscriber.OpError
 	// Subscribe returns when the server rejected the subscribe request in
 	// the handler's own response type (Nacos' TPS control, its auth
@@ -74,17 +62,17 @@ var (
 	// and a Registration's register and deregister requests the server
 	// refused, are reported with it too (the OpError names the request).
 	ErrRejected = errors.New("request rejected by the server (nacos-sdk-go reports such a rejection as success or as false)")
-	// ErrNoEvidence is the reason passed to Sink.Resubscribe for a
+	// errNoEvidence is the reason passed to Sink.Resubscribe for a
 	// subscription that showed no evidence of being held by the server
 	// within the evidence window after a reconnect: the SDK's redo of it
 	// failed, was rejected, or was lost.
-	ErrNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
+	errNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
 )
 
 // Registry is a subscriber.Registry, subscriber.ConnectionMonitor and
 // subscriber.ReconnectConfirmer over a nacos-sdk-go/v2 naming client. It
 // is safe for concurrent use. It does not own the client: closing the
-// client (CloseClient) ends the subscriptions using it with ErrClosed, and
+// client (CloseClient) ends the subscriptions using it with subscriber.ErrRegistryClosed, and
 // so does Close.
 type Registry struct {
 	client naming_client.INamingClient
@@ -146,7 +134,7 @@ type sub struct {
 	// owes the Manager a Confirmed or a Resubscribe for it.
 	ok atomic.Bool
 	// handedBack: the evidence window after a reconnect handed it back
-	// (Resubscribe(ErrNoEvidence)), and no Subscribe has run since.
+	// (Resubscribe(errNoEvidence)), and no Subscribe has run since.
 	handedBack atomic.Bool
 
 	active atomic.Bool
@@ -193,7 +181,7 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 	if nilness.Is(client) {
 		return nil, &rebound.ArgumentError{Func: "nacos.New", Arg: "client", Reason: "is nil"}
 	}
-	cfg := config{poll: DefaultPollInterval, downPoll: DefaultDownPollInterval, window: DefaultEvidenceWindow, cap: DefaultEvidenceCap}
+	cfg := config{poll: defaultPollInterval, downPoll: defaultDownPollInterval, window: defaultEvidenceWindow, cap: defaultEvidenceCap}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -208,9 +196,7 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 	}); ok {
 		if c, err := cc.GetClientConfig(); err == nil {
 			emptyCached = c.UpdateCacheWhenEmpty
-			if !cfg.nsSet {
-				cfg.namespace, cfg.nsSet = c.NamespaceId, true
-			}
+			cfg.namespace, cfg.nsSet = c.NamespaceId, true
 		}
 	}
 	if cfg.nsSet && cfg.namespace == "" {
@@ -230,10 +216,9 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 	}, nil
 }
 
-// Close marks the Registry closed: Subscribe returns ErrClosed from now on
-// (which stops the Manager's subscriptions for good) and MonitorConnection
-// returns. It does not close the SDK client. It is idempotent and always
-// returns nil.
+// Close marks the Registry closed: Subscribe returns
+// subscriber.ErrRegistryClosed from now on, and MonitorConnection returns.
+// It does not close the SDK client. It is idempotent and returns nil.
 func (r *Registry) Close() error {
 	r.closed.Store(true)
 	r.lookup.close()
@@ -244,13 +229,13 @@ func (r *Registry) Close() error {
 // true. After every reconnect the adapter confirms, from evidence in the
 // SDK's cache, each subscription whose last Subscribe succeeded, or hands
 // it back with Sink.Resubscribe, within the evidence window (see
-// WithEvidenceWindow; at most DefaultEvidenceCap by default).
+// WithEvidenceWindow; at most 10 s by default).
 func (r *Registry) ConfirmsReconnects() bool { return true }
 
 func opError(op string, key subscriber.Key, err error) error {
-	if err != ErrNotConnected && strings.Contains(err.Error(), "client not connected") {
+	if err != errNotConnected && strings.Contains(err.Error(), "client not connected") {
 		// The SDK's own "client not connected, current status:..." error.
-		err = &sdkError{err: err, is: ErrNotConnected}
+		err = &sdkError{err: err, is: errNotConnected}
 	}
 	return &subscriber.OpError{Registry: "nacos", Op: op, Key: key.String(), Err: err}
 }
@@ -265,23 +250,16 @@ func (e *sdkError) Error() string   { return e.err.Error() }
 func (e *sdkError) Unwrap() []error { return []error{e.is, e.err} }
 
 // Subscribe implements subscriber.Registry: one attempt to have the server
-// hold a subscription for sink, and sink its current list. Depending on
-// what the SDK already holds, that is one SDK Subscribe (a first
-// subscription: the SDK sends a request unless it has the key subscribed
-// and cached), one GetService (the SDK holds sink's callback but no cached
-// list: GetService then sends a subscribe request), or an SDK Unsubscribe
-// then Subscribe (the SDK holds both: the only way to make it send a
-// request). It returns nil only with evidence that the server accepted:
-// sink's callback ran with a new list, or the SDK's cache holds the key; a
-// rejection that the SDK reports as success (Nacos TPS control) is returned
-// as ErrRejected. It never calls the SDK while the client is disconnected
-// (but for a rare probe of a closed client).
+// hold a subscription for sink, and sink its current list. It returns nil
+// only with evidence that the server accepted; a rejection the SDK reports
+// as success is ErrRejected. It never calls the SDK while the client is
+// disconnected (see the package documentation for the SDK calls it makes).
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if r.closed.Load() || r.clientClosed.Load() {
-		return ErrClosed
+		return errClosed
 	}
 	if sink == nil {
 		return rebound.Permanent(&rebound.ArgumentError{Func: "nacos.Registry.Subscribe", Arg: "sink", Reason: "is nil"})
@@ -336,7 +314,7 @@ func (r *Registry) subscribeLocked(s *sub) error {
 		s.registered = false
 		if isShutdown(uerr) {
 			r.clientClosed.Store(true)
-			return ErrClosed
+			return errClosed
 		}
 		r.log.Debug("unsubscribed before resubscribing", zap.Stringer("key", s.key), zap.Error(uerr))
 		s.mu.Lock()
@@ -348,7 +326,7 @@ func (r *Registry) subscribeLocked(s *sub) error {
 	if err != nil {
 		if isShutdown(err) {
 			r.clientClosed.Store(true)
-			return ErrClosed
+			return errClosed
 		}
 		return opError("subscribe", s.key, err)
 	}
@@ -376,7 +354,7 @@ func (r *Registry) verifyLocked(s *sub, before uint64) error {
 	if err != nil {
 		if isShutdown(err) {
 			r.clientClosed.Store(true)
-			return ErrClosed
+			return errClosed
 		}
 		return opError("subscribe", s.key, err)
 	}
@@ -418,12 +396,12 @@ func (r *Registry) peekLocked(g *group) (uint64, bool) {
 func (r *Registry) connected() error {
 	if r.monitoring.Load() {
 		if !r.up.Load() {
-			return ErrNotConnected
+			return errNotConnected
 		}
 		return nil
 	}
 	if !r.client.ServerHealthy() {
-		return ErrNotConnected
+		return errNotConnected
 	}
 	return nil
 }
@@ -483,7 +461,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 		// after the request timeout (for each subscription in turn).
 		s.g.cached.Store(false)
 		s.registered = false
-		err = ErrClosed
+		err = errClosed
 	case s.registered:
 		s.g.cached.Store(false)
 		err = r.client.Unsubscribe(s.param)
@@ -505,11 +483,11 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, errClosed):
 		return err
 	case isShutdown(err):
 		r.clientClosed.Store(true)
-		return ErrClosed
+		return errClosed
 	default:
 		return opError("unsubscribe", key, err)
 	}

@@ -54,20 +54,16 @@ func (l *lookupConn) close() {
 }
 
 // Lookup implements subscriber.Reconciler: one ServiceQueryRequest for
-// key's instances, read from the server, bypassing the SDK's cache (the
-// Manager uses it for periodic reconciliation and Subscription.Refresh).
-// The first call opens the adapter's own gRPC connection to the client's
-// servers, with the client's configuration (one more connection per
-// Registry, closed by Close; it can take the SDK's connect time); later
-// calls reuse it. Disabled instances are left out, as subscribers never
-// see them. A rejection that the SDK reports as success is returned as
-// ErrRejected. Errors are *subscriber.OpError values with Op "lookup".
+// key's instances, bypassing the SDK's cache, on a gRPC connection of the
+// Registry's own (opened on first use, closed by Close). Disabled
+// instances are left out. Errors are *subscriber.OpError values with Op
+// "lookup", wrapping ErrRejected for a rejection.
 func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if r.closed.Load() || r.clientClosed.Load() {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	p, err := r.param(key)
 	if err != nil {
@@ -96,7 +92,7 @@ func (r *Registry) lookupProxy() (*naming_grpc.NamingGrpcProxy, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if l.proxy != nil {
 		return l.proxy, nil

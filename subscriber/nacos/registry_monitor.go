@@ -12,18 +12,10 @@ import (
 )
 
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
-// client's ServerHealthy (see the package documentation): it reports
-// Disconnected at once if the client is not connected when it starts and
-// whenever a connected client loses its connection, and Connected as soon
-// as it is connected again. After reporting Connected it confirms, from
-// evidence, every subscription whose last Subscribe succeeded (see
-// ConfirmsReconnects and WithEvidenceWindow). It runs until ctx is done (it
-// returns nil) or the Registry or its SDK client is closed (ErrClosed, on
-// which the Manager stops every subscription; while the client is
-// disconnected, the monitor asks the SDK whether CloseClient was called at
-// once and then every 10 s, see probeClosed). While it runs,
-// Subscribe consults its view of the connection instead of calling
-// ServerHealthy.
+// client's ServerHealthy. After each Connected it confirms, from evidence,
+// every subscription whose last Subscribe succeeded (WithEvidenceWindow).
+// It returns nil when ctx is done, and subscriber.ErrRegistryClosed once
+// the Registry or its client is closed (probed every 10 s while down).
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
 	r.monitoring.Store(true)
 	defer r.monitoring.Store(false)
@@ -44,7 +36,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 		case <-t.C:
 		}
 		if r.closed.Load() || r.clientClosed.Load() {
-			return ErrClosed
+			return errClosed
 		}
 		var h bool
 		if up {
@@ -66,7 +58,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 				// down (the SDK's redo would), so no Subscribe would ever
 				// find out: the monitor asks.
 				r.log.Info("the SDK client was closed (CloseClient): the registry is closed")
-				return ErrClosed
+				return errClosed
 			}
 		}
 		switch {
@@ -199,7 +191,7 @@ func (r *Registry) checkEpisode(ep *episode) bool {
 		for _, s := range subs {
 			if s.ok.Load() && s.active.Load() {
 				s.handedBack.Store(true)
-				s.sink.Resubscribe(ErrNoEvidence)
+				s.sink.Resubscribe(errNoEvidence)
 				n++
 			}
 		}

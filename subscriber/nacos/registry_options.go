@@ -10,12 +10,37 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// An Option configures a Registry. A nil Option is ignored.
-type Option interface{ apply(*config) }
+// An Option configures New or Register. WithLogger configures both;
+// WithPollInterval and WithEvidenceWindow configure New only, the others Register only, and each refuses the other's with an
+// *rebound.ArgumentError. A nil Option is ignored.
+type Option interface {
+	apply(*config)
+	applyRegister(*regConfig)
+}
 
-type optionFunc func(*config)
+// newOption is an Option of New only.
+type newOption struct {
+	name string
+	f    func(*config)
+}
 
-func (f optionFunc) apply(c *config) { f(c) }
+func (o newOption) apply(c *config) { o.f(c) }
+func (o newOption) applyRegister(c *regConfig) {
+	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.Register", Arg: "opts",
+		Reason: "must not hold nacos." + o.name + ", which configures New only"})
+}
+
+// regOption is an Option of Register only.
+type regOption struct {
+	name string
+	f    func(*regConfig)
+}
+
+func (o regOption) applyRegister(c *regConfig) { o.f(c) }
+func (o regOption) apply(c *config) {
+	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.New", Arg: "opts",
+		Reason: "must not hold nacos." + o.name + ", which configures Register only"})
+}
 
 type config struct {
 	log       *zap.Logger
@@ -32,40 +57,21 @@ func (c *config) bad(fn, arg, reason string) {
 	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos." + fn, Arg: arg, Reason: reason})
 }
 
-// A SharedOption configures both New and Register.
-type SharedOption interface {
-	Option
-	RegisterOption
-}
-
 type loggerOption struct{ l *zap.Logger }
 
 func (o loggerOption) apply(c *config)            { c.log = logging.Redacted(o.l) }
 func (o loggerOption) applyRegister(c *regConfig) { c.log = logging.Redacted(o.l) }
 
-// WithLogger sets the logger of a Registry or a Registration (default:
-// none; nil means none). The Registry logs at Debug, and at Info the
-// subscriptions it hands back after a reconnect; the Manager logs the
-// retries. A Registration logs its repairs at Info, a stop at Error, each
-// failed attempt at Debug. Credentials are scrubbed (logging.Redacted).
-func WithLogger(l *zap.Logger) SharedOption { return loggerOption{l} }
-
-// WithNamespace sets the namespace id the client was configured with, so
-// that keys naming another namespace are rejected. Default: read from the
-// client when it has a GetClientConfig method (the SDK's NamingClient
-// does), "public" when that is empty; for other clients keys may name any
-// namespace.
-func WithNamespace(ns string) Option {
-	return optionFunc(func(c *config) { c.namespace, c.nsSet = ns, true })
-}
+// WithLogger sets the logger of a Registry or a Registration; default and
+// nil: none. Repairs are logged at Info, a stop at Error, the rest at
+// Debug. Credentials are scrubbed (logging.Redacted).
+func WithLogger(l *zap.Logger) Option { return loggerOption{l} }
 
 // WithPollInterval sets how often MonitorConnection polls the client's
-// ServerHealthy while connected (up) and while not (down). Defaults:
-// DefaultPollInterval and DefaultDownPollInterval. Both must be at least
-// a millisecond (a shorter one would poll in a busy loop): New returns an
-// *rebound.ArgumentError otherwise.
+// ServerHealthy while connected (up) and not (down) (New only). Defaults:
+// 100 ms and 1 s; both must be at least 1 ms.
 func WithPollInterval(up, down time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return newOption{"WithPollInterval", func(c *config) {
 		if up < time.Millisecond {
 			c.bad("WithPollInterval", "up", fmt.Sprintf("must be at least 1ms; got %v", up))
 		}
@@ -73,28 +79,16 @@ func WithPollInterval(up, down time.Duration) Option {
 			c.bad("WithPollInterval", "down", fmt.Sprintf("must be at least 1ms; got %v", down))
 		}
 		c.poll, c.downPoll = up, down
-	})
+	}}
 }
 
-// WithEvidenceWindow sets how long, after a reconnect, the adapter waits
-// for evidence that the server holds each subscription (see the package
-// documentation): a subscription still without evidence once no
-// subscription at all has shown any for window, or once total has passed
-// since the reconnect, is handed back to the Manager (Sink.Resubscribe with
-// ErrNoEvidence), which subscribes it again through its paced loop.
-// Defaults: DefaultEvidenceWindow and DefaultEvidenceCap. Both must be
-// positive and window must not exceed total; keep total below the
-// Manager's subscriber.WithConfirmTimeout. New returns an
-// *rebound.ArgumentError otherwise.
-//
-// Sizing: the SDK's redo re-sends one key after the other, so a client
-// whose redo takes longer than total (many thousands of keys on one
-// client, or a slow server) hands back keys the redo has not reached yet;
-// raise total (and the Manager's WithConfirmTimeout) for such a client.
-// While it waits, the adapter reads each waiting key's cache entry once
-// per poll interval (an in-memory map read in the SDK).
+// WithEvidenceWindow sets how long after a reconnect the Registry waits
+// for evidence that the server holds each subscription (New only): until
+// no subscription has shown any for window, and at most total. The rest
+// are handed back to the Manager (Sink.Resubscribe). Defaults: 2 s and 10 s;
+// window must be positive and at most total. Sizing: docs/subscription.md.
 func WithEvidenceWindow(window, total time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return newOption{"WithEvidenceWindow", func(c *config) {
 		switch {
 		case window <= 0:
 			c.bad("WithEvidenceWindow", "window", "must be positive")
@@ -104,5 +98,5 @@ func WithEvidenceWindow(window, total time.Duration) Option {
 			c.bad("WithEvidenceWindow", "window", "must not exceed total")
 		}
 		c.window, c.cap = window, total
-	})
+	}}
 }

@@ -99,6 +99,8 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 		{nacos.WithEvidenceWindow(0, time.Second), "nacos.WithEvidenceWindow: window must be positive"},
 		{nacos.WithEvidenceWindow(time.Second, 0), "nacos.WithEvidenceWindow: total must be positive"},
 		{nacos.WithEvidenceWindow(2*time.Second, time.Second), "nacos.WithEvidenceWindow: window must not exceed total"},
+		{nacos.WithRedoGrace(time.Second), "nacos.New: opts must not hold nacos.WithRedoGrace, which configures Register only"},
+		{nacos.WithRegisterPolicy(rebound.Policy{}), "nacos.New: opts must not hold nacos.WithRegisterPolicy, which configures Register only"},
 	} {
 		_, err := nacos.New(newFakeSDK(), tc.opt)
 		if !errors.Is(err, rebound.ErrInvalidArgument) || err.Error() != tc.want {
@@ -113,7 +115,8 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 func TestKeyMapping(t *testing.T) {
 	f := newFakeSDK()
 	f.server["g1@@svc@@a,b"] = nil
-	r := newRegistry(t, f, nacos.WithNamespace("dev"))
+	f.namespace = "dev" // the client's namespace: keys may name it or none
+	r := newRegistry(t, f)
 	var s sink
 	if err := r.Subscribe(ctx, subscriber.Key{Namespace: "dev", Group: "g1", Service: "svc", Clusters: []string{"b", "a", "b"}}, &s); err != nil {
 		t.Fatal(err)
