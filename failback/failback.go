@@ -223,7 +223,7 @@ type Invoker struct {
 	nextSeq     atomic.Uint64       // tasks created; seeds and FIFO order of equal due times
 
 	retrier    *rebound.Retrier // the policy, compiled once; one Schedule per task
-	account    bool             // a budget or a throttle counts first attempts
+	acct       *rebound.Retrier // with a budget or a throttle: counts first attempts
 	epoch      time.Time        // due times are nanoseconds since epoch (monotonic)
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -316,7 +316,17 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if cfg.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(cfg.throttle))
 	}
-	ropts = append(ropts, cfg.retryMetrics())
+	// A task's Schedule starts with the first attempt Invoke made: its
+	// budget deposit and throttle request are acct's, so the Schedule's
+	// first admission asks no gate.
+	var acct *rebound.Retrier
+	if cfg.budget != nil || cfg.throttle != nil {
+		var err error
+		if acct, err = rebound.NewRetrier(cfg.policy, ropts...); err != nil {
+			return nil, err
+		}
+	}
+	ropts = append(ropts, cfg.retryMetrics(), rebound.WithAdmission(rebound.FirstAttempt, 0))
 	retrier, err := rebound.NewRetrier(cfg.policy, ropts...)
 	if err != nil { // WithPolicy validated it already
 		return nil, err
@@ -327,7 +337,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		lb:        cfg.lb,
 		cfg:       cfg,
 		retrier:   retrier,
-		account:   cfg.budget != nil || cfg.throttle != nil,
+		acct:      acct,
 		log:       log,
 		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
 		epoch:     time.Now(),
@@ -410,11 +420,11 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 // deposit and a request, and its outcome is recorded. The throttle never
 // rejects a first attempt (its verdict is ignored).
 func (f *Invoker) first(ctx context.Context, inv *cluster.Invocation) (cluster.Invoker, any, error) {
-	if !f.account {
+	if f.acct == nil {
 		return f.attempt(ctx, inv, nil)
 	}
 	now := time.Now()
-	_ = f.retrier.Begin(now)
+	_ = f.acct.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil || (!IsStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
@@ -488,6 +498,7 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	seq := f.nextSeq.Add(1) - 1
 	now := f.now()
 	t.sched = f.retrier.NewSchedule(f.at(now))
+	t.att, _ = t.sched.Admit(f.at(now), rebound.FirstAttempt) // asks no gate: Invoke made it
 	t.born = now
 	t.expires = math.MaxInt64
 	if ttl > 0 {
@@ -846,7 +857,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	if IsStopping(last) {
 		last = ErrStopping // a Permanent mark under it does not count
 	}
-	dec := t.sched.Decide(f.at(now), rebound.Failed(last))
+	dec := t.att.Done(last, f.at(now))
 	t.made(0)
 	if dec.Verdict == rebound.WaitFor {
 		return dec.Delay, nil
@@ -858,7 +869,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 // provider accepted an attempt at now: it succeeded, or failed with an
 // error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
-	f.retrier.Record(nil, now)
+	f.acct.Record(nil, now)
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

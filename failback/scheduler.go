@@ -24,6 +24,7 @@ type task struct {
 	inv        *cluster.Invocation
 	values     context.Context   // WithContextValues: the caller's values, no cancel
 	sched      *rebound.Schedule // the task's retry schedule (owner only)
+	att        rebound.Attempt   // the attempt its Schedule admitted last
 	failed     []cluster.Invoker // invokers that failed for this task
 	lastErr    error
 	lastTarget string // Target of the last attempt's invoker; "" if none
@@ -314,7 +315,7 @@ func (f *Invoker) run(t *task) {
 		f.logPanic(pe, t.inv)
 		out, reason = outGaveUp, ErrPanicked
 	} else if err == nil {
-		t.sched.Decide(f.at(now), rebound.Succeeded()) // an accept for the throttle
+		t.att.Done(nil, f.at(now)) // an accept for the throttle
 	} else {
 		t.lastErr = err
 		if target != nil {
@@ -330,7 +331,7 @@ func (f *Invoker) run(t *task) {
 			out, reason = outGaveUp, ErrNotRetryable
 			// Not retried: the engine hears of it as a permanent failure
 			// (the provider answered: an accept for the throttle).
-			t.sched.Decide(f.at(now), rebound.Failed(rebound.Permanent(err)))
+			t.att.Done(rebound.Permanent(err), f.at(now))
 		default:
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
@@ -352,7 +353,7 @@ func (f *Invoker) run(t *task) {
 }
 
 // admitted asks t's Schedule whether t's retry, due now, may be sent
-// (Decide, Ready(RetryAttempt)): the budget (WithBudget, under
+// (Admit, RetryAttempt): the budget (WithBudget, under
 // rebound.RefuseDrop) and the throttle (WithThrottle, under
 // rebound.RefuseDefer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
@@ -369,15 +370,16 @@ func (f *Invoker) run(t *task) {
 // The invoker's Retrier has no limiter and no breaker: a wait is always a
 // refusal's backoff.
 func (f *Invoker) admitted(t *task, now int64) bool {
-	dec := t.sched.Decide(f.at(now), rebound.Ready(rebound.RetryAttempt))
+	att, dec := t.sched.Admit(f.at(now), rebound.RetryAttempt)
 	switch dec.Verdict {
 	case rebound.AttemptNow:
+		t.att = att
 		return true
 	case rebound.Drop:
 		f.finish(t, outDropped, DropBudget, nil, nil, now)
 		return false
 	case rebound.Stop:
-		if !t.sched.Throttled() { // not a refusal: the retry came due after MaxElapsed
+		if dec.Reason == nil { // not a refusal: the retry came due after MaxElapsed
 			f.finish(t, outGaveUp, "", stopReason(dec.Err), t.lastErr, now)
 			return false
 		}

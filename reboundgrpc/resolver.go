@@ -76,6 +76,7 @@ func (r *ccResolver) run() {
 	r.gid.Store(goid.ID())
 	var (
 		sched   *rebound.Schedule
+		att     rebound.Attempt // the send sched admitted last
 		timer   *time.Timer
 		retryC  <-chan time.Time
 		graceT  *time.Timer
@@ -102,11 +103,13 @@ func (r *ccResolver) run() {
 			// The resend is due: the engine admits it (or says how long
 			// to wait; nothing limits these sends today).
 			if sched != nil {
-				if d := sched.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt)); d.Verdict == rebound.WaitFor {
+				a, d := sched.Admit(time.Now(), rebound.RetryAttempt)
+				if d.Verdict == rebound.WaitFor {
 					timer.Reset(d.Delay)
 					retryC = timer.C
 					continue
 				}
+				att = a
 			}
 			resend = true
 		case <-graceC:
@@ -144,27 +147,31 @@ func (r *ccResolver) run() {
 		sent = snap.Version
 		if err == nil {
 			if sched != nil {
-				sched.Decide(time.Now(), rebound.Succeeded())
-				sched = nil
+				att.Done(nil, time.Now())
+				sched, att = nil, rebound.Attempt{}
 			}
 			continue
 		}
 		r.b.rejected.Add(1)
 		now := time.Now()
 		if sched == nil {
+			// The first send was made without asking: its Schedule
+			// admits it now (the Retrier has no gates).
 			sched = r.b.retry.NewSchedule(now)
+			att, _ = sched.Admit(now, rebound.FirstAttempt)
 		}
-		dec := sched.Decide(now, rebound.Failed(err))
+		dec := att.Done(err, now)
 		if dec.Verdict != rebound.WaitFor {
 			// Unreachable with the policies WithPolicy admits (no
 			// MaxAttempts, no MaxElapsed): a new run of the engine
 			// decides the delay; if it refuses too, the next list
 			// is sent when it comes.
 			sched = r.b.retry.NewSchedule(now)
-			if dec = sched.Decide(now, rebound.Failed(err)); dec.Verdict != rebound.WaitFor {
+			att, _ = sched.Admit(now, rebound.FirstAttempt)
+			if dec = att.Done(err, now); dec.Verdict != rebound.WaitFor {
 				r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
 					zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)), zap.Error(err))
-				sched = nil
+				sched, att = nil, rebound.Attempt{}
 				continue
 			}
 		}

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"errors"
+	"github.com/rebound-go/rebound"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -76,6 +77,9 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					var attemptCtx context.Context
 					if st.inFlight() {
 						attemptCtx, s.run.cancel = context.WithCancel(context.Background())
+						// An attempt in flight is one the engine admitted.
+						s.run.sch = m.retrier.NewSchedule(now)
+						s.run.att, _ = s.run.sch.Admit(now, rebound.RetryAttempt)
 					}
 					if st == rsStopped {
 						s.stopped = true
