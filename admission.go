@@ -17,8 +17,8 @@ const (
 	// LookupAttempt is a read beside the run (a subscription's
 	// confirmation lookup): it takes its admission but is not an attempt
 	// of the run (no attempt counted, no MaxElapsed). It holds its own
-	// token, apart from the run's, and reports its end with LookedUp; a
-	// refusal by the throttle leaves the run as it is.
+	// token, apart from the run's, and reports its end with Attempt.Done;
+	// a refusal by the throttle leaves the run as it is.
 	LookupAttempt
 
 	numKinds = 3

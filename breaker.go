@@ -48,8 +48,8 @@ func (e *BreakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.Err} 
 // *BreakerError), is reported to Hooks.Throttled, and the loop backs off by
 // the policy's next delay and asks again; the loop ends only when its
 // policy runs out (a *RetryError with Reason ErrExhausted and Last the
-// *BreakerError). Schedule.Begin and Schedule.Admit ask b too, and
-// Throttled reports its refusal. b is shared by the loops given it; it
+// *BreakerError). Schedule.Admit asks b too; its Decision.Reason is the
+// refusal. b is shared by the loops given it; it
 // must be safe for concurrent use. A nil b (or a nil pointer) is an
 // *ArgumentError. A Retrier.Do whose first attempt succeeds costs what
 // b.Allow and done cost on top (gobreaker's: one allocation, two clock
@@ -66,13 +66,4 @@ func WithBreaker(b Breaker) Option {
 		}
 		c.breaker = b
 	})
-}
-
-// endAttempt reports the end of the admitted attempt to the breaker.
-func (s *Schedule) endAttempt(err error) {
-	if s.done != nil {
-		done := s.done
-		s.done = nil
-		done(err)
-	}
 }

@@ -36,9 +36,8 @@ const budgetSlots = 10
 // Give it to loops with WithBudget: Retry and Retrier.Do count each call's
 // first attempt (Deposit) and ask for each retry (TryWithdraw); a refused
 // retry ends the loop with a *RetryError whose Reason is
-// ErrBudgetExhausted. Schedule.Next asks for retries the same way; loops
-// that run first attempts themselves count them with Schedule.Begin or
-// Retrier.Begin.
+// ErrBudgetExhausted. Schedule.Admit asks the same way; loops that make
+// first attempts outside a Schedule count them with Retrier.Begin.
 //
 // A RetryBudget is safe for concurrent use and meant to be shared (one per
 // downstream service, per process). Time is passed in, so it runs in

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Verdict is what a loop does next (Decision.Verdict).
@@ -312,25 +314,8 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		c.throttle.sent(now) // not refused by the budget: a request (a refusal by the budget is not)
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
-		if *res == nil {
-			*res = c.limiter.ReserveN(now, 1)
-			if !(*res).OK() { // the limiter's burst was set to 0 after WithLimiter checked it
-				*res = nil
-				return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}
-			}
-			if k != LookupAttempt {
-				s.limWait = (*res).DelayFrom(now)
-			}
-		}
-		w := (*res).DelayFrom(now)
-		if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
-			s.cancel(now)
-			s.passed = 0
-			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
-				ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}
-		}
-		if w > 0 {
-			return Decision{Verdict: WaitFor, Delay: w, Reason: ErrLimited, Attempt: s.attempts}
+		if d, wait := s.token(k, res, now); wait {
+			return d
 		}
 	}
 	if g&GateBreaker != 0 && c.breaker != nil && s.done == nil {
@@ -345,6 +330,33 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		s.lres, s.lpassed = nil, 0
 	}
 	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
+}
+
+// token takes the limiter token of an attempt of kind k at now, into
+// *res. It reports whether the attempt waits for it (or stops), and the
+// Decision that says so.
+func (s *Schedule) token(k AttemptKind, res **rate.Reservation, now time.Time) (Decision, bool) {
+	if *res == nil {
+		*res = s.c.limiter.ReserveN(now, 1)
+		if !(*res).OK() { // the limiter's burst was set to 0 after WithLimiter checked it
+			*res = nil
+			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}, true
+		}
+		if k != LookupAttempt {
+			s.limWait = (*res).DelayFrom(now)
+		}
+	}
+	w := (*res).DelayFrom(now)
+	if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+		s.cancel(now)
+		s.passed = 0
+		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
+			ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}, true
+	}
+	if w > 0 {
+		return Decision{Verdict: WaitFor, Delay: w, Reason: ErrLimited, Attempt: s.attempts}, true
+	}
+	return Decision{}, false
 }
 
 // refused applies gate g's rule (WithRefusal) to the attempt it refused at

@@ -263,3 +263,32 @@ func TestFirstAttemptDepositsWhateverTheThrottle(t *testing.T) {
 		}
 	}
 }
+
+// The handle: Admit returns the Attempt only with AttemptNow; its Done
+// decides what follows; a refusal that ends the run names itself in
+// Decision.Reason.
+func TestAdmitThenDone(t *testing.T) {
+	b := &fakeBreaker{open: true}
+	r := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop))
+	s := r.NewSchedule(t0)
+	a, d := s.Admit(t0, rebound.FirstAttempt)
+	if d.Verdict != rebound.Stop || a != (rebound.Attempt{}) || !errors.Is(d.Reason, rebound.ErrBreakerOpen) || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
+		t.Fatalf("refused first attempt: %+v, attempt %v; want Stop, no Attempt, the refusal as Reason", d, a)
+	}
+	b.open = false
+	s.Reset(t0)
+	a, d = s.Admit(t0, rebound.FirstAttempt)
+	if d.Verdict != rebound.AttemptNow || a == (rebound.Attempt{}) {
+		t.Fatalf("first attempt: %+v", d)
+	}
+	if d = a.Done(errBoom, t0); d.Verdict != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
+		t.Fatalf("Done(failure): %+v, want wait 1s, attempt 1", d)
+	}
+	a, _ = s.Admit(t0.Add(time.Second), rebound.RetryAttempt)
+	if d = a.Done(nil, t0.Add(time.Second)); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
+		t.Fatalf("Done(nil): %+v, attempts %d; want Stop with a nil Err, a new run", d, s.Attempts())
+	}
+	if len(b.result) != 2 || b.result[0] != errBoom || b.result[1] != nil {
+		t.Fatalf("the breaker heard %v, want [boom nil]", b.result)
+	}
+}

@@ -16,20 +16,18 @@
 //     capped at 30 s, full jitter, unlimited attempts, no time limit,
 //     Retry-After honoured up to 5 min (MaxRetryAfter). Validate names
 //     every bad field.
-//   - Schedule is the one step function: per loop, Decide(now, step) takes
-//     what happened (Ready for an attempt that is due, Failed, Succeeded,
-//     Abandoned) and says what to do (attempt now, wait, stop, drop):
+//   - Schedule is the one door, a two-step handle: Admit(now, kind) says
+//     whether an attempt may start (attempt now, wait, stop, drop), and
+//     the Attempt's Done(err, now) says what follows its end. It decides
 //     classification, MaxAttempts, the delay and Retry-After, MaxElapsed,
 //     and the admission of every kind of attempt (throttle, budget,
-//     limiter token, breaker; WithAdmission, WithRefusal). Begin, Admit,
-//     Next and Wait are its older forms. Time is passed in, so schedulers
-//     with a heap and simulators in virtual time use the same code as
-//     goroutine loops (docs/engine.md).
+//     limiter token, breaker; WithAdmission, WithRefusal). Time is passed
+//     in, so schedulers with a heap and simulators in virtual time use the
+//     same code as goroutine loops (docs/engine.md).
 //   - Retrier is a Policy plus options, validated and compiled once: the
 //     factory of Schedules, and Do, the retry loop whose success path costs
 //     no allocation, hooks included. Retry is the one-call form (it builds
 //     what it needs on every call).
-//   - Wait is the one sleep-with-context of rebound.
 //   - RetryBudget (retries at most a ratio of first attempts plus a floor,
 //     Finagle-style) and AdaptiveThrottle (the SRE book's client-side
 //     throttling) are shared, concurrency-safe values that any number of

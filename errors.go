@@ -27,8 +27,8 @@ var (
 	ErrCalledFromCallback = errors.New("rebound: Close or Shutdown called from a callback: stopping in the background")
 )
 
-// RetryError is returned by Retry (and Retrier.Do, Schedule.Next and
-// Schedule.Wait) when a loop stops retrying an error that was still
+// RetryError is returned by Retry (and Retrier.Do, Schedule.Admit and
+// Attempt.Done) when a loop stops retrying an error that was still
 // considered transient: the policy was exhausted, the context was done, or
 // the next wait would have ended after the context's deadline. A loop whose
 // context was done before its first attempt returns one with Attempts 0 and

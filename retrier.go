@@ -93,7 +93,7 @@ func (r *Retrier) Begin(now time.Time) error {
 // Record reports the outcome of an attempt made outside Do and outside a
 // Schedule (a first attempt after Begin) to the AdaptiveThrottle: nil or
 // an error that is not transient is an accept. Without a throttle it does
-// nothing. Schedule.Next and Schedule.Succeeded record for themselves.
+// nothing. Attempt.Done records for itself.
 func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a permanent or non-transient
@@ -185,7 +185,7 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 // firstToken waits for a limiter token before the first attempt, due at
 // now, when WithAdmission puts first attempts behind the limiter, and
 // returns it (nil without) and the wait for it. As for a retry
-// (Schedule.Decide), a token that would come after MaxElapsed or after
+// (Schedule.Admit), a token that would come after MaxElapsed or after
 // ctx's deadline, or never, ends the call at once, and a token not used
 // is given back.
 func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, time.Duration, error) {

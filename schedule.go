@@ -27,7 +27,7 @@ type Schedule struct {
 	ended     error             // the stop (or drop) that ended the run, until Reset
 	endedDrop bool
 
-	done func(error) // the Breaker's report for the admitted attempt (breaker.go)
+	done func(error) // the Breaker's report for the admitted attempt
 }
 
 // init prepares s for a loop starting at now.
@@ -116,6 +116,15 @@ func (s *Schedule) Resume(n int) {
 
 // resumeDraws is how many of the delays before it Resume draws at most.
 const resumeDraws = 256
+
+// endAttempt reports the end of the admitted attempt to the breaker.
+func (s *Schedule) endAttempt(err error) {
+	if s.done != nil {
+		done := s.done
+		s.done = nil
+		done(err)
+	}
+}
 
 // stop returns the *RetryError ending the run for reason.
 func (s *Schedule) stop(reason error) error {

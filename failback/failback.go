@@ -301,34 +301,8 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if len(cfg.errs) > 0 {
 		return nil, errors.Join(cfg.errs...)
 	}
-	// No classifier: the Schedule is only asked about errors failback has
-	// classified as retryable already; accepts of the others are given to
-	// the throttle by accepted.
-	var ropts []rebound.Option
-	if cfg.seeded {
-		ropts = append(ropts, rebound.WithSeed(cfg.seed))
-	}
-	if cfg.budget != nil {
-		// A retry the budget refuses is dropped (DropBudget), when it is
-		// due.
-		ropts = append(ropts, rebound.WithBudget(cfg.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
-	}
-	if cfg.throttle != nil {
-		ropts = append(ropts, rebound.WithThrottle(cfg.throttle))
-	}
-	// A task's Schedule starts with the first attempt Invoke made: its
-	// budget deposit and throttle request are acct's, so the Schedule's
-	// first admission asks no gate.
-	var acct *rebound.Retrier
-	if cfg.budget != nil || cfg.throttle != nil {
-		var err error
-		if acct, err = rebound.NewRetrier(cfg.policy, ropts...); err != nil {
-			return nil, err
-		}
-	}
-	ropts = append(ropts, cfg.retryMetrics(), rebound.WithAdmission(rebound.FirstAttempt, 0))
-	retrier, err := rebound.NewRetrier(cfg.policy, ropts...)
-	if err != nil { // WithPolicy validated it already
+	retrier, acct, err := cfg.retriers()
+	if err != nil { // WithPolicy validated the policy already
 		return nil, err
 	}
 	log := logging.Redacted(cfg.logger).With(zap.String("component", "failback"))

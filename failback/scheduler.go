@@ -520,3 +520,34 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, cancel context.C
 	}
 	return ctx, cancel, stop
 }
+
+// retriers compiles the engine's settings: retrier makes the tasks'
+// Schedules; acct (with a budget or a throttle) counts first attempts.
+// No classifier: the Schedule is only asked about errors failback has
+// classified as retryable already; accepts of the others are given to the
+// throttle by accepted.
+func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
+	var ropts []rebound.Option
+	if c.seeded {
+		ropts = append(ropts, rebound.WithSeed(c.seed))
+	}
+	if c.budget != nil {
+		// A retry the budget refuses is dropped (DropBudget), when it is
+		// due.
+		ropts = append(ropts, rebound.WithBudget(c.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
+	}
+	if c.throttle != nil {
+		ropts = append(ropts, rebound.WithThrottle(c.throttle))
+	}
+	if c.budget != nil || c.throttle != nil {
+		if acct, err = rebound.NewRetrier(c.policy, ropts...); err != nil {
+			return nil, nil, err
+		}
+	}
+	// A task's Schedule starts with the first attempt Invoke made: its
+	// budget deposit and throttle request are acct's, so the Schedule's
+	// first admission asks no gate.
+	ropts = append(ropts, c.retryMetrics(), rebound.WithAdmission(rebound.FirstAttempt, 0))
+	retrier, err = rebound.NewRetrier(c.policy, ropts...)
+	return retrier, acct, err
+}

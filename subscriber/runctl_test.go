@@ -3,10 +3,11 @@ package subscriber
 import (
 	"context"
 	"errors"
-	"github.com/rebound-go/rebound"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rebound-go/rebound"
 )
 
 // nopRegistry acknowledges every Subscribe.

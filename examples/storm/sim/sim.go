@@ -192,7 +192,7 @@ type Result struct {
 	// Rejected counts calls failed for overload once the server was up.
 	Rejected int64
 	// Throttled counts attempts the process's throttle rejected locally
-	// (Schedule.Begin for a first attempt, Schedule.Admit for a retry):
+	// (Schedule.Admit, for a first attempt or a retry):
 	// never sent, each counts as a failed attempt and the call backs off
 	// and asks again, as rebound's loops do (see rebound.Schedule,
 	// "Adaptive throttling"); a call is never dropped by its throttle.
