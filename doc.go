@@ -85,9 +85,8 @@
 // outage).
 //
 // Time. Every wait selects on its context. Functions that decide take the
-// time as an argument (like golang.org/x/time/rate); loops read it from a
-// clock option (WithClock, default time.Now, which testing/synctest
-// virtualises). Context deadlines are compared with the real clock.
+// time as an argument (like golang.org/x/time/rate); Retry and Retrier.Do
+// read time.Now, which testing/synctest virtualises. Context deadlines are compared with the real clock.
 //
 // # The other packages
 //

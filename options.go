@@ -8,8 +8,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// An Option configures Retry and NewRetrier (and, for WithSeed and
-// WithClock, NewBackOff). A nil Option is ignored. An option given a bad
+// An Option configures Retry and NewRetrier (and, for WithSeed,
+// NewBackOff). A nil Option is ignored. An option given a bad
 // value makes Retry (without calling the operation) and NewRetrier return an
 // *ArgumentError naming the option and the rule.
 type Option interface {
@@ -79,8 +79,7 @@ func WithClassifier(transient func(error) bool) Option {
 // safe for concurrent use. The token is reserved at the moment the retry is
 // due (Schedule.Admit), never ahead of time: reservations made at future
 // times out of order would let a shared rate.Limiter grant several times
-// its rate. The limiter reads the loop's clock (WithClock; default
-// time.Now). The time spent waiting for a token comes on top of the delay
+// its rate. The limiter reads the loop's clock (time.Now). The time spent waiting for a token comes on top of the delay
 // an EventRetry reports and is reported as LimiterWait on the next
 // attempt's event; if the wait would pass ctx's deadline, the loop returns
 // at once (an error wrapping context.DeadlineExceeded), and a wait that
@@ -108,7 +107,7 @@ func WithLimiter(l *rate.Limiter) Option {
 // refuses ends the loop with a *RetryError whose Reason is
 // ErrBudgetExhausted (and whose text says so). b must not be nil nor a
 // zero RetryBudget (make it with NewRetryBudget). With a budget, the first
-// attempt reads the clock (WithClock).
+// attempt reads the clock.
 func WithBudget(b *RetryBudget) Option {
 	return optionFunc(func(c *config) {
 		if b == nil {
@@ -133,7 +132,7 @@ func WithBudget(b *RetryBudget) Option {
 // recorded: a success or an error that is not transient (Permanent, or
 // refused by the classifier) is an accept. t must not be nil nor a zero
 // AdaptiveThrottle (make it with NewAdaptiveThrottle). With a throttle,
-// the first attempt reads the clock (WithClock).
+// the first attempt reads the clock.
 func WithThrottle(t *AdaptiveThrottle) Option {
 	return optionFunc(func(c *config) {
 		if t == nil {
@@ -148,20 +147,19 @@ func WithThrottle(t *AdaptiveThrottle) Option {
 	})
 }
 
-// WithClock sets the clock that Elapsed, MaxElapsed, the limiter, the
-// budget and the throttle are read with. Default (and for a nil clk):
-// time.Now, which testing/synctest virtualises. Context deadlines are
-// always compared with the real clock (time.Now), as the context package
-// does.
-func WithClock(clk backoff.Clock) Option {
+// withClock sets the clock that Elapsed, MaxElapsed, the limiter, the
+// budget and the throttle are read with (tests). Default (and for a nil
+// clk): time.Now, which testing/synctest virtualises. Context deadlines
+// are always compared with the real clock.
+func withClock(clk backoff.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
 
-// WithTimer sets a factory for the timer a loop waits on; each Retry call
-// (or Retrier.Do that retries) makes one timer, and one more for a first
-// attempt that waits for its limiter token (WithAdmission). Default (and for nil): a
-// time.Timer. Use it with a fake clock.
-func WithTimer(newTimer func() backoff.Timer) Option {
+// withTimer sets a factory for the timer a loop waits on (tests, with a
+// fake clock). Each Retry call (or Retrier.Do that retries) makes one,
+// and one more for a first attempt that waits for its token. Default
+// (and for nil): a time.Timer.
+func withTimer(newTimer func() backoff.Timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })
 }
 

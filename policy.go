@@ -263,8 +263,7 @@ func (p Policy) ceiling(n int) time.Duration {
 // need those use a Schedule (Retrier.NewSchedule), which draws the same
 // delays.
 //
-// Options used: WithSeed (deterministic draws) and WithClock (the time
-// MaxElapsed is measured with); others are ignored.
+// Options used: WithSeed (deterministic draws); others are ignored.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {
 		var c config // stays on the stack
