@@ -11,6 +11,20 @@ import (
 // each admitted attempt with Attempt.Done. Make one per loop with
 // Retrier.NewSchedule; it is not safe for concurrent use.
 //
+//	a, d := s.Admit(now, rebound.FirstAttempt)
+//	for d.Verdict != rebound.Stop && d.Verdict != rebound.Drop {
+//		if d.Verdict == rebound.AttemptNow {
+//			d = a.Done(call(), time.Now())
+//			continue
+//		}
+//		if err := wait(ctx, d.Delay); err != nil { // a timer and ctx.Done()
+//			s.Cancel(time.Now()) // a token held goes back
+//			return err
+//		}
+//		a, d = s.Admit(time.Now(), rebound.RetryAttempt)
+//	}
+//	return d.Err // nil after a success
+//
 // Time is passed in, so a Schedule runs in virtual time too. The rules
 // are in docs/engine.md.
 type Schedule struct {
