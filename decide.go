@@ -59,7 +59,7 @@ type Decision struct {
 }
 
 // An Attempt is an attempt that Admit let start. Report its end with
-// Done. The zero Attempt is none.
+// Done, once. The zero Attempt is none.
 type Attempt struct {
 	s    *Schedule
 	kind AttemptKind
