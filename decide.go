@@ -99,8 +99,7 @@ func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
 func (a Attempt) Done(err error, now time.Time) Decision {
 	s := a.s
 	if s == nil {
-		return Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
-			Reason: "is the zero Attempt: Admit returns one with AttemptNow"}}
+		return Decision{Verdict: Stop, Err: errZeroAttempt}
 	}
 	if a.kind == LookupAttempt {
 		// A lookup is beside the run. An answer teaches the throttle
@@ -120,6 +119,11 @@ func (a Attempt) Done(err error, now time.Time) Decision {
 	}
 	return Decision{Verdict: WaitFor, Delay: d, Attempt: s.attempts}
 }
+
+// errZeroAttempt is the Done of the zero Attempt (made once: a refused
+// attempt's Done in a hot loop allocates nothing).
+var errZeroAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
+	Reason: "is the zero Attempt: Admit returns one with AttemptNow"}
 
 // succeeded reports a success at now and starts a new run.
 func (s *Schedule) succeeded(now time.Time) {

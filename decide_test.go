@@ -198,14 +198,14 @@ func BenchmarkDecide(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := newLoop(r, t0)
+	s := r.NewSchedule(t0)
 	fail := errors.New("down")
 	b.ReportAllocs()
 	for b.Loop() {
-		s.decide(t0, ready(rebound.FirstAttempt))
-		s.decide(t0, failed(fail))
-		s.decide(t0, ready(rebound.RetryAttempt))
-		s.decide(t0, succeeded())
+		a, _ := s.Admit(t0, rebound.FirstAttempt)
+		a.Done(fail, t0)
+		a, _ = s.Admit(t0, rebound.RetryAttempt)
+		a.Done(nil, t0)
 	}
 }
 

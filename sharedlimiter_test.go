@@ -102,8 +102,9 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 	t.Logf("%d grants over %v", len(grants), grants[len(grants)-1].Sub(t0))
 }
 
-// Decide costs no allocation without a limiter, with the budget, the
-// throttle and hooks; nor does Retrier.Do whose first attempt succeeds.
+// Admit and Done cost no allocation without a limiter, with the budget,
+// the throttle and hooks; nor does Retrier.Do whose first attempt
+// succeeds.
 func TestDecideAndDoDoNotAllocate(t *testing.T) {
 	b := mustBudget(t)
 	th, err := rebound.NewAdaptiveThrottle()
@@ -113,17 +114,17 @@ func TestDecideAndDoDoNotAllocate(t *testing.T) {
 	ev := func(rebound.Event) {}
 	r := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithThrottle(th),
 		rebound.WithObserver(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev, Throttled: ev}))
-	s := newLoop(r, t0)
+	s := r.NewSchedule(t0)
 	fail := errors.New("down")
 	if n := testing.AllocsPerRun(100, func() {
-		s.decide(t0, ready(rebound.FirstAttempt))
-		s.decide(t0, failed(fail))
-		s.decide(t0, ready(rebound.RetryAttempt))
-		s.decide(t0, succeeded())
-		s.decide(t0, ready(rebound.FirstAttempt))
-		s.decide(t0, abandoned())
+		a, _ := s.Admit(t0, rebound.FirstAttempt)
+		a.Done(fail, t0)
+		a, _ = s.Admit(t0, rebound.RetryAttempt)
+		a.Done(nil, t0)
+		s.Admit(t0, rebound.FirstAttempt)
+		s.Cancel(t0)
 	}); n != 0 {
-		t.Errorf("Decide: %v allocations per loop, want 0", n)
+		t.Errorf("Admit and Done: %v allocations per loop, want 0", n)
 	}
 	ctx := t.Context()
 	op := func(context.Context) error { return nil }
