@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 )
 
@@ -209,7 +208,7 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservat
 		res.CancelAt(now)
 		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
 	}
-	var t backoff.Timer
+	var t timer
 	if r.c.newTimer != nil {
 		t = r.c.newTimer()
 	}
@@ -229,9 +228,9 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 	var s Schedule
 	r.initSchedule(&s, start)
 	s.limWait = lw // the first attempt's wait for its token (WithAdmission)
-	var timer backoff.Timer
+	var tm timer
 	if c.newTimer != nil {
-		timer = c.newTimer()
+		tm = c.newTimer()
 	}
 	for {
 		now := c.now()
@@ -265,7 +264,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 			}
 		}
 		if stop == nil {
-			stop = s.wait(ctx, d, timer)
+			stop = s.wait(ctx, d, tm)
 			waiting = stop != nil // the attempt was reported as a retry (or throttled)
 		}
 		if stop != nil {
@@ -323,7 +322,7 @@ func attemptDone(ctx context.Context, op func(context.Context) error, done func(
 // next delay and a new ask. It returns nil when the attempt may start, or
 // the error that ends the loop. A retry whose delay was within MaxElapsed
 // is made even if its timer fires a little after MaxElapsed.
-func (s *Schedule) wait(ctx context.Context, d time.Duration, t backoff.Timer) error {
+func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 	for {
 		if d > 0 {
 			if err := s.deadline(ctx, d, "next attempt in %v would start after the context deadline"); err != nil {
@@ -388,7 +387,7 @@ func (s *Schedule) deadline(ctx context.Context, d time.Duration, format string)
 // sleep waits d, or until ctx is done: the one sleep of rebound. It
 // returns nil after d, and ctx.Err() if ctx is done first (or already).
 // A d <= 0 does not wait. t is the timer to wait on (nil: a time.Timer).
-func sleep(ctx context.Context, d time.Duration, t backoff.Timer) error {
+func sleep(ctx context.Context, d time.Duration, t timer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
