@@ -29,9 +29,12 @@ func TestBadInputsAreArgumentErrors(t *testing.T) {
 			return rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { return nil },
 				rebound.WithBudget(&rebound.RetryBudget{}))
 		}},
-		{"Wait(nil ctx)", "rebound.Wait: ctx must not be nil", func() error {
-			//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
-			return rebound.Wait(nil, 0, nil)
+		{"Attempt{}.Done", "rebound.Attempt.Done: a is the zero Attempt", func() error {
+			return rebound.Attempt{}.Done(errBoom, t0).Err
+		}},
+		{"Schedule{}.Admit", "rebound.Schedule.Admit: s is a zero Schedule", func() error {
+			_, d := (&rebound.Schedule{}).Admit(t0, rebound.FirstAttempt)
+			return d.Err
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,12 +47,3 @@ func WithBreaker(b Breaker) Option {
 		c.breaker = b
 	})
 }
-
-// endAttempt reports the end of the admitted attempt to the breaker.
-func (s *Schedule) endAttempt(err error) {
-	if s.done != nil {
-		done := s.done
-		s.done = nil
-		done(err)
-	}
-}

@@ -91,17 +91,17 @@ func TestScheduleSucceededHookPanics(t *testing.T) {
 		done, _ := cb.Allow()
 		done(errors.New("down")) // open
 		time.Sleep(2 * time.Second)
-		s := r.NewSchedule(time.Now())
-		if d := s.Decide(time.Now(), rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		s := newLoop(r, time.Now())
+		if d := s.decide(time.Now(), ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
 			t.Fatalf("the half-open breaker's probe: %+v", d)
 		}
 		func() {
 			defer func() { _ = recover() }()
-			s.Decide(time.Now(), rebound.Succeeded())
+			s.decide(time.Now(), succeeded())
 		}()
 		panicky = false
-		s2 := r.NewSchedule(time.Now())
-		if d := s2.Decide(time.Now(), rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		s2 := newLoop(r, time.Now())
+		if d := s2.decide(time.Now(), ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
 			t.Fatalf("after the probe succeeded (a hook panicked): %+v (state %v, counts %+v): the breaker never admits again", d, cb.State(), cb.Counts())
 		}
 	})

@@ -123,28 +123,32 @@ func TestRetrierBreakerOutcomes(t *testing.T) {
 // reports its refusal through Throttled, counting it as an attempt.
 func TestScheduleAdmitAsksBreaker(t *testing.T) {
 	b := &fakeBreaker{open: true}
-	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, MaxAttempts: 10}, rebound.WithBreaker(b))
+	// The first attempt was made outside the Schedule: it asks no gate.
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, MaxAttempts: 10}, rebound.WithBreaker(b),
+		rebound.WithAdmission(rebound.FirstAttempt, 0))
 	now := time.Unix(0, 0)
-	s := r.NewSchedule(now)
-	if d, err := s.Next(errors.New("x"), now); err != nil || d <= 0 {
+	s := newLoop(r, now)
+	if d, err := s.next(errors.New("x"), now); err != nil || d <= 0 {
 		t.Fatalf("Next: %v, %v", d, err)
 	}
-	d, err := s.Admit(now.Add(time.Second))
-	if err != nil || !s.Throttled() || d <= 0 || s.Attempts() != 2 {
+	d, err := s.admit(now.Add(time.Second))
+	if err != nil || !s.throttled() || d <= 0 || s.Attempts() != 2 {
 		t.Fatalf("Admit with the breaker open: %v, %v, Throttled %v, Attempts %d; want a backoff, Throttled, 2 attempts",
-			d, err, s.Throttled(), s.Attempts())
+			d, err, s.throttled(), s.Attempts())
 	}
 	b.open = false
-	if d, err := s.Admit(now.Add(3 * time.Second)); err != nil || s.Throttled() || d != 0 {
-		t.Fatalf("Admit with the breaker closed: %v, %v, Throttled %v", d, err, s.Throttled())
+	if d, err := s.admit(now.Add(3 * time.Second)); err != nil || s.throttled() || d != 0 {
+		t.Fatalf("Admit with the breaker closed: %v, %v, Throttled %v", d, err, s.throttled())
 	}
-	s.Succeeded(now.Add(3 * time.Second))
+	s.succeeded(now.Add(3 * time.Second))
 	if len(b.result) != 1 || b.result[0] != nil {
 		t.Errorf("done got %v, want [nil]", b.result)
 	}
 	// Admitted, then the loop restarts: the breaker hears context.Canceled.
-	_, _ = s.Begin(now.Add(4 * time.Second))
-	s.Reset(now.Add(4 * time.Second))
+	r2, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, MaxAttempts: 10}, rebound.WithBreaker(b))
+	s2 := newLoop(r2, now.Add(4*time.Second))
+	_, _ = s2.begin(now.Add(4 * time.Second))
+	s2.Reset(now.Add(4 * time.Second))
 	if len(b.result) != 2 || !errors.Is(b.result[1], context.Canceled) {
 		t.Errorf("done got %v, want [nil context.Canceled]", b.result)
 	}

@@ -297,36 +297,36 @@ func TestScheduleThrottleInVirtualTime(t *testing.T) {
 	h := rebound.Hooks{Throttled: func(rebound.Event) { throttled++ }, Retried: func(rebound.Event) { retried++ }}
 	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5}
 	r := mustRetrier(t, p, rebound.WithThrottle(th), rebound.WithBudget(b), rebound.WithObserver(h))
-	s := r.NewSchedule(t0)
-	d, stop := s.Begin(t0)
-	if stop != nil || d != time.Second || !s.Throttled() || s.Attempts() != 1 {
-		t.Fatalf("Begin = %v, %v, throttled %v, attempts %d; want 1s, nil, true, 1", d, stop, s.Throttled(), s.Attempts())
+	s := newLoop(r, t0)
+	d, stop := s.begin(t0)
+	if stop != nil || d != time.Second || !s.throttled() || s.Attempts() != 1 {
+		t.Fatalf("Begin = %v, %v, throttled %v, attempts %d; want 1s, nil, true, 1", d, stop, s.throttled(), s.Attempts())
 	}
 	now := t0.Add(d)
-	w, stop := s.Admit(now)
-	if stop != nil || w != time.Second || !s.Throttled() || s.Attempts() != 2 {
-		t.Fatalf("Admit = %v, %v, throttled %v, attempts %d", w, stop, s.Throttled(), s.Attempts())
+	w, stop := s.admit(now)
+	if stop != nil || w != time.Second || !s.throttled() || s.Attempts() != 2 {
+		t.Fatalf("Admit = %v, %v, throttled %v, attempts %d", w, stop, s.throttled(), s.Attempts())
 	}
 	// The backend answers at last: accepts close the gap.
 	for i := 0; i < 100000; i++ {
 		th.Accepted(now)
 	}
 	now = now.Add(w)
-	if w, stop = s.Admit(now); stop != nil || w != 0 || s.Throttled() {
-		t.Fatalf("Admit after accepts = %v, %v, throttled %v; want 0, nil, false", w, stop, s.Throttled())
+	if w, stop = s.admit(now); stop != nil || w != 0 || s.throttled() {
+		t.Fatalf("Admit after accepts = %v, %v, throttled %v; want 0, nil, false", w, stop, s.throttled())
 	}
-	if w, stop = s.Admit(now); w != 0 || stop != nil { // asked once per attempt
+	if w, stop = s.admit(now); w != 0 || stop != nil { // asked once per attempt
 		t.Fatalf("second Admit = %v, %v", w, stop)
 	}
 	// The attempt is sent and fails: Next counts attempt 3 and schedules
 	// a retry (one budget withdrawal).
-	if d, stop = s.Next(errBoom, now); stop != nil || d != time.Second || s.Attempts() != 3 {
+	if d, stop = s.next(errBoom, now); stop != nil || d != time.Second || s.Attempts() != 3 {
 		t.Fatalf("Next = %v, %v, attempts %d", d, stop, s.Attempts())
 	}
 	if throttled != 2 || retried != 1 {
 		t.Fatalf("hooks: %d throttled, %d retried; want 2, 1", throttled, retried)
 	}
-	if a := testing.AllocsPerRun(100, func() { s.Admit(now) }); a != 0 {
+	if a := testing.AllocsPerRun(100, func() { s.admit(now) }); a != 0 {
 		t.Fatalf("Admit with a throttle: %v allocs", a)
 	}
 }
@@ -339,20 +339,20 @@ func TestScheduleThrottleExhausts(t *testing.T) {
 		th.Allow(t0)
 	}
 	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 1}, rebound.WithThrottle(th))
-	s := r.NewSchedule(t0)
-	if d, stop := s.Begin(t0); d != 0 || !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrThrottled) {
+	s := newLoop(r, t0)
+	if d, stop := s.begin(t0); d != 0 || !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrThrottled) {
 		t.Fatalf("Begin with MaxAttempts 1 = %v, %v", d, stop)
 	}
 	r = mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 2500 * time.Millisecond}, rebound.WithThrottle(th))
-	s = r.NewSchedule(t0)
+	s = newLoop(r, t0)
 	now := t0
 	var stop error
 	for i := 0; i < 10 && stop == nil; i++ {
 		var d time.Duration
 		if i == 0 {
-			d, stop = s.Begin(now)
+			d, stop = s.begin(now)
 		} else {
-			d, stop = s.Admit(now)
+			d, stop = s.admit(now)
 		}
 		now = now.Add(d)
 	}
@@ -361,25 +361,30 @@ func TestScheduleThrottleExhausts(t *testing.T) {
 	}
 }
 
-// Refuse defers an attempt for a reason of the caller's (a subscription
-// whose budget refused a retry): a failed attempt not sent, the next
-// delay, the Throttled hook with that reason; the policy still ends it.
+// A refusal under RefuseDefer (a budget's, as a subscription's) defers
+// the attempt: a failed attempt not sent, the next delay, the Throttled
+// hook with that reason; the policy still ends it.
 func TestScheduleRefuse(t *testing.T) {
 	var events []rebound.Event
 	h := rebound.Hooks{Throttled: func(e rebound.Event) { events = append(events, e) }}
-	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}, rebound.WithObserver(h))
-	s := r.NewSchedule(t0)
-	if d, stop := s.Next(errBoom, t0); stop != nil || d != time.Second {
+	b, err := rebound.NewRetryBudget(0.000001, 0.000001, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3},
+		rebound.WithObserver(h), rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer))
+	s := newLoop(r, t0)
+	if d, stop := s.next(errBoom, t0); stop != nil || d != time.Second {
 		t.Fatalf("Next = %v, %v", d, stop)
 	}
-	d, stop := s.Refuse(rebound.ErrBudgetExhausted, t0.Add(time.Second))
-	if stop != nil || d != 2*time.Second || !s.Throttled() || s.Attempts() != 2 {
-		t.Fatalf("Refuse = %v, %v, throttled %v, attempts %d; want 2s, nil, true, 2", d, stop, s.Throttled(), s.Attempts())
+	d, stop := s.admit(t0.Add(time.Second))
+	if stop != nil || d != 2*time.Second || !s.throttled() || s.Attempts() != 2 {
+		t.Fatalf("Refuse = %v, %v, throttled %v, attempts %d; want 2s, nil, true, 2", d, stop, s.throttled(), s.Attempts())
 	}
 	if len(events) != 1 || events[0].Err != rebound.ErrBudgetExhausted || events[0].Delay != 2*time.Second {
 		t.Fatalf("Throttled events %+v", events)
 	}
-	_, stop = s.Refuse(rebound.ErrBudgetExhausted, t0.Add(3*time.Second))
+	_, stop = s.admit(t0.Add(3 * time.Second))
 	if !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrBudgetExhausted) {
 		t.Fatalf("Refuse past MaxAttempts: %v, want ErrExhausted with Last ErrBudgetExhausted", stop)
 	}

@@ -20,18 +20,19 @@ func TestBudgetRefusalsDoNotTeachTheThrottle(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter},
-		rebound.WithBudget(b), rebound.WithThrottle(th), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer))
+		rebound.WithBudget(b), rebound.WithThrottle(th), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
+		rebound.WithAdmission(rebound.FirstAttempt, 0)) // the failed first attempt was made outside the Schedule
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	s := r.NewSchedule(now)
-	if d := s.Decide(now, rebound.Failed(errors.New("transient"))); d.Verdict != rebound.WaitFor {
+	s := newLoop(r, now)
+	if d := s.decide(now, failed(errors.New("transient"))); d.Verdict != rebound.WaitFor {
 		t.Fatalf("first failure: %+v", d)
 	}
 	for range 100 {
 		now = now.Add(time.Second)
-		d := s.Decide(now, rebound.Ready(rebound.RetryAttempt))
+		d := s.decide(now, ready(rebound.RetryAttempt))
 		if d.Verdict != rebound.WaitFor || !errors.Is(d.Reason, rebound.ErrBudgetExhausted) {
 			t.Fatalf("retry with an empty budget: %+v; want a deferral by the budget", d)
 		}

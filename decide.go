@@ -4,187 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"golang.org/x/time/rate"
 )
-
-// AttemptKind is what an attempt is, for admission (WithAdmission).
-type AttemptKind uint8
-
-const (
-	// FirstAttempt is the first attempt of a run: after NewSchedule, Reset
-	// or a success.
-	FirstAttempt AttemptKind = iota
-	// RetryAttempt is an attempt after a failure of the run.
-	RetryAttempt
-	// LookupAttempt is a read beside the run (a subscription's
-	// confirmation lookup): it takes its admission but is not an attempt
-	// of the run (no attempt counted, no MaxElapsed). It holds its own
-	// token, apart from the run's, and reports its end with LookedUp; a
-	// refusal by the throttle leaves the run as it is.
-	LookupAttempt
-
-	numKinds = 3
-)
-
-func (k AttemptKind) String() string {
-	switch k {
-	case FirstAttempt:
-		return "first"
-	case RetryAttempt:
-		return "retry"
-	case LookupAttempt:
-		return "lookup"
-	}
-	return fmt.Sprintf("AttemptKind(%d)", uint8(k))
-}
-
-// Gate is a set of the admission checks an attempt passes before it is
-// made (WithAdmission).
-type Gate uint8
-
-const (
-	// GateLimiter takes a token of the shared limiter (WithLimiter).
-	GateLimiter Gate = 1 << iota
-	// GateBudget draws on the RetryBudget (WithBudget): a first attempt
-	// deposits, a retry withdraws.
-	GateBudget
-	// GateThrottle asks the AdaptiveThrottle (WithThrottle).
-	GateThrottle
-	// GateBreaker asks the Breaker (WithBreaker).
-	GateBreaker
-
-	allGates = GateLimiter | GateBudget | GateThrottle | GateBreaker
-)
-
-// defaultGates is the admission of each kind without WithAdmission: a
-// first attempt takes no limiter token (the limiter paces retries), a
-// retry passes every gate, a lookup takes a token only.
-var defaultGates = [numKinds]Gate{
-	FirstAttempt:  GateBudget | GateThrottle | GateBreaker,
-	RetryAttempt:  allGates,
-	LookupAttempt: GateLimiter,
-}
-
-// Refusal is what a refusal by the budget, the throttle or the breaker
-// does to the loop (WithRefusal).
-type Refusal uint8
-
-const (
-	refuseDefault Refusal = iota
-	// RefuseStop ends the loop: Verdict Stop, a *RetryError whose Reason
-	// is the refusal (ErrBudgetExhausted, ErrThrottled or a *BreakerError).
-	RefuseStop
-	// RefuseDefer counts the attempt as failed without sending it and
-	// waits the policy's next delay (Verdict WaitFor, Reason the refusal);
-	// the loop ends only when its policy runs out.
-	RefuseDefer
-	// RefuseDrop drops the work (Verdict Drop, Err a *RetryError whose
-	// Reason is the refusal): for a queue whose callers learn of the
-	// drop, not of a give-up.
-	RefuseDrop
-)
-
-// refusalGate is the index of a gate that can refuse in config.refusal.
-func refusalGate(g Gate) int {
-	switch g {
-	case GateBudget:
-		return 0
-	case GateThrottle:
-		return 1
-	case GateBreaker:
-		return 2
-	}
-	return -1
-}
-
-// defaultRefusal is each refusing gate's rule without WithRefusal.
-var defaultRefusal = [3]Refusal{RefuseStop, RefuseDefer, RefuseDefer}
-
-// WithAdmission sets the gates an attempt of kind k passes before it is
-// made (defaults: FirstAttempt GateBudget|GateThrottle|GateBreaker,
-// RetryAttempt all four, LookupAttempt GateLimiter). A gate whose part is
-// not configured (no WithLimiter, no WithBudget...) admits every attempt.
-// An unknown kind or gate is an *ArgumentError.
-func WithAdmission(k AttemptKind, g Gate) Option {
-	return optionFunc(func(c *config) {
-		switch {
-		case k >= numKinds:
-			c.bad("WithAdmission", "k", fmt.Sprintf("is %v: must be FirstAttempt, RetryAttempt or LookupAttempt", k))
-		case k == LookupAttempt && g&(GateBudget|GateBreaker) != 0:
-			c.bad("WithAdmission", "g", "may hold only GateLimiter and GateThrottle for LookupAttempt: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
-		case g&^allGates != 0:
-			c.bad("WithAdmission", "g", fmt.Sprintf("has unknown bits %#x: must be a set of GateLimiter, GateBudget, GateThrottle, GateBreaker", uint8(g&^allGates)))
-		default:
-			c.gates[k] = g
-			c.gatesSet[k] = true
-		}
-	})
-}
-
-// WithRefusal sets what a refusal by gate g (GateBudget, GateThrottle or
-// GateBreaker; the limiter never refuses, it makes the attempt wait) does:
-// RefuseStop, RefuseDefer or RefuseDrop. Defaults: the budget stops, the
-// throttle and the breaker defer. Anything else is an *ArgumentError.
-func WithRefusal(g Gate, r Refusal) Option {
-	return optionFunc(func(c *config) {
-		i := refusalGate(g)
-		switch {
-		case i < 0:
-			c.bad("WithRefusal", "g", fmt.Sprintf("is %#x: must be one of GateBudget, GateThrottle, GateBreaker", uint8(g)))
-		case r < RefuseStop || r > RefuseDrop:
-			c.bad("WithRefusal", "r", fmt.Sprintf("is %d: must be RefuseStop, RefuseDefer or RefuseDrop", r))
-		default:
-			c.refusal[i] = r
-		}
-	})
-}
-
-// gatesOf returns the admission of kind k.
-func (c *config) gatesOf(k AttemptKind) Gate {
-	if c.gatesSet[k] {
-		return c.gates[k]
-	}
-	return defaultGates[k]
-}
-
-// refusalOf returns the rule of the refusing gate g.
-func (c *config) refusalOf(g Gate) Refusal {
-	i := refusalGate(g)
-	if r := c.refusal[i]; r != refuseDefault {
-		return r
-	}
-	return defaultRefusal[i]
-}
-
-// budgetAtFailure reports whether a retry's withdrawal from the budget is
-// made when the failure is reported (Next): a refusal that stops the loop
-// is known then, so the loop does not wait a delay to learn it. Under the
-// other rules the withdrawal is made when the retry is due.
-func (c *config) budgetAtFailure() bool {
-	return c.budget != nil && c.gatesOf(RetryAttempt)&GateBudget != 0 && c.refusalOf(GateBudget) == RefuseStop
-}
 
 // Verdict is what a loop does next (Decision.Verdict).
 type Verdict uint8
 
 const (
-	// AttemptNow: make the attempt now. A limiter token and a breaker
-	// admission are held for it: report its end with Failed or Succeeded,
-	// or Abandoned if it will not be made.
+	// AttemptNow: make the attempt now, then report it with Attempt.Done.
 	AttemptNow Verdict = iota
-	// WaitFor: ask again (Ready) after Decision.Delay; Decision.Reason
+	// WaitFor: call Admit again after Decision.Delay. Decision.Reason
 	// says why.
 	WaitFor
-	// Stop: the loop ends with Decision.Err. A Ready of the run (a
-	// first attempt or a retry), Begin, Admit or Wait that comes after it
-	// (a stale wake-up) returns it again, reported to no hook, until
-	// Reset: no attempt is admitted past the end.
+	// Stop: the run is over, with Decision.Err (nil after a success).
+	// Until Reset, Admit returns a failed run's stop again, to no hook.
 	Stop
-	// Drop: a refusal under RefuseDrop; the work is dropped
-	// (Decision.Err says why). It ends the run as Stop does.
+	// Drop: a refusal under RefuseDrop; drop the work. It ends the run
+	// as Stop does.
 	Drop
-	// Idle: nothing is due; the loop asks again (Ready) when it has a
-	// reason to make an attempt.
-	Idle
 )
 
 func (v Verdict) String() string {
@@ -197,8 +35,6 @@ func (v Verdict) String() string {
 		return "stop"
 	case Drop:
 		return "drop"
-	case Idle:
-		return "idle"
 	}
 	return fmt.Sprintf("Verdict(%d)", uint8(v))
 }
@@ -206,143 +42,220 @@ func (v Verdict) String() string {
 // ErrLimited is the Decision.Reason of a wait for a limiter token.
 var ErrLimited = errors.New("rebound: waiting for a retry limiter token")
 
-// A Decision is what Decide returns: what the loop does next.
+// A Decision is what a loop does next.
 type Decision struct {
 	Verdict Verdict
 	// Delay is how long to wait (WaitFor).
 	Delay time.Duration
-	// Reason says why the loop waits (WaitFor): nil for the backoff after
-	// a failure, ErrLimited for a limiter token, the refusal
-	// (ErrThrottled, ErrBudgetExhausted, a *BreakerError) for an attempt
-	// deferred without being sent.
+	// Reason is nil after a failure, ErrLimited for a token wait, or the
+	// refusal (ErrThrottled, ErrBudgetExhausted, a *BreakerError).
 	Reason error
-	// Err is why the loop ends (Stop: a *RetryError, or the attempt's own
-	// error when it is not retried) or the work is dropped (Drop).
+	// Err is why the run stops or the work is dropped. It is a
+	// *RetryError, or the attempt's own error when it is not retried.
 	Err error
-	// Attempt is the number of failed attempts of the run so far, local
-	// refusals included.
+	// Attempt is the number of failed attempts of the run, refusals
+	// included.
 	Attempt int
 }
 
-// A Step is what happened, given to Decide: Ready, Failed, Succeeded or
-// Abandoned.
-type Step struct {
-	op   stepOp
+// An Attempt is an attempt that Admit let start. Report its end with
+// Done, once. The zero Attempt is none.
+type Attempt struct {
+	s    *Schedule
 	kind AttemptKind
-	err  error
 }
 
-type stepOp uint8
-
-const (
-	opReady stepOp = iota
-	opFailed
-	opSucceeded
-	opAbandoned
-	opLookedUp
-)
-
-// Ready is the Step of an attempt of kind k that is due now.
-func Ready(k AttemptKind) Step { return Step{op: opReady, kind: k} }
-
-// Failed is the Step of an attempt that failed with err (nil: a transient
-// failure of unknown cause).
-func Failed(err error) Step { return Step{op: opFailed, err: err} }
-
-// Succeeded is the Step of an attempt that succeeded.
-func Succeeded() Step { return Step{op: opSucceeded} }
-
-// Abandoned is the Step of an admitted attempt that will not be made: its
-// limiter token and breaker admission are given back, and the token a
-// lookup holds.
-func Abandoned() Step { return Step{op: opAbandoned} }
-
-// LookedUp is the Step of a lookup (admitted by Ready(LookupAttempt))
-// that ended with err (nil: it succeeded). With the throttle in the
-// lookup's admission, its outcome is recorded as an attempt's is (nil or
-// an error that is not transient is an accept), so that lookups the
-// backend answers do not teach the throttle that it rejects them. The run
-// is untouched.
-func LookedUp(err error) Step { return Step{op: opLookedUp, kind: LookupAttempt, err: err} }
-
-// Decide is the step function of rebound: given what happened at now, it
-// returns what the loop does next. Every loop of the tree runs on it.
-//
-//   - Ready(k): admission. The gates of kind k (WithAdmission) are asked
-//     in order budget deposit (a first attempt), throttle, budget withdrawal
-//     (a retry), limiter, breaker, each once per attempt
-//     however often Ready is repeated. AttemptNow; WaitFor (a token wait,
-//     Reason ErrLimited, or a deferred refusal); Stop or Drop (a refusal
-//     under RefuseStop or RefuseDrop, or a token that comes after
-//     MaxElapsed).
-//   - Failed(err): classification and the delay. WaitFor the backoff
-//     (raised to a Retry-After), or Stop: the error unwrapped from
-//     Permanent, the error a classifier does not call transient, or a
-//     *RetryError (MaxAttempts, MaxElapsed, a budget under RefuseStop).
-//   - Succeeded(): the run is over (an accept for the throttle, the
-//     sequence reset). Idle.
-//   - Abandoned(): the admitted attempt will not be made. Idle.
-//   - LookedUp(err): a lookup ended (its outcome for the throttle). Idle.
-//
-// Hooks are reported as by the methods it replaces (Attempted, Retried,
-// GaveUp, Recovered, Throttled), once each: every refusal to Throttled,
-// a Stop to GaveUp, a Drop to Throttled alone (the loop reports the drop;
-// Admit, for its callers, reports it to GaveUp too). Decide allocates
-// nothing without a limiter.
-func (s *Schedule) Decide(now time.Time, st Step) Decision {
-	if err := s.unmade("Decide"); err != nil {
-		return Decision{Verdict: Stop, Err: err}
+// Admit asks, at now, whether an attempt of kind k may start. With
+// AttemptNow it returns the Attempt; otherwise the Attempt is zero. The
+// gates, rules and hooks are in docs/engine.md.
+func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
+	if s.c == nil {
+		return Attempt{}, Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Admit", Arg: "s",
+			Reason: "is a zero Schedule: make it with Retrier.NewSchedule"}}
 	}
-	switch st.op {
-	case opReady:
-		if st.kind >= numKinds {
-			return Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Decide", Arg: "st",
-				Reason: fmt.Sprintf("is Ready(%v): the kind must be FirstAttempt, RetryAttempt or LookupAttempt", st.kind)}, Attempt: s.attempts}
-		}
-		if st.kind != LookupAttempt && s.ended != nil {
-			s.thrott = false // nothing was asked: nothing rejected
-			return s.endedDecision()
-		}
-		d := s.ready(st.kind, now)
-		if st.kind != LookupAttempt {
-			s.end(d) // before the hooks: one that panics leaves the run ended
-		}
-		if d.Verdict == Stop {
-			d.Err = s.gaveUp(d.Err, now)
-		}
-		return d
-	case opFailed:
-		d, stop := s.Next(st.err, now)
-		if stop != nil {
-			return Decision{Verdict: Stop, Err: stop, Attempt: s.attempts}
-		}
-		return Decision{Verdict: WaitFor, Delay: d, Attempt: s.attempts}
-	case opSucceeded:
-		s.Succeeded(now)
-		return Decision{Verdict: Idle}
-	case opLookedUp:
+	if k >= numKinds {
+		return Attempt{}, Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Admit", Arg: "k",
+			Reason: fmt.Sprintf("is %v: must be FirstAttempt, RetryAttempt or LookupAttempt", k)}, Attempt: s.attempts}
+	}
+	if k != LookupAttempt && s.ended != nil {
+		return Attempt{}, s.endedDecision()
+	}
+	d := s.admission(k, now, true)
+	if k != LookupAttempt {
+		s.end(d) // before the hooks: one that panics leaves the run ended
+	}
+	switch d.Verdict {
+	case AttemptNow:
+		return Attempt{s: s, kind: k}, d
+	case Stop:
+		d.Err = s.gaveUp(d.Err, now)
+	}
+	return Attempt{}, d
+}
+
+// Done reports, at now, that the attempt ended with err (nil: success).
+// After a failure it returns WaitFor the backoff, or Stop. After a
+// success, or a lookup, it returns Stop with a nil Err.
+func (a Attempt) Done(err error, now time.Time) Decision {
+	s := a.s
+	if s == nil {
+		return Decision{Verdict: Stop, Err: errZeroAttempt}
+	}
+	if a.kind == LookupAttempt {
+		// A lookup is beside the run. An answer teaches the throttle
+		// that the backend accepts requests.
 		if s.c.gatesOf(LookupAttempt)&GateThrottle != 0 {
-			s.c.record(st.err, now)
+			s.c.record(err, now)
 		}
-		return Decision{Verdict: Idle, Attempt: s.attempts}
-	default:
-		s.Cancel(now)
-		s.cancelLookup(now)
-		s.passed = 0
-		return Decision{Verdict: Idle, Attempt: s.attempts}
+		return Decision{Verdict: Stop, Attempt: s.attempts}
+	}
+	if err == nil {
+		s.succeeded(now)
+		return Decision{Verdict: Stop}
+	}
+	d, stop := s.failed(err, now)
+	if stop != nil {
+		return Decision{Verdict: Stop, Err: stop, Attempt: s.attempts}
+	}
+	return Decision{Verdict: WaitFor, Delay: d, Attempt: s.attempts}
+}
+
+// errZeroAttempt is the Done of the zero Attempt (made once: a refused
+// attempt's Done in a hot loop allocates nothing).
+var errZeroAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
+	Reason: "is the zero Attempt: Admit returns one with AttemptNow"}
+
+// succeeded reports a success at now and starts a new run.
+func (s *Schedule) succeeded(now time.Time) {
+	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
+	// The breaker and the throttle hear the success before the hooks, so
+	// that a hook that panics leaves no admission held.
+	s.res = nil // the token was used by the attempt
+	s.endAttempt(nil)
+	s.c.record(nil, now)
+	s.reset(now)
+	if s.c.observed() {
+		s.c.emitAttempted(e)
+		if e.Attempt > 1 {
+			s.c.emitRecovered(e)
+		}
 	}
 }
 
-// end records a Decision that ends the run (Stop, Drop): a Ready, Begin or
-// Admit that comes after it (a heap scheduler's stale wake-up) gets it
-// again, until Reset.
+// failed reports a failure with err at now, with its hooks: Attempted,
+// then Retried or GaveUp.
+func (s *Schedule) failed(err error, now time.Time) (time.Duration, error) {
+	if !s.c.observed() {
+		d, stop := s.next(err, now)
+		if stop != nil {
+			s.ended = stop
+		}
+		return d, stop
+	}
+	attempt, lw := s.attempts+1, s.limWait
+	d, stop := s.next(err, now)
+	if stop != nil {
+		s.ended = stop
+	}
+	el := now.Sub(s.start)
+	s.c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: lw, Elapsed: el})
+	if stop != nil {
+		s.c.emitGaveUp(Event{Attempt: attempt, Err: stop, Elapsed: el})
+	} else {
+		s.c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: el})
+	}
+	return d, stop
+}
+
+// next is the rule of a failure with err at now: the delay, or the stop.
+func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
+	s.endAttempt(err)
+	s.attempts++
+	s.limWait = 0
+	s.passed = 0
+	s.res = nil // a token reserved for the attempt that just failed was used
+	if err != nil {
+		s.last = err
+		if perm := asPermanent(err); perm != nil {
+			s.c.record(err, now)
+			return 0, perm.Err
+		}
+		if s.c.transient != nil && !s.c.transient(err) {
+			s.c.record(err, now)
+			return 0, err
+		}
+	}
+	p := &s.d.p
+	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+		return 0, s.stop(ErrExhausted)
+	}
+	d := s.d.draw(s.attempts - 1)
+	var ra time.Duration
+	if err != nil {
+		if v, ok := RetryAfterDelay(err); ok && v > d {
+			ra = min(v, p.MaxRetryAfter)
+			d = max(d, ra)
+		}
+	}
+	if p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
+		if ra > 0 {
+			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
+		}
+		return 0, s.stop(ErrExhausted)
+	}
+	if s.c.budgetAtFailure() && !s.c.budget.TryWithdraw(now) {
+		return 0, s.stop(ErrBudgetExhausted)
+	}
+	return d, nil
+}
+
+// retryAfterBeyond is the reason of a stop caused by a Retry-After.
+func retryAfterBeyond(ra, maxElapsed time.Duration) error {
+	return fmt.Errorf("%w: server asked to retry after %v, beyond MaxElapsed %v", ErrExhausted, ra, maxElapsed)
+}
+
+// refuse counts the attempt due at now as refused locally for reason, as
+// the RefuseDefer rule does: a failed attempt that was not sent, reported
+// to Throttled. It returns the next delay, or the stop.
+func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
+	s.cancel(now) // a token held for the refused attempt is not used
+	s.passed = 0
+	s.attempts++
+	s.last = reason
+	s.limWait = 0
+	p := &s.d.p
+	var d time.Duration
+	var stop error
+	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+		stop = s.stop(ErrExhausted)
+	} else if d = s.d.draw(s.attempts - 1); p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
+		d, stop = 0, s.stop(ErrExhausted)
+	}
+	if s.c.observed() {
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
+	}
+	return d, stop
+}
+
+// gaveUp reports stop to the GaveUp hooks, as a stop that ends no attempt
+// (Event.Waiting), and returns it.
+func (s *Schedule) gaveUp(stop error, now time.Time) error {
+	if s.c.observed() {
+		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: true, Elapsed: now.Sub(s.start)})
+	}
+	return stop
+}
+
+// end records a Decision that ends the run (Stop, Drop): an Admit that
+// comes after it (a heap scheduler's stale wake-up) gets it again, until
+// Reset.
 func (s *Schedule) end(d Decision) {
 	if d.Verdict == Stop || d.Verdict == Drop {
 		s.ended, s.endedDrop = d.Err, d.Verdict == Drop
 	}
 }
 
-// endedDecision is the Decision of a Ready after the run ended: the same
+// endedDecision is the Decision of an Admit after the run ended: the same
 // verdict and error, reported to no hook again.
 func (s *Schedule) endedDecision() Decision {
 	v := Stop
@@ -352,21 +265,18 @@ func (s *Schedule) endedDecision() Decision {
 	return Decision{Verdict: v, Err: s.ended, Attempt: s.attempts}
 }
 
-// ready is the admission of an attempt of kind k due at now.
-func (s *Schedule) ready(k AttemptKind, now time.Time) Decision { return s.admission(k, now, true) }
-
-// admission is ready; late tells whether a retry that comes due after
-// MaxElapsed is stopped. Schedule.Wait asks with late false: it slept
+// admission is the admission of an attempt of kind k due at now; late
+// tells whether a retry that comes due after MaxElapsed is stopped. The
+// blocking loop (Retrier.Do) asks with late false: it slept
 // exactly the delays the Schedule gave, each checked against MaxElapsed
 // when it was drawn, so a retry it finds past MaxElapsed is one its timer
 // fired a little late, which a loop without gates makes too.
 func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
-	s.thrott = false
 	c := s.c
 	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
 	// after it (a scheduler whose workers were busy) is not made.
 	if me := s.d.p.MaxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
-		s.Cancel(now)
+		s.cancel(now)
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
 	}
@@ -408,25 +318,8 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		c.throttle.sent(now) // not refused by the budget: a request (a refusal by the budget is not)
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
-		if *res == nil {
-			*res = c.limiter.ReserveN(now, 1)
-			if !(*res).OK() { // the limiter's burst was set to 0 after WithLimiter checked it
-				*res = nil
-				return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}
-			}
-			if k != LookupAttempt {
-				s.limWait = (*res).DelayFrom(now)
-			}
-		}
-		w := (*res).DelayFrom(now)
-		if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
-			s.Cancel(now)
-			s.passed = 0
-			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
-				ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}
-		}
-		if w > 0 {
-			return Decision{Verdict: WaitFor, Delay: w, Reason: ErrLimited, Attempt: s.attempts}
+		if d, wait := s.token(k, res, now); wait {
+			return d
 		}
 	}
 	if g&GateBreaker != 0 && c.breaker != nil && s.done == nil {
@@ -443,6 +336,33 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
 }
 
+// token takes the limiter token of an attempt of kind k at now, into
+// *res. It reports whether the attempt waits for it (or stops), and the
+// Decision that says so.
+func (s *Schedule) token(k AttemptKind, res **rate.Reservation, now time.Time) (Decision, bool) {
+	if *res == nil {
+		*res = s.c.limiter.ReserveN(now, 1)
+		if !(*res).OK() { // the limiter's burst was set to 0 after WithLimiter checked it
+			*res = nil
+			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}, true
+		}
+		if k != LookupAttempt {
+			s.limWait = (*res).DelayFrom(now)
+		}
+	}
+	w := (*res).DelayFrom(now)
+	if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+		s.cancel(now)
+		s.passed = 0
+		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
+			ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}, true
+	}
+	if w > 0 {
+		return Decision{Verdict: WaitFor, Delay: w, Reason: ErrLimited, Attempt: s.attempts}, true
+	}
+	return Decision{}, false
+}
+
 // refused applies gate g's rule (WithRefusal) to the attempt it refused at
 // now for reason.
 func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
@@ -450,23 +370,23 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 	case RefuseDefer:
 		d, stop := s.refuse(reason, now)
 		if stop != nil {
-			return Decision{Verdict: Stop, Err: stop, Attempt: s.attempts}
+			return Decision{Verdict: Stop, Err: stop, Reason: reason, Attempt: s.attempts}
 		}
 		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
 	case RefuseDrop:
-		s.Cancel(now)
-		s.thrott, s.passed = true, 0
+		s.cancel(now)
+		s.passed = 0
 		if s.c.observed() {
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
 		}
-		return Decision{Verdict: Drop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	default: // RefuseStop
-		s.Cancel(now)
-		s.thrott, s.passed = true, 0
+		s.cancel(now)
+		s.passed = 0
 		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
 		}
-		return Decision{Verdict: Stop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
 }
 
@@ -475,7 +395,7 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 // token and breaker admission kept. Under RefuseDefer the lookup waits a
 // draw of the policy's first delay (FirstDelay) and asks again.
 func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
-	s.thrott, s.lpassed = true, 0 // the throttle is asked first: no token is held yet
+	s.lpassed = 0 // the throttle is asked first: no token is held yet
 	var d time.Duration
 	r := s.c.refusalOf(GateThrottle)
 	if r == RefuseDefer {
@@ -488,35 +408,8 @@ func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 	case RefuseDefer:
 		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
 	case RefuseDrop:
-		return Decision{Verdict: Drop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
+		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	default:
-		return Decision{Verdict: Stop, Err: &RetryError{Attempts: s.attempts, Last: s.last, Reason: reason}, Attempt: s.attempts}
-	}
-}
-
-// cancelLookup gives back, at now, the token a lookup holds.
-func (s *Schedule) cancelLookup(now time.Time) {
-	if s.lres != nil {
-		s.lres.CancelAt(now)
-		s.lres = nil
-	}
-	s.lpassed = 0
-}
-
-// begin accounts for a run's first attempt at now: a deposit in the
-// budget, a request for the throttle. It reports whether the throttle lets
-// the attempt through (false: rejected locally, do not send it).
-func (c *config) begin(now time.Time) bool {
-	g := c.gatesOf(FirstAttempt)
-	if c.budget != nil && g&GateBudget != 0 {
-		c.budget.Deposit(now) // the work arrived (see ready)
-	}
-	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
-}
-
-// record gives the throttle an attempt's outcome.
-func (c *config) record(err error, now time.Time) {
-	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
-		c.throttle.Accepted(now)
+		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
 }

@@ -16,23 +16,23 @@ var fixed = rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebou
 // TestDecideLoop walks a loop on the one call: a first attempt, a
 // failure, the backoff, a retry, a success.
 func TestDecideLoop(t *testing.T) {
-	s := mustRetrier(t, fixed).NewSchedule(t0)
-	if d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+	s := newLoop(mustRetrier(t, fixed), t0)
+	if d := s.decide(t0, ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("first attempt: %+v", d)
 	}
-	d := s.Decide(t0, rebound.Failed(errors.New("down")))
+	d := s.decide(t0, failed(errors.New("down")))
 	if d.Verdict != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
 		t.Fatalf("after a failure: %+v, want wait 1s (the backoff), attempt 1", d)
 	}
-	if d := s.Decide(t0.Add(time.Second), rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t0.Add(time.Second), ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("retry: %+v", d)
 	}
-	if d := s.Decide(t0.Add(time.Second), rebound.Succeeded()); d.Verdict != rebound.Idle || s.Attempts() != 0 {
+	if d := s.decide(t0.Add(time.Second), succeeded()); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
 		t.Fatalf("after a success: %+v, attempts %d", d, s.Attempts())
 	}
 	// A permanent error stops at once with the error itself.
 	perm := errors.New("bad request")
-	if d := s.Decide(t0, rebound.Failed(rebound.Permanent(perm))); d.Verdict != rebound.Stop || d.Err != perm {
+	if d := s.decide(t0, failed(rebound.Permanent(perm))); d.Verdict != rebound.Stop || d.Err != perm {
 		t.Fatalf("permanent: %+v", d)
 	}
 }
@@ -42,10 +42,10 @@ func TestDecideLoop(t *testing.T) {
 func TestDecideMaxAttempts(t *testing.T) {
 	p := fixed
 	p.MaxAttempts = 3
-	s := mustRetrier(t, p).NewSchedule(t0)
+	s := newLoop(mustRetrier(t, p), t0)
 	var d rebound.Decision
 	for i := range 3 {
-		d = s.Decide(t0, rebound.Failed(errors.New("down")))
+		d = s.decide(t0, failed(errors.New("down")))
 		if i < 2 && d.Verdict != rebound.WaitFor {
 			t.Fatalf("failure %d: %+v", i+1, d)
 		}
@@ -62,17 +62,17 @@ func TestDecideLimiter(t *testing.T) {
 	lim := rate.NewLimiter(rate.Every(time.Second), 1)
 	r := mustRetrier(t, fixed, rebound.WithLimiter(lim))
 	lim.ReserveN(t0, 1) // the burst is spent: the next token at t0+1s
-	s := r.NewSchedule(t0)
-	s.Decide(t0, rebound.Failed(nil))
-	d := s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
+	s := newLoop(r, t0)
+	s.decide(t0, failed(errBoom))
+	d := s.decide(t0, ready(rebound.RetryAttempt))
 	if d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited || d.Delay != time.Second {
 		t.Fatalf("retry without a token: %+v, want wait 1s for the limiter", d)
 	}
-	d = s.Decide(t0.Add(400*time.Millisecond), rebound.Ready(rebound.RetryAttempt))
+	d = s.decide(t0.Add(400*time.Millisecond), ready(rebound.RetryAttempt))
 	if d.Verdict != rebound.WaitFor || d.Delay != 600*time.Millisecond {
 		t.Fatalf("asked again after 400ms: %+v, want the 600ms left on the token held", d)
 	}
-	s.Decide(t0.Add(400*time.Millisecond), rebound.Abandoned())
+	s.decide(t0.Add(400*time.Millisecond), abandoned())
 	// The token given back: another loop gets it at t0+1s, not t0+2s.
 	if w := lim.ReserveN(t0.Add(400*time.Millisecond), 1).DelayFrom(t0.Add(400 * time.Millisecond)); w != 600*time.Millisecond {
 		t.Fatalf("after Abandoned the next token comes in %v, want 600ms (the token given back)", w)
@@ -82,15 +82,15 @@ func TestDecideLimiter(t *testing.T) {
 // TestDecideLookup: a lookup takes a token and counts no attempt.
 func TestDecideLookup(t *testing.T) {
 	lim := rate.NewLimiter(rate.Every(time.Second), 1)
-	s := mustRetrier(t, fixed, rebound.WithLimiter(lim)).NewSchedule(t0)
-	if d := s.Decide(t0, rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+	s := newLoop(mustRetrier(t, fixed, rebound.WithLimiter(lim)), t0)
+	if d := s.decide(t0, ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("first lookup: %+v", d)
 	}
-	d := s.Decide(t0, rebound.Ready(rebound.LookupAttempt))
+	d := s.decide(t0, ready(rebound.LookupAttempt))
 	if d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited || d.Delay != time.Second {
 		t.Fatalf("second lookup at once: %+v, want wait 1s for a token", d)
 	}
-	if d := s.Decide(t0.Add(time.Second), rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow || s.Attempts() != 0 {
+	if d := s.decide(t0.Add(time.Second), ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow || s.Attempts() != 0 {
 		t.Fatalf("lookup after 1s: %+v, attempts %d (want 0: a lookup is not an attempt of the run)", d, s.Attempts())
 	}
 }
@@ -109,11 +109,11 @@ func TestDecideRefusalRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, tc.rule)).NewSchedule(t0)
-		if d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		s := newLoop(mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, tc.rule)), t0)
+		if d := s.decide(t0, ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
 			t.Fatalf("%v: first attempt %+v", tc.rule, d)
 		}
-		d := s.Decide(t0, rebound.Failed(errors.New("down")))
+		d := s.decide(t0, failed(errors.New("down")))
 		if tc.rule == rebound.RefuseStop { // known at the failure: no wait to learn it
 			if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
 				t.Fatalf("stop rule, after the failure: %+v", d)
@@ -123,7 +123,7 @@ func TestDecideRefusalRules(t *testing.T) {
 		if d.Verdict != rebound.WaitFor {
 			t.Fatalf("%v: after the failure %+v", tc.rule, d)
 		}
-		d = s.Decide(t0.Add(time.Second), rebound.Ready(rebound.RetryAttempt))
+		d = s.decide(t0.Add(time.Second), ready(rebound.RetryAttempt))
 		if d.Verdict != tc.verdict {
 			t.Fatalf("rule %v: retry refused by the budget: %+v, want %v", tc.rule, d, tc.verdict)
 		}
@@ -153,10 +153,10 @@ func TestDecideAdmissionPerKind(t *testing.T) {
 		th.Allow(t0.Add(time.Duration(i) * time.Millisecond))
 	}
 	now := t0.Add(time.Second)
-	plain := mustRetrier(t, fixed, rebound.WithThrottle(th)).NewSchedule(now)
+	plain := newLoop(mustRetrier(t, fixed, rebound.WithThrottle(th)), now)
 	refused := 0
 	for range 50 {
-		if d := plain.Decide(now, rebound.Ready(rebound.FirstAttempt)); d.Verdict == rebound.WaitFor {
+		if d := plain.decide(now, ready(rebound.FirstAttempt)); d.Verdict == rebound.WaitFor {
 			refused++
 		}
 		plain.Reset(now)
@@ -164,9 +164,9 @@ func TestDecideAdmissionPerKind(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("the default admission sent every first attempt through a throttle that rejects most: the test proves nothing")
 	}
-	s := mustRetrier(t, fixed, rebound.WithThrottle(th), rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget)).NewSchedule(now)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithThrottle(th), rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget)), now)
 	for range 50 {
-		if d := s.Decide(now, rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s.decide(now, ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
 			t.Fatalf("first attempt with the throttle out of its admission: %+v", d)
 		}
 		s.Reset(now)
@@ -187,8 +187,8 @@ func TestDecideBadInput(t *testing.T) {
 			t.Errorf("%v: want an *ArgumentError with a reason", err)
 		}
 	}
-	s := mustRetrier(t, fixed).NewSchedule(t0)
-	if d := s.Decide(t0, rebound.Ready(9)); d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrInvalidArgument) {
+	s := newLoop(mustRetrier(t, fixed), t0)
+	if d := s.decide(t0, ready(9)); d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrInvalidArgument) {
 		t.Fatalf("Ready(9): %+v", d)
 	}
 }
@@ -202,10 +202,10 @@ func BenchmarkDecide(b *testing.B) {
 	fail := errors.New("down")
 	b.ReportAllocs()
 	for b.Loop() {
-		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
-		s.Decide(t0, rebound.Failed(fail))
-		s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
-		s.Decide(t0, rebound.Succeeded())
+		a, _ := s.Admit(t0, rebound.FirstAttempt)
+		a.Done(fail, t0)
+		a, _ = s.Admit(t0, rebound.RetryAttempt)
+		a.Done(nil, t0)
 	}
 }
 
@@ -215,17 +215,17 @@ func BenchmarkDecide(b *testing.B) {
 func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
 	p := fixed
 	p.MaxElapsed = 10 * time.Second
-	s := mustRetrier(t, p).NewSchedule(t0)
-	if d := s.Decide(t0, rebound.Failed(errors.New("down"))); d.Verdict != rebound.WaitFor {
+	s := newLoop(mustRetrier(t, p), t0)
+	if d := s.decide(t0, failed(errors.New("down"))); d.Verdict != rebound.WaitFor {
 		t.Fatalf("after the failure: %+v", d)
 	}
-	d := s.Decide(t0.Add(11*time.Second), rebound.Ready(rebound.RetryAttempt))
+	d := s.decide(t0.Add(11*time.Second), ready(rebound.RetryAttempt))
 	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) || !strings.Contains(d.Err.Error(), "after MaxElapsed") {
 		t.Fatalf("retry due 11 s after the start with MaxElapsed 10 s: %+v, want a stop naming MaxElapsed", d)
 	}
 	s.Reset(t0)
-	s.Decide(t0, rebound.Failed(errors.New("down")))
-	if d := s.Decide(t0.Add(9*time.Second), rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	s.decide(t0, failed(errors.New("down")))
+	if d := s.decide(t0.Add(9*time.Second), ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("retry due within MaxElapsed: %+v", d)
 	}
 }
@@ -261,5 +261,34 @@ func TestFirstAttemptDepositsWhateverTheThrottle(t *testing.T) {
 		if !b.TryWithdraw(now) {
 			t.Fatalf("withdrawal %d refused: %d of 50 first attempts were refused by the throttle and made no deposit", i+1, refused)
 		}
+	}
+}
+
+// The handle: Admit returns the Attempt only with AttemptNow; its Done
+// decides what follows; a refusal that ends the run names itself in
+// Decision.Reason.
+func TestAdmitThenDone(t *testing.T) {
+	b := &fakeBreaker{open: true}
+	r := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop))
+	s := r.NewSchedule(t0)
+	a, d := s.Admit(t0, rebound.FirstAttempt)
+	if d.Verdict != rebound.Stop || a != (rebound.Attempt{}) || !errors.Is(d.Reason, rebound.ErrBreakerOpen) || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
+		t.Fatalf("refused first attempt: %+v, attempt %v; want Stop, no Attempt, the refusal as Reason", d, a)
+	}
+	b.open = false
+	s.Reset(t0)
+	a, d = s.Admit(t0, rebound.FirstAttempt)
+	if d.Verdict != rebound.AttemptNow || a == (rebound.Attempt{}) {
+		t.Fatalf("first attempt: %+v", d)
+	}
+	if d = a.Done(errBoom, t0); d.Verdict != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
+		t.Fatalf("Done(failure): %+v, want wait 1s, attempt 1", d)
+	}
+	a, _ = s.Admit(t0.Add(time.Second), rebound.RetryAttempt)
+	if d = a.Done(nil, t0.Add(time.Second)); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
+		t.Fatalf("Done(nil): %+v, attempts %d; want Stop with a nil Err, a new run", d, s.Attempts())
+	}
+	if len(b.result) != 2 || b.result[0] != errBoom || b.result[1] != nil {
+		t.Fatalf("the breaker heard %v, want [boom nil]", b.result)
 	}
 }

@@ -11,7 +11,9 @@
 //   - Retrier is a Policy plus options, checked once. Do runs a retry loop.
 //     Retry is the one-call form.
 //   - Schedule is one loop's state, for loops that run themselves
-//     (a heap scheduler, a simulator). Time is passed in (docs/engine.md).
+//     (a heap scheduler, a simulator). Admit says whether an attempt may
+//     start; the Attempt's Done says what follows. Time is passed in
+//     (docs/engine.md).
 //   - RetryBudget and AdaptiveThrottle limit retries across loops that share them.
 //     Breaker plugs in a circuit breaker such as gobreaker's.
 //   - NewBackOff builds a cenkalti/backoff BackOff from a Policy.
@@ -36,7 +38,7 @@
 // See docs/observability.md and docs/tracing.md.
 //
 // Time: functions that decide take the time as an argument.
-// Loops read it from the clock option, time.Now by default.
+// Retry and Retrier.Do read time.Now; every wait selects on its context.
 //
 // Concurrency: Policy is a value; Retrier, RetryBudget and AdaptiveThrottle are safe for concurrent use.
 // A Schedule and a BackOff belong to one loop.

@@ -37,8 +37,8 @@ func TestRefuseStopReportsThrottled(t *testing.T) {
 	var h hookCount
 	b := &fakeBreaker{open: true}
 	r := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop), h.hooks())
-	s := r.NewSchedule(t0)
-	d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+	s := newLoop(r, t0)
+	d := s.decide(t0, ready(rebound.FirstAttempt))
 	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
 		t.Fatalf("Decide: %+v, want a stop on the breaker's refusal", d)
 	}

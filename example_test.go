@@ -114,9 +114,9 @@ func ExampleRetrier() {
 	// rebound.WithLimiter: l has burst 0 at limit 10: it can never grant a token; the burst must be >= 1
 }
 
-// A Schedule is the step function of one loop. Time is passed in: this one
-// runs in made-up time, as a scheduler with a heap of due times or a
-// simulator would.
+// A Schedule drives one loop by hand: Admit, make the attempt, then Done.
+// Time is passed in: this one runs in made-up time, as a scheduler with a
+// heap of due times or a simulator would.
 func ExampleSchedule() {
 	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -132,11 +132,12 @@ func ExampleSchedule() {
 	for _, err := range errs {
 		// The attempt is due: admission (limiter, budget, throttle, breaker;
 		// none here, so it is made now).
-		if d := s.Decide(now, rebound.Ready(kind)); d.Verdict != rebound.AttemptNow {
+		a, d := s.Admit(now, kind)
+		if d.Verdict != rebound.AttemptNow {
 			fmt.Println("not admitted:", d.Verdict)
 			break
 		}
-		d := s.Decide(now, rebound.Failed(err)) // it failed with err
+		d = a.Done(err, now) // it failed with err
 		if d.Verdict == rebound.Stop {
 			fmt.Println("stop:", d.Err)
 			break

@@ -1,6 +1,17 @@
 package rebound
 
-import "time"
+import (
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// The time seams, exported to the package's external tests only.
+var WithClock = withClock
+
+func WithTimer(newTimer func() backoff.Timer) Option {
+	return withTimer(func() timer { return newTimer() })
+}
 
 // Balance returns how many retries b would allow at now (tests only).
 func (b *RetryBudget) Balance(now time.Time) int { return b.balance(now) }

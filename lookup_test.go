@@ -18,26 +18,26 @@ func TestDecideLookupBesideAPendingRetry(t *testing.T) {
 	lim.ReserveN(t0, 1)
 	lim.ReserveN(t0, 1) // the next token at t0+2s
 	b := mustBudget(t, 0, 1, 10*time.Second)
-	s := mustRetrier(t, fixed, rebound.WithLimiter(lim), rebound.WithBudget(b),
-		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer)).NewSchedule(t0)
-	s.Decide(t0, rebound.Failed(nil))
+	s := newLoop(mustRetrier(t, fixed, rebound.WithLimiter(lim), rebound.WithBudget(b),
+		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer)), t0)
+	s.decide(t0, failed(errBoom))
 	t1 := t0.Add(time.Second)
 	before := b.Balance(t1)
-	if d := s.Decide(t1, rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.WaitFor || d.Delay != time.Second {
+	if d := s.decide(t1, ready(rebound.RetryAttempt)); d.Verdict != rebound.WaitFor || d.Delay != time.Second {
 		t.Fatalf("retry: %+v, want a wait of 1s for its token", d)
 	}
-	if d := s.Decide(t1, rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.WaitFor || d.Delay != 2*time.Second {
+	if d := s.decide(t1, ready(rebound.LookupAttempt)); d.Verdict != rebound.WaitFor || d.Delay != 2*time.Second {
 		t.Fatalf("lookup beside it: %+v, want a wait of 2s for a token of its own (the retry holds the one at +1s)", d)
 	}
 	t2 := t0.Add(2 * time.Second)
-	if d := s.Decide(t2, rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t2, ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("retry when its token is due: %+v", d)
 	}
 	if got := b.Balance(t2); got != before-1 {
 		t.Errorf("budget balance %d after one retry, want %d (one withdrawal)", got, before-1)
 	}
 	t3 := t0.Add(3 * time.Second)
-	if d := s.Decide(t3, rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t3, ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("lookup when its token is due: %+v", d)
 	}
 	if w := lim.ReserveN(t3, 1).DelayFrom(t3); w != time.Second {
@@ -71,16 +71,16 @@ func TestDecideLookupRefusedLeavesTheRun(t *testing.T) {
 	now := t0.Add(time.Second)
 	lim := rate.NewLimiter(rate.Every(time.Second), 1)
 	br := &fakeBreaker{}
-	s := mustRetrier(t, fixed, rebound.WithThrottle(th), rebound.WithLimiter(lim), rebound.WithBreaker(br),
+	s := newLoop(mustRetrier(t, fixed, rebound.WithThrottle(th), rebound.WithLimiter(lim), rebound.WithBreaker(br),
 		rebound.WithAdmission(rebound.RetryAttempt, rebound.GateLimiter|rebound.GateBreaker),
-		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle)).NewSchedule(now)
-	s.Decide(now, rebound.Failed(nil))
-	if d := s.Decide(now, rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle)), now)
+	s.decide(now, failed(errBoom))
+	if d := s.decide(now, ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
 		t.Fatalf("retry: %+v", d)
 	}
 	refused := 0
 	for range 20 {
-		d := s.Decide(now, rebound.Ready(rebound.LookupAttempt))
+		d := s.decide(now, ready(rebound.LookupAttempt))
 		if d.Verdict == rebound.WaitFor && d.Reason == rebound.ErrThrottled {
 			refused++
 		}
@@ -92,7 +92,7 @@ func TestDecideLookupRefusedLeavesTheRun(t *testing.T) {
 		t.Errorf("after %d lookups refused: attempts %d, breaker told %v; want 1 and nothing (the run's attempt is still admitted)",
 			refused, s.Attempts(), br.result)
 	}
-	s.Decide(now, rebound.Failed(errors.New("down")))
+	s.decide(now, failed(errors.New("down")))
 	if len(br.result) != 1 {
 		t.Errorf("the retry's end reached the breaker %d times, want 1", len(br.result))
 	}
@@ -106,14 +106,14 @@ func TestDecideLookupOutcomeReachesTheThrottle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := mustRetrier(t, fixed, rebound.WithThrottle(th),
-		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle)).NewSchedule(t0)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithThrottle(th),
+		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle)), t0)
 	for i := range 200 {
 		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		if d := s.Decide(now, rebound.Ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s.decide(now, ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
 			t.Fatalf("lookup %d: %+v: the throttle refuses lookups that all succeed", i, d)
 		}
-		if d := s.Decide(now, rebound.LookedUp(nil)); d.Verdict != rebound.Idle || s.Attempts() != 0 {
+		if d := s.decide(now, lookedUp(nil)); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
 			t.Fatalf("LookedUp: %+v, attempts %d", d, s.Attempts())
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 )
 
@@ -33,8 +32,8 @@ type config struct {
 	gates     [numKinds]Gate // WithAdmission (decide.go)
 	gatesSet  [numKinds]bool
 	refusal   [3]Refusal // WithRefusal: budget, throttle, breaker
-	clock     backoff.Clock
-	newTimer  func() backoff.Timer
+	clock     clock
+	newTimer  func() timer
 	seed      uint64
 	seeded    bool
 	errs      []error
@@ -120,20 +119,19 @@ func WithThrottle(t *AdaptiveThrottle) Option {
 	})
 }
 
-// WithClock sets the clock that Elapsed, MaxElapsed, the limiter, the
-// budget and the throttle are read with. Default (and for a nil clk):
-// time.Now, which testing/synctest virtualises. Context deadlines are
-// always compared with the real clock (time.Now), as the context package
-// does.
-func WithClock(clk backoff.Clock) Option {
+// withClock sets the clock that Elapsed, MaxElapsed, the limiter, the
+// budget and the throttle are read with (tests). Default (and for a nil
+// clk): time.Now, which testing/synctest virtualises. Context deadlines
+// are always compared with the real clock.
+func withClock(clk clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
 
-// WithTimer sets a factory for the timer a loop waits on; each Retry call
-// (or Retrier.Do that retries) makes one timer, and one more for a first
-// attempt that waits for its limiter token (WithAdmission). Default (and for nil): a
-// time.Timer. Use it with a fake clock.
-func WithTimer(newTimer func() backoff.Timer) Option {
+// withTimer sets a factory for the timer a loop waits on (tests, with a
+// fake clock). Each Retry call (or Retrier.Do that retries) makes one,
+// and one more for a first attempt that waits for its token. Default
+// (and for nil): a time.Timer.
+func withTimer(newTimer func() timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })
 }
 
@@ -144,6 +142,16 @@ func WithTimer(newTimer func() backoff.Timer) Option {
 // never retry in lockstep. Default: a random seed per BackOff or Schedule.
 func WithSeed(seed uint64) Option {
 	return optionFunc(func(c *config) { c.seed, c.seeded = seed, true })
+}
+
+// clock is what a loop reads the time from (withClock).
+type clock interface{ Now() time.Time }
+
+// timer is what a loop waits on (withTimer); a fake one runs in fake time.
+type timer interface {
+	Start(d time.Duration)
+	Stop()
+	C() <-chan time.Time
 }
 
 // isTransient reports whether the loop would retry err.

@@ -203,7 +203,7 @@ func (p Policy) ceiling(n int) time.Duration {
 // NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
 // It stops after MaxAttempts or past MaxElapsed, and ignores Retry-After.
 // It is not safe for concurrent use: build one per loop.
-// Only WithSeed and WithClock apply.
+// Only WithSeed applies.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {
 		var c config // stays on the stack

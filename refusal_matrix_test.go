@@ -50,13 +50,14 @@ func TestDecideRefusalMatrix(t *testing.T) {
 					var h hookCount
 					lim := rate.NewLimiter(rate.Every(time.Hour), 1)
 					now := t0.Add(time.Second)
+					first := rebound.WithAdmission(rebound.FirstAttempt, 0) // a retry's first attempt asks no gate
 					r := mustRetrier(t, fixed, g.opt(t), rebound.WithLimiter(lim), h.hooks(),
-						rebound.WithRefusal(g.gate, rule),
+						rebound.WithRefusal(g.gate, rule), first,
 						rebound.WithAdmission(k, rebound.GateLimiter|g.gate))
-					s := r.NewSchedule(now)
+					s := newLoop(r, now)
 					attempts := 0
 					if k == rebound.RetryAttempt {
-						d := s.Decide(now, rebound.Failed(errors.New("down")))
+						d := s.decide(now, failed(errors.New("down")))
 						attempts = 1
 						if g.gate == rebound.GateBudget && rule == rebound.RefuseStop {
 							// known at the failure
@@ -70,7 +71,7 @@ func TestDecideRefusalMatrix(t *testing.T) {
 						}
 						h = hookCount{}
 					}
-					d := s.Decide(now, rebound.Ready(k))
+					d := s.decide(now, ready(k))
 					want := map[rebound.Refusal]rebound.Verdict{rebound.RefuseStop: rebound.Stop, rebound.RefuseDefer: rebound.WaitFor, rebound.RefuseDrop: rebound.Drop}[rule]
 					if d.Verdict != want {
 						t.Fatalf("Ready: %+v, want %v", d, want)

@@ -20,9 +20,9 @@ func TestScheduleResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := rebound.NewRetrier(p, rebound.WithSeed(7))
-		full, resumed := a.NewSchedule(now), b.NewSchedule(now)
+		full, resumed := newLoop(a, now), newLoop(b, now)
 		for range 3 {
-			if _, stop := full.Next(errBoom, now); stop != nil {
+			if _, stop := full.next(errBoom, now); stop != nil {
 				t.Fatal(stop)
 			}
 		}
@@ -32,13 +32,13 @@ func TestScheduleResume(t *testing.T) {
 			t.Fatalf("%v: Attempts = %d after Resume(3)", j, resumed.Attempts())
 		}
 		for i := 4; i < 6; i++ {
-			d1, s1 := full.Next(errBoom, now)
-			d2, s2 := resumed.Next(errBoom, now)
+			d1, s1 := full.next(errBoom, now)
+			d2, s2 := resumed.next(errBoom, now)
 			if d1 != d2 || s1 != nil || s2 != nil {
 				t.Errorf("%v: attempt %d: %v, %v vs resumed %v, %v", j, i, d1, s1, d2, s2)
 			}
 		}
-		if _, stop := resumed.Next(errBoom, now); !errors.Is(stop, rebound.ErrExhausted) {
+		if _, stop := resumed.next(errBoom, now); !errors.Is(stop, rebound.ErrExhausted) {
 			t.Errorf("%v: after 6 attempts: %v, want ErrExhausted", j, stop)
 		}
 	}
@@ -56,7 +56,7 @@ func TestScheduleResumeHugeCount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := r.NewSchedule(time.Unix(0, 0))
+		s := newLoop(r, time.Unix(0, 0))
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -70,7 +70,7 @@ func TestScheduleResumeHugeCount(t *testing.T) {
 		if s.Attempts() != 1<<30 {
 			t.Errorf("%v: Attempts = %d, want 2^30", j, s.Attempts())
 		}
-		if d, _ := s.Next(errors.New("boom"), time.Unix(0, 0)); d < p.Initial || d > p.Max {
+		if d, _ := s.next(errors.New("boom"), time.Unix(0, 0)); d < p.Initial || d > p.Max {
 			t.Errorf("%v: next delay %v out of [Initial, Max]", j, d)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 )
 
@@ -93,7 +92,7 @@ func (r *Retrier) Begin(now time.Time) error {
 // Record reports the outcome of an attempt made outside Do and outside a
 // Schedule (a first attempt after Begin) to the AdaptiveThrottle: nil or
 // an error that is not transient is an accept. Without a throttle it does
-// nothing. Schedule.Next and Schedule.Succeeded record for themselves.
+// nothing. Attempt.Done records for itself.
 func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a permanent or non-transient
@@ -185,7 +184,7 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 // firstToken waits for a limiter token before the first attempt, due at
 // now, when WithAdmission puts first attempts behind the limiter, and
 // returns it (nil without) and the wait for it. As for a retry
-// (Schedule.Decide), a token that would come after MaxElapsed or after
+// (Schedule.Admit), a token that would come after MaxElapsed or after
 // ctx's deadline, or never, ends the call at once, and a token not used
 // is given back.
 func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, time.Duration, error) {
@@ -209,11 +208,11 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservat
 		res.CancelAt(now)
 		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: retry limiter: next token in %v would come after the context deadline", context.DeadlineExceeded, w)}
 	}
-	var t backoff.Timer
+	var t timer
 	if r.c.newTimer != nil {
 		t = r.c.newTimer()
 	}
-	if err := Wait(ctx, w, t); err != nil {
+	if err := sleep(ctx, w, t); err != nil {
 		res.CancelAt(r.c.now())
 		return nil, 0, &RetryError{Reason: err}
 	}
@@ -229,9 +228,9 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 	var s Schedule
 	r.initSchedule(&s, start)
 	s.limWait = lw // the first attempt's wait for its token (WithAdmission)
-	var timer backoff.Timer
+	var tm timer
 	if c.newTimer != nil {
-		timer = c.newTimer()
+		tm = c.newTimer()
 	}
 	for {
 		now := c.now()
@@ -265,11 +264,11 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 			}
 		}
 		if stop == nil {
-			stop = s.wait(ctx, d, timer)
+			stop = s.wait(ctx, d, tm)
 			waiting = stop != nil // the attempt was reported as a retry (or throttled)
 		}
 		if stop != nil {
-			s.Cancel(c.now())
+			s.cancel(c.now())
 			if c.observed() {
 				c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: waiting, Elapsed: c.now().Sub(start)})
 			}
@@ -316,4 +315,101 @@ func attemptDone(ctx context.Context, op func(context.Context) error, done func(
 	ended = true
 	done(err)
 	return err
+}
+
+// wait is the blocking form of a retry's step (Retrier.Do): it waits d,
+// then the retry's admission: a token wait, or after a local refusal the
+// next delay and a new ask. It returns nil when the attempt may start, or
+// the error that ends the loop. A retry whose delay was within MaxElapsed
+// is made even if its timer fires a little after MaxElapsed.
+func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
+	for {
+		if d > 0 {
+			if err := s.deadline(ctx, d, "next attempt in %v would start after the context deadline"); err != nil {
+				return err
+			}
+			if err := sleep(ctx, d, t); err != nil {
+				return s.stop(err)
+			}
+		}
+		if s.c.limiter == nil && s.c.throttle == nil && s.c.breaker == nil && (s.c.budget == nil || s.c.budgetAtFailure()) {
+			return nil
+		}
+		now := s.c.now()
+		dec := s.admission(RetryAttempt, now, false) // the delays it slept were checked against MaxElapsed
+		switch dec.Verdict {
+		case AttemptNow:
+			return nil
+		case Stop, Drop:
+			s.end(dec)
+			return dec.Err
+		}
+		if dec.Reason != ErrLimited { // refused locally: back off, then ask again
+			d = dec.Delay
+			continue
+		}
+		w := dec.Delay
+		if err := s.deadline(ctx, w, "retry limiter: next token in %v would come after the context deadline"); err != nil {
+			s.cancel(now)
+			return err
+		}
+		if err := sleep(ctx, w, t); err != nil {
+			s.cancel(s.c.now())
+			return s.stop(err)
+		}
+		// The token is ours: the breaker is asked last, as the attempt starts.
+		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&GateBreaker == 0 || s.done != nil {
+			return nil
+		}
+		done, err := s.c.breaker.Allow()
+		if err == nil {
+			s.done = done
+			return nil
+		}
+		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
+		if dec.Verdict != WaitFor {
+			s.end(dec)
+			return dec.Err
+		}
+		d = dec.Delay
+	}
+}
+
+// deadline returns a stop error when waiting d would end at or after ctx's
+// deadline (compared with the real clock, as the context package does).
+func (s *Schedule) deadline(ctx context.Context, d time.Duration, format string) error {
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Add(d).Before(dl) {
+		return s.stop(fmt.Errorf("%w: "+format, context.DeadlineExceeded, d))
+	}
+	return nil
+}
+
+// sleep waits d, or until ctx is done: the one sleep of rebound. It
+// returns nil after d, and ctx.Err() if ctx is done first (or already).
+// A d <= 0 does not wait. t is the timer to wait on (nil: a time.Timer).
+func sleep(ctx context.Context, d time.Duration, t timer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d <= 0 {
+		return nil
+	}
+	if t == nil {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.Start(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

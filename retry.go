@@ -49,7 +49,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	}
 	var start time.Time
 	if p.MaxElapsed > 0 {
-		start = time.Now() // no WithClock here: the loop's clock is time.Now
+		start = time.Now() // no clock option here: the loop's clock is time.Now
 	}
 	err := op(ctx)
 	if err == nil {

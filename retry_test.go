@@ -486,13 +486,13 @@ func BenchmarkScheduleNext(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r, _ := rebound.NewRetrier(rebound.Policy{}, tc.opts...)
-			s := r.NewSchedule(now)
+			s := newLoop(r, now)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				if i%64 == 0 {
 					s.Reset(now)
 				}
-				if _, stop := s.Next(tc.err, now); stop != nil {
+				if _, stop := s.next(tc.err, now); stop != nil {
 					b.Fatal(stop)
 				}
 			}

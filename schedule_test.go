@@ -29,14 +29,14 @@ func mustRetrier(t testing.TB, p rebound.Policy, opts ...rebound.Option) *reboun
 func TestScheduleStopsOnPermanentAndClassifier(t *testing.T) {
 	errT := errors.New("transient")
 	r := mustRetrier(t, fast, rebound.WithClassifier(func(err error) bool { return errors.Is(err, errT) }))
-	s := r.NewSchedule(t0)
-	if d, stop := s.Next(errT, t0); stop != nil || d < rebound.MinDelay {
+	s := newLoop(r, t0)
+	if d, stop := s.next(errT, t0); stop != nil || d < rebound.MinDelay {
 		t.Fatalf("Next(transient) = %v, %v", d, stop)
 	}
-	if _, stop := s.Next(errBoom, t0); stop != errBoom {
+	if _, stop := s.next(errBoom, t0); stop != errBoom {
 		t.Fatalf("Next(non-transient) stop = %v, want the error unchanged", stop)
 	}
-	if _, stop := s.Next(rebound.Permanent(errT), t0); stop != errT {
+	if _, stop := s.next(rebound.Permanent(errT), t0); stop != errT {
 		t.Fatalf("Next(Permanent) stop = %v, want the unwrapped error", stop)
 	}
 }
@@ -44,13 +44,13 @@ func TestScheduleStopsOnPermanentAndClassifier(t *testing.T) {
 func TestScheduleMaxAttemptsAndReset(t *testing.T) {
 	p := fast
 	p.MaxAttempts = 3
-	s := mustRetrier(t, p).NewSchedule(t0)
+	s := newLoop(mustRetrier(t, p), t0)
 	for i := 1; i <= 2; i++ {
-		if _, stop := s.Next(errBoom, t0); stop != nil {
+		if _, stop := s.next(errBoom, t0); stop != nil {
 			t.Fatalf("failure %d: stop %v", i, stop)
 		}
 	}
-	_, stop := s.Next(errBoom, t0)
+	_, stop := s.next(errBoom, t0)
 	var re *rebound.RetryError
 	if !errors.As(stop, &re) || re.Attempts != 3 || !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, errBoom) {
 		t.Fatalf("third failure: stop = %v", stop)
@@ -62,7 +62,7 @@ func TestScheduleMaxAttemptsAndReset(t *testing.T) {
 	if s.Attempts() != 0 || !s.Start().Equal(t0.Add(time.Hour)) {
 		t.Fatalf("after Reset: attempts %d, start %v", s.Attempts(), s.Start())
 	}
-	if _, stop := s.Next(errBoom, t0); stop != nil {
+	if _, stop := s.next(errBoom, t0); stop != nil {
 		t.Fatalf("after Reset: stop %v", stop)
 	}
 }
@@ -70,11 +70,11 @@ func TestScheduleMaxAttemptsAndReset(t *testing.T) {
 // MaxElapsed bounds the START of the next attempt: now+delay.
 func TestScheduleMaxElapsedAtStartOfNextAttempt(t *testing.T) {
 	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 10 * time.Second}
-	s := mustRetrier(t, p).NewSchedule(t0)
-	if d, stop := s.Next(errBoom, t0.Add(9*time.Second)); stop != nil || d != time.Second {
+	s := newLoop(mustRetrier(t, p), t0)
+	if d, stop := s.next(errBoom, t0.Add(9*time.Second)); stop != nil || d != time.Second {
 		t.Fatalf("attempt at 10s allowed: got %v, %v", d, stop)
 	}
-	if _, stop := s.Next(errBoom, t0.Add(9*time.Second+1)); !errors.Is(stop, rebound.ErrExhausted) {
+	if _, stop := s.next(errBoom, t0.Add(9*time.Second+1)); !errors.Is(stop, rebound.ErrExhausted) {
 		t.Fatalf("attempt after 10s: stop = %v, want ErrExhausted", stop)
 	}
 }
@@ -88,19 +88,19 @@ func TestScheduleRetryAfterClampedToMax(t *testing.T) {
 		{rebound.Policy{MaxRetryAfter: time.Minute}, time.Minute},
 		{rebound.Policy{Max: time.Hour}, time.Hour}, // Max above the default cap
 	} {
-		s := mustRetrier(t, tc.p).NewSchedule(t0)
+		s := newLoop(mustRetrier(t, tc.p), t0)
 		huge := rebound.RetryAfter(4294967295*time.Second, errBoom)
-		if d, stop := s.Next(huge, t0); stop != nil || d != tc.want {
+		if d, stop := s.next(huge, t0); stop != nil || d != tc.want {
 			t.Fatalf("%+v: Next(Retry-After 136 years) = %v, %v; want %v", tc.p, d, stop, tc.want)
 		}
 		// A Retry-After below the cap is honoured exactly.
-		if d, _ := s.Next(rebound.RetryAfter(7*time.Second, errBoom), t0); d < 7*time.Second {
+		if d, _ := s.next(rebound.RetryAfter(7*time.Second, errBoom), t0); d < 7*time.Second {
 			t.Fatalf("Retry-After 7s: delay %v", d)
 		}
 	}
 	// Beyond MaxElapsed: stop, saying so.
-	s := mustRetrier(t, rebound.Policy{MaxElapsed: time.Minute}).NewSchedule(t0)
-	_, stop := s.Next(rebound.RetryAfter(2*time.Minute, errBoom), t0)
+	s := newLoop(mustRetrier(t, rebound.Policy{MaxElapsed: time.Minute}), t0)
+	_, stop := s.next(rebound.RetryAfter(2*time.Minute, errBoom), t0)
 	if !errors.Is(stop, rebound.ErrExhausted) || !strings.Contains(stop.Error(), "retry after 2m0s, beyond MaxElapsed 1m0s") {
 		t.Fatalf("stop = %v", stop)
 	}
@@ -109,23 +109,23 @@ func TestScheduleRetryAfterClampedToMax(t *testing.T) {
 func TestScheduleLimiterAdmitInVirtualTime(t *testing.T) {
 	lim := rate.NewLimiter(1, 1) // 1 token per second
 	r := mustRetrier(t, fast, rebound.WithLimiter(lim))
-	a, b := r.NewSchedule(t0), r.NewSchedule(t0)
+	a, b := newLoop(r, t0), newLoop(r, t0)
 	due := t0.Add(time.Second)
-	if w, stop := a.Admit(due); stop != nil || w != 0 {
+	if w, stop := a.admit(due); stop != nil || w != 0 {
 		t.Fatalf("a: Admit = %v, %v; want the burst token now", w, stop)
 	}
-	w, stop := b.Admit(due)
-	if stop != nil || w != time.Second || b.LimiterWait() != time.Second {
+	w, stop := b.admit(due)
+	if stop != nil || w != time.Second || b.limiterWait() != time.Second {
 		t.Fatalf("b: Admit = %v, %v; want 1s", w, stop)
 	}
 	// Admit again halfway: the same token, half the wait.
-	if w, _ := b.Admit(due.Add(500 * time.Millisecond)); w != 500*time.Millisecond {
+	if w, _ := b.admit(due.Add(500 * time.Millisecond)); w != 500*time.Millisecond {
 		t.Fatalf("b: second Admit = %v, want the remaining 500ms", w)
 	}
 	// b stops: its token comes back, so a third loop gets it.
 	b.Cancel(due)
-	c := r.NewSchedule(t0)
-	if w, _ := c.Admit(due); w != time.Second {
+	c := newLoop(r, t0)
+	if w, _ := c.admit(due); w != time.Second {
 		t.Fatalf("c: Admit = %v, want 1s (b's cancelled token)", w)
 	}
 }
@@ -135,8 +135,8 @@ func TestScheduleAdmitPastMaxElapsedStops(t *testing.T) {
 	lim.AllowN(t0, 1)
 	p := fast
 	p.MaxElapsed = 10 * time.Second
-	s := mustRetrier(t, p, rebound.WithLimiter(lim)).NewSchedule(t0)
-	_, stop := s.Admit(t0.Add(time.Second))
+	s := newLoop(mustRetrier(t, p, rebound.WithLimiter(lim)), t0)
+	_, stop := s.admit(t0.Add(time.Second))
 	if !errors.Is(stop, rebound.ErrExhausted) || !strings.Contains(stop.Error(), "limiter") {
 		t.Fatalf("Admit = %v, want ErrExhausted naming the limiter", stop)
 	}
@@ -148,76 +148,29 @@ func TestScheduleAdmitPastMaxElapsedStops(t *testing.T) {
 
 func TestScheduleFirstDelay(t *testing.T) {
 	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}
-	s := mustRetrier(t, p).NewSchedule(t0)
+	s := newLoop(mustRetrier(t, p), t0)
 	if d := s.FirstDelay(); d != time.Second {
 		t.Fatalf("FirstDelay = %v", d)
 	}
-	if d, _ := s.Next(errBoom, t0); d != time.Second {
+	if d, _ := s.next(errBoom, t0); d != time.Second {
 		t.Fatalf("Next after FirstDelay = %v: the sequence moved", d)
 	}
 }
 
 func TestScheduleNextDoesNotAllocate(t *testing.T) {
-	s := mustRetrier(t, rebound.Policy{}).NewSchedule(t0)
+	s := newLoop(mustRetrier(t, rebound.Policy{}), t0)
 	ra := rebound.RetryAfter(time.Second, errBoom)
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, stop := s.Next(ra, t0); stop != nil {
+		if _, stop := s.next(ra, t0); stop != nil {
 			t.Fatal(stop)
 		}
-		if _, stop := s.Admit(t0); stop != nil {
+		if _, stop := s.admit(t0); stop != nil {
 			t.Fatal(stop)
 		}
 	})
 	if allocs != 0 {
 		t.Fatalf("Next+Admit: %v allocs, want 0", allocs)
 	}
-}
-
-func TestWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		if err := rebound.Wait(t.Context(), 3*time.Second, nil); err != nil || time.Since(start) != 3*time.Second {
-			t.Fatalf("Wait = %v after %v", err, time.Since(start))
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		go func() { time.Sleep(time.Second); cancel() }()
-		start = time.Now()
-		if err := rebound.Wait(ctx, time.Hour, nil); !errors.Is(err, context.Canceled) || time.Since(start) != time.Second {
-			t.Fatalf("Wait = %v after %v, want Canceled after 1s", err, time.Since(start))
-		}
-		if err := rebound.Wait(ctx, 0, nil); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Wait(done ctx, 0) = %v", err)
-		}
-	})
-}
-
-// Schedule.Wait: the delay, then the limiter; ctx done gives the token back.
-func TestScheduleWaitDelayThenToken(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		lim := rate.NewLimiter(rate.Every(10*time.Second), 1)
-		lim.Allow()
-		p := rebound.Policy{Initial: 2 * time.Second, Jitter: rebound.NoJitter}
-		r := mustRetrier(t, p, rebound.WithLimiter(lim))
-		s := r.NewSchedule(time.Now())
-		start := time.Now()
-		d, _ := s.Next(errBoom, start)
-		if err := s.Wait(t.Context(), d, nil); err != nil {
-			t.Fatal(err)
-		}
-		if got := time.Since(start); got != 10*time.Second || s.LimiterWait() != 8*time.Second {
-			t.Fatalf("waited %v (limiter %v), want 2s delay then 8s for the token", got, s.LimiterWait())
-		}
-		ctx, cancel := context.WithCancel(t.Context())
-		go func() { time.Sleep(5 * time.Second); cancel() }()
-		d, _ = s.Next(errBoom, time.Now())
-		err := s.Wait(ctx, d, nil)
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) {
-			t.Fatalf("Wait = %v", err)
-		}
-		if w := lim.Reserve().Delay(); w < 4990*time.Millisecond || w > 5*time.Second { // float rounding in rate
-			t.Fatalf("next token in %v, want 5s: the cancelled token was not given back", w)
-		}
-	})
 }
 
 func TestRetryCancelledContextDoesNotCallOp(t *testing.T) {
@@ -340,11 +293,11 @@ func TestRetrierDoNoAllocsWithObservers(t *testing.T) {
 
 func TestRetrierSchedulesDrawDifferently(t *testing.T) {
 	r := mustRetrier(t, rebound.Policy{}, rebound.WithSeed(1))
-	a, b := r.NewSchedule(t0), r.NewSchedule(t0)
+	a, b := newLoop(r, t0), newLoop(r, t0)
 	same := true
 	for i := 0; i < 10; i++ {
-		da, _ := a.Next(errBoom, t0)
-		db, _ := b.Next(errBoom, t0)
+		da, _ := a.next(errBoom, t0)
+		db, _ := b.next(errBoom, t0)
 		same = same && da == db
 	}
 	if same {
@@ -359,12 +312,12 @@ func TestScheduleReportsToHooks(t *testing.T) {
 	rec := func(e rebound.Event) { got = append(got, fmt.Sprintf("%s:%d", e.Kind, e.Attempt)) }
 	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
 	r := mustRetrier(t, p, rebound.WithObserver(rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}))
-	s := r.NewSchedule(t0)
-	s.Next(errBoom, t0)
-	s.Succeeded(t0.Add(time.Second))
-	s.Next(errBoom, t0)
-	s.Next(errBoom, t0)
-	s.Next(errBoom, t0)
+	s := newLoop(r, t0)
+	s.next(errBoom, t0)
+	s.succeeded(t0.Add(time.Second))
+	s.next(errBoom, t0)
+	s.next(errBoom, t0)
+	s.next(errBoom, t0)
 	want := "attempt:1 retry:1 attempt:2 recovered:2 attempt:1 retry:1 attempt:2 retry:2 attempt:3 give-up:3"
 	if s := strings.Join(got, " "); s != want {
 		t.Fatalf("hooks:\n%s\nwant\n%s", s, want)
@@ -385,7 +338,7 @@ func FuzzScheduleNext(f *testing.F) {
 		if err != nil {
 			t.Fatalf("NewRetrier(Normalized) = %v", err)
 		}
-		s := r.NewSchedule(t0)
+		s := newLoop(r, t0)
 		hi := max(p.Max, p.MaxRetryAfter)
 		now := t0
 		for i := 0; i < min(max(n, 0), 2000); i++ {
@@ -393,7 +346,7 @@ func FuzzScheduleNext(f *testing.F) {
 			if i%3 == 1 {
 				e = rebound.RetryAfter(time.Duration(ra), errBoom)
 			}
-			d, stop := s.Next(e, now)
+			d, stop := s.next(e, now)
 			if stop != nil {
 				t.Fatalf("draw %d: stop %v from an unlimited policy", i, stop)
 			}

@@ -30,13 +30,13 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 	// Each loop has two lanes, its run and its lookups beside it, each
 	// asking again exactly when its wait is over (its token's time).
 	type lane struct {
-		s    *rebound.Schedule
+		s    *loop
 		due  time.Time
 		kind rebound.AttemptKind
 	}
 	var lanes []*lane
 	for range loops {
-		s := r.NewSchedule(t0)
+		s := newLoop(r, t0)
 		lanes = append(lanes,
 			&lane{s: s, due: t0.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond)},
 			&lane{s: s, due: t0.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond), kind: rebound.LookupAttempt})
@@ -53,26 +53,26 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 		if l.kind != rebound.LookupAttempt {
 			switch rnd.IntN(20) {
 			case 0:
-				l.s.Decide(now, rebound.Abandoned())
+				l.s.decide(now, abandoned())
 			case 1:
 				l.s.Reset(now)
 				l.kind = rebound.FirstAttempt
 			}
 		}
-		d := l.s.Decide(now, rebound.Ready(l.kind))
+		d := l.s.decide(now, ready(l.kind))
 		switch d.Verdict {
 		case rebound.AttemptNow:
 			grants = append(grants, now)
 			switch {
 			case l.kind == rebound.LookupAttempt:
-				l.s.Decide(now, rebound.LookedUp(nil))
+				l.s.decide(now, lookedUp(nil))
 				l.due = now.Add(time.Duration(rnd.IntN(500)) * time.Millisecond)
 			case rnd.IntN(4) == 0:
-				l.s.Decide(now, rebound.Succeeded())
+				l.s.decide(now, succeeded())
 				l.kind = rebound.FirstAttempt
 				l.due = now.Add(time.Duration(rnd.IntN(200)) * time.Millisecond)
 			default:
-				f := l.s.Decide(now, rebound.Failed(errors.New("down")))
+				f := l.s.decide(now, failed(errors.New("down")))
 				if f.Verdict != rebound.WaitFor {
 					t.Fatalf("failure: %+v", f)
 				}
@@ -102,8 +102,9 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 	t.Logf("%d grants over %v", len(grants), grants[len(grants)-1].Sub(t0))
 }
 
-// Decide costs no allocation without a limiter, with the budget, the
-// throttle and hooks; nor does Retrier.Do whose first attempt succeeds.
+// Admit and Done cost no allocation without a limiter, with the budget,
+// the throttle and hooks; nor does Retrier.Do whose first attempt
+// succeeds.
 func TestDecideAndDoDoNotAllocate(t *testing.T) {
 	b := mustBudget(t, 0.2, 10, 10*time.Second)
 	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
@@ -116,14 +117,14 @@ func TestDecideAndDoDoNotAllocate(t *testing.T) {
 	s := r.NewSchedule(t0)
 	fail := errors.New("down")
 	if n := testing.AllocsPerRun(100, func() {
-		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
-		s.Decide(t0, rebound.Failed(fail))
-		s.Decide(t0, rebound.Ready(rebound.RetryAttempt))
-		s.Decide(t0, rebound.Succeeded())
-		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
-		s.Decide(t0, rebound.Abandoned())
+		a, _ := s.Admit(t0, rebound.FirstAttempt)
+		a.Done(fail, t0)
+		a, _ = s.Admit(t0, rebound.RetryAttempt)
+		a.Done(nil, t0)
+		s.Admit(t0, rebound.FirstAttempt)
+		s.Cancel(t0)
 	}); n != 0 {
-		t.Errorf("Decide: %v allocations per loop, want 0", n)
+		t.Errorf("Admit and Done: %v allocations per loop, want 0", n)
 	}
 	ctx := t.Context()
 	op := func(context.Context) error { return nil }

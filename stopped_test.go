@@ -18,43 +18,43 @@ func TestDecideReadyAfterStop(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []rebound.Option
-		stop func(s *rebound.Schedule) rebound.Decision
+		stop func(s *loop) rebound.Decision
 	}{
-		{"MaxAttempts", nil, func(s *rebound.Schedule) rebound.Decision {
-			s.Decide(t0, rebound.Failed(nil))
-			return s.Decide(t0, rebound.Failed(nil))
+		{"MaxAttempts", nil, func(s *loop) rebound.Decision {
+			s.decide(t0, failed(errBoom))
+			return s.decide(t0, failed(errBoom))
 		}},
-		{"permanent", nil, func(s *rebound.Schedule) rebound.Decision {
-			return s.Decide(t0, rebound.Failed(rebound.Permanent(errors.New("bad request"))))
+		{"permanent", nil, func(s *loop) rebound.Decision {
+			return s.decide(t0, failed(rebound.Permanent(errors.New("bad request"))))
 		}},
 		{"refusal", []rebound.Option{rebound.WithBreaker(&fakeBreaker{open: true}), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop)},
-			func(s *rebound.Schedule) rebound.Decision { return s.Decide(t0, rebound.Ready(rebound.FirstAttempt)) }},
+			func(s *loop) rebound.Decision { return s.decide(t0, ready(rebound.FirstAttempt)) }},
 		{"drop", []rebound.Option{rebound.WithBreaker(&fakeBreaker{open: true}), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDrop)},
-			func(s *rebound.Schedule) rebound.Decision { return s.Decide(t0, rebound.Ready(rebound.FirstAttempt)) }},
+			func(s *loop) rebound.Decision { return s.decide(t0, ready(rebound.FirstAttempt)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h hookCount
-			s := mustRetrier(t, p, append(tc.opts, h.hooks())...).NewSchedule(t0)
+			s := newLoop(mustRetrier(t, p, append(tc.opts, h.hooks())...), t0)
 			first := tc.stop(s)
 			if first.Verdict != rebound.Stop && first.Verdict != rebound.Drop {
 				t.Fatalf("%+v, want the loop ended", first)
 			}
 			gaveUp, attempts := h.gaveUp, s.Attempts()
 			for _, k := range []rebound.AttemptKind{rebound.RetryAttempt, rebound.FirstAttempt} {
-				d := s.Decide(t0.Add(time.Minute), rebound.Ready(k))
+				d := s.decide(t0.Add(time.Minute), ready(k))
 				if d.Verdict != first.Verdict || d.Err != first.Err {
 					t.Errorf("Ready(%v) after the loop ended: %+v, want %v again with %v", k, d, first.Verdict, first.Err)
 				}
 			}
-			if _, err := s.Admit(t0.Add(time.Minute)); err != first.Err || s.Throttled() {
-				t.Errorf("Admit after the loop ended: %v, Throttled %v; want %v, and nothing rejected locally", err, s.Throttled(), first.Err)
+			if _, err := s.admit(t0.Add(time.Minute)); err != first.Err || s.throttled() {
+				t.Errorf("Admit after the loop ended: %v, Throttled %v; want %v, and nothing rejected locally", err, s.throttled(), first.Err)
 			}
 			if h.gaveUp != gaveUp || s.Attempts() != attempts {
 				t.Errorf("GaveUp %d, attempts %d after the repeats; want %d and %d (nothing new)", h.gaveUp, s.Attempts(), gaveUp, attempts)
 			}
 			s.Reset(t0.Add(time.Minute))
 			if tc.opts == nil {
-				if d := s.Decide(t0.Add(time.Minute), rebound.Ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+				if d := s.decide(t0.Add(time.Minute), ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
 					t.Errorf("after Reset: %+v, want a new run", d)
 				}
 			}
@@ -62,8 +62,8 @@ func TestDecideReadyAfterStop(t *testing.T) {
 	}
 }
 
-// A zero Schedule (not made by Retrier.NewSchedule) and a nil ctx are bad
-// input: an *ArgumentError naming them, never a panic.
+// A zero Schedule (not made by Retrier.NewSchedule) and a zero Attempt
+// are bad input: an *ArgumentError naming them, never a panic.
 func TestScheduleBadInput(t *testing.T) {
 	var s rebound.Schedule
 	check := func(name string, err error) {
@@ -78,70 +78,40 @@ func TestScheduleBadInput(t *testing.T) {
 				t.Errorf("zero Schedule: panic %v", p)
 			}
 		}()
-		d := s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
-		if d.Verdict != rebound.Stop {
-			t.Errorf("Decide on a zero Schedule: %+v, want Stop", d)
+		a, d := s.Admit(t0, rebound.FirstAttempt)
+		if d.Verdict != rebound.Stop || a != (rebound.Attempt{}) {
+			t.Errorf("Admit on a zero Schedule: %+v, want Stop", d)
 		}
-		check("Decide", d.Err)
-		check("Decide(Failed)", s.Decide(t0, rebound.Failed(nil)).Err)
-		_, err := s.Next(nil, t0)
-		check("Next", err)
-		_, err = s.Admit(t0)
-		check("Admit", err)
-		_, err = s.Begin(t0)
-		check("Begin", err)
-		_, err = s.Refuse(rebound.ErrThrottled, t0)
-		check("Refuse", err)
-		check("Wait", s.Wait(t.Context(), time.Second, nil))
-		s.Decide(t0, rebound.Succeeded())
-		s.Decide(t0, rebound.Abandoned())
-		s.Decide(t0, rebound.LookedUp(nil))
+		check("Admit", d.Err)
+		_, d = s.Admit(t0, rebound.RetryAttempt)
+		check("Admit(RetryAttempt)", d.Err)
+		_, d = s.Admit(t0, rebound.LookupAttempt)
+		check("Admit(LookupAttempt)", d.Err)
+		check("Attempt{}.Done(err)", a.Done(errBoom, t0).Err)
+		check("Attempt{}.Done(nil)", a.Done(nil, t0).Err)
 		s.Reset(t0)
 		s.Cancel(t0)
 	}()
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				t.Errorf("Wait(nil ctx): panic %v", p)
-			}
-		}()
-		s := mustRetrier(t, fixed).NewSchedule(t0)
-		//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
-		check("Wait(nil ctx)", s.Wait(nil, time.Second, nil))
-	}()
+	// A kind that is none of the three is an *ArgumentError too.
+	_, d := newLoop(mustRetrier(t, fixed), t0).Admit(t0, rebound.AttemptKind(7))
+	check("Admit(AttemptKind(7))", d.Err)
 }
 
-// A stop Schedule.Wait decides (a refusal under RefuseStop) ends the run
-// as Decide's does.
-func TestScheduleWaitStopEndsTheRun(t *testing.T) {
-	var h hookCount
-	b := &fakeBreaker{open: true}
-	s := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop), h.hooks()).NewSchedule(time.Now())
-	if _, err := s.Next(errors.New("down"), time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Wait(t.Context(), 0, nil)
-	if !errors.Is(err, rebound.ErrBreakerOpen) {
-		t.Fatalf("Wait: %v, want the breaker's refusal", err)
-	}
-	asked, gaveUp := b.asked, h.gaveUp
-	if _, again := s.Admit(time.Now()); again != err || b.asked != asked || h.gaveUp != gaveUp {
-		t.Errorf("Admit after Wait stopped: %v (breaker asked %d more, GaveUp %d more), want the same stop, nothing asked or reported",
-			again, b.asked-asked, h.gaveUp-gaveUp)
-	}
-}
+// A stop the blocking step decides (Retrier.Do's; a refusal under
+// RefuseStop) ends the run as Admit's does: see
+// TestBlockingStopEndsTheRun (wait_internal_test.go).
 
 // A GaveUp hook that panics (its caller recovering) still leaves the run
 // ended: the next Ready asks no gate again.
 func TestDecideStopHookPanics(t *testing.T) {
 	b := &fakeBreaker{open: true}
-	s := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop),
-		rebound.WithObserver(rebound.Hooks{GaveUp: func(rebound.Event) { panic("hook") }})).NewSchedule(t0)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop),
+		rebound.WithObserver(rebound.Hooks{GaveUp: func(rebound.Event) { panic("hook") }})), t0)
 	func() {
 		defer func() { _ = recover() }()
-		s.Decide(t0, rebound.Ready(rebound.FirstAttempt))
+		s.decide(t0, ready(rebound.FirstAttempt))
 	}()
-	if d := s.Decide(t0, rebound.Ready(rebound.RetryAttempt)); d.Verdict != rebound.Stop || b.asked != 1 {
+	if d := s.decide(t0, ready(rebound.RetryAttempt)); d.Verdict != rebound.Stop || b.asked != 1 {
 		t.Errorf("Ready after the stop: %+v, breaker asked %d times; want the stop again, asked once", d, b.asked)
 	}
 }

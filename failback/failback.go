@@ -51,7 +51,7 @@ type Invoker struct {
 	nextSeq     atomic.Uint64       // tasks created; seeds and FIFO order of equal due times
 
 	retrier    *rebound.Retrier // the policy, compiled once; one Schedule per task
-	account    bool             // a budget or a throttle counts first attempts
+	acct       *rebound.Retrier // with a budget or a throttle: counts first attempts
 	epoch      time.Time        // due times are nanoseconds since epoch (monotonic)
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -96,24 +96,8 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if err != nil {
 		return nil, err
 	}
-	// No classifier: the Schedule is only asked about errors failback has
-	// classified as retryable already; accepts of the others are given to
-	// the throttle by accepted.
-	var ropts []rebound.Option
-	if cfg.seeded {
-		ropts = append(ropts, rebound.WithSeed(cfg.seed))
-	}
-	if cfg.budget != nil {
-		// A retry the budget refuses is dropped (dropBudget), when it is
-		// due.
-		ropts = append(ropts, rebound.WithBudget(cfg.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
-	}
-	if cfg.throttle != nil {
-		ropts = append(ropts, rebound.WithThrottle(cfg.throttle))
-	}
-	ropts = append(ropts, cfg.retryMetrics())
-	retrier, err := rebound.NewRetrier(cfg.policy, ropts...)
-	if err != nil { // WithPolicy validated it already
+	retrier, acct, err := cfg.retriers()
+	if err != nil { // WithPolicy validated the policy already
 		return nil, err
 	}
 	log := logging.Redacted(cfg.logger).With(zap.String("component", "failback"))
@@ -122,7 +106,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		lb:        cfg.lb,
 		cfg:       cfg,
 		retrier:   retrier,
-		account:   cfg.budget != nil || cfg.throttle != nil,
+		acct:      acct,
 		log:       log,
 		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
 		epoch:     time.Now(),
@@ -185,11 +169,11 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 // deposit and a request, and its outcome is recorded. The throttle never
 // rejects a first attempt (its verdict is ignored).
 func (f *Invoker) first(ctx context.Context, inv *cluster.Invocation) (cluster.Invoker, any, error) {
-	if !f.account {
+	if f.acct == nil {
 		return f.attempt(ctx, inv, nil)
 	}
 	now := time.Now()
-	_ = f.retrier.Begin(now)
+	_ = f.acct.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil || (!isStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
@@ -250,6 +234,7 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	seq := f.nextSeq.Add(1) - 1
 	now := f.now()
 	t.sched = f.retrier.NewSchedule(f.at(now))
+	t.att, _ = t.sched.Admit(f.at(now), rebound.FirstAttempt) // asks no gate: Invoke made it
 	t.born = now
 	t.expires = math.MaxInt64
 	if ttl > 0 {
@@ -381,7 +366,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	if isStopping(last) {
 		last = errStopping // a Permanent mark under it does not count
 	}
-	dec := t.sched.Decide(f.at(now), rebound.Failed(last))
+	dec := t.att.Done(last, f.at(now))
 	t.made(0)
 	if dec.Verdict == rebound.WaitFor {
 		return dec.Delay, nil
@@ -393,7 +378,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 // provider accepted an attempt at now: it succeeded, or failed with an
 // error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
-	f.retrier.Record(nil, now)
+	f.acct.Record(nil, now)
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

@@ -24,6 +24,7 @@ type task struct {
 	inv        *cluster.Invocation
 	values     context.Context   // WithContextValues: the caller's values, no cancel
 	sched      *rebound.Schedule // the task's retry schedule (owner only)
+	att        rebound.Attempt   // the attempt its Schedule admitted last
 	failed     []cluster.Invoker // invokers that failed for this task
 	lastErr    error
 	lastTarget string // Target of the last attempt's invoker; "" if none
@@ -265,7 +266,7 @@ func (f *Invoker) run(t *task) {
 		f.logPanic(pe, t.inv)
 		out, reason = outGaveUp, ErrPanicked
 	} else if err == nil {
-		t.sched.Decide(f.at(now), rebound.Succeeded()) // an accept for the throttle
+		t.att.Done(nil, f.at(now)) // an accept for the throttle
 	} else {
 		t.lastErr = err
 		if target != nil {
@@ -281,7 +282,7 @@ func (f *Invoker) run(t *task) {
 			out, reason = outGaveUp, ErrNotRetryable
 			// Not retried: the engine hears of it as a permanent failure
 			// (the provider answered: an accept for the throttle).
-			t.sched.Decide(f.at(now), rebound.Failed(rebound.Permanent(err)))
+			t.att.Done(rebound.Permanent(err), f.at(now))
 		default:
 			if delay, reason = f.nextDelay(t, now); reason != nil {
 				out = outGaveUp
@@ -357,7 +358,7 @@ func (f *Invoker) endedOn(tg string) {
 }
 
 // admitted asks t's Schedule whether t's retry, due now, may be sent
-// (Decide, Ready(RetryAttempt)): the budget (WithBudget, under
+// (Admit, RetryAttempt): the budget (WithBudget, under
 // rebound.RefuseDrop) and the throttle (WithThrottle, under
 // rebound.RefuseDefer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
@@ -374,15 +375,16 @@ func (f *Invoker) endedOn(tg string) {
 // The invoker's Retrier has no limiter and no breaker: a wait is always a
 // refusal's backoff.
 func (f *Invoker) admitted(t *task, now int64) bool {
-	dec := t.sched.Decide(f.at(now), rebound.Ready(rebound.RetryAttempt))
+	att, dec := t.sched.Admit(f.at(now), rebound.RetryAttempt)
 	switch dec.Verdict {
 	case rebound.AttemptNow:
+		t.att = att
 		return true
 	case rebound.Drop:
 		f.finish(t, outDropped, dropBudget, nil, nil, now)
 		return false
 	case rebound.Stop:
-		if !t.sched.Throttled() { // not a refusal: the retry came due after MaxElapsed
+		if dec.Reason == nil { // not a refusal: the retry came due after MaxElapsed
 			f.finish(t, outGaveUp, "", stopReason(dec.Err), t.lastErr, now)
 			return false
 		}
@@ -524,4 +526,35 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) 
 	}
 	stop := context.AfterFunc(f.baseCtx, cancel)
 	return ctx, func() { stop(); cancel() }
+}
+
+// retriers compiles the engine's settings: retrier makes the tasks'
+// Schedules; acct (with a budget or a throttle) counts first attempts.
+// No classifier: the Schedule is only asked about errors failback has
+// classified as retryable already; accepts of the others are given to the
+// throttle by accepted.
+func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
+	var ropts []rebound.Option
+	if c.seeded {
+		ropts = append(ropts, rebound.WithSeed(c.seed))
+	}
+	if c.budget != nil {
+		// A retry the budget refuses is dropped (dropBudget), when it is
+		// due.
+		ropts = append(ropts, rebound.WithBudget(c.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
+	}
+	if c.throttle != nil {
+		ropts = append(ropts, rebound.WithThrottle(c.throttle))
+	}
+	if c.budget != nil || c.throttle != nil {
+		if acct, err = rebound.NewRetrier(c.policy, ropts...); err != nil {
+			return nil, nil, err
+		}
+	}
+	// A task's Schedule starts with the first attempt Invoke made: its
+	// budget deposit and throttle request are acct's, so the Schedule's
+	// first admission asks no gate.
+	ropts = append(ropts, c.retryMetrics(), rebound.WithAdmission(rebound.FirstAttempt, 0))
+	retrier, err = rebound.NewRetrier(c.policy, ropts...)
+	return retrier, acct, err
 }

@@ -82,9 +82,10 @@ func TestClassifyPushbackEveryCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	d, stop := r.NewSchedule(now).Next(reboundgrpc.Classify(status.Error(codes.Unavailable, "x"), md("86400001")), now)
-	if stop != nil || d != 5*time.Minute {
-		t.Fatalf("next delay %v, stop %v; want the %v cap", d, stop, 5*time.Minute)
+	a, _ := r.NewSchedule(now).Admit(now, rebound.FirstAttempt)
+	dec := a.Done(reboundgrpc.Classify(status.Error(codes.Unavailable, "x"), md("86400001")), now)
+	if dec.Verdict != rebound.WaitFor || dec.Delay != 5*time.Minute {
+		t.Fatalf("next delay %v, stop %v; want the %v cap", dec.Delay, dec.Err, 5*time.Minute)
 	}
 	if d, ok := reboundgrpc.Pushback(md("86400001")); !ok || d != 86400001*time.Millisecond {
 		t.Fatalf("Pushback(86400001) = %v, %v", d, ok)

@@ -65,6 +65,28 @@ type view struct {
 	filterErr error // the filter panicked on the latest list
 }
 
+// rejectedRun reports a rejected send (err) at now to the run of
+// rejections sched, or a new one, and returns the run and its decision:
+// wait dec.Delay. A nil run: no delay; the next list is sent when it
+// comes.
+func (r *ccResolver) rejectedRun(sched *rebound.Schedule, att rebound.Attempt, err error, now time.Time) (*rebound.Schedule, rebound.Attempt, rebound.Decision) {
+	for range 2 {
+		if sched == nil {
+			// The first send was made without asking: its Schedule
+			// admits it now (the Retrier has no gates).
+			sched = r.b.retry.NewSchedule(now)
+			att, _ = sched.Admit(now, rebound.FirstAttempt)
+		}
+		if dec := att.Done(err, now); dec.Verdict == rebound.WaitFor {
+			return sched, att, dec
+		}
+		// Unreachable with the policies WithPolicy admits (no
+		// MaxAttempts, no MaxElapsed): a new run decides the delay.
+		sched = nil
+	}
+	return nil, rebound.Attempt{}, rebound.Decision{}
+}
+
 // run follows the view until the resolver is closed: each change is sent
 // once (the latest, when changes come faster than the ClientConn takes
 // them), a rejected state is sent again with backoff (one
@@ -76,6 +98,7 @@ func (r *ccResolver) run() {
 	r.gid.Store(goid.ID())
 	var (
 		sched   *rebound.Schedule
+		att     rebound.Attempt // the send sched admitted last
 		timer   *time.Timer
 		retryC  <-chan time.Time
 		graceT  *time.Timer
@@ -102,11 +125,13 @@ func (r *ccResolver) run() {
 			// The resend is due: the engine admits it (or says how long
 			// to wait; nothing limits these sends today).
 			if sched != nil {
-				if d := sched.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt)); d.Verdict == rebound.WaitFor {
+				a, d := sched.Admit(time.Now(), rebound.RetryAttempt)
+				if d.Verdict == rebound.WaitFor {
 					timer.Reset(d.Delay)
 					retryC = timer.C
 					continue
 				}
+				att = a
 			}
 			resend = true
 		case <-graceC:
@@ -144,29 +169,17 @@ func (r *ccResolver) run() {
 		sent = snap.Version
 		if err == nil {
 			if sched != nil {
-				sched.Decide(time.Now(), rebound.Succeeded())
-				sched = nil
+				att.Done(nil, time.Now())
+				sched, att = nil, rebound.Attempt{}
 			}
 			continue
 		}
 		r.b.rejected.Add(1)
-		now := time.Now()
-		if sched == nil {
-			sched = r.b.retry.NewSchedule(now)
-		}
-		dec := sched.Decide(now, rebound.Failed(err))
-		if dec.Verdict != rebound.WaitFor {
-			// Unreachable with the policies WithPolicy admits (no
-			// MaxAttempts, no MaxElapsed): a new run of the engine
-			// decides the delay; if it refuses too, the next list
-			// is sent when it comes.
-			sched = r.b.retry.NewSchedule(now)
-			if dec = sched.Decide(now, rebound.Failed(err)); dec.Verdict != rebound.WaitFor {
-				r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
-					zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)), zap.Error(err))
-				sched = nil
-				continue
-			}
+		var dec rebound.Decision
+		if sched, att, dec = r.rejectedRun(sched, att, err, time.Now()); sched == nil {
+			r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
+				zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)), zap.Error(err))
+			continue
 		}
 		d := dec.Delay
 		r.b.log.Warn("ClientConn rejected the state; sending it again later",

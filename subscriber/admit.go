@@ -7,7 +7,7 @@ import (
 )
 
 // The subscriptions' admission is decided by the engine
-// (rebound.Schedule.Decide), with these settings:
+// (rebound.Schedule.Admit), with these settings:
 //
 //   - the Subscribe call's first attempt passes the budget only (a
 //     deposit): the limiter paces retries and re-confirmations, not new
@@ -67,7 +67,7 @@ var kinds = [...]rebound.AttemptKind{admitFirst: rebound.FirstAttempt, admitRetr
 // locally, with the reason: deferred to the next backoff step, or a first
 // delay for a limiter that can never grant a token).
 func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.Duration, error) {
-	d := r.schedule(m, now).Decide(now, rebound.Ready(kinds[k]))
+	a, d := r.schedule(m, now).Admit(now, kinds[k])
 	switch {
 	case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
 		// No MaxElapsed (WithPolicy) and the refusals defer: only a
@@ -75,9 +75,10 @@ func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.D
 		// New) ends the run. Nothing may be sent past it, and a
 		// subscription never ends on a local refusal: the run is over,
 		// and a new one asks again after a first delay.
-		r.endRun(now, rebound.Abandoned())
+		r.endRun(now, false)
 		return evDeferred, r.schedule(m, now).FirstDelay(), d.Err
 	case d.Verdict != rebound.WaitFor:
+		r.att = a
 		return evAdmitted, 0, nil
 	case d.Reason == rebound.ErrLimited:
 		return evTokenWait, d.Delay, nil
@@ -86,12 +87,17 @@ func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.D
 	}
 }
 
-// endRun gives the engine an outcome (Succeeded, Abandoned) of the
-// current run, if there is one, and ends the run: the next starts with a
-// new Schedule.
-func (r *runCtl) endRun(now time.Time, st rebound.Step) {
-	if r.sch != nil {
-		r.sch.Decide(now, st)
-		r.sch = nil
+// endRun ends the current run, if there is one: the next starts with a
+// new Schedule. The engine hears that the run's last attempt succeeded,
+// or gets back what is held for attempts that will not be made.
+func (r *runCtl) endRun(now time.Time, succeeded bool) {
+	if r.sch == nil {
+		return
 	}
+	if succeeded && r.att != (rebound.Attempt{}) {
+		r.att.Done(nil, now)
+	} else {
+		r.sch.Cancel(now)
+	}
+	r.sch, r.att = nil, rebound.Attempt{}
 }

@@ -97,7 +97,7 @@ func (l *lookups) stop(now time.Time) {
 
 func (l *lookups) giveBack(now time.Time) {
 	if l.phase == lookToken {
-		l.sch.Decide(now, rebound.Abandoned())
+		l.sch.Cancel(now)
 		l.phase = lookIdle
 	}
 }
@@ -120,7 +120,7 @@ func (l *lookups) fire(s *Subscription, now time.Time) {
 	if l.sch == nil {
 		l.sch = s.m.retrier.NewSchedule(now)
 	}
-	d := l.sch.Decide(now, rebound.Ready(rebound.LookupAttempt))
+	_, d := l.sch.Admit(now, rebound.LookupAttempt)
 	if d.Verdict == rebound.Stop || d.Verdict == rebound.Drop {
 		// A limiter that can never grant a token (its burst set to 0
 		// after New): nothing is sent past it; the next period asks again.

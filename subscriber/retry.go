@@ -17,12 +17,13 @@ import (
 type runCtl struct {
 	st       runState
 	parked   bool               // st is parkable and the retry timer waits for Connected (park.go)
+	attempts int32              // of the current confirmation
 	cancel   context.CancelFunc // of the attempt in flight
 	sch      *rebound.Schedule  // of the current confirmation; nil while subscribed
+	att      rebound.Attempt    // the attempt sch admitted last
 	confDL   time.Time          // deadline of a wait for evidence (rsAwaiting); zero: none
-	attempts int                // of the current confirmation
-	total    int
-	deferred int   // attempts deferred locally (throttle, budget)
+	total    int32
+	deferred int32 // attempts deferred locally (throttle, budget)
 	deferWhy error // why the last due attempt was deferred; nil once one is sent
 }
 
@@ -68,12 +69,12 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			s.cancelTimer(timerConfirm)
 		case aCancelRetry:
 			s.cancelTimer(timerRetry)
-			r.endRun(now, rebound.Abandoned()) // a token held for it given back
+			r.endRun(now, false) // a token held for it given back
 		case aNotConfirmed:
 			s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
 			s.lastErr = ErrNotConfirmed
 		case aNewRun:
-			r.endRun(now, rebound.Abandoned()) // a token held given back; the next Schedule starts the run
+			r.endRun(now, false) // a token held given back; the next Schedule starts the run
 		case aTimerNow:
 			s.setTimer(timerRetry, now)
 		case aTimerFirst:
@@ -99,7 +100,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aSucceeded:
 			s.closeReadyLocked()
 			s.lastErr = nil
-			r.endRun(now, rebound.Succeeded()) // the token was used; the next attempt is a new run
+			r.endRun(now, true) // the token was used; the next attempt is a new run
 		case aAck:
 			out.acked = true
 			r.ack(s, now, "subscribe", false)
@@ -117,7 +118,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			if r.cancel != nil {
 				r.cancel() // ends the attempt in flight
 			}
-			r.endRun(now, rebound.Abandoned()) // a token reserved for an attempt that will not run
+			r.endRun(now, false) // a token reserved for an attempt that will not run
 		}
 	}
 	r.park(s, tr.do&(aTimerNow|aTimerFirst|aTimerAt|aBackoff) != 0)
@@ -128,7 +129,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 // failure reason, or returns the error of a Schedule that stops (not
 // retryable after all, a classifier: stop like a permanent error).
 func (r *runCtl) backoff(s *Subscription, now time.Time, reason error) (time.Duration, error) {
-	d := r.schedule(s.m, now).Decide(now, rebound.Failed(reason))
+	d := r.att.Done(reason, now)
 	if d.Verdict == rebound.Stop {
 		return 0, d.Err
 	}
@@ -140,14 +141,14 @@ func (r *runCtl) backoff(s *Subscription, now time.Time, reason error) (time.Dur
 // budget, no token (admit.go).
 func (r *runCtl) launchFirst(s *Subscription, now time.Time) {
 	r.sch = s.m.starter.NewSchedule(now)
-	r.sch.Decide(now, rebound.Ready(rebound.FirstAttempt))
+	r.att, _ = r.sch.Admit(now, rebound.FirstAttempt) // its gates (a deposit) admit every attempt
 	r.launch(s, false)
 }
 
 // status fills the retry control's part of a Status.
 func (r *runCtl) status(st *Status) {
-	st.Attempts, st.TotalAttempts = r.attempts, r.total
-	st.Deferred, st.DeferReason = r.deferred, r.deferWhy
+	st.Attempts, st.TotalAttempts = int(r.attempts), int(r.total)
+	st.Deferred, st.DeferReason = int(r.deferred), r.deferWhy
 	if r.st == rsAwaiting {
 		st.ConfirmDeadline = r.confDL
 	}
@@ -188,10 +189,10 @@ func (r *runCtl) launch(s *Subscription, queued bool) {
 	s.calls.Add(1)
 	s.m.wg.Add(1)
 	if queued {
-		s.m.sched.enqueue(job{r: s, ctx: ctx, n: r.attempts})
+		s.m.sched.enqueue(job{r: s, ctx: ctx, n: int(r.attempts)})
 		return
 	}
-	go r.attempt(s, ctx, r.attempts)
+	go r.attempt(s, ctx, int(r.attempts))
 }
 
 // attempt is one Registry.Subscribe call.
@@ -301,7 +302,7 @@ func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence boo
 	// Succeeded, not Abandoned: a token held was used by the attempt that
 	// succeeded (an answered request for the throttle). A new run starts
 	// with the next disruption. Evidence ends a run that made no attempt.
-	r.endRun(now, rebound.Succeeded())
+	r.endRun(now, true)
 	s.m.upSeen.Store(true) // the registry answered: a later Disconnected parks (park.go)
 	s.lastErr = nil
 	s.closeReadyLocked()

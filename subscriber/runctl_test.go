@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rebound-go/rebound"
 )
 
 // nopRegistry acknowledges every Subscribe.
@@ -76,6 +78,9 @@ func TestRunCtlFollowsTable(t *testing.T) {
 					var attemptCtx context.Context
 					if st.inFlight() {
 						attemptCtx, s.run.cancel = context.WithCancel(context.Background())
+						// An attempt in flight is one the engine admitted.
+						s.run.sch = m.retrier.NewSchedule(now)
+						s.run.att, _ = s.run.sch.Admit(now, rebound.RetryAttempt)
 					}
 					if st == rsStopped {
 						s.stopped = true

@@ -222,15 +222,15 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 	)
 	timer.Stop()
 	defer timer.Stop()
-	// run makes one repair attempt, as the Schedule decides (Decide:
-	// admitted, then told how it went); false: stop for good.
+	// run makes one repair attempt, as the Schedule decides (Admit, then
+	// Done); false: stop for good.
 	run := func() bool {
 		g.track.Set(subscriber.RegistrationRepairing, nil)
 		kind := rebound.RetryAttempt
 		if s.Attempts() == 0 {
 			kind = rebound.FirstAttempt
 		}
-		dec := s.Decide(time.Now(), rebound.Ready(kind))
+		a, dec := s.Admit(time.Now(), kind)
 		var err error
 		if dec.Verdict == rebound.AttemptNow {
 			start := time.Now()
@@ -238,13 +238,13 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 			g.track.Attempt(h.op, start, err)
 			if err == nil {
 				failing = false
-				s.Decide(time.Now(), rebound.Succeeded())
+				a.Done(nil, time.Now())
 				if pending == 0 {
 					g.track.Set(subscriber.RegistrationRegistered, nil)
 				}
 				return true
 			}
-			dec = s.Decide(time.Now(), rebound.Failed(err))
+			dec = a.Done(err, time.Now())
 		}
 		g.track.SetAttempts(dec.Attempt)
 		if dec.Verdict != rebound.WaitFor {

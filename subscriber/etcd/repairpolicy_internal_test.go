@@ -35,10 +35,17 @@ func TestRepairPolicyCapsEveryWaitAtAThirdOfTheTTL(t *testing.T) {
 			now := time.Unix(0, 0)
 			s := r.NewSchedule(now)
 			errs := []error{errors.New("unavailable"), rebound.RetryAfter(time.Hour, errors.New("too many requests"))}
+			kind := rebound.FirstAttempt
 			for i := range 20 {
-				d, stop := s.Next(errs[i%2], now)
-				if stop != nil {
-					t.Fatalf("attempt %d: the loop stopped: %v", i+1, stop)
+				a, dec := s.Admit(now, kind)
+				if dec.Verdict != rebound.AttemptNow {
+					t.Fatalf("attempt %d: not admitted: %v %v", i+1, dec.Verdict, dec.Err)
+				}
+				kind = rebound.RetryAttempt
+				dec = a.Done(errs[i%2], now)
+				d := dec.Delay
+				if dec.Verdict != rebound.WaitFor {
+					t.Fatalf("attempt %d: the loop stopped: %v", i+1, dec.Err)
 				}
 				if d <= 0 || d > tc.max {
 					t.Fatalf("attempt %d: wait %v, want in (0, %v]", i+1, d, tc.max)

@@ -37,7 +37,7 @@ func (g *Registration) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if r.s != nil {
-				r.s.Decide(time.Now(), rebound.Abandoned())
+				r.s.Cancel(time.Now())
 			}
 			return
 		case ev := <-g.events:
@@ -81,7 +81,7 @@ func (r *repairer) armPeriodic() {
 func (r *repairer) begin(d time.Duration) {
 	r.timer.Stop()
 	if r.s != nil {
-		r.s.Decide(time.Now(), rebound.Abandoned())
+		r.s.Cancel(time.Now())
 	}
 	r.s = r.g.retrier.NewSchedule(time.Now())
 	r.kind = rebound.FirstAttempt
@@ -132,7 +132,7 @@ func (r *repairer) due() bool {
 	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
-	dec := r.s.Decide(time.Now(), rebound.Ready(r.kind))
+	a, dec := r.s.Admit(time.Now(), r.kind)
 	g.track.SetAttempts(dec.Attempt) // a local refusal counts
 	switch dec.Verdict {
 	case rebound.WaitFor:
@@ -146,7 +146,7 @@ func (r *repairer) due() bool {
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
 		return false
 	}
-	return r.outcome(r.work())
+	return r.outcome(a, r.work())
 }
 
 // work does the pending work: a check, a registration, or both.
@@ -182,16 +182,14 @@ func (r *repairer) work() error {
 	return err
 }
 
-// outcome tells the Schedule how the attempt went and waits for the next
-// one if it failed; false: stop for good.
-func (r *repairer) outcome(err error) bool {
+// outcome tells the Schedule how the attempt a went and waits for the
+// next one if it failed; false: stop for good.
+func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	g := r.g
 	now := time.Now()
 	if err == nil {
-		if r.s != nil {
-			r.s.Decide(now, rebound.Succeeded())
-			r.s = nil
-		}
+		a.Done(nil, now)
+		r.s = nil
 		g.track.Set(subscriber.RegistrationRegistered, nil)
 		r.armPeriodic()
 		return true
@@ -200,7 +198,7 @@ func (r *repairer) outcome(err error) bool {
 		if r.s != nil {
 			// The admitted attempt's token and breaker admission go
 			// back: the loop ends without its outcome.
-			r.s.Decide(now, rebound.Abandoned())
+			r.s.Cancel(now)
 			r.s = nil
 		}
 		g.log.Error("registration stopped", zap.Error(err))
@@ -208,10 +206,7 @@ func (r *repairer) outcome(err error) bool {
 		return false
 	}
 	g.track.Set(subscriber.RegistrationRepairing, err)
-	if r.s == nil {
-		r.s = g.retrier.NewSchedule(now)
-	}
-	dec := r.s.Decide(now, rebound.Failed(err))
+	dec := a.Done(err, now)
 	g.track.SetAttempts(dec.Attempt)
 	if dec.Verdict != rebound.WaitFor {
 		g.log.Error("registration stopped", zap.Error(dec.Err))

@@ -138,45 +138,63 @@ func (g *Registration) reclaim(ctx context.Context) (bool, error) {
 // deregister deregisters and confirms, retrying until ctx is done.
 func (g *Registration) deregister(ctx context.Context) error {
 	g.track.Deregistering()
-	s := g.retrier.NewSchedule(time.Now())
+	// The first request asks no gate; the retries pass the gates of
+	// WithRegisterRetryOptions, each deferring a refusal as in Register.
+	opts := g.cfg.retryOpts[:len(g.cfg.retryOpts):len(g.cfg.retryOpts)]
+	r, err := rebound.NewRetrier(g.cfg.policy, append(opts,
+		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer),
+		rebound.WithAdmission(rebound.FirstAttempt, 0))...)
+	if err != nil {
+		return err // not reached: the same options compiled in Register
+	}
+	s := r.NewSchedule(time.Now())
+	a, _ := s.Admit(time.Now(), rebound.FirstAttempt)
 	g.mu.Lock()
 	in := g.inst
 	g.mu.Unlock()
-	var (
-		last     error
-		admitted bool // the attempt was admitted by the Schedule (a retry): it hears how it went
-	)
+	var last error
 	for {
 		err := g.deregisterOnce(in)
 		if err == nil {
-			if admitted {
-				s.Decide(time.Now(), rebound.Succeeded())
-			}
+			a.Done(nil, time.Now())
 			return nil
 		}
 		last = err
 		if errors.Is(err, ErrLookupUnsupported) {
-			if admitted {
-				s.Decide(time.Now(), rebound.Abandoned()) // the confirmation cannot be made
-			}
+			s.Cancel(time.Now()) // the confirmation cannot be made
 			return err
 		}
-		// The Schedule decides: the delay, then the retry's admission
-		// (the gates of WithRegisterPolicy's options), waited until ctx is
-		// done.
-		dec := s.Decide(time.Now(), rebound.Failed(err))
+		// The Schedule decides: the delay, then the retry's admission,
+		// waited until ctx is done.
+		dec := a.Done(err, time.Now())
 		for dec.Verdict == rebound.WaitFor {
 			g.track.SetAttempts(dec.Attempt)
-			if werr := rebound.Wait(ctx, dec.Delay, nil); werr != nil {
-				s.Decide(time.Now(), rebound.Abandoned())
+			if werr := sleep(ctx, dec.Delay); werr != nil {
+				s.Cancel(time.Now())
 				return errors.Join(werr, last)
 			}
-			dec = s.Decide(time.Now(), rebound.Ready(rebound.RetryAttempt))
+			a, dec = s.Admit(time.Now(), rebound.RetryAttempt)
 		}
 		if dec.Verdict != rebound.AttemptNow {
 			return dec.Err
 		}
-		admitted = true
+	}
+}
+
+// sleep waits d, or until ctx is done (then it returns ctx.Err()).
+func sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -22,14 +22,13 @@
 //     starting at the end of the full window; the n-th caller turned away
 //     is told to come back when its place comes, (n−1)/C after that. A
 //     server that is down says nothing (a refused connection).
-//   - Every call runs on its own rebound.Schedule — rebound's one step
-//     function, as failback's tasks do — of its process's rebound.Retrier:
-//     a failure is reported to Schedule.Next (with the server's Retry-After
-//     when Strategy.HonorRetryAfter), which returns the delay or ends the
-//     call; a due retry asks its throttle and takes its limiter token with
-//     Schedule.Admit (a token wait puts it back in the queue, a throttled
-//     attempt backs off); a first attempt goes through Schedule.Begin and a
-//     success through Schedule.Succeeded.
+//   - Every call runs on its own rebound.Schedule — rebound's one door,
+//     as failback's tasks do — of its process's rebound.Retrier: a due
+//     attempt, first or retry, asks its throttle and takes its limiter
+//     token with Schedule.Admit (a token wait puts it back in the queue, a
+//     throttled attempt backs off); its end goes to the Attempt's Done
+//     (with the server's Retry-After when Strategy.HonorRetryAfter), which
+//     returns the delay or ends the call.
 //   - A process owns the state its calls share, and only that: the options
 //     of its Retrier (Strategy.Process): a rebound.RetryBudget (a retry it
 //     refuses ends the call: dropped), a rebound.AdaptiveThrottle (an

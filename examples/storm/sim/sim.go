@@ -192,7 +192,7 @@ type Result struct {
 	// Rejected counts calls failed for overload once the server was up.
 	Rejected int64
 	// Throttled counts attempts the process's throttle rejected locally
-	// (Schedule.Begin for a first attempt, Schedule.Admit for a retry):
+	// (Schedule.Admit, for a first attempt or a retry):
 	// never sent, each counts as a failed attempt and the call backs off
 	// and asks again, as rebound's loops do (see rebound.Schedule,
 	// "Adaptive throttling"); a call is never dropped by its throttle.
@@ -273,12 +273,10 @@ func splitmix64(x uint64) uint64 {
 // task is the state of one call between its events.
 type task struct {
 	sched    *rebound.Schedule
+	att      rebound.Attempt // the attempt sched admitted last
 	proc     int32
 	idx      int32
 	attempts int32
-	// admitted: the pending event is the end of a limiter wait that Admit
-	// asked for; the attempt runs then without asking again.
-	admitted bool
 }
 
 // event is a task's single pending event.
@@ -408,12 +406,13 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	// failed reports the top task's failed attempt (err) to its Schedule
 	// and schedules the next one; it reports false if the call ended.
 	failed := func(t time.Duration, c *task, err error) bool {
-		d, stop := c.sched.Next(err, Epoch.Add(t))
-		if stop == nil {
-			q[0].at = t + d
+		dec := c.att.Done(err, Epoch.Add(t))
+		if dec.Verdict == rebound.WaitFor {
+			q[0].at = t + dec.Delay
 			heap.Fix(&q, 0)
 			return true
 		}
+		stop := dec.Err
 		switch {
 		case errors.Is(stop, rebound.ErrBudgetExhausted):
 			res.DroppedBudget++
@@ -433,55 +432,55 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		res.End = t
 		c := &tasks[e.id]
 
-		if c.attempts > 0 && !c.admitted {
+		if c.attempts > 0 {
 			// A retry is due: the throttle, then the limiter token (if
 			// any), now, in time order; a wait puts it back in the queue
-			// with the token held; a throttled attempt is not sent and
-			// backs off.
-			w, stop := c.sched.Admit(now)
-			if stop != nil {
+			// with the token held (asked again then, it is admitted); a
+			// throttled attempt is not sent and backs off.
+			a, d := c.sched.Admit(now, rebound.RetryAttempt)
+			switch {
+			case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
 				res.GaveUp++
-				if c.sched.Throttled() {
+				if d.Reason != nil {
 					res.Throttled++
 					res.GaveUpThrottled++
 				}
 				c.sched = nil
 				heap.Pop(&q)
 				continue
-			}
-			if c.sched.Throttled() {
+			case d.Verdict == rebound.WaitFor && d.Reason != rebound.ErrLimited:
 				res.Throttled++
 				c.attempts++
-				q[0].at = t + w
+				q[0].at = t + d.Delay
+				heap.Fix(&q, 0)
+				continue
+			case d.Verdict == rebound.WaitFor:
+				res.LimiterWait += d.Delay
+				q[0].at = t + d.Delay
 				heap.Fix(&q, 0)
 				continue
 			}
-			if w > 0 {
-				res.LimiterWait += w
-				c.admitted = true
-				q[0].at = t + w
-				heap.Fix(&q, 0)
-				continue
-			}
+			c.att = a
 		}
-		c.admitted = false
 		c.attempts++
 		if c.attempts == 1 {
-			if d, stop := c.sched.Begin(now); stop != nil || c.sched.Throttled() {
+			a, d := c.sched.Admit(now, rebound.FirstAttempt)
+			if d.Verdict != rebound.AttemptNow {
 				// Rejected locally: not sent, it backs off as after a
 				// failure (or the policy allows no further attempt).
 				res.Throttled++
-				if stop != nil {
+				if d.Verdict != rebound.WaitFor {
 					res.GaveUp++
 					res.GaveUpThrottled++
 					c.sched = nil
 					heap.Pop(&q)
 					continue
 				}
-				q[0].at = t + d
+				q[0].at = t + d.Delay
 				heap.Fix(&q, 0)
 				continue
 			}
+			c.att = a
 		}
 
 		res.Calls++
@@ -508,7 +507,7 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		case OK:
 			res.Succeeded++
 			res.DoneAt = t
-			c.sched.Succeeded(now)
+			c.att.Done(nil, now)
 		case Down:
 			res.FailedDown++
 			err = errDown
