@@ -1,6 +1,7 @@
 package statusz
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -140,19 +141,28 @@ func describe(r *eventRow, e rebound.Event) {
 
 func transition(from, to string) string { return from + " -> " + to }
 
-// dropLabel names the reason of a failback drop as the page shows it.
+// dropLabel names the reason of a failback drop as the page shows it: the
+// sentinel it matches (errors.Is, so a wrapped one too), or else its text,
+// scrubbed like every error text.
 func dropLabel(reason error) string {
-	switch reason {
-	case failback.ErrQueueFull:
-		return "queue_full"
-	case failback.ErrClosed:
-		return "closed"
-	case failback.ErrExpired:
-		return "expired"
-	case failback.ErrStore:
-		return "store"
-	case rebound.ErrBudgetExhausted:
-		return "budget"
+	for _, l := range dropLabels {
+		if errors.Is(reason, l.err) {
+			return l.label
+		}
 	}
-	return fmt.Sprint(reason)
+	if reason == nil {
+		return "unknown"
+	}
+	return logging.Scrub(reason.Error())
+}
+
+var dropLabels = [...]struct {
+	err   error
+	label string
+}{
+	{failback.ErrQueueFull, "queue_full"},
+	{failback.ErrClosed, "closed"},
+	{failback.ErrExpired, "expired"},
+	{failback.ErrStore, "store"},
+	{rebound.ErrBudgetExhausted, "budget"},
 }

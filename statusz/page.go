@@ -186,7 +186,7 @@ func (h *Handler) snapshot(q query) jsonPage {
 			Retried: st.Retried, Succeeded: st.Succeeded, GaveUp: st.GaveUp, Dropped: map[string]uint64{},
 			Throttled: st.Throttled, Quarantined: st.Quarantined, BreakerWaits: st.BreakerWaits}
 		for r, n := range st.Dropped {
-			fp.Dropped[dropLabel(r)] = n
+			fp.Dropped[dropLabel(r)] += n // two reasons of one label add up
 		}
 		for _, nb := range h.brks {
 			if nb.name == nf.name {
