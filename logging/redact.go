@@ -47,11 +47,35 @@ func (c redactCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.
 	if !c.Core.Enabled(ent.Level) {
 		return ce
 	}
-	out := c.Core.Check(ent, ce)
-	if out == nil || out == ce {
-		return out
+	// The wrapped core checks into an entry of its own: a scrub hook on ce
+	// would miss when ce is a tee's and another core accepted first (zap's
+	// AddCore returns ce itself), or scrub that other core's copy too.
+	inner := c.Core.Check(ent, nil)
+	if inner == nil {
+		return ce
 	}
-	return out.Before(ent, scrubHook)
+	return ce.AddCore(ent, scrubbedEntry{inner})
+}
+
+// scrubbedEntry writes one checked entry of the wrapped core, scrubbed.
+// It is a Core only to ride in the caller's CheckedEntry.
+type scrubbedEntry struct{ ce *zapcore.CheckedEntry }
+
+func (w scrubbedEntry) Enabled(zapcore.Level) bool        { return true }
+func (w scrubbedEntry) With([]zapcore.Field) zapcore.Core { return w }
+func (w scrubbedEntry) Sync() error                       { return nil }
+func (w scrubbedEntry) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(e, w)
+}
+
+// Write writes the entry once, as the caller's CheckedEntry does. zap
+// gives a core's own Check no error output, so a write error of the
+// wrapped core is not reported (zap itself reports it nowhere else).
+func (w scrubbedEntry) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	ent, fields = scrubHook(ent, fields)
+	w.ce.Entry = ent
+	w.ce.Write(fields...)
+	return nil
 }
 
 // Write scrubs for callers that write to the core directly.
