@@ -13,7 +13,7 @@ import (
 )
 
 // Register refuses New's options with an *ArgumentError naming them.
-func TestRegisterRefusesNewOptions_breakit2(t *testing.T) {
+func TestRegisterRefusesNewOptions(t *testing.T) {
 	for _, tc := range []struct {
 		opt  nacos.Option
 		name string
@@ -48,7 +48,7 @@ func TestRegisterRefusesNewOptions_breakit2(t *testing.T) {
 // (two calls added up). Now a second WithRegisterPolicy silently drops the
 // rebound options of the first: a shared budget given by one layer is gone
 // when another sets the policy, with no error.
-func TestRegisterPolicyOptionsLostSilently_breakit2(t *testing.T) {
+func TestRegisterPolicyOptionsLostSilently(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv)
 	// Marker: a rebound option NewRetrier refuses, so we can see whether

@@ -64,6 +64,7 @@ func (c *regConfig) bad(fn, arg, reason string) {
 // budget or throttle among many registrations there. Default: the zero
 // rebound.Policy, no options. p must be valid and leave MaxAttempts and
 // MaxElapsed zero; a local refusal defers an attempt, never stops it.
+// A later WithRegisterPolicy replaces p and adds its options to these.
 func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return regOption{"WithRegisterPolicy", func(c *regConfig) {
 		if err := p.Validate(); err != nil {
@@ -74,7 +75,8 @@ func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 			c.bad("WithRegisterPolicy", "p", "must leave MaxAttempts and MaxElapsed zero (a registration retries until it is stopped)")
 			return
 		}
-		c.policy, c.retryOpts = p, opts
+		c.policy = p
+		c.retryOpts = append(c.retryOpts, opts...) // a second call keeps the first one's options
 	}}
 }
 
