@@ -128,7 +128,7 @@ func WithEvents(name string, log *EventLog) Option {
 func withPageSize(n int) Option {
 	return optionFunc(func(h *Handler) error {
 		if n < 1 {
-			return &rebound.ArgumentError{Func: "statusz.WithPageSize", Arg: "n", Reason: "must be at least 1", Err: rebound.ErrInvalidArgument}
+			return &rebound.ArgumentError{Func: "statusz.withPageSize", Arg: "n", Reason: "must be at least 1", Err: rebound.ErrInvalidArgument}
 		}
 		h.pageSize = n
 		return nil
