@@ -441,8 +441,6 @@ func (h *holder) ensure(ctx context.Context) (int64, error) {
 
 func (h *holder) repaired(msg string) {
 	h.yielded = false
-	h.g.mu.Lock()
-	h.g.mu.Unlock()
 	h.g.track.Repaired()
 	h.g.log.Info(msg, zap.Int64("lease", int64(h.lease)))
 }
