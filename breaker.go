@@ -11,10 +11,12 @@ import (
 //
 //	cb := gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
 //		IsSuccessful: func(err error) bool { return !rebound.IsTransient(err) }, // a business error is not an outage
+//		IsExcluded:   func(err error) bool { return errors.Is(err, context.Canceled) },
 //	})
 //	r, err := rebound.NewRetrier(p, rebound.WithBreaker(cb))
 //
 // An admitted attempt that will not be made reports context.Canceled.
+// Exclude it (IsExcluded above), or the breaker counts an unsent attempt.
 type Breaker interface {
 	Allow() (done func(err error), err error)
 }

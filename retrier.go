@@ -13,7 +13,8 @@ import (
 // A Retrier is a Policy and a set of options compiled and validated once:
 // the prebuilt form of Retry for hot paths and the factory of Schedules for
 // loops that run themselves. Do costs no allocation when the first attempt
-// succeeds, hooks included.
+// succeeds, hooks included, unless a limiter gates first attempts
+// (WithAdmission): its token reservation allocates.
 //
 // A Retrier is safe for concurrent use by any number of goroutines; it
 // holds no per-loop state (each Do, each Schedule has its own).
