@@ -23,6 +23,7 @@ import (
 type ccResolver struct {
 	b      *Builder
 	key    subscriber.Key
+	id     subscriber.KeyID
 	v      *subscriber.View
 	cc     resolver.ClientConn
 	ctx    context.Context
@@ -43,7 +44,7 @@ type ccResolver struct {
 }
 
 func newResolver(b *Builder, key subscriber.Key, v *subscriber.View, cc resolver.ClientConn) *ccResolver {
-	r := &ccResolver{b: b, key: key, v: v, cc: cc, built: time.Now()}
+	r := &ccResolver{b: b, key: key, id: key.ID(), v: v, cc: cc, built: time.Now()}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r
 }
@@ -210,9 +211,9 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 		} else {
 			r.state, r.filtered, r.good, r.filterErr = st, filtered, true, nil
 			if len(st.Endpoints) == 0 {
-				r.b.filteredOut(r.key, snap.List)
+				r.b.filteredOut(r.id, r.key, snap.Version, snap.List)
 			} else {
-				r.b.filteredOut(r.key, nil) // a usable list: the next filtered one is logged
+				r.b.filteredOut(r.id, r.key, snap.Version, nil) // a usable list: the next filtered one is logged
 			}
 		}
 	}
