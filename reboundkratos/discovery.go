@@ -339,9 +339,12 @@ func (d *Discovery) unpin(name string, p *pin, failed bool) {
 
 // Watch returns a watcher of name's instance list. It never waits for the
 // registry and never fails because it is down. The first Next returns the
-// current list (waiting for the first); each later Next the next change,
-// once and in order (see WithMaxPending). The watcher ends with Stop or
-// when ctx ends.
+// current list (waiting for the first); each later Next a newer list, in
+// order and never twice. Lists are not all delivered: one that a newer
+// list replaced before the watcher read it (while it was converting the
+// previous one) is skipped, as the name's View coalesces; the last list
+// always arrives. Converted lists wait for Next in a queue (see
+// WithMaxPending). The watcher ends with Stop or when ctx ends.
 //
 // Errors: a *rebound.ArgumentError for a nil ctx, an empty name or a key
 // the Manager rejects; ErrClosed after Close; ctx's error; an error
