@@ -170,7 +170,10 @@ func (b *Builder) Scheme() string { return scheme }
 // The ClientConn gets the key's last list at once if there is one, and
 // every later list as it arrives; until the first list RPCs wait
 // (fail-fast RPCs fail with Unavailable once the registry's error is
-// reported, see WithUnresolvedReport).
+// reported, see WithUnresolvedReport). When the subscription stops for
+// good (a permanent registry error), the ClientConn keeps its last list
+// and hears the error through ReportError; its next ResolveNow subscribes
+// again, as a new Build does.
 //
 // It returns an error for a target ParseTarget rejects, after Close
 // (ErrClosed), and when the Manager refuses the subscription (closed).
