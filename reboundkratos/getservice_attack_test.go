@@ -48,3 +48,40 @@ func TestGetServiceFailedCallKeepsSubscription(t *testing.T) {
 		}
 	})
 }
+
+// TestGetServiceFailedCallKeepsWaitersSubscription: a GetService that
+// fails while another call of the same name still waits lets go of
+// nothing: the waiting call gets the list when it comes, and the name
+// stays subscribed after it.
+func TestGetServiceFailedCallKeepsWaitersSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStack(t, reboundkratos.FormatNacos)
+		st.reg.SetDown(true)
+		waiting := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			l, err := st.d.GetService(ctx, "orders.grpc")
+			if err == nil && len(l) != 1 {
+				err = fmt.Errorf("%d instances, want 1", len(l))
+			}
+			waiting <- err
+		}()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := st.d.GetService(ctx, "orders.grpc")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("GetService with the registry down: %v, want DeadlineExceeded", err)
+		}
+		st.reg.Set(orders, nacosInst(9001, "v1"))
+		st.reg.SetDown(false)
+		if err := <-waiting; err != nil {
+			t.Fatalf("the waiting GetService, after the other one failed: %v", err)
+		}
+		synctest.Wait()
+		if s := reboundkratos.ViewStats(st.d); s.Keys != 1 {
+			t.Fatalf("after a GetService returned a list: %+v, want the name held", s)
+		}
+	})
+}
