@@ -30,8 +30,8 @@
 // Permanent stops any loop at once; Transient marks an error worth retrying.
 // A loop that stops retrying returns a *RetryError.
 //
-// Options: each constructor has its own option type; a nil option is ignored.
-// A bad value is an *ArgumentError from the constructor.
+// Options: one Option type per package; an option a constructor does not take is an *ArgumentError naming it.
+// A nil option is ignored; a bad value is an *ArgumentError from the constructor.
 //
 // Observation: every source emits an Event to the Observers of its WithObserver option.
 // Metrics and traces come from providers passed as options; nothing is global.

@@ -51,7 +51,8 @@ type dirConfig struct {
 	custom       bool // filter was set by WithFilter
 	keepOnEmpty  bool
 	errorHandler func(error)
-	view         *subscriber.View // WithView (view.go)
+	view         *subscriber.View   // WithView (view.go)
+	views        []*subscriber.View // every View given with WithView, closed if the constructor fails
 	errs         []error
 }
 
@@ -148,14 +149,12 @@ type dirEntry struct {
 
 // NewRegistryDirectory returns an empty directory that turns instances into
 // invokers with dial. Until the first update with instances, List returns
-// ErrNoInvokers (see Ready and WaitReady). A nil dial, or WithView(nil),
-// is a *rebound.ArgumentError (matching rebound.ErrInvalidArgument). With
-// WithView the directory starts following the view at once.
+// ErrNoInvokers (see Ready and WaitReady). A nil dial, WithView(nil),
+// WithView given twice or an option of NewBreakerDirectory is a
+// *rebound.ArgumentError (matching rebound.ErrInvalidArgument); on any
+// error it closes the Views given with WithView. With WithView the
+// directory starts following the view at once.
 func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, error) {
-	if dial == nil {
-		return nil, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
-			Reason: "must not be nil: a DialFunc is required to turn instances into invokers"}
-	}
 	d := &RegistryDirectory{
 		dial: dial,
 		cfg: dirConfig{
@@ -166,8 +165,16 @@ func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, er
 		entries: map[string]*dirEntry{},
 		ready:   make(chan struct{}),
 	}
-	errs := applyOptions(&config{dir: &d.cfg}, opts)
+	var errs []error
+	if dial == nil {
+		errs = append(errs, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
+			Reason: "must not be nil: a DialFunc is required to turn instances into invokers"})
+	}
+	errs = append(errs, applyOptions(&config{dir: &d.cfg}, opts)...)
 	if errs = append(errs, d.cfg.errs...); len(errs) > 0 {
+		for _, v := range d.cfg.views {
+			_ = v.Close() // the directory owned it from the call on
+		}
 		return nil, errors.Join(errs...)
 	}
 	d.snap.Store(&dirSnapshot{})

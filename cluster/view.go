@@ -13,13 +13,20 @@ import (
 // WithView feeds a RegistryDirectory from v, a View of the providers'
 // key (subscriber.Manager.Watch), on a goroutine of its own: each new
 // list, the latest when lists come faster than it dials. The directory
-// owns v: Close stops the goroutine, waits for it and closes v. A panic of
-// the filter or error handler there is recovered and logged; a nil v is an
-// error (see docs/watch.md).
+// owns v from NewRegistryDirectory on: Close stops the goroutine, waits
+// for it and closes v, and a NewRegistryDirectory that fails closes v
+// before it returns. A panic of the filter or error handler there is
+// recovered and logged; a nil v, or a second WithView, is an error (see
+// docs/watch.md).
 func WithView(v *subscriber.View) Option {
 	return dirOption("WithView", func(c *dirConfig) {
 		if v == nil {
 			c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster.WithView", Arg: "v", Reason: "must not be nil"})
+			return
+		}
+		c.views = append(c.views, v)
+		if c.view != nil {
+			c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster.WithView", Arg: "v", Reason: "a directory follows one View; WithView was given more than once"})
 			return
 		}
 		c.view = v

@@ -51,9 +51,23 @@ type Builder struct {
 	mu        sync.Mutex
 	closed    bool
 	resolvers map[*ccResolver]struct{}
-	warned    map[subscriber.KeyID]*subscriber.Instance // the list filteredOut last logged, by key
+	keys      map[subscriber.KeyID]*keyState // the keys of the open resolvers
 
 	builds, resolveNows, rejected, panics atomic.Uint64
+}
+
+// keyState is what the Builder keeps of a key while it has open
+// resolvers.
+type keyState struct {
+	resolvers int
+	warned    listID // the list filteredOut logged last; zero: none
+}
+
+// listID tells lists of one key apart without keeping them: the view's
+// version (one per list once a first list came) and the list's length.
+type listID struct {
+	version uint64
+	n       int
 }
 
 // Stats counts what a Builder did, for tests and dashboards.
@@ -121,6 +135,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		log:       log.With(zap.String("component", "reboundgrpc")),
 		views:     views,
 		resolvers: make(map[*ccResolver]struct{}),
+		keys:      make(map[subscriber.KeyID]*keyState),
 	}
 	ropts := []rebound.Option{meter}
 	for _, ob := range o.observers {
@@ -155,7 +170,10 @@ func (b *Builder) Scheme() string { return scheme }
 // The ClientConn gets the key's last list at once if there is one, and
 // every later list as it arrives; until the first list RPCs wait
 // (fail-fast RPCs fail with Unavailable once the registry's error is
-// reported, see WithUnresolvedReport).
+// reported, see WithUnresolvedReport). When the subscription stops for
+// good (a permanent registry error), the ClientConn keeps its last list
+// and hears the error through ReportError; its next ResolveNow subscribes
+// again, as a new Build does.
 //
 // It returns an error for a target ParseTarget rejects, after Close
 // (ErrClosed), and when the Manager refuses the subscription (closed).
@@ -175,6 +193,12 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 	}
 	r := newResolver(b, key, v, cc)
 	b.resolvers[r] = struct{}{}
+	ks := b.keys[r.id]
+	if ks == nil {
+		ks = &keyState{}
+		b.keys[r.id] = ks
+	}
+	ks.resolvers++
 	b.builds.Add(1)
 	r.start()
 	return r, nil
@@ -209,11 +233,20 @@ func (b *Builder) Close() error {
 	return nil
 }
 
-// forget takes a closed resolver out of the Builder's set.
+// forget takes a closed resolver out of the Builder's set, and forgets
+// its key with the key's last resolver.
 func (b *Builder) forget(r *ccResolver) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.resolvers[r]; !ok {
+		return
+	}
 	delete(b.resolvers, r)
-	b.mu.Unlock()
+	if ks := b.keys[r.id]; ks != nil {
+		if ks.resolvers--; ks.resolvers == 0 {
+			delete(b.keys, r.id)
+		}
+	}
 }
 
 // Stats returns the Builder's counters.
@@ -247,23 +280,25 @@ func (b *Builder) filter(list []subscriber.Instance) (st resolver.State, filtere
 	return st, filtered, nil
 }
 
-// filteredOut logs at Warn that the filter left none of key's list, once
-// per list however many ClientConns read it; an empty list forgets key's.
-func (b *Builder) filteredOut(key subscriber.Key, list []subscriber.Instance) {
-	id := key.ID()
+// filteredOut logs at Warn that the filter left none of key's list (the
+// view's version), once per list however many ClientConns read it; an
+// empty list (a usable one) forgets the one logged. The Builder forgets it
+// too when the key's last resolver closes: a key whose ClientConns come
+// back logs its list again.
+func (b *Builder) filteredOut(id subscriber.KeyID, key subscriber.Key, version uint64, list []subscriber.Instance) {
 	b.mu.Lock()
+	ks := b.keys[id]
+	if ks == nil { // not the Builder's (any more): log, remember nothing
+		ks = &keyState{}
+	}
 	if len(list) == 0 {
-		delete(b.warned, id)
+		ks.warned = listID{}
 		b.mu.Unlock()
 		return
 	}
-	first := b.warned[id] != &list[0]
-	if first {
-		if b.warned == nil {
-			b.warned = make(map[subscriber.KeyID]*subscriber.Instance)
-		}
-		b.warned[id] = &list[0]
-	}
+	lid := listID{version: version, n: len(list)}
+	first := ks.warned != lid
+	ks.warned = lid
 	b.mu.Unlock()
 	if first {
 		b.log.Warn("every instance is filtered out", zap.Stringer("key", key),

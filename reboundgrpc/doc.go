@@ -58,7 +58,10 @@
 //     while the Manager is confirming the subscription anyway. A held
 //     subscription (an empty list held back after a reconnect, StateHeld)
 //     is refreshed too, so the registry is asked at once whether the
-//     providers are back. See Stats.Refreshes.
+//     providers are back. See Stats.Refreshes. After a stop for good of
+//     the subscription (a permanent registry error), ResolveNow subscribes
+//     again instead, as a new Build does, at most once per
+//     WithResolveNowInterval for each ClientConn.
 //   - Instances that are not Healthy and Enabled are left out
 //     (WithFilter). Each endpoint carries its registry instance
 //     (InstanceFromEndpoint: ID, cluster, weight, metadata) and its

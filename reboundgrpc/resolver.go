@@ -23,7 +23,8 @@ import (
 type ccResolver struct {
 	b      *Builder
 	key    subscriber.Key
-	v      *subscriber.View
+	id     subscriber.KeyID
+	v      *subscriber.View // replaced by the goroutine only (renew), under mu
 	cc     resolver.ClientConn
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -32,9 +33,15 @@ type ccResolver struct {
 
 	closeOnce sync.Once
 	gid       atomic.Uint64 // the goroutine's id: stop does not wait for itself
+	renewC    chan struct{} // ResolveNow of a stopped view: subscribe again
+
+	mu     sync.Mutex
+	closed bool // Close has taken v
 
 	// the goroutine's own: the version read last (the view holds the
-	// list) and the state built from its list
+	// list), the state built from its list, and the last renew
+	lastRenew time.Time
+	renewT    *time.Timer
 	seen      uint64
 	state     resolver.State
 	filtered  int
@@ -43,7 +50,7 @@ type ccResolver struct {
 }
 
 func newResolver(b *Builder, key subscriber.Key, v *subscriber.View, cc resolver.ClientConn) *ccResolver {
-	r := &ccResolver{b: b, key: key, v: v, cc: cc, built: time.Now()}
+	r := &ccResolver{b: b, key: key, id: key.ID(), v: v, cc: cc, built: time.Now(), renewC: make(chan struct{}, 1)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r
 }
@@ -108,17 +115,21 @@ func (r *ccResolver) run() {
 		pending bool   // an unresolved error waits for WithUnresolvedReport
 	)
 	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		if graceT != nil {
-			graceT.Stop()
+		for _, t := range []*time.Timer{timer, graceT, r.renewT} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	}()
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
+		case <-r.renewC:
+			if r.renew() { // a new view: nothing of the old one is pending
+				sent, resend, pending, retryC, sched = 0, false, false, nil, nil
+			}
+			continue
 		case <-r.v.Changed():
 		case <-retryC:
 			retryC = nil
@@ -194,6 +205,51 @@ func (r *ccResolver) run() {
 	}
 }
 
+// renew replaces a view whose subscription stopped for good by a new one
+// of the key (a new subscription, or the one a later Build started), as a
+// new Build would; at most once per WithResolveNowInterval, else when the
+// interval ends. It reports whether it did.
+func (r *ccResolver) renew() bool {
+	if r.v.Snapshot().Stopped == nil {
+		return false
+	}
+	if wait := time.Until(r.lastRenew.Add(r.b.o.rnInterval)); !r.lastRenew.IsZero() && wait > 0 {
+		if r.renewT == nil {
+			r.renewT = time.AfterFunc(wait, r.askRenew)
+		} else {
+			r.renewT.Reset(wait)
+		}
+		return false
+	}
+	r.lastRenew = time.Now()
+	nv, err := r.b.views.Watch(r.key)
+	if err != nil {
+		r.b.log.Debug("could not subscribe again", zap.Stringer("key", r.key), zap.Error(err))
+		return false
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = nv.Close()
+		return false
+	}
+	old := r.v
+	r.v = nv
+	r.mu.Unlock()
+	_ = old.Close()
+	r.seen = 0
+	r.b.log.Debug("subscribed again after a stop", zap.Stringer("key", r.key))
+	return true
+}
+
+// askRenew wakes the goroutine to renew its view.
+func (r *ccResolver) askRenew() {
+	select {
+	case r.renewC <- struct{}{}:
+	default:
+	}
+}
+
 // viewOf builds what snap makes the resolver send; false when there is
 // nothing to send yet (no list, not stopped, and no unresolved report due).
 // The filter runs once per list, on the resolver's goroutine, with no lock
@@ -210,9 +266,9 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 		} else {
 			r.state, r.filtered, r.good, r.filterErr = st, filtered, true, nil
 			if len(st.Endpoints) == 0 {
-				r.b.filteredOut(r.key, snap.List)
+				r.b.filteredOut(r.id, r.key, snap.Version, snap.List)
 			} else {
-				r.b.filteredOut(r.key, nil) // a usable list: the next filtered one is logged
+				r.b.filteredOut(r.id, r.key, snap.Version, nil) // a usable list: the next filtered one is logged
 			}
 		}
 	}
@@ -279,10 +335,19 @@ func (r *ccResolver) send(v view) error {
 // of the shared subscription (View.Refresh), coalesced across every
 // ClientConn using it (see WithResolveNowInterval), also while the
 // subscription holds an empty list back (StateHeld): the registry is then
-// asked whether the providers are back. It never blocks.
+// asked whether the providers are back. Once the subscription stopped for
+// good, it subscribes again instead, as a new Build would (at most once
+// per WithResolveNowInterval for the ClientConn). It never blocks.
 func (r *ccResolver) ResolveNow(resolver.ResolveNowOptions) {
 	r.b.resolveNows.Add(1)
-	r.v.Refresh()
+	r.mu.Lock()
+	v := r.v
+	r.mu.Unlock()
+	if v.Snapshot().Stopped != nil {
+		r.askRenew()
+		return
+	}
+	v.Refresh()
 }
 
 // Close implements resolver.Resolver: it releases the ClientConn's View
@@ -290,7 +355,11 @@ func (r *ccResolver) ResolveNow(resolver.ResolveNowOptions) {
 // resolver's goroutine. Idempotent.
 func (r *ccResolver) Close() {
 	r.stop()
-	_ = r.v.Close()
+	r.mu.Lock()
+	r.closed = true
+	v := r.v
+	r.mu.Unlock()
+	_ = v.Close()
 	r.b.forget(r)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-kratos/kratos/v2/registry"
 	"go.uber.org/zap"
@@ -54,7 +55,7 @@ type Discovery struct {
 
 	mu       sync.Mutex
 	closed   bool
-	pins     map[string]*pin // GetService's views, kept until Close
+	pins     map[string]*pin // GetService's views, kept until Close once one served a list
 	watchers map[*watcher]struct{}
 }
 
@@ -195,8 +196,10 @@ func sameInst(a, b subscriber.Instance) bool {
 
 // pin is GetService's View of one name and its last conversion.
 type pin struct {
-	key subscriber.Key
-	v   *subscriber.View
+	key    subscriber.Key
+	v      *subscriber.View
+	calls  int         // GetService calls using it now (under Discovery.mu)
+	served atomic.Bool // a call returned a list of it
 
 	mu   sync.Mutex
 	seen uint64 // the version converted
@@ -219,13 +222,16 @@ func (p *pin) current() (list []*registry.ServiceInstance, ok bool, err error) {
 		p.out = p.conv.convert(s.List)
 	}
 	p.seen = max(p.seen, s.Version)
+	p.served.Store(true)
 	return p.out[:len(p.out):len(p.out)], true, nil
 }
 
 // GetService returns name's current instances from memory. The first call
-// for a name holds its subscription until Close and waits, bounded by
-// ctx, for the first list; later calls neither reach the registry nor
-// allocate. The slice and its ServiceInstances are shared: do not modify
+// for a name takes its subscription and waits, bounded by ctx, for the
+// first list; once a call has returned a list, the Discovery holds the
+// subscription until Close, and later calls neither reach the registry
+// nor allocate. A call that fails lets go of the subscription again,
+// unless a list was returned before or another call still waits. The slice and its ServiceInstances are shared: do not modify
 // them (kratos' ServiceInstance.Equal sorts Endpoints in place).
 //
 // Errors: a *rebound.ArgumentError for a nil ctx or an empty name;
@@ -240,6 +246,13 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 	if err != nil {
 		return nil, err
 	}
+	l, err := d.getService(ctx, serviceName, p)
+	d.unpin(serviceName, p, err != nil)
+	return l, err
+}
+
+// getService returns p's list, waiting for the first one.
+func (d *Discovery) getService(ctx context.Context, serviceName string, p *pin) ([]*registry.ServiceInstance, error) {
 	if l, ok, err := p.current(); ok || err != nil {
 		return l, err
 	}
@@ -267,7 +280,7 @@ func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*regi
 }
 
 // pin returns name's pin, opening it, or opening it again once its
-// subscription stopped for good.
+// subscription stopped for good, counted as used until unpin.
 func (d *Discovery) pin(name string) (*pin, error) {
 	d.mu.Lock()
 	if d.closed {
@@ -275,10 +288,12 @@ func (d *Discovery) pin(name string) (*pin, error) {
 		return nil, ErrClosed
 	}
 	old := d.pins[name]
-	d.mu.Unlock()
 	if old != nil && old.v.Snapshot().Stopped == nil {
+		old.calls++
+		d.mu.Unlock()
 		return old, nil
 	}
+	d.mu.Unlock()
 	key, v, err := d.view("GetService", name)
 	if err != nil {
 		return nil, err
@@ -290,12 +305,13 @@ func (d *Discovery) pin(name string) (*pin, error) {
 		d.mu.Unlock()
 		_ = v.Close()
 		return nil, ErrClosed
-	case cur != old: // another call pinned it meanwhile
+	case cur != old && cur != nil: // another call pinned it meanwhile
+		cur.calls++
 		d.mu.Unlock()
 		_ = v.Close()
 		return cur, nil
 	}
-	p := &pin{key: key, v: v, conv: converter{d: d, name: name}}
+	p := &pin{key: key, v: v, calls: 1, conv: converter{d: d, name: name}}
 	d.pins[name] = p
 	d.mu.Unlock()
 	if old != nil {
@@ -304,11 +320,31 @@ func (d *Discovery) pin(name string) (*pin, error) {
 	return p, nil
 }
 
+// unpin ends a call's use of p. After a failed call, the last call using
+// p closes it if it never served a list or its subscription stopped for
+// good: a failed call leaves nothing held behind.
+func (d *Discovery) unpin(name string, p *pin, failed bool) {
+	d.mu.Lock()
+	p.calls--
+	drop := failed && p.calls == 0 && d.pins[name] == p &&
+		(!p.served.Load() || p.v.Snapshot().Stopped != nil)
+	if drop {
+		delete(d.pins, name)
+	}
+	d.mu.Unlock()
+	if drop {
+		_ = p.v.Close()
+	}
+}
+
 // Watch returns a watcher of name's instance list. It never waits for the
 // registry and never fails because it is down. The first Next returns the
-// current list (waiting for the first); each later Next the next change,
-// once and in order (see WithMaxPending). The watcher ends with Stop or
-// when ctx ends.
+// current list (waiting for the first); each later Next a newer list, in
+// order and never twice. Lists are not all delivered: one that a newer
+// list replaced before the watcher read it (while it was converting the
+// previous one) is skipped, as the name's View coalesces; the last list
+// always arrives. Converted lists wait for Next in a queue (see
+// WithMaxPending). The watcher ends with Stop or when ctx ends.
 //
 // Errors: a *rebound.ArgumentError for a nil ctx, an empty name or a key
 // the Manager rejects; ErrClosed after Close; ctx's error; an error

@@ -16,10 +16,10 @@ import (
 
 // TestNextCoalescesInOrder: a watcher that is not read while the Manager
 // delivers list after list, faster than the Discovery converts them, gets
-// them once each, in order, and ends on the latest; lists delivered while
-// the previous one was being converted may coalesce (the name's view
-// keeps only the latest), as Watch says. (Watch used to promise every
-// list the Manager delivered; it lost one in about a third of the runs.)
+// them in order, never twice, and ends on the latest; lists delivered
+// while the previous one was being converted may be skipped (the name's
+// view keeps only the latest), as Watch's doc says. No more lists reach
+// Next than the Manager delivered.
 func TestNextCoalescesInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStack(t, reboundkratos.FormatNacos, reboundkratos.WithMaxPending(10000))

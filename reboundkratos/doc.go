@@ -24,13 +24,14 @@
 // which fails the dial when Watch has not returned within 10 s (and the
 // contrib Nacos registry's Watch fails at once when Nacos is down), dials
 // without error and its RPCs wait for the first list. Next returns the
-// current list first, then every list the Manager delivers, each once, in
-// order; it returns an error only when the watcher was stopped
-// (ErrWatcherStopped, which matches context.Canceled so kratos' loop
-// ends) or its ctx ended, so kratos' fixed one-second retry loop never
-// runs. Every watcher of a name reads the Manager's one shared view of its
-// key (subscriber.View), shared with every other reader of the key; Stop
-// releases only its own share. GetService answers from memory.
+// current list first, then newer lists, in order and never twice (a list
+// that a newer one replaced while the watcher converted the one before is
+// skipped; the last list always arrives); it returns an error only when
+// the watcher was stopped (ErrWatcherStopped, which matches
+// context.Canceled so kratos' loop ends) or its ctx ended, so kratos'
+// fixed one-second retry loop never runs. Every watcher of a name reads
+// the Manager's one shared view of its key (subscriber.View), shared with
+// every other reader of the key; Stop releases only its own share. GetService answers from memory.
 //
 // # Providers
 //

@@ -122,8 +122,10 @@ func WithKind(kind string) Option {
 	})
 }
 
-// WithMaxPending sets how many lists a Discovery's watcher keeps for
-// Next (default 1024). Beyond that the oldest go. n must be >= 1.
+// WithMaxPending sets how many converted lists a Discovery's watcher
+// keeps for Next (default 1024). Beyond that the oldest go. Lists that
+// arrive while the watcher converts the one before coalesce before they
+// reach this queue (see Discovery.Watch). n must be >= 1.
 func WithMaxPending(n int) Option {
 	return discoveryOption("WithMaxPending", func(o *discoveryOptions) {
 		if n < 1 {
