@@ -207,20 +207,56 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 
 	s.mu.Lock()
 	if unsent {
-		// No Registry.Subscribe call was made: the counts are of calls
-		// (Status.Attempts, TotalAttempts). No other attempt was launched
-		// meanwhile (the next waits for this one's result), so Attempts
-		// counts this one unless a disruption started a new confirmation
-		// from 0 since.
-		if r.attempts > 0 {
-			r.attempts-- // shadowcheck:allow the count of calls sent (Status.Attempts): this one was not
-		}
-		r.total--
+		r.uncountLocked()
 	}
 	r.cancel()
 	r.cancel = nil
-	var out stepOut
 	now := time.Now()
+	out, err := r.settleLocked(s, ctx, err, unsent, permanent, now)
+	if out.gaveUp != nil {
+		permanent, err = true, out.gaveUp
+	}
+	stopped := s.stopped
+	end := attemptEnd(stopped || out.acked, permanent, out, n, err)
+	// An attempt not sent is no Registry.Subscribe call: no attempt
+	// event (the observers' attempts are the calls, TotalAttempts).
+	quiet := stopped || unsent && !permanent
+	if !quiet && s.m.observed() {
+		noteAttemptLocked(s, SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: out.delay, At: now}, end)
+	}
+	lg := s.loopLocked()
+	s.unlock()
+	s.calls.Done()
+
+	if quiet {
+		return
+	}
+	lg.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: n, Err: err}) // a success: "recovered" if it was failing
+	if end.Kind != 0 {
+		lg.Observe(end)
+	}
+	if permanent && s.stop(err) {
+		s.finish()
+	}
+}
+
+// uncountLocked takes back the counts of an attempt that made no
+// Registry.Subscribe call: the counts are of calls (Status.Attempts,
+// TotalAttempts). No other attempt was launched meanwhile (the next waits
+// for this one's result), so Attempts counts this one unless a disruption
+// started a new confirmation from 0 since.
+func (r *runCtl) uncountLocked() {
+	if r.attempts > 0 {
+		r.attempts-- // shadowcheck:allow the count of calls sent (Status.Attempts): this one was not
+	}
+	r.total--
+}
+
+// settleLocked steps the subscription's state machine with an attempt's
+// result err and returns the step's outcome and the error to report (nil
+// when the failure is not the registry's to report).
+func (r *runCtl) settleLocked(s *Subscription, ctx context.Context, err error, unsent, permanent bool, now time.Time) (stepOut, error) {
+	var out stepOut
 	switch {
 	case s.stopped:
 		err = nil // not worth a log line: the subscription is stopping
@@ -243,46 +279,31 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	default:
 		out = r.step(s, evFailed, stepIn{now: now, reason: err})
 	}
-	if out.gaveUp != nil {
-		permanent, err = true, out.gaveUp
-	}
-	stopped := s.stopped
-	// The attempt's outcome as events: EventAttempt, then EventRetry or
-	// EventGiveUp for a failure; observed by the subscription's retry log
-	// and by the Manager's observers.
-	var end rebound.Event
-	switch {
-	case stopped, out.acked:
-	case permanent:
-		end = rebound.Event{Kind: rebound.EventGiveUp, Attempt: n, Err: err}
-	case out.failed:
-		end = rebound.Event{Kind: rebound.EventRetry, Attempt: n, Err: err, Delay: out.delay}
-	}
-	// An attempt not sent is no Registry.Subscribe call: no attempt
-	// event (the observers' attempts are the calls, TotalAttempts).
-	quiet := stopped || unsent && !permanent
-	if !quiet && s.m.observed() {
-		sa := SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: out.delay, At: now}
-		noteLocked(s, sa)
-		if end.Kind != 0 {
-			e := end
-			e.Detail = sa
-			s.out.evs = append(s.out.evs, e)
-		}
-	}
-	lg := s.loopLocked()
-	s.unlock()
-	s.calls.Done()
+	return out, err
+}
 
-	if quiet {
-		return
+// attemptEnd is the attempt's closing event: EventGiveUp for a permanent
+// failure, EventRetry for one retried, none (Kind 0) when silent (the
+// subscription stopped, or the attempt was acknowledged).
+func attemptEnd(silent, permanent bool, out stepOut, n int, err error) rebound.Event {
+	switch {
+	case silent:
+		return rebound.Event{}
+	case permanent:
+		return rebound.Event{Kind: rebound.EventGiveUp, Attempt: n, Err: err}
+	case out.failed:
+		return rebound.Event{Kind: rebound.EventRetry, Attempt: n, Err: err, Delay: out.delay}
 	}
-	lg.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: n, Err: err}) // a success: "recovered" if it was failing
+	return rebound.Event{}
+}
+
+// noteAttemptLocked gives the attempt sa, and its closing event end (if
+// any), to the subscription's retry log and the Manager's observers.
+func noteAttemptLocked(s *Subscription, sa SubscribeAttempt, end rebound.Event) {
+	noteLocked(s, sa)
 	if end.Kind != 0 {
-		lg.Observe(end)
-	}
-	if permanent && s.stop(err) {
-		s.finish()
+		end.Detail = sa
+		s.out.evs = append(s.out.evs, end)
 	}
 }
 

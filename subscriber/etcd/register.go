@@ -58,26 +58,7 @@ type Registration struct {
 // (key.Clusters set, no IP, a Port outside 1..65535, a bad Weight, or
 // Enabled, Healthy and Weight all zero) is a *rebound.ArgumentError.
 func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
-	const fn = "Register"
-	if ctx == nil {
-		return nil, argErr(fn, "ctx", "must not be nil")
-	}
-	if client == nil {
-		return nil, argErr(fn, "client", "must not be nil")
-	}
-	if len(key.Clusters) > 0 {
-		return nil, argErr(fn, "key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
-	}
-	if strings.TrimSpace(inst.IP) == "" {
-		return nil, argErr(fn, "inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
-	}
-	if inst.Port == 0 || inst.Port > 65535 {
-		return nil, argErr(fn, "inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
-	}
-	if err := checkWeight(fn, inst.Weight); err != nil {
-		return nil, err
-	}
-	if err := regstate.CheckRegistrable("etcd."+fn, inst); err != nil {
+	if err := checkRegister(ctx, client, key, inst); err != nil {
 		return nil, err
 	}
 	o, err := newRegisterOptions(opts)
@@ -95,18 +76,8 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		return nil, err
 	}
 	inst.Ephemeral = true
-	id, value, err := layout.Encode(inst)
+	id, value, err := encodeKeyValue(layout, inst)
 	if err != nil {
-		var ae *rebound.ArgumentError
-		if errors.As(err, &ae) && ae.Arg == "id" {
-			// Name the field the ID came from.
-			arg := "inst.ID"
-			if inst.ID == "" {
-				arg = "inst.IP"
-			}
-			return nil, &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg,
-				Reason: fmt.Sprintf("must give a valid key segment as the instance ID; got %q", instanceID(inst)), Err: err}
-		}
 		return nil, err
 	}
 	k := prefix + id
@@ -141,6 +112,43 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	lctx, g.cancel = context.WithCancel(context.Background())
 	go g.loop(lctx, lease, rev)
 	return g, nil
+}
+
+// checkRegister checks Register's arguments.
+func checkRegister(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance) error {
+	const fn = "Register"
+	switch {
+	case ctx == nil:
+		return argErr(fn, "ctx", "must not be nil")
+	case client == nil:
+		return argErr(fn, "client", "must not be nil")
+	case len(key.Clusters) > 0:
+		return argErr(fn, "key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
+	case strings.TrimSpace(inst.IP) == "":
+		return argErr(fn, "inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
+	case inst.Port == 0 || inst.Port > 65535:
+		return argErr(fn, "inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
+	}
+	if err := checkWeight(fn, inst.Weight); err != nil {
+		return err
+	}
+	return regstate.CheckRegistrable("etcd."+fn, inst)
+}
+
+// encodeKeyValue is layout.Encode(inst), its error on the ID naming the
+// field of inst the ID came from.
+func encodeKeyValue(layout Layout, inst subscriber.Instance) (id string, value []byte, err error) {
+	id, value, err = layout.Encode(inst)
+	var ae *rebound.ArgumentError
+	if err != nil && errors.As(err, &ae) && ae.Arg == "id" {
+		arg := "inst.ID"
+		if inst.ID == "" {
+			arg = "inst.IP"
+		}
+		return "", nil, &rebound.ArgumentError{Func: "etcd.Register", Arg: arg,
+			Reason: fmt.Sprintf("must give a valid key segment as the instance ID; got %q", instanceID(inst)), Err: err}
+	}
+	return id, value, err
 }
 
 // repairPolicy is p with its waits capped at a third of the lease's TTL
@@ -198,6 +206,11 @@ type holder struct {
 	wCancel  context.CancelFunc
 	wCh      clientv3.WatchChan // nil: not watching
 	yielded  bool               // another lease holds the key
+
+	pending int               // the repair work due (probeLease, ensureKey)
+	failing bool              // the last attempt failed: timer is armed
+	sched   *rebound.Schedule // the repairs' run
+	timer   *time.Timer       // the wait after a failed repair
 }
 
 // loop keeps the instance registered until ctx is done.
@@ -214,57 +227,13 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 	h.keepAlive()
 	h.watch(rev)
 
-	var (
-		pending int
-		failing bool // the last attempt failed: the timer is armed
-		s       = g.retrier.NewSchedule(time.Now())
-		timer   = time.NewTimer(time.Hour)
-	)
-	timer.Stop()
-	defer timer.Stop()
-	// run makes one repair attempt, as the Schedule decides (Admit, then
-	// Done); false: stop for good.
-	run := func() bool {
-		g.track.Set(subscriber.RegistrationRepairing, nil)
-		kind := rebound.RetryAttempt
-		if s.Attempts() == 0 {
-			kind = rebound.FirstAttempt
-		}
-		a, dec := s.Admit(time.Now(), kind)
-		var err error
-		if dec.Verdict == rebound.AttemptNow {
-			start := time.Now()
-			err = h.repair(&pending)
-			g.track.Attempt(h.op, start, err)
-			if err == nil {
-				failing = false
-				a.Done(nil, time.Now())
-				if pending == 0 {
-					g.track.Set(subscriber.RegistrationRegistered, nil)
-				}
-				return true
-			}
-			dec = a.Done(err, time.Now())
-		}
-		g.track.SetAttempts(dec.Attempt)
-		if dec.Verdict != rebound.WaitFor {
-			if ctx.Err() == nil {
-				// Permanent: the client was closed, permission denied.
-				// Nothing more can be done; Shutdown and Close still
-				// work.
-				g.log.Error("registration stopped", zap.Error(dec.Err))
-				g.track.Set(subscriber.RegistrationStopped, dec.Err)
-			}
-			return false
-		}
-		g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
-		failing = true
-		timer.Reset(dec.Delay)
-		return true
-	}
+	h.sched = g.retrier.NewSchedule(time.Now())
+	h.timer = time.NewTimer(time.Hour)
+	h.timer.Stop()
+	defer h.timer.Stop()
 	for {
-		if pending != 0 && !failing {
-			if !run() {
+		if h.pending != 0 && !h.failing {
+			if !h.run() {
 				return
 			}
 			continue
@@ -278,34 +247,76 @@ func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 				h.stopKeepAlive()
 				g.log.Warn("no keep-alive answer for a TTL (no leader, or unreachable); asking whether the lease lives",
 					zap.Int64("lease", int64(h.lease)))
-				pending |= probeLease
+				h.pending |= probeLease
 			}
 		case wr, ok := <-h.wCh:
 			if !ok || wr.Err() != nil {
 				h.wCh = nil
 				h.stopWatch()
-				pending |= ensureKey
+				h.pending |= ensureKey
 				continue
 			}
 			if h.apply(wr.Events) {
-				pending |= ensureKey
+				h.pending |= ensureKey
 			} else {
-				pending &^= ensureKey
+				h.pending &^= ensureKey
 			}
 		case u := <-g.updates:
 			u.done <- h.update(u)
-		case <-timer.C:
-			failing = false
+		case <-h.timer.C:
+			h.failing = false
 		case <-ready:
-			if failing {
+			if h.failing {
 				// The connection is back: try at once, from the start
 				// of the policy.
-				timer.Stop()
-				failing = false
-				s.Reset(time.Now())
+				h.timer.Stop()
+				h.failing = false
+				h.sched.Reset(time.Now())
 			}
 		}
 	}
+}
+
+// run makes one repair attempt, as the Schedule decides (Admit, then
+// Done); false: stop for good.
+func (h *holder) run() bool {
+	g := h.g
+	g.track.Set(subscriber.RegistrationRepairing, nil)
+	kind := rebound.RetryAttempt
+	if h.sched.Attempts() == 0 {
+		kind = rebound.FirstAttempt
+	}
+	a, dec := h.sched.Admit(time.Now(), kind)
+	var err error
+	if dec.Verdict == rebound.AttemptNow {
+		start := time.Now()
+		err = h.repair(&h.pending)
+		g.track.Attempt(h.op, start, err)
+		if err == nil {
+			h.failing = false
+			a.Done(nil, time.Now())
+			if h.pending == 0 {
+				g.track.Set(subscriber.RegistrationRegistered, nil)
+			}
+			return true
+		}
+		dec = a.Done(err, time.Now())
+	}
+	g.track.SetAttempts(dec.Attempt)
+	if dec.Verdict != rebound.WaitFor {
+		if h.ctx.Err() == nil {
+			// Permanent: the client was closed, permission denied.
+			// Nothing more can be done; Shutdown and Close still
+			// work.
+			g.log.Error("registration stopped", zap.Error(dec.Err))
+			g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		}
+		return false
+	}
+	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+	h.failing = true
+	h.timer.Reset(dec.Delay)
+	return true
 }
 
 // apply reads the events of the watch on the key and reports whether the

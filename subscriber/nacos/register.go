@@ -185,40 +185,8 @@ const (
 // wrapping ErrConflict for a second Register of one service on one
 // client. Close a client's Registrations before the client.
 func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
-	const fn = "nacos.Register"
-	arg := func(name, reason string) error { return &rebound.ArgumentError{Func: fn, Arg: name, Reason: reason} }
-	if ctx == nil {
-		return nil, arg("ctx", "must not be nil")
-	}
-	if nilness.Is(client) {
-		return nil, arg("client", "must not be nil")
-	}
-	if !reflect.TypeOf(client).Comparable() {
-		return nil, arg("client", fmt.Sprintf("must be of a comparable type (a pointer, as the SDK's); got %T", client))
-	}
-	switch {
-	case strings.TrimSpace(key.Service) == "":
-		return nil, arg("key.Service", "must not be empty")
-	case strings.Contains(key.Service, "@@") || strings.Contains(key.Group, "@@"):
-		return nil, arg("key", fmt.Sprintf(`must not contain "@@" in Service or Group (Nacos' separator); got %q`, key.String()))
-	case len(key.Clusters) > 0:
-		return nil, arg("key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
-	case strings.TrimSpace(inst.IP) == "":
-		return nil, arg("inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
-	case inst.Port == 0 || inst.Port > math.MaxUint16:
-		return nil, arg("inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
-	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
-		return nil, arg("inst.Weight", fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight))
-	case strings.Contains(inst.Cluster, ","):
-		return nil, arg("inst.Cluster", fmt.Sprintf("must not contain a comma; got %q", inst.Cluster))
-	}
-	if err := regstate.CheckRegistrable(fn, inst); err != nil {
+	if err := checkRegister(ctx, client, key, inst); err != nil {
 		return nil, err
-	}
-	if key.Namespace != "" {
-		if ns, ok := clientNamespace(client); ok && ns != key.Namespace {
-			return nil, arg("key.Namespace", fmt.Sprintf("must be the client's namespace %q or empty; got %q", ns, key.Namespace))
-		}
 	}
 	cfg := regConfig{grace: defaultRedoGrace, check: defaultCheckInterval}
 	for _, o := range opts {
@@ -229,13 +197,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, err
 	}
-	// A local refusal defers the attempt, whatever the options say (a
-	// budget's default rule, RefuseStop, would end the loop): a
-	// registration retries until it is stopped.
-	retrier, err := rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
-		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer))...)
+	retrier, err := newRegisterRetrier(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +239,57 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		return nil, err
 	}
 	return g, nil
+}
+
+// checkRegister checks Register's arguments.
+func checkRegister(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance) error {
+	const fn = "nacos.Register"
+	arg := func(name, reason string) error { return &rebound.ArgumentError{Func: fn, Arg: name, Reason: reason} }
+	if ctx == nil {
+		return arg("ctx", "must not be nil")
+	}
+	if nilness.Is(client) {
+		return arg("client", "must not be nil")
+	}
+	if !reflect.TypeOf(client).Comparable() {
+		return arg("client", fmt.Sprintf("must be of a comparable type (a pointer, as the SDK's); got %T", client))
+	}
+	switch {
+	case strings.TrimSpace(key.Service) == "":
+		return arg("key.Service", "must not be empty")
+	case strings.Contains(key.Service, "@@") || strings.Contains(key.Group, "@@"):
+		return arg("key", fmt.Sprintf(`must not contain "@@" in Service or Group (Nacos' separator); got %q`, key.String()))
+	case len(key.Clusters) > 0:
+		return arg("key.Clusters", "must be empty (an instance's cluster is inst.Cluster)")
+	case strings.TrimSpace(inst.IP) == "":
+		return arg("inst.IP", fmt.Sprintf("must not be empty or only white space (a zero Instance is not an instance); got %q", inst.IP))
+	case inst.Port == 0 || inst.Port > math.MaxUint16:
+		return arg("inst.Port", fmt.Sprintf("must be in 1..65535; got %d", inst.Port))
+	case inst.Weight < 0 || math.IsNaN(inst.Weight) || math.IsInf(inst.Weight, 0):
+		return arg("inst.Weight", fmt.Sprintf("must be a finite number >= 0; got %v", inst.Weight))
+	case strings.Contains(inst.Cluster, ","):
+		return arg("inst.Cluster", fmt.Sprintf("must not contain a comma; got %q", inst.Cluster))
+	}
+	if err := regstate.CheckRegistrable(fn, inst); err != nil {
+		return err
+	}
+	if key.Namespace != "" {
+		if ns, ok := clientNamespace(client); ok && ns != key.Namespace {
+			return arg("key.Namespace", fmt.Sprintf("must be the client's namespace %q or empty; got %q", ns, key.Namespace))
+		}
+	}
+	return nil
+}
+
+// newRegisterRetrier is the Retrier of a registration's attempts. A local
+// refusal defers the attempt, whatever the options say (a budget's
+// default rule, RefuseStop, would end the loop): a registration retries
+// until it is stopped.
+func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
+	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
+		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
+		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer))...)
 }
 
 // first makes the first registration and starts the loop. On failure it
