@@ -65,12 +65,12 @@ func TestDurationOptionsSweep(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		fn  string
-		opt func(time.Duration) subscriber.WatchGroupOption
+		opt func(time.Duration) subscriber.Option
 		ok  func(time.Duration) bool
 	}{
-		{"subscriber.WatchLinger", func(d time.Duration) subscriber.WatchGroupOption { return subscriber.WatchLinger(d) },
+		{"subscriber.WatchLinger", func(d time.Duration) subscriber.Option { return subscriber.WatchLinger(d) },
 			func(d time.Duration) bool { return d >= 0 }},
-		{"subscriber.WatchRefreshInterval", func(d time.Duration) subscriber.WatchGroupOption { return subscriber.WatchRefreshInterval(d) },
+		{"subscriber.WatchRefreshInterval", func(d time.Duration) subscriber.Option { return subscriber.WatchRefreshInterval(d) },
 			func(d time.Duration) bool { return d > 0 }},
 	} {
 		for _, d := range sweepValues {
@@ -106,7 +106,7 @@ func TestDurationOptionsSweep(t *testing.T) {
 
 // sweepScenario runs a Manager (with opt) and a View of its own group
 // (with gopt) through two minutes of a registry's life.
-func sweepScenario(t *testing.T, opt subscriber.Option, gopt subscriber.WatchGroupOption) {
+func sweepScenario(t *testing.T, opt subscriber.Option, gopt subscriber.Option) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
 		reg.Set(orders, inst("10.0.0.1"))

@@ -29,7 +29,7 @@ import (
 // Close unregisters them. Default (and for nil): no metrics; no global
 // MeterProvider is used.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(o *options) { o.meterProvider = mp })
+	return managerOption("WithMeterProvider", func(o *options) { o.meterProvider = mp })
 }
 
 // retryMetrics is the Retrier option for the subscriptions' loops (nil

@@ -22,14 +22,27 @@ const (
 	unsubscribeTimeout                 = 10 * time.Second // bounds each Registry.Unsubscribe call
 )
 
-// An Option configures a Manager (see New).
+// An Option configures a Manager (New) or a WatchGroup (NewWatchGroup:
+// the options named Watch...). Each refuses the other's options with an
+// *rebound.ArgumentError.
 type Option interface {
 	apply(*options)
+	applyWatch(*WatchGroup)
 }
 
-type optionFunc func(*options)
+// managerOpt is an Option of New; NewWatchGroup refuses it.
+type managerOpt struct {
+	name string
+	f    func(*options)
+}
 
-func (f optionFunc) apply(o *options) { f(o) }
+func managerOption(name string, f func(*options)) Option { return managerOpt{name, f} }
+
+func (o managerOpt) apply(opts *options) { o.f(opts) }
+func (o managerOpt) applyWatch(g *WatchGroup) {
+	g.errs = append(g.errs, argError("subscriber.Manager.NewWatchGroup", "opts",
+		"must not hold subscriber."+o.name+", which configures New only"))
+}
 
 type options struct {
 	policy      rebound.Policy
@@ -54,7 +67,7 @@ type options struct {
 // p must be valid and leave MaxAttempts and MaxElapsed zero: a subscription
 // never gives up on a transient error.
 func WithPolicy(p rebound.Policy) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithPolicy", func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
@@ -73,7 +86,7 @@ func WithPolicy(p rebound.Policy) Option {
 // logs a few throttled lines per outage, each attempt at Debug, with its key.
 // Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) Option {
-	return optionFunc(func(o *options) { o.log = l })
+	return managerOption("WithLogger", func(o *options) { o.log = l })
 }
 
 // WithLimiter sets the limiter shared by the Manager's retries and
@@ -81,7 +94,7 @@ func WithLogger(l *zap.Logger) Option {
 // Default: 1,000 per second, bursts of 100; nil: no limit. A finite rate
 // needs a burst of at least 1.
 func WithLimiter(l *rate.Limiter) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithLimiter", func(o *options) {
 		if l != nil && l.Limit() != rate.Inf && l.Burst() < 1 {
 			o.errs = append(o.errs, argError("subscriber.WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
 			return
@@ -95,7 +108,7 @@ func WithLimiter(l *rate.Limiter) Option {
 // providers re-register. Default: 30 s; 0 delivers empty lists at once;
 // d must not be negative. The rules in full: docs/guide.md.
 func WithEmptyListHold(d time.Duration) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithEmptyListHold", func(o *options) {
 		if d < 0 {
 			o.errs = append(o.errs, argError("subscriber.WithEmptyListHold", "d", "must not be negative (0 disables the hold)"))
 			return
@@ -109,7 +122,7 @@ func WithEmptyListHold(d time.Duration) Option {
 // (reason ErrNotConfirmed). Default: 15 s; d must be positive. Other
 // registries ignore it.
 func WithConfirmTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithConfirmTimeout", func(o *options) {
 		if d <= 0 {
 			o.errs = append(o.errs, argError("subscriber.WithConfirmTimeout", "d", "must be positive"))
 			return
@@ -122,7 +135,7 @@ func WithConfirmTimeout(d time.Duration) Option {
 // re-confirmations started by Subscription.Refresh. Default: 5 s; d must
 // be positive.
 func WithRefreshInterval(d time.Duration) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithRefreshInterval", func(o *options) {
 		if d <= 0 {
 			o.errs = append(o.errs, argError("subscriber.WithRefreshInterval", "d", "must be positive"))
 			return
@@ -136,7 +149,7 @@ func WithRefreshInterval(d time.Duration) Option {
 // A difference is delivered and resubscribed (ErrOutOfSync). Default: 0,
 // off; period must be 0 or at least 1 s. Costs: docs/subscription.md.
 func WithReconcile(period time.Duration) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithReconcile", func(o *options) {
 		if period != 0 && period < minReconcilePeriod {
 			o.errs = append(o.errs, argError("subscriber.WithReconcile", "period", "must be 0 (off) or at least 1s"))
 			return
@@ -155,7 +168,7 @@ func WithObserver(o rebound.Observer) Option {
 	if h, ok := o.(Hooks); ok && h.empty() {
 		return nil
 	}
-	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })
+	return managerOption("WithObserver", func(opts *options) { opts.observers = append(opts.observers, o) })
 }
 
 // WithBudget bounds the subscriptions' retries with b, which may be
@@ -163,7 +176,7 @@ func WithObserver(o rebound.Observer) Option {
 // Deferral events); a subscription never gives up on it. A nil b is
 // ignored; a zero RetryBudget makes New fail.
 func WithBudget(b *rebound.RetryBudget) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithBudget", func(o *options) {
 		if b == nil {
 			return
 		}
@@ -183,7 +196,7 @@ func WithBudget(b *rebound.RetryBudget) Option {
 // never throttled. A rejected retry waits the next backoff step. A nil t
 // is ignored; a zero AdaptiveThrottle makes New fail.
 func WithThrottle(t *rebound.AdaptiveThrottle) Option {
-	return optionFunc(func(o *options) {
+	return managerOption("WithThrottle", func(o *options) {
 		if t == nil {
 			return
 		}

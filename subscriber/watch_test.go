@@ -3,6 +3,7 @@ package subscriber_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -416,7 +417,7 @@ func TestWatchBadInput(t *testing.T) {
 	if _, err := g.Watch(subscriber.Key{}); !errors.Is(err, rebound.ErrInvalidArgument) {
 		t.Errorf("group Watch of an empty key: %v", err)
 	}
-	for _, o := range []subscriber.WatchGroupOption{subscriber.WatchLinger(-1), subscriber.WatchRefreshInterval(0)} {
+	for _, o := range []subscriber.Option{subscriber.WatchLinger(-1), subscriber.WatchRefreshInterval(0)} {
 		var ae *rebound.ArgumentError
 		if _, err := m.NewWatchGroup(o); !errors.As(err, &ae) || ae.Arg != "d" {
 			t.Errorf("NewWatchGroup with a bad option: %v", err)
@@ -424,6 +425,25 @@ func TestWatchBadInput(t *testing.T) {
 	}
 	if _, err := m.NewWatchGroup(nil); err != nil {
 		t.Errorf("NewWatchGroup(nil): %v", err)
+	}
+	// One Option type: each constructor refuses the other's options,
+	// naming them.
+	for _, o := range []subscriber.Option{subscriber.WithLogger(nil), subscriber.WithPolicy(rebound.Policy{})} {
+		var ae *rebound.ArgumentError
+		if _, err := m.NewWatchGroup(o); !errors.As(err, &ae) || ae.Func != "subscriber.Manager.NewWatchGroup" || ae.Arg != "opts" ||
+			!strings.Contains(ae.Reason, "subscriber.With") {
+			t.Errorf("NewWatchGroup with an option of New: %v", err)
+		}
+	}
+	for _, o := range []subscriber.Option{subscriber.WatchLinger(time.Second), subscriber.WatchRefreshInterval(time.Second)} {
+		var ae *rebound.ArgumentError
+		if m2, err := subscriber.New(subscribertest.New(), o); !errors.As(err, &ae) || ae.Func != "subscriber.New" || ae.Arg != "opts" ||
+			!strings.Contains(ae.Reason, "subscriber.Watch") {
+			if m2 != nil {
+				m2.Close()
+			}
+			t.Errorf("New with an option of NewWatchGroup: %v", err)
+		}
 	}
 	_ = m.Close()
 	if _, err := m.NewWatchGroup(); !errors.Is(err, subscriber.ErrManagerClosed) {

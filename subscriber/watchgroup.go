@@ -12,28 +12,31 @@ import (
 	"github.com/rebound-go/rebound/internal/sat"
 )
 
-// A WatchGroupOption configures NewWatchGroup.
-type WatchGroupOption interface {
-	apply(*WatchGroup)
+// watchOption is an Option of NewWatchGroup; New refuses it.
+type watchOption struct {
+	name string
+	f    func(*WatchGroup)
 }
 
-type watchGroupOption func(*WatchGroup)
-
-func (f watchGroupOption) apply(g *WatchGroup) { f(g) }
+func (o watchOption) applyWatch(g *WatchGroup) { o.f(g) }
+func (o watchOption) apply(opts *options) {
+	opts.errs = append(opts.errs, argError("subscriber.New", "opts",
+		"must not hold subscriber."+o.name+", which configures NewWatchGroup only"))
+}
 
 // WatchLinger keeps a key's subscription for d after the group's last View
 // of it is closed, so that a View opened again within d (a gRPC ClientConn
 // leaving idle mode) shows the last list at once and costs the registry
 // nothing. Default: 0 (the last Close releases the key at once). d must not
 // be negative.
-func WatchLinger(d time.Duration) WatchGroupOption {
-	return watchGroupOption(func(g *WatchGroup) {
+func WatchLinger(d time.Duration) Option {
+	return watchOption{"WatchLinger", func(g *WatchGroup) {
 		if d < 0 {
 			g.errs = append(g.errs, argError("subscriber.WatchLinger", "d", "must not be negative (0 releases at once)"))
 			return
 		}
 		g.linger = d
-	})
+	}}
 }
 
 // WatchRefreshInterval sets the least time between two re-confirmations of
@@ -42,14 +45,14 @@ func WatchLinger(d time.Duration) WatchGroupOption {
 // its end. Default: the Manager's WithRefreshInterval plus one second (so
 // that the Manager does not drop the one sent at the end of an interval).
 // d must be positive.
-func WatchRefreshInterval(d time.Duration) WatchGroupOption {
-	return watchGroupOption(func(g *WatchGroup) {
+func WatchRefreshInterval(d time.Duration) Option {
+	return watchOption{"WatchRefreshInterval", func(g *WatchGroup) {
 		if d <= 0 {
 			g.errs = append(g.errs, argError("subscriber.WatchRefreshInterval", "d", "must be > 0"))
 			return
 		}
 		g.rnInterval = d
-	})
+	}}
 }
 
 // WatchGroup is the Views of one component built over a Manager (a gRPC
@@ -99,14 +102,15 @@ type WatchGroupStats struct {
 }
 
 // NewWatchGroup returns an empty group of Views over m. It returns an
-// *rebound.ArgumentError for a bad option (nil options are ignored) and an error
+// *rebound.ArgumentError for a bad option or one of New's (nil options
+// are ignored) and an error
 // wrapping ErrManagerClosed after Close. Defaults: no linger, refreshes
 // paced at the Manager's refresh interval plus one second.
-func (m *Manager) NewWatchGroup(opts ...WatchGroupOption) (*WatchGroup, error) {
+func (m *Manager) NewWatchGroup(opts ...Option) (*WatchGroup, error) {
 	g := m.newWatchGroup()
 	for _, o := range opts {
 		if o != nil {
-			o.apply(g)
+			o.applyWatch(g)
 		}
 	}
 	if len(g.errs) > 0 {
