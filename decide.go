@@ -178,6 +178,9 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		s.last = err
 		if perm := asPermanent(err); perm != nil {
 			s.c.record(err, now)
+			if perm.Err == nil { // a mark with no error: stop with the mark itself
+				return 0, err
+			}
 			return 0, perm.Err
 		}
 		if s.c.transient != nil && !s.c.transient(err) {
