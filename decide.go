@@ -59,10 +59,13 @@ type Decision struct {
 }
 
 // An Attempt is an attempt that Admit let start. Report its end with
-// Done, once. The zero Attempt is none.
+// Done, once. The zero Attempt is none. An attempt of the run is
+// outstanding until its Done, Cancel, Reset or the run's next admission;
+// the Done of one that is not changes nothing.
 type Attempt struct {
 	s    *Schedule
 	kind AttemptKind
+	gen  uint32 // the Schedule's count at admission
 }
 
 // Admit asks, at now, whether an attempt of kind k may start. With
@@ -86,7 +89,10 @@ func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
 	}
 	switch d.Verdict {
 	case AttemptNow:
-		return Attempt{s: s, kind: k}, d
+		if k != LookupAttempt {
+			s.gen++ // an attempt admitted before is no longer outstanding
+		}
+		return Attempt{s: s, kind: k, gen: s.gen}, d
 	case Stop:
 		d.Err = s.gaveUp(d.Err, now)
 	}
@@ -109,6 +115,10 @@ func (a Attempt) Done(err error, now time.Time) Decision {
 		}
 		return Decision{Verdict: Stop, Attempt: s.attempts}
 	}
+	if a.gen != s.gen {
+		return Decision{Verdict: Stop, Err: errStaleAttempt, Attempt: s.attempts}
+	}
+	s.gen++ // reported: no longer outstanding
 	if err == nil {
 		s.succeeded(now)
 		return Decision{Verdict: Stop}
@@ -124,6 +134,10 @@ func (a Attempt) Done(err error, now time.Time) Decision {
 // attempt's Done in a hot loop allocates nothing).
 var errZeroAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
 	Reason: "is the zero Attempt: Admit returns one with AttemptNow"}
+
+// errStaleAttempt is the Done of an Attempt that is not outstanding.
+var errStaleAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
+	Reason: "is not the run's outstanding attempt: an Attempt is reported once, before Cancel, Reset or the next admission"}
 
 // succeeded reports a success at now and starts a new run.
 func (s *Schedule) succeeded(now time.Time) {

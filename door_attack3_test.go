@@ -81,6 +81,84 @@ func bk3Retrier(t *testing.T, p rebound.Policy, opts ...rebound.Option) *rebound
 
 var bk3Policy = rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
 
+// Attempt.Done called twice on one Attempt: the second report is taken as a
+// second failed attempt of the run (Attempts 2, Attempted reported twice),
+// though only one attempt was admitted and made. The Attempt carries no
+// identity, so nothing tells the Schedule the report is stale.
+func TestDoneTwiceCountsTwoFailures(t *testing.T) {
+	var h bk3Hooks
+	r := bk3Retrier(t, bk3Policy, rebound.WithObserver(h.hooks()))
+	s := r.NewSchedule(bk3T0)
+	a, d := s.Admit(bk3T0, rebound.FirstAttempt)
+	if d.Verdict != rebound.AttemptNow {
+		t.Fatalf("Admit = %+v", d)
+	}
+	a.Done(bk3Err, bk3T0)
+	d2 := a.Done(bk3Err, bk3T0) // the same attempt reported again
+	if s.Attempts() != 1 || h.attempted != 1 || h.retried != 1 {
+		t.Fatalf("after one attempt reported twice: Attempts() = %d, Attempted hooks %d, Retried hooks %d, second Done = %+v; want 1, 1, 1 (the second report ignored or refused)",
+			s.Attempts(), h.attempted, h.retried, d2)
+	}
+}
+
+// An Attempt admitted before Reset and reported after it is counted as a
+// failure of the NEW run, which has admitted nothing yet.
+func TestStaleAttemptAfterResetCountsInNewRun(t *testing.T) {
+	r := bk3Retrier(t, bk3Policy)
+	s := r.NewSchedule(bk3T0)
+	old, d := s.Admit(bk3T0, rebound.FirstAttempt)
+	if d.Verdict != rebound.AttemptNow {
+		t.Fatalf("Admit = %+v", d)
+	}
+	s.Reset(bk3T0.Add(time.Second)) // a new run; the old attempt is abandoned
+	d = old.Done(bk3Err, bk3T0.Add(2*time.Second))
+	if s.Attempts() != 0 {
+		t.Fatalf("a stale Attempt's Done after Reset: Attempts() = %d, Done = %+v; want 0 (the new run has made no attempt)", s.Attempts(), d)
+	}
+}
+
+// A run ended by MaxAttempts stays ended until Reset (docs/engine.md: "no
+// attempt is admitted past MaxAttempts ... until Reset"). A stale Done(nil)
+// of the run's last Attempt silently starts a new run, and the next Admit
+// admits an attempt past MaxAttempts.
+func TestStaleSuccessReopensEndedRun(t *testing.T) {
+	p := bk3Policy
+	p.MaxAttempts = 1
+	r := bk3Retrier(t, p)
+	s := r.NewSchedule(bk3T0)
+	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	d := a.Done(bk3Err, bk3T0)
+	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
+		t.Fatalf("Done = %+v, want Stop ErrExhausted", d)
+	}
+	a.Done(nil, bk3T0) // stale: the attempt was already reported
+	if _, d = s.Admit(bk3T0.Add(time.Second), rebound.RetryAttempt); d.Verdict != rebound.Stop {
+		t.Fatalf("Admit after the run ended on MaxAttempts and a stale Done(nil) = %+v; want Stop (the run ended, no Reset)", d)
+	}
+}
+
+// Done on an Attempt after Cancel, once the next attempt was admitted: the
+// breaker hears the stale attempt's error as the end of the NEW admission,
+// and never hears that the new attempt succeeded. Both Attempts are equal
+// values, so a caller cannot tell them apart either.
+func TestStaleDoneMisreportsBreakerAdmission(t *testing.T) {
+	var b bk3Breaker
+	r := bk3Retrier(t, bk3Policy, rebound.WithBreaker(&b))
+	s := r.NewSchedule(bk3T0)
+	a1, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	s.Cancel(bk3T0) // a1 will not be made: its admission goes back (context.Canceled)
+	a2, d := s.Admit(bk3T0, rebound.FirstAttempt)
+	if d.Verdict != rebound.AttemptNow {
+		t.Fatalf("Admit = %+v", d)
+	}
+	a1.Done(bk3Err, bk3T0) // a late report of the cancelled attempt
+	a2.Done(nil, bk3T0)    // the new attempt succeeded
+	_, _, ends := b.counts()
+	if len(ends) != 2 || ends[1] != nil {
+		t.Fatalf("breaker ends = %v (a1 == a2: %v); want [context.Canceled <nil>]: the second admission's end is the success of a2", ends, a1 == a2)
+	}
+}
+
 // A Permanent mark whose error is nil (a *backoff.PermanentError built by
 // hand, which IsPermanent reports as permanent) is retried: Done returns
 // WaitFor with a Delay of 0 -- a busy-spin (DESIGN.md: delay arithmetic

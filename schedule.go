@@ -40,6 +40,7 @@ type Schedule struct {
 	lpassed   Gate              // the gates the lookup that is due has passed
 	ended     error             // the stop (or drop) that ended the run, until Reset
 	endedDrop bool
+	gen       uint32 // the run's outstanding Attempt is the one admitted at this count
 
 	done func(error) // the Breaker's report for the admitted attempt
 }
@@ -79,6 +80,7 @@ func (s *Schedule) Cancel(now time.Time) {
 
 // cancel gives back the run's token and breaker admission.
 func (s *Schedule) cancel(now time.Time) {
+	s.gen++                        // an Attempt admitted before is no longer outstanding
 	s.endAttempt(context.Canceled) // an admitted attempt that will not be made
 	if s.res != nil {
 		s.res.CancelAt(now)
