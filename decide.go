@@ -297,6 +297,12 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
 	}
+	if ma := s.d.p.MaxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
+		// A run resumed (Resume) past MaxAttempts: stopped as a failure
+		// past it is.
+		s.cancel(now)
+		return Decision{Verdict: Stop, Err: s.stop(ErrExhausted), Attempt: s.attempts}
+	}
 	g := c.gatesOf(k)
 	// A lookup is beside the run: its token and the gates it passed are
 	// its own.

@@ -159,6 +159,21 @@ func TestStaleDoneMisreportsBreakerAdmission(t *testing.T) {
 	}
 }
 
+// Resume restores a run that failed n times; a Schedule whose policy allows
+// fewer attempts than that (a policy lowered between restarts, a damaged
+// record) still admits the next attempt, past MaxAttempts (docs/engine.md:
+// "no attempt is admitted past MaxAttempts").
+func TestResumePastMaxAttemptsAdmits(t *testing.T) {
+	p := bk3Policy
+	p.MaxAttempts = 3
+	r := bk3Retrier(t, p)
+	s := r.NewSchedule(bk3T0)
+	s.Resume(5)
+	if _, d := s.Admit(bk3T0, rebound.RetryAttempt); d.Verdict == rebound.AttemptNow {
+		t.Fatalf("Admit after Resume(5) with MaxAttempts 3 = %+v (Attempts %d); want Stop ErrExhausted", d, s.Attempts())
+	}
+}
+
 // A Permanent mark whose error is nil (a *backoff.PermanentError built by
 // hand, which IsPermanent reports as permanent) is retried: Done returns
 // WaitFor with a Delay of 0 -- a busy-spin (DESIGN.md: delay arithmetic

@@ -118,7 +118,8 @@ func (s *Schedule) FirstDelay() time.Duration {
 
 // Resume continues a run that failed n times before (a call restored
 // after a restart). The delays move on as if drawn; no gate is asked.
-// It does nothing if n is not above Attempts.
+// It does nothing if n is not above Attempts. With n at or past
+// MaxAttempts, the next Admit of the run stops with ErrExhausted.
 func (s *Schedule) Resume(n int) {
 	// Of a long run only the last resumeDraws delays are drawn, so that
 	// a damaged record's huge n takes no time.
