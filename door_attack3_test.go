@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 )
@@ -156,6 +157,36 @@ func TestStaleDoneMisreportsBreakerAdmission(t *testing.T) {
 	_, _, ends := b.counts()
 	if len(ends) != 2 || ends[1] != nil {
 		t.Fatalf("breaker ends = %v (a1 == a2: %v); want [context.Canceled <nil>]: the second admission's end is the success of a2", ends, a1 == a2)
+	}
+}
+
+// An attempt whose limiter token wait is abandoned (Cancel) was never sent:
+// the token goes back, but the budget withdrawal it made stays spent, and
+// when the run goes on ("Cancel ... The run goes on") the same retry is
+// charged to the budget again: one retry costs two withdrawals.
+func TestCancelThenAdmitChargesBudgetTwice(t *testing.T) {
+	b, err := rebound.NewRetryBudget(0, 1, 10*time.Second) // 10 retries per window, no deposits needed
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := rate.NewLimiter(rate.Every(time.Minute), 1)
+	lim.ReserveN(bk3T0, 1) // the only token is taken: the next comes in a minute
+	r := bk3Retrier(t, bk3Policy, rebound.WithBudget(b), rebound.WithLimiter(lim),
+		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer))
+	s := r.NewSchedule(bk3T0)
+	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	d := a.Done(bk3Err, bk3T0)
+	now := bk3T0.Add(d.Delay)
+	before := b.Balance(now)
+	if _, d = s.Admit(now, rebound.RetryAttempt); d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited {
+		t.Fatalf("Admit = %+v, want a token wait", d)
+	}
+	s.Cancel(now) // the wait is abandoned; the run goes on
+	if _, d = s.Admit(now, rebound.RetryAttempt); d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited {
+		t.Fatalf("Admit after Cancel = %+v, want a token wait", d)
+	}
+	if got := before - b.Balance(now); got != 1 {
+		t.Fatalf("one retry, not yet sent, drew %d withdrawals from the budget; want 1 (each gate asked once per attempt)", got)
 	}
 }
 

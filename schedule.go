@@ -71,11 +71,13 @@ func (s *Schedule) reset(now time.Time) {
 }
 
 // Cancel gives back, at now, what is held for attempts that will not be
-// made: limiter tokens and a breaker admission. The run goes on.
+// made: limiter tokens and a breaker admission. The run goes on: the
+// budget and the throttle, which give nothing back, are not asked again
+// for the attempt due.
 func (s *Schedule) Cancel(now time.Time) {
 	s.cancel(now)
 	s.cancelLookup(now)
-	s.passed = 0
+	s.passed &= GateBudget | GateThrottle
 }
 
 // cancel gives back the run's token and breaker admission.
