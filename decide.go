@@ -94,7 +94,9 @@ func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
 		}
 		return Attempt{s: s, kind: k, gen: s.gen}, d
 	case Stop:
-		d.Err = s.gaveUp(d.Err, now)
+		if k != LookupAttempt { // a refused lookup ends no run
+			d.Err = s.gaveUp(d.Err, now)
+		}
 	}
 	return Attempt{}, d
 }

@@ -221,3 +221,36 @@ func TestPermanentNilErrIsRetried(t *testing.T) {
 		t.Fatalf("Done(a Permanent error) = %+v; want Stop", d)
 	}
 }
+
+// A lookup the throttle refuses under RefuseStop leaves the run as it is
+// (the run goes on and is admitted), yet Admit reports it to GaveUp: the
+// run then reports a second GaveUp when it really gives up, so a give-up
+// counter counts two for one run.
+func TestLookupRefusalReportsGaveUp(t *testing.T) {
+	th, err := rebound.NewAdaptiveThrottle(2, 2*time.Minute, seeded(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100000; i++ {
+		th.Allow(bk3T0) // the backend rejects everything
+	}
+	var h bk3Hooks
+	p := bk3Policy
+	p.MaxAttempts = 1
+	r := bk3Retrier(t, p, rebound.WithThrottle(th), rebound.WithObserver(h.hooks()),
+		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseStop),
+		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle),
+		rebound.WithAdmission(rebound.FirstAttempt, 0))
+	s := r.NewSchedule(bk3T0)
+	if _, d := s.Admit(bk3T0, rebound.LookupAttempt); d.Verdict != rebound.Stop {
+		t.Fatalf("lookup Admit = %+v, want Stop ErrThrottled", d)
+	}
+	a, d := s.Admit(bk3T0, rebound.FirstAttempt)
+	if d.Verdict != rebound.AttemptNow {
+		t.Fatalf("the run after a refused lookup: Admit = %+v", d)
+	}
+	a.Done(bk3Err, bk3T0) // MaxAttempts 1: the run gives up
+	if h.gaveUp != 1 {
+		t.Fatalf("one run that gave up once, beside one refused lookup: GaveUp reported %d times; want 1", h.gaveUp)
+	}
+}
