@@ -143,7 +143,7 @@ var errStaleAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
 
 // succeeded reports a success at now and starts a new run.
 func (s *Schedule) succeeded(now time.Time) {
-	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
+	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: s.elapsed(now)}
 	// The breaker and the throttle hear the success before the hooks, so
 	// that a hook that panics leaves no admission held.
 	s.res = nil // the token was used by the attempt
@@ -173,7 +173,7 @@ func (s *Schedule) failed(err error, now time.Time) (time.Duration, error) {
 	if stop != nil {
 		s.ended = stop
 	}
-	el := now.Sub(s.start)
+	el := s.elapsed(now)
 	s.c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: lw, Elapsed: el})
 	if stop != nil {
 		s.c.emitGaveUp(Event{Attempt: attempt, Err: stop, Elapsed: el})
@@ -251,7 +251,7 @@ func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 		d, stop = 0, s.stop(ErrExhausted)
 	}
 	if s.c.observed() {
-		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
 	return d, stop
 }
@@ -260,7 +260,7 @@ func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 // (Event.Waiting), and returns it.
 func (s *Schedule) gaveUp(stop error, now time.Time) error {
 	if s.c.observed() {
-		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: true, Elapsed: now.Sub(s.start)})
+		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: true, Elapsed: s.elapsed(now)})
 	}
 	return stop
 }
@@ -402,14 +402,14 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() {
-			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
 		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	default: // RefuseStop
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
-			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
 		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
@@ -427,7 +427,7 @@ func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 		d = s.FirstDelay()
 	}
 	if s.c.observed() {
-		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
 	switch r {
 	case RefuseDefer:

@@ -103,6 +103,10 @@ func (s *Schedule) cancelLookup(now time.Time) {
 // included.
 func (s *Schedule) Attempts() int { return s.attempts }
 
+// elapsed is the time since the start of the run at now, for an Event:
+// 0 if the clock stepped back.
+func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
+
 // Start returns the start of the run. MaxElapsed counts from it.
 func (s *Schedule) Start() time.Time { return s.start }
 
