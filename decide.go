@@ -209,15 +209,15 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		return 0, s.stop(ErrExhausted)
 	}
 	d := s.d.draw(s.attempts - 1)
-	var ra time.Duration
+	drawn := d
+	var ra time.Duration // the Retry-After asked, when it raised the delay
 	if err != nil {
-		if v, ok := RetryAfterDelay(err); ok && v > d {
-			ra = min(v, p.MaxRetryAfter)
-			d = max(d, ra)
+		if v, ok := RetryAfterDelay(err); ok && min(v, p.MaxRetryAfter) > d {
+			ra, d = v, min(v, p.MaxRetryAfter)
 		}
 	}
 	if p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
-		if ra > 0 {
+		if ra > 0 && now.Add(drawn).Sub(s.start) <= p.MaxElapsed { // the Retry-After caused the stop
 			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
 		}
 		return 0, s.stop(ErrExhausted)

@@ -6,6 +6,7 @@ package rebound_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,5 +253,26 @@ func TestLookupRefusalReportsGaveUp(t *testing.T) {
 	a.Done(bk3Err, bk3T0) // MaxAttempts 1: the run gives up
 	if h.gaveUp != 1 {
 		t.Fatalf("one run that gave up once, beside one refused lookup: GaveUp reported %d times; want 1", h.gaveUp)
+	}
+}
+
+// docs/engine.md rule 4: the MaxElapsed stop's text "names a Retry-After
+// that caused it". When the backoff draw alone passes MaxElapsed and the
+// Retry-After (clamped to MaxRetryAfter) is shorter than the draw, the stop
+// still blames the Retry-After, and names the clamped value as what the
+// server asked for ("server asked to retry after 10s, beyond MaxElapsed
+// 30s": 10s is not beyond 30s, and the server asked 2m).
+func TestRetryAfterBlamedForBackoffStop(t *testing.T) {
+	p := rebound.Policy{Initial: time.Minute, Max: time.Minute, Jitter: rebound.NoJitter,
+		MaxElapsed: 30 * time.Second, MaxRetryAfter: 10 * time.Second}
+	r := bk3Retrier(t, p)
+	s := r.NewSchedule(bk3T0)
+	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	d := a.Done(rebound.RetryAfter(2*time.Minute, bk3Err), bk3T0)
+	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
+		t.Fatalf("Done = %+v", d)
+	}
+	if msg := d.Err.Error(); strings.Contains(msg, "server asked to retry after 10s") {
+		t.Fatalf("stop caused by the 1m backoff delay blames a Retry-After: %q", msg)
 	}
 }
