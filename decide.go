@@ -322,7 +322,8 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	}
 	// The throttle before the budget's withdrawal: a retry the throttle
 	// refuses is not sent, so it must not spend a retry of the budget.
-	admitted := false // by the throttle, now: counted as its request once the budget lets it through
+	// An attempt the throttle admits is counted as its request when it is
+	// sent (throttleUnsent until then): one a later gate refuses is not.
 	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
 		if !c.throttle.admit(now) {
 			if k == LookupAttempt {
@@ -330,17 +331,13 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 			}
 			return s.refused(GateThrottle, ErrThrottled, now)
 		}
-		*passed |= GateThrottle
-		admitted = true
+		*passed |= GateThrottle | throttleUnsent
 	}
 	if budget && k == RetryAttempt {
 		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
 			return s.refused(GateBudget, ErrBudgetExhausted, now)
 		}
 		*passed |= GateBudget
-	}
-	if admitted {
-		c.throttle.sent(now) // not refused by the budget: a request (a refusal by the budget is not)
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
 		if d, wait := s.token(k, res, now); wait {
@@ -354,11 +351,21 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		}
 		s.done = done
 	}
+	s.send(passed, now)
 	if k == LookupAttempt {
 		// A lookup is not an attempt of the run: its token is used now.
 		s.lres, s.lpassed = nil, 0
 	}
 	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
+}
+
+// send counts, at now, the attempt that starts as the throttle's request,
+// if the throttle admitted it (*passed holds throttleUnsent).
+func (s *Schedule) send(passed *Gate, now time.Time) {
+	if *passed&throttleUnsent != 0 {
+		*passed &^= throttleUnsent
+		s.c.throttle.sent(now)
+	}
 }
 
 // token takes the limiter token of an attempt of kind k at now, into

@@ -161,6 +161,42 @@ func TestStaleDoneMisreportsBreakerAdmission(t *testing.T) {
 	}
 }
 
+// A retry the breaker refuses is not sent, yet the throttle counted it as a
+// request (the throttle is asked and told "sent" before the limiter and the
+// breaker). docs/engine.md: one the budget refuses "is not sent either, so
+// it is no request in the throttle's count"; a breaker refusal is not sent
+// either. With the breaker open for a while, the throttle's window fills
+// with requests that never reached the backend and were never answered, so
+// it rejects once the breaker lets attempts through again.
+func TestBreakerRefusalsCountAsThrottleRequests(t *testing.T) {
+	th, err := rebound.NewAdaptiveThrottle(2, time.Minute, seeded(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bk3Breaker{refuse: true}
+	p := rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond, Jitter: rebound.NoJitter}
+	r := bk3Retrier(t, p, rebound.WithThrottle(th), rebound.WithBreaker(b))
+	s := r.NewSchedule(bk3T0)
+	now := bk3T0
+	for i := 0; i < 40; i++ {
+		_, d := s.Admit(now, rebound.RetryAttempt)
+		if errors.Is(d.Reason, rebound.ErrThrottled) {
+			t.Fatalf("Admit %d refused by the THROTTLE (probability %.3f) after %d refusals by the breaker and no request sent to the backend; want a deferral by the breaker: a refused attempt is no request",
+				i, th.Probability(now), i)
+		}
+		if d.Verdict != rebound.WaitFor || !errors.Is(d.Reason, rebound.ErrBreakerOpen) {
+			t.Fatalf("Admit %d = %+v, want a deferral by the breaker", i, d)
+		}
+		now = now.Add(d.Delay)
+	}
+	if _, refused, _ := b.counts(); refused != 40 {
+		t.Fatalf("breaker refusals %d", refused)
+	}
+	if p := th.Probability(now); p != 0 {
+		t.Fatalf("throttle rejection probability = %.3f after 40 attempts the breaker refused (none sent); want 0: a refused attempt is no request", p)
+	}
+}
+
 // An attempt whose limiter token wait is abandoned (Cancel) was never sent:
 // the token goes back, but the budget withdrawal it made stays spent, and
 // when the run goes on ("Cancel ... The run goes on") the same retry is

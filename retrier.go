@@ -359,11 +359,13 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 		}
 		// The token is ours: the breaker is asked last, as the attempt starts.
 		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&GateBreaker == 0 || s.done != nil {
+			s.send(&s.passed, s.c.now())
 			return nil
 		}
 		done, err := s.c.breaker.Allow()
 		if err == nil {
 			s.done = done
+			s.send(&s.passed, s.c.now())
 			return nil
 		}
 		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())

@@ -77,7 +77,7 @@ func (s *Schedule) reset(now time.Time) {
 func (s *Schedule) Cancel(now time.Time) {
 	s.cancel(now)
 	s.cancelLookup(now)
-	s.passed &= GateBudget | GateThrottle
+	s.passed &= GateBudget | GateThrottle | throttleUnsent
 }
 
 // cancel gives back the run's token and breaker admission.
