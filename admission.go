@@ -52,6 +52,10 @@ const (
 	GateBreaker
 
 	allGates = GateLimiter | GateBudget | GateThrottle | GateBreaker
+
+	// throttleUnsent marks, in the gates passed, an attempt the throttle
+	// admitted that is not yet counted as its request (not yet sent).
+	throttleUnsent Gate = 1 << 7
 )
 
 // defaultGates is the admission of each kind without WithAdmission: a

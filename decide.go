@@ -59,10 +59,13 @@ type Decision struct {
 }
 
 // An Attempt is an attempt that Admit let start. Report its end with
-// Done, once. The zero Attempt is none.
+// Done, once. The zero Attempt is none. An attempt of the run is
+// outstanding until its Done, Cancel, Reset or the run's next admission;
+// the Done of one that is not changes nothing.
 type Attempt struct {
 	s    *Schedule
 	kind AttemptKind
+	gen  uint32 // the Schedule's count at admission
 }
 
 // Admit asks, at now, whether an attempt of kind k may start. With
@@ -86,9 +89,14 @@ func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
 	}
 	switch d.Verdict {
 	case AttemptNow:
-		return Attempt{s: s, kind: k}, d
+		if k != LookupAttempt {
+			s.gen++ // an attempt admitted before is no longer outstanding
+		}
+		return Attempt{s: s, kind: k, gen: s.gen}, d
 	case Stop:
-		d.Err = s.gaveUp(d.Err, now)
+		if k != LookupAttempt { // a refused lookup ends no run
+			d.Err = s.gaveUp(d.Err, now)
+		}
 	}
 	return Attempt{}, d
 }
@@ -109,6 +117,10 @@ func (a Attempt) Done(err error, now time.Time) Decision {
 		}
 		return Decision{Verdict: Stop, Attempt: s.attempts}
 	}
+	if a.gen != s.gen {
+		return Decision{Verdict: Stop, Err: errStaleAttempt, Attempt: s.attempts}
+	}
+	s.gen++ // reported: no longer outstanding
 	if err == nil {
 		s.succeeded(now)
 		return Decision{Verdict: Stop}
@@ -125,9 +137,13 @@ func (a Attempt) Done(err error, now time.Time) Decision {
 var errZeroAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
 	Reason: "is the zero Attempt: Admit returns one with AttemptNow"}
 
+// errStaleAttempt is the Done of an Attempt that is not outstanding.
+var errStaleAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
+	Reason: "is not the run's outstanding attempt: an Attempt is reported once, before Cancel, Reset or the next admission"}
+
 // succeeded reports a success at now and starts a new run.
 func (s *Schedule) succeeded(now time.Time) {
-	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: now.Sub(s.start)}
+	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: s.elapsed(now)}
 	// The breaker and the throttle hear the success before the hooks, so
 	// that a hook that panics leaves no admission held.
 	s.res = nil // the token was used by the attempt
@@ -157,7 +173,7 @@ func (s *Schedule) failed(err error, now time.Time) (time.Duration, error) {
 	if stop != nil {
 		s.ended = stop
 	}
-	el := now.Sub(s.start)
+	el := s.elapsed(now)
 	s.c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: lw, Elapsed: el})
 	if stop != nil {
 		s.c.emitGaveUp(Event{Attempt: attempt, Err: stop, Elapsed: el})
@@ -178,6 +194,9 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		s.last = err
 		if perm := asPermanent(err); perm != nil {
 			s.c.record(err, now)
+			if perm.Err == nil { // a mark with no error: stop with the mark itself
+				return 0, err
+			}
 			return 0, perm.Err
 		}
 		if s.c.transient != nil && !s.c.transient(err) {
@@ -190,15 +209,15 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		return 0, s.stop(ErrExhausted)
 	}
 	d := s.d.draw(s.attempts - 1)
-	var ra time.Duration
+	drawn := d
+	var ra time.Duration // the Retry-After asked, when it raised the delay
 	if err != nil {
-		if v, ok := RetryAfterDelay(err); ok && v > d {
-			ra = min(v, p.MaxRetryAfter)
-			d = max(d, ra)
+		if v, ok := RetryAfterDelay(err); ok && min(v, p.MaxRetryAfter) > d {
+			ra, d = v, min(v, p.MaxRetryAfter)
 		}
 	}
 	if p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
-		if ra > 0 {
+		if ra > 0 && now.Add(drawn).Sub(s.start) <= p.MaxElapsed { // the Retry-After caused the stop
 			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
 		}
 		return 0, s.stop(ErrExhausted)
@@ -232,7 +251,7 @@ func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 		d, stop = 0, s.stop(ErrExhausted)
 	}
 	if s.c.observed() {
-		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
 	return d, stop
 }
@@ -241,7 +260,7 @@ func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 // (Event.Waiting), and returns it.
 func (s *Schedule) gaveUp(stop error, now time.Time) error {
 	if s.c.observed() {
-		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: true, Elapsed: now.Sub(s.start)})
+		s.c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: true, Elapsed: s.elapsed(now)})
 	}
 	return stop
 }
@@ -280,6 +299,12 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
 	}
+	if ma := s.d.p.MaxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
+		// A run resumed (Resume) past MaxAttempts: stopped as a failure
+		// past it is.
+		s.cancel(now)
+		return Decision{Verdict: Stop, Err: s.stop(ErrExhausted), Attempt: s.attempts}
+	}
 	g := c.gatesOf(k)
 	// A lookup is beside the run: its token and the gates it passed are
 	// its own.
@@ -297,7 +322,8 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	}
 	// The throttle before the budget's withdrawal: a retry the throttle
 	// refuses is not sent, so it must not spend a retry of the budget.
-	admitted := false // by the throttle, now: counted as its request once the budget lets it through
+	// An attempt the throttle admits is counted as its request when it is
+	// sent (throttleUnsent until then): one a later gate refuses is not.
 	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
 		if !c.throttle.admit(now) {
 			if k == LookupAttempt {
@@ -305,17 +331,13 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 			}
 			return s.refused(GateThrottle, ErrThrottled, now)
 		}
-		*passed |= GateThrottle
-		admitted = true
+		*passed |= GateThrottle | throttleUnsent
 	}
 	if budget && k == RetryAttempt {
 		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
 			return s.refused(GateBudget, ErrBudgetExhausted, now)
 		}
 		*passed |= GateBudget
-	}
-	if admitted {
-		c.throttle.sent(now) // not refused by the budget: a request (a refusal by the budget is not)
 	}
 	if g&GateLimiter != 0 && c.limiter != nil {
 		if d, wait := s.token(k, res, now); wait {
@@ -329,11 +351,21 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		}
 		s.done = done
 	}
+	s.send(passed, now)
 	if k == LookupAttempt {
 		// A lookup is not an attempt of the run: its token is used now.
 		s.lres, s.lpassed = nil, 0
 	}
 	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
+}
+
+// send counts, at now, the attempt that starts as the throttle's request,
+// if the throttle admitted it (*passed holds throttleUnsent).
+func (s *Schedule) send(passed *Gate, now time.Time) {
+	if *passed&throttleUnsent != 0 {
+		*passed &^= throttleUnsent
+		s.c.throttle.sent(now)
+	}
 }
 
 // token takes the limiter token of an attempt of kind k at now, into
@@ -377,14 +409,14 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() {
-			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
 		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	default: // RefuseStop
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
-			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: now.Sub(s.start)})
+			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
 		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
@@ -402,7 +434,7 @@ func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 		d = s.FirstDelay()
 	}
 	if s.c.observed() {
-		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: now.Sub(s.start)})
+		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
 	switch r {
 	case RefuseDefer:

@@ -21,3 +21,7 @@ func (t *AdaptiveThrottle) Probability(now time.Time) float64 { return t.probabi
 
 // Len returns the number of events waiting (tests only).
 func (q *Queue) Len() int { return q.len() }
+
+// Outstanding returns s's outstanding attempt of the run, as if admitted
+// last: a test reports failures in a row without asking the gates.
+func Outstanding(s *Schedule) Attempt { return Attempt{s: s, kind: RetryAttempt, gen: s.gen} }

@@ -83,13 +83,15 @@ func (l *loop) decide(now time.Time, st step) rebound.Decision {
 	}
 }
 
-// attempt returns the attempt admitted last, admitting a first attempt if
-// none was.
+// attempt returns the attempt of the run, admitting a first attempt if
+// none was. Once one was, a failure reported without a new admission is
+// of the run's outstanding attempt: the gates are not asked again.
 func (l *loop) attempt(now time.Time) rebound.Attempt {
 	if l.a == (rebound.Attempt{}) {
 		l.a, _ = l.Admit(now, rebound.FirstAttempt)
+		return l.a
 	}
-	return l.a
+	return rebound.Outstanding(l.Schedule)
 }
 
 // next reports a failure with err at now: the delay, or the stop.

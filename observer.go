@@ -102,7 +102,8 @@ type Event struct {
 	Delay time.Duration
 	// LimiterWait is the time an attempt waited for a limiter token.
 	LimiterWait time.Duration
-	// Elapsed is the time since the work began (docs/observability.md).
+	// Elapsed is the time since the work began (docs/observability.md), never
+	// below 0 (a clock that stepped back).
 	Elapsed time.Duration
 	// Detail is the source's own record, nil for retry loops.
 	// Read it with a type switch (see EventKind).

@@ -90,8 +90,8 @@ func TestDecideRefusalMatrix(t *testing.T) {
 						t.Errorf("attempts %d (Decision %d), want %d", s.Attempts(), d.Attempt, wantAttempts)
 					}
 					wantGaveUp := 0
-					if rule == rebound.RefuseStop {
-						wantGaveUp = 1
+					if rule == rebound.RefuseStop && k != rebound.LookupAttempt {
+						wantGaveUp = 1 // a refused lookup ends no run
 					}
 					if h.throttled != 1 || h.gaveUp != wantGaveUp || h.attempted != 0 || h.retried != 0 {
 						t.Errorf("hooks: Throttled %d, GaveUp %d, Attempted %d, Retried %d; want 1, %d, 0, 0", h.throttled, h.gaveUp, h.attempted, h.retried, wantGaveUp)

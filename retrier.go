@@ -127,7 +127,7 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 		var err error
 		if res, lw, err = r.firstToken(ctx, start); err != nil {
 			if r.c.observed() {
-				r.c.emitGaveUp(Event{Err: err, Waiting: true, Elapsed: r.c.now().Sub(start)})
+				r.c.emitGaveUp(Event{Err: err, Waiting: true, Elapsed: max(0, r.c.now().Sub(start))})
 			}
 			return err
 		}
@@ -247,7 +247,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		} else {
 			attempt := s.attempts + 1
 			if c.observed() {
-				c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: s.limWait, Elapsed: now.Sub(start)})
+				c.emitAttempted(Event{Attempt: attempt, Err: err, LimiterWait: s.limWait, Elapsed: max(0, now.Sub(start))})
 			}
 			if cerr := ctx.Err(); cerr != nil {
 				s.attempts++
@@ -261,7 +261,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 				stop = s.deadline(ctx, d, "next attempt in %v would start after the context deadline")
 			}
 			if stop == nil && c.observed() {
-				c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: now.Sub(start)})
+				c.emitRetried(Event{Attempt: attempt, Err: err, Delay: d, Elapsed: max(0, now.Sub(start))})
 			}
 		}
 		if stop == nil {
@@ -271,7 +271,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 		if stop != nil {
 			s.cancel(c.now())
 			if c.observed() {
-				c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: waiting, Elapsed: c.now().Sub(start)})
+				c.emitGaveUp(Event{Attempt: s.attempts, Err: stop, Waiting: waiting, Elapsed: max(0, c.now().Sub(start))})
 			}
 			return stop
 		}
@@ -288,7 +288,7 @@ func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, star
 				c.record(nil, c.now())
 			}
 			if c.observed() {
-				e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: c.now().Sub(start)}
+				e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: max(0, c.now().Sub(start))}
 				c.emitAttempted(e)
 				c.emitRecovered(e)
 			}
@@ -360,11 +360,13 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 		}
 		// The token is ours: the breaker is asked last, as the attempt starts.
 		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&GateBreaker == 0 || s.done != nil {
+			s.send(&s.passed, s.c.now())
 			return nil
 		}
 		done, err := s.c.breaker.Allow()
 		if err == nil {
 			s.done = done
+			s.send(&s.passed, s.c.now())
 			return nil
 		}
 		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())

@@ -40,6 +40,7 @@ type Schedule struct {
 	lpassed   Gate              // the gates the lookup that is due has passed
 	ended     error             // the stop (or drop) that ended the run, until Reset
 	endedDrop bool
+	gen       uint32 // the run's outstanding Attempt is the one admitted at this count
 
 	done func(error) // the Breaker's report for the admitted attempt
 }
@@ -70,15 +71,18 @@ func (s *Schedule) reset(now time.Time) {
 }
 
 // Cancel gives back, at now, what is held for attempts that will not be
-// made: limiter tokens and a breaker admission. The run goes on.
+// made: limiter tokens and a breaker admission. The run goes on: the
+// budget and the throttle, which give nothing back, are not asked again
+// for the attempt due.
 func (s *Schedule) Cancel(now time.Time) {
 	s.cancel(now)
 	s.cancelLookup(now)
-	s.passed = 0
+	s.passed &= GateBudget | GateThrottle | throttleUnsent
 }
 
 // cancel gives back the run's token and breaker admission.
 func (s *Schedule) cancel(now time.Time) {
+	s.gen++                        // an Attempt admitted before is no longer outstanding
 	s.endAttempt(context.Canceled) // an admitted attempt that will not be made
 	if s.res != nil {
 		s.res.CancelAt(now)
@@ -99,6 +103,10 @@ func (s *Schedule) cancelLookup(now time.Time) {
 // included.
 func (s *Schedule) Attempts() int { return s.attempts }
 
+// elapsed is the time since the start of the run at now, for an Event:
+// 0 if the clock stepped back.
+func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
+
 // Start returns the start of the run. MaxElapsed counts from it.
 func (s *Schedule) Start() time.Time { return s.start }
 
@@ -116,7 +124,8 @@ func (s *Schedule) FirstDelay() time.Duration {
 
 // Resume continues a run that failed n times before (a call restored
 // after a restart). The delays move on as if drawn; no gate is asked.
-// It does nothing if n is not above Attempts.
+// It does nothing if n is not above Attempts. With n at or past
+// MaxAttempts, the next Admit of the run stops with ErrExhausted.
 func (s *Schedule) Resume(n int) {
 	// Of a long run only the last resumeDraws delays are drawn, so that
 	// a damaged record's huge n takes no time.
