@@ -2,7 +2,6 @@ package rebound_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,15 +10,6 @@ import (
 
 	"github.com/rebound-go/rebound"
 )
-
-// bk3NoAllocBreaker admits every attempt with one done made beforehand, so
-// that it allocates nothing itself.
-type bk3NoAllocBreaker struct {
-	done func(error)
-	ends atomic.Int64
-}
-
-func (b *bk3NoAllocBreaker) Allow() (func(error), error) { return b.done, nil }
 
 // The same hand-built Permanent with a nil error, in the blocking form: Do
 // calls op again at once, over and over, with no time passing (a
@@ -33,7 +23,7 @@ func TestDoPermanentNilBusySpins(t *testing.T) {
 		_ = r.Do(t.Context(), func(context.Context) error {
 			calls++
 			if calls > 100 { // end the spin this test would otherwise be
-				return rebound.Permanent(bk3Err)
+				return rebound.Permanent(errBk3)
 			}
 			return &backoff.PermanentError{}
 		})

@@ -18,9 +18,9 @@ import (
 )
 
 var (
-	bk3T0  = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	bk3Err = errors.New("bk3: unreachable")
-	bk3Off = errors.New("bk3: breaker open")
+	bk3T0     = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	errBk3    = errors.New("bk3: unreachable")
+	errBk3Off = errors.New("bk3: breaker open")
 )
 
 // bk3Breaker is a counting Breaker: it records every admission and every
@@ -38,7 +38,7 @@ func (b *bk3Breaker) Allow() (func(error), error) {
 	defer b.mu.Unlock()
 	if b.refuse {
 		b.refused++
-		return nil, bk3Off
+		return nil, errBk3Off
 	}
 	b.allows++
 	n := b.allows
@@ -49,8 +49,6 @@ func (b *bk3Breaker) Allow() (func(error), error) {
 		b.ends = append(b.ends, err)
 	}, nil
 }
-
-func (b *bk3Breaker) setRefuse(v bool) { b.mu.Lock(); b.refuse = v; b.mu.Unlock() }
 
 func (b *bk3Breaker) counts() (allows, refused int, ends []error) {
 	b.mu.Lock()
@@ -95,8 +93,8 @@ func TestDoneTwiceCountsTwoFailures(t *testing.T) {
 	if d.Verdict != rebound.AttemptNow {
 		t.Fatalf("Admit = %+v", d)
 	}
-	a.Done(bk3Err, bk3T0)
-	d2 := a.Done(bk3Err, bk3T0) // the same attempt reported again
+	a.Done(errBk3, bk3T0)
+	d2 := a.Done(errBk3, bk3T0) // the same attempt reported again
 	if s.Attempts() != 1 || h.attempted != 1 || h.retried != 1 {
 		t.Fatalf("after one attempt reported twice: Attempts() = %d, Attempted hooks %d, Retried hooks %d, second Done = %+v; want 1, 1, 1 (the second report ignored or refused)",
 			s.Attempts(), h.attempted, h.retried, d2)
@@ -113,7 +111,7 @@ func TestStaleAttemptAfterResetCountsInNewRun(t *testing.T) {
 		t.Fatalf("Admit = %+v", d)
 	}
 	s.Reset(bk3T0.Add(time.Second)) // a new run; the old attempt is abandoned
-	d = old.Done(bk3Err, bk3T0.Add(2*time.Second))
+	d = old.Done(errBk3, bk3T0.Add(2*time.Second))
 	if s.Attempts() != 0 {
 		t.Fatalf("a stale Attempt's Done after Reset: Attempts() = %d, Done = %+v; want 0 (the new run has made no attempt)", s.Attempts(), d)
 	}
@@ -129,7 +127,7 @@ func TestStaleSuccessReopensEndedRun(t *testing.T) {
 	r := bk3Retrier(t, p)
 	s := r.NewSchedule(bk3T0)
 	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
-	d := a.Done(bk3Err, bk3T0)
+	d := a.Done(errBk3, bk3T0)
 	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
 		t.Fatalf("Done = %+v, want Stop ErrExhausted", d)
 	}
@@ -153,7 +151,7 @@ func TestStaleDoneMisreportsBreakerAdmission(t *testing.T) {
 	if d.Verdict != rebound.AttemptNow {
 		t.Fatalf("Admit = %+v", d)
 	}
-	a1.Done(bk3Err, bk3T0) // a late report of the cancelled attempt
+	a1.Done(errBk3, bk3T0) // a late report of the cancelled attempt
 	a2.Done(nil, bk3T0)    // the new attempt succeeded
 	_, _, ends := b.counts()
 	if len(ends) != 2 || ends[1] != nil {
@@ -212,7 +210,7 @@ func TestCancelThenAdmitChargesBudgetTwice(t *testing.T) {
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer))
 	s := r.NewSchedule(bk3T0)
 	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
-	d := a.Done(bk3Err, bk3T0)
+	d := a.Done(errBk3, bk3T0)
 	now := bk3T0.Add(d.Delay)
 	before := b.Balance(now)
 	if _, d = s.Admit(now, rebound.RetryAttempt); d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited {
@@ -286,7 +284,7 @@ func TestLookupRefusalReportsGaveUp(t *testing.T) {
 	if d.Verdict != rebound.AttemptNow {
 		t.Fatalf("the run after a refused lookup: Admit = %+v", d)
 	}
-	a.Done(bk3Err, bk3T0) // MaxAttempts 1: the run gives up
+	a.Done(errBk3, bk3T0) // MaxAttempts 1: the run gives up
 	if h.gaveUp != 1 {
 		t.Fatalf("one run that gave up once, beside one refused lookup: GaveUp reported %d times; want 1", h.gaveUp)
 	}
@@ -304,7 +302,7 @@ func TestRetryAfterBlamedForBackoffStop(t *testing.T) {
 	r := bk3Retrier(t, p)
 	s := r.NewSchedule(bk3T0)
 	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
-	d := a.Done(rebound.RetryAfter(2*time.Minute, bk3Err), bk3T0)
+	d := a.Done(rebound.RetryAfter(2*time.Minute, errBk3), bk3T0)
 	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
 		t.Fatalf("Done = %+v", d)
 	}

@@ -17,7 +17,7 @@ func TestBackwardsTimeNegativeElapsed(t *testing.T) {
 	}))
 	s := r.NewSchedule(bk3T0)
 	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
-	a.Done(bk3Err, bk3T0.Add(-time.Hour)) // the clock stepped back
+	a.Done(errBk3, bk3T0.Add(-time.Hour)) // the clock stepped back
 	if len(got) != 1 || got[0] < 0 {
 		t.Fatalf("Retried Elapsed = %v; want >= 0", got)
 	}
