@@ -133,7 +133,7 @@ func (c JSONCodec) Marshal(method string, args []any) ([]byte, error) {
 	}
 	for i, a := range args {
 		if isProtoMessage(a) {
-			return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q is a protocol buffers message (%T), which JSON cannot give back after a restart: use failback.WithCodec(protocodec.Codec{})", i, method, a)
+			return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q is a protocol buffers message (%T), which JSON cannot give back after a restart: use failback.WithCodec(protocodec.New(nil))", i, method, a)
 		}
 	}
 	return json.Marshal(args)

@@ -132,7 +132,7 @@
 // Invoker decodes again through protoregistry, so it is delivered after a
 // restart with its content. A request passed to failback's Invoke as a
 // message needs a Codec that gives protobuf messages back: use
-// failback.WithCodec(protocodec.Codec{}): the JSONCodec refuses to store
+// failback.WithCodec(protocodec.New(nil)): the JSONCodec refuses to store
 // one (Invoke reports the call as not queued, an error matching
 // failback.ErrStore naming protocodec), since it would come back as a map after a restart.
 // A map that reaches the Invoker all the same (a custom Codec) is refused

@@ -76,7 +76,7 @@ func (i *Invoker) Target() string { return i.target }
 // (matching rebound.ErrInvalidArgument), never retried; so is a request
 // that a failback Store's Codec could not give back as a proto.Message
 // after a restart (a map from failback's default JSONCodec, which gRPC's
-// proto codec cannot send; use failback.WithCodec(protocodec.Codec{}) for
+// proto codec cannot send; use failback.WithCodec(protocodec.New(nil)) for
 // calls made with Invoke, see the package documentation), with a message
 // that says so.
 //

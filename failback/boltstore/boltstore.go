@@ -16,9 +16,9 @@ import (
 	"github.com/rebound-go/rebound/failback"
 )
 
-// ErrClosed is returned by the methods of a closed Store; it matches
+// errClosed is returned by the methods of a closed Store; it matches
 // rebound.ErrClosed.
-var ErrClosed = rebound.NewClosedError("boltstore: store closed")
+var errClosed = rebound.NewClosedError("boltstore: store closed")
 
 var (
 	bucketName       = []byte("failback-calls")
@@ -112,8 +112,8 @@ type options struct {
 // tests and benchmarks of everything but the disk.
 func withNoSync() Option { return optionFunc(func(o *options) { o.noSync = true }) }
 
-// WithOpenTimeout sets how long Open waits for the file lock held by
-// another process (default 10s). It must be positive.
+// WithOpenTimeout sets how long Open waits for another process's file
+// lock. Default: 10 s; d must be positive.
 func WithOpenTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
@@ -125,10 +125,8 @@ func WithOpenTimeout(d time.Duration) Option {
 	})
 }
 
-// Open opens (or creates) the store file at path and starts its committer
-// goroutine, which Close stops. It first checks an existing file for
-// truncation and damaged pages, which would crash bbolt: such a file is an
-// error wrapping ErrDamaged, naming the file (see the package doc). An
+// Open opens (or creates) the store file at path and starts a goroutine
+// that Close stops. A truncated or damaged file is an error naming it. An
 // empty path or a bad option is a *rebound.ArgumentError.
 func Open(path string, opts ...Option) (*Store, error) {
 	o := options{openTimeout: defaultOpenTimeout}
@@ -225,7 +223,7 @@ func (s *Store) submit(o op) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	b := s.cur
 	if b == nil {
@@ -284,14 +282,14 @@ func (s *Store) brokenErr() error {
 // update runs fn in a bbolt read-write transaction on the calling
 // goroutine. A panic of bbolt (damage the check at Open could not see)
 // is recovered: it breaks the Store, whose every later call returns the
-// same error wrapping ErrDamaged, instead of killing the process.
+// same error wrapping errDamaged, instead of killing the process.
 func (s *Store) update(fn func(*bolt.Tx) error) (err error) {
 	if err := s.brokenErr(); err != nil {
 		return err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: bbolt panicked in a commit (the store is unusable until the process restarts; check the file): %v", ErrDamaged, s.path, r)
+			err = fmt.Errorf("%w: %s: bbolt panicked in a commit (the store is unusable until the process restarts; check the file): %v", errDamaged, s.path, r)
 			s.broken.CompareAndSwap(nil, &err)
 		}
 	}()
@@ -339,7 +337,7 @@ func (s *Store) write(b *batch) {
 		binary.BigEndian.PutUint64(key[:], lastAdd)
 		return tx.Bucket(metaBucket).Put(lastIDKey, key[:])
 	})
-	if b.err != nil && !errors.Is(b.err, ErrDamaged) {
+	if b.err != nil && !errors.Is(b.err, errDamaged) {
 		b.err = fmt.Errorf("boltstore: commit of %d changes: %w", len(b.ops), b.err)
 	}
 	s.commits.Add(1)
@@ -353,16 +351,12 @@ func (s *Store) write(b *batch) {
 	close(b.done)
 }
 
-// Load implements failback.Store: it calls fn for every stored call in ID
-// order, in one read transaction (fn must not call the Store's other
-// methods). For a record it cannot decode, fn gets a StoredCall with only
-// ID and Err set: Err wraps ErrDamaged and names the file, the bucket and
-// the key. A record whose key is not an 8-byte ID is reported with ID 0.
-// failback.New fails on such a record, or, with failback.WithQuarantine,
-// moves it aside with Quarantine.
+// Load implements failback.Store in one read transaction: fn must not call
+// the Store. A record Load cannot decode has only ID and Err set (ID 0 for
+// a key that is not an 8-byte ID); Err names the file, bucket and key.
 func (s *Store) Load(fn func(failback.StoredCall) error) error {
 	if s.isClosed() {
-		return ErrClosed
+		return errClosed
 	}
 	if err := s.brokenErr(); err != nil {
 		return err
@@ -372,10 +366,10 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			var call failback.StoredCall
 			if len(k) != 8 {
-				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", ErrDamaged, s.path, bucketName, k)
+				call.Err = fmt.Errorf("%w: %s: bucket %q key %x: the key is not an 8-byte call ID", errDamaged, s.path, bucketName, k)
 			} else if call, call.Err = decode(v); call.Err != nil {
 				call = failback.StoredCall{ID: binary.BigEndian.Uint64(k),
-					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", ErrDamaged, s.path, bucketName, k, call.Err)}
+					Err: fmt.Errorf("%w: %s: bucket %q key %x: %w", errDamaged, s.path, bucketName, k, call.Err)}
 			} else {
 				call.ID = binary.BigEndian.Uint64(k)
 			}
@@ -387,15 +381,12 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 	}))
 }
 
-// Quarantine implements failback.Quarantiner: it moves the record of call
-// id from the calls Load reports to the bucket "failback-quarantine" of
-// the same file (same key, same bytes, for inspection with bbolt's tools),
-// durably (failback counts it in Stats.Quarantined). id 0 moves every record
-// whose key is not an 8-byte ID (Load reports those with ID 0). An
-// unknown id is not an error. reason is not stored (failback logs it).
+// Quarantine implements failback.Quarantiner: it moves record id, bytes
+// unchanged, to the bucket "failback-quarantine" of the file. id 0 moves
+// every record whose key is not an 8-byte ID; an unknown id is no error.
 func (s *Store) Quarantine(id uint64, reason error) error {
 	if s.isClosed() {
-		return ErrClosed
+		return errClosed
 	}
 	var moved uint64
 	err := s.update(func(tx *bolt.Tx) error {
@@ -437,10 +428,10 @@ func (s *Store) Quarantine(id uint64, reason error) error {
 	return nil
 }
 
-// Len returns the number of stored calls (quarantined records excluded).
-func (s *Store) Len() (int, error) {
+// count returns the number of stored calls (quarantined records excluded).
+func (s *Store) count() (int, error) {
 	if s.isClosed() {
-		return 0, ErrClosed
+		return 0, errClosed
 	}
 	if err := s.brokenErr(); err != nil {
 		return 0, err
@@ -460,18 +451,17 @@ func (s *Store) isClosed() bool {
 }
 
 // closedErr turns bbolt's "database not open", which a call racing Close
-// can meet, into ErrClosed.
+// can meet, into errClosed.
 func (s *Store) closedErr(err error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return ErrClosed
+		return errClosed
 	}
 	return err
 }
 
-// Close writes the changes still waiting, stops the committer and closes
-// the file. It is idempotent; methods called after it return ErrClosed.
-// After bbolt panicked in a commit, Close returns that ErrDamaged error and
-// leaves the file to the process's exit.
+// Close writes the changes still waiting and closes the file. It is
+// idempotent; later calls of the other methods match rebound.ErrClosed.
+// After bbolt panicked in a commit, Close returns that error.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	first := !s.closed

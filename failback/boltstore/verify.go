@@ -10,11 +10,11 @@ import (
 	"os"
 )
 
-// ErrDamaged is wrapped by the errors about a damaged file: Open's for a
+// errDamaged is wrapped by the errors about a damaged file: Open's for a
 // truncated file or damaged pages, every method's after bbolt panicked, and
 // the StoredCall.Err of a record Load cannot decode. The error names the
 // file and what is wrong.
-var ErrDamaged = errors.New("boltstore: damaged store file")
+var errDamaged = errors.New("boltstore: damaged store file")
 
 // The bbolt file format (version 2), as go.etcd.io/bbolt v1.x writes it:
 // fixed-size pages; pages 0 and 1 are meta pages, the others branch, leaf
@@ -124,7 +124,7 @@ func verifyFile(path string) error {
 	}
 	v := &verifier{f: f, size: st.Size(), seen: map[uint64]bool{}, freed: map[uint64]bool{}}
 	if err := v.verify(); err != nil {
-		return fmt.Errorf("%w: %w", ErrDamaged, err)
+		return fmt.Errorf("%w: %w", errDamaged, err)
 	}
 	return nil
 }

@@ -12,18 +12,22 @@ import (
 	"github.com/rebound-go/rebound/failback"
 )
 
-// Codec encodes arguments that are proto.Message values (or nil). The
-// zero value resolves message types in protoregistry.GlobalTypes. It is
-// safe for concurrent use.
-type Codec struct {
-	// Types resolves message names when decoding; nil means
-	// protoregistry.GlobalTypes.
-	Types interface {
+// New returns a Codec of arguments that are proto.Message values (or nil).
+// Decoding finds message types in types; nil means protoregistry.GlobalTypes.
+// The Codec is safe for concurrent use.
+func New(types protoregistry.MessageTypeResolver) failback.Codec {
+	if types == nil {
+		types = protoregistry.GlobalTypes
+	}
+	return codec{types: types}
+}
+
+// codec stores each argument as its full message name and wire bytes.
+type codec struct {
+	types interface {
 		FindMessageByName(protoreflect.FullName) (protoreflect.MessageType, error)
 	}
 }
-
-var _ failback.Codec = Codec{}
 
 // errNotMessage is wrapped by the error Marshal returns for an argument
 // that is neither a proto.Message nor nil.
@@ -37,7 +41,7 @@ const (
 
 // Marshal implements failback.Codec: deterministic wire format, one
 // record per argument.
-func (c Codec) Marshal(method string, args []any) ([]byte, error) {
+func (c codec) Marshal(method string, args []any) ([]byte, error) {
 	b := []byte{version}
 	b = binary.AppendUvarint(b, uint64(len(args)))
 	opts := proto.MarshalOptions{Deterministic: true}
@@ -68,13 +72,8 @@ var errShort = errors.New("protocodec: truncated data")
 
 // Unmarshal implements failback.Codec: every message comes back as a new
 // message of its recorded type (a pointer to the generated struct).
-func (c Codec) Unmarshal(method string, data []byte) ([]any, error) {
-	var types interface {
-		FindMessageByName(protoreflect.FullName) (protoreflect.MessageType, error)
-	} = protoregistry.GlobalTypes
-	if c.Types != nil {
-		types = c.Types
-	}
+func (c codec) Unmarshal(method string, data []byte) ([]any, error) {
+	types := c.types
 	if len(data) < 1 || data[0] != version {
 		return nil, fmt.Errorf("protocodec: arguments of %q: unknown format", method)
 	}

@@ -18,7 +18,7 @@ import (
 func TestRoundTrip(t *testing.T) {
 	req, _ := structpb.NewStruct(map[string]any{"order": "o-7", "items": 3.0})
 	args := []any{req, nil, wrapperspb.String("fast"), durationpb.New(90 * time.Second)}
-	var c protocodec.Codec
+	c := protocodec.New(nil)
 	data, err := c.Marshal("/shop.Orders/Notify", args)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	var c protocodec.Codec
+	c := protocodec.New(nil)
 	if _, err := c.Marshal("m", []any{"not a message"}); !errors.Is(err, protocodec.ErrNotMessage) {
 		t.Errorf("Marshal(string) = %v, want ErrNotMessage", err)
 	}
@@ -54,14 +54,14 @@ func TestErrors(t *testing.T) {
 			t.Errorf("Unmarshal of %d of %d bytes: no error", cut, len(data))
 		}
 	}
-	empty := protocodec.Codec{Types: new(protoregistry.Types)}
+	empty := protocodec.New(new(protoregistry.Types))
 	if _, err := empty.Unmarshal("m", data); !errors.Is(err, protoregistry.NotFound) {
 		t.Errorf("unknown type: %v, want NotFound", err)
 	}
 }
 
-func ExampleCodec() {
-	var c protocodec.Codec
+func ExampleNew() {
+	c := protocodec.New(nil)
 	data, _ := c.Marshal("/greeter.Greeter/Notify", []any{wrapperspb.String("hello")})
 	args, _ := c.Unmarshal("/greeter.Greeter/Notify", data) // after a restart
 	fmt.Printf("%T %q\n", args[0], args[0].(*wrapperspb.StringValue).GetValue())
