@@ -13,20 +13,20 @@ import (
 
 // panicCodec panics in Marshal and, for the method "bad", in Unmarshal (a
 // user's codec meeting a type it does not know, or bytes it cannot read).
-type panicCodec struct{ JSONCodec }
+type panicCodec struct{ jsonCodec }
 
 func (c panicCodec) Marshal(method string, args []any) ([]byte, error) {
 	if method == "bad" {
 		panic("codec: cannot encode")
 	}
-	return c.JSONCodec.Marshal(method, args)
+	return c.jsonCodec.Marshal(method, args)
 }
 
 func (c panicCodec) Unmarshal(method string, data []byte) ([]any, error) {
 	if method == "bad" {
 		panic("codec: cannot decode")
 	}
-	return c.JSONCodec.Unmarshal(method, data)
+	return c.jsonCodec.Unmarshal(method, data)
 }
 
 // A Codec panicking in Marshal left the call reserved for ever: Stats
@@ -38,8 +38,8 @@ func TestCodecMarshalPanics(t *testing.T) {
 		func() {
 			defer func() { _ = recover() }()
 			_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "bad"})
-			if !errors.Is(err, ErrStore) || !errors.Is(err, ErrPanicked) {
-				t.Errorf("Invoke with a Marshal that panics = %v; want ErrStore and ErrPanicked", err)
+			if !errors.Is(err, ErrStore) || !errors.Is(err, errPanicked) {
+				t.Errorf("Invoke with a Marshal that panics = %v; want ErrStore and errPanicked", err)
 			}
 		}()
 		if s := f.Stats(); s.Queued != 0 || s.Dropped[ErrStore] != 1 {
@@ -72,8 +72,8 @@ func TestCodecUnmarshalPanics(t *testing.T) {
 		_, err = New(dir, WithStore(st), WithCodec(panicCodec{}))
 	}()
 	var bre *badRecordError
-	if !errors.As(err, &bre) || bre.ID != 2 || !errors.Is(err, ErrPanicked) {
-		t.Errorf("New with an Unmarshal that panics = %v; want a *badRecordError for call 2 wrapping ErrPanicked", err)
+	if !errors.As(err, &bre) || bre.ID != 2 || !errors.Is(err, errPanicked) {
+		t.Errorf("New with an Unmarshal that panics = %v; want a *badRecordError for call 2 wrapping errPanicked", err)
 	}
 	synctest.Test(t, func(t *testing.T) {
 		func() {

@@ -22,10 +22,11 @@ var (
 	// classifier does not retry, or a rebound.Permanent one. Invoke's error
 	// matches it when the first attempt's error was not retryable.
 	ErrNotRetryable = errors.New("failback: error not retryable")
-	// ErrPanicked is the Reason of a give-up when a retry attempt or an
-	// observer panicked. Last is then a *cluster.PanicError.
-	ErrPanicked = errors.New("failback: panicked")
 )
+
+// errPanicked is the Reason of a give-up when a retry attempt or an
+// observer panicked. Last is then a *cluster.PanicError.
+var errPanicked = errors.New("failback: panicked")
 
 // notRetriedError is Invoke's error for a first attempt whose error was
 // not classified retryable: the error, with why it was not retried.

@@ -20,7 +20,7 @@ import (
 // queued emits only EventDropped. The events of one call are observed in
 // order, never concurrently, with no lock held; see docs/failback.md for
 // which goroutine calls each. A panicking observer is recovered: after
-// EventQueued or EventRetry the call then gives up with ErrPanicked.
+// EventQueued or EventRetry the call then gives up (Last a *cluster.PanicError).
 type Task struct {
 	// Invocation is the call, as given to Invoke (shared, read only).
 	Invocation *cluster.Invocation
@@ -31,7 +31,7 @@ type Task struct {
 	Target string
 	// Err is the last attempt's error: nil in EventRecovered, a
 	// *rebound.RetryError in EventGiveUp (Reason rebound.ErrExhausted,
-	// ErrNotRetryable or ErrPanicked), Invoke's error for a call never queued.
+	// ErrNotRetryable or a panic's), Invoke's error for a call never queued.
 	Err error
 	// Delay is the wait before the next attempt.
 	Delay time.Duration

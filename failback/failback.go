@@ -298,7 +298,7 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 		f.endLocked()
 		f.mu.Unlock()
 		f.storeEnded(t, "")
-		f.gaveUpReport(t, ErrPanicked, pe, f.now())
+		f.gaveUpReport(t, errPanicked, pe, f.now())
 	case f.state == stateClosed:
 		f.dropped[dropIndex(dropClosed)]++
 		f.endLocked()

@@ -93,7 +93,7 @@ func TestPanicInRetryIsRecovered(t *testing.T) {
 				} else {
 					g := rec.get("gaveup")
 					var pe *cluster.PanicError
-					if len(g) != 1 || !errors.Is(g[0].Err, ErrPanicked) || !errors.As(g[0].Err, &pe) ||
+					if len(g) != 1 || !errors.Is(g[0].Err, errPanicked) || !errors.As(g[0].Err, &pe) ||
 						len(pe.Stack) == 0 || !strings.Contains(fmt.Sprint(pe.Value), map[string]string{
 						"list": "nil map", "select": "select exploded", "invoke": "nil map"}[where]) {
 						t.Fatalf("gave up %+v; want one GaveUp carrying a *cluster.PanicError with value and stack", g)
@@ -200,7 +200,7 @@ func TestQueuedHookPanicDoesNotLeakSlot(t *testing.T) {
 			t.Fatalf("stats %+v; want the slot free and the call given up", s)
 		}
 		g := rec.get("gaveup")
-		if len(g) != 1 || !errors.Is(g[0].Err, ErrPanicked) {
+		if len(g) != 1 || !errors.Is(g[0].Err, errPanicked) {
 			t.Fatalf("gave up %+v", g)
 		}
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "second"}); err != nil {

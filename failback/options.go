@@ -2,7 +2,6 @@ package failback
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -79,11 +78,6 @@ func newConfig(dir cluster.Directory, opts []Option) (config, error) {
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
-		}
-	}
-	if cfg.durable.quarantine && cfg.durable.store != nil {
-		if _, ok := cfg.durable.store.(Quarantiner); !ok {
-			cfg.bad("WithQuarantine", "store", fmt.Sprintf("(WithStore) must implement failback.Quarantiner (%T does not)", cfg.durable.store), nil)
 		}
 	}
 	if cfg.perTarget == 0 {

@@ -281,11 +281,6 @@ func TestBadStoredRecords(t *testing.T) {
 		}
 	})
 
-	type plain struct{ Store } // no Quarantine method
-	if _, err := New(dir, WithStore(plain{newMemStore()}), WithQuarantine()); !errors.Is(err, rebound.ErrInvalidArgument) ||
-		!strings.Contains(err.Error(), "failback.WithQuarantine: store") {
-		t.Fatalf("WithQuarantine with a store that cannot quarantine: %v; want an ArgumentError", err)
-	}
 }
 
 // A first attempt failing because the transport is stopping is no answer

@@ -264,7 +264,7 @@ func (f *Invoker) run(t *task) {
 	)
 	if pe != nil {
 		f.logPanic(pe, t.inv)
-		out, reason = outGaveUp, ErrPanicked
+		out, reason = outGaveUp, errPanicked
 	} else if err == nil {
 		t.att.Done(nil, f.at(now)) // an accept for the throttle
 	} else {
@@ -438,7 +438,7 @@ func (f *Invoker) settle(t *task, out outcome, drop dropReason, delay time.Durat
 		}
 		if f.observed() {
 			if pe := f.emit(rebound.EventRetry, f.info(t, err, delay, now)); pe != nil {
-				f.finish(t, outGaveUp, "", ErrPanicked, pe, now)
+				f.finish(t, outGaveUp, "", errPanicked, pe, now)
 				return
 			}
 		}

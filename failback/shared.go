@@ -114,13 +114,12 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 // (WithQuarantine), or logs it; without quarantine it stays in the Store
 // and is claimed again when its lease ends.
 func (f *Invoker) claimedBad(cl Claimer, b *badRecordError) {
-	q, ok := cl.(Quarantiner)
-	if !f.cfg.durable.quarantine || !ok {
+	if !f.cfg.durable.quarantine {
 		f.log.Error("failback: claimed call cannot be loaded (failback.WithQuarantine sets it aside)",
 			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(b.Err))
 		return
 	}
-	if err := q.Quarantine(b.ID, b); err != nil {
+	if err := cl.Quarantine(b.ID, b); err != nil {
 		f.log.Error("failback: claimed call cannot be loaded nor quarantined",
 			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(errors.Join(b, err)))
 		return

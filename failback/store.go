@@ -17,10 +17,9 @@ import (
 	"github.com/rebound-go/rebound/cluster"
 )
 
-// Store keeps the calls an Invoker has queued on durable storage, so they
-// survive a restart (WithStore). Add, Update and Remove must be durable when
-// they return; Load is called once, by New. It must be safe for concurrent
-// use; package failback/boltstore implements it.
+// Store keeps the calls an Invoker has queued on durable storage (WithStore).
+// Its changes must be durable when they return; New calls Load once. It must
+// be safe for concurrent use; failback/boltstore implements it.
 type Store interface {
 	// Add stores a new call and returns its ID (never 0).
 	Add(c StoredCall) (id uint64, err error)
@@ -32,6 +31,9 @@ type Store interface {
 	// Load calls fn for every stored call, in ID order, and stops at the
 	// first error fn returns.
 	Load(fn func(StoredCall) error) error
+	// Quarantine moves record id out of what Load reports, keeping its
+	// bytes for an operator (WithQuarantine).
+	Quarantine(id uint64, reason error) error
 }
 
 // StoredCall is a queued call as a Store keeps it.
@@ -55,16 +57,8 @@ type StoredCall struct {
 	Err error
 }
 
-// Quarantiner is a Store that can set aside a record it cannot load
-// (WithQuarantine). Quarantine moves record id out of what Load reports,
-// durably, keeping its bytes for an operator.
-type Quarantiner interface {
-	Quarantine(id uint64, reason error) error
-}
-
-// ErrBadRecord is matched by the error New returns for a stored call it
-// cannot load, and by the reason given to Quarantiner.Quarantine. The
-// error names the record's ID, method and why.
+// ErrBadRecord is matched by New's error for a stored call it cannot load,
+// and by the reason given to Store.Quarantine. The error names the record.
 var ErrBadRecord = errors.New("failback: stored call cannot be loaded")
 
 // badRecordError is a stored call that cannot be loaded: the Store could
@@ -94,9 +88,9 @@ func (e *badRecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} 
 // A caller's non-empty key is kept.
 const IdempotencyKey = "idempotency-key"
 
-// NewIdempotencyKey returns a new random key of 32 hex digits (128 bits).
+// newIdempotencyKey returns a new random key of 32 hex digits (128 bits).
 // Keys are unique, not secret.
-func NewIdempotencyKey() string {
+func newIdempotencyKey() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], rand.Uint64())
 	binary.BigEndian.PutUint64(b[8:], rand.Uint64())
@@ -105,9 +99,9 @@ func NewIdempotencyKey() string {
 	return string(h[:])
 }
 
-// Codec encodes the arguments of an Invocation for a Store, and decodes
-// them after a restart. It must be safe for concurrent use. JSONCodec is
-// the default; failback/protocodec stores protocol buffers messages.
+// Codec encodes the arguments of an Invocation for a Store, and decodes them
+// after a restart. It must be safe for concurrent use. JSONCodec is the
+// default; failback/protocodec stores protocol buffers messages.
 type Codec interface {
 	// Marshal encodes the arguments of a call to method.
 	Marshal(method string, args []any) ([]byte, error)
@@ -115,19 +109,19 @@ type Codec interface {
 	Unmarshal(method string, data []byte) ([]any, error)
 }
 
-// JSONCodec is the default Codec: arguments as a JSON array. The zero value
-// decodes generic JSON values; Types decodes into typed ones.
-type JSONCodec struct {
-	// Types, if not nil, returns for method one pointer per argument (for
-	// example []any{new(Order), new(string)}); each argument is decoded
-	// into its pointer, and the value pointed to becomes the argument. A
-	// nil result, or one of the wrong length, means generic values.
-	Types func(method string) []any
-}
+// JSONCodec returns the default Codec: arguments as a JSON array. types, if
+// not nil, returns one pointer per argument of method, such as
+// []any{new(Order)}; each argument is decoded into its pointer's value.
+// Without types, or for a result of the wrong length, values are generic.
+// It refuses a protocol buffers message other than an anypb.Any.
+func JSONCodec(types func(method string) []any) Codec { return jsonCodec{types: types} }
+
+// jsonCodec is JSONCodec's Codec.
+type jsonCodec struct{ types func(method string) []any }
 
 // Marshal implements Codec. It refuses a protocol buffers message other
 // than an anypb.Any, which JSON could not give back: use failback/protocodec.
-func (c JSONCodec) Marshal(method string, args []any) ([]byte, error) {
+func (c jsonCodec) Marshal(method string, args []any) ([]byte, error) {
 	if args == nil {
 		args = []any{}
 	}
@@ -160,14 +154,14 @@ func isProtoMessage(v any) bool {
 }
 
 // Unmarshal implements Codec.
-func (c JSONCodec) Unmarshal(method string, data []byte) ([]any, error) {
+func (c jsonCodec) Unmarshal(method string, data []byte) ([]any, error) {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("failback: JSONCodec: arguments of %q: %w", method, err)
 	}
 	var ptrs []any
-	if c.Types != nil {
-		if ptrs = c.Types(method); len(ptrs) != len(raw) {
+	if c.types != nil {
+		if ptrs = c.types(method); len(ptrs) != len(raw) {
 			ptrs = nil
 		}
 	}
@@ -219,21 +213,21 @@ func WithStore(s Store) Option {
 }
 
 // WithCodec sets the Codec of stored arguments. Default (and for nil):
-// JSONCodec{}.
+// JSONCodec(nil).
 func WithCodec(codec Codec) Option {
 	return optionFunc(func(c *config) { c.durable.codec = codec })
 }
 
-// WithQuarantine makes New set aside the stored calls it cannot load,
-// counted in Stats.Quarantined; the Store must be a Quarantiner. Without
-// it, New fails on such a call, naming it (see docs/failback.md).
+// WithQuarantine makes New set aside (Store.Quarantine) the stored calls it
+// cannot load, counted in Stats.Quarantined. Without it, New fails on such a
+// call, naming it.
 func WithQuarantine() Option {
 	return optionFunc(func(c *config) { c.durable.quarantine = true })
 }
 
 func (c storeConfig) codecOrDefault() Codec {
 	if c.codec == nil {
-		return JSONCodec{}
+		return jsonCodec{}
 	}
 	return c.codec
 }
@@ -247,7 +241,7 @@ func withIdempotencyKey(inv *cluster.Invocation) *cluster.Invocation {
 	c := *inv
 	c.Attachments = make(map[string]string, len(inv.Attachments)+1)
 	maps.Copy(c.Attachments, inv.Attachments)
-	c.Attachments[IdempotencyKey] = NewIdempotencyKey()
+	c.Attachments[IdempotencyKey] = newIdempotencyKey()
 	return &c
 }
 
@@ -273,9 +267,9 @@ func (f *Invoker) storeAdd(t *task) error {
 }
 
 // recovered returns the panic value r recovered from op as an error
-// wrapping ErrPanicked and the *cluster.PanicError.
+// wrapping errPanicked and the *cluster.PanicError.
 func recovered(op string, r any) error {
-	return fmt.Errorf("%w: %w", ErrPanicked, cluster.NewPanicError(op, r))
+	return fmt.Errorf("%w: %w", errPanicked, cluster.NewPanicError(op, r))
 }
 
 // marshalArgs is codec.Marshal with a panic returned as an error: the
@@ -405,9 +399,8 @@ func (f *Invoker) loadStored() error {
 	}
 	// Quarantine after Load: the Store may not take a change while it
 	// runs Load's fn.
-	q, _ := st.(Quarantiner) // New checked it
 	for _, b := range bad {
-		if err := q.Quarantine(b.ID, b); err != nil {
+		if err := st.Quarantine(b.ID, b); err != nil {
 			return fmt.Errorf("%w: quarantining a stored call: %w: %w", ErrStore, b, err)
 		}
 		f.log.Error("failback: stored call set aside: it cannot be loaded (quarantined in the store)",

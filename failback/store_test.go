@@ -87,7 +87,7 @@ func (m *memStore) Load(fn func(StoredCall) error) error {
 	return nil
 }
 
-// Quarantine implements Quarantiner: the record moves to m.quarantine.
+// Quarantine implements Store: the record moves to m.quarantine.
 func (m *memStore) Quarantine(id uint64, reason error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -283,12 +283,12 @@ type order struct {
 }
 
 func TestJSONCodec(t *testing.T) {
-	c := JSONCodec{Types: func(method string) []any {
+	c := JSONCodec(func(method string) []any {
 		if method == "place" {
 			return []any{new(order), new(string)}
 		}
 		return nil
-	}}
+	})
 	data, err := c.Marshal("place", []any{order{"o1", 2}, "fast"})
 	if err != nil {
 		t.Fatal(err)
@@ -301,10 +301,10 @@ func TestJSONCodec(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(args, []any{map[string]any{"ID": "o1", "Items": 2.0}, "fast"}) {
 		t.Errorf("generic: %#v, %v", args, err)
 	}
-	if data, _ := (JSONCodec{}).Marshal("m", nil); string(data) != "[]" {
+	if data, _ := JSONCodec(nil).Marshal("m", nil); string(data) != "[]" {
 		t.Errorf("nil args: %s", data)
 	}
-	if _, err := (JSONCodec{}).Unmarshal("m", []byte("{")); err == nil {
+	if _, err := JSONCodec(nil).Unmarshal("m", []byte("{")); err == nil {
 		t.Error("bad JSON: no error")
 	}
 	if _, err := c.Unmarshal("place", []byte(`[1, "x"]`)); err == nil {
@@ -317,7 +317,7 @@ func TestIdempotencyKeyKept(t *testing.T) {
 	if withIdempotencyKey(inv) != inv {
 		t.Error("an Invocation with a key was copied")
 	}
-	if a, b := NewIdempotencyKey(), NewIdempotencyKey(); a == b || len(a) != 32 {
+	if a, b := newIdempotencyKey(), newIdempotencyKey(); a == b || len(a) != 32 {
 		t.Errorf("keys %q, %q", a, b)
 	}
 }
@@ -346,19 +346,19 @@ func TestStoreQueuedHookPanics(t *testing.T) {
 // instead of queueing a call the next process would give up.
 func TestJSONCodecRefusesProtoMessages(t *testing.T) {
 	msg := wrapperspb.String("order o1")
-	if _, err := (JSONCodec{}).Marshal("Notify", []any{msg}); err == nil || !strings.Contains(err.Error(), "protocodec") {
+	if _, err := JSONCodec(nil).Marshal("Notify", []any{msg}); err == nil || !strings.Contains(err.Error(), "protocodec") {
 		t.Fatalf("Marshal(proto message) = %v, want an error naming protocodec", err)
 	}
 	// A message passed by value (not a pointer) is a message too: JSON
 	// gives it back as a map just the same.
-	if _, err := (JSONCodec{}).Marshal("Notify", []any{*wrapperspb.String("order o1")}); err == nil || !strings.Contains(err.Error(), "protocodec") {
+	if _, err := JSONCodec(nil).Marshal("Notify", []any{*wrapperspb.String("order o1")}); err == nil || !strings.Contains(err.Error(), "protocodec") {
 		t.Fatalf("Marshal(proto message by value) = %v, want an error naming protocodec", err)
 	}
-	if _, err := (JSONCodec{}).Marshal("Notify", []any{anypb.Any{TypeUrl: "x/y"}}); err != nil {
+	if _, err := JSONCodec(nil).Marshal("Notify", []any{anypb.Any{TypeUrl: "x/y"}}); err != nil {
 		t.Fatalf("Marshal(Any by value) = %v", err)
 	}
 	// An Any keeps its content as JSON (type URL and wire bytes).
-	if _, err := (JSONCodec{}).Marshal("Notify", []any{&anypb.Any{TypeUrl: "x/y", Value: []byte{1}}}); err != nil {
+	if _, err := JSONCodec(nil).Marshal("Notify", []any{&anypb.Any{TypeUrl: "x/y", Value: []byte{1}}}); err != nil {
 		t.Fatalf("Marshal(Any) = %v", err)
 	}
 	synctest.Test(t, func(t *testing.T) {

@@ -2,6 +2,7 @@ package reboundpg_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -75,7 +76,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bolt.Close()
-	codec := failback.JSONCodec{}
+	codec := failback.JSONCodec(nil)
 	for _, callers := range []int{1, 16, 128} {
 		for _, mode := range []string{"tx", "tx+enqueue", "tx+enqueue-nonotify", "tx+bbolt"} {
 			b.Run(fmt.Sprintf("callers=%d/%s", callers, mode), func(b *testing.B) {
@@ -110,7 +111,7 @@ func BenchmarkEnqueue(b *testing.B) {
 						}
 						now := time.Now()
 						_, err = bolt.Add(failback.StoredCall{Method: inv.Method, Args: args, Due: now, Born: now,
-							Attachments: map[string]string{failback.IdempotencyKey: failback.NewIdempotencyKey()}})
+							Attachments: map[string]string{failback.IdempotencyKey: rand.Text()}})
 						return err
 					}
 					return nil

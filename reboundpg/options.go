@@ -35,7 +35,7 @@ func (c *config) bad(fn, arg, reason string) {
 
 func newConfig(fn string, opts []Option) (config, error) {
 	c := config{table: "rebound_outbox", lease: 30 * time.Second, poll: time.Second, batch: 64,
-		codec: failback.JSONCodec{}, log: zap.NewNop()}
+		codec: failback.JSONCodec(nil), log: zap.NewNop()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)
@@ -88,7 +88,7 @@ func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = 
 func withBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
 
 // WithCodec sets the Codec Enqueue encodes arguments with. It must be the
-// Invoker's (failback.WithCodec). Default (and for nil): failback.JSONCodec{}.
+// Invoker's (failback.WithCodec). Default (and for nil): failback.JSONCodec(nil).
 func WithCodec(codec failback.Codec) Option {
 	return optionFunc(func(c *config) {
 		if codec != nil {

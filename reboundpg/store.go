@@ -218,7 +218,7 @@ func (s *Store) Remove(id uint64) error {
 	return nil
 }
 
-// Quarantine implements failback.Quarantiner: the record stays in the
+// Quarantine implements failback.Store: the record stays in the
 // table, with the reason in its quarantined column, and is never claimed
 // again.
 func (s *Store) Quarantine(id uint64, reason error) error {
@@ -351,7 +351,7 @@ func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 	att := make(map[string]string, len(inv.Attachments)+1)
 	maps.Copy(att, inv.Attachments)
 	if att[failback.IdempotencyKey] == "" {
-		att[failback.IdempotencyKey] = failback.NewIdempotencyKey()
+		att[failback.IdempotencyKey] = rand.Text()
 	}
 	ab, err := json.Marshal(att)
 	if err != nil {

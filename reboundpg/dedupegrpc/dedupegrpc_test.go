@@ -2,6 +2,7 @@ package dedupegrpc_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"strings"
@@ -57,7 +58,7 @@ func TestInterceptor(t *testing.T) {
 			return "ok", nil
 		}
 	}
-	call := metadata.NewIncomingContext(ctx, metadata.Pairs(failback.IdempotencyKey, failback.NewIdempotencyKey()))
+	call := metadata.NewIncomingContext(ctx, metadata.Pairs(failback.IdempotencyKey, rand.Text()))
 	if _, err := icpt(call, nil, info, handler(true)); !errors.Is(err, fail) {
 		t.Fatalf("failing handler: %v", err)
 	}
