@@ -11,69 +11,41 @@ import (
 	"github.com/rebound-go/rebound/internal/goid"
 )
 
-// Task is the Detail of every rebound.Event the invoker emits. It is a
-// copy: keeping it is safe.
-//
-// A queued call emits EventQueued, then EventRetry for each failed retry
-// followed by another, then one of EventRecovered, EventGiveUp (Err a
-// *rebound.RetryError) or EventDropped (Reason says why). A call that could not be
-// queued emits only EventDropped. The events of one call are observed in
-// order, never concurrently, with no lock held; see docs/failback.md for
-// which goroutine calls each. A panicking observer is recovered: after
-// EventQueued or EventRetry the call then gives up (Last a *cluster.PanicError).
+// Task is the Detail of every rebound.Event the invoker emits; it is a copy.
+// A queued call emits EventQueued, an EventRetry per failed retry, then
+// EventRecovered, EventGiveUp or EventDropped. A call not queued emits only
+// EventDropped. One call's events come in order, with no lock held.
 type Task struct {
-	// Invocation is the call, as given to Invoke (shared, read only).
-	Invocation *cluster.Invocation
-	// Attempts counts the attempts made so far, the first one included. A
-	// retry the throttle rejected counts too (its Err is rebound.ErrThrottled).
-	Attempts int
-	// Target is the Target of the last attempt's invoker ("" if none).
-	Target string
-	// Err is the last attempt's error: nil in EventRecovered, a
-	// *rebound.RetryError in EventGiveUp (Reason rebound.ErrExhausted,
-	// ErrNotRetryable or a panic's), Invoke's error for a call never queued.
-	Err error
-	// Delay is the wait before the next attempt.
-	Delay time.Duration
-	// Age is the time since the first attempt failed.
-	Age time.Duration
-	// Reason says why the call was dropped (EventDropped only): ErrQueueFull,
-	// ErrClosed, ErrExpired, ErrStore or rebound.ErrBudgetExhausted.
-	Reason error
+	Invocation *cluster.Invocation // the call, as given to Invoke (read only)
+	Attempts   int                 // attempts made, the first and throttled ones included
+	Target     string              // the last attempt's invoker ("" if none)
+	// Err is the last attempt's error: a *rebound.RetryError in EventGiveUp
+	// (Reason rebound.ErrExhausted or ErrNotRetryable; Last a
+	// *cluster.PanicError after a panic), nil in EventRecovered.
+	Err    error
+	Delay  time.Duration // the wait before the next attempt
+	Age    time.Duration // the time since the first attempt failed
+	Reason error         // why it was dropped: ErrQueueFull, ErrClosed, ErrExpired, ErrStore or rebound.ErrBudgetExhausted
 }
 
-// Stats counts the calls handed to the background: those whose first
-// attempt failed with a retryable error, and those loaded from a Store.
-// Each is at any moment in exactly one bucket:
+// Stats counts the calls handed to the background: first attempts that
+// failed with a retryable error, and calls loaded from a Store. Always:
 //
 //	Offered == Queued + InFlight + Succeeded + GaveUp + sum(Dropped)
 type Stats struct {
-	// Queued counts the tasks waiting now, for their due time or a worker.
-	Queued int
-	// InFlight counts the tasks a retry worker holds now.
-	InFlight int
-	// Offered counts the calls handed to the background.
-	Offered uint64
-	// Retried counts retry attempts started.
-	Retried uint64
-	// Throttled counts retries the throttle (WithThrottle) rejected locally.
-	// They were not sent, and count as failed attempts of their call.
-	Throttled uint64
-	// BreakerWaits counts retries that waited for a circuit breaker. They
-	// were not sent, and are not in Retried nor in Attempts.
-	BreakerWaits uint64
-	// Succeeded counts tasks that succeeded on a retry.
-	Succeeded uint64
-	// GaveUp counts tasks that gave up (EventGiveUp).
-	GaveUp uint64
-	// Dropped counts calls dropped, by Reason (see Task.Reason). It has an
-	// entry for every reason.
-	Dropped map[error]uint64
-	// Quarantined counts the stored calls set aside (WithQuarantine).
-	Quarantined uint64
+	Queued       int              // waiting now, for their due time or a worker
+	InFlight     int              // held by a retry worker now
+	Offered      uint64           // handed to the background
+	Retried      uint64           // retry attempts started
+	Throttled    uint64           // retries the throttle rejected: failed, not sent
+	BreakerWaits uint64           // retries that waited for a breaker: not sent, not attempts
+	Succeeded    uint64           // succeeded on a retry
+	GaveUp       uint64           // gave up (EventGiveUp)
+	Dropped      map[error]uint64 // dropped, by Task.Reason; an entry for every reason
+	Quarantined  uint64           // stored calls set aside (WithQuarantine)
 }
 
-// Stats returns the current counters (see Stats for how they add up).
+// Stats returns the current counters.
 func (f *Invoker) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -8,26 +8,20 @@ import (
 	"go.uber.org/zap"
 )
 
-// Claimer is a Store several Invokers share (package reboundpg). Instead
-// of loading every call in New, each Invoker claims due calls in batches,
-// with a lease the Store keeps alive while its Invoker holds the call.
+// Claimer is a Store several Invokers share (package reboundpg): each
+// claims due calls in batches, with a lease, instead of loading them all.
 type Claimer interface {
 	Store
-	// Claim leases up to n calls that are due and that no live lease
-	// holds, and returns them with Due and Born on this process's clock.
-	// next is when to claim again if nothing wakes the Invoker first
-	// (the Store's polling interval, or less when a call falls due
-	// sooner); it also applies after an error. A call Claim cannot decode
-	// comes with Err set, as from Load.
+	// Claim leases up to n due calls no live lease holds, with times on
+	// this process's clock. next is when to claim again, also after an
+	// error.
 	Claim(ctx context.Context, n int) (calls []StoredCall, next time.Duration, err error)
-	// Notify returns a channel that receives when calls may have been
-	// added or become due (nil if the Store has no such signal).
+	// Notify receives when calls may have been added (nil: no signal).
 	Notify() <-chan struct{}
 }
 
-// ErrLeaseLost is wrapped by a Claimer's Update when the call's lease
-// ended and another Invoker claimed it. The call is then dropped with
-// ErrClosed and stays in the Store, for its new holder.
+// ErrLeaseLost is wrapped by a Claimer's Update when another Invoker took
+// the call. The call is dropped with ErrClosed and stays in the Store.
 var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
 
 // claimRetryFull is how long the claim loop waits before it asks again

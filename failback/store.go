@@ -21,40 +21,24 @@ import (
 // Its changes must be durable when they return; New calls Load once. It must
 // be safe for concurrent use; failback/boltstore implements it.
 type Store interface {
-	// Add stores a new call and returns its ID (never 0).
-	Add(c StoredCall) (id uint64, err error)
-	// Update records that call id has made attempts attempts and is due
-	// again at due.
-	Update(id uint64, attempts int, due time.Time) error
-	// Remove forgets call id. Removing an unknown ID is not an error.
-	Remove(id uint64) error
-	// Load calls fn for every stored call, in ID order, and stops at the
-	// first error fn returns.
-	Load(fn func(StoredCall) error) error
-	// Quarantine moves record id out of what Load reports, keeping its
-	// bytes for an operator (WithQuarantine).
-	Quarantine(id uint64, reason error) error
+	Add(c StoredCall) (id uint64, err error)             // stores c; its ID is never 0
+	Update(id uint64, attempts int, due time.Time) error // records a failed retry
+	Remove(id uint64) error                              // forgets id; an unknown id is no error
+	Load(fn func(StoredCall) error) error                // calls fn in ID order, until fn fails
+	Quarantine(id uint64, reason error) error            // moves record id out of Load's sight, bytes kept
 }
 
-// StoredCall is a queued call as a Store keeps it.
+// StoredCall is a queued call as a Store keeps it. Due and Born (the first
+// failure) are wall-clock times. Load sets only ID and Err for a record it
+// cannot decode; Err names the record and says why.
 type StoredCall struct {
-	// ID is assigned by Store.Add (0 in the call to Add).
-	ID uint64
-	// Method and Attachments are the Invocation's; Attachments holds the
-	// call's IdempotencyKey.
-	Method      string
-	Attachments map[string]string
-	// Args are the Invocation's arguments encoded by the Invoker's Codec.
-	Args []byte
-	// Attempts counts the attempts made, the first one included.
-	Attempts int
-	// Due is when the next attempt is due; Born when the first attempt
-	// failed (wall-clock time: it must survive a restart).
-	Due, Born time.Time
-	// Err is set by Load, instead of the fields above, for a record the
-	// Store cannot decode: it names the record and says why. ID is then
-	// the record's, for Quarantine (0 if it has none).
-	Err error
+	ID          uint64            // assigned by Add (0 in the call to Add)
+	Method      string            // the Invocation's
+	Attachments map[string]string // the Invocation's, with its IdempotencyKey
+	Args        []byte            // the arguments, encoded by the Codec
+	Attempts    int               // attempts made, the first one included
+	Due, Born   time.Time
+	Err         error
 }
 
 // ErrBadRecord is matched by New's error for a stored call it cannot load,
@@ -83,9 +67,8 @@ func (e *badRecordError) Error() string {
 // Unwrap returns ErrBadRecord and Err.
 func (e *badRecordError) Unwrap() []error { return []error{ErrBadRecord, e.Err} }
 
-// IdempotencyKey is the attachment that carries a call's idempotency key
-// when the Invoker has a Store: the same on every attempt, across restarts.
-// A caller's non-empty key is kept.
+// IdempotencyKey is the attachment that carries a stored call's key, the
+// same on every attempt and across restarts. A caller's key is kept.
 const IdempotencyKey = "idempotency-key"
 
 // newIdempotencyKey returns a new random key of 32 hex digits (128 bits).
@@ -189,8 +172,8 @@ func deref(p any) any {
 	return p
 }
 
-// ErrStore is wrapped by Invoke's error when the Store failed to add a call,
-// and by New's when loading the stored calls failed.
+// ErrStore is wrapped by Invoke's error when the Store failed to add a
+// call, and by New's when loading failed.
 var ErrStore = errors.New("failback: store failed")
 
 // errReloaded is the last error of a call loaded from a Store, until its
@@ -204,10 +187,9 @@ type storeConfig struct {
 	quarantine bool // WithQuarantine
 }
 
-// WithStore keeps the queued calls in s, so they survive a crash or a
-// restart: New loads what s holds, and calls dropped by Close stay in s.
-// Each call gets an IdempotencyKey; delivery is at least once. A nil s
-// means no store (see docs/failback.md).
+// WithStore keeps the queued calls in s, so they survive a restart: New
+// loads them, and calls dropped by Close stay in s. Delivery is at least
+// once (see IdempotencyKey). A nil s means no store.
 func WithStore(s Store) Option {
 	return optionFunc(func(c *config) { c.durable.store = s })
 }
