@@ -1,0 +1,4 @@
+package reboundhttp
+
+// NeverSent is the test's name of neverSent.
+var NeverSent = neverSent
