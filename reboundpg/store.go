@@ -27,10 +27,14 @@ import (
 // kept in the table's comment.
 const schemaVersion = "reboundpg outbox 1"
 
-// Store is a failback.Store and failback.Claimer on a PostgreSQL table
-// shared by the replicas of a service: pass it to failback.WithStore, one
-// Store per failback.Invoker. It is safe for concurrent use.
-type Store struct{ *store }
+// Store is a failback outbox on a PostgreSQL table shared by the replicas
+// of a service: give Failback to one failback.Invoker. It is safe for
+// concurrent use.
+type Store struct{ s *store }
+
+// Failback returns the Store as a failback.Store (and failback.Claimer),
+// for failback.WithStore.
+func (s *Store) Failback() failback.Store { return s.s }
 
 // store is the Store: its failback.Store, failback.Claimer and
 // failback.Quarantiner methods are for the Invoker, not for users.
@@ -340,7 +344,7 @@ func (s *store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
 // call's IdempotencyKey (inv's own, or a new one). WithCodec's Codec
 // encodes the arguments.
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
-	return s.enqueue(ctx, tx, inv)
+	return s.s.enqueue(ctx, tx, inv)
 }
 
 func (s *store) enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
@@ -382,7 +386,7 @@ func (s *store) fail(doing string, err error) error {
 // Close stops the Store's goroutines and releases its leases (bounded by
 // 5 s), so other replicas claim its calls at once. Call it after the
 // Invoker's Close or Shutdown. It is idempotent; the pool stays open.
-func (s *Store) Close() error { return s.close() }
+func (s *Store) Close() error { return s.s.close() }
 
 func (s *store) close() error {
 	var err error
