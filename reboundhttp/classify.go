@@ -28,11 +28,11 @@ func (e *statusError) Error() string {
 
 var errNoGetBody = errors.New("reboundhttp: the request's body has no GetBody: it is sent once")
 
-// DefaultClassifier is the classifier New uses. It retries a 429, 502, 503
+// defaultClassifier is the classifier New uses. It retries a 429, 502, 503
 // or 504, an error neverSent recognises, and a network error (a reset, a
 // connection timeout, an unexpected EOF). It does not retry a context's
 // error nor a rejected certificate.
-func DefaultClassifier(resp *http.Response, err error) bool {
+func defaultClassifier(resp *http.Response, err error) bool {
 	if err == nil {
 		switch resp.StatusCode {
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -40,15 +40,18 @@ func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	})
 }
 
-// WithClassifier replaces DefaultClassifier: retryable reports whether a
-// response (err nil) or an error (resp nil) is worth another attempt. It
-// cannot make an unsafe request retried; it is called concurrently.
-func WithClassifier(retryable func(resp *http.Response, err error) bool) Option {
+// WithClassifier sets which responses (err nil) and errors (resp nil) are
+// worth another attempt: retryable gets def, the default's verdict (429,
+// 502, 503, 504, network errors). It cannot make an unsafe request retried;
+// it is called concurrently.
+func WithClassifier(retryable func(resp *http.Response, err error, def bool) bool) Option {
 	return optionFunc(func(t *Transport) error {
 		if retryable == nil {
-			return &rebound.ArgumentError{Func: "reboundhttp.WithClassifier", Arg: "retryable", Reason: "must not be nil (omit the option for DefaultClassifier)"}
+			return &rebound.ArgumentError{Func: "reboundhttp.WithClassifier", Arg: "retryable", Reason: "must not be nil (omit the option for the default)"}
 		}
-		t.classify = retryable
+		t.classify = func(resp *http.Response, err error) bool {
+			return retryable(resp, err, defaultClassifier(resp, err))
+		}
 		return nil
 	})
 }

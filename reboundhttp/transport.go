@@ -48,7 +48,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*host{}}
+	t := &Transport{base: base, policy: p, classify: defaultClassifier, hosts: map[string]*host{}}
 	for _, o := range opts {
 		if o != nil {
 			if err := o.apply(t); err != nil {
