@@ -315,7 +315,7 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 // returns the panic of the Queued hook, if any.
 func (f *Invoker) noteAccepted(t *task, d time.Duration) *cluster.PanicError {
 	if f.dropping.Load() && f.dropping.CompareAndSwap(true, false) {
-		f.fullLoop.Succeeded(int(f.fullEpisode.Swap(0)) + 1)
+		f.fullLoop.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: int(f.fullEpisode.Swap(0)) + 1})
 	}
 	if ce := f.log.Check(zapcore.DebugLevel, "failback: call queued for retry"); ce != nil {
 		ce.Write(zap.String("method", t.inv.Method), zap.String("target", t.target()),
@@ -333,7 +333,7 @@ func (f *Invoker) reject(t *task, reason dropReason) error {
 	case dropQueueFull:
 		n := f.fullEpisode.Add(1)
 		f.dropping.Store(true)
-		f.fullLoop.Failed(int(n), fmt.Errorf("%w (%d tasks): call to %q dropped: %w", ErrQueueFull, f.cfg.maxTasks, t.inv.Method, t.lastErr), 0)
+		f.fullLoop.Observe(rebound.Event{Kind: rebound.EventRetry, Attempt: int(n), Err: fmt.Errorf("%w (%d tasks): call to %q dropped: %w", ErrQueueFull, f.cfg.maxTasks, t.inv.Method, t.lastErr)})
 	default:
 		if ce := f.log.Check(zapcore.WarnLevel, "failback: call not queued"); ce != nil {
 			ce.Write(zap.String("reason", string(reason)), zap.String("method", t.inv.Method),

@@ -65,9 +65,10 @@ func NewLoop(l *zap.Logger, component string, fields ...zap.Field) *Loop {
 	return &Loop{log: l}
 }
 
-// Observe logs EventRetry as Failed, a successful EventAttempt as
-// Succeeded and EventGiveUp as GaveUp; it ignores other kinds.
-// Lines report the first caller outside package rebound.
+// Observe logs an EventRetry as a failure (Warn when an outage starts or a
+// reminder is due, else Debug), a successful EventAttempt as a success and
+// an EventGiveUp as the end; it ignores other kinds. Lines report the
+// first caller outside package rebound.
 func (lp *Loop) Observe(e rebound.Event) {
 	switch e.Kind {
 	case rebound.EventRetry:
@@ -115,13 +116,6 @@ func callerOutsideRebound(c zapcore.EntryCaller) zapcore.EntryCaller {
 	}
 }
 
-// Failed records that attempt failed with err and that the loop will
-// try again after delay. It logs at Warn at the start of an outage and
-// when a reminder is due, at Debug otherwise.
-func (lp *Loop) Failed(attempt int, err error, delay time.Duration) {
-	lp.failed(attempt, err, delay, false)
-}
-
 func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaObserve bool) {
 	if lp == nil || lp.log == nil {
 		return
@@ -161,10 +155,6 @@ func (lp *Loop) failed(attempt int, err error, delay time.Duration, viaObserve b
 	}
 }
 
-// Succeeded records a success after attempts attempts. It ends an outage
-// with an Info line (attempts, downtime); with no outage it logs at Debug.
-func (lp *Loop) Succeeded(attempts int) { lp.succeeded(attempts, false) }
-
 func (lp *Loop) succeeded(attempts int, viaObserve bool) {
 	if lp == nil || lp.log == nil {
 		return
@@ -180,11 +170,6 @@ func (lp *Loop) succeeded(attempts int, viaObserve bool) {
 		write(ce, viaObserve, zap.Int("attempts", attempts), zap.Duration("downtime", downtime))
 	}
 }
-
-// GaveUp records that the loop stopped for good after attempts attempts
-// with err, and ends the outage. It logs at Error, or at Info ("retry loop
-// stopped") if err is or wraps context.Canceled.
-func (lp *Loop) GaveUp(attempts int, err error) { lp.gaveUp(attempts, err, false) }
 
 func (lp *Loop) gaveUp(attempts int, err error, viaObserve bool) {
 	if lp == nil || lp.log == nil {

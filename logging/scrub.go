@@ -63,39 +63,10 @@ var (
 	dsnUser = regexp.MustCompile(`(?:^|[\s"'(<\[=,])[^\s:/"'<>\[\]]*:`)
 )
 
-// Scrub returns s with credentials replaced by "[REDACTED]":
-//
-//   - the value after each sensitive key (see isSensitiveKey) written as
-//     "key: value", "key=value", `"key":"value"`, "key:[value]",
-//     "key:<value>" or "Key:value" (Go's %+v of a struct, such as the SDK's
-//     ClientConfig). A quoted value ends at its closing quote (backslash
-//     escapes count, also for a quoted string inside a quoted string, as
-//     in `"{\"password\":\"x\"}"`); another value ends at white space, a
-//     quote, a comma, '&', ';' or a bracket. A value that is an object
-//     ("{...}"), a list ("[a b]", "<...>", "(...)"), a Go literal of a
-//     slice (%#v's `[]string{"Bearer x"}`, `[]uint8{0x70}`) or a PEM block
-//     ("-----BEGIN ...-----END ...-----") is redacted whole, to its
-//     matching end; so is a value quoted inside text quoted more than once;
-//   - the whole value of a header whose key ends with "authorization" or
-//     "cookie" (Authorization, Proxy-Authorization, Cookie, Set-Cookie):
-//     every cookie of "Cookie: a=1; SESSIONID=x", the credentials of
-//     "Authorization: Digest username=..., response=...", up to the end of
-//     the line, a closing bracket, or a quote that ends the text around
-//     it. A known authentication scheme before the credentials (Basic,
-//     Bearer, Digest, Negotiate, Token, ...) stays: "Authorization: Bearer
-//     [REDACTED]"; so does the scheme before the word it introduces
-//     after another sensitive key ("token: Bearer [REDACTED]");
-//   - the password of a URL's user information ("http://user:pw@host"
-//     becomes "http://user:[REDACTED]@host"), also without a scheme at the
-//     start of a word ("root:pw@tcp(db)"); as in net/url, the user
-//     information ends at the last '@' of the host part, so a password
-//     holding '@' or '/' is redacted whole; also before an empty host
-//     ("root:pw@/orders", go-sql-driver/mysql's DSN without one).
-//
-// A value that is "[REDACTED]" already stays as it is, so that Scrub of
-// its own output returns it unchanged. A string without ':' or '=' is
-// returned as is, without allocating. Scrub takes time linear in the
-// length of s.
+// Scrub returns s with credentials replaced by "[REDACTED]": values after
+// sensitive keys, Authorization and Cookie header values, and URL
+// passwords. Its own output comes back unchanged; it runs in linear time.
+// docs/observability.md lists the forms it recognises.
 func Scrub(s string) string {
 	if !strings.ContainsAny(s, ":=") || !mayHoldSecret(s) {
 		return s

@@ -13,12 +13,9 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// WeightScale converts a registry weight (a float, 1.0 by default in Nacos)
-// into the integer weight grpc-go's balancers read
-// (experimental/balancer/weight: ring_hash and pick_first's weighted
-// shuffling): round(Weight * WeightScale), at least 1. A registry weight of
-// 0.5 becomes 50, 1 becomes 100.
-const WeightScale = 100
+// weightScale converts a registry weight into grpc-go's integer weight
+// (experimental/balancer/weight): round(Weight * 100), at least 1.
+const weightScale = 100
 
 type instanceKey struct{}
 
@@ -38,9 +35,8 @@ func (a instanceAttr) Equal(o any) bool {
 }
 
 // InstanceFromEndpoint returns the registry instance an endpoint was made
-// from (its ID, cluster, weight, flags and metadata), for balancers and
-// interceptors. It reports false for an endpoint this package did not
-// produce. The Metadata map is shared: do not modify it.
+// from, for balancers. It reports false for an endpoint of another
+// resolver. The Metadata map is shared: do not modify it.
 func InstanceFromEndpoint(ep resolver.Endpoint) (subscriber.Instance, bool) {
 	a, ok := ep.Attributes.Value(instanceKey{}).(instanceAttr)
 	return a.in, ok
@@ -51,7 +47,7 @@ func scaledWeight(w float64) uint32 {
 	if !(w > 0) { // also NaN
 		return 1
 	}
-	s := math.Round(w * WeightScale)
+	s := math.Round(w * weightScale)
 	if s >= math.MaxUint32 {
 		return math.MaxUint32
 	}

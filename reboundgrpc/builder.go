@@ -22,24 +22,17 @@ import (
 // ErrClosed is returned by Build after Close. It matches rebound.ErrClosed.
 var ErrClosed = rebound.NewClosedError("reboundgrpc: builder closed")
 
-// ErrNoInstances is wrapped by the error a ClientConn receives through
-// ReportError when the registry lists no instance that passes the filter.
-var ErrNoInstances = errors.New("reboundgrpc: no instances")
-
-// ErrUnresolved is wrapped by the error a ClientConn receives through
-// ReportError while its subscription has not delivered a first list and
-// the registry answered with an error (see WithUnresolvedReport).
-var ErrUnresolved = errors.New("reboundgrpc: no instance list yet")
+// The errors a ClientConn hears through ReportError: no instance passes
+// the filter; no first list yet and the registry answered with an error.
+var (
+	errNoInstances = errors.New("reboundgrpc: no instances")
+	errUnresolved  = errors.New("reboundgrpc: no instance list yet")
+)
 
 // Builder is a grpc-go resolver.Builder over a subscriber.Manager: pass it
-// to grpc.NewClient with grpc.WithResolvers and dial targets of its scheme
-// (see ParseTarget). Every ClientConn, and every resolver a ClientConn
-// builds again after leaving idle mode, that names the same Key shares one
-// Manager subscription, reference-counted (see WithLinger).
-//
-// Create it with NewBuilder; the zero Builder is not usable. It is safe for
-// concurrent use. It does not own the Manager. Close it after the
-// ClientConns that use it and before the Manager.
+// to grpc.NewClient with grpc.WithResolvers. ClientConns of one Key share
+// one Manager subscription. It is safe for concurrent use; it does not own
+// the Manager: close it after the ClientConns and before the Manager.
 type Builder struct {
 	m     *subscriber.Manager
 	o     options
@@ -70,8 +63,8 @@ type listID struct {
 	n       int
 }
 
-// Stats counts what a Builder did, for tests and dashboards.
-type Stats struct {
+// stats counts what a Builder did, for tests and the metrics.
+type stats struct {
 	// Subscriptions is the number of keys whose shared Manager
 	// subscription the Builder holds now (one per Key in use or
 	// lingering).
@@ -85,7 +78,7 @@ type Stats struct {
 	// Builds counts Build calls that returned a resolver.
 	Builds uint64
 	// ResolveNows counts ResolveNow calls; Refreshes the re-confirmations
-	// they led to after coalescing (see WithResolveNowInterval).
+	// they led to after coalescing (see withResolveNowInterval).
 	ResolveNows, Refreshes uint64
 	// Rejected counts states a ClientConn rejected (UpdateState errors),
 	// each sent again with backoff. An empty list is not counted.
@@ -95,10 +88,8 @@ type Stats struct {
 	Panics uint64
 }
 
-// NewBuilder returns a Builder over m. Errors: a *rebound.ArgumentError
-// for a nil m or a bad option; an error wrapping
-// subscriber.ErrManagerClosed if m is closed. The defaults are in the
-// options' docs.
+// NewBuilder returns a Builder over m. A nil m or a bad option is a
+// *rebound.ArgumentError; a closed m is subscriber.ErrManagerClosed.
 func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	o := options{
 		linger:     defaultLinger,
@@ -148,7 +139,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	}
 	b.retry = retry
 	b.meter, err = telemetry.NewGRPC(o.mp, func() telemetry.GRPCStats {
-		st := b.Stats()
+		st := b.stats()
 		return telemetry.GRPCStats{Subscriptions: int64(st.Subscriptions), Resolvers: int64(st.Resolvers),
 			ResolveNows: int64(st.ResolveNows), Refreshes: int64(st.Refreshes), Rejected: int64(st.Rejected)}
 	})
@@ -163,20 +154,10 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 // resolves.
 func (b *Builder) Scheme() string { return scheme }
 
-// Build implements resolver.Builder. It never blocks on the registry and
-// never fails because the registry is down: it opens a View of the
-// target's key (subscriber.WatchGroup.Watch: the Manager's one shared
-// subscription of the key, started at once if there is none) and returns.
-// The ClientConn gets the key's last list at once if there is one, and
-// every later list as it arrives; until the first list RPCs wait
-// (fail-fast RPCs fail with Unavailable once the registry's error is
-// reported, see WithUnresolvedReport). When the subscription stops for
-// good (a permanent registry error), the ClientConn keeps its last list
-// and hears the error through ReportError; its next ResolveNow subscribes
-// again, as a new Build does.
-//
-// It returns an error for a target ParseTarget rejects, after Close
-// (ErrClosed), and when the Manager refuses the subscription (closed).
+// Build implements resolver.Builder: it opens a View of the target's key
+// and never blocks on the registry. It fails for a target the package
+// doc's syntax rejects, after Close (ErrClosed), or when the Manager is
+// closed.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
 	key, err := keyFromTarget(target)
 	if err != nil {
@@ -204,15 +185,10 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 	return r, nil
 }
 
-// Close lets go of every subscription of the Builder (lingering ones
-// too), waits until those it was the last to hold are unsubscribed, and
-// stops the goroutines of the resolvers still open: they keep the last
-// state they sent to their ClientConn and get no further update, so close
-// the ClientConns first. Build returns ErrClosed afterwards. Close is
-// idempotent and always returns nil (Unsubscribe errors are logged by the
-// Manager). Called from the WithFilter function or a hook (on a
-// resolver's goroutine), it does not wait for that goroutine, which ends
-// when the call returns.
+// Close lets go of the Builder's subscriptions and stops its resolvers,
+// which keep their last state: close the ClientConns first. It is
+// idempotent and returns nil. Called from a filter or observer, it does not
+// wait for the calling goroutine.
 func (b *Builder) Close() error {
 	b.mu.Lock()
 	first := !b.closed
@@ -249,13 +225,13 @@ func (b *Builder) forget(r *ccResolver) {
 	}
 }
 
-// Stats returns the Builder's counters.
-func (b *Builder) Stats() Stats {
+// stats returns the Builder's counters.
+func (b *Builder) stats() stats {
 	b.mu.Lock()
 	res := len(b.resolvers)
 	b.mu.Unlock()
 	vs := b.views.Stats()
-	return Stats{
+	return stats{
 		Subscriptions: vs.Keys,
 		Resolvers:     res,
 		Subscribes:    vs.Subscribes,
@@ -316,7 +292,7 @@ func (b *Builder) filterPanicked(key subscriber.Key, err error) {
 }
 
 // safeObserver wraps o so that a panic is recovered (counted in
-// Stats.Panics and logged at Error) instead of killing the resolver's
+// the stats and logged at Error) instead of killing the resolver's
 // goroutine and the process.
 type safeObserver struct {
 	b *Builder

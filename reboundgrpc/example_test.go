@@ -67,20 +67,17 @@ func Example() {
 		Args:   []any{&healthpb.HealthCheckRequest{}, reply},
 	})
 	fmt.Println(reply.GetStatus(), err)
-	fmt.Println("subscriptions:", b.Stats().Subscriptions)
+	fmt.Println("subscriptions:", len(m.Status())) // one for the Builder
 	// Output:
 	// SERVING <nil>
 	// SERVING <nil>
 	// subscriptions: 1
 }
 
-// The target syntax and the subscriber.Key it names.
-func ExampleParseTarget() {
-	key, err := reboundgrpc.ParseTarget("rebound://prod/orders?group=shop&clusters=b,a")
-	fmt.Println(key.Namespace, key.Group, key.Service, key.Clusters, err)
-	_, err = reboundgrpc.ParseTarget("rebound:///orders?grup=shop")
-	fmt.Println(err)
+// A target for a subscriber.Key: the Builder resolves it to that key.
+func ExampleTarget() {
+	t, err := reboundgrpc.Target("rebound", subscriber.Key{Namespace: "prod", Group: "shop", Service: "orders", Clusters: []string{"b", "a"}})
+	fmt.Println(t, err)
 	// Output:
-	// prod shop orders [a b] <nil>
-	// reboundgrpc.ParseTarget: target "rebound:///orders?grup=shop" has an unknown parameter grup (known: group, clusters, namespace)
+	// rebound://prod/orders?clusters=a%2Cb&group=shop <nil>
 }

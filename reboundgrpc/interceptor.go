@@ -18,17 +18,12 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/failback"
 )
 
-// Queue takes a call and either makes it or keeps it for later, as a
-// *failback.Invoker does: (nil, nil) for a call queued for retry.
-type Queue interface {
-	Invoke(ctx context.Context, inv *cluster.Invocation) (any, error)
-}
-
-// FireAndForget routes the unary calls of chosen methods through a Queue
-// (a failback.Invoker over NewInvoker(cc)), so that generated client code
-// gets failback without changing its calls:
+// FireAndForget is a unary client interceptor that sends the calls of
+// chosen methods through a failback Invoker, so generated client code gets
+// failback unchanged:
 //
 //	ff := reboundgrpc.NewFireAndForget("/audit.Audit/Record")
 //	cc, _ := grpc.NewClient(target, grpc.WithChainUnaryInterceptor(ff.UnaryClientInterceptor()), ...)
@@ -36,41 +31,14 @@ type Queue interface {
 //	ff.Bind(fb)
 //	_, err := auditpb.NewAuditClient(cc).Record(ctx, req) // nil when queued
 //
-// For a chosen method the interceptor hands the call to the Queue, which
-// makes its first attempt at once, in the caller's goroutine, through the
-// Invoker: when the Invoker is over the same *grpc.ClientConn (NewInvoker(cc)),
-// that attempt continues the interceptor chain it came from (the
-// interceptors after the FireAndForget, then the transport), with the
-// caller's context, the caller's call options and the Invoker's; the
-// interceptors before the FireAndForget see the call once, as the caller
-// made it. If the attempt fails with a transient status the Queue keeps the
-// call and the caller gets a nil error.
-//
-// Retries run later in the background, after the caller's interceptors
-// have returned, so they cannot continue the caller's chain: each one is a
-// new RPC through the ClientConn's whole chain (cc.Invoke: every
-// interceptor, including those before the FireAndForget, sees each retry
-// as a call of its own, which is what auth, metrics and tracing
-// interceptors need), with the context failback gives retries (none of the
-// caller's values unless failback.WithContextValues) and the Invoker's call
-// options only (NewInvoker's); the FireAndForget lets them through.
-// With a failback Store, the IdempotencyKey attachment (outgoing metadata)
-// tells the server a retry is the same call.
-//
-// The caller's reply message is left untouched (fire-and-forget: there is
-// no answer to wait for). A proto.Message request is queued as its wire
-// form (a snapshot, so the caller may reuse the message at once) that any
-// failback Codec stores and gives back after a restart, failback's default
-// JSONCodec included; the Invoker decodes it again through protoregistry.
-// Until Bind, and for other methods, calls go straight on.
-//
-// A FireAndForget is safe for concurrent use.
+// The first attempt continues the caller's interceptor chain; retries are
+// calls of their own through the whole chain (docs/grpc.md). The caller's
+// reply is left untouched. Until Bind, and for other methods, calls go
+// straight on. It is safe for concurrent use.
 type FireAndForget struct {
 	methods map[string]bool
-	q       atomic.Pointer[queueRef]
+	q       atomic.Pointer[failback.Invoker]
 }
-
-type queueRef struct{ q Queue }
 
 // NewFireAndForget returns a FireAndForget for the given full method names
 // ("/package.Service/Method").
@@ -82,14 +50,9 @@ func NewFireAndForget(methods ...string) *FireAndForget {
 	return f
 }
 
-// Bind sets the Queue the chosen methods go through (nil unbinds).
-func (f *FireAndForget) Bind(q Queue) {
-	if q == nil {
-		f.q.Store(nil)
-		return
-	}
-	f.q.Store(&queueRef{q})
-}
+// Bind sets the failback Invoker the chosen methods go through (nil
+// unbinds).
+func (f *FireAndForget) Bind(q *failback.Invoker) { f.q.Store(q) }
 
 // bypassKey marks the context of a call the Invoker makes.
 type bypassKey struct{}
@@ -170,7 +133,7 @@ func (f *FireAndForget) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 		// (which it may reuse) and call options.
 		defer c.expire()
 		ctx = context.WithValue(ctx, contKey{}, c)
-		_, err := ref.q.Invoke(ctx, &cluster.Invocation{Method: method, Args: []any{arg}})
+		_, err := ref.Invoke(ctx, &cluster.Invocation{Method: method, Args: []any{arg}})
 		return err
 	}
 }

@@ -20,9 +20,9 @@ import (
 	"github.com/rebound-go/rebound/failback"
 )
 
-// PushbackTrailer is the trailer in which a gRPC server tells the client
+// pushbackTrailer is the trailer in which a gRPC server tells the client
 // how many milliseconds to wait before retrying (gRFC A6).
-const PushbackTrailer = "grpc-retry-pushback-ms"
+const pushbackTrailer = "grpc-retry-pushback-ms"
 
 // Invoker is a cluster.Invoker over a grpc.ClientConn: each Invoke is one
 // unary RPC through the ClientConn's balancer, so a failback.Invoker over
@@ -36,26 +36,17 @@ const PushbackTrailer = "grpc-retry-pushback-ms"
 //		Args:   []any{req}, // the request; optionally the reply as Args[1]
 //	})
 //
-// Invocation.Method is the full method name ("/package.Service/Method");
-// Args[0] is the request message, Args[1] (optional) the reply message,
-// which Invoke returns; without it the reply is decoded into an
-// emptypb.Empty (its fields kept as unknown fields) and Invoke returns that.
-// Attachments are sent as outgoing metadata, added to the context's
-// (but failback.TraceContextKey, which failback keeps for its traces).
-//
-// Errors are classified by Classify, so failback's DefaultRetryable retries
-// exactly the transient ones and waits at least a server's pushback.
-// Invoker is safe for concurrent use; it does not own the ClientConn.
+// Method is the full method name; Args are [request] or [request, reply];
+// Attachments go as outgoing metadata. Errors go through Classify. It is
+// safe for concurrent use and does not own the ClientConn.
 type Invoker struct {
 	cc     grpc.ClientConnInterface
 	target string
 	opts   []grpc.CallOption
 }
 
-// NewInvoker returns an Invoker over cc (a *grpc.ClientConn, or anything
-// with its Invoke method) that adds opts to every RPC (for example
-// grpc.WaitForReady(true)). Its Target is cc's CanonicalTarget, or "grpc".
-// It panics on a nil cc, as generated clients would on the first call.
+// NewInvoker returns an Invoker over cc that adds opts to every RPC. Its
+// Target is cc's CanonicalTarget, or "grpc". It panics on a nil cc.
 func NewInvoker(cc grpc.ClientConnInterface, opts ...grpc.CallOption) *Invoker {
 	if cc == nil {
 		panic("reboundgrpc.NewInvoker: cc is nil")
@@ -71,24 +62,9 @@ func NewInvoker(cc grpc.ClientConnInterface, opts ...grpc.CallOption) *Invoker {
 func (i *Invoker) Target() string { return i.target }
 
 // Invoke implements cluster.Invoker: one unary RPC. An Invocation it
-// cannot send (nil, no Method, or Args other than [request] or [request,
-// reply] with a non-nil request) is a Permanent *rebound.ArgumentError
-// (matching rebound.ErrInvalidArgument), never retried; so is a request
-// that a failback Store's Codec could not give back as a proto.Message
-// after a restart (a map from failback's default JSONCodec, which gRPC's
-// proto codec cannot send; use failback.WithCodec(protocodec.New(nil)) for
-// calls made with Invoke, see the package documentation), with a message
-// that says so.
-//
-// An attempt ended by ctx returns an error that also wraps ctx.Err()
-// (errors.Is(err, context.Canceled) holds), so that a failback Invoker
-// that cancels its in-flight retries when it closes keeps them queued.
-//
-// A call that fails with Canceled because the ClientConn is closed (its
-// state is Shutdown, or grpc.ErrClientConnClosing) while ctx is not done
-// is marked failback.Stopping: a failback Invoker does not retry it in
-// this process and never gives it up; with a Store it stays stored for
-// the next process.
+// cannot send is a Permanent *rebound.ArgumentError. An error of an attempt
+// ctx ended wraps ctx.Err(); a call failed by the ClientConn closing is
+// marked failback.Stopping.
 func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, error) {
 	if inv == nil || inv.Method == "" || len(inv.Args) < 1 || len(inv.Args) > 2 || inv.Args[0] == nil {
 		return nil, rebound.Permanent(&rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv",
@@ -179,30 +155,12 @@ func methodOf(inv *cluster.Invocation) string {
 	return inv.Method
 }
 
-// Classify marks a gRPC error for rebound's retry loops (failback's
-// DefaultRetryable and rebound.Retry):
-//
-//   - transient (rebound.Transient): Unavailable, Aborted, and
-//     DeadlineExceeded (the attempt's deadline: failback never queues a call
-//     whose caller's context is done); Canceled caused by the ClientConn
-//     closing (grpc.ErrClientConnClosing);
-//   - ResourceExhausted: transient with a grpc-retry-pushback-ms trailer,
-//     permanent without one (it is also what a client-side message-size
-//     limit returns);
-//   - a grpc-retry-pushback-ms trailer on any of these retryable codes
-//     (gRFC A6): a valid one wraps the transient error in rebound.RetryAfter
-//     with that delay (a retry loop caps it at its Policy.MaxRetryAfter,
-//     5 min by default, so a pushback of days waits the cap); a negative or
-//     malformed one (the server says "do not retry") makes it permanent;
-//   - permanent (rebound.Permanent): InvalidArgument, NotFound,
-//     AlreadyExists, PermissionDenied, Unauthenticated, FailedPrecondition,
-//     OutOfRange, Unimplemented, Internal, DataLoss, Unknown, and Canceled
-//     (other than the ClientConn closing);
-//   - an error that is not a gRPC status (a context error, for example) is
-//     returned unmarked.
-//
-// The returned error wraps err: status.FromError and status.Code still see
-// the gRPC status.
+// Classify marks a gRPC error transient (Unavailable, Aborted,
+// DeadlineExceeded, ResourceExhausted with pushback) or permanent (the
+// other codes); an error that is not a status comes back unmarked. A
+// grpc-retry-pushback-ms trailer becomes a rebound.RetryAfter, or makes the
+// error permanent when negative or malformed. The result wraps err; the
+// full table is in docs/grpc.md.
 func Classify(err error, trailer metadata.MD) error {
 	if err == nil {
 		return nil
@@ -235,23 +193,13 @@ func Classify(err error, trailer metadata.MD) error {
 	return rebound.Permanent(err)
 }
 
-// Pushback returns the delay of a grpc-retry-pushback-ms trailer. It reports
-// false when there is none, or when it is negative or malformed (which
-// gRFC A6 reads as "do not retry"; more than one value is malformed). A
-// delay too large for a time.Duration saturates; a retry loop caps it at
-// its Policy.MaxRetryAfter.
-func Pushback(trailer metadata.MD) (time.Duration, bool) {
-	d, present, retry := pushback(trailer)
-	return d, present && retry
-}
-
 // maxPushbackMs is the largest pushback a time.Duration holds.
 const maxPushbackMs = int64(math.MaxInt64 / int64(time.Millisecond))
 
 // pushback parses the trailer: present is false without one; retry is
 // false for a negative or malformed one.
 func pushback(trailer metadata.MD) (d time.Duration, present, retry bool) {
-	vals := trailer.Get(PushbackTrailer)
+	vals := trailer.Get(pushbackTrailer)
 	if len(vals) == 0 {
 		return 0, false, false
 	}
@@ -271,16 +219,4 @@ func pushback(trailer metadata.MD) (d time.Duration, present, retry bool) {
 		return 0, true, false
 	}
 	return time.Duration(min(ms, maxPushbackMs)) * time.Millisecond, true, true
-}
-
-// Retryable reports whether Classify marks err transient: use it with
-// failback.WithRetryable for errors that did not come through an Invoker.
-func Retryable(err error) bool {
-	if err == nil || rebound.IsPermanent(err) {
-		return false
-	}
-	if rebound.IsTransient(err) {
-		return true
-	}
-	return rebound.IsTransient(Classify(err, nil))
 }

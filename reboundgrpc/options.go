@@ -47,10 +47,10 @@ func (o *options) bad(fn, arg, reason string) {
 	o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundgrpc." + fn, Arg: arg, Reason: reason})
 }
 
-// WithLinger sets how long a subscription stays after its last resolver
+// withLinger sets how long a subscription stays after its last resolver
 // closed, so that a ClientConn leaving idle mode gets the last list at
 // once. Default 30 s; 0 unsubscribes at once. d must not be negative.
-func WithLinger(d time.Duration) Option {
+func withLinger(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {
 			o.bad("WithLinger", "d", "must not be negative (0 unsubscribes at once)")
@@ -61,9 +61,8 @@ func WithLinger(d time.Duration) Option {
 }
 
 // WithFilter sets which instances reach the ClientConn. Default: Healthy
-// and Enabled ones; a nil keep admits all. keep runs on each resolver's
-// goroutine, concurrently for different ClientConns; a panic keeps the
-// last accepted list (see docs/grpc.md).
+// and Enabled ones; a nil keep admits all. keep runs concurrently for
+// different ClientConns; a panic keeps the last accepted list.
 func WithFilter(keep func(subscriber.Instance) bool) Option {
 	return optionFunc(func(o *options) {
 		if keep == nil {
@@ -90,11 +89,11 @@ func WithPolicy(p rebound.Policy) Option {
 	})
 }
 
-// WithResolveNowInterval sets the least time between two
+// withResolveNowInterval sets the least time between two
 // re-confirmations that ResolveNow calls of one key lead to; calls in
 // between are served by one at the interval's end. Default 6 s (keep it
 // above the Manager's WithRefreshInterval). d must be positive.
-func WithResolveNowInterval(d time.Duration) Option {
+func withResolveNowInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
 			o.bad("WithResolveNowInterval", "d", "must be > 0")
@@ -104,11 +103,11 @@ func WithResolveNowInterval(d time.Duration) Option {
 	})
 }
 
-// WithUnresolvedReport sets when a ClientConn with no address yet starts
+// withUnresolvedReport sets when a ClientConn with no address yet starts
 // hearing the registry's errors through ReportError, so that fail-fast
 // RPCs fail instead of waiting. Default 1 s after Build; 0 never reports.
 // d must not be negative.
-func WithUnresolvedReport(d time.Duration) Option {
+func withUnresolvedReport(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {
 			o.bad("WithUnresolvedReport", "d", "must not be negative (0 never reports)")
@@ -125,9 +124,8 @@ func WithLogger(l *zap.Logger) Option {
 }
 
 // WithObserver adds o as an observer of the loops that send a rejected
-// state again, called on the resolver's goroutine with no lock held. A
-// panic is recovered and counted in Stats.Panics. Several add up; a nil o
-// is ignored.
+// state again, called with no lock held; a panic is recovered. Several
+// add up; a nil o is ignored.
 func WithObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
@@ -135,9 +133,8 @@ func WithObserver(o rebound.Observer) Option {
 	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })
 }
 
-// WithMeterProvider reports the Builder's metrics (rebound.grpc.*, read
-// from Stats) and its resend loops' retry metrics through mp. Default:
-// none.
+// WithMeterProvider reports the Builder's metrics (rebound.grpc.*) and
+// its resend loops' retry metrics through mp. Default: none.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.mp = mp })
 }

@@ -29,7 +29,7 @@ type ccResolver struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	built  time.Time // when Build returned: unresolved reports start WithUnresolvedReport later
+	built  time.Time // when Build returned: unresolved reports start withUnresolvedReport later
 
 	closeOnce sync.Once
 	gid       atomic.Uint64 // the goroutine's id: stop does not wait for itself
@@ -99,7 +99,7 @@ func (r *ccResolver) rejectedRun(sched *rebound.Schedule, att rebound.Attempt, e
 // them), a rejected state is sent again with backoff (one
 // rebound.Schedule per run of rejections, told of the acceptance that
 // ends it), and the registry's error reaches a ClientConn with no list
-// yet from WithUnresolvedReport after Build on.
+// yet from withUnresolvedReport after Build on.
 func (r *ccResolver) run() {
 	defer r.wg.Done()
 	r.gid.Store(goid.ID())
@@ -112,7 +112,7 @@ func (r *ccResolver) run() {
 		graceC  <-chan time.Time
 		sent    uint64 // the version last sent (0: none)
 		resend  bool   // the last state was rejected and its delay has passed
-		pending bool   // an unresolved error waits for WithUnresolvedReport
+		pending bool   // an unresolved error waits for withUnresolvedReport
 	)
 	defer func() {
 		for _, t := range []*time.Timer{timer, graceT, r.renewT} {
@@ -138,8 +138,7 @@ func (r *ccResolver) run() {
 			if sched != nil {
 				a, d := sched.Admit(time.Now(), rebound.RetryAttempt)
 				if d.Verdict == rebound.WaitFor {
-					timer.Reset(d.Delay)
-					retryC = timer.C
+					retryC = resetTimer(&timer, d.Delay)
 					continue
 				}
 				att = a
@@ -161,19 +160,7 @@ func (r *ccResolver) run() {
 		resend, pending = false, false
 		v, ok := r.viewOf(snap)
 		if !ok {
-			if snap.Unresolved != nil && r.b.o.unresolved > 0 {
-				// Unresolved before WithUnresolvedReport: look again then.
-				pending = true
-				if graceC == nil {
-					at := r.built.Add(r.b.o.unresolved)
-					if graceT == nil {
-						graceT = time.NewTimer(time.Until(at))
-					} else {
-						graceT.Reset(time.Until(at))
-					}
-					graceC = graceT.C
-				}
-			}
+			pending = r.reportLater(snap, &graceT, &graceC)
 			continue
 		}
 		err := r.send(v)
@@ -185,29 +172,54 @@ func (r *ccResolver) run() {
 			}
 			continue
 		}
-		r.b.rejected.Add(1)
-		var dec rebound.Decision
-		if sched, att, dec = r.rejectedRun(sched, att, err, time.Now()); sched == nil {
-			r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
-				zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)), zap.Error(err))
-			continue
-		}
-		d := dec.Delay
-		r.b.log.Warn("ClientConn rejected the state; sending it again later",
-			zap.Stringer("key", r.key), zap.Int("endpoints", len(v.state.Endpoints)),
-			zap.Duration("delay", d), zap.Error(err))
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		retryC = timer.C
+		sched, att, retryC = r.rejected(sched, att, err, len(v.state.Endpoints), &timer)
 	}
+}
+
+// reportLater reports whether snap's unresolved error waits for
+// withUnresolvedReport after Build, and sets the timer that looks again
+// then.
+func (r *ccResolver) reportLater(snap subscriber.Snapshot, graceT **time.Timer, graceC *<-chan time.Time) bool {
+	if snap.Unresolved == nil || r.b.o.unresolved <= 0 {
+		return false
+	}
+	if *graceC == nil {
+		*graceC = resetTimer(graceT, time.Until(r.built.Add(r.b.o.unresolved)))
+	}
+	return true
+}
+
+// rejected handles a state the ClientConn rejected with err: the run of
+// rejections and the channel of the resend's timer (nil: wait for the
+// next list).
+func (r *ccResolver) rejected(sched *rebound.Schedule, att rebound.Attempt, err error, endpoints int, timer **time.Timer) (*rebound.Schedule, rebound.Attempt, <-chan time.Time) {
+	r.b.rejected.Add(1)
+	sched, att, dec := r.rejectedRun(sched, att, err, time.Now())
+	if sched == nil {
+		r.b.log.Warn("ClientConn rejected the state; waiting for the next list",
+			zap.Stringer("key", r.key), zap.Int("endpoints", endpoints), zap.Error(err))
+		return nil, att, nil
+	}
+	r.b.log.Warn("ClientConn rejected the state; sending it again later",
+		zap.Stringer("key", r.key), zap.Int("endpoints", endpoints),
+		zap.Duration("delay", dec.Delay), zap.Error(err))
+	return sched, att, resetTimer(timer, dec.Delay)
+}
+
+// resetTimer starts *t (a new timer if nil) to fire after d and returns
+// its channel.
+func resetTimer(t **time.Timer, d time.Duration) <-chan time.Time {
+	if *t == nil {
+		*t = time.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
+	return (*t).C
 }
 
 // renew replaces a view whose subscription stopped for good by a new one
 // of the key (a new subscription, or the one a later Build started), as a
-// new Build would; at most once per WithResolveNowInterval, else when the
+// new Build would; at most once per withResolveNowInterval, else when the
 // interval ends. It reports whether it did.
 func (r *ccResolver) renew() bool {
 	if r.v.Snapshot().Stopped == nil {
@@ -283,7 +295,7 @@ func (r *ccResolver) viewOf(snap subscriber.Snapshot) (view, bool) {
 		if r.b.o.unresolved == 0 || time.Now().Before(r.built.Add(r.b.o.unresolved)) {
 			return v, false
 		}
-		v.err = fmt.Errorf("%w for %s: %w", ErrUnresolved, keyName(r.key), snap.Unresolved)
+		v.err = fmt.Errorf("%w for %s: %w", errUnresolved, keyName(r.key), snap.Unresolved)
 	default:
 		return v, false // nothing yet
 	}
@@ -314,10 +326,10 @@ func (r *ccResolver) send(v view) error {
 		return err
 	case v.hasList:
 		_ = r.cc.UpdateState(resolver.State{})
-		reason := fmt.Errorf("%w for %s in the registry", ErrNoInstances, keyName(r.key))
+		reason := fmt.Errorf("%w for %s in the registry", errNoInstances, keyName(r.key))
 		if len(v.list) > 0 {
 			reason = fmt.Errorf("%w for %s: the registry lists %s (the filter keeps healthy, enabled instances by default)",
-				ErrNoInstances, keyName(r.key), filteredOut(r.b.o.custom, v.list))
+				errNoInstances, keyName(r.key), filteredOut(r.b.o.custom, v.list))
 		}
 		if v.stopped {
 			reason = fmt.Errorf("%w; %w", reason, v.err)
@@ -333,11 +345,11 @@ func (r *ccResolver) send(v view) error {
 
 // ResolveNow implements resolver.Resolver: it asks for a re-confirmation
 // of the shared subscription (View.Refresh), coalesced across every
-// ClientConn using it (see WithResolveNowInterval), also while the
+// ClientConn using it (see withResolveNowInterval), also while the
 // subscription holds an empty list back (StateHeld): the registry is then
 // asked whether the providers are back. Once the subscription stopped for
 // good, it subscribes again instead, as a new Build would (at most once
-// per WithResolveNowInterval for the ClientConn). It never blocks.
+// per withResolveNowInterval for the ClientConn). It never blocks.
 func (r *ccResolver) ResolveNow(resolver.ResolveNowOptions) {
 	r.b.resolveNows.Add(1)
 	r.mu.Lock()
@@ -351,7 +363,7 @@ func (r *ccResolver) ResolveNow(resolver.ResolveNowOptions) {
 }
 
 // Close implements resolver.Resolver: it releases the ClientConn's View
-// (the shared subscription lingers, see WithLinger) and waits for the
+// (the shared subscription lingers, see withLinger) and waits for the
 // resolver's goroutine. Idempotent.
 func (r *ccResolver) Close() {
 	r.stop()

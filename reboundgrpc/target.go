@@ -12,20 +12,9 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// ParseTarget maps a gRPC target onto a subscriber.Key. The syntax is
-//
-//	<scheme>://[namespace]/<service>[?group=G][&clusters=a,b][&namespace=N]
-//
-// for example "rebound:///orders", "rebound:///orders?group=shop&clusters=a,b"
-// or "rebound://prod/orders". The authority (or the namespace parameter;
-// not both) is the Key's Namespace; the path is its Service (it may contain
-// '/'); group is its Group; clusters is a comma-separated list (the
-// parameter may be repeated), in any order. Empty namespace and group mean
-// the registry's defaults. Any other query parameter, an empty service, an
-// empty cluster name, a repeated group or namespace, or a fragment is an
-// error (a *rebound.ArgumentError naming the target). The scheme is not
-// checked.
-func ParseTarget(target string) (subscriber.Key, error) {
+// parseTarget maps a target onto a subscriber.Key (the syntax is in the
+// package doc); anything else is a *rebound.ArgumentError.
+func parseTarget(target string) (subscriber.Key, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return subscriber.Key{}, targetError(target, "is not a URL", err)
@@ -33,18 +22,10 @@ func ParseTarget(target string) (subscriber.Key, error) {
 	return keyFromURL(target, *u)
 }
 
-// Target formats key as a target of the given scheme for grpc.NewClient,
-// the inverse of ParseTarget: ParseTarget(Target(scheme, k)) returns k
-// (its Clusters sorted and without repeats) for every Key it accepts, and
-// every Key ParseTarget returns is accepted. The namespace is the
-// authority when it is made of letters, digits, '-', '.', '_' and '~'
-// only, and the namespace parameter otherwise (a space, '/', '@', ':' or
-// any other character); the service and every parameter are escaped.
-//
-// It returns a *rebound.ArgumentError (matching rebound.ErrInvalidArgument)
-// for a scheme that is not a lower-case URL scheme, an empty Service, and a
-// cluster name ParseTarget could not read back (empty, containing ',', or
-// with leading or trailing white space).
+// Target formats key as a target of scheme for grpc.NewClient; the Builder
+// reads it back as key (its Clusters sorted, without repeats). A bad scheme,
+// an empty Service or an unreadable cluster name is a
+// *rebound.ArgumentError.
 func Target(scheme string, key subscriber.Key) (string, error) {
 	bad := func(arg, reason string) (string, error) {
 		return "", &rebound.ArgumentError{Func: "reboundgrpc.Target", Arg: arg, Reason: reason}
@@ -152,7 +133,7 @@ func keyFromURL(target string, u url.URL) (subscriber.Key, error) {
 }
 
 func targetError(target, reason string, err error) error {
-	return &rebound.ArgumentError{Func: "reboundgrpc.ParseTarget", Arg: "target " + strconv.Quote(target), Reason: reason, Err: err}
+	return &rebound.ArgumentError{Func: "reboundgrpc.Builder.Build", Arg: "target " + strconv.Quote(target), Reason: reason, Err: err}
 }
 
 func validScheme(s string) bool {

@@ -2,6 +2,7 @@ package reboundgrpc_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -415,4 +416,17 @@ func TestResolveNowTrailingReachesRegistry(t *testing.T) {
 			t.Fatalf("stats %+v", st)
 		}
 	})
+}
+
+// The target syntax and the subscriber.Key it names (was ExampleParseTarget).
+func TestParseTargetSyntax(t *testing.T) {
+	key, err := reboundgrpc.ParseTarget("rebound://prod/orders?group=shop&clusters=b,a")
+	if got := fmt.Sprint(key.Namespace, " ", key.Group, " ", key.Service, " ", key.Clusters, " ", err); got != "prod shop orders [a b] <nil>" {
+		t.Errorf("ParseTarget = %s", got)
+	}
+	_, err = reboundgrpc.ParseTarget("rebound:///orders?grup=shop")
+	const want = `reboundgrpc.Builder.Build: target "rebound:///orders?grup=shop" has an unknown parameter grup (known: group, clusters, namespace)`
+	if err == nil || err.Error() != want {
+		t.Errorf("ParseTarget error = %v, want %s", err, want)
+	}
 }

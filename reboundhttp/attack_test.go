@@ -54,7 +54,7 @@ func TestSlowFailedBodyDoesNotHoldTheRetry(t *testing.T) {
 // body (its connection): the panic goes on, the body is closed.
 func TestClassifierPanicClosesTheResponse(t *testing.T) {
 	f := &fake{answer: func(int) *http.Response { return status(503, "") }}
-	rt := newTransport(t, f, fast, reboundhttp.WithClassifier(func(*http.Response, error) bool { panic("classifier") }))
+	rt := newTransport(t, f, fast, reboundhttp.WithClassifier(func(*http.Response, error, bool) bool { panic("classifier") }))
 	req, _ := http.NewRequest(http.MethodGet, "http://h.example/", nil)
 	func() {
 		defer func() {

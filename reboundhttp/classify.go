@@ -15,24 +15,24 @@ import (
 	"time"
 )
 
-// StatusError is what the engine and its observers see as the error of an
+// statusError is what the engine and its observers see as the error of an
 // attempt whose response was a failure. RoundTrip returns the response
 // itself, not this error.
-type StatusError struct {
+type statusError struct {
 	StatusCode int
 }
 
-func (e *StatusError) Error() string {
+func (e *statusError) Error() string {
 	return "reboundhttp: status " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
 }
 
 var errNoGetBody = errors.New("reboundhttp: the request's body has no GetBody: it is sent once")
 
-// DefaultClassifier is the classifier New uses. It retries a 429, 502, 503
-// or 504, an error NeverSent recognises, and a network error (a reset, a
+// defaultClassifier is the classifier New uses. It retries a 429, 502, 503
+// or 504, an error neverSent recognises, and a network error (a reset, a
 // connection timeout, an unexpected EOF). It does not retry a context's
 // error nor a rejected certificate.
-func DefaultClassifier(resp *http.Response, err error) bool {
+func defaultClassifier(resp *http.Response, err error) bool {
 	if err == nil {
 		switch resp.StatusCode {
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
@@ -43,7 +43,7 @@ func DefaultClassifier(resp *http.Response, err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || badCertificate(err) {
 		return false
 	}
-	if NeverSent(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if neverSent(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
 	_, ok := errors.AsType[net.Error](err)
@@ -84,11 +84,11 @@ var http2Unprocessed = []string{
 	"http2: client conn not usable",
 }
 
-// NeverSent reports whether err, from a RoundTripper, proves the server
+// neverSent reports whether err, from a RoundTripper, proves the server
 // never saw the request: a failed dial or TLS handshake, an unreachable
 // proxy, an HTTP/2 REFUSED_STREAM or a stream above a GOAWAY's last ID.
 // Sending such a request again cannot apply it twice.
-func NeverSent(err error) bool {
+func neverSent(err error) bool {
 	if err == nil {
 		return false
 	}

@@ -11,22 +11,16 @@
 // What is retried: a request that is safe to repeat (an idempotent method,
 // or an Idempotency-Key header: WithIdempotencyKey adds one) after a 429,
 // 502, 503 or 504 or a network error; any request, a POST included, after
-// an error proving the server never saw it (NeverSent: a failed dial or TLS
+// an error proving the server never saw it (a failed dial or TLS
 // handshake, an HTTP/2 REFUSED_STREAM or a stream above a GOAWAY's last
 // stream ID). A POST whose outcome is unknown is never sent twice. Other
 // 4xx, redirects and successes return at once (http.Client follows
 // redirects above the transport: each hop is a request of its own).
 //
-// Bodies: a request with a body is sent again only through GetBody; one
-// without GetBody is sent once. A failed response that is retried is
-// drained (at most 4 KiB for at most 50 ms) and closed before the next attempt; when the
-// engine stops while the request's context is live, the last response is
-// returned as is, body unread.
-//
-// Time: every wait is the engine's, ends with the request's context
-// (http.Client's Timeout is a deadline on it), and a wait that would end
-// after the deadline is not started. Retry-After, in seconds or as an
-// HTTP-date, is honoured up to Policy.MaxRetryAfter.
+// A retried response is drained (at most 4 KiB, 50 ms) and closed; when
+// the engine stops, the last response is returned, body unread. Every wait
+// ends with the request's context. Retry-After is honoured up to
+// Policy.MaxRetryAfter.
 //
 // A Transport is safe for concurrent use. See docs/http.md.
 package reboundhttp

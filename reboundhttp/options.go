@@ -18,9 +18,8 @@ type optionFunc func(*Transport) error
 func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithOptions gives every host's Retrier the engine options opts:
-// observers, metrics, traces. A budget, throttle, limiter or breaker given
-// here is shared by all hosts. Use WithClassifier, not
-// rebound.WithClassifier. Several WithOptions add up.
+// observers, metrics, traces; a gate given here is shared by all hosts.
+// Several add up.
 func WithOptions(opts ...rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		t.shared = append(t.shared, opts...)
@@ -28,11 +27,9 @@ func WithOptions(opts ...rebound.Option) Option {
 	})
 }
 
-// WithHostOptions gives each host (req.URL.Host) a Retrier of its own,
-// with the options perHost returns after WithOptions': typically a budget,
-// throttle, limiter and breaker. perHost is called once per host, on its
-// first request, with no lock held. A Retrier lives as long as the
-// Transport: do not use it for an unbounded set of hosts.
+// WithHostOptions gives each host a Retrier of its own, with the options
+// perHost returns (after WithOptions'), called once per host with no lock
+// held. Do not use it for an unbounded set of hosts.
 func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		if perHost == nil {
@@ -43,16 +40,18 @@ func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	})
 }
 
-// WithClassifier replaces DefaultClassifier: retryable reports whether a
-// response (err nil) or an error (resp nil) is worth another attempt. It
-// cannot make an unsafe request retried (see RoundTrip). It is called
-// concurrently for concurrent requests.
-func WithClassifier(retryable func(resp *http.Response, err error) bool) Option {
+// WithClassifier sets which responses (err nil) and errors (resp nil) are
+// worth another attempt: retryable gets def, the default's verdict (429,
+// 502, 503, 504, network errors). It cannot make an unsafe request retried;
+// it is called concurrently.
+func WithClassifier(retryable func(resp *http.Response, err error, def bool) bool) Option {
 	return optionFunc(func(t *Transport) error {
 		if retryable == nil {
-			return &rebound.ArgumentError{Func: "reboundhttp.WithClassifier", Arg: "retryable", Reason: "must not be nil (omit the option for DefaultClassifier)"}
+			return &rebound.ArgumentError{Func: "reboundhttp.WithClassifier", Arg: "retryable", Reason: "must not be nil (omit the option for the default)"}
 		}
-		t.classify = retryable
+		t.classify = func(resp *http.Response, err error) bool {
+			return retryable(resp, err, defaultClassifier(resp, err))
+		}
 		return nil
 	})
 }

@@ -48,7 +48,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, policy: p, classify: DefaultClassifier, hosts: map[string]*host{}}
+	t := &Transport{base: base, policy: p, classify: defaultClassifier, hosts: map[string]*host{}}
 	for _, o := range opts {
 		if o != nil {
 			if err := o.apply(t); err != nil {
@@ -118,26 +118,10 @@ func (t *Transport) build(name string, h *host) {
 	}
 }
 
-// RoundTrip sends req and retries it through the engine while it is safe
-// and worth it, and returns the last response: the first one that is not
-// retried, or the last failed one (its body unread) when the engine stops
-// with the request's context still live. It returns an error when no
-// response came, or when the context ended (the held response is closed).
-//
-// Safe to retry: an idempotent method (RFC 9110: GET, HEAD, OPTIONS, TRACE,
-// PUT, DELETE), a request carrying a non-empty Idempotency-Key or
-// X-Idempotency-Key, or
-// any request that the server provably never saw (NeverSent). A POST whose
-// outcome is unknown (a reset after it was written, a timeout, a 503) is
-// never sent again.
-//
-// A request with a body is sent again only if it has GetBody (set by
-// http.NewRequest for *bytes.Buffer, *bytes.Reader and *strings.Reader);
-// one without GetBody is sent once. A failed response that is retried is
-// drained (at most 4 KiB for at most 50 ms) and closed before the next attempt, so its
-// connection is reused. A Retry-After (seconds or HTTP-date) on a 429 or 503
-// becomes rebound.RetryAfter: the engine caps it at Policy.MaxRetryAfter and
-// stops at once rather than wait past the context's deadline.
+// RoundTrip sends req, retries it through the engine while it is safe
+// and worth it, and returns the last response. Safe: an idempotent method,
+// an Idempotency-Key or X-Idempotency-Key header, or an error proving the
+// server never saw it. A body is sent again only through GetBody.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.Transport.RoundTrip", Arg: "req", Reason: "must be non-nil with a non-nil URL"}
@@ -219,7 +203,7 @@ func (c *call) attempt(ctx context.Context) error {
 	rewindable := c.req.Body == nil || c.req.Body == http.NoBody || c.req.GetBody != nil
 	resp, err := c.t.base.RoundTrip(req)
 	if err != nil {
-		if !rewindable || !c.t.classify(nil, err) || (!c.safe && !NeverSent(err)) {
+		if !rewindable || !c.t.classify(nil, err) || (!c.safe && !neverSent(err)) {
 			return rebound.Permanent(err)
 		}
 		return err
@@ -227,12 +211,12 @@ func (c *call) attempt(ctx context.Context) error {
 	if !c.worth(resp) || !c.safe || !rewindable {
 		c.resp = resp
 		if resp.StatusCode >= 500 { // an error for breakers and throttles, not retried
-			return rebound.Permanent(&StatusError{StatusCode: resp.StatusCode})
+			return rebound.Permanent(&statusError{StatusCode: resp.StatusCode})
 		}
 		return nil
 	}
 	c.held = resp
-	serr := &StatusError{StatusCode: resp.StatusCode}
+	serr := &statusError{StatusCode: resp.StatusCode}
 	if d, ok := retryAfter(resp); ok {
 		return rebound.RetryAfter(d, serr)
 	}

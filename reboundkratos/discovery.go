@@ -22,11 +22,11 @@ import (
 // and by Register after Registrar.Close. It matches rebound.ErrClosed.
 var ErrClosed = rebound.NewClosedError("reboundkratos: closed")
 
-// ErrWatcherStopped is returned by Next after Stop (or after the
+// errWatcherStopped is returned by Next after Stop (or after the
 // Discovery was closed). It matches rebound.ErrClosed and
 // context.Canceled, so kratos' resolvers end their watch loop on it
 // instead of retrying it every second.
-var ErrWatcherStopped error = stoppedError{}
+var errWatcherStopped error = stoppedError{}
 
 type stoppedError struct{}
 
@@ -35,15 +35,10 @@ func (stoppedError) Is(target error) bool {
 	return target == rebound.ErrClosed || target == context.Canceled
 }
 
-// Discovery is a kratos registry.Discovery over a subscriber.Manager:
-// pass it to kratos' clients (transport/grpc.WithDiscovery,
-// transport/http.WithDiscovery) and dial "discovery:///<name>". Each
-// watcher and GetService read a subscriber.View of the name's key: the
-// Manager's one subscription of the key, shared with every other reader.
-//
-// Create it with NewDiscovery; the zero Discovery is not usable. It is
-// safe for concurrent use. Close the kratos clients, then the Discovery,
-// then the Manager.
+// Discovery is a kratos registry.Discovery over a subscriber.Manager: pass
+// it to kratos' clients and dial "discovery:///<name>". It is safe for
+// concurrent use. Close the kratos clients, then the Discovery, then the
+// Manager.
 type Discovery struct {
 	m     *subscriber.Manager
 	f     Format
@@ -60,16 +55,15 @@ type Discovery struct {
 }
 
 // NewDiscovery returns a Discovery over m reading instances stored in
-// format f. Errors: a *rebound.ArgumentError for a nil m, an unknown f or
-// a bad option; an error wrapping subscriber.ErrManagerClosed if m is
-// closed.
+// format f. A nil m, an unknown f or a bad option is a
+// *rebound.ArgumentError; a closed m is subscriber.ErrManagerClosed.
 func NewDiscovery(m *subscriber.Manager, f Format, opts ...Option) (*Discovery, error) {
 	o := discoveryOptions{kind: defaultKind, maxPending: defaultMaxPending}
 	if m == nil {
 		o.bad("NewDiscovery", "m", "is nil (a *subscriber.Manager is required)")
 	}
 	if !f.valid() {
-		o.bad("NewDiscovery", "f", "must be FormatNacos or FormatEtcd; got "+f.String())
+		o.bad("NewDiscovery", "f", "must be FormatNacos or FormatEtcd; got "+f.name())
 	}
 	applyOptions(&config{fn: "NewDiscovery", d: &o}, opts)
 	if f == FormatEtcd && o.group != "" {
@@ -227,17 +221,9 @@ func (p *pin) current() (list []*registry.ServiceInstance, ok bool, err error) {
 }
 
 // GetService returns name's current instances from memory. The first call
-// for a name takes its subscription and waits, bounded by ctx, for the
-// first list; once a call has returned a list, the Discovery holds the
-// subscription until Close, and later calls neither reach the registry
-// nor allocate. A call that fails lets go of the subscription again,
-// unless a list was returned before or another call still waits. The slice and its ServiceInstances are shared: do not modify
-// them (kratos' ServiceInstance.Equal sorts Endpoints in place).
-//
-// Errors: a *rebound.ArgumentError for a nil ctx or an empty name;
-// ErrClosed after Close; ctx's error (wrapping the registry's last error)
-// before the first list; the subscription's error when it stopped for
-// good.
+// for a name waits, bounded by ctx, for the first list; once one was
+// returned the name stays subscribed until Close. The result is shared: do
+// not modify it.
 func (d *Discovery) GetService(ctx context.Context, serviceName string) ([]*registry.ServiceInstance, error) {
 	if ctx == nil {
 		return nil, &rebound.ArgumentError{Func: "reboundkratos.Discovery.GetService", Arg: "ctx", Reason: "is nil"}
@@ -337,18 +323,10 @@ func (d *Discovery) unpin(name string, p *pin, failed bool) {
 	}
 }
 
-// Watch returns a watcher of name's instance list. It never waits for the
-// registry and never fails because it is down. The first Next returns the
-// current list (waiting for the first); each later Next a newer list, in
-// order and never twice. Lists are not all delivered: one that a newer
-// list replaced before the watcher read it (while it was converting the
-// previous one) is skipped, as the name's View coalesces; the last list
-// always arrives. Converted lists wait for Next in a queue (see
-// WithMaxPending). The watcher ends with Stop or when ctx ends.
-//
-// Errors: a *rebound.ArgumentError for a nil ctx, an empty name or a key
-// the Manager rejects; ErrClosed after Close; ctx's error; an error
-// wrapping subscriber.ErrManagerClosed when the Manager is closed.
+// Watch returns a watcher of name's instance list at once, whatever the
+// registry's state. Next returns the current list, then newer ones, in
+// order and never twice (the last always arrives). After Stop, Close or
+// ctx's end, Next returns an error matching context.Canceled.
 func (d *Discovery) Watch(ctx context.Context, serviceName string) (registry.Watcher, error) {
 	if ctx == nil {
 		return nil, &rebound.ArgumentError{Func: "reboundkratos.Discovery.Watch", Arg: "ctx", Reason: "is nil"}
@@ -390,10 +368,8 @@ func (d *Discovery) Watch(ctx context.Context, serviceName string) (registry.Wat
 	return w, nil
 }
 
-// Close stops every watcher (Next returns ErrWatcherStopped), lets go of
-// every View and waits for the unsubscriptions it was the last to hold.
-// Watch and GetService return ErrClosed afterwards. It is idempotent and
-// returns nil.
+// Close stops every watcher and lets go of every View. Watch and
+// GetService return ErrClosed afterwards. It is idempotent and returns nil.
 func (d *Discovery) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -504,7 +480,7 @@ func (w *watcher) popLocked() ([]*registry.ServiceInstance, bool) {
 // Next implements registry.Watcher: it returns the next list (the current
 // one first), blocking until there is one. The slice is the caller's; its
 // ServiceInstances are shared and must not be modified. It fails only
-// after Stop (ErrWatcherStopped) or when ctx ends. After a stop for good
+// after Stop (errWatcherStopped) or when ctx ends. After a stop for good
 // of the subscription it blocks until Stop or ctx.
 func (w *watcher) Next() ([]*registry.ServiceInstance, error) {
 	for {
@@ -514,7 +490,7 @@ func (w *watcher) Next() ([]*registry.ServiceInstance, error) {
 		w.mu.Lock()
 		if w.stopped {
 			w.mu.Unlock()
-			return nil, ErrWatcherStopped
+			return nil, errWatcherStopped
 		}
 		l, ok := w.popLocked()
 		w.mu.Unlock()
@@ -529,7 +505,7 @@ func (w *watcher) Next() ([]*registry.ServiceInstance, error) {
 }
 
 // Stop implements registry.Watcher: it ends the watcher (a blocked Next
-// returns ErrWatcherStopped) and closes its View. It never blocks, is
+// returns errWatcherStopped) and closes its View. It never blocks, is
 // idempotent and returns nil.
 func (w *watcher) Stop() error {
 	w.release()

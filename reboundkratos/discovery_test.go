@@ -3,7 +3,6 @@ package reboundkratos_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -383,7 +382,9 @@ func TestDiscoveryBadInput(t *testing.T) {
 	}
 }
 
-func ExampleFormat() {
-	fmt.Println(reboundkratos.FormatNacos, reboundkratos.FormatEtcd)
-	// Output: nacos etcd
+// TestFormatName: the formats' names (was ExampleFormat).
+func TestFormatName(t *testing.T) {
+	if got := reboundkratos.FormatName(reboundkratos.FormatNacos) + " " + reboundkratos.FormatName(reboundkratos.FormatEtcd); got != "nacos etcd" {
+		t.Errorf("names = %q, want nacos etcd", got)
+	}
 }

@@ -54,7 +54,7 @@ func (e *etcdEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 	client := e.client(t)
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatEtcd,
 		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
-			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}), etcd.WithTTL(5*time.Second), etcd.WithLogger(zaptest.NewLogger(t)))
+			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout("")), etcd.WithTTL(5*time.Second), etcd.WithLogger(zaptest.NewLogger(t)))
 		}, reboundkratos.WithDrainDelay(testDrain), reboundkratos.WithPolicy(fastPolicy))
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func (e *etcdEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 func (e *etcdEnv) discovery(t testing.TB, endpoints ...string) *reboundkratos.Discovery {
 	t.Helper()
 	client := e.client(t, endpoints...)
-	reg, err := etcd.New(client, etcd.WithLayout(reboundkratos.EtcdLayout{}))
+	reg, err := etcd.New(client, etcd.WithLayout(reboundkratos.EtcdLayout("")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 // A Discovery over a Manager; with a real registry, the Manager's
 // Registry is nacos.New(namingClient) or etcd.New(client,
-// etcd.WithLayout(reboundkratos.EtcdLayout{})), and the Discovery goes to
+// etcd.WithLayout(reboundkratos.EtcdLayout(""))), and the Discovery goes to
 // kratos' client: grpc.DialInsecure(ctx,
 // grpc.WithEndpoint("discovery:///helloworld.grpc"), grpc.WithDiscovery(d)).
 func ExampleNewDiscovery() {

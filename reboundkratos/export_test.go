@@ -13,3 +13,16 @@ func Watchers(d *Discovery) int {
 	defer d.mu.Unlock()
 	return len(d.watchers)
 }
+
+// Options and names the package does not export; the tests use them.
+var (
+	WithGroup         = withGroup
+	WithKind          = withKind
+	WithMaxPending    = withMaxPending
+	WithCluster       = withCluster
+	WithWeight        = withWeight
+	ErrWatcherStopped = errWatcherStopped
+)
+
+// FormatName returns "nacos" or "etcd".
+func FormatName(f Format) string { return f.name() }

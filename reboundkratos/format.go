@@ -13,37 +13,25 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/etcd"
 )
 
-// Format says how kratos service instances are stored in the registry: the
-// layout of one of kratos' contrib registries, so that a process on the
-// contrib registry and one on reboundkratos see each other.
+// Format says how kratos service instances are stored in the registry:
+// the layout of one of kratos' contrib registries.
 type Format int
 
 const (
-	// FormatNacos is the layout of kratos' contrib/registry/nacos: every
-	// endpoint of a kratos instance is a Nacos instance of its own, in the
-	// service "<name>.<scheme>" (for example "helloworld.grpc"), with the
-	// endpoint's IP and port, weight 100, ephemeral, and the instance's
-	// metadata plus "kind" (the scheme) and "version" (the instance's
-	// Version). A client dials "discovery:///helloworld.grpc": the
-	// Discovery watches the Nacos service of that name and hands kratos
-	// one ServiceInstance per Nacos instance, with the endpoint
-	// "<kind>://ip:port", Version from "version", ID the Nacos instance
-	// id, Name the watched name. Like the contrib registry it keeps only
-	// instances that are healthy, enabled and of positive weight.
+	// FormatNacos is contrib/registry/nacos' layout: one Nacos instance
+	// per endpoint, in service "<name>.<scheme>"; clients dial
+	// "discovery:///<name>.<scheme>".
 	FormatNacos Format = iota + 1
-	// FormatEtcd is the layout of kratos' contrib/registry/etcd, read and
-	// written through subscriber/etcd with WithLayout(EtcdLayout{}): the
-	// key "/microservices/<name>/<id>" holds the JSON of the
-	// ServiceInstance ({"id","name","version","metadata","endpoints"}),
-	// on a lease. A client dials "discovery:///helloworld". The Discovery
-	// hands kratos the ServiceInstance as stored.
+	// FormatEtcd is contrib/registry/etcd's layout, through subscriber/etcd
+	// with EtcdLayout: one key holding the ServiceInstance's JSON; clients
+	// dial "discovery:///<name>".
 	FormatEtcd
 )
 
-// String returns "nacos" or "etcd".
-func (f Format) String() string {
+func (f Format) name() string {
 	switch f {
 	case FormatNacos:
 		return "nacos"
@@ -55,17 +43,13 @@ func (f Format) String() string {
 
 func (f Format) valid() bool { return f == FormatNacos || f == FormatEtcd }
 
-// MetadataInstance is the Instance.Metadata key under which EtcdLayout
-// keeps the stored JSON of a kratos ServiceInstance (Decode sets it,
-// Encode writes it as the key's value). Discovery with FormatEtcd reads
-// it; subscriber's other readers see it as metadata.
-const MetadataInstance = "reboundkratos.instance"
-
-// Metadata keys of FormatNacos, as kratos' contrib Nacos registry writes
-// them.
+// Metadata keys: the stored JSON of a kratos ServiceInstance (the etcd
+// layout's Decode sets it, Encode writes it), and FormatNacos' keys, as
+// kratos' contrib Nacos registry writes them.
 const (
-	MetadataKind    = "kind"
-	MetadataVersion = "version"
+	metadataInstance = "reboundkratos.instance"
+	metadataKind     = "kind"
+	metadataVersion  = "version"
 )
 
 // The contrib registry's defaults: the scheme of an instance whose
@@ -151,7 +135,7 @@ func checkInstance(fn string, f Format, si *registry.ServiceInstance) ([]endpoin
 // kratos receives; ok is false for an instance that is left out.
 func (d *Discovery) decode(name string, in subscriber.Instance) (*registry.ServiceInstance, bool) {
 	if d.f == FormatEtcd {
-		if raw, ok := in.Metadata[MetadataInstance]; ok {
+		if raw, ok := in.Metadata[metadataInstance]; ok {
 			var si registry.ServiceInstance
 			if err := json.Unmarshal([]byte(raw), &si); err == nil {
 				return &si, true
@@ -160,39 +144,35 @@ func (d *Discovery) decode(name string, in subscriber.Instance) (*registry.Servi
 	} else if !(in.Healthy && in.Enabled && in.Weight > 0) {
 		return nil, false
 	}
-	kind := in.Metadata[MetadataKind]
+	kind := in.Metadata[metadataKind]
 	if kind == "" {
 		kind = d.o.kind
 	}
 	return &registry.ServiceInstance{
 		ID:        in.ID,
 		Name:      name,
-		Version:   in.Metadata[MetadataVersion],
+		Version:   in.Metadata[metadataVersion],
 		Metadata:  in.Metadata,
 		Endpoints: []string{kind + "://" + net.JoinHostPort(in.IP, strconv.FormatUint(in.Port, 10))},
 	}, true
 }
 
-// EtcdLayout is the key layout of kratos' contrib/registry/etcd, for
-// subscriber/etcd (it implements etcd.Layout: pass it with
-// etcd.WithLayout to etcd.New for consumers and to etcd.Register for
-// providers):
-//
-//	key:   <Prefix>/<name>/<id>            (Prefix "/microservices")
-//	value: {"id":"…","name":"…","version":"…","metadata":{…},"endpoints":["grpc://10.0.0.1:9000?isSecure=false",…]}
-//
-// on a lease kept alive. The value is the JSON of kratos'
-// registry.ServiceInstance, byte for byte what the contrib registry
-// writes for the same instance.
-//
-// Decode gives an Instance with the IP and port of the first endpoint
-// that has a host:port, Weight 100, Healthy, Enabled, Ephemeral, Cluster
-// "DEFAULT", and Metadata the instance's metadata plus MetadataInstance
-// (the stored JSON, which Discovery hands to kratos as it is). Encode
-// stores the Instance's MetadataInstance value under its ID (Registrar
-// with FormatEtcd fills both). The zero EtcdLayout is ready to use and
-// safe for concurrent use.
-type EtcdLayout struct {
+// EtcdLayout returns the key layout of kratos' contrib/registry/etcd, for
+// subscriber/etcd's WithLayout, on both sides: key <prefix>/<name>/<id>
+// holding the JSON of the ServiceInstance, byte for byte as the contrib
+// registry writes it. An empty prefix is "/microservices"; a prefix ending
+// with "/" makes every key an *rebound.ArgumentError. docs/kratos.md has
+// the fields.
+func EtcdLayout(prefix string) etcd.Layout { return etcdLayout{Prefix: prefix} }
+
+// etcdLayout is EtcdLayout's etcd.Layout. Decode gives an Instance with the
+// IP and port of the first endpoint that has a host:port, Weight 100,
+// Healthy, Enabled, Ephemeral, Cluster "DEFAULT", and Metadata the
+// instance's metadata plus metadataInstance (the stored JSON, which
+// Discovery hands to kratos as it is). Encode stores the Instance's
+// metadataInstance value under its ID (Registrar with FormatEtcd fills
+// both).
+type etcdLayout struct {
 	// Prefix is the key prefix; empty means "/microservices" (the
 	// contrib etcd registry's). It must not end with "/".
 	Prefix string
@@ -200,7 +180,7 @@ type EtcdLayout struct {
 
 const defaultEtcdPrefix = "/microservices"
 
-func (l EtcdLayout) prefix() string {
+func (l etcdLayout) prefix() string {
 	if l.Prefix == "" {
 		return defaultEtcdPrefix
 	}
@@ -210,7 +190,7 @@ func (l EtcdLayout) prefix() string {
 // ServicePrefix returns Prefix + "/" + key.Service + "/". key.Namespace
 // and key.Group must be empty (the layout has none), key.Service not
 // empty and without "/".
-func (l EtcdLayout) ServicePrefix(key subscriber.Key) (string, error) {
+func (l etcdLayout) ServicePrefix(key subscriber.Key) (string, error) {
 	const fn = "reboundkratos.EtcdLayout.ServicePrefix"
 	if strings.HasSuffix(l.Prefix, "/") {
 		return "", &rebound.ArgumentError{Func: fn, Arg: "Prefix", Reason: `must not end with "/"; got ` + strconv.Quote(l.Prefix)}
@@ -225,8 +205,8 @@ func (l EtcdLayout) ServicePrefix(key subscriber.Key) (string, error) {
 }
 
 // Decode decodes the JSON ServiceInstance stored under the key whose
-// last segment is id (see EtcdLayout).
-func (EtcdLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
+// last segment is id (see etcdLayout).
+func (etcdLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
 	var si registry.ServiceInstance
 	if err := json.Unmarshal(value, &si); err != nil {
 		return subscriber.Instance{}, fmt.Errorf("reboundkratos: instance %q: %w", id, err)
@@ -251,21 +231,21 @@ func (EtcdLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
 	}
 	inst.Metadata = make(map[string]string, len(si.Metadata)+1)
 	maps.Copy(inst.Metadata, si.Metadata)
-	inst.Metadata[MetadataInstance] = string(value)
+	inst.Metadata[metadataInstance] = string(value)
 	return inst, nil
 }
 
-// Encode returns inst.ID and inst.Metadata[MetadataInstance] (which must
+// Encode returns inst.ID and inst.Metadata[metadataInstance] (which must
 // be a JSON object): the key's last segment and its value.
-func (EtcdLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
+func (etcdLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
 	const fn = "reboundkratos.EtcdLayout.Encode"
 	if inst.ID == "" || strings.Contains(inst.ID, "/") {
 		return "", nil, &rebound.ArgumentError{Func: fn, Arg: "inst.ID", Reason: `must not be empty nor contain "/"; got ` + strconv.Quote(inst.ID)}
 	}
-	raw, ok := inst.Metadata[MetadataInstance]
+	raw, ok := inst.Metadata[metadataInstance]
 	var probe map[string]json.RawMessage
 	if !ok || json.Unmarshal([]byte(raw), &probe) != nil {
-		return "", nil, &rebound.ArgumentError{Func: fn, Arg: "inst.Metadata[" + strconv.Quote(MetadataInstance) + "]", Reason: "must hold the JSON object of a kratos ServiceInstance (register through reboundkratos.Registrar)"}
+		return "", nil, &rebound.ArgumentError{Func: fn, Arg: "inst.Metadata[" + strconv.Quote(metadataInstance) + "]", Reason: "must hold the JSON object of a kratos ServiceInstance (register through reboundkratos.Registrar)"}
 	}
 	return inst.ID, []byte(raw), nil
 }

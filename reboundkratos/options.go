@@ -20,9 +20,9 @@ const (
 	defaultCluster    = "DEFAULT" // the contrib registry's
 )
 
-// An Option configures NewDiscovery or NewRegistrar; each option's doc
-// says which. An option given to the other constructor is a
-// *rebound.ArgumentError. A nil Option is ignored.
+// An Option configures NewDiscovery or NewRegistrar, as its doc says. An
+// option of the other constructor is a *rebound.ArgumentError; a nil
+// Option is ignored.
 type Option interface{ apply(*config) }
 
 // config is what the options of one constructor set.
@@ -91,10 +91,10 @@ type registrarOptions struct {
 	policy  rebound.Policy
 }
 
-// WithGroup sets the Nacos group of FormatNacos, for both constructors
+// withGroup sets the Nacos group of FormatNacos, for both constructors
 // (default "DEFAULT_GROUP", as the contrib registry). FormatEtcd has no
 // group: a group there is an error.
-func WithGroup(group string) Option {
+func withGroup(group string) Option {
 	return sharedOption("WithGroup", func(c *common) {
 		if strings.Contains(group, "@@") || strings.TrimSpace(group) != group {
 			c.bad("WithGroup", "group", `must not contain "@@" nor surrounding white space; got `+strconv.Quote(group))
@@ -105,14 +105,14 @@ func WithGroup(group string) Option {
 }
 
 // WithLogger sets the logger of both constructors (default: none).
-// Credentials are scrubbed (logging.Redacted).
+// Credentials are scrubbed.
 func WithLogger(l *zap.Logger) Option {
 	return sharedOption("WithLogger", func(c *common) { c.log = logging.Redacted(l) })
 }
 
-// WithKind sets the scheme a FormatNacos Discovery gives instances whose
+// withKind sets the scheme a FormatNacos Discovery gives instances whose
 // metadata has no "kind" (default "grpc", as the contrib registry).
-func WithKind(kind string) Option {
+func withKind(kind string) Option {
 	return discoveryOption("WithKind", func(o *discoveryOptions) {
 		if !knownSchemes[kind] {
 			o.bad("WithKind", "kind", "must be grpc, grpcs, http or https; got "+strconv.Quote(kind))
@@ -122,11 +122,11 @@ func WithKind(kind string) Option {
 	})
 }
 
-// WithMaxPending sets how many converted lists a Discovery's watcher
+// withMaxPending sets how many converted lists a Discovery's watcher
 // keeps for Next (default 1024). Beyond that the oldest go. Lists that
 // arrive while the watcher converts the one before coalesce before they
 // reach this queue (see Discovery.Watch). n must be >= 1.
-func WithMaxPending(n int) Option {
+func withMaxPending(n int) Option {
 	return discoveryOption("WithMaxPending", func(o *discoveryOptions) {
 		if n < 1 {
 			o.bad("WithMaxPending", "n", "must be >= 1; got "+strconv.Itoa(n))
@@ -136,12 +136,10 @@ func WithMaxPending(n int) Option {
 	})
 }
 
-// WithKeyFunc replaces the mapping from a kratos service name to the
-// subscriber.Key a Discovery reads (for a namespace or clusters). By
-// default a name maps to Key{Group, Service: name} (FormatNacos) or
-// Key{Service: name} (FormatEtcd). fn runs with no lock held, for each
-// Watch and each GetService of a name not held yet; its error or panic is
-// returned by them. A nil fn is an error.
+// WithKeyFunc sets the subscriber.Key a Discovery reads for a kratos
+// service name (a group, namespace or clusters); default Key{Service:
+// name}. fn runs with no lock held; its error or panic is returned by
+// Watch or GetService. A nil fn is an error.
 func WithKeyFunc(fn func(name string) (subscriber.Key, error)) Option {
 	return discoveryOption("WithKeyFunc", func(o *discoveryOptions) {
 		if fn == nil {
@@ -152,9 +150,9 @@ func WithKeyFunc(fn func(name string) (subscriber.Key, error)) Option {
 	})
 }
 
-// WithCluster sets the Nacos cluster a FormatNacos Registrar registers
+// withCluster sets the Nacos cluster a FormatNacos Registrar registers
 // instances in (default "DEFAULT").
-func WithCluster(cluster string) Option {
+func withCluster(cluster string) Option {
 	return registrarOption("WithCluster", func(o *registrarOptions) {
 		if strings.TrimSpace(cluster) == "" || strings.Contains(cluster, ",") {
 			o.bad("WithCluster", "cluster", "must not be empty nor contain a comma; got "+strconv.Quote(cluster))
@@ -164,9 +162,9 @@ func WithCluster(cluster string) Option {
 	})
 }
 
-// WithWeight sets the weight a FormatNacos Registrar registers instances
+// withWeight sets the weight a FormatNacos Registrar registers instances
 // with (default 100). w must be a finite number > 0.
-func WithWeight(w float64) Option {
+func withWeight(w float64) Option {
 	return registrarOption("WithWeight", func(o *registrarOptions) {
 		if !(w > 0) || math.IsInf(w, 1) {
 			o.bad("WithWeight", "w", "must be a finite number > 0; got "+strconv.FormatFloat(w, 'g', -1, 64))
@@ -177,8 +175,8 @@ func WithWeight(w float64) Option {
 }
 
 // WithDrainDelay sets how long a Registrar's Deregister waits after the
-// instance left the registry, so that consumers see it leave before
-// kratos stops the servers. Default 2 s; 0: no wait. d must be >= 0.
+// instance left the registry, before kratos stops the servers. Default
+// 2 s; 0: no wait. d must be >= 0.
 func WithDrainDelay(d time.Duration) Option {
 	return registrarOption("WithDrainDelay", func(o *registrarOptions) {
 		if d < 0 {
@@ -190,8 +188,8 @@ func WithDrainDelay(d time.Duration) Option {
 }
 
 // WithPolicy sets the backoff between a Registrar's first attempts to
-// register each part; it retries until Register's ctx ends. Default: the
-// zero rebound.Policy. p must be valid.
+// register an instance, until Register's ctx ends. Default: the zero
+// rebound.Policy. p must be valid.
 func WithPolicy(p rebound.Policy) Option {
 	return registrarOption("WithPolicy", func(o *registrarOptions) {
 		if err := p.Validate(); err != nil {

@@ -26,7 +26,7 @@ func TestRegistrarLogsScrubEndpointCredentials(t *testing.T) {
 	client := env.client(t)
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatEtcd,
 		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
-			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}), etcd.WithTTL(5*time.Second))
+			return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout("")), etcd.WithTTL(5*time.Second))
 		}, reboundkratos.WithDrainDelay(0), reboundkratos.WithPolicy(fastPolicy), reboundkratos.WithLogger(zap.New(core)))
 	if err != nil {
 		t.Fatal(err)

@@ -18,27 +18,17 @@ import (
 )
 
 // RegisterFunc registers one instance of key's service through an
-// adapter and keeps it registered until the returned Registration is
-// stopped: the first registration is made before it returns (bounded by
-// ctx), and the adapter repairs it after registry restarts, lost leases
-// and rejected re-registrations. A closure over etcd.Register (with
-// etcd.WithLayout(EtcdLayout{})) or nacos.Register fits:
+// adapter, which keeps it registered until the Registration is stopped.
+// It may change key and inst first (a Nacos group, cluster or weight):
 //
 //	func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
-//		return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout{}))
+//		return etcd.Register(ctx, client, key, inst, etcd.WithLayout(reboundkratos.EtcdLayout("")))
 //	}
 type RegisterFunc func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error)
 
 // Registrar is a kratos registry.Registrar over an adapter's
-// registrations: pass it to kratos.New with kratos.Registrar. Register
-// keeps the instance registered until Deregister (through registry
-// restarts and rejections: that is the adapter's Registration's work);
-// Deregister drains: it deregisters, waits WithDrainDelay so that
-// consumers see the instance leave while it still serves, then returns
-// and kratos stops the servers.
-//
-// Create it with NewRegistrar; the zero Registrar is not usable. It is
-// safe for concurrent use.
+// registrations: pass it to kratos.New with kratos.Registrar. Create it
+// with NewRegistrar; it is safe for concurrent use.
 type Registrar struct {
 	f   Format
 	reg RegisterFunc
@@ -65,12 +55,12 @@ type registered struct {
 }
 
 // NewRegistrar returns a Registrar writing instances in format f through
-// register. It returns a *rebound.ArgumentError for an unknown f, a nil
-// register or a bad option. The defaults are in the options' docs.
+// register. An unknown f, a nil register or a bad option is a
+// *rebound.ArgumentError.
 func NewRegistrar(f Format, register RegisterFunc, opts ...Option) (*Registrar, error) {
 	o := registrarOptions{cluster: defaultCluster, weight: defaultNacosWeight, drain: defaultDrainDelay}
 	if !f.valid() {
-		o.bad("NewRegistrar", "f", "must be FormatNacos or FormatEtcd; got "+f.String())
+		o.bad("NewRegistrar", "f", "must be FormatNacos or FormatEtcd; got "+f.name())
 	}
 	if register == nil {
 		o.bad("NewRegistrar", "register", "is nil (a RegisterFunc is required)")
@@ -104,7 +94,7 @@ func (r *Registrar) units(eps []endpoint, si *registry.ServiceInstance) ([]unit,
 		}
 		md := make(map[string]string, len(si.Metadata)+1)
 		maps.Copy(md, si.Metadata)
-		md[MetadataInstance] = string(raw)
+		md[metadataInstance] = string(raw)
 		return []unit{{key: subscriber.Key{Service: si.Name}, inst: subscriber.Instance{
 			ID: si.ID, IP: eps[0].host, Port: eps[0].port, Weight: defaultNacosWeight,
 			Healthy: true, Enabled: true, Ephemeral: true, Cluster: "DEFAULT", Metadata: md,
@@ -114,8 +104,8 @@ func (r *Registrar) units(eps []endpoint, si *registry.ServiceInstance) ([]unit,
 	for _, ep := range eps {
 		md := make(map[string]string, len(si.Metadata)+2)
 		maps.Copy(md, si.Metadata)
-		md[MetadataKind] = ep.scheme
-		md[MetadataVersion] = si.Version
+		md[metadataKind] = ep.scheme
+		md[metadataVersion] = si.Version
 		us = append(us, unit{
 			key: subscriber.Key{Group: r.o.group, Service: si.Name + "." + ep.scheme},
 			inst: subscriber.Instance{IP: ep.host, Port: ep.port, Weight: r.o.weight, Healthy: true, Enabled: true,
@@ -127,22 +117,11 @@ func (r *Registrar) units(eps []endpoint, si *registry.ServiceInstance) ([]unit,
 
 func identity(si *registry.ServiceInstance) string { return si.Name + "\x00" + si.ID }
 
-// Register implements registry.Registrar: it registers service (for
-// FormatNacos one registry instance per endpoint, in service
-// "<name>.<scheme>"; for FormatEtcd one key) and returns once the
-// registry accepted every part. A part whose first registration fails
-// (registry down, a TPS rejection) is tried again with the backoff of
-// WithPolicy until ctx ends; then Register deregisters the parts already
-// registered (bounded by 10 s of its own, as ctx has ended) and returns
-// the last error (a *rebound.RetryError).
-// From then on the adapter keeps the instance registered until
-// Deregister.
-//
-// Errors: a *rebound.ArgumentError for a nil service, an empty or
-// unusable Name, (FormatEtcd) an empty ID, no endpoint, an endpoint that
-// is not a URL with a host:port, a scheme kratos does not know (not grpc,
-// grpcs, http or https), duplicate endpoints, or an instance (Name and ID)
-// registered already; ErrClosed after Close; the adapter's error.
+// Register implements registry.Registrar: it returns once the registry
+// accepted every part of service, retrying with WithPolicy until ctx ends
+// (then it deregisters the parts done and returns a *rebound.RetryError).
+// A bad instance is a *rebound.ArgumentError; after Close it is ErrClosed.
+// docs/kratos.md lists the rules.
 func (r *Registrar) Register(ctx context.Context, service *registry.ServiceInstance) error {
 	const fn = "reboundkratos.Registrar.Register"
 	if ctx == nil {
@@ -289,26 +268,10 @@ func (r *Registrar) shutdown(ctx context.Context, si *registry.ServiceInstance, 
 	return ok
 }
 
-// Deregister implements registry.Registrar: it deregisters service (the
-// Shutdown of its Registrations, concurrently, bounded by ctx), then waits
-// the drain delay (WithDrainDelay) or until ctx ends, and returns nil:
-// the first two steps of subscriber.Drain, kratos.App.Stop doing the
-// third (it stops the servers when Deregister returns).
-//
-// A Deregister that comes while Register of the same instance is still
-// in flight (kratos.App.Stop during App.Run's Register) ends Register's
-// attempts (Register then returns an error), waits for it, bounded by
-// ctx, and deregisters what it registered: no instance stays registered
-// after Deregister returned.
-//
-// It returns nil also when a deregistration failed (the registry is
-// down, ctx ended): the failure is logged at Warn and the Registration is
-// closed, so the instance leaves when the registry drops it on its own
-// (etcd: its lease expires; Nacos: its client's connection closes).
-// kratos.App.Stop does not stop the servers when Deregister returns an
-// error, which would leave the process running. It returns a
-// *rebound.ArgumentError for a nil ctx or service; a service that is not
-// registered is logged and ignored.
+// Deregister implements registry.Registrar: it deregisters service, waits
+// WithDrainDelay (or until ctx ends), and returns nil, so that kratos
+// stops the servers. A failed deregistration is logged and the instance
+// left to expire; a Register in flight is ended first.
 func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceInstance) error {
 	const fn = "reboundkratos.Registrar.Deregister"
 	if ctx == nil {
@@ -372,9 +335,8 @@ func (r *Registrar) Deregister(ctx context.Context, service *registry.ServiceIns
 	return nil
 }
 
-// Close stops every Registration without deregistering (the instances
-// leave when the registry drops them) and makes Register return
-// ErrClosed (a Register in flight too: its attempts end). It is idempotent and returns nil.
+// Close stops every Registration without deregistering and makes Register
+// return ErrClosed. It is idempotent and returns nil.
 func (r *Registrar) Close() error {
 	r.mu.Lock()
 	var gs []subscriber.Registration

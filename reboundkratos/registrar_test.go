@@ -125,7 +125,7 @@ func TestRegistrarEtcdLayout(t *testing.T) {
 	if !ok || len(f.live) != 1 || inst.ID != "a1b2" {
 		t.Fatalf("registered %+v", f.live)
 	}
-	var l reboundkratos.EtcdLayout
+	l := reboundkratos.EtcdLayout("")
 	prefix, err := l.ServicePrefix(subscriber.Key{Service: "helloworld"})
 	if err != nil || prefix != "/microservices/helloworld/" {
 		t.Fatalf("ServicePrefix = %q, %v", prefix, err)

@@ -16,8 +16,8 @@ import (
 // deleted: delete old ones yourself. A Dedupe is safe for concurrent use.
 type Dedupe struct{ insert string }
 
-// NewDedupe creates table (idempotent; quoted as an identifier, see
-// WithTable) and returns a Dedupe on it.
+// NewDedupe creates table if it does not exist (quoted as an identifier)
+// and returns a Dedupe on it.
 func NewDedupe(ctx context.Context, db DB, table string) (*Dedupe, error) {
 	if db == nil || table == "" || len(table) > 63 || strings.ContainsRune(table, 0) {
 		return nil, &rebound.ArgumentError{Func: "reboundpg.NewDedupe", Arg: "db and table",

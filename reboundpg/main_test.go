@@ -120,6 +120,9 @@ var fastPolicy = rebound.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.
 // of the test, before the Store.
 func newInvoker(t testing.TB, st failback.Store, p *provider, opts ...failback.Option) *failback.Invoker {
 	t.Helper()
+	if s, ok := st.(*reboundpg.Store); ok {
+		st = s.Failback() // what a user gives failback
+	}
 	opts = append([]failback.Option{failback.WithStore(st), failback.WithPolicy(fastPolicy),
 		failback.WithMaxTasks(10000), failback.WithAttemptTimeout(5 * time.Second)}, opts...)
 	inv, err := failback.New(cluster.NewStaticDirectory(p), opts...)

@@ -65,22 +65,21 @@ func newConfig(fn string, opts []Option) (config, error) {
 func WithTable(name string) Option { return optionFunc(func(c *config) { c.table = name }) }
 
 // WithLease sets how long a claimed call stays with its Store without a
-// renewal (default 30 s, at least 10 ms). The Store renews every third of
-// it, so a dead replica's calls move on after about one lease.
+// renewal (default 30 s, at least 10 ms): a dead replica's calls move on
+// after about one lease.
 func WithLease(d time.Duration) Option { return optionFunc(func(c *config) { c.lease = d }) }
 
-// WithPollInterval sets the longest time between two claims when no NOTIFY
+// withPollInterval sets the longest time between two claims when no NOTIFY
 // arrives (default 1 s).
-func WithPollInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.poll = d }) }
+func withPollInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.poll = d }) }
 
-// WithRetention keeps ended calls in the table, marked ended, for d
+// withRetention keeps ended calls in the table, marked ended, for d
 // (default 0: deleted at once).
-func WithRetention(d time.Duration) Option { return optionFunc(func(c *config) { c.retention = d }) }
+func withRetention(d time.Duration) Option { return optionFunc(func(c *config) { c.retention = d }) }
 
 // WithNotify sets whether Enqueue sends a NOTIFY (default true), which
-// wakes the replicas at commit. NOTIFY serializes commits, so concurrent
-// enqueueing transactions lose their group commit (docs/postgres.md).
-// Without it, new calls wait for the next poll.
+// wakes the replicas at commit. NOTIFY serializes commits (docs/postgres.md);
+// without it, new calls wait up to a second.
 func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = !on }) }
 
 // withBatch caps the calls one claim takes (default 64; the Invoker's room

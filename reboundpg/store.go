@@ -27,10 +27,18 @@ import (
 // kept in the table's comment.
 const schemaVersion = "reboundpg outbox 1"
 
-// Store is a failback.Store and failback.Claimer on a PostgreSQL table
-// shared by the replicas of a service: see the package documentation. Use
-// one Store per failback.Invoker. Its methods are safe for concurrent use.
-type Store struct {
+// Store is a failback outbox on a PostgreSQL table shared by the replicas
+// of a service: give Failback to one failback.Invoker. It is safe for
+// concurrent use.
+type Store struct{ s *store }
+
+// Failback returns the Store as a failback.Store (and failback.Claimer),
+// for failback.WithStore.
+func (s *Store) Failback() failback.Store { return s.s }
+
+// store is the Store: its failback.Store, failback.Claimer and
+// failback.Quarantiner methods are for the Invoker, not for users.
+type store struct {
 	pool   *pgxpool.Pool
 	cfg    config
 	q      queries
@@ -83,12 +91,9 @@ func newQueries(table string, retain bool) queries {
 	return q
 }
 
-// Open creates the table if it does not exist (idempotent: replicas may
-// open it at the same time) and starts the Store's two goroutines: a
-// listener on a connection of its own (LISTEN, reconnected on the engine's
-// backoff) and a keeper that renews the leases of the calls this Store
-// holds every third of WithLease and purges ended calls past
-// WithRetention. Close stops them.
+// Open creates the table if it does not exist (replicas may open it at
+// once) and starts the Store's listener and lease keeper; Close stops
+// them. A table of that name of an unknown version is refused.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	cfg, err := newConfig("reboundpg.Open", opts)
 	if err != nil {
@@ -102,12 +107,12 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, erro
 	}
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
-	s := &Store{pool: pool, cfg: cfg, q: newQueries(cfg.table, cfg.retention > 0), owner: hex.EncodeToString(tok[:]), notify: make(chan struct{}, 1), held: map[int64]struct{}{}}
+	s := &store{pool: pool, cfg: cfg, q: newQueries(cfg.table, cfg.retention > 0), owner: hex.EncodeToString(tok[:]), notify: make(chan struct{}, 1), held: map[int64]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(2)
 	go s.listen()
 	go s.keep()
-	return s, nil
+	return &Store{s}, nil
 }
 
 // createSchema creates the table and its index under an advisory lock, or
@@ -163,7 +168,7 @@ var storeRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 100 * time.Mill
 
 // exec runs an idempotent statement (one that sets absolute values),
 // again after any connection failure.
-func (s *Store) exec(q string, args ...any) (tag pgconn.CommandTag, err error) {
+func (s *store) exec(q string, args ...any) (tag pgconn.CommandTag, err error) {
 	err = storeRetrier.Do(s.ctx, func(ctx context.Context) error {
 		tag, err = s.pool.Exec(ctx, q, args...)
 		if _, ok := errors.AsType[*pgconn.PgError](err); ok || err == nil || ctx.Err() != nil {
@@ -175,7 +180,7 @@ func (s *Store) exec(q string, args ...any) (tag pgconn.CommandTag, err error) {
 }
 
 // Add implements failback.Store: the call is stored leased by this Store.
-func (s *Store) Add(c failback.StoredCall) (uint64, error) {
+func (s *store) Add(c failback.StoredCall) (uint64, error) {
 	att, err := json.Marshal(c.Attachments)
 	if err != nil {
 		return 0, fmt.Errorf("reboundpg: encoding the attachments of %q: %w", c.Method, err)
@@ -196,7 +201,7 @@ func (s *Store) Add(c failback.StoredCall) (uint64, error) {
 
 // Update implements failback.Store. It returns an error wrapping
 // failback.ErrLeaseLost if another Store holds the call now.
-func (s *Store) Update(id uint64, attempts int, due time.Time) error {
+func (s *store) Update(id uint64, attempts int, due time.Time) error {
 	tag, err := s.exec(s.q.update, int64(id), attempts, micros(time.Until(due)), s.owner, micros(s.cfg.lease))
 	if err != nil {
 		return s.fail("updating a call", err)
@@ -210,7 +215,7 @@ func (s *Store) Update(id uint64, attempts int, due time.Time) error {
 
 // Remove implements failback.Store: the call is deleted, or marked ended
 // with WithRetention, whoever holds it.
-func (s *Store) Remove(id uint64) error {
+func (s *store) Remove(id uint64) error {
 	s.hold(int64(id), false) // even if it fails: the lease ends, another replica retries it
 	if _, err := s.exec(s.q.remove, int64(id)); err != nil {
 		return s.fail("removing a call", err)
@@ -221,7 +226,7 @@ func (s *Store) Remove(id uint64) error {
 // Quarantine implements failback.Store: the record stays in the
 // table, with the reason in its quarantined column, and is never claimed
 // again.
-func (s *Store) Quarantine(id uint64, reason error) error {
+func (s *store) Quarantine(id uint64, reason error) error {
 	s.hold(int64(id), false)
 	why := strings.ToValidUTF8(strings.ReplaceAll(reason.Error(), "\x00", `\x00`), "\uFFFD") // a text column holds neither
 	if _, err := s.exec(s.q.quarantine, int64(id), why); err != nil {
@@ -233,7 +238,7 @@ func (s *Store) Quarantine(id uint64, reason error) error {
 // Load implements failback.Store: it reports every call not ended nor
 // quarantined, whoever holds it, and claims nothing. A failback.Invoker
 // does not call it (it claims instead); it is there for inspection.
-func (s *Store) Load(fn func(failback.StoredCall) error) error {
+func (s *store) Load(fn func(failback.StoredCall) error) error {
 	rows, err := s.pool.Query(s.ctx, s.q.load)
 	if err != nil {
 		return s.fail("loading calls", err)
@@ -254,7 +259,7 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 // due calls for WithLease, with FOR UPDATE SKIP LOCKED, on the database's
 // clock. next is 0 after a full batch, else the time until a call falls
 // due or a lease ends, at most WithPollInterval.
-func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
+func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
 	n = min(n, s.cfg.batch)
 	b := &pgx.Batch{}
 	b.Queue(s.q.claim, n, s.owner, micros(s.cfg.lease))
@@ -301,11 +306,11 @@ func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 // Notify implements failback.Claimer: it receives on a NOTIFY of the
 // table's channel (Enqueue sends one at commit) and after the listener
 // (re)connects.
-func (s *Store) Notify() <-chan struct{} { return s.notify }
+func (s *store) Notify() <-chan struct{} { return s.notify }
 
 // scan reads rows of the cols columns; a record that cannot be decoded
 // comes back with Err set.
-func (s *Store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
+func (s *store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
 	defer rows.Close()
 	var calls []failback.StoredCall
 	now := time.Now()
@@ -335,12 +340,14 @@ func (s *Store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
 }
 
 // Enqueue adds inv to the shared queue in the caller's transaction tx, so
-// that the call exists exactly when tx commits; any replica's Invoker
-// claims it then (woken by a NOTIFY sent at commit). The call is due at
-// once and gets an IdempotencyKey unless inv carries one; Enqueue returns
-// the key (WithNotify(false): no NOTIFY). The arguments are encoded with WithCodec's Codec, which must
-// be the Invoker's.
+// that the call exists exactly when tx commits, due at once. It returns the
+// call's IdempotencyKey (inv's own, or a new one). WithCodec's Codec
+// encodes the arguments.
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
+	return s.s.enqueue(ctx, tx, inv)
+}
+
+func (s *store) enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
 	if tx == nil || inv == nil {
 		return "", &rebound.ArgumentError{Func: "reboundpg.Store.Enqueue", Arg: "tx and inv", Reason: "must not be nil"}
 	}
@@ -369,18 +376,19 @@ func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 }
 
 // fail wraps err with what the Store was doing and its table.
-func (s *Store) fail(doing string, err error) error {
+func (s *store) fail(doing string, err error) error {
 	if s.ctx.Err() != nil {
 		return fmt.Errorf("reboundpg: %s (table %s): %w: %w", doing, s.cfg.table, rebound.ErrClosed, err)
 	}
 	return fmt.Errorf("reboundpg: %s (table %s): %w", doing, s.cfg.table, err)
 }
 
-// Close stops the Store's goroutines and releases the leases it holds, so
-// that other replicas claim its calls at once (bounded by 5 s); call it
-// after the Invoker's Close or Shutdown. It is idempotent. The pool stays
-// open.
-func (s *Store) Close() error {
+// Close stops the Store's goroutines and releases its leases (bounded by
+// 5 s), so other replicas claim its calls at once. Call it after the
+// Invoker's Close or Shutdown. It is idempotent; the pool stays open.
+func (s *Store) Close() error { return s.s.close() }
+
+func (s *store) close() error {
 	var err error
 	s.once.Do(func() {
 		s.cancel()
@@ -395,7 +403,7 @@ func (s *Store) Close() error {
 }
 
 // hold adds id to the calls whose leases the keeper renews, or removes it.
-func (s *Store) hold(id int64, on bool) {
+func (s *store) hold(id int64, on bool) {
 	s.mu.Lock()
 	if on {
 		s.held[id] = struct{}{}
@@ -406,7 +414,7 @@ func (s *Store) hold(id int64, on bool) {
 }
 
 // wake tells the Invoker to claim now.
-func (s *Store) wake() {
+func (s *store) wake() {
 	select {
 	case s.notify <- struct{}{}:
 	default:
@@ -418,7 +426,7 @@ var listenPolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: 5 * time
 
 // listen keeps a LISTEN connection until Close; each Retry ends when a
 // connection that worked breaks, so the backoff starts afresh.
-func (s *Store) listen() {
+func (s *store) listen() {
 	defer s.wg.Done()
 	obs := logging.NewLoop(s.cfg.log, "reboundpg", zap.String("loop", "listen"), zap.String("table", s.cfg.table))
 	for s.ctx.Err() == nil {
@@ -428,7 +436,7 @@ func (s *Store) listen() {
 
 // listenOnce listens on one connection until it breaks: nil if LISTEN
 // worked (a fresh start), else the error, marked transient.
-func (s *Store) listenOnce(ctx context.Context) error {
+func (s *store) listenOnce(ctx context.Context) error {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return rebound.Transient(err)
@@ -449,7 +457,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 }
 
 // keep renews this Store's leases and purges ended calls until Close.
-func (s *Store) keep() {
+func (s *store) keep() {
 	defer s.wg.Done()
 	tick := time.NewTicker(max(s.cfg.lease/3, time.Millisecond))
 	defer tick.Stop()

@@ -28,16 +28,11 @@ var ErrAmbiguousCommit = errors.New("reboundpg: COMMIT sent, no answer: the tran
 // full jitter.
 var txRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 5 * time.Millisecond, Max: time.Second, MaxAttempts: 10})
 
-// RunTx runs fn in a transaction begun with opts and commits it; fn's
-// work is retried as a whole (a new transaction on a connection taken
-// afresh from db, after the failed one was rolled back and its connection
-// released) on a serialization failure (40001), a deadlock (40P01), or a
-// broken connection before COMMIT was sent, paced and bounded by r (nil:
-// up to 10 attempts, 5 ms to 1 s apart with full jitter). fn must not commit or roll back tx, and must be
-// safe to run again: effects outside the database repeat. Any other
-// error of fn ends RunTx with that error, as does an error r gives up on
-// (a *rebound.RetryError wrapping it); a COMMIT whose outcome is unknown
-// ends it with an error wrapping ErrAmbiguousCommit.
+// RunTx runs fn in a transaction begun with opts and commits it. On a
+// serialization failure, a deadlock, or a connection broken before COMMIT,
+// fn runs again in a new transaction, paced by r (nil: 10 attempts, 5 ms to
+// 1 s). fn must not end tx and must be safe to repeat; an unknown COMMIT
+// outcome is ErrAmbiguousCommit.
 func RunTx(ctx context.Context, db DB, opts pgx.TxOptions, r *rebound.Retrier, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if db == nil || fn == nil {
 		return &rebound.ArgumentError{Func: "reboundpg.RunTx", Arg: "db and fn", Reason: "must not be nil"}

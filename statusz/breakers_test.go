@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -37,7 +38,7 @@ func (p *bkProvider) Invoke(context.Context, *cluster.Invocation) (any, error) {
 // on the page, must be escaped.
 const xssTarget = `<script>alert(1)</script>:20880`
 
-func getPage(t *testing.T, h *statusz.Handler, query string) (string, statusz.Page) {
+func getPage(t *testing.T, h http.Handler, query string) (string, statusz.Page) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/rebound"+query, nil))

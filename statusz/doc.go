@@ -12,7 +12,7 @@
 //		statusz.WithRegistrations("providers", reg),
 //		statusz.WithFailback("notify", invoker),
 //		statusz.WithBreakers("notify", breakers), // the invoker's *cluster.BreakerDirectory
-//		statusz.WithEvents("events", events),     // events, _ := statusz.NewEventLog(0)
+//		statusz.WithEvents("events", events),     // events := new(statusz.EventLog)
 //	)
 //	if err != nil { ... }
 //	mux.Handle("/debug/rebound", h)

@@ -14,13 +14,13 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// defaultEventLogSize is the number of events an EventLog keeps when
-// NewEventLog is given 0.
+// defaultEventLogSize is the number of events an EventLog keeps, unless
+// the tests set another size.
 const defaultEventLogSize = 100
 
-// EventLog is a rebound.Observer that keeps the most recent events, for
-// WithEvents. Give it to WithObserver options; one EventLog may observe
-// several components. It is safe for concurrent use.
+// EventLog is a rebound.Observer that keeps the last 100 events, for
+// WithEvents; one may observe several components. The zero EventLog is
+// ready to use; it is safe for concurrent use.
 type EventLog struct {
 	now  func() time.Time
 	size int // the most rows kept
@@ -28,18 +28,6 @@ type EventLog struct {
 	rows []eventRow // a ring of len size once full (grown as events come)
 	next int
 	n    uint64 // events observed
-}
-
-// NewEventLog returns an EventLog keeping the last size events (0: 100).
-// size must not be negative.
-func NewEventLog(size int) (*EventLog, error) {
-	if size < 0 {
-		return nil, &rebound.ArgumentError{Func: "statusz.NewEventLog", Arg: "size", Reason: "must not be negative", Err: rebound.ErrInvalidArgument}
-	}
-	if size == 0 {
-		size = defaultEventLogSize
-	}
-	return &EventLog{now: time.Now, size: size}, nil
 }
 
 // eventRow is one observed event, as the page shows it.
@@ -58,18 +46,26 @@ type eventRow struct {
 
 // Observe records e.
 func (l *EventLog) Observe(e rebound.Event) {
-	r := eventRow{At: l.now(), Kind: e.Kind.String()}
+	at := time.Now()
+	if l.now != nil {
+		at = l.now()
+	}
+	r := eventRow{At: at, Kind: e.Kind.String()}
 	describe(&r, e)
 	if e.Err != nil {
 		r.Error = logging.Scrub(e.Err.Error())
 	}
 	l.mu.Lock()
-	if len(l.rows) < l.size {
+	size := l.size
+	if size == 0 {
+		size = defaultEventLogSize
+	}
+	if len(l.rows) < size {
 		l.rows = append(l.rows, r)
 	} else {
 		l.rows[l.next] = r
 	}
-	l.next = (l.next + 1) % l.size
+	l.next = (l.next + 1) % size
 	l.n++
 	l.mu.Unlock()
 }

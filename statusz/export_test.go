@@ -1,5 +1,20 @@
 package statusz
 
+import (
+	"time"
+
+	"github.com/rebound-go/rebound"
+)
+
+// NewEventLog returns an EventLog keeping the last size events (0: 100);
+// a negative size is an *rebound.ArgumentError.
+func NewEventLog(size int) (*EventLog, error) {
+	if size < 0 {
+		return nil, &rebound.ArgumentError{Func: "statusz.NewEventLog", Arg: "size", Reason: "must not be negative", Err: rebound.ErrInvalidArgument}
+	}
+	return &EventLog{now: time.Now, size: size}, nil
+}
+
 // The JSON page's model, under the names the _test package reads it by.
 type (
 	Page         = jsonPage

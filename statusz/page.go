@@ -170,7 +170,7 @@ type failbackSection struct {
 
 // snapshot builds the JSON document for a query (see docs/statusz.md,
 // which describes every field: keep both in step).
-func (h *Handler) snapshot(q query) jsonPage {
+func (h *handler) snapshot(q query) jsonPage {
 	now := h.now()
 	p := jsonPage{Generated: now, Managers: []managerSection{}, Registrations: []registrationSection{}, Failback: []failbackSection{},
 		Breakers: []breakerSection{}, Events: []eventsSection{}}
@@ -212,7 +212,7 @@ func (h *Handler) snapshot(q query) jsonPage {
 // Targets are registry data: they pass through logging.Scrub like error
 // texts (an address with credentials in it), and the template escapes
 // them.
-func breakerRows(src BreakerSource, now time.Time) []breakerRow {
+func breakerRows(src breakerSource, now time.Time) []breakerRow {
 	all := src.Open()
 	rows := make([]breakerRow, 0, len(all))
 	for _, s := range all {
@@ -289,7 +289,7 @@ type row struct {
 	key string
 }
 
-func (h *Handler) managerPage(ns namedSubs, q query, now time.Time) managerSection {
+func (h *handler) managerPage(ns namedSubs, q query, now time.Time) managerSection {
 	all := ns.src.Status()
 	mp := managerSection{Name: ns.name, Counts: map[string]int{}}
 	for _, s := range states {

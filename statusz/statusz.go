@@ -18,42 +18,37 @@ import (
 // defaultPageSize is the number of subscriptions an HTML page shows.
 const defaultPageSize = 100
 
-// A StatusSource lists subscriptions: *subscriber.Manager is one.
-type StatusSource interface {
-	Status() []subscriber.Status
-}
+// statusSource lists subscriptions: *subscriber.Manager is one.
+type statusSource = interface{ Status() []subscriber.Status }
 
-// countsSource is the optional method of a StatusSource that reports the
+// countsSource is the optional method of a statusSource that reports the
 // registry connection (*subscriber.Manager has it).
 type countsSource interface {
 	Counts() subscriber.Counts
 }
 
-// A StatsSource reports a failback invoker's counters: *failback.Invoker
+// statsSource reports a failback invoker's counters: *failback.Invoker
 // is one.
-type StatsSource interface {
-	Stats() failback.Stats
-}
+type statsSource = interface{ Stats() failback.Stats }
 
-// A BreakerSource lists the circuit breakers that are not closed:
+// breakerSource lists the circuit breakers that are not closed:
 // *cluster.BreakerDirectory is one.
-type BreakerSource interface {
+type breakerSource = interface {
 	Open() []cluster.BreakerStatus
 }
 
 // An Option configures New. A nil Option is ignored.
-type Option interface{ apply(*Handler) error }
+type Option interface{ apply(*handler) error }
 
-type optionFunc func(*Handler) error
+type optionFunc func(*handler) error
 
-func (f optionFunc) apply(h *Handler) error { return f(h) }
+func (f optionFunc) apply(h *handler) error { return f(h) }
 
-// WithSubscriptions adds a section listing src's subscriptions under name.
-// If src also has a Counts() subscriber.Counts method, as
-// *subscriber.Manager has, the registry connection is shown.
+// WithSubscriptions adds a section listing the subscriptions of src, a
+// *subscriber.Manager, under name; its registry connection is shown too.
 // Names must be unique and not empty; src must not be nil.
-func WithSubscriptions(name string, src StatusSource) Option {
-	return optionFunc(func(h *Handler) error {
+func WithSubscriptions(name string, src interface{ Status() []subscriber.Status }) Option {
+	return optionFunc(func(h *handler) error {
 		if err := h.checkName("statusz.WithSubscriptions", name, nilness.Is(src)); err != nil {
 			return err
 		}
@@ -62,10 +57,11 @@ func WithSubscriptions(name string, src StatusSource) Option {
 	})
 }
 
-// WithFailback adds a section showing src's counters under name.
-// Names must be unique and not empty; src must not be nil.
-func WithFailback(name string, src StatsSource) Option {
-	return optionFunc(func(h *Handler) error {
+// WithFailback adds a section showing the counters of src, a
+// *failback.Invoker, under name. Names must be unique and not empty; src
+// must not be nil.
+func WithFailback(name string, src interface{ Stats() failback.Stats }) Option {
+	return optionFunc(func(h *handler) error {
 		if err := h.checkName("statusz.WithFailback", name, nilness.Is(src)); err != nil {
 			return err
 		}
@@ -77,7 +73,7 @@ func WithFailback(name string, src StatsSource) Option {
 // WithRegistrations adds a section showing the Status of regs under name.
 // Nil entries are skipped; the name must be unique and not empty.
 func WithRegistrations(name string, regs ...subscriber.Registration) Option {
-	return optionFunc(func(h *Handler) error {
+	return optionFunc(func(h *handler) error {
 		if err := h.checkName("statusz.WithRegistrations", name, false); err != nil {
 			return err
 		}
@@ -86,11 +82,13 @@ func WithRegistrations(name string, regs ...subscriber.Registration) Option {
 	})
 }
 
-// WithBreakers adds the breakers of src that are not closed under name:
-// in the WithFailback section of that name, or in a section of their own.
-// Names must otherwise be unique and not empty; src must not be nil.
-func WithBreakers(name string, src BreakerSource) Option {
-	return optionFunc(func(h *Handler) error {
+// WithBreakers adds the breakers of src, a *cluster.BreakerDirectory,
+// that are not closed: in the WithFailback section of name, or in a
+// section of their own. src must not be nil.
+func WithBreakers(name string, src interface {
+	Open() []cluster.BreakerStatus
+}) Option {
+	return optionFunc(func(h *handler) error {
 		const fn = "statusz.WithBreakers"
 		switch {
 		case nilness.Is(src):
@@ -111,7 +109,7 @@ func WithBreakers(name string, src BreakerSource) Option {
 // WithEvents adds a section listing the events log kept, newest first.
 // Names must be unique and not empty; log must not be nil.
 func WithEvents(name string, log *EventLog) Option {
-	return optionFunc(func(h *Handler) error {
+	return optionFunc(func(h *handler) error {
 		if err := h.checkName("statusz.WithEvents", name, log == nil); err != nil {
 			if ae, ok := err.(*rebound.ArgumentError); ok && ae.Arg == "src" {
 				ae.Arg = "log"
@@ -126,7 +124,7 @@ func WithEvents(name string, log *EventLog) Option {
 // withPageSize sets how many subscriptions an HTML page shows (default
 // 100); a request's limit parameter overrides it.
 func withPageSize(n int) Option {
-	return optionFunc(func(h *Handler) error {
+	return optionFunc(func(h *handler) error {
 		if n < 1 {
 			return &rebound.ArgumentError{Func: "statusz.withPageSize", Arg: "n", Reason: "must be at least 1", Err: rebound.ErrInvalidArgument}
 		}
@@ -137,17 +135,17 @@ func withPageSize(n int) Option {
 
 type namedSubs struct {
 	name string
-	src  StatusSource
+	src  statusSource
 }
 
 type namedStats struct {
 	name string
-	src  StatsSource
+	src  statsSource
 }
 
 type namedBreakers struct {
 	name string
-	src  BreakerSource
+	src  breakerSource
 }
 
 type namedEvents struct {
@@ -160,10 +158,8 @@ type namedRegs struct {
 	regs []subscriber.Registration
 }
 
-// Handler serves the status page. Create it with New; it is safe for
-// concurrent use. Each request reads its sources afresh (Status, Stats):
-// the handler holds no state of its own.
-type Handler struct {
+// handler serves the status page; each request reads its sources afresh.
+type handler struct {
 	subs     []namedSubs
 	fbs      []namedStats
 	regs     []namedRegs
@@ -174,14 +170,13 @@ type Handler struct {
 	now      func() time.Time
 }
 
-var _ http.Handler = (*Handler)(nil)
+var _ http.Handler = (*handler)(nil)
 
-// New returns a Handler showing the given sources.
-// GET and HEAD serve HTML, or JSON for format=json or an Accept header
-// preferring application/json. docs/statusz.md lists the query
-// parameters, the order of rows and the JSON fields.
-func New(opts ...Option) (*Handler, error) {
-	h := &Handler{pageSize: defaultPageSize, names: map[string]bool{}, now: time.Now}
+// New returns the handler of a page showing the given sources, safe for
+// concurrent use. GET and HEAD serve HTML, or JSON for format=json or an
+// Accept header preferring application/json (docs/statusz.md).
+func New(opts ...Option) (http.Handler, error) {
+	h := &handler{pageSize: defaultPageSize, names: map[string]bool{}, now: time.Now}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -209,7 +204,7 @@ func New(opts ...Option) (*Handler, error) {
 	return h, nil
 }
 
-func (h *Handler) checkName(fn, name string, nilSrc bool) error {
+func (h *handler) checkName(fn, name string, nilSrc bool) error {
 	switch {
 	case nilSrc:
 		return &rebound.ArgumentError{Func: fn, Arg: "src", Reason: "must not be nil", Err: rebound.ErrInvalidArgument}
@@ -223,7 +218,7 @@ func (h *Handler) checkName(fn, name string, nilSrc bool) error {
 }
 
 // ServeHTTP serves the page; see New.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)

@@ -50,7 +50,7 @@ func sample() *fakeSubs {
 	}
 }
 
-func newHandler(t testing.TB, opts ...statusz.Option) *statusz.Handler {
+func newHandler(t testing.TB, opts ...statusz.Option) http.Handler {
 	t.Helper()
 	h, err := statusz.New(opts...)
 	if err != nil {

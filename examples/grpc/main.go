@@ -71,8 +71,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/rebound-go/rebound/reboundgrpc"
 )
 
 func main() {
@@ -87,7 +85,7 @@ func main() {
 	rolling := flag.Bool("rolling", false, "instead of the phases: restart each of -providers providers in turn under -rate RPC/s, once with a plain stop and once with reboundgrpc.Drain, and count failed RPCs")
 	rate := flag.Int("rate", 200, "-rolling: RPCs per second through the consumer")
 	work := flag.Duration("work", 20*time.Millisecond, "-rolling: time each RPC takes in the provider")
-	wait := flag.Duration("drain-wait", reboundgrpc.DefaultDrainWait, "-rolling: the wait of reboundgrpc.Drain")
+	wait := flag.Duration("drain-wait", 2*time.Second, "-rolling: the wait of reboundgrpc.Drain")
 	flag.Parse()
 	if *rolling {
 		if !isFlagSet("providers") {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"testing"
 	"time"
-
-	"github.com/rebound-go/rebound/reboundgrpc"
 )
 
 // TestRollingEtcd (and TestRollingNacos): a rolling restart of 3 providers under 100 RPC/s fails
@@ -15,7 +13,7 @@ import (
 func TestRollingEtcd(t *testing.T) { testRolling(t, "etcd") }
 
 func testRolling(t *testing.T, registry string) {
-	cfg := rollingConfig{registry: registry, providers: 3, rate: 100, work: 20 * time.Millisecond, timeout: 2 * time.Second, wait: reboundgrpc.DefaultDrainWait}
+	cfg := rollingConfig{registry: registry, providers: 3, rate: 100, work: 20 * time.Millisecond, timeout: 2 * time.Second, wait: 2 * time.Second}
 	rs, err := runRolling(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func (l *live) closing(c *reboundConsumer) {
 	l.last = append(l.last, labelled(label, st)...)
 }
 
-// Status implements statusz.StatusSource.
+// Status is what statusz.WithSubscriptions reads.
 func (l *live) Status() []subscriber.Status {
 	l.mu.Lock()
 	running := make(map[*reboundConsumer]string, len(l.running))

@@ -75,13 +75,12 @@ func runReplica(id, mode, dsn, provider, dir string, calls int, lease time.Durat
 		return err
 	}
 	defer pool.Close()
-	st, err := reboundpg.Open(ctx, pool, reboundpg.WithTable("outbox"), reboundpg.WithLease(lease),
-		reboundpg.WithPollInterval(250*time.Millisecond))
+	st, err := reboundpg.Open(ctx, pool, reboundpg.WithTable("outbox"), reboundpg.WithLease(lease))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	fb, err := failback.New(dirv, append(opts, failback.WithStore(st))...)
+	fb, err := failback.New(dirv, append(opts, failback.WithStore(st.Failback()))...)
 	if err != nil {
 		return err
 	}
