@@ -117,15 +117,12 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
-	if m.Closed() {
-		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", subscriber.ErrManagerClosed)
-	}
 	var meter rebound.Option
 	if o.mp != nil {
 		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
 	}
 	log := logging.Redacted(o.log) // nil: zap.NewNop()
-	views, err := m.NewWatchGroup(subscriber.WatchLinger(o.linger), subscriber.WatchRefreshInterval(o.rnInterval))
+	views, err := m.NewWatchGroup(o.linger, o.rnInterval)
 	if err != nil {
 		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", err)
 	}

@@ -26,16 +26,16 @@ var (
 	// ConnectionMonitor reported the connection lost, until the next
 	// attempt.
 	ErrDisconnected = errors.New("subscriber: registry connection lost")
-	// ErrNotConfirmed is a subscription's last error when a
-	// ReconnectConfirmer neither confirmed nor handed back the
-	// subscription within WithConfirmTimeout of a reconnect: the Manager
-	// confirms it itself.
-	ErrNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
-	// ErrOutOfSync is a subscription's last error when a reconciliation
-	// (WithReconcile, Refresh) read a list from the server that differs
-	// from the one the adapter handed over: the Manager delivered the
-	// server's list and resubscribes.
-	ErrOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
+)
+
+// Reasons shown in Status.LastErr (docs/subscription.md).
+var (
+	// errNotConfirmed: a ReconnectConfirmer neither confirmed nor handed
+	// back the subscription within WithConfirmTimeout of a reconnect.
+	errNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
+	// errOutOfSync: a reconciliation read a list from the server that
+	// differs from the one the adapter handed over.
+	errOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
 )
 
 func argError(fn, arg, reason string) error {

@@ -84,7 +84,7 @@ type Status struct {
 	// subscription.
 	TotalAttempts int
 	// LastErr is the error of the last failed attempt (or ErrDisconnected,
-	// ErrNotConfirmed, ErrOutOfSync, or the error given to
+	// errNotConfirmed, errOutOfSync, or the error given to
 	// Sink.Resubscribe) while not subscribed; nil once confirmed. For a
 	// stopped subscription it is the reason it stopped.
 	LastErr error
@@ -409,16 +409,14 @@ func (m *Manager) startClose() {
 	}()
 }
 
-// track adds a goroutine to the Manager's WaitGroup unless it is closed.
-// Closed reports whether Close or Shutdown has begun: Subscribe fails with
-// ErrManagerClosed from then on. Components built over a Manager
-// (reboundgrpc.NewBuilder) use it to refuse a closed one at construction.
-func (m *Manager) Closed() bool {
+// closedNow reports whether Close or Shutdown has begun.
+func (m *Manager) closedNow() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed
 }
 
+// track adds a goroutine to the Manager's WaitGroup unless it is closed.
 func (m *Manager) track() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

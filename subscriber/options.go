@@ -22,27 +22,16 @@ const (
 	unsubscribeTimeout                 = 10 * time.Second // bounds each Registry.Unsubscribe call
 )
 
-// An Option configures a Manager (New) or a WatchGroup (NewWatchGroup:
-// the options named Watch...). Each refuses the other's options with an
-// *rebound.ArgumentError.
+// An Option configures a Manager (New).
 type Option interface {
 	apply(*options)
-	applyWatch(*WatchGroup)
 }
 
-// managerOpt is an Option of New; NewWatchGroup refuses it.
-type managerOpt struct {
-	name string
-	f    func(*options)
-}
+type managerOpt func(*options)
 
-func managerOption(name string, f func(*options)) Option { return managerOpt{name, f} }
+func managerOption(_ string, f func(*options)) Option { return managerOpt(f) }
 
-func (o managerOpt) apply(opts *options) { o.f(opts) }
-func (o managerOpt) applyWatch(g *WatchGroup) {
-	g.errs = append(g.errs, argError("subscriber.Manager.NewWatchGroup", "opts",
-		"must not hold subscriber."+o.name+", which configures New only"))
-}
+func (o managerOpt) apply(opts *options) { o(opts) }
 
 type options struct {
 	policy      rebound.Policy
@@ -119,7 +108,7 @@ func WithEmptyListHold(d time.Duration) Option {
 
 // WithConfirmTimeout caps the wait for a ReconnectConfirmer after a
 // reconnect: an unconfirmed subscription is then confirmed by the Manager
-// (reason ErrNotConfirmed). Default: 15 s; d must be positive. Other
+// (reason errNotConfirmed). Default: 15 s; d must be positive. Other
 // registries ignore it.
 func WithConfirmTimeout(d time.Duration) Option {
 	return managerOption("WithConfirmTimeout", func(o *options) {
@@ -146,7 +135,7 @@ func WithRefreshInterval(d time.Duration) Option {
 
 // WithReconcile makes each subscription compare its list with the
 // server's (Reconciler.Lookup) about once per period, jittered by ±25%.
-// A difference is delivered and resubscribed (ErrOutOfSync). Default: 0,
+// A difference is delivered and resubscribed (errOutOfSync). Default: 0,
 // off; period must be 0 or at least 1 s. Costs: docs/subscription.md.
 func WithReconcile(period time.Duration) Option {
 	return managerOption("WithReconcile", func(o *options) {
@@ -165,7 +154,7 @@ func WithObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
 	}
-	if h, ok := o.(Hooks); ok && h.empty() {
+	if h, ok := o.(interface{ empty() bool }); ok && h.empty() {
 		return nil
 	}
 	return managerOption("WithObserver", func(opts *options) { opts.observers = append(opts.observers, o) })

@@ -190,8 +190,8 @@ func (s *Subscription) start() {
 	s.run.step(s, evStart, stepIn{now: time.Now()})
 }
 
-// Key returns the subscription's key.
-func (s *Subscription) Key() Key {
+// keyCopy returns the subscription's key, with its own Clusters.
+func (s *Subscription) keyCopy() Key {
 	k := s.key
 	k.Clusters = slices.Clone(k.Clusters)
 	return k
@@ -246,7 +246,7 @@ func (s *Subscription) Status() Status {
 
 func (s *Subscription) statusLocked() Status {
 	st := Status{
-		ID: s.id, Key: s.Key(), State: s.state, Since: s.since, LastErr: s.lastErr,
+		ID: s.id, Key: s.keyCopy(), State: s.state, Since: s.since, LastErr: s.lastErr,
 	}
 	if s.aux != nil {
 		st.ConfirmedAt, st.ConfirmReason = s.aux.confAt, s.aux.confWhy
@@ -275,12 +275,12 @@ func (s *Subscription) Unsubscribe() error {
 	return s.finish()
 }
 
-// Refresh asks for a paced re-confirmation of the subscription and
+// refresh asks for a paced re-confirmation of the subscription and
 // returns at once: one Lookup with a Reconciler (repaired like a
 // reconciliation), else one Registry.Subscribe. Calls are coalesced: at
-// most one request per subscription per WithRefreshInterval, none unless
-// the subscription is subscribed. A gRPC resolver's ResolveNow calls it.
-func (s *Subscription) Refresh() {
+// most one request per subscription per refresh interval, none unless
+// the subscription is subscribed. View.Refresh calls it.
+func (s *Subscription) refresh() {
 	s.mu.Lock()
 	defer s.unlock()
 	now := time.Now()

@@ -12,9 +12,9 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// ErrWatchGroupClosed is returned by WatchGroup.Watch after the group's
+// errGroupClosed is returned by WatchGroup.Watch after the group's
 // Close. It matches rebound.ErrClosed.
-var ErrWatchGroupClosed = rebound.NewClosedError("subscriber: watch group closed")
+var errGroupClosed = rebound.NewClosedError("subscriber: watch group closed")
 
 // Snapshot is what a View shows of its key at one moment.
 type Snapshot struct {
@@ -63,9 +63,6 @@ type View struct {
 	closed atomic.Bool
 	frozen *Snapshot // guarded by w.mu: the last snapshot, once the group closed
 }
-
-// Key returns the view's key.
-func (v *View) Key() Key { return v.w.sub.Key() }
 
 // Changed returns a channel that receives a value after each change of the
 // snapshot. Changes coalesce: a reader that is slow sees one value for any
@@ -210,8 +207,6 @@ type watchSet struct {
 	mu     sync.Mutex
 	byKey  map[KeyID]*watch
 	bySink sync.Map // Sink -> *watch, for watchedRegistry
-	dflt   *WatchGroup
-	once   sync.Once
 }
 
 // acquire returns key's watch with one more reference, starting it (a
@@ -327,24 +322,4 @@ func (r *watchedRegistry) Subscribe(ctx context.Context, key Key, sink Sink) err
 		w.(*watch).attempted(ctx, err)
 	}
 	return err
-}
-
-// Watch returns a View of key's instance list, shared with every other
-// View of the key: the first Watch of a key starts one Manager
-// subscription (Subscribe, which returns at once), later ones join it, and
-// it ends in the background when the last View is closed. The view shows
-// the current list and pushes every change to Changed, coalescing; a key
-// that has no list yet shows the registry's error (Snapshot.Unresolved),
-// and a subscription that stops for good shows why (Snapshot.Stopped).
-// Views from Watch belong to the Manager's own group, with
-// NewWatchGroup's defaults: no linger, View.Refresh paced at the Manager's
-// refresh interval plus one second.
-//
-// Errors: an *rebound.ArgumentError (wrapping rebound.ErrInvalidArgument) for a
-// key Subscribe would reject (an empty service, an empty cluster name);
-// an error wrapping ErrManagerClosed after Close.
-func (m *Manager) Watch(key Key) (*View, error) {
-	ws := &m.watches
-	ws.once.Do(func() { ws.dflt = m.newWatchGroup() })
-	return ws.dflt.watch("subscriber.Manager.Watch", key)
 }

@@ -1,7 +1,6 @@
 package subscriber
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,49 +10,6 @@ import (
 
 	"github.com/rebound-go/rebound/internal/sat"
 )
-
-// watchOption is an Option of NewWatchGroup; New refuses it.
-type watchOption struct {
-	name string
-	f    func(*WatchGroup)
-}
-
-func (o watchOption) applyWatch(g *WatchGroup) { o.f(g) }
-func (o watchOption) apply(opts *options) {
-	opts.errs = append(opts.errs, argError("subscriber.New", "opts",
-		"must not hold subscriber."+o.name+", which configures NewWatchGroup only"))
-}
-
-// WatchLinger keeps a key's subscription for d after the group's last View
-// of it is closed, so that a View opened again within d (a gRPC ClientConn
-// leaving idle mode) shows the last list at once and costs the registry
-// nothing. Default: 0 (the last Close releases the key at once). d must not
-// be negative.
-func WatchLinger(d time.Duration) Option {
-	return watchOption{"WatchLinger", func(g *WatchGroup) {
-		if d < 0 {
-			g.errs = append(g.errs, argError("subscriber.WatchLinger", "d", "must not be negative (0 releases at once)"))
-			return
-		}
-		g.linger = d
-	}}
-}
-
-// WatchRefreshInterval sets the least time between two re-confirmations of
-// one key that the group's View.Refresh calls lead to: the first call after
-// a quiet interval is served at once, the others in the interval by one at
-// its end. Default: the Manager's WithRefreshInterval plus one second (so
-// that the Manager does not drop the one sent at the end of an interval).
-// d must be positive.
-func WatchRefreshInterval(d time.Duration) Option {
-	return watchOption{"WatchRefreshInterval", func(g *WatchGroup) {
-		if d <= 0 {
-			g.errs = append(g.errs, argError("subscriber.WatchRefreshInterval", "d", "must be > 0"))
-			return
-		}
-		g.rnInterval = d
-	}}
-}
 
 // WatchGroup is the Views of one component built over a Manager (a gRPC
 // resolver Builder, a kratos Discovery): it holds one share of each key's
@@ -68,7 +24,6 @@ type WatchGroup struct {
 	m          *Manager
 	linger     time.Duration
 	rnInterval time.Duration
-	errs       []error
 
 	wg sync.WaitGroup // linger and refresh timers whose callback may run
 
@@ -101,23 +56,26 @@ type WatchGroupStats struct {
 	Refreshes uint64
 }
 
-// NewWatchGroup returns an empty group of Views over m. It returns an
-// *rebound.ArgumentError for a bad option or one of New's (nil options
-// are ignored) and an error
-// wrapping ErrManagerClosed after Close. Defaults: no linger, refreshes
-// paced at the Manager's refresh interval plus one second.
-func (m *Manager) NewWatchGroup(opts ...Option) (*WatchGroup, error) {
-	g := m.newWatchGroup()
-	for _, o := range opts {
-		if o != nil {
-			o.applyWatch(g)
-		}
+// NewWatchGroup returns an empty group of Views over m. linger keeps a key's
+// subscription that long after its last View closed (0: none). refresh paces
+// View.Refresh per key (0: the Manager's pace plus one second). A negative
+// duration is an *rebound.ArgumentError; after Close the error wraps
+// ErrManagerClosed.
+func (m *Manager) NewWatchGroup(linger, refresh time.Duration) (*WatchGroup, error) {
+	const fn = "subscriber.Manager.NewWatchGroup"
+	if linger < 0 {
+		return nil, argError(fn, "linger", "must not be negative (0 releases at once)")
 	}
-	if len(g.errs) > 0 {
-		return nil, errors.Join(g.errs...)
+	if refresh < 0 {
+		return nil, argError(fn, "refresh", "must not be negative (0: the default)")
 	}
-	if m.Closed() {
+	if m.closedNow() {
 		return nil, fmt.Errorf("subscriber: NewWatchGroup: %w", ErrManagerClosed)
+	}
+	g := m.newWatchGroup()
+	g.linger = linger
+	if refresh > 0 {
+		g.rnInterval = refresh
 	}
 	return g, nil
 }
@@ -129,13 +87,12 @@ func (m *Manager) newWatchGroup() *WatchGroup {
 	return &WatchGroup{m: m, rnInterval: sat.Add(m.opts.refreshMin, time.Second), keys: make(map[KeyID]*groupKey)}
 }
 
-// Watch returns a View of key in the group (see Manager.Watch). Errors:
-// those of Manager.Watch, and ErrWatchGroupClosed after Close.
+// Watch returns a View of key's list, shared with every other View of key.
+// The first View of a key starts one subscription (Manager.Subscribe); the
+// last Close ends it. An invalid key is an *rebound.ArgumentError; after
+// Close, the group's or the Manager's, the error matches rebound.ErrClosed.
 func (g *WatchGroup) Watch(key Key) (*View, error) {
-	return g.watch("subscriber.WatchGroup.Watch", key)
-}
-
-func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
+	const fn = "subscriber.WatchGroup.Watch"
 	if strings.TrimSpace(key.Service) == "" {
 		return nil, argError(fn, "key.Service", "is empty or only white space")
 	}
@@ -144,13 +101,13 @@ func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
 			return nil, argError(fn, fmt.Sprintf("key.Clusters[%d]", i), "is empty or only white space")
 		}
 	}
-	if g.m.Closed() {
+	if g.m.closedNow() {
 		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return nil, ErrWatchGroupClosed
+		return nil, errGroupClosed
 	}
 	id := key.ID()
 	gk := g.keys[id]
@@ -307,7 +264,7 @@ func (g *WatchGroup) refreshNow(w *watch) {
 		return
 	}
 	g.refreshes.Add(1)
-	w.sub.Refresh()
+	w.sub.refresh()
 }
 
 // Stats returns the group's counters.
@@ -327,7 +284,7 @@ func (g *WatchGroup) Stats() WatchGroupStats {
 // whose last View was closed before; each Registry.Unsubscribe is bounded
 // by 10 s) and its timers are done. Views still open keep
 // their last snapshot and see no further change; their Close does nothing
-// more. Watch returns ErrWatchGroupClosed afterwards. Close is idempotent
+// more. Watch returns errGroupClosed afterwards. Close is idempotent
 // and returns nil.
 func (g *WatchGroup) Close() error {
 	g.mu.Lock()
