@@ -2,6 +2,9 @@ package subscriber
 
 import (
 	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 )
@@ -110,4 +113,72 @@ func (m *Manager) Watch(key Key) (*View, error) {
 		g, _ = defaultGroups.LoadOrStore(m, ng)
 	}
 	return g.(*WatchGroup).Watch(key)
+}
+
+// The options below moved out of the API: WithPolicy's rebound options
+// replace the first three; the refresh interval is fixed.
+
+// WithLimiter sets the limiter shared by the Manager's retries and
+// reconnect confirmations (a subscription's first attempt takes no token).
+// Default: 1,000 per second, bursts of 100; nil: no limit. A finite rate
+// needs a burst of at least 1.
+func WithLimiter(l *rate.Limiter) Option {
+	return managerOption("WithLimiter", func(o *options) {
+		if l != nil && l.Limit() != rate.Inf && l.Burst() < 1 {
+			o.errs = append(o.errs, argError("subscriber.WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
+			return
+		}
+		o.limiter, o.limiterSet = l, true
+	})
+}
+
+// WithRefreshInterval sets the shortest time between two
+// re-confirmations started by Subscription.Refresh. Default: 5 s; d must
+// be positive.
+func WithRefreshInterval(d time.Duration) Option {
+	return managerOption("WithRefreshInterval", func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, argError("subscriber.WithRefreshInterval", "d", "must be positive"))
+			return
+		}
+		o.refreshMin = d
+	})
+}
+
+// WithBudget bounds the subscriptions' retries with b, which may be
+// shared. A refused retry waits the next backoff step (Status.Deferred,
+// Deferral events); a subscription never gives up on it. A nil b is
+// ignored; a zero RetryBudget makes New fail.
+func WithBudget(b *rebound.RetryBudget) Option {
+	return managerOption("WithBudget", func(o *options) {
+		if b == nil {
+			return
+		}
+		// A zero RetryBudget (not made by NewRetryBudget) would panic in the
+		// scheduler at its first withdrawal; rebound.WithBudget knows the rule.
+		if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithBudget(b)); err != nil {
+			o.errs = append(o.errs, argError("subscriber.WithBudget", "b",
+				"is a zero RetryBudget, which is not usable: make it with rebound.NewRetryBudget"))
+			return
+		}
+		o.budget = b
+	})
+}
+
+// WithThrottle makes the subscriptions' retries ask t, which may be
+// shared; an acknowledged Subscribe is an accept. First attempts are
+// never throttled. A rejected retry waits the next backoff step. A nil t
+// is ignored; a zero AdaptiveThrottle makes New fail.
+func WithThrottle(t *rebound.AdaptiveThrottle) Option {
+	return managerOption("WithThrottle", func(o *options) {
+		if t == nil {
+			return
+		}
+		if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithThrottle(t)); err != nil {
+			o.errs = append(o.errs, argError("subscriber.WithThrottle", "t",
+				"is a zero AdaptiveThrottle, which is not usable: make it with rebound.NewAdaptiveThrottle"))
+			return
+		}
+		o.throttle = t
+	})
 }

@@ -212,7 +212,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	}
 	retrier, starter, err := o.retriers()
 	if err != nil {
-		return nil, err // WithPolicy and WithLimiter checked already; defensive
+		return nil, err // an *rebound.ArgumentError naming WithPolicy's bad option
 	}
 	log := logging.Redacted(o.log) // nil: zap.NewNop()
 	m := &Manager{

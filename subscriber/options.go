@@ -44,18 +44,19 @@ type options struct {
 	reconcile   time.Duration
 	observers   []rebound.Observer
 	keepStopped int
-	budget      *rebound.RetryBudget      // WithBudget
-	throttle    *rebound.AdaptiveThrottle // WithThrottle
+	budget      *rebound.RetryBudget      // tests only (export_test.go)
+	throttle    *rebound.AdaptiveThrottle // tests only (export_test.go)
+	ropts       []rebound.Option          // WithPolicy's
 	// meterProvider: WithMeterProvider (metrics.go)
 	meterProvider metric.MeterProvider
 	errs          []error
 }
 
-// WithPolicy sets the backoff of every subscription's retry loop.
-// Default: the zero rebound.Policy (full jitter, 1 s doubling to 30 s).
-// p must be valid and leave MaxAttempts and MaxElapsed zero: a subscription
-// never gives up on a transient error.
-func WithPolicy(p rebound.Policy) Option {
+// WithPolicy sets the subscriptions' backoff and admission.
+// Default: the zero rebound.Policy and a limiter of 1,000/s, burst 100.
+// opts take rebound.WithLimiter, WithBudget and WithThrottle; they add up.
+// Refused retries wait their next step: subscriptions never give up.
+func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return managerOption("WithPolicy", func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
@@ -68,6 +69,11 @@ func WithPolicy(p rebound.Policy) Option {
 			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxElapsed", "must be 0: a subscription retries until it is stopped"))
 		}
 		o.policy = p
+		for _, ro := range opts {
+			if ro != nil {
+				o.ropts = append(o.ropts, ro)
+			}
+		}
 	})
 }
 
@@ -76,20 +82,6 @@ func WithPolicy(p rebound.Policy) Option {
 // Credentials are scrubbed (logging.Redacted).
 func WithLogger(l *zap.Logger) Option {
 	return managerOption("WithLogger", func(o *options) { o.log = l })
-}
-
-// WithLimiter sets the limiter shared by the Manager's retries and
-// reconnect confirmations (a subscription's first attempt takes no token).
-// Default: 1,000 per second, bursts of 100; nil: no limit. A finite rate
-// needs a burst of at least 1.
-func WithLimiter(l *rate.Limiter) Option {
-	return managerOption("WithLimiter", func(o *options) {
-		if l != nil && l.Limit() != rate.Inf && l.Burst() < 1 {
-			o.errs = append(o.errs, argError("subscriber.WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
-			return
-		}
-		o.limiter, o.limiterSet = l, true
-	})
 }
 
 // WithEmptyListHold sets how long an empty list is held back after a
@@ -120,19 +112,6 @@ func WithConfirmTimeout(d time.Duration) Option {
 	})
 }
 
-// WithRefreshInterval sets the shortest time between two
-// re-confirmations started by Subscription.Refresh. Default: 5 s; d must
-// be positive.
-func WithRefreshInterval(d time.Duration) Option {
-	return managerOption("WithRefreshInterval", func(o *options) {
-		if d <= 0 {
-			o.errs = append(o.errs, argError("subscriber.WithRefreshInterval", "d", "must be positive"))
-			return
-		}
-		o.refreshMin = d
-	})
-}
-
 // WithReconcile makes each subscription compare its list with the
 // server's (Reconciler.Lookup) about once per period, jittered by ±25%.
 // A difference is delivered and resubscribed (errOutOfSync). Default: 0,
@@ -158,42 +137,4 @@ func WithObserver(o rebound.Observer) Option {
 		return nil
 	}
 	return managerOption("WithObserver", func(opts *options) { opts.observers = append(opts.observers, o) })
-}
-
-// WithBudget bounds the subscriptions' retries with b, which may be
-// shared. A refused retry waits the next backoff step (Status.Deferred,
-// Deferral events); a subscription never gives up on it. A nil b is
-// ignored; a zero RetryBudget makes New fail.
-func WithBudget(b *rebound.RetryBudget) Option {
-	return managerOption("WithBudget", func(o *options) {
-		if b == nil {
-			return
-		}
-		// A zero RetryBudget (not made by NewRetryBudget) would panic in the
-		// scheduler at its first withdrawal; rebound.WithBudget knows the rule.
-		if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithBudget(b)); err != nil {
-			o.errs = append(o.errs, argError("subscriber.WithBudget", "b",
-				"is a zero RetryBudget, which is not usable: make it with rebound.NewRetryBudget"))
-			return
-		}
-		o.budget = b
-	})
-}
-
-// WithThrottle makes the subscriptions' retries ask t, which may be
-// shared; an acknowledged Subscribe is an accept. First attempts are
-// never throttled. A rejected retry waits the next backoff step. A nil t
-// is ignored; a zero AdaptiveThrottle makes New fail.
-func WithThrottle(t *rebound.AdaptiveThrottle) Option {
-	return managerOption("WithThrottle", func(o *options) {
-		if t == nil {
-			return
-		}
-		if _, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithThrottle(t)); err != nil {
-			o.errs = append(o.errs, argError("subscriber.WithThrottle", "t",
-				"is a zero AdaptiveThrottle, which is not usable: make it with rebound.NewAdaptiveThrottle"))
-			return
-		}
-		o.throttle = t
-	})
 }
