@@ -51,7 +51,7 @@ type Builder struct {
 	mu        sync.Mutex
 	closed    bool
 	resolvers map[*ccResolver]struct{}
-	keys      map[subscriber.KeyID]*keyState // the keys of the open resolvers
+	keys      map[string]*keyState // the keys of the open resolvers
 
 	builds, resolveNows, rejected, panics atomic.Uint64
 }
@@ -132,7 +132,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		log:       log.With(zap.String("component", "reboundgrpc")),
 		views:     views,
 		resolvers: make(map[*ccResolver]struct{}),
-		keys:      make(map[subscriber.KeyID]*keyState),
+		keys:      make(map[string]*keyState),
 	}
 	ropts := []rebound.Option{meter}
 	for _, ob := range o.observers {
@@ -282,7 +282,7 @@ func (b *Builder) filter(list []subscriber.Instance) (st resolver.State, filtere
 // empty list (a usable one) forgets the one logged. The Builder forgets it
 // too when the key's last resolver closes: a key whose ClientConns come
 // back logs its list again.
-func (b *Builder) filteredOut(id subscriber.KeyID, key subscriber.Key, version uint64, list []subscriber.Instance) {
+func (b *Builder) filteredOut(id string, key subscriber.Key, version uint64, list []subscriber.Instance) {
 	b.mu.Lock()
 	ks := b.keys[id]
 	if ks == nil { // not the Builder's (any more): log, remember nothing

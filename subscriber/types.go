@@ -56,31 +56,25 @@ func (k Key) String() string {
 	return b.String()
 }
 
-// KeyID is a comparable form of a Key, for map keys: two Keys have the
-// same KeyID exactly when they name the same subscription (the same
-// namespace, group and service, and the same set of clusters in any
-// order). Build it with Key.ID.
-type KeyID struct {
-	Namespace, Group, Service string
-	// Clusters is the sorted clusters, each prefixed with its length
-	// ("1:a3:b,c" for "a" and "b,c"), so that no two sets map alike.
-	Clusters string
-}
-
-// ID returns k's KeyID.
-func (k Key) ID() KeyID {
-	id := KeyID{Namespace: k.Namespace, Group: k.Group, Service: k.Service}
+// ID returns a comparable form of k, for map keys. Two Keys have one ID
+// exactly when they name the same subscription: clusters in any order.
+func (k Key) ID() string {
+	var b strings.Builder
+	for _, f := range [...]string{k.Namespace, k.Group, k.Service} {
+		b.WriteString(strconv.Itoa(len(f)))
+		b.WriteByte(':')
+		b.WriteString(f)
+	}
 	if len(k.Clusters) > 0 {
 		cs := slices.Compact(slices.Sorted(slices.Values(k.Clusters)))
-		var b strings.Builder
 		for _, c := range cs {
+			b.WriteByte(',')
 			b.WriteString(strconv.Itoa(len(c)))
 			b.WriteByte(':')
 			b.WriteString(c)
 		}
-		id.Clusters = b.String()
 	}
-	return id
+	return b.String()
 }
 
 // Instance is one registered instance of a service, as the registry reports

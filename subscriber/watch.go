@@ -113,7 +113,7 @@ func (v *View) Close() error {
 // snapshot, and the views to signal.
 type watch struct {
 	m       *Manager
-	id      KeyID
+	id      string
 	sub     *Subscription
 	release chan struct{} // closed when no group holds the watch any more
 	done    chan struct{} // closed once the subscription has ended
@@ -205,7 +205,7 @@ func (w *watch) run() {
 // watchSet is the Manager's watches, one per key.
 type watchSet struct {
 	mu     sync.Mutex
-	byKey  map[KeyID]*watch
+	byKey  map[string]*watch
 	bySink sync.Map // Sink -> *watch, for watchedRegistry
 }
 
@@ -243,7 +243,7 @@ func (ws *watchSet) acquire(m *Manager, fn string, key Key) (*watch, error) {
 		w.mu.Unlock()
 	}
 	if ws.byKey == nil {
-		ws.byKey = make(map[KeyID]*watch)
+		ws.byKey = make(map[string]*watch)
 	}
 	ws.byKey[id] = w
 	w.refs = 1

@@ -29,7 +29,7 @@ type WatchGroup struct {
 
 	mu     sync.Mutex
 	closed bool
-	keys   map[KeyID]*groupKey
+	keys   map[string]*groupKey
 	ending []*watch // watches the group let go of last, whose end Close waits for
 
 	subscribes, unsubscribes, refreshes atomic.Uint64
@@ -84,7 +84,7 @@ func (m *Manager) NewWatchGroup(linger, refresh time.Duration) (*WatchGroup, err
 // refreshes paced at the Manager's refresh interval plus one second
 // (saturated: a huge interval does not wrap to a negative one).
 func (m *Manager) newWatchGroup() *WatchGroup {
-	return &WatchGroup{m: m, rnInterval: sat.Add(m.opts.refreshMin, time.Second), keys: make(map[KeyID]*groupKey)}
+	return &WatchGroup{m: m, rnInterval: sat.Add(m.opts.refreshMin, time.Second), keys: make(map[string]*groupKey)}
 }
 
 // Watch returns a View of key's list, shared with every other View of key.
@@ -148,7 +148,7 @@ func (g *WatchGroup) Watch(key Key) (*View, error) {
 }
 
 // dropLocked lets go of the group's share of gk (in the background).
-func (g *WatchGroup) dropLocked(id KeyID, gk *groupKey) {
+func (g *WatchGroup) dropLocked(id string, gk *groupKey) {
 	if g.keys[id] == gk {
 		delete(g.keys, id)
 	}
