@@ -8,34 +8,24 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// SubscribeAttempt is the Detail of a subscription's rebound.EventAttempt
-// (Hooks.Attempted), and of the EventRetry or EventGiveUp that follows a
-// failed one.
+// SubscribeAttempt is the Detail of a subscription's EventAttempt, and of
+// the EventRetry or EventGiveUp after a failed one.
 type SubscribeAttempt struct {
-	Key Key
-	ID  uint64
-	// Attempt counts the attempts of the current run (1 for the first
-	// after a subscribe, a disruption or a success).
-	Attempt int
-	// Err is the call's error, nil if the registry acknowledged it.
-	Err error
-	// Delay is the wait before the next attempt after a failure (0 after
-	// a success, a permanent error, or an attempt asked again at once).
-	Delay time.Duration
-	At    time.Time
+	Key     Key
+	ID      uint64        // the subscription (Status.ID)
+	Attempt int           // 1 for the first of a run
+	Err     error         // nil: acknowledged
+	Delay   time.Duration // the wait before the next attempt, 0 if none
+	At      time.Time
 }
 
-// StateChange is the Detail of a rebound.EventStateChanged (Hooks.StateChanged).
+// StateChange is the Detail of a subscription's EventStateChanged.
 type StateChange struct {
-	Key Key
-	// ID identifies the subscription within its Manager (Status.ID).
+	Key      Key
 	ID       uint64
-	From, To State
-	// Reason is why it changed: the error of the failed attempt, the
-	// disruption (ErrDisconnected, the adapter's Resubscribe error,
-	// errNotConfirmed), or why it stopped; nil for a success.
-	Reason error
-	At     time.Time
+	From, To State // From is 0 at the creation
+	Reason   error // why, as in Status.LastErr; nil for a success
+	At       time.Time
 }
 
 // What became of a list the adapter handed over (Delivery.Result).
@@ -46,42 +36,38 @@ const (
 	resStale     = "stale"      // replaced by a newer list before delivery
 )
 
-// Delivery is the Detail of a rebound.EventDelivered (Hooks.Delivered).
+// Delivery is the Detail of an EventDelivered.
 type Delivery struct {
-	Key Key
-	ID  uint64
-	// Result is what became of the list: "delivered", "duplicate" (equal
-	// to the last one), "empty_held" (WithEmptyListHold) or "stale"
-	// (replaced by a newer list, or a lookup overtaken by a push).
-	Result    string
-	Instances int // length of the list
+	Key       Key
+	ID        uint64
+	Result    string // "delivered", "duplicate", "empty_held" or "stale"
+	Instances int    // the list's length
 	At        time.Time
 }
 
-// Confirmation is the Detail of a rebound.EventConfirmed (Hooks.Confirmed).
+// Confirmation is the Detail of an EventConfirmed.
 type Confirmation struct {
 	Key    Key
 	ID     uint64
-	Reason string // the adapter's evidence, or "subscribe" for an acknowledged Subscribe
+	Reason string // the adapter's evidence, or "subscribe"
 	At     time.Time
 
 	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
 }
 
-// Deferral is the Detail of a rebound.EventThrottled (Hooks.Deferred).
+// Deferral is the Detail of a subscription's EventThrottled.
 type Deferral struct {
 	Key    Key
 	ID     uint64
-	Reason error         // rebound.ErrThrottled or rebound.ErrBudgetExhausted (a wrapped rebound.ErrExhausted: a limiter with burst 0)
-	Delay  time.Duration // the backoff step before the attempt is asked again
+	Reason error         // the refusal, as in Status.DeferReason
+	Delay  time.Duration // the wait before the attempt is asked again
 	At     time.Time
 }
 
-// ConnectionChange is the Detail of a rebound.EventConnection (Hooks.Connection).
+// ConnectionChange is the Detail of an EventConnection.
 type ConnectionChange struct {
-	State ConnState
-	// Subscriptions is the number of running subscriptions affected.
-	Subscriptions int
+	State         ConnState
+	Subscriptions int // the running subscriptions affected
 	At            time.Time
 }
 

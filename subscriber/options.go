@@ -77,17 +77,15 @@ func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	})
 }
 
-// WithLogger sets the logger; default and nil: none. Each subscription
-// logs a few throttled lines per outage, each attempt at Debug, with its key.
-// Credentials are scrubbed (logging.Redacted).
+// WithLogger sets the logger; default and nil: none. Each subscription logs
+// a few throttled lines per outage, with credentials scrubbed.
 func WithLogger(l *zap.Logger) Option {
 	return managerOption("WithLogger", func(o *options) { o.log = l })
 }
 
-// WithEmptyListHold sets how long an empty list is held back after a
-// disconnection or restart, so listeners keep the last good list while
-// providers re-register. Default: 30 s; 0 delivers empty lists at once;
-// d must not be negative. The rules in full: docs/guide.md.
+// WithEmptyListHold sets how long an empty list after a disconnection is held
+// back while providers re-register. Default: 30 s; 0: no hold; d must not be
+// negative. The rules: docs/guide.md.
 func WithEmptyListHold(d time.Duration) Option {
 	return managerOption("WithEmptyListHold", func(o *options) {
 		if d < 0 {
@@ -98,10 +96,8 @@ func WithEmptyListHold(d time.Duration) Option {
 	})
 }
 
-// WithConfirmTimeout caps the wait for a ReconnectConfirmer after a
-// reconnect: an unconfirmed subscription is then confirmed by the Manager
-// (reason errNotConfirmed). Default: 15 s; d must be positive. Other
-// registries ignore it.
+// WithConfirmTimeout caps the wait for a ReconnectConfirmer after a reconnect;
+// the Manager then confirms itself. Default: 15 s; d must be positive.
 func WithConfirmTimeout(d time.Duration) Option {
 	return managerOption("WithConfirmTimeout", func(o *options) {
 		if d <= 0 {
@@ -112,10 +108,9 @@ func WithConfirmTimeout(d time.Duration) Option {
 	})
 }
 
-// WithReconcile makes each subscription compare its list with the
-// server's (Reconciler.Lookup) about once per period, jittered by ±25%.
-// A difference is delivered and resubscribed (errOutOfSync). Default: 0,
-// off; period must be 0 or at least 1 s. Costs: docs/subscription.md.
+// WithReconcile compares each list with Reconciler.Lookup's about once per
+// period (±25%). A difference is delivered and resubscribed. Default: 0, off;
+// else at least 1 s.
 func WithReconcile(period time.Duration) Option {
 	return managerOption("WithReconcile", func(o *options) {
 		if period != 0 && period < minReconcilePeriod {
@@ -126,9 +121,9 @@ func WithReconcile(period time.Duration) Option {
 	})
 }
 
-// WithObserver adds o as an observer of the Manager's events (see Hooks).
-// Several are called in order, after the metrics of WithMeterProvider.
-// A nil o is ignored.
+// WithObserver adds o as an observer of the Manager's events (docs/observability.md).
+// Observers run in order, after the metrics, never under a lock. A nil o is
+// ignored.
 func WithObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil

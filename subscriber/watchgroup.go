@@ -11,15 +11,9 @@ import (
 	"github.com/rebound-go/rebound/internal/sat"
 )
 
-// WatchGroup is the Views of one component built over a Manager (a gRPC
-// resolver Builder, a kratos Discovery): it holds one share of each key's
-// subscription while it has a View of the key (or lingers, see
-// WatchLinger), paces their refreshes, counts what it did, and ends all of
-// it at once with Close. Views of different groups share the Manager's
-// one subscription of a key too.
-//
-// Create it with NewWatchGroup; the zero WatchGroup is not usable. It is
-// safe for concurrent use.
+// WatchGroup is the Views of one component built over a Manager: a gRPC
+// resolver Builder, a kratos Discovery. It lingers keys, paces refreshes and
+// ends all at once with Close. It is safe for concurrent use.
 type WatchGroup struct {
 	m          *Manager
 	linger     time.Duration
@@ -46,14 +40,9 @@ type groupKey struct {
 
 // WatchGroupStats counts what a WatchGroup did.
 type WatchGroupStats struct {
-	// Keys is the number of keys the group holds now (with a View open or
-	// lingering); Views the number of its Views open now.
-	Keys, Views int
-	// Subscribes and Unsubscribes count the times the group took and let
-	// go of a key's share.
-	Subscribes, Unsubscribes uint64
-	// Refreshes counts the re-confirmations View.Refresh calls led to.
-	Refreshes uint64
+	Keys, Views              int    // held now: keys (open or lingering), open Views
+	Subscribes, Unsubscribes uint64 // the times the group took and let go of a key
+	Refreshes                uint64 // the re-confirmations View.Refresh led to
 }
 
 // NewWatchGroup returns an empty group of Views over m. linger keeps a key's
@@ -279,13 +268,9 @@ func (g *WatchGroup) Stats() WatchGroupStats {
 	return st
 }
 
-// Close lets go of every key of the group, lingering or not, and waits
-// until the subscriptions it was the last to hold have ended (also those
-// whose last View was closed before; each Registry.Unsubscribe is bounded
-// by 10 s) and its timers are done. Views still open keep
-// their last snapshot and see no further change; their Close does nothing
-// more. Watch returns errGroupClosed afterwards. Close is idempotent
-// and returns nil.
+// Close lets go of every key of the group and waits until the subscriptions
+// it held last have ended. Open Views keep their last snapshot. It is
+// idempotent and returns nil; Watch fails afterwards.
 func (g *WatchGroup) Close() error {
 	g.mu.Lock()
 	if !g.closed {
