@@ -123,7 +123,7 @@ func (m *Manager) Watch(key Key) (*View, error) {
 // Default: 1,000 per second, bursts of 100; nil: no limit. A finite rate
 // needs a burst of at least 1.
 func WithLimiter(l *rate.Limiter) Option {
-	return managerOption("WithLimiter", func(o *options) {
+	return managerOpt(func(o *options) {
 		if l != nil && l.Limit() != rate.Inf && l.Burst() < 1 {
 			o.errs = append(o.errs, argError("subscriber.WithLimiter", "l", "has a burst below 1 and a finite rate: it would never grant a token"))
 			return
@@ -136,7 +136,7 @@ func WithLimiter(l *rate.Limiter) Option {
 // re-confirmations started by Subscription.Refresh. Default: 5 s; d must
 // be positive.
 func WithRefreshInterval(d time.Duration) Option {
-	return managerOption("WithRefreshInterval", func(o *options) {
+	return managerOpt(func(o *options) {
 		if d <= 0 {
 			o.errs = append(o.errs, argError("subscriber.WithRefreshInterval", "d", "must be positive"))
 			return
@@ -150,7 +150,7 @@ func WithRefreshInterval(d time.Duration) Option {
 // Deferral events); a subscription never gives up on it. A nil b is
 // ignored; a zero RetryBudget makes New fail.
 func WithBudget(b *rebound.RetryBudget) Option {
-	return managerOption("WithBudget", func(o *options) {
+	return managerOpt(func(o *options) {
 		if b == nil {
 			return
 		}
@@ -170,7 +170,7 @@ func WithBudget(b *rebound.RetryBudget) Option {
 // never throttled. A rejected retry waits the next backoff step. A nil t
 // is ignored; a zero AdaptiveThrottle makes New fail.
 func WithThrottle(t *rebound.AdaptiveThrottle) Option {
-	return managerOption("WithThrottle", func(o *options) {
+	return managerOpt(func(o *options) {
 		if t == nil {
 			return
 		}

@@ -12,7 +12,7 @@ import (
 // subscriptions by state, the connection, updates, confirmations and the
 // retry loops' (docs/metric-attributes.md). Default and nil: none.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return managerOption("WithMeterProvider", func(o *options) { o.meterProvider = mp })
+	return managerOpt(func(o *options) { o.meterProvider = mp })
 }
 
 // retryMetrics is the Retrier option for the subscriptions' loops (nil

@@ -29,8 +29,6 @@ type Option interface {
 
 type managerOpt func(*options)
 
-func managerOption(_ string, f func(*options)) Option { return managerOpt(f) }
-
 func (o managerOpt) apply(opts *options) { o(opts) }
 
 type options struct {
@@ -57,7 +55,7 @@ type options struct {
 // opts take rebound.WithLimiter, WithBudget and WithThrottle; they add up.
 // Refused retries wait their next step: subscriptions never give up.
 func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
-	return managerOption("WithPolicy", func(o *options) {
+	return managerOpt(func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
@@ -80,14 +78,14 @@ func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 // WithLogger sets the logger; default and nil: none. Each subscription logs
 // a few throttled lines per outage, with credentials scrubbed.
 func WithLogger(l *zap.Logger) Option {
-	return managerOption("WithLogger", func(o *options) { o.log = l })
+	return managerOpt(func(o *options) { o.log = l })
 }
 
 // WithEmptyListHold sets how long an empty list after a disconnection is held
 // back while providers re-register. Default: 30 s; 0: no hold; d must not be
 // negative. The rules: docs/guide.md.
 func WithEmptyListHold(d time.Duration) Option {
-	return managerOption("WithEmptyListHold", func(o *options) {
+	return managerOpt(func(o *options) {
 		if d < 0 {
 			o.errs = append(o.errs, argError("subscriber.WithEmptyListHold", "d", "must not be negative (0 disables the hold)"))
 			return
@@ -99,7 +97,7 @@ func WithEmptyListHold(d time.Duration) Option {
 // WithConfirmTimeout caps the wait for a ReconnectConfirmer after a reconnect;
 // the Manager then confirms itself. Default: 15 s; d must be positive.
 func WithConfirmTimeout(d time.Duration) Option {
-	return managerOption("WithConfirmTimeout", func(o *options) {
+	return managerOpt(func(o *options) {
 		if d <= 0 {
 			o.errs = append(o.errs, argError("subscriber.WithConfirmTimeout", "d", "must be positive"))
 			return
@@ -112,7 +110,7 @@ func WithConfirmTimeout(d time.Duration) Option {
 // period (±25%). A difference is delivered and resubscribed. Default: 0, off;
 // else at least 1 s.
 func WithReconcile(period time.Duration) Option {
-	return managerOption("WithReconcile", func(o *options) {
+	return managerOpt(func(o *options) {
 		if period != 0 && period < minReconcilePeriod {
 			o.errs = append(o.errs, argError("subscriber.WithReconcile", "period", "must be 0 (off) or at least 1s"))
 			return
@@ -131,5 +129,5 @@ func WithObserver(o rebound.Observer) Option {
 	if h, ok := o.(interface{ empty() bool }); ok && h.empty() {
 		return nil
 	}
-	return managerOption("WithObserver", func(opts *options) { opts.observers = append(opts.observers, o) })
+	return managerOpt(func(opts *options) { opts.observers = append(opts.observers, o) })
 }

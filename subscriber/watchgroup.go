@@ -47,7 +47,7 @@ type WatchGroupStats struct {
 
 // NewWatchGroup returns an empty group of Views over m. linger keeps a key's
 // subscription that long after its last View closed (0: none). refresh paces
-// View.Refresh per key (0: the Manager's pace plus one second). A negative
+// View.Refresh per key (0: 6 s, the Manager's 5 s pace plus one). A negative
 // duration is an *rebound.ArgumentError; after Close the error wraps
 // ErrManagerClosed.
 func (m *Manager) NewWatchGroup(linger, refresh time.Duration) (*WatchGroup, error) {
