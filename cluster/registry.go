@@ -90,7 +90,7 @@ func WithErrorHandler(fn func(error)) Option {
 //	sub, err := manager.Subscribe(ctx, key, dir.Update)
 //	err = dir.WaitReady(ctx) // the first invokers are listed
 //
-//	v, err := manager.Watch(key) // or: one subscription shared by every reader of key
+//	v, err := group.Watch(key) // or: a subscriber.WatchGroup's View, one subscription per key
 //	dir, err := cluster.NewRegistryDirectory(dial, cluster.WithView(v))
 //
 // Weights are normalised at the edge: a NaN or negative Weight is taken as

@@ -11,7 +11,7 @@ import (
 )
 
 // WithView feeds a RegistryDirectory from v, a View of the providers'
-// key (subscriber.Manager.Watch), on a goroutine of its own: each new
+// key (subscriber.WatchGroup.Watch), on a goroutine of its own: each new
 // list, the latest when lists come faster than it dials. The directory
 // owns v from NewRegistryDirectory on: Close stops the goroutine, waits
 // for it and closes v, and a NewRegistryDirectory that fails closes v

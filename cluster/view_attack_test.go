@@ -28,6 +28,10 @@ func TestWithViewFailedConstructorLeaksView(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
+		views, err := m.NewWatchGroup(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, tc := range []struct {
 			name  string
 			dial  cluster.DialFunc
@@ -38,12 +42,12 @@ func TestWithViewFailedConstructorLeaksView(t *testing.T) {
 			{"breaker option", dialAddr, []cluster.Option{cluster.WithConsecutiveFailures(3)}, false},
 			{"WithView twice", dialAddr, nil, true},
 		} {
-			v, err := m.Watch(key)
+			v, err := views.Watch(key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.twice {
-				v2, err := m.Watch(key)
+				v2, err := views.Watch(key)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -33,7 +33,11 @@ func TestWithViewFilterPanicRecovered(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		v, err := m.Watch(key)
+		views, err := m.NewWatchGroup(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := views.Watch(key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +81,11 @@ func TestWithViewCloseDuringDial(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		v, _ := m.Watch(key)
+		views, err := m.NewWatchGroup(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := views.Watch(key)
 		var dials atomic.Int32
 		slow := func(in subscriber.Instance) (cluster.Invoker, error) {
 			dials.Add(1)
@@ -132,7 +140,11 @@ func TestWithViewCloseFromErrorHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		v, _ := m.Watch(key)
+		views, err := m.NewWatchGroup(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := views.Watch(key)
 		dial := func(in subscriber.Instance) (cluster.Invoker, error) {
 			if in.Port == 666 {
 				return nil, fmt.Errorf("refused")

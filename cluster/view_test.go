@@ -54,9 +54,13 @@ func TestDirectoryWithView(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
+		views, err := m.NewWatchGroup(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var dirs []*cluster.RegistryDirectory
 		for range 2 {
-			v, err := m.Watch(key)
+			v, err := views.Watch(key)
 			if err != nil {
 				t.Fatal(err)
 			}

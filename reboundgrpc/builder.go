@@ -44,7 +44,7 @@ type Builder struct {
 	mu        sync.Mutex
 	closed    bool
 	resolvers map[*ccResolver]struct{}
-	keys      map[subscriber.KeyID]*keyState // the keys of the open resolvers
+	keys      map[string]*keyState // the keys of the open resolvers
 
 	builds, resolveNows, rejected, panics atomic.Uint64
 }
@@ -108,15 +108,12 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
-	if m.Closed() {
-		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", subscriber.ErrManagerClosed)
-	}
 	var meter rebound.Option
 	if o.mp != nil {
 		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
 	}
 	log := logging.Redacted(o.log) // nil: zap.NewNop()
-	views, err := m.NewWatchGroup(subscriber.WatchLinger(o.linger), subscriber.WatchRefreshInterval(o.rnInterval))
+	views, err := m.NewWatchGroup(o.linger, o.rnInterval)
 	if err != nil {
 		return nil, fmt.Errorf("reboundgrpc.NewBuilder: %w", err)
 	}
@@ -126,7 +123,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 		log:       log.With(zap.String("component", "reboundgrpc")),
 		views:     views,
 		resolvers: make(map[*ccResolver]struct{}),
-		keys:      make(map[subscriber.KeyID]*keyState),
+		keys:      make(map[string]*keyState),
 	}
 	ropts := []rebound.Option{meter}
 	for _, ob := range o.observers {
@@ -261,7 +258,7 @@ func (b *Builder) filter(list []subscriber.Instance) (st resolver.State, filtere
 // empty list (a usable one) forgets the one logged. The Builder forgets it
 // too when the key's last resolver closes: a key whose ClientConns come
 // back logs its list again.
-func (b *Builder) filteredOut(id subscriber.KeyID, key subscriber.Key, version uint64, list []subscriber.Instance) {
+func (b *Builder) filteredOut(id string, key subscriber.Key, version uint64, list []subscriber.Instance) {
 	b.mu.Lock()
 	ks := b.keys[id]
 	if ks == nil { // not the Builder's (any more): log, remember nothing

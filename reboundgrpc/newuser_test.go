@@ -50,14 +50,14 @@ func TestNewBuilderClosedManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Closed() {
-		t.Fatal("Closed() = true before Close")
+	if _, err := m.NewWatchGroup(0, 0); err != nil {
+		t.Fatalf("NewWatchGroup before Close: %v", err)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !m.Closed() {
-		t.Fatal("Closed() = false after Close")
+	if _, err := m.NewWatchGroup(0, 0); !errors.Is(err, subscriber.ErrManagerClosed) {
+		t.Fatalf("NewWatchGroup after Close: %v, want ErrManagerClosed", err)
 	}
 	b, err := reboundgrpc.NewBuilder(m)
 	if b != nil {

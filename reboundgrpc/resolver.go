@@ -23,7 +23,7 @@ import (
 type ccResolver struct {
 	b      *Builder
 	key    subscriber.Key
-	id     subscriber.KeyID
+	id     string
 	v      *subscriber.View // replaced by the goroutine only (renew), under mu
 	cc     resolver.ClientConn
 	ctx    context.Context

@@ -56,7 +56,11 @@ func TestBuilderSharesTheManagersView(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, m, b := memEnvWith(t, nil, reboundgrpc.WithLinger(0))
 		reg.Set(orders, inst(1))
-		v, err := m.Watch(orders)
+		views, err := m.NewWatchGroup(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := views.Watch(orders)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,10 +72,7 @@ func NewDiscovery(m *subscriber.Manager, f Format, opts ...Option) (*Discovery, 
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
-	if m.Closed() {
-		return nil, fmt.Errorf("reboundkratos.NewDiscovery: %w", subscriber.ErrManagerClosed)
-	}
-	views, err := m.NewWatchGroup()
+	views, err := m.NewWatchGroup(0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("reboundkratos.NewDiscovery: %w", err)
 	}
@@ -128,7 +125,7 @@ func (d *Discovery) view(fn, name string) (subscriber.Key, *subscriber.View, err
 	}
 	v, err := d.views.Watch(key)
 	if err != nil {
-		if errors.Is(err, subscriber.ErrWatchGroupClosed) {
+		if errors.Is(err, rebound.ErrClosed) && !errors.Is(err, subscriber.ErrManagerClosed) { // the group's Close
 			err = ErrClosed
 		}
 		return key, nil, fmt.Errorf("reboundkratos: subscribe %q: %w", name, err)

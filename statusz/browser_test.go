@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/sony/gobreaker/v2"
+	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
@@ -73,8 +74,8 @@ func TestBrowser(t *testing.T) {
 
 	// A Manager over the in-memory registry, three subscriptions.
 	reg := subscribertest.New()
-	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}),
-		subscriber.WithLimiter(nil))
+	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		rebound.WithLimiter(rate.NewLimiter(rate.Inf, 0))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package subscriber_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -79,4 +80,42 @@ func TestSubscribeIsNotPacedByTheLimiter(t *testing.T) {
 			t.Fatalf("%d subscriptions acknowledged after %v, want at once", n, d)
 		}
 	})
+}
+
+// WithPolicy's rebound options reach the subscriptions' loops: its limiter
+// replaces the default one (not the reverse), options of two WithPolicy
+// add up, and a bad one is an *rebound.ArgumentError naming WithPolicy.
+func TestWithPolicyOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.SetFailure(func(subscriber.Key) error { return subscribertest.ErrUnavailable })
+		p := rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond, Jitter: rebound.NoJitter}
+		slow := rate.NewLimiter(rate.Every(time.Hour), 1) // one token, the next in an hour
+		m := newManager(t, reg, subscriber.WithPolicy(p, rebound.WithLimiter(slow)),
+			subscriber.WithPolicy(p, rebound.WithBudget(mustBudget(t))))
+		s, err := m.Subscribe(t.Context(), orders, func([]subscriber.Instance) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		// The first attempt takes no token, the first retry the only one.
+		if st := s.Status(); st.TotalAttempts != 2 {
+			t.Fatalf("%d attempts in a minute with a limiter of one token per hour, want 2", st.TotalAttempts)
+		}
+	})
+	var zero rebound.RetryBudget
+	_, err := subscriber.New(subscribertest.New(), subscriber.WithPolicy(rebound.Policy{}, rebound.WithBudget(&zero)))
+	var ae *rebound.ArgumentError
+	if !errors.As(err, &ae) || ae.Func != "subscriber.WithPolicy" || ae.Arg != "opts" {
+		t.Fatalf("New with a zero RetryBudget in WithPolicy: %v, want an ArgumentError of subscriber.WithPolicy", err)
+	}
+}
+
+func mustBudget(t *testing.T) *rebound.RetryBudget {
+	b, err := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -27,7 +27,7 @@ import (
 // Retrier, whose first attempts take no token; every later run one of its
 // retrier. Both share the limiter, the budget and the throttle.
 func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
-	ropts := []rebound.Option{rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), o.retryMetrics()}
+	var ropts []rebound.Option
 	if o.limiter != nil {
 		ropts = append(ropts, rebound.WithLimiter(o.limiter))
 	}
@@ -37,9 +37,12 @@ func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
 	if o.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(o.throttle))
 	}
+	ropts = append(ropts, o.ropts...) // after the default limiter: WithPolicy's own wins
+	// The Manager's own rules come last: no option of WithPolicy changes them.
+	ropts = append(ropts, rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), o.retryMetrics())
 	retrier, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget|rebound.GateLimiter))...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "opts", Reason: "holds a bad option", Err: err}
 	}
 	starter, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget))...)
 	return retrier, starter, err

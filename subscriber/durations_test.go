@@ -58,32 +58,30 @@ func TestDurationOptionsSweep(t *testing.T) {
 				}
 				checkVerdict(t, tc.fn, d, tc.ok(d), err)
 				if tc.ok(d) {
-					sweepScenario(t, tc.opt(d), nil)
+					sweepScenario(t, tc.opt(d), [2]time.Duration{})
 				}
 			})
 		}
 	}
 	for _, tc := range []struct {
-		fn  string
-		opt func(time.Duration) subscriber.Option
-		ok  func(time.Duration) bool
+		arg string
+		grp func(time.Duration) [2]time.Duration // linger, refresh
 	}{
-		{"subscriber.WatchLinger", func(d time.Duration) subscriber.Option { return subscriber.WatchLinger(d) },
-			func(d time.Duration) bool { return d >= 0 }},
-		{"subscriber.WatchRefreshInterval", func(d time.Duration) subscriber.Option { return subscriber.WatchRefreshInterval(d) },
-			func(d time.Duration) bool { return d > 0 }},
+		{"linger", func(d time.Duration) [2]time.Duration { return [2]time.Duration{d, 0} }},
+		{"refresh", func(d time.Duration) [2]time.Duration { return [2]time.Duration{0, d} }},
 	} {
 		for _, d := range sweepValues {
-			t.Run(tc.fn+"/"+d.String(), func(t *testing.T) {
+			t.Run("subscriber.Manager.NewWatchGroup/"+tc.arg+"/"+d.String(), func(t *testing.T) {
 				m, err := subscriber.New(subscribertest.New())
 				if err != nil {
 					t.Fatal(err)
 				}
-				_, err = m.NewWatchGroup(tc.opt(d))
+				grp := tc.grp(d)
+				_, err = m.NewWatchGroup(grp[0], grp[1])
 				_ = m.Close()
-				checkVerdict(t, tc.fn, d, tc.ok(d), err)
-				if tc.ok(d) {
-					sweepScenario(t, nil, tc.opt(d))
+				checkVerdict(t, "subscriber.Manager.NewWatchGroup", d, d >= 0, err)
+				if d >= 0 {
+					sweepScenario(t, nil, grp)
 				}
 			})
 		}
@@ -106,12 +104,12 @@ func TestDurationOptionsSweep(t *testing.T) {
 
 // sweepScenario runs a Manager (with opt) and a View of its own group
 // (with gopt) through two minutes of a registry's life.
-func sweepScenario(t *testing.T, opt subscriber.Option, gopt subscriber.Option) {
+func sweepScenario(t *testing.T, opt subscriber.Option, grp [2]time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
 		reg.Set(orders, inst("10.0.0.1"))
 		m := newManager(t, reg, opt, subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}))
-		g, err := m.NewWatchGroup(gopt)
+		g, err := m.NewWatchGroup(grp[0], grp[1])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,56 +7,45 @@ import (
 )
 
 var (
-	// ErrManagerClosed is returned by Subscribe after Close, and is the
-	// reason (Subscription.Err) of every subscription that Close stopped.
-	// It matches rebound.ErrClosed.
+	// ErrManagerClosed is Subscribe's error after Close, and the reason of
+	// the subscriptions Close stopped. It matches rebound.ErrClosed.
 	ErrManagerClosed = rebound.NewClosedError("subscriber: manager closed")
 	// ErrUnsubscribed is the reason of a subscription stopped by
 	// Unsubscribe.
 	ErrUnsubscribed = errors.New("subscriber: unsubscribed")
-	// ErrRegistryClosed is returned (wrapped) by an adapter whose registry
-	// client was closed. It stops a subscription for good. It matches
-	// rebound.ErrClosed.
+	// ErrRegistryClosed is wrapped by an adapter whose client was closed.
+	// It stops a subscription for good. It matches rebound.ErrClosed.
 	ErrRegistryClosed = rebound.NewClosedError("subscriber: registry closed")
 	// ErrRegistrationStopped is returned (wrapped) by Registration.Update
 	// after Shutdown or Close, or after the registration stopped for good
 	// on a permanent error. It matches rebound.ErrClosed.
 	ErrRegistrationStopped = rebound.NewClosedError("subscriber: registration stopped")
-	// ErrDisconnected is a subscription's last error after the
-	// ConnectionMonitor reported the connection lost, until the next
-	// attempt.
+	// ErrDisconnected is a subscription's last error while the connection
+	// is reported lost.
 	ErrDisconnected = errors.New("subscriber: registry connection lost")
-	// ErrNotConfirmed is a subscription's last error when a
-	// ReconnectConfirmer neither confirmed nor handed back the
-	// subscription within WithConfirmTimeout of a reconnect: the Manager
-	// confirms it itself.
-	ErrNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
-	// ErrOutOfSync is a subscription's last error when a reconciliation
-	// (WithReconcile, Refresh) read a list from the server that differs
-	// from the one the adapter handed over: the Manager delivered the
-	// server's list and resubscribes.
-	ErrOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
+)
+
+// Reasons shown in Status.LastErr (docs/subscription.md).
+var (
+	// errNotConfirmed: a ReconnectConfirmer neither confirmed nor handed
+	// back the subscription within WithConfirmTimeout of a reconnect.
+	errNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
+	// errOutOfSync: a reconciliation read a list from the server that
+	// differs from the one the adapter handed over.
+	errOutOfSync = errors.New("subscriber: the registry's list differs from the delivered one")
 )
 
 func argError(fn, arg, reason string) error {
 	return &rebound.ArgumentError{Func: fn, Arg: arg, Reason: reason}
 }
 
-// OpError reports a failed registry operation of an adapter. Every adapter
-// (subscriber/nacos, subscriber/etcd) returns this one shape, wrapping the
-// cause: match it with errors.As, and the cause with errors.Is (for example
-// ErrDisconnected, ErrRegistryClosed or context.DeadlineExceeded).
+// OpError is the error of a failed registry operation of an adapter.
+// Match it with errors.As, and its cause with errors.Is.
 type OpError struct {
-	// Registry names the adapter: "nacos" or "etcd".
-	Registry string
-	// Op is the operation, for example "subscribe", "unsubscribe", "get",
-	// "watch", "grant", "put".
-	Op string
-	// Key is what the operation was about, as the adapter names it (a
-	// Key's String form, or an etcd key or prefix).
-	Key string
-	// Err is the cause.
-	Err error
+	Registry string // the adapter: "nacos" or "etcd"
+	Op       string // "subscribe", "unsubscribe", "get", "watch", "put"...
+	Key      string // what the operation was about, in the adapter's words
+	Err      error  // the cause
 }
 
 func (e *OpError) Error() string {

@@ -66,7 +66,7 @@ func ExampleManager_Status() {
 // loops (failback, Retry), bound what a Manager sends to a registry that
 // keeps failing; a subscription never gives up because of them: a retry
 // they refuse is deferred to the next backoff step (Status.Deferred).
-func ExampleWithThrottle() {
+func ExampleWithPolicy() {
 	reg := subscribertest.New()
 	fails := 2 // the registry rejects the first two requests
 	reg.SetFailure(func(subscriber.Key) error {
@@ -84,9 +84,8 @@ func ExampleWithThrottle() {
 	if err != nil {
 		panic(err)
 	}
-	m, err := subscriber.New(reg,
-		subscriber.WithBudget(budget), subscriber.WithThrottle(throttle),
-		subscriber.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}))
+	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		rebound.WithBudget(budget), rebound.WithThrottle(throttle)))
 	if err != nil {
 		panic(err)
 	}

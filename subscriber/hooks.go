@@ -8,108 +8,24 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// Hooks adapts functions to a rebound.Observer of a Manager's events
-// (WithObserver, WithMeterProvider's metrics observe the same); nil fields
-// are skipped. Each rebound.Event's Detail is a value of this package:
-//
-//	rebound.EventStateChanged  StateChange       (Err: its Reason)
-//	rebound.EventDelivered     Delivery
-//	rebound.EventConfirmed     Confirmation
-//	rebound.EventThrottled     Deferral          (Err: its Reason, Delay: its Delay)
-//	rebound.EventConnection    ConnectionChange
-//	rebound.EventAttempt       SubscribeAttempt  (every Registry.Subscribe call; Err: its error)
-//	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
-//	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
-//
-// Observers run synchronously, never under a lock, one event at a time
-// per subscription and in order. An observer may call Status, Counts, Key
-// and Refresh, not Unsubscribe. What a slow one stalls: docs/observability.md.
-type Hooks struct {
-	// StateChanged: a subscription moved from one State to another
-	// (including pending at its creation, From 0, and stopped at its end,
-	// with the reason).
-	StateChanged func(StateChange)
-	// Delivered: the adapter handed over a list and the Manager decided
-	// what to do with it (Delivery.Result).
-	Delivered func(Delivery)
-	// Confirmed: the adapter reported evidence that the registry holds a
-	// subscription (Sink.Confirmed), or a Registry.Subscribe call was
-	// acknowledged (Reason "subscribe").
-	Confirmed func(Confirmation)
-	// Connection: the ConnectionMonitor reported a connection change.
-	Connection func(ConnectionChange)
-	// Deferred: an attempt that was due was not sent, deferred locally by
-	// the throttle (WithThrottle) or the retry budget (WithBudget).
-	Deferred func(Deferral)
-	// Attempted: a Registry.Subscribe call of a subscription ended (Err
-	// its error, nil if acknowledged); the kinds that follow a failure
-	// (rebound.EventRetry, EventGiveUp) reach only a raw Observer.
-	Attempted func(SubscribeAttempt)
-}
-
-// Observe calls the field for e.Detail's type, if set.
-func (h Hooks) Observe(e rebound.Event) {
-	switch d := e.Detail.(type) {
-	case StateChange:
-		if h.StateChanged != nil {
-			h.StateChanged(d)
-		}
-	case Delivery:
-		if h.Delivered != nil {
-			h.Delivered(d)
-		}
-	case Confirmation:
-		if h.Confirmed != nil {
-			h.Confirmed(d)
-		}
-	case ConnectionChange:
-		if h.Connection != nil {
-			h.Connection(d)
-		}
-	case Deferral:
-		if h.Deferred != nil {
-			h.Deferred(d)
-		}
-	case SubscribeAttempt:
-		if h.Attempted != nil && e.Kind == rebound.EventAttempt {
-			h.Attempted(d)
-		}
-	}
-}
-
-func (h Hooks) empty() bool {
-	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil &&
-		h.Attempted == nil
-}
-
-// SubscribeAttempt is the Detail of a subscription's rebound.EventAttempt
-// (Hooks.Attempted), and of the EventRetry or EventGiveUp that follows a
-// failed one.
+// SubscribeAttempt is the Detail of a subscription's EventAttempt, and of
+// the EventRetry or EventGiveUp after a failed one.
 type SubscribeAttempt struct {
-	Key Key
-	ID  uint64
-	// Attempt counts the attempts of the current run (1 for the first
-	// after a subscribe, a disruption or a success).
-	Attempt int
-	// Err is the call's error, nil if the registry acknowledged it.
-	Err error
-	// Delay is the wait before the next attempt after a failure (0 after
-	// a success, a permanent error, or an attempt asked again at once).
-	Delay time.Duration
-	At    time.Time
+	Key     Key
+	ID      uint64        // the subscription (Status.ID)
+	Attempt int           // 1 for the first of a run
+	Err     error         // nil: acknowledged
+	Delay   time.Duration // the wait before the next attempt, 0 if none
+	At      time.Time
 }
 
-// StateChange is the Detail of a rebound.EventStateChanged (Hooks.StateChanged).
+// StateChange is the Detail of a subscription's EventStateChanged.
 type StateChange struct {
-	Key Key
-	// ID identifies the subscription within its Manager (Status.ID).
+	Key      Key
 	ID       uint64
-	From, To State
-	// Reason is why it changed: the error of the failed attempt, the
-	// disruption (ErrDisconnected, the adapter's Resubscribe error,
-	// ErrNotConfirmed), or why it stopped; nil for a success.
-	Reason error
-	At     time.Time
+	From, To State // From is 0 at the creation
+	Reason   error // why, as in Status.LastErr; nil for a success
+	At       time.Time
 }
 
 // What became of a list the adapter handed over (Delivery.Result).
@@ -120,42 +36,38 @@ const (
 	resStale     = "stale"      // replaced by a newer list before delivery
 )
 
-// Delivery is the Detail of a rebound.EventDelivered (Hooks.Delivered).
+// Delivery is the Detail of an EventDelivered.
 type Delivery struct {
-	Key Key
-	ID  uint64
-	// Result is what became of the list: "delivered", "duplicate" (equal
-	// to the last one), "empty_held" (WithEmptyListHold) or "stale"
-	// (replaced by a newer list, or a lookup overtaken by a push).
-	Result    string
-	Instances int // length of the list
+	Key       Key
+	ID        uint64
+	Result    string // "delivered", "duplicate", "empty_held" or "stale"
+	Instances int    // the list's length
 	At        time.Time
 }
 
-// Confirmation is the Detail of a rebound.EventConfirmed (Hooks.Confirmed).
+// Confirmation is the Detail of an EventConfirmed.
 type Confirmation struct {
 	Key    Key
 	ID     uint64
-	Reason string // the adapter's evidence, or "subscribe" for an acknowledged Subscribe
+	Reason string // the adapter's evidence, or "subscribe"
 	At     time.Time
 
 	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
 }
 
-// Deferral is the Detail of a rebound.EventThrottled (Hooks.Deferred).
+// Deferral is the Detail of a subscription's EventThrottled.
 type Deferral struct {
 	Key    Key
 	ID     uint64
-	Reason error         // rebound.ErrThrottled or rebound.ErrBudgetExhausted (a wrapped rebound.ErrExhausted: a limiter with burst 0)
-	Delay  time.Duration // the backoff step before the attempt is asked again
+	Reason error         // the refusal, as in Status.DeferReason
+	Delay  time.Duration // the wait before the attempt is asked again
 	At     time.Time
 }
 
-// ConnectionChange is the Detail of a rebound.EventConnection (Hooks.Connection).
+// ConnectionChange is the Detail of an EventConnection.
 type ConnectionChange struct {
-	State ConnState
-	// Subscriptions is the number of running subscriptions affected.
-	Subscriptions int
+	State         ConnState
+	Subscriptions int // the running subscriptions affected
 	At            time.Time
 }
 

@@ -188,7 +188,7 @@ func (l *lookups) run(s *Subscription, seq uint64, refresh bool) {
 			repair = true
 			heldEmpty = !s.hold.since.IsZero()
 			s.dq.receive(s, list, now)
-			s.disruptLocked(disruptResubscribe, ErrOutOfSync, now)
+			s.disruptLocked(disruptResubscribe, errOutOfSync, now)
 		}
 	}
 	if !s.stopped && s.run.st == rsSubscribed {

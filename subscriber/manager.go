@@ -24,28 +24,13 @@ import (
 // State is the state of a subscription.
 type State int
 
+// The states of a subscription (docs/subscription.md).
 const (
-	// StatePending: the registry has not acknowledged the subscription
-	// yet and no attempt has failed (the first attempt is in flight).
-	StatePending State = iota + 1
-	// StateSubscribed: the registry acknowledged the subscription and the
-	// Manager knows of no reason to doubt it.
-	StateSubscribed
-	// StateRetrying: an attempt failed, or the subscription was disrupted
-	// (connection lost or re-established, Sink.Resubscribe, a
-	// reconciliation found a difference), and the Manager is confirming it
-	// again (or waiting for a ReconnectConfirmer's evidence, see
-	// Status.ConfirmDeadline). Listeners keep the last list.
-	StateRetrying
-	// StateHeld: subscribed, but an empty list that arrived after a
-	// registry disconnection or restart is held back and the listener keeps
-	// the last non-empty list, or has no list yet if the held list is the
-	// first (see WithEmptyListHold and Status.HeldSince).
-	StateHeld
-	// StateStopped: the subscription ended for good (Unsubscribe, its
-	// context, Close, or a permanent registry error); see
-	// Subscription.Err and Status.LastErr.
-	StateStopped
+	StatePending    State = iota + 1 // the first attempt is in flight
+	StateSubscribed                  // acknowledged, and nothing casts doubt on it
+	StateRetrying                    // failed or disrupted: confirming again; listeners keep the last list
+	StateHeld                        // an empty list after a disconnection is held back (WithEmptyListHold)
+	StateStopped                     // ended for good: Subscription.Err says why
 )
 
 // numStates bounds the State values (for per-state counters).
@@ -67,83 +52,45 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int(s))
 }
 
-// Status is a snapshot of one subscription.
+// Status is a snapshot of one subscription (docs/subscription.md).
 type Status struct {
-	// ID identifies the subscription within its Manager; IDs grow in the
-	// order subscriptions were created.
-	ID    uint64
-	Key   Key
-	State State
-	// Since is when the subscription entered State.
-	Since time.Time
-	// Attempts counts the Registry.Subscribe calls of the current (or, when
-	// subscribed, the last) confirmation: since the subscription started
-	// or was last disrupted.
-	Attempts int
-	// TotalAttempts counts every Registry.Subscribe call of the
-	// subscription.
+	ID            uint64 // grows in the order of creation
+	Key           Key
+	State         State
+	Since         time.Time // when State began
+	Attempts      int       // Registry.Subscribe calls since the last disruption
 	TotalAttempts int
-	// LastErr is the error of the last failed attempt (or ErrDisconnected,
-	// ErrNotConfirmed, ErrOutOfSync, or the error given to
-	// Sink.Resubscribe) while not subscribed; nil once confirmed. For a
-	// stopped subscription it is the reason it stopped.
-	LastErr error
-	// Instances is the length of the list last delivered to the listener.
-	Instances int
-	// Deliveries counts the listener calls, and LastDelivery is when the
-	// last one started (zero before the first).
+	// LastErr is why the subscription is not subscribed, or why it stopped.
+	LastErr      error
+	Instances    int // the length of the last delivered list
 	Deliveries   int
 	LastDelivery time.Time
-	// ConfirmedAt is when the adapter last reported evidence that the
-	// registry holds the subscription (Sink.Confirmed), and ConfirmReason
-	// the evidence it named; zero and empty if it never did.
+	// ConfirmedAt and ConfirmReason are the adapter's last Sink.Confirmed.
 	ConfirmedAt   time.Time
 	ConfirmReason string
-	// ConfirmDeadline is set while the Manager waits for a
-	// ReconnectConfirmer's evidence after a reconnect: when the safety cap
-	// (WithConfirmTimeout) ends the wait. Zero otherwise (also while the
-	// connection is down).
+	// ConfirmDeadline ends the wait for a ReconnectConfirmer; zero if none.
 	ConfirmDeadline time.Time
-	// HeldSince is set while an empty list is held back (see
-	// WithEmptyListHold): when it arrived. HeldUntil is when it will be
-	// delivered at the latest, unless a non-empty list replaces it first;
-	// HeldReason says which registry event opened the hold.
+	// HeldSince, HeldUntil and HeldReason describe a held empty list.
 	HeldSince  time.Time
 	HeldUntil  time.Time
 	HeldReason string
-	// Deferred counts the attempts of the subscription that were due but
-	// not sent, deferred locally by the throttle (WithThrottle) or the
-	// retry budget (WithBudget) to the next backoff step. DeferReason is
-	// why the last due attempt was deferred (rebound.ErrThrottled or
-	// rebound.ErrBudgetExhausted; rebound.ErrExhausted, wrapped, for a
-	// shared limiter whose burst was set to 0: it can grant no token);
-	// nil once an attempt is sent.
+	// Deferred counts due attempts refused locally; DeferReason is the last
+	// refusal, nil once an attempt is sent.
 	Deferred    int
 	DeferReason error
 }
 
-// Counts are cheap aggregate figures of a Manager, for gauges (package
-// obs): reading them takes no subscription's lock.
+// Counts are a Manager's figures for gauges, read without locking any
+// subscription.
 type Counts struct {
-	// ByState counts the subscriptions in each state; ByState[StateStopped]
-	// counts the stopped ones still retained in Status (the last 100).
-	// Index it with a State.
-	ByState [numStates]int
-	// Stopped counts every subscription that has stopped since New.
-	Stopped uint64
-	// Scheduled is the number of due times in the Manager's scheduler
-	// (retries, token waits, confirmation caps, holds, reconciliations).
-	Scheduled int
-	// Connection is the last state the ConnectionMonitor reported (0 if
-	// none, or no monitor).
-	Connection ConnState
+	ByState    [numStates]int // by State; stopped: those Status keeps
+	Stopped    uint64         // every subscription stopped since New
+	Scheduled  int            // due times in the Manager's scheduler
+	Connection ConnState      // the last report; 0 if none
 }
 
-// Manager keeps subscriptions to a service registry alive: each is retried
-// until the registry acknowledges it, confirmed again after every
-// reconnect, and its listener gets every change of its list in order.
-// Create it with New; it is safe for concurrent use. Close stops every
-// goroutine it starts and waits for them.
+// Manager keeps subscriptions to a service registry alive. Create it with New.
+// It is safe for concurrent use; Close stops every goroutine it started.
 type Manager struct {
 	reg       Registry
 	opts      options
@@ -186,10 +133,8 @@ type Manager struct {
 	allDone chan struct{} // closed when Close has finished
 }
 
-// New returns a Manager subscribing through reg; Close stops the
-// goroutines it starts. Each option's doc states its default.
-// A nil reg or a bad option is an *rebound.ArgumentError; nil options are
-// ignored.
+// New returns a Manager subscribing through reg. Each option states its
+// default. A nil reg or a bad option is an *rebound.ArgumentError.
 func New(reg Registry, opts ...Option) (*Manager, error) {
 	if reg == nil {
 		return nil, argError("subscriber.New", "reg", "is nil")
@@ -212,7 +157,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	}
 	retrier, starter, err := o.retriers()
 	if err != nil {
-		return nil, err // WithPolicy and WithLimiter checked already; defensive
+		return nil, err // an *rebound.ArgumentError naming WithPolicy's bad option
 	}
 	log := logging.Redacted(o.log) // nil: zap.NewNop()
 	m := &Manager{
@@ -251,12 +196,9 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// Subscribe starts a subscription of l to key and returns at once; Ready
-// is closed when the registry acknowledges it. Failed attempts are
-// retried with the policy's backoff, whatever the transient error. ctx
-// bounds the subscription's life, not just the call: when ctx is done the
-// subscription stops with context.Cause(ctx). A nil ctx or l, or a bad key,
-// is a *rebound.ArgumentError; after Close the error wraps ErrManagerClosed.
+// Subscribe starts a subscription of l to key and returns at once. It retries
+// until stopped; ctx bounds its life, not just the call. A bad argument is an
+// *rebound.ArgumentError; after Close the error wraps ErrManagerClosed.
 func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscription, error) {
 	return m.subscribe(ctx, key, l, nil)
 }
@@ -304,9 +246,8 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before fun
 	return s, nil
 }
 
-// Status returns a snapshot of every subscription: the running ones and
-// the last 100 stopped ones, in
-// the order they were created.
+// Status returns every running subscription and the last 100 stopped ones,
+// in the order they were created.
 func (m *Manager) Status() []Status {
 	subs := m.snapshot()
 	m.mu.Lock()
@@ -322,7 +263,7 @@ func (m *Manager) Status() []Status {
 	return slices.CompactFunc(out, func(a, b Status) bool { return a.ID == b.ID })
 }
 
-// Counts returns aggregate figures without locking any subscription.
+// Counts returns the Manager's figures without locking any subscription.
 func (m *Manager) Counts() Counts {
 	var c Counts
 	for i := range c.ByState {
@@ -346,21 +287,15 @@ func (m *Manager) countState(from, to State) {
 	}
 }
 
-// Close stops every subscription (calling Registry.Unsubscribe, bounded by
-// 10 s each) and waits for every goroutine of the Manager, listener calls
-// included. It is idempotent and returns nil; Subscribe then fails with
-// ErrManagerClosed. Called from a listener or an observer, it starts closing
-// and returns rebound.ErrCalledFromCallback at once.
+// Close stops every subscription and waits for every goroutine of the
+// Manager. It is idempotent and returns nil. From a listener or an observer
+// it returns rebound.ErrCalledFromCallback at once.
 func (m *Manager) Close() error {
 	return m.Shutdown(context.Background())
 }
 
-// Shutdown is Close bounded by ctx: it starts closing the Manager (once)
-// and waits until it is done or ctx is; in the latter case it returns an
-// error wrapping ctx.Err() while the Manager finishes closing in the
-// background (a later Close or Shutdown waits for it). Like Close, called
-// from a listener or hook it returns rebound.ErrCalledFromCallback without
-// waiting.
+// Shutdown is Close bounded by ctx. When ctx ends first it returns ctx's
+// error, and closing goes on in the background.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argError("subscriber.Manager.Shutdown", "ctx", "is nil")
@@ -409,16 +344,14 @@ func (m *Manager) startClose() {
 	}()
 }
 
-// track adds a goroutine to the Manager's WaitGroup unless it is closed.
-// Closed reports whether Close or Shutdown has begun: Subscribe fails with
-// ErrManagerClosed from then on. Components built over a Manager
-// (reboundgrpc.NewBuilder) use it to refuse a closed one at construction.
-func (m *Manager) Closed() bool {
+// closedNow reports whether Close or Shutdown has begun.
+func (m *Manager) closedNow() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed
 }
 
+// track adds a goroutine to the Manager's WaitGroup unless it is closed.
 func (m *Manager) track() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

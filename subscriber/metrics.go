@@ -8,28 +8,11 @@ import (
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// WithMeterProvider records the Manager's OpenTelemetry metrics with mp
-// (see docs/observability.md), on the meter "github.com/rebound-go/rebound":
-//
-//   - rebound.subscriber.subscriptions{state}: subscriptions by state
-//     (every state is reported, also at 0, from the first collection on;
-//     stopped counts those Status retains), read from Counts;
-//   - rebound.subscriber.registry.connected: 1 while the registry client
-//     reports a connection, 0 while it reports none; not reported if the
-//     Registry is no ConnectionMonitor or has reported nothing yet;
-//   - rebound.subscriber.updates{result=delivered|duplicate|empty_held|stale}
-//     and rebound.subscriber.confirmations{reason=subscribe|evidence}
-//     (subscribe: an acknowledged Registry.Subscribe; evidence: the
-//     adapter's Sink.Confirmed, whatever its words), counted by an
-//     observer of the Manager's events (see Hooks), called before those of
-//     WithObserver, so every event is counted;
-//   - rebound.retry.attempts, rebound.retry.delay and rebound.limiter.wait
-//     with component=subscriber, from the subscriptions' retry loops.
-//
-// Close unregisters them. Default (and for nil): no metrics; no global
-// MeterProvider is used.
+// WithMeterProvider records the Manager's OpenTelemetry metrics with mp:
+// subscriptions by state, the connection, updates, confirmations and the
+// retry loops' (docs/metric-attributes.md). Default and nil: none.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return managerOption("WithMeterProvider", func(o *options) { o.meterProvider = mp })
+	return managerOpt(func(o *options) { o.meterProvider = mp })
 }
 
 // retryMetrics is the Retrier option for the subscriptions' loops (nil

@@ -23,7 +23,7 @@ func TestWatchGroupDefaultIntervalSaturates(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		g, err := m.NewWatchGroup()
+		g, err := m.NewWatchGroup(0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

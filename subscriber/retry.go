@@ -72,7 +72,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 			r.endRun(now, false) // a token held for it given back
 		case aNotConfirmed:
 			s.m.log.Info("no confirmation from the registry adapter; confirming", zap.Stringer("key", s.key))
-			s.lastErr = ErrNotConfirmed
+			s.lastErr = errNotConfirmed
 		case aNewRun:
 			r.endRun(now, false) // a token held given back; the next Schedule starts the run
 		case aTimerNow:

@@ -87,7 +87,7 @@ const (
 	aCancelAttempt                       // cancel the Registry.Subscribe call in flight (its connection is gone)
 	aCancelConfirm                       // cancel the evidence cap timer
 	aCancelRetry                         // cancel the retry timer, give back a token held
-	aNotConfirmed                        // no evidence came: lastErr = ErrNotConfirmed
+	aNotConfirmed                        // no evidence came: lastErr = errNotConfirmed
 	aNewRun                              // a new run of the Schedule: delays from the first step
 	aTimerNow                            // the retry timer at once
 	aTimerFirst                          // the retry timer after the Schedule's first (jittered) delay

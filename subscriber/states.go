@@ -1,10 +1,7 @@
 package subscriber
 
-// States returns every State, in the order of their values: StatePending,
-// StateSubscribed, StateRetrying, StateHeld, StateStopped. Code that shows
-// or counts subscriptions per state (a status page, gauges) ranges over it
-// instead of naming the states, so that a state added later is not missed.
-// Each call returns a new slice, which the caller may modify.
+// States returns every State in order, for pages and gauges that count by
+// state. Each call returns a new slice.
 func States() []State {
 	s := make([]State, 0, numStates-1)
 	for st := StatePending; int(st) < numStates; st++ {

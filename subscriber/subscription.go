@@ -30,9 +30,8 @@ const (
 	numTimers
 )
 
-// Subscription is one subscription started by Manager.Subscribe. Its
-// methods are safe for concurrent use. How it waits and where it runs:
-// docs/subscription.md.
+// Subscription is one subscription started by Manager.Subscribe. Its methods
+// are safe for concurrent use (docs/subscription.md).
 type Subscription struct {
 	m        *Manager
 	id       uint64
@@ -190,18 +189,15 @@ func (s *Subscription) start() {
 	s.run.step(s, evStart, stepIn{now: time.Now()})
 }
 
-// Key returns the subscription's key.
-func (s *Subscription) Key() Key {
+// keyCopy returns the subscription's key, with its own Clusters.
+func (s *Subscription) keyCopy() Key {
 	k := s.key
 	k.Clusters = slices.Clone(k.Clusters)
 	return k
 }
 
-// Ready returns a channel closed when the registry first acknowledges the
-// subscription. The first list reaches the listener around the same time
-// (adapters report it during or right after the acknowledgement), unless
-// it is an empty list held back after a reconnect (WithEmptyListHold). Ready
-// stays open if the subscription stops before that; select on Done too.
+// Ready returns a channel closed at the registry's first acknowledgement.
+// It stays open if the subscription stops first: select on Done too.
 func (s *Subscription) Ready() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,8 +210,8 @@ func (s *Subscription) Ready() <-chan struct{} {
 	return s.ready
 }
 
-// Done returns a channel closed when the subscription has stopped and the
-// registry's Unsubscribe has returned.
+// Done returns a channel closed once the subscription stopped and the
+// registry's Unsubscribe returned.
 func (s *Subscription) Done() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,9 +224,8 @@ func (s *Subscription) Done() <-chan struct{} {
 	return s.done
 }
 
-// Err returns nil while the subscription runs, and why it stopped
-// afterwards: an error wrapping ErrUnsubscribed, ErrManagerClosed, the
-// Subscribe context's cause, or the registry's permanent error.
+// Err returns nil while the subscription runs, then why it stopped:
+// ErrUnsubscribed, ErrManagerClosed, ctx's cause or a permanent error.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.unlock()
@@ -246,7 +241,7 @@ func (s *Subscription) Status() Status {
 
 func (s *Subscription) statusLocked() Status {
 	st := Status{
-		ID: s.id, Key: s.Key(), State: s.state, Since: s.since, LastErr: s.lastErr,
+		ID: s.id, Key: s.keyCopy(), State: s.state, Since: s.since, LastErr: s.lastErr,
 	}
 	if s.aux != nil {
 		st.ConfirmedAt, st.ConfirmReason = s.aux.confAt, s.aux.confWhy
@@ -260,13 +255,9 @@ func (s *Subscription) statusLocked() Status {
 	return st
 }
 
-// Unsubscribe stops the subscription: no further attempt is made (one in
-// flight is cancelled and waited for), no further list is delivered, and
-// the registry's Unsubscribe is called (bounded by 10 s); its
-// error, if any, is returned. A listener call that had already started may
-// still be running when Unsubscribe returns; Unsubscribe may be called from
-// the listener itself. Calling Unsubscribe on a stopped subscription waits
-// until it has finished stopping and returns nil.
+// Unsubscribe stops the subscription and calls the registry's Unsubscribe
+// (bounded by 10 s), returning its error. A listener call may still run. It
+// may be called from the listener; on a stopped subscription it returns nil.
 func (s *Subscription) Unsubscribe() error {
 	if !s.stop(ErrUnsubscribed) {
 		<-s.Done()
@@ -275,12 +266,12 @@ func (s *Subscription) Unsubscribe() error {
 	return s.finish()
 }
 
-// Refresh asks for a paced re-confirmation of the subscription and
+// refresh asks for a paced re-confirmation of the subscription and
 // returns at once: one Lookup with a Reconciler (repaired like a
 // reconciliation), else one Registry.Subscribe. Calls are coalesced: at
-// most one request per subscription per WithRefreshInterval, none unless
-// the subscription is subscribed. A gRPC resolver's ResolveNow calls it.
-func (s *Subscription) Refresh() {
+// most one request per subscription per refresh interval, none unless
+// the subscription is subscribed. View.Refresh calls it.
+func (s *Subscription) refresh() {
 	s.mu.Lock()
 	defer s.unlock()
 	now := time.Now()

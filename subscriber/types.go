@@ -10,30 +10,17 @@ import (
 )
 
 // Key names one registry subscription: a service in a group and namespace,
-// optionally restricted to some clusters. Empty Namespace and Group mean the
-// registry's defaults (for Nacos: the client's namespace, "public" unless
-// configured, and "DEFAULT_GROUP").
-//
-// A Key is a plain value; Subscribe copies Clusters, so the caller may reuse
-// the slice afterwards.
+// optionally limited to some clusters. Empty Namespace and Group are the
+// registry's defaults. Subscribe copies Clusters.
 type Key struct {
 	Namespace string
 	Group     string
-	// Service is the service name; it must not be empty.
-	Service string
-	// Clusters restricts the subscription to these clusters; empty means
-	// all. Order and repeats do not matter (String sorts them and prints
-	// each once).
-	Clusters []string
+	Service   string   // required
+	Clusters  []string // empty: all; order and repeats do not matter
 }
 
-// String returns a readable, canonical form of k, for logs and pages: the
-// service alone when Namespace and Group are empty ("orders"),
-// "group/service" when only Group is set ("DEFAULT_GROUP/orders"),
-// "namespace/group/service" when Namespace is set (with an empty group
-// "namespace//service"), followed by "[c1,c2]" when clusters are set,
-// sorted, each once. Two different keys may print alike (a '/' or '[' in a name):
-// key a map by ID, not by String.
+// String returns a readable form of k for logs, such as "ns/group/orders[a,b]".
+// Two keys may print alike: key maps by ID.
 func (k Key) String() string {
 	var b strings.Builder
 	switch {
@@ -56,61 +43,44 @@ func (k Key) String() string {
 	return b.String()
 }
 
-// KeyID is a comparable form of a Key, for map keys: two Keys have the
-// same KeyID exactly when they name the same subscription (the same
-// namespace, group and service, and the same set of clusters in any
-// order). Build it with Key.ID.
-type KeyID struct {
-	Namespace, Group, Service string
-	// Clusters is the sorted clusters, each prefixed with its length
-	// ("1:a3:b,c" for "a" and "b,c"), so that no two sets map alike.
-	Clusters string
-}
-
-// ID returns k's KeyID.
-func (k Key) ID() KeyID {
-	id := KeyID{Namespace: k.Namespace, Group: k.Group, Service: k.Service}
+// ID returns a comparable form of k, for map keys. Two Keys have one ID
+// exactly when they name the same subscription: clusters in any order.
+func (k Key) ID() string {
+	var b strings.Builder
+	for _, f := range [...]string{k.Namespace, k.Group, k.Service} {
+		b.WriteString(strconv.Itoa(len(f)))
+		b.WriteByte(':')
+		b.WriteString(f)
+	}
 	if len(k.Clusters) > 0 {
 		cs := slices.Compact(slices.Sorted(slices.Values(k.Clusters)))
-		var b strings.Builder
 		for _, c := range cs {
+			b.WriteByte(',')
 			b.WriteString(strconv.Itoa(len(c)))
 			b.WriteByte(':')
 			b.WriteString(c)
 		}
-		id.Clusters = b.String()
 	}
-	return id
+	return b.String()
 }
 
-// Instance is one registered instance of a service, as the registry reports
-// it. Two instances are the same when all their fields are equal (Metadata
-// compared as a map).
+// Instance is one registered instance of a service, as the registry
+// reports it. Two instances are the same when all fields are equal.
 type Instance struct {
-	// ID is the registry's instance id (may be empty for some registries).
-	ID string
-	// IP and Port are the instance's address.
-	IP   string
-	Port uint64
-	// Weight is the load-balancing weight the provider registered.
-	Weight float64
-	// Healthy, Enabled and Ephemeral are the registry's flags for the
-	// instance; the Manager delivers unhealthy and disabled instances too.
-	Healthy   bool
+	ID        string // the registry's instance id; may be empty
+	IP        string
+	Port      uint64
+	Weight    float64
+	Healthy   bool // the Manager delivers unhealthy and disabled instances too
 	Enabled   bool
 	Ephemeral bool
-	// Cluster is the cluster the instance belongs to.
-	Cluster string
-	// Metadata is the provider's metadata. The Manager never modifies it;
-	// listeners must not either.
-	Metadata map[string]string
+	Cluster   string
+	Metadata  map[string]string // never modified by the Manager; do not modify it
 }
 
-// Listener receives the full, sorted instance list of a subscription each
-// time it changes. It is called from one goroutine per subscription, in
-// order, never concurrently with itself nor under a lock; bursts may be
-// coalesced, and no list is delivered twice in a row. It may keep the
-// slice but must not modify it; a panic is recovered and logged.
+// Listener receives a subscription's full, sorted list at each change.
+// Calls are in order, one at a time, and never under a lock. It must not
+// modify the slice; a panic is recovered and logged.
 type Listener func(instances []Instance)
 
 // sortInstances sorts a list in place in the delivery order.
@@ -136,13 +106,9 @@ func sameInstances(a, b []Instance) bool {
 	})
 }
 
-// FilteredOut describes why no instance of list can be picked, for the
-// error of a reader whose filter left none: "3 instances of orders, all
-// disabled", or "3 instances of orders, none usable: 2 disabled, 1
-// unhealthy". Each instance counts under its first reason: no address (an
-// empty IP or a Port outside 1..65535), disabled, unhealthy, weight 0,
-// else "refused by the filter". An empty key.Service is left out of the
-// text; an empty list is "no instances of orders".
+// FilteredOut says why no instance of list can be picked, for a reader's
+// error: "3 instances of orders, all disabled". Each instance counts under
+// its first reason: no address, disabled, unhealthy, weight 0, the filter.
 func FilteredOut(key Key, list []Instance) string {
 	of := ""
 	if key.Service != "" {

@@ -12,50 +12,32 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// ErrWatchGroupClosed is returned by WatchGroup.Watch after the group's
+// errGroupClosed is returned by WatchGroup.Watch after the group's
 // Close. It matches rebound.ErrClosed.
-var ErrWatchGroupClosed = rebound.NewClosedError("subscriber: watch group closed")
+var errGroupClosed = rebound.NewClosedError("subscriber: watch group closed")
 
 // Snapshot is what a View shows of its key at one moment.
 type Snapshot struct {
-	// Version grows by one with every change of the snapshot (a list, an
-	// unresolved error that appears, changes or clears, the stop); 0 means
-	// nothing has happened yet. A reader that has handled a version can
-	// skip a signal that finds the same one.
+	// Version grows with every change; 0: nothing happened yet.
 	Version uint64
-	// List is the current instance list, as a Listener receives it (sorted,
-	// shared by every reader: do not modify it). HasList reports whether a
-	// first list has arrived; List is nil before.
+	// List is the current list, sorted and shared: do not modify it.
+	// HasList reports whether a first list came.
 	List    []Instance
 	HasList bool
-	// Unresolved is set while no list has arrived and the last
-	// Registry.Subscribe attempt failed (or the registry connection was
-	// lost): the registry's error. It clears with the first list, an
-	// acknowledged attempt or the adapter's confirmation of the
-	// subscription (Sink.Confirmed), and is never set once a list has
-	// arrived (the Manager keeps the last list through outages).
+	// Unresolved is the registry's error while no list came yet.
 	Unresolved error
-	// Stopped is set once the shared subscription stopped for good (the
-	// Manager closed, a permanent registry error): the reason
-	// (Subscription.Err). List keeps the last list. A later Watch of the
-	// key starts a new subscription.
+	// Stopped is why the subscription stopped for good. List stays.
 	Stopped error
 }
 
-// NewList reports whether s holds a list that a reader who last read
-// version since has not seen. A stop adds one version and keeps the list,
-// so readers need to remember only the version they read.
+// NewList reports whether s holds a list that a reader of version since has
+// not seen. A stop adds a version but no list.
 func (s Snapshot) NewList(since uint64) bool {
 	return s.HasList && s.Version > since && !(s.Stopped != nil && s.Version == since+1)
 }
 
-// View is one reader's handle on the shared view of a key's instance list
-// that the Manager keeps (see Manager.Watch). Every View of one key shares
-// one Manager subscription; the last Close (after its group's linger, see
-// NewWatchGroup) ends it.
-//
-// A View is safe for concurrent use. Its methods never block on the
-// registry.
+// View is one reader's handle on a key's shared list (WatchGroup.Watch).
+// It is safe for concurrent use and never blocks on the registry.
 type View struct {
 	w      *watch
 	g      *WatchGroup
@@ -64,15 +46,9 @@ type View struct {
 	frozen *Snapshot // guarded by w.mu: the last snapshot, once the group closed
 }
 
-// Key returns the view's key.
-func (v *View) Key() Key { return v.w.sub.Key() }
-
-// Changed returns a channel that receives a value after each change of the
-// snapshot. Changes coalesce: a reader that is slow sees one value for any
-// number of changes, and Snapshot then returns the latest; it never works
-// through a backlog. The channel is the same on every call; it is never
-// closed (a stop is a change: see Snapshot.Stopped). A new View whose key
-// already has something to show has a value waiting.
+// Changed returns a channel that receives a value after changes of the
+// snapshot. Changes coalesce: a slow reader finds the latest, never a backlog.
+// It is never closed; a new View of a known key has a value waiting.
 func (v *View) Changed() <-chan struct{} { return v.c }
 
 // Snapshot returns the view's current snapshot.
@@ -85,12 +61,9 @@ func (v *View) Snapshot() Snapshot {
 	return v.w.snap
 }
 
-// Refresh asks for a re-confirmation of the shared subscription
-// (Subscription.Refresh), paced per key by the group's refresh interval
-// (see WatchRefreshInterval): the first call after a quiet interval is
-// served at once, the calls within the interval by one re-confirmation at
-// its end. Nothing is sent while the subscription is not subscribed or
-// held. It never blocks. After Close it does nothing.
+// Refresh asks for a re-confirmation of the key's subscription and returns
+// at once. Calls are paced per key by the group; nothing is sent unless the
+// subscription is subscribed or held.
 func (v *View) Refresh() {
 	if v.closed.Load() {
 		return
@@ -98,9 +71,8 @@ func (v *View) Refresh() {
 	v.g.refresh(v.w)
 }
 
-// Close releases the view's share of the subscription and returns nil. The
-// last share ends the subscription in the background, once the group's
-// linger has passed. Close is idempotent and never blocks on the registry.
+// Close releases the view's share and returns nil. The last share ends the
+// subscription in the background, after the group's linger. It is idempotent.
 func (v *View) Close() error {
 	if v.closed.Swap(true) {
 		return nil
@@ -116,7 +88,7 @@ func (v *View) Close() error {
 // snapshot, and the views to signal.
 type watch struct {
 	m       *Manager
-	id      KeyID
+	id      string
 	sub     *Subscription
 	release chan struct{} // closed when no group holds the watch any more
 	done    chan struct{} // closed once the subscription has ended
@@ -208,10 +180,8 @@ func (w *watch) run() {
 // watchSet is the Manager's watches, one per key.
 type watchSet struct {
 	mu     sync.Mutex
-	byKey  map[KeyID]*watch
+	byKey  map[string]*watch
 	bySink sync.Map // Sink -> *watch, for watchedRegistry
-	dflt   *WatchGroup
-	once   sync.Once
 }
 
 // acquire returns key's watch with one more reference, starting it (a
@@ -248,7 +218,7 @@ func (ws *watchSet) acquire(m *Manager, fn string, key Key) (*watch, error) {
 		w.mu.Unlock()
 	}
 	if ws.byKey == nil {
-		ws.byKey = make(map[KeyID]*watch)
+		ws.byKey = make(map[string]*watch)
 	}
 	ws.byKey[id] = w
 	w.refs = 1
@@ -327,24 +297,4 @@ func (r *watchedRegistry) Subscribe(ctx context.Context, key Key, sink Sink) err
 		w.(*watch).attempted(ctx, err)
 	}
 	return err
-}
-
-// Watch returns a View of key's instance list, shared with every other
-// View of the key: the first Watch of a key starts one Manager
-// subscription (Subscribe, which returns at once), later ones join it, and
-// it ends in the background when the last View is closed. The view shows
-// the current list and pushes every change to Changed, coalescing; a key
-// that has no list yet shows the registry's error (Snapshot.Unresolved),
-// and a subscription that stops for good shows why (Snapshot.Stopped).
-// Views from Watch belong to the Manager's own group, with
-// NewWatchGroup's defaults: no linger, View.Refresh paced at the Manager's
-// refresh interval plus one second.
-//
-// Errors: an *rebound.ArgumentError (wrapping rebound.ErrInvalidArgument) for a
-// key Subscribe would reject (an empty service, an empty cluster name);
-// an error wrapping ErrManagerClosed after Close.
-func (m *Manager) Watch(key Key) (*View, error) {
-	ws := &m.watches
-	ws.once.Do(func() { ws.dflt = m.newWatchGroup() })
-	return ws.dflt.watch("subscriber.Manager.Watch", key)
 }

@@ -48,7 +48,7 @@ func TestWatchGroupCloseFreezesOpenViews(t *testing.T) {
 		m := newWatchManager(t, reg)
 		keep, _ := m.Watch(watched) // the Manager's group keeps the key
 		defer keep.Close()
-		g, _ := m.NewWatchGroup()
+		g, _ := m.NewWatchGroup(0, 0)
 		v, _ := g.Watch(watched)
 		synctest.Wait()
 		<-v.Changed()
@@ -82,7 +82,7 @@ func TestWatchGroupCloseWaitsForReleasedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		g, _ := m.NewWatchGroup()
+		g, _ := m.NewWatchGroup(0, 0)
 		v, _ := g.Watch(watched)
 		synctest.Wait()
 		_ = v.Close() // the unsubscription starts in the background
@@ -107,7 +107,7 @@ func TestWatchRacesLastClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		g, _ := m.NewWatchGroup()
+		g, _ := m.NewWatchGroup(0, 0)
 		v, _ := g.Watch(watched)
 		synctest.Wait()
 		for range 200 {
@@ -189,7 +189,7 @@ func TestWatchRacesManagerClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, _ := m.NewWatchGroup(subscriber.WatchLinger(time.Second))
+		g, _ := m.NewWatchGroup(time.Second, 0)
 		var (
 			mu    sync.Mutex
 			views []*subscriber.View

@@ -7,19 +7,21 @@ import (
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
-// ExampleManager_Watch: two readers of one key share one registry
+// ExampleManager_NewWatchGroup: two readers of one key share one registry
 // subscription; each waits for the change signal and reads the latest
 // snapshot.
-func ExampleManager_Watch() {
+func ExampleManager_NewWatchGroup() {
 	reg := subscribertest.New()
 	key := subscriber.Key{Service: "orders"}
 	reg.Set(key, subscriber.Instance{IP: "10.0.0.1", Port: 8080, Healthy: true, Enabled: true})
 	m, _ := subscriber.New(reg)
 	defer m.Close()
 
-	a, _ := m.Watch(key)
+	g, _ := m.NewWatchGroup(0, 0) // no linger, the default refresh pace
+	defer g.Close()
+	a, _ := g.Watch(key)
 	defer a.Close()
-	b, _ := m.Watch(key)
+	b, _ := g.Watch(key)
 	defer b.Close()
 	for _, v := range []*subscriber.View{a, b} {
 		for s := v.Snapshot(); !s.HasList; s = v.Snapshot() {

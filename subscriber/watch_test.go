@@ -65,11 +65,11 @@ func TestWatchShares(t *testing.T) {
 		reg := subscribertest.New()
 		reg.Set(watched, watchInst(1))
 		m := newWatchManager(t, reg)
-		g1, err := m.NewWatchGroup()
+		g1, err := m.NewWatchGroup(0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g2, _ := m.NewWatchGroup(subscriber.WatchLinger(time.Minute))
+		g2, _ := m.NewWatchGroup(time.Minute, 0)
 		var views []*subscriber.View
 		for i := range 30 {
 			var v *subscriber.View
@@ -163,7 +163,7 @@ func TestWatchLinger(t *testing.T) {
 		reg := subscribertest.New()
 		reg.Set(watched, watchInst(1))
 		m := newWatchManager(t, reg)
-		g, _ := m.NewWatchGroup(subscriber.WatchLinger(10 * time.Second))
+		g, _ := m.NewWatchGroup(10*time.Second, 0)
 		v, _ := g.Watch(watched)
 		synctest.Wait()
 		_ = v.Close()
@@ -194,7 +194,7 @@ func TestWatchLinger(t *testing.T) {
 		if s := reg.Stats(); s.Active != 0 || s.Unsubscribes != 2 {
 			t.Fatalf("registry %+v after the group's Close", s)
 		}
-		if _, err := g.Watch(watched); !errors.Is(err, subscriber.ErrWatchGroupClosed) || !errors.Is(err, rebound.ErrClosed) {
+		if _, err := g.Watch(watched); !errors.Is(err, rebound.ErrClosed) || errors.Is(err, subscriber.ErrManagerClosed) || !strings.Contains(err.Error(), "watch group closed") {
 			t.Fatalf("Watch after the group's Close: %v", err)
 		}
 	})
@@ -286,7 +286,7 @@ func TestWatchPermanentStop(t *testing.T) {
 		bad := errors.New("no such namespace")
 		reg.SetFailure(func(subscriber.Key) error { return rebound.Permanent(bad) })
 		m := newWatchManager(t, reg)
-		g, _ := m.NewWatchGroup()
+		g, _ := m.NewWatchGroup(0, 0)
 		v, _ := g.Watch(watched)
 		defer v.Close()
 		synctest.Wait()
@@ -319,7 +319,7 @@ func TestWatchRefreshPaced(t *testing.T) {
 		reg := subscribertest.New()
 		reg.Set(watched, watchInst(1))
 		m := newWatchManager(t, reg)
-		g, _ := m.NewWatchGroup(subscriber.WatchRefreshInterval(6 * time.Second))
+		g, _ := m.NewWatchGroup(0, 6*time.Second)
 		defer g.Close()
 		a, _ := g.Watch(watched)
 		b, _ := g.Watch(watched)
@@ -363,7 +363,7 @@ func TestWatchConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		g, _ := m.NewWatchGroup(subscriber.WatchLinger(time.Second))
+		g, _ := m.NewWatchGroup(time.Second, 0)
 		var wg sync.WaitGroup
 		for i := range 16 {
 			wg.Go(func() {
@@ -409,44 +409,31 @@ func TestWatchBadInput(t *testing.T) {
 	for _, k := range []subscriber.Key{{}, {Service: "  "}, {Service: "a", Clusters: []string{"x", ""}}} {
 		_, err := m.Watch(k)
 		var ae *rebound.ArgumentError
-		if !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Func != "subscriber.Manager.Watch" {
-			t.Errorf("Watch(%#v): %v, want an ArgumentError of subscriber.Manager.Watch", k, err)
+		if !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Func != "subscriber.WatchGroup.Watch" {
+			t.Errorf("Watch(%#v): %v, want an ArgumentError of subscriber.WatchGroup.Watch", k, err)
 		}
 	}
-	g, _ := m.NewWatchGroup()
+	g, _ := m.NewWatchGroup(0, 0)
 	if _, err := g.Watch(subscriber.Key{}); !errors.Is(err, rebound.ErrInvalidArgument) {
 		t.Errorf("group Watch of an empty key: %v", err)
 	}
-	for _, o := range []subscriber.Option{subscriber.WatchLinger(-1), subscriber.WatchRefreshInterval(0)} {
+	for _, arg := range []string{"linger", "refresh"} {
+		linger, refresh := time.Duration(0), time.Duration(0)
+		if arg == "linger" {
+			linger = -1
+		} else {
+			refresh = -1
+		}
 		var ae *rebound.ArgumentError
-		if _, err := m.NewWatchGroup(o); !errors.As(err, &ae) || ae.Arg != "d" {
-			t.Errorf("NewWatchGroup with a bad option: %v", err)
+		if _, err := m.NewWatchGroup(linger, refresh); !errors.As(err, &ae) || ae.Arg != arg {
+			t.Errorf("NewWatchGroup with a negative %s: %v", arg, err)
 		}
 	}
-	if _, err := m.NewWatchGroup(nil); err != nil {
-		t.Errorf("NewWatchGroup(nil): %v", err)
-	}
-	// One Option type: each constructor refuses the other's options,
-	// naming them.
-	for _, o := range []subscriber.Option{subscriber.WithLogger(nil), subscriber.WithPolicy(rebound.Policy{})} {
-		var ae *rebound.ArgumentError
-		if _, err := m.NewWatchGroup(o); !errors.As(err, &ae) || ae.Func != "subscriber.Manager.NewWatchGroup" || ae.Arg != "opts" ||
-			!strings.Contains(ae.Reason, "subscriber.With") {
-			t.Errorf("NewWatchGroup with an option of New: %v", err)
-		}
-	}
-	for _, o := range []subscriber.Option{subscriber.WatchLinger(time.Second), subscriber.WatchRefreshInterval(time.Second)} {
-		var ae *rebound.ArgumentError
-		if m2, err := subscriber.New(subscribertest.New(), o); !errors.As(err, &ae) || ae.Func != "subscriber.New" || ae.Arg != "opts" ||
-			!strings.Contains(ae.Reason, "subscriber.Watch") {
-			if m2 != nil {
-				m2.Close()
-			}
-			t.Errorf("New with an option of NewWatchGroup: %v", err)
-		}
+	if _, err := m.NewWatchGroup(0, 0); err != nil {
+		t.Errorf("NewWatchGroup(0, 0): %v", err)
 	}
 	_ = m.Close()
-	if _, err := m.NewWatchGroup(); !errors.Is(err, subscriber.ErrManagerClosed) {
+	if _, err := m.NewWatchGroup(0, 0); !errors.Is(err, subscriber.ErrManagerClosed) {
 		t.Errorf("NewWatchGroup after Close: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package subscriber
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,69 +11,19 @@ import (
 	"github.com/rebound-go/rebound/internal/sat"
 )
 
-// watchOption is an Option of NewWatchGroup; New refuses it.
-type watchOption struct {
-	name string
-	f    func(*WatchGroup)
-}
-
-func (o watchOption) applyWatch(g *WatchGroup) { o.f(g) }
-func (o watchOption) apply(opts *options) {
-	opts.errs = append(opts.errs, argError("subscriber.New", "opts",
-		"must not hold subscriber."+o.name+", which configures NewWatchGroup only"))
-}
-
-// WatchLinger keeps a key's subscription for d after the group's last View
-// of it is closed, so that a View opened again within d (a gRPC ClientConn
-// leaving idle mode) shows the last list at once and costs the registry
-// nothing. Default: 0 (the last Close releases the key at once). d must not
-// be negative.
-func WatchLinger(d time.Duration) Option {
-	return watchOption{"WatchLinger", func(g *WatchGroup) {
-		if d < 0 {
-			g.errs = append(g.errs, argError("subscriber.WatchLinger", "d", "must not be negative (0 releases at once)"))
-			return
-		}
-		g.linger = d
-	}}
-}
-
-// WatchRefreshInterval sets the least time between two re-confirmations of
-// one key that the group's View.Refresh calls lead to: the first call after
-// a quiet interval is served at once, the others in the interval by one at
-// its end. Default: the Manager's WithRefreshInterval plus one second (so
-// that the Manager does not drop the one sent at the end of an interval).
-// d must be positive.
-func WatchRefreshInterval(d time.Duration) Option {
-	return watchOption{"WatchRefreshInterval", func(g *WatchGroup) {
-		if d <= 0 {
-			g.errs = append(g.errs, argError("subscriber.WatchRefreshInterval", "d", "must be > 0"))
-			return
-		}
-		g.rnInterval = d
-	}}
-}
-
-// WatchGroup is the Views of one component built over a Manager (a gRPC
-// resolver Builder, a kratos Discovery): it holds one share of each key's
-// subscription while it has a View of the key (or lingers, see
-// WatchLinger), paces their refreshes, counts what it did, and ends all of
-// it at once with Close. Views of different groups share the Manager's
-// one subscription of a key too.
-//
-// Create it with NewWatchGroup; the zero WatchGroup is not usable. It is
-// safe for concurrent use.
+// WatchGroup is the Views of one component built over a Manager: a gRPC
+// resolver Builder, a kratos Discovery. It lingers keys, paces refreshes and
+// ends all at once with Close. It is safe for concurrent use.
 type WatchGroup struct {
 	m          *Manager
 	linger     time.Duration
 	rnInterval time.Duration
-	errs       []error
 
 	wg sync.WaitGroup // linger and refresh timers whose callback may run
 
 	mu     sync.Mutex
 	closed bool
-	keys   map[KeyID]*groupKey
+	keys   map[string]*groupKey
 	ending []*watch // watches the group let go of last, whose end Close waits for
 
 	subscribes, unsubscribes, refreshes atomic.Uint64
@@ -91,33 +40,31 @@ type groupKey struct {
 
 // WatchGroupStats counts what a WatchGroup did.
 type WatchGroupStats struct {
-	// Keys is the number of keys the group holds now (with a View open or
-	// lingering); Views the number of its Views open now.
-	Keys, Views int
-	// Subscribes and Unsubscribes count the times the group took and let
-	// go of a key's share.
-	Subscribes, Unsubscribes uint64
-	// Refreshes counts the re-confirmations View.Refresh calls led to.
-	Refreshes uint64
+	Keys, Views              int    // held now: keys (open or lingering), open Views
+	Subscribes, Unsubscribes uint64 // the times the group took and let go of a key
+	Refreshes                uint64 // the re-confirmations View.Refresh led to
 }
 
-// NewWatchGroup returns an empty group of Views over m. It returns an
-// *rebound.ArgumentError for a bad option or one of New's (nil options
-// are ignored) and an error
-// wrapping ErrManagerClosed after Close. Defaults: no linger, refreshes
-// paced at the Manager's refresh interval plus one second.
-func (m *Manager) NewWatchGroup(opts ...Option) (*WatchGroup, error) {
-	g := m.newWatchGroup()
-	for _, o := range opts {
-		if o != nil {
-			o.applyWatch(g)
-		}
+// NewWatchGroup returns an empty group of Views over m. linger keeps a key's
+// subscription that long after its last View closed (0: none). refresh paces
+// View.Refresh per key (0: 6 s, the Manager's 5 s pace plus one). A negative
+// duration is an *rebound.ArgumentError; after Close the error wraps
+// ErrManagerClosed.
+func (m *Manager) NewWatchGroup(linger, refresh time.Duration) (*WatchGroup, error) {
+	const fn = "subscriber.Manager.NewWatchGroup"
+	if linger < 0 {
+		return nil, argError(fn, "linger", "must not be negative (0 releases at once)")
 	}
-	if len(g.errs) > 0 {
-		return nil, errors.Join(g.errs...)
+	if refresh < 0 {
+		return nil, argError(fn, "refresh", "must not be negative (0: the default)")
 	}
-	if m.Closed() {
+	if m.closedNow() {
 		return nil, fmt.Errorf("subscriber: NewWatchGroup: %w", ErrManagerClosed)
+	}
+	g := m.newWatchGroup()
+	g.linger = linger
+	if refresh > 0 {
+		g.rnInterval = refresh
 	}
 	return g, nil
 }
@@ -126,16 +73,15 @@ func (m *Manager) NewWatchGroup(opts ...Option) (*WatchGroup, error) {
 // refreshes paced at the Manager's refresh interval plus one second
 // (saturated: a huge interval does not wrap to a negative one).
 func (m *Manager) newWatchGroup() *WatchGroup {
-	return &WatchGroup{m: m, rnInterval: sat.Add(m.opts.refreshMin, time.Second), keys: make(map[KeyID]*groupKey)}
+	return &WatchGroup{m: m, rnInterval: sat.Add(m.opts.refreshMin, time.Second), keys: make(map[string]*groupKey)}
 }
 
-// Watch returns a View of key in the group (see Manager.Watch). Errors:
-// those of Manager.Watch, and ErrWatchGroupClosed after Close.
+// Watch returns a View of key's list, shared with every other View of key.
+// The first View of a key starts one subscription (Manager.Subscribe); the
+// last Close ends it. An invalid key is an *rebound.ArgumentError; after
+// Close, the group's or the Manager's, the error matches rebound.ErrClosed.
 func (g *WatchGroup) Watch(key Key) (*View, error) {
-	return g.watch("subscriber.WatchGroup.Watch", key)
-}
-
-func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
+	const fn = "subscriber.WatchGroup.Watch"
 	if strings.TrimSpace(key.Service) == "" {
 		return nil, argError(fn, "key.Service", "is empty or only white space")
 	}
@@ -144,13 +90,13 @@ func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
 			return nil, argError(fn, fmt.Sprintf("key.Clusters[%d]", i), "is empty or only white space")
 		}
 	}
-	if g.m.Closed() {
+	if g.m.closedNow() {
 		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return nil, ErrWatchGroupClosed
+		return nil, errGroupClosed
 	}
 	id := key.ID()
 	gk := g.keys[id]
@@ -191,7 +137,7 @@ func (g *WatchGroup) watch(fn string, key Key) (*View, error) {
 }
 
 // dropLocked lets go of the group's share of gk (in the background).
-func (g *WatchGroup) dropLocked(id KeyID, gk *groupKey) {
+func (g *WatchGroup) dropLocked(id string, gk *groupKey) {
 	if g.keys[id] == gk {
 		delete(g.keys, id)
 	}
@@ -307,7 +253,7 @@ func (g *WatchGroup) refreshNow(w *watch) {
 		return
 	}
 	g.refreshes.Add(1)
-	w.sub.Refresh()
+	w.sub.refresh()
 }
 
 // Stats returns the group's counters.
@@ -322,13 +268,9 @@ func (g *WatchGroup) Stats() WatchGroupStats {
 	return st
 }
 
-// Close lets go of every key of the group, lingering or not, and waits
-// until the subscriptions it was the last to hold have ended (also those
-// whose last View was closed before; each Registry.Unsubscribe is bounded
-// by 10 s) and its timers are done. Views still open keep
-// their last snapshot and see no further change; their Close does nothing
-// more. Watch returns ErrWatchGroupClosed afterwards. Close is idempotent
-// and returns nil.
+// Close lets go of every key of the group and waits until the subscriptions
+// it held last have ended. Open Views keep their last snapshot. It is
+// idempotent and returns nil; Watch fails afterwards.
 func (g *WatchGroup) Close() error {
 	g.mu.Lock()
 	if !g.closed {

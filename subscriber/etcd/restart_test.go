@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/time/rate"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
@@ -154,7 +155,7 @@ func restartScenario(tb testing.TB, c *etcdtest.Cluster, log *requestLog, mode s
 	case "manager", "manager-100/s":
 		var opts []subscriber.Option // the defaults: jittered backoff, shared limiter
 		if mode == "manager-100/s" {
-			opts = append(opts, subscriber.WithLimiter(rate.NewLimiter(100, 10)))
+			opts = append(opts, subscriber.WithPolicy(rebound.Policy{}, rebound.WithLimiter(rate.NewLimiter(100, 10))))
 		}
 		m, err := subscriber.New(tr, opts...)
 		if err != nil {

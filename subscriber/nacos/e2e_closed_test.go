@@ -50,7 +50,7 @@ func TestClosedSDKClientStopsSubscriptions(t *testing.T) {
 		select {
 		case <-s.Ready():
 		case <-time.After(e2eTimeout):
-			t.Fatalf("%v not subscribed within %v: %+v", s.Key(), e2eTimeout, s.Status())
+			t.Fatalf("%v not subscribed within %v: %+v", s.Status().Key, e2eTimeout, s.Status())
 		}
 	}
 	start := time.Now()
@@ -61,10 +61,10 @@ func TestClosedSDKClientStopsSubscriptions(t *testing.T) {
 		case <-time.After(e2eTimeout):
 			st := s.Status()
 			t.Fatalf("%v still running %v after CloseClient: state %v, last error %v; want stopped with ErrRegistryClosed",
-				s.Key(), e2eTimeout, st.State, st.LastErr)
+				s.Status().Key, e2eTimeout, st.State, st.LastErr)
 		}
 		if err := s.Err(); !errors.Is(err, subscriber.ErrRegistryClosed) || !errors.Is(err, nacos.ErrClosed) {
-			t.Fatalf("%v stopped with %v, want ErrRegistryClosed (nacos.ErrClosed)", s.Key(), err)
+			t.Fatalf("%v stopped with %v, want ErrRegistryClosed (nacos.ErrClosed)", s.Status().Key, err)
 		}
 	}
 	t.Logf("subscriptions stopped %v after CloseClient", time.Since(start).Round(time.Millisecond))

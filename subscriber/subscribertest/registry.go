@@ -46,14 +46,14 @@ type Registry struct {
 	mu       sync.Mutex
 	down     bool
 	closed   bool
-	services map[subscriber.KeyID][]subscriber.Instance
-	sinks    map[subscriber.Sink]subscriber.KeyID // acknowledged sinks -> key
+	services map[string][]subscriber.Instance
+	sinks    map[subscriber.Sink]string // acknowledged sinks -> key
 	fail     func(key subscriber.Key) error
 	hook     func(key subscriber.Key)
 	stats    Stats
 	monitors map[*monitor]struct{}
 	redo     map[subscriber.Sink]subscriber.Key // client-side subscriptions, when redo is on
-	version  map[subscriber.KeyID]uint64        // Set calls
+	version  map[string]uint64                  // Set calls
 	pushed   map[subscriber.Sink]uint64         // the version last pushed to a sink
 	lose     map[subscriber.Sink]bool           // sinks that lose the next push (LoseNextPush)
 	redoFn   func(key subscriber.Key) RedoOutcome
@@ -88,11 +88,11 @@ type monitor struct {
 // New returns an up, empty Registry.
 func New() *Registry {
 	return &Registry{
-		services: make(map[subscriber.KeyID][]subscriber.Instance),
-		sinks:    make(map[subscriber.Sink]subscriber.KeyID),
+		services: make(map[string][]subscriber.Instance),
+		sinks:    make(map[subscriber.Sink]string),
 		monitors: make(map[*monitor]struct{}),
 		redo:     make(map[subscriber.Sink]subscriber.Key),
-		version:  make(map[subscriber.KeyID]uint64),
+		version:  make(map[string]uint64),
 		pushed:   make(map[subscriber.Sink]uint64),
 		lose:     make(map[subscriber.Sink]bool),
 	}
@@ -245,7 +245,7 @@ func (r *Registry) LoseNextPush(key subscriber.Key) int {
 	return n
 }
 
-func (r *Registry) pushLocked(sink subscriber.Sink, ks subscriber.KeyID) {
+func (r *Registry) pushLocked(sink subscriber.Sink, ks string) {
 	list := r.services[ks]
 	out := make([]subscriber.Instance, len(list))
 	for i, in := range list {
