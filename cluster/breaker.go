@@ -343,6 +343,8 @@ func (d *BreakerDirectory) syncMembers(inner []Invoker) {
 func (d *BreakerDirectory) newBreaker(target string) *breakerState {
 	st := d.cfg.settings(target)
 	b := &breakerState{d: d, target: target, user: st.OnStateChange}
+	b.core.lazy = st.ReadyToTrip == nil
+	b.core.nilOK = st.IsSuccessful == nil && st.IsExcluded == nil && !d.cfg.customFailure
 	if st.Name == "" {
 		st.Name = target
 	}

@@ -90,16 +90,17 @@ type BreakerStatus struct {
 }
 
 type breakerConfig struct {
-	settings func(target string) gobreaker.Settings
-	share    float64
-	failures uint32
-	timeout  time.Duration
-	maxOpen  time.Duration // 0: the open timeout (no growth)
-	failure  func(error) bool
-	obs      []rebound.Observer
-	logger   *zap.Logger
-	mp       metric.MeterProvider
-	errs     []error
+	settings      func(target string) gobreaker.Settings
+	share         float64
+	failures      uint32
+	timeout       time.Duration
+	maxOpen       time.Duration // 0: the open timeout (no growth)
+	failure       func(error) bool
+	customFailure bool // WithBreakerClassifier: a nil error may be a failure
+	obs           []rebound.Observer
+	logger        *zap.Logger
+	mp            metric.MeterProvider
+	errs          []error
 }
 
 func (c *breakerConfig) bad(fn, arg, reason string) {
@@ -184,7 +185,7 @@ func WithBreakerClassifier(failure func(error) bool) Option {
 			c.bad("WithBreakerClassifier", "failure", "must not be nil: it reports whether an error means the provider failed")
 			return
 		}
-		c.failure = failure
+		c.failure, c.customFailure = failure, true
 	})
 }
 
