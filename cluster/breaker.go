@@ -447,17 +447,17 @@ func (d *BreakerDirectory) report(ev BreakerEvent, user func(string, gobreaker.S
 func (d *BreakerDirectory) safeCall(op string, fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe := NewPanicError(op, r)
+			pe := newPanicError(op, r)
 			d.log.Error("cluster: recovered a panic", zap.String("op", op), zap.Any("panic", r), zap.ByteString("stack", pe.Stack))
 		}
 	}()
 	fn()
 }
 
-// Breakers returns the state of every listed target's breaker, in no
-// particular order: the accessor for a status page (which should show at
-// least the open ones, with Since and Until).
-func (d *BreakerDirectory) Breakers() []BreakerStatus {
+// breakers returns the state of every listed target's breaker, by
+// target. Closed and lazy, Counts hold only the successes that ended a
+// failure run (see breakerCore).
+func (d *BreakerDirectory) breakers() []BreakerStatus {
 	d.mu.Lock()
 	out := make([]BreakerStatus, 0, len(d.members))
 	for _, m := range d.members {
@@ -487,7 +487,7 @@ func (d *BreakerDirectory) Breakers() []BreakerStatus {
 // Open returns the breakers that are not closed (open or half-open), by
 // target, with since when: what a status page lists.
 func (d *BreakerDirectory) Open() []BreakerStatus {
-	all := d.Breakers()
+	all := d.breakers()
 	out := all[:0]
 	for _, s := range all {
 		if s.State != gobreaker.StateClosed {

@@ -80,7 +80,7 @@ func TestBreakerNeverMoreThanShareEjected(t *testing.T) {
 						t.Fatalf("step %d: List: %v (with share 0.5 some target is always listed)", step, err)
 					}
 					out := 0
-					for _, s := range d.Breakers() {
+					for _, s := range d.breakers() {
 						if s.Ejected {
 							out++
 						}

@@ -283,7 +283,7 @@ func TestBreakerMaxEjected(t *testing.T) {
 			t.Errorf("%d breakers open, want 3 (all failing)", got)
 		}
 		ejected := 0
-		for _, s := range d.Breakers() {
+		for _, s := range d.breakers() {
 			if s.Ejected {
 				ejected++
 			}
@@ -335,8 +335,8 @@ func TestBreakerTargetLeavesAndComesBack(t *testing.T) {
 		t.Fatalf("listed %q, want a,b", got)
 	}
 	dir.set(ps[0], ps[1])
-	if got := strings.Join(listed(t, d), ","); got != "a,b" || len(d.Breakers()) != 2 {
-		t.Fatalf("c gone: listed %q with %d breakers, want a,b and 2", got, len(d.Breakers()))
+	if got := strings.Join(listed(t, d), ","); got != "a,b" || len(d.breakers()) != 2 {
+		t.Fatalf("c gone: listed %q with %d breakers, want a,b and 2", got, len(d.breakers()))
 	}
 	dir.set(ps[0], ps[1], ps[2])
 	if got := strings.Join(listed(t, d), ","); got != "a,b,c" || len(d.Open()) != 0 {
@@ -363,13 +363,13 @@ func TestBreakerHooksNotUnderGobreakerMutex(t *testing.T) {
 		d, _ = NewBreakerDirectory(static(ps), WithConsecutiveFailures(1),
 			WithBreakerSettings(func(string) gobreaker.Settings {
 				return gobreaker.Settings{OnStateChange: func(string, gobreaker.State, gobreaker.State) {
-					d.Breakers()
+					d.breakers()
 					user.Add(1)
 					panic("user hook")
 				}}
 			}),
 			WithBreakerObserver(rebound.ObserverFunc(func(rebound.Event) {
-				d.Breakers() // takes every breaker's mutex
+				d.breakers() // takes every breaker's mutex
 				seen.Add(1)
 			})))
 		callTarget(t, d, "a", 1)
@@ -383,7 +383,7 @@ func TestBreakerHooksNotUnderGobreakerMutex(t *testing.T) {
 // and a call through the breaker.
 func TestBreakerSuccessPathNoAlloc(t *testing.T) {
 	d, _ := NewBreakerDirectory(static(providers(3)))
-	lb := &Random{}
+	lb := Random()
 	ctx, inv := context.Background(), &Invocation{}
 	allocs := testing.AllocsPerRun(1000, func() {
 		ivs, _ := d.List(ctx, inv)
@@ -495,7 +495,7 @@ func TestBreakerConcurrent(t *testing.T) {
 		} else {
 			dir.set(ps[0], ps[1], ps[2], ps[3])
 		}
-		_ = d.Breakers()
+		_ = d.breakers()
 		time.Sleep(100 * time.Microsecond)
 	}
 	close(stop)
@@ -509,8 +509,8 @@ func TestBreakerConcurrent(t *testing.T) {
 		}
 		n += v
 	}
-	if n != int64(len(d.Breakers())) {
-		t.Errorf("state counts %+v add up to %d, %d breakers listed", c.States, n, len(d.Breakers()))
+	if n != int64(len(d.breakers())) {
+		t.Errorf("state counts %+v add up to %d, %d breakers listed", c.States, n, len(d.breakers()))
 	}
 }
 

@@ -13,10 +13,9 @@ var (
 	// ErrNoInvokers is returned (possibly wrapped) by a Directory's List and
 	// by a LoadBalance's Select when there is no invoker to call.
 	ErrNoInvokers = errors.New("cluster: no invokers available")
-	// ErrClosed is returned by the List of a RegistryDirectory after Close.
-	// It matches rebound.ErrClosed. It does not wrap ErrNoInvokers: a
-	// closed directory will not recover.
-	ErrClosed = rebound.NewClosedError("cluster: directory closed")
+	// errClosed is a closed RegistryDirectory's error. It matches
+	// rebound.ErrClosed, not ErrNoInvokers: it will not recover.
+	errClosed = rebound.NewClosedError("cluster: directory closed")
 )
 
 // PanicError is the error a recovered panic becomes: a DialFunc that
@@ -33,10 +32,9 @@ type PanicError struct {
 	Stack []byte
 }
 
-// NewPanicError returns a *PanicError for the value v recovered from op,
-// with the current goroutine's stack. Call it in the deferred function that
-// recovered v.
-func NewPanicError(op string, v any) *PanicError {
+// newPanicError returns a *PanicError for the value v recovered from op,
+// with the current goroutine's stack.
+func newPanicError(op string, v any) *PanicError {
 	return &PanicError{Op: op, Value: v, Stack: debug.Stack()}
 }
 

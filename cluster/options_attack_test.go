@@ -21,7 +21,6 @@ import (
 func TestOneOptionTypeMisplacedOptionNamed(t *testing.T) {
 	registryOnly := map[string]cluster.Option{
 		"WithFilter":       cluster.WithFilter(func(subscriber.Instance) bool { return true }),
-		"WithKeepOnEmpty":  cluster.WithKeepOnEmpty(false),
 		"WithErrorHandler": cluster.WithErrorHandler(func(error) {}),
 		"WithView":         cluster.WithView(nil),
 	}

@@ -98,7 +98,7 @@ func (f *follower) run(d *RegistryDirectory) {
 func (f *follower) update(d *RegistryDirectory, list []subscriber.Instance) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe := NewPanicError("cluster.RegistryDirectory.Update", r)
+			pe := newPanicError("cluster.RegistryDirectory.Update", r)
 			d.cfg.logger.Error("cluster: recovered a panic while applying the view's list; keeping the last list",
 				zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
 		}

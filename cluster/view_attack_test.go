@@ -30,7 +30,7 @@ func TestWithViewFailedConstructorLeaksView(t *testing.T) {
 		defer m.Close()
 		for _, tc := range []struct {
 			name  string
-			dial  cluster.DialFunc
+			dial  func(subscriber.Instance) (cluster.Invoker, error)
 			opts  []cluster.Option
 			twice bool
 		}{

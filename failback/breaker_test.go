@@ -245,7 +245,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			}
 			if bd != nil {
 				n := 0
-				for _, s := range bd.Breakers() {
+				for _, s := range bd.Open() { // an ejected target's breaker is not closed
 					if s.Ejected {
 						n++
 					}
