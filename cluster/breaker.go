@@ -131,7 +131,7 @@ func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, erro
 		share:    defaultMaxEjected,
 		failures: defaultConsecutiveFailures,
 		timeout:  defaultOpenTimeout,
-		failure:  DefaultBreakerFailure,
+		failure:  defaultFailure,
 		logger:   zap.NewNop(),
 	}
 	if dir == nil {

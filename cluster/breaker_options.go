@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"time"
 
@@ -96,7 +95,7 @@ type breakerConfig struct {
 	timeout       time.Duration
 	maxOpen       time.Duration // 0: the open timeout (no growth)
 	failure       func(error) bool
-	customFailure bool // WithBreakerClassifier: a nil error may be a failure
+	customFailure bool // set by the tests' classifier: a nil error may be a failure
 	obs           []rebound.Observer
 	logger        *zap.Logger
 	mp            metric.MeterProvider
@@ -136,32 +135,6 @@ func WithMaxEjected(share float64) Option {
 	})
 }
 
-// WithConsecutiveFailures sets how many consecutive failures trip a
-// breaker whose Settings have no ReadyToTrip. Default 5; n must be in
-// [1, math.MaxUint32].
-func WithConsecutiveFailures(n int) Option {
-	return breakerOption("WithConsecutiveFailures", func(c *breakerConfig) {
-		if n <= 0 || uint64(n) > math.MaxUint32 { // uint64: an int may be 32 bits
-			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
-			return
-		}
-		c.failures = uint32(n)
-	})
-}
-
-// WithOpenTimeout sets how long a tripped breaker whose Settings have no
-// Timeout stays open before a probe. Default 30 s; d must be > 0.
-// math.MaxInt64 means until the process restarts.
-func WithOpenTimeout(d time.Duration) Option {
-	return breakerOption("WithOpenTimeout", func(c *breakerConfig) {
-		if d <= 0 {
-			c.bad("WithOpenTimeout", "d", fmt.Sprintf("must be > 0, got %v", d))
-			return
-		}
-		c.timeout = d
-	})
-}
-
 // WithMaxOpenTimeout lets the open timeout grow with consecutive
 // ejections up to d, as Envoy's max_ejection_time (see docs/breaker.md).
 // Default: no growth. d must be > 0; math.MaxInt64 means no limit.
@@ -172,20 +145,6 @@ func WithMaxOpenTimeout(d time.Duration) Option {
 			return
 		}
 		c.maxOpen = d
-	})
-}
-
-// WithBreakerClassifier sets which errors count as failures for breakers
-// whose Settings have no IsSuccessful. Behind failback, pass its
-// WithRetryable classifier. Default: DefaultBreakerFailure; nil is an
-// error.
-func WithBreakerClassifier(failure func(error) bool) Option {
-	return breakerOption("WithBreakerClassifier", func(c *breakerConfig) {
-		if failure == nil {
-			c.bad("WithBreakerClassifier", "failure", "must not be nil: it reports whether an error means the provider failed")
-			return
-		}
-		c.failure, c.customFailure = failure, true
 	})
 }
 
@@ -206,14 +165,11 @@ func WithBreakerMeterProvider(mp metric.MeterProvider) Option {
 	return breakerOption("WithBreakerMeterProvider", func(c *breakerConfig) { c.mp = mp })
 }
 
-// DefaultBreakerFailure is the classifier of WithBreakerClassifier's
-// default: an error counts as a failure of the provider when it is marked
-// rebound.Transient, is context.DeadlineExceeded (the attempt's own
-// timeout), io.ErrUnexpectedEOF, net.ErrClosed or a net.Error (syscall
-// errors such as ECONNREFUSED included); nil, rebound.Permanent,
-// context.Canceled (the caller gave up) and every other error (a business
-// answer) do not.
-func DefaultBreakerFailure(err error) bool {
+// defaultFailure is the default classification: an error is a failure
+// of the provider when it is rebound.Transient, context.DeadlineExceeded,
+// io.ErrUnexpectedEOF, net.ErrClosed or a net.Error; nil,
+// rebound.Permanent, context.Canceled and business answers are not.
+func defaultFailure(err error) bool {
 	switch {
 	case err == nil, rebound.IsPermanent(err), errors.Is(err, context.Canceled):
 		return false

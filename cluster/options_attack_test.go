@@ -27,10 +27,7 @@ func TestOneOptionTypeMisplacedOptionNamed(t *testing.T) {
 	breakerOnly := map[string]cluster.Option{
 		"WithBreakerSettings":      cluster.WithBreakerSettings(func(string) gobreaker.Settings { return gobreaker.Settings{} }),
 		"WithMaxEjected":           cluster.WithMaxEjected(0.5),
-		"WithConsecutiveFailures":  cluster.WithConsecutiveFailures(3),
-		"WithOpenTimeout":          cluster.WithOpenTimeout(time.Second),
 		"WithMaxOpenTimeout":       cluster.WithMaxOpenTimeout(time.Minute),
-		"WithBreakerClassifier":    cluster.WithBreakerClassifier(func(error) bool { return true }),
 		"WithBreakerObserver":      cluster.WithBreakerObserver(rebound.ObserverFunc(func(rebound.Event) {})),
 		"WithBreakerMeterProvider": cluster.WithBreakerMeterProvider(nil),
 	}

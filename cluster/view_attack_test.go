@@ -35,7 +35,7 @@ func TestWithViewFailedConstructorLeaksView(t *testing.T) {
 			twice bool
 		}{
 			{"nil dial", nil, nil, false},
-			{"breaker option", dialAddr, []cluster.Option{cluster.WithConsecutiveFailures(3)}, false},
+			{"breaker option", dialAddr, []cluster.Option{cluster.WithMaxEjected(0.5)}, false},
 			{"WithView twice", dialAddr, nil, true},
 		} {
 			v, err := m.Watch(key)

@@ -98,11 +98,13 @@
 //
 // # Circuit breakers
 //
-// Give New a *cluster.BreakerDirectory (a breaker per target) with the
-// same classifier as WithRetryable, and every attempt selects only targets
-// whose breaker admits it:
+// Give New a *cluster.BreakerDirectory (a breaker per target) whose
+// Settings' IsSuccessful agrees with WithRetryable, and every attempt
+// selects only targets whose breaker admits it:
 //
-//	dir, _ := cluster.NewBreakerDirectory(registryDir, cluster.WithBreakerClassifier(failback.DefaultRetryable))
+//	dir, _ := cluster.NewBreakerDirectory(registryDir, cluster.WithBreakerSettings(func(string) gobreaker.Settings {
+//		return gobreaker.Settings{IsSuccessful: func(err error) bool { return !failback.DefaultRetryable(err) }}
+//	}))
 //	fb, _ := failback.New(dir)
 //
 // A retry that no breaker admits (a *cluster.BreakerOpenError) waits until
