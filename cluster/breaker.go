@@ -19,36 +19,16 @@ import (
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// BreakerDirectory decorates a Directory with a circuit breaker per target
-// (gobreaker's state machine and Settings, github.com/sony/gobreaker/v2),
-// like Envoy's outlier detection: List
-// leaves out the targets whose breaker is open, within a share of the
-// targets (WithMaxEjected), and returns invokers that count each call's
-// outcome in their target's breaker.
+// BreakerDirectory decorates a Directory with a gobreaker circuit breaker
+// per target. List leaves out the targets whose breaker is open, within the
+// WithMaxEjected share. Its invokers count each call's outcome.
 //
-//   - A breaker trips after WithConsecutiveFailures failures in a row (or
-//     its Settings' ReadyToTrip), and its target is out of selection for
-//     the open timeout: base × the consecutive ejections, up to
-//     WithMaxOpenTimeout (by default the base: no growth).
-//   - Then it is half-open: the target is listed again until it has taken
-//     MaxRequests probes (1 by default: one call, not a burst); a probe
-//     that fails opens the breaker again, MaxRequests successes close it.
-//   - A target that leaves the inner directory's list drops its breaker;
-//     one that comes back starts closed.
+// Closed, a breaker costs an atomic load per call: no lock, no clock read.
+// Half-open, it admits MaxRequests probes. A target that leaves the inner
+// list drops its breaker. docs/breaker.md has the rules.
 //
-// Which errors are failures: WithBreakerClassifier (a business error is
-// not the provider being down).
-//
-// List keeps its last answer while neither the inner list nor any breaker
-// has changed and no open timeout has ended: then it costs the inner List
-// and a few atomic loads, and does not allocate; an invoker it returns
-// adds, while its breaker is closed, two atomic adds and the classifier
-// to each call (no lock, no clock read, no allocation). List returns the invokers in the inner list's order and the
-// caller must not modify the slice.
-//
-// Use one BreakerDirectory per service (per inner Directory). Create it
-// with NewBreakerDirectory; the zero value is not usable. All methods are
-// safe for concurrent use.
+// Use one per service, made by NewBreakerDirectory. Its methods are safe
+// for concurrent use.
 type BreakerDirectory struct {
 	dir   Directory
 	cfg   breakerConfig
@@ -118,13 +98,10 @@ type breakerInvoker struct {
 	forced bool
 }
 
-// NewBreakerDirectory returns dir with a breaker per target. It returns a
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument) naming the
-// option and its rule for a nil dir or a bad option; nil options are
-// ignored. Defaults: gobreaker.Settings{} per target, trip after 5
-// consecutive failures, open for 30 s (no growth), 1 probe when half-open, at most
-// half of the targets out at once, DefaultBreakerFailure, no hooks, no
-// logging, no metrics.
+// NewBreakerDirectory returns dir with a breaker per target. A nil dir or
+// a bad option is a *rebound.ArgumentError naming it. By default a breaker
+// trips after 5 consecutive failures and stays open 30 s. At most half the
+// targets are out at once.
 func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, error) {
 	cfg := breakerConfig{
 		settings: func(string) gobreaker.Settings { return gobreaker.Settings{} },
@@ -151,14 +128,13 @@ func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, erro
 	return d, nil
 }
 
-// Close unregisters the metrics (WithBreakerMeterProvider). It does not
-// close the inner Directory. The directory stays usable.
+// Close unregisters the metrics of WithBreakerMeterProvider. It does not
+// close the inner Directory.
 func (d *BreakerDirectory) Close() error { return d.metrics.Close() }
 
-// List lists the inner directory's invokers whose breaker admits a call,
-// wrapped so that each call's outcome counts in its breaker; see
-// BreakerDirectory. It returns the inner directory's error unchanged, and
-// a *BreakerOpenError when every target is out of selection.
+// List lists the inner invokers whose breaker admits a call. It returns the
+// inner error unchanged. With every target out, it returns a
+// *BreakerOpenError.
 func (d *BreakerDirectory) List(ctx context.Context, inv *Invocation) ([]Invoker, error) {
 	inner, err := d.dir.List(ctx, inv)
 	if err != nil {
@@ -484,8 +460,7 @@ func (d *BreakerDirectory) breakers() []BreakerStatus {
 	return out
 }
 
-// Open returns the breakers that are not closed (open or half-open), by
-// target, with since when: what a status page lists.
+// Open returns the breakers that are not closed, by target.
 func (d *BreakerDirectory) Open() []BreakerStatus {
 	all := d.breakers()
 	out := all[:0]

@@ -5,9 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// Random returns a LoadBalance that picks uniformly at random among the
-// invokers not excluded. It is safe for concurrent use and does not
-// allocate.
+// Random returns a LoadBalance that picks at random, without allocating.
+// It is package failback's default.
 func Random() LoadBalance { return random{} }
 
 type random struct{}
@@ -16,10 +15,8 @@ func (random) Select(invokers []Invoker, _ *Invocation, exclude []Invoker) (Invo
 	return pick(invokers, exclude, rand.Uint64())
 }
 
-// RoundRobin returns a LoadBalance that picks the invokers in turn,
-// skipping excluded ones. It is safe for concurrent use and does not
-// allocate; its one shared counter makes it slower than Random on many
-// cores (docs/breaker.md).
+// RoundRobin returns a LoadBalance that picks the invokers in turn. Its
+// one shared counter scales worse than Random on many cores.
 func RoundRobin() LoadBalance { return &roundRobin{} }
 
 // roundRobin's turn is one counter shared by all calls: with a changing

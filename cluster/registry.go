@@ -42,7 +42,7 @@ type dirConfig struct {
 }
 
 // WithFilter sets which instances a RegistryDirectory may call. Default:
-// Healthy and Enabled ones. A nil keep admits every instance.
+// healthy, enabled ones. A nil keep admits every instance.
 func WithFilter(keep func(subscriber.Instance) bool) Option {
 	return dirOption("WithFilter", func(c *dirConfig) {
 		if keep == nil {
@@ -52,42 +52,17 @@ func WithFilter(keep func(subscriber.Instance) bool) Option {
 	})
 }
 
-// RegistryDirectory is a Directory fed by a registry subscription: pass its
-// Update method as the subscriber.Listener, or let it read the Manager's
-// shared view of the key (WithView).
+// RegistryDirectory is a Directory fed by a registry. Pass Update to
+// subscriber.Manager.Subscribe, or give it a View with WithView.
 //
 //	dir, err := cluster.NewRegistryDirectory(dial)
 //	sub, err := manager.Subscribe(ctx, key, dir.Update)
 //	err = dir.WaitReady(ctx) // the first invokers are listed
 //
-//	v, err := manager.Watch(key) // or: one subscription shared by every reader of key
-//	dir, err := cluster.NewRegistryDirectory(dial, cluster.WithView(v))
-//
-// Weights are normalised at the edge: a NaN or negative Weight is taken as
-// 0 and +Inf as math.MaxFloat64, both for comparing instances and in what
-// the DialFunc receives, so that a provider publishing a NaN weight is not
-// re-dialled on every push.
-//
-// Each instance is identified by its ID, or by IP:Port when the ID is empty;
-// duplicates in one push keep the first. An update:
-//
-//   - reuses the invoker of an instance that is unchanged (every field equal,
-//     Metadata compared by content);
-//   - dials new instances and changed instances (any field changed); an
-//     instance whose dial fails is left out, or keeps its previous invoker
-//     if it only changed, and the *DialError is reported;
-//   - closes, after the new list is in place and outside the directory's
-//     lock, every invoker that is no longer listed, if it implements
-//     io.Closer;
-//   - keeps the current list (last known good) instead of applying an update
-//     that would leave no invoker, unless WithKeepOnEmpty(false).
-//
-// The zero value is not usable: create one with NewRegistryDirectory. All
-// methods are safe for concurrent use. List does not allocate and returns
-// the current list (in push order), which the caller must not modify; the
-// list is replaced, never changed in place, by an update. Concurrent Updates
-// are resolved in call order: an update that finishes dialling after a
-// later one was applied is discarded (and what it dialled is closed).
+// An update reuses the invokers of unchanged instances and dials the
+// others. It closes the invokers it drops. A push that would leave no
+// invoker is not applied. docs/cluster.md has the rules. Its methods are
+// safe for concurrent use.
 type RegistryDirectory struct {
 	dial func(subscriber.Instance) (Invoker, error)
 	cfg  dirConfig
@@ -117,13 +92,10 @@ type dirEntry struct {
 	invoker Invoker
 }
 
-// NewRegistryDirectory returns an empty directory that turns instances into
-// invokers with dial. Until the first update with instances, List returns
-// ErrNoInvokers (see Ready and WaitReady). A nil dial, WithView(nil),
-// WithView given twice or an option of NewBreakerDirectory is a
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument); on any
-// error it closes the Views given with WithView. With WithView the
-// directory starts following the view at once.
+// NewRegistryDirectory returns an empty directory that dials instances into
+// invokers. dial runs once per new or changed instance, with no lock held.
+// A failed dial leaves its instance out and is logged. A nil dial or a bad
+// option is a *rebound.ArgumentError.
 func NewRegistryDirectory(dial func(subscriber.Instance) (Invoker, error), opts ...Option) (*RegistryDirectory, error) {
 	d := &RegistryDirectory{
 		dial: dial,
@@ -151,10 +123,9 @@ func NewRegistryDirectory(dial func(subscriber.Instance) (Invoker, error), opts 
 	return d, nil
 }
 
-// List returns the current invokers. It returns ErrNoInvokers while the list
-// is empty (wrapped with the reason, such as "3 instances, all disabled",
-// when the filter left out every instance pushed) and errClosed after
-// Close. ctx and inv are not used.
+// List returns the current invokers; the caller must not modify them.
+// Empty, its error wraps ErrNoInvokers, with why when the filter left out
+// every instance. Closed, its error matches rebound.ErrClosed.
 func (d *RegistryDirectory) List(_ context.Context, _ *Invocation) ([]Invoker, error) {
 	s := d.snap.Load()
 	if s.closed {
@@ -169,12 +140,9 @@ func (d *RegistryDirectory) List(_ context.Context, _ *Invocation) ([]Invoker, e
 	return s.invokers, nil
 }
 
-// WaitReady waits until the directory first lists an invoker, so that the
-// first call of a program that has just subscribed is not queued for lack
-// of providers. It returns nil once the directory has listed an invoker
-// (even if the list is empty again now), errClosed if the directory was
-// closed before that, and ctx.Err() if ctx is done first. A nil ctx is an
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument).
+// WaitReady waits until the directory first lists an invoker. It returns
+// ctx.Err() if ctx ends first. Closed before, it returns an error matching
+// rebound.ErrClosed. A nil ctx is an error.
 func (d *RegistryDirectory) WaitReady(ctx context.Context) error {
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: "cluster.RegistryDirectory.WaitReady", Arg: "ctx", Reason: "must not be nil"}
@@ -208,9 +176,8 @@ func (d *RegistryDirectory) markReadyLocked(listed bool) {
 	close(d.ready)
 }
 
-// Update replaces the directory's list with instances, copying what it
-// keeps (see RegistryDirectory for the rules). It is a
-// subscriber.Listener; after Close it does nothing.
+// Update replaces the list with instances. It is a subscriber.Listener and
+// does nothing after Close.
 func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 	wanted, keys := d.admit(instances) // outside any lock: the filter is user code
 	why := d.filteredOut(instances, len(wanted))
@@ -363,9 +330,8 @@ func (d *RegistryDirectory) filteredOut(instances []subscriber.Instance, wanted 
 		ErrNoInvokers, subscriber.FilteredOut(subscriber.Key{}, instances))
 }
 
-// Close empties the directory, makes List return errClosed, and closes
-// every invoker that implements io.Closer, with no lock held. It returns the
-// close errors joined. It is idempotent: later calls return nil.
+// Close empties the directory and closes its io.Closer invokers, returning
+// their errors. It is idempotent.
 func (d *RegistryDirectory) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -386,7 +352,7 @@ func (d *RegistryDirectory) Close() error {
 	return errors.Join(d.closeEntries(all, "directory closed")...)
 }
 
-// safeDial calls the DialFunc, turning a panic into a *PanicError so that
+// safeDial calls the dial function, turning a panic into a *PanicError so that
 // the invokers already dialled by the same update are not leaked.
 func (d *RegistryDirectory) safeDial(in subscriber.Instance) (iv Invoker, err error) {
 	defer func() {
