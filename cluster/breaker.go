@@ -519,6 +519,9 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any,
 	}()
 	res, err = m.inv.Invoke(ctx, inv)
 	ended = true
+	if err == nil && b.core.quietSuccess(a) {
+		return res, err // closed, nothing to count: no state change, no event
+	}
 	b.core.done(a, err)
 	if a.half {
 		b.d.gen.Add(1)

@@ -153,6 +153,12 @@ func (c *breakerCore) done(a admission, err error) {
 	c.count(a, excluded, ok)
 }
 
+// quietSuccess reports whether a nil error of the admitted call a needs no
+// counting: closed, lazy, default classification and no failure run.
+func (c *breakerCore) quietSuccess(a admission) bool {
+	return a.w != nil && c.nilOK && c.lazy && !a.w.streak.Load()
+}
+
 // count counts a classified outcome of an admitted call.
 func (c *breakerCore) count(a admission, excluded, ok bool) {
 	if ok && a.w != nil {
