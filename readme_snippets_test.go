@@ -45,7 +45,7 @@ func readmeRetry(ctx context.Context, sync func(context.Context) error, errNotFo
 	return err
 }
 
-func readmeFailback(ctx context.Context, m *subscriber.Manager, dial cluster.DialFunc) error {
+func readmeFailback(ctx context.Context, m *subscriber.Manager, dial func(subscriber.Instance) (cluster.Invoker, error)) error {
 	// README snippet: failback
 	dir, err := cluster.NewRegistryDirectory(dial) // dial: subscriber.Instance -> cluster.Invoker
 	if err != nil {

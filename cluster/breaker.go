@@ -19,36 +19,16 @@ import (
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// BreakerDirectory decorates a Directory with a circuit breaker per target
-// (gobreaker's state machine and Settings, github.com/sony/gobreaker/v2),
-// like Envoy's outlier detection: List
-// leaves out the targets whose breaker is open, within a share of the
-// targets (WithMaxEjected), and returns invokers that count each call's
-// outcome in their target's breaker.
+// BreakerDirectory decorates a Directory with a gobreaker circuit breaker
+// per target. List leaves out the targets whose breaker is open, within the
+// WithMaxEjected share. Its invokers count each call's outcome.
 //
-//   - A breaker trips after WithConsecutiveFailures failures in a row (or
-//     its Settings' ReadyToTrip), and its target is out of selection for
-//     the open timeout: base × the consecutive ejections, up to
-//     WithMaxOpenTimeout (by default the base: no growth).
-//   - Then it is half-open: the target is listed again until it has taken
-//     MaxRequests probes (1 by default: one call, not a burst); a probe
-//     that fails opens the breaker again, MaxRequests successes close it.
-//   - A target that leaves the inner directory's list drops its breaker;
-//     one that comes back starts closed.
+// Closed, a breaker costs an atomic load per call: no lock, no clock read.
+// Half-open, it admits MaxRequests probes. A target that leaves the inner
+// list drops its breaker. docs/breaker.md has the rules.
 //
-// Which errors are failures: WithBreakerClassifier (a business error is
-// not the provider being down).
-//
-// List keeps its last answer while neither the inner list nor any breaker
-// has changed and no open timeout has ended: then it costs the inner List
-// and a few atomic loads, and does not allocate; an invoker it returns
-// adds, while its breaker is closed, two atomic adds and the classifier
-// to each call (no lock, no clock read, no allocation). List returns the invokers in the inner list's order and the
-// caller must not modify the slice.
-//
-// Use one BreakerDirectory per service (per inner Directory). Create it
-// with NewBreakerDirectory; the zero value is not usable. All methods are
-// safe for concurrent use.
+// Use one per service, made by NewBreakerDirectory. Its methods are safe
+// for concurrent use.
 type BreakerDirectory struct {
 	dir   Directory
 	cfg   breakerConfig
@@ -118,20 +98,17 @@ type breakerInvoker struct {
 	forced bool
 }
 
-// NewBreakerDirectory returns dir with a breaker per target. It returns a
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument) naming the
-// option and its rule for a nil dir or a bad option; nil options are
-// ignored. Defaults: gobreaker.Settings{} per target, trip after 5
-// consecutive failures, open for 30 s (no growth), 1 probe when half-open, at most
-// half of the targets out at once, DefaultBreakerFailure, no hooks, no
-// logging, no metrics.
+// NewBreakerDirectory returns dir with a breaker per target. A nil dir or
+// a bad option is a *rebound.ArgumentError naming it. By default a breaker
+// trips after 5 consecutive failures and stays open 30 s. At most half the
+// targets are out at once.
 func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, error) {
 	cfg := breakerConfig{
 		settings: func(string) gobreaker.Settings { return gobreaker.Settings{} },
 		share:    defaultMaxEjected,
 		failures: defaultConsecutiveFailures,
 		timeout:  defaultOpenTimeout,
-		failure:  DefaultBreakerFailure,
+		failure:  defaultFailure,
 		logger:   zap.NewNop(),
 	}
 	if dir == nil {
@@ -151,14 +128,13 @@ func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, erro
 	return d, nil
 }
 
-// Close unregisters the metrics (WithBreakerMeterProvider). It does not
-// close the inner Directory. The directory stays usable.
+// Close unregisters the metrics of WithBreakerMeterProvider. It does not
+// close the inner Directory.
 func (d *BreakerDirectory) Close() error { return d.metrics.Close() }
 
-// List lists the inner directory's invokers whose breaker admits a call,
-// wrapped so that each call's outcome counts in its breaker; see
-// BreakerDirectory. It returns the inner directory's error unchanged, and
-// a *BreakerOpenError when every target is out of selection.
+// List lists the inner invokers whose breaker admits a call. It returns the
+// inner error unchanged. With every target out, it returns a
+// *BreakerOpenError.
 func (d *BreakerDirectory) List(ctx context.Context, inv *Invocation) ([]Invoker, error) {
 	inner, err := d.dir.List(ctx, inv)
 	if err != nil {
@@ -343,6 +319,8 @@ func (d *BreakerDirectory) syncMembers(inner []Invoker) {
 func (d *BreakerDirectory) newBreaker(target string) *breakerState {
 	st := d.cfg.settings(target)
 	b := &breakerState{d: d, target: target, user: st.OnStateChange}
+	b.core.lazy = st.ReadyToTrip == nil
+	b.core.nilOK = st.IsSuccessful == nil && st.IsExcluded == nil && !d.cfg.customFailure
 	if st.Name == "" {
 		st.Name = target
 	}
@@ -445,17 +423,17 @@ func (d *BreakerDirectory) report(ev BreakerEvent, user func(string, gobreaker.S
 func (d *BreakerDirectory) safeCall(op string, fn func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe := NewPanicError(op, r)
+			pe := newPanicError(op, r)
 			d.log.Error("cluster: recovered a panic", zap.String("op", op), zap.Any("panic", r), zap.ByteString("stack", pe.Stack))
 		}
 	}()
 	fn()
 }
 
-// Breakers returns the state of every listed target's breaker, in no
-// particular order: the accessor for a status page (which should show at
-// least the open ones, with Since and Until).
-func (d *BreakerDirectory) Breakers() []BreakerStatus {
+// breakers returns the state of every listed target's breaker, by
+// target. Closed and lazy, Counts hold only the successes that ended a
+// failure run (see breakerCore).
+func (d *BreakerDirectory) breakers() []BreakerStatus {
 	d.mu.Lock()
 	out := make([]BreakerStatus, 0, len(d.members))
 	for _, m := range d.members {
@@ -482,10 +460,9 @@ func (d *BreakerDirectory) Breakers() []BreakerStatus {
 	return out
 }
 
-// Open returns the breakers that are not closed (open or half-open), by
-// target, with since when: what a status page lists.
+// Open returns the breakers that are not closed, by target.
 func (d *BreakerDirectory) Open() []BreakerStatus {
-	all := d.Breakers()
+	all := d.breakers()
 	out := all[:0]
 	for _, s := range all {
 		if s.State != gobreaker.StateClosed {
@@ -542,6 +519,9 @@ func (bi *breakerInvoker) Invoke(ctx context.Context, inv *Invocation) (res any,
 	}()
 	res, err = m.inv.Invoke(ctx, inv)
 	ended = true
+	if err == nil && b.core.quietSuccess(a) {
+		return res, err // closed, nothing to count: no state change, no event
+	}
 	b.core.done(a, err)
 	if a.half {
 		b.d.gen.Add(1)

@@ -21,7 +21,7 @@ func TestBreakerPanickingClassifierProbe(t *testing.T) {
 			if boom.Load() {
 				panic("classifier bug")
 			}
-			return DefaultBreakerFailure(err)
+			return defaultFailure(err)
 		}
 		d, _ := NewBreakerDirectory(static(ps), WithOpenTimeout(time.Second), WithConsecutiveFailures(1),
 			WithBreakerClassifier(classify))

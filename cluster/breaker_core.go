@@ -13,7 +13,7 @@ import (
 
 // breakerCore is one target's circuit breaker: gobreaker's state machine
 // (its Settings, Counts, generations and rolling windows, with gobreaker's
-// rules for each) driven differently in four ways that gobreaker's
+// rules for each) driven differently in five ways that gobreaker's
 // CircuitBreaker cannot be made to take:
 //
 //   - Closed, a call is admitted with an atomic load and its success
@@ -21,9 +21,13 @@ import (
 //     are folded in at the next locked step (a failure, an exclusion, a
 //     status read, the end of a window, which a timer marks). gobreaker's
 //     Execute takes its mutex twice and reads the clock twice per call
-//     (about 180 ns, issue 26). The one difference in Counts: closed, a
-//     call counts in Requests when it ends, not when it is admitted (a
-//     ReadyToTrip sees the calls still running as not yet made).
+//     (about 180 ns). The one difference in Counts: closed, a call counts
+//     in Requests when it ends, not when it is admitted (a ReadyToTrip
+//     sees the calls still running as not yet made).
+//   - With the directory's own trip rule (lazy: it reads only
+//     ConsecutiveFailures) a closed success costs one atomic load: it is
+//     counted, on the locked path, only when it ends a failure run. The
+//     atomic add was half of the breaker's cost per call.
 //   - The open timeout grows with consecutive ejections, base × n, up to a
 //     maximum (Envoy's ejection time); gobreaker has one Timeout.
 //   - Deadlines are monotonic durations since the directory's epoch, with
@@ -47,6 +51,10 @@ type breakerCore struct {
 	changed func(from, to gobreaker.State, now, until time.Duration)
 
 	fast atomic.Pointer[fastWindow] // the closed state's window; nil sends calls to the locked path
+	// lazy: the trip rule reads only ConsecutiveFailures (the directory's
+	// own), so a closed success is counted only while it ends a failure
+	// run; nilOK: a nil error is a success (default classification).
+	lazy, nilOK bool
 
 	mu        sync.Mutex
 	state     gobreaker.State
@@ -75,7 +83,8 @@ const maxBuckets = 1024
 type fastWindow struct {
 	gen, age uint64
 	ok       atomic.Uint64
-	folded   uint64 // guarded by breakerCore.mu
+	streak   atomic.Bool // lazy: a failure run is counted, which a success ends
+	folded   uint64      // guarded by breakerCore.mu
 }
 
 // admission is what done needs of an admitted call.
@@ -98,6 +107,7 @@ func (c *breakerCore) init(st gobreaker.Settings, maxOpen time.Duration) {
 		n = int(c.interval / c.bucket)
 	}
 	c.counts = newRollingCounts(n)
+	c.lazy = c.lazy && c.bucket == 0 // rolling buckets: every outcome counts
 	c.base, c.maxOpen = st.Timeout, max(maxOpen, st.Timeout)
 	c.readyToTrip, c.isSuccessful, c.isExcluded = st.ReadyToTrip, st.IsSuccessful, st.IsExcluded
 	c.mu.Lock()
@@ -127,6 +137,10 @@ func (c *breakerCore) allow() (admission, error) {
 // IsSuccessful panics, the call counts as a failure and the panic goes on
 // (a half-open probe left uncounted would stay taken for ever).
 func (c *breakerCore) done(a admission, err error) {
+	if err == nil && c.nilOK {
+		c.count(a, false, true)
+		return
+	}
 	classified := false
 	defer func() {
 		if !classified {
@@ -139,10 +153,22 @@ func (c *breakerCore) done(a admission, err error) {
 	c.count(a, excluded, ok)
 }
 
+// quietSuccess reports whether a nil error of the admitted call a needs no
+// counting: closed, lazy, default classification and no failure run.
+func (c *breakerCore) quietSuccess(a admission) bool {
+	return a.w != nil && c.nilOK && c.lazy && !a.w.streak.Load()
+}
+
 // count counts a classified outcome of an admitted call.
 func (c *breakerCore) count(a admission, excluded, ok bool) {
-	if ok && a.w != nil && a.w.ok.Add(1)&retired == 0 {
-		return
+	if ok && a.w != nil {
+		if c.lazy {
+			if !a.w.streak.Load() { // nothing the trip rule reads changes
+				return
+			}
+		} else if a.w.ok.Add(1)&retired == 0 {
+			return
+		}
 	}
 	c.mu.Lock()
 	now := c.now()
@@ -173,6 +199,9 @@ func (c *breakerCore) count(a admission, excluded, ok bool) {
 			c.setState(gobreaker.StateOpen, c.now())
 		}
 	}
+	if w := c.win; w != nil && c.lazy {
+		w.streak.Store(c.counts.ConsecutiveFailures > 0)
+	}
 	c.mu.Unlock()
 }
 
@@ -185,7 +214,9 @@ func (c *breakerCore) State() gobreaker.State {
 	return c.state
 }
 
-// Counts returns gobreaker's Counts, the fast path's included.
+// Counts returns gobreaker's Counts, the fast path's included. Lazy and
+// closed, Requests and the successes count only the calls that ended a
+// failure run.
 func (c *breakerCore) Counts() gobreaker.Counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -271,6 +302,7 @@ func (c *breakerCore) retire() {
 // bucket (mu held).
 func (c *breakerCore) openWindow(now time.Duration) {
 	c.win = &fastWindow{gen: c.gen, age: c.counts.age}
+	c.win.streak.Store(c.lazy && c.counts.ConsecutiveFailures > 0)
 	c.fast.Store(c.win)
 	c.arm(now)
 }

@@ -17,8 +17,14 @@ var errExcluded = errors.New("excluded")
 // newTestCore is a breakerCore alone, on the bubble's clock, recording its
 // state changes.
 func newTestCore(st gobreaker.Settings, maxOpen time.Duration, changes *[]string) *breakerCore {
+	return newTestCoreLazy(st, maxOpen, changes, false)
+}
+
+// newTestCoreLazy is newTestCore counting as the directory's own trip
+// rule lets it (lazy: closed successes only end failure runs).
+func newTestCoreLazy(st gobreaker.Settings, maxOpen time.Duration, changes *[]string, lazy bool) *breakerCore {
 	epoch := time.Now()
-	c := &breakerCore{now: func() time.Duration { return time.Since(epoch) }}
+	c := &breakerCore{now: func() time.Duration { return time.Since(epoch) }, lazy: lazy}
 	c.changed = func(from, to gobreaker.State, _, _ time.Duration) {
 		*changes = append(*changes, from.String()+">"+to.String())
 	}
@@ -44,13 +50,33 @@ func TestBreakerCoreMatchesGobreaker(t *testing.T) {
 	for name, st := range settings {
 		for seed := range uint64(20) {
 			t.Run(fmt.Sprintf("%s/%d", name, seed), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { compareWithGobreaker(t, st, seed) })
+				synctest.Test(t, func(t *testing.T) { compareWithGobreaker(t, st, seed, false) })
 			})
 		}
 	}
 }
 
-func compareWithGobreaker(t *testing.T, st gobreaker.Settings, seed uint64) {
+// TestBreakerCoreLazyMatchesGobreaker: with the directory's own trip rule
+// (consecutive failures), closed successes are counted only when they end
+// a failure run; admissions, states, state changes and ConsecutiveFailures
+// are gobreaker's, and so are all Counts once open or half-open.
+func TestBreakerCoreLazyMatchesGobreaker(t *testing.T) {
+	settings := map[string]gobreaker.Settings{
+		"consecutive":          {Timeout: time.Second},
+		"interval, 2 probes":   {Timeout: time.Second, Interval: 3 * time.Second, MaxRequests: 2},
+		"exclusions, 3 probes": {Timeout: 2 * time.Second, MaxRequests: 3, IsExcluded: func(err error) bool { return errors.Is(err, errExcluded) }},
+	}
+	for name, st := range settings {
+		st.ReadyToTrip = func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 }
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("%s/%d", name, seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { compareWithGobreaker(t, st, seed, true) })
+			})
+		}
+	}
+}
+
+func compareWithGobreaker(t *testing.T, st gobreaker.Settings, seed uint64, lazy bool) {
 	var theirs, ours []string
 	gst := st
 	gst.OnStateChange = func(_ string, from, to gobreaker.State) { theirs = append(theirs, from.String()+">"+to.String()) }
@@ -58,7 +84,7 @@ func compareWithGobreaker(t *testing.T, st gobreaker.Settings, seed uint64) {
 	if st.IsSuccessful == nil {
 		st.IsSuccessful = func(err error) bool { return err == nil }
 	}
-	c := newTestCore(st, 0, &ours)
+	c := newTestCoreLazy(st, 0, &ours, lazy)
 	r := rand.New(rand.NewPCG(seed, 1))
 	var log strings.Builder
 	for step := range 300 {
@@ -87,7 +113,12 @@ func compareWithGobreaker(t *testing.T, st gobreaker.Settings, seed uint64) {
 		if gs, os := gb.State(), c.State(); gs != os {
 			t.Fatalf("step %d: state gobreaker %v, ours %v; after%s", step, gs, os, log.String())
 		}
-		if gc, oc := gb.Counts(), c.Counts(); gc != oc {
+		gc, oc := gb.Counts(), c.Counts()
+		if lazy && gb.State() == gobreaker.StateClosed {
+			gc = gobreaker.Counts{ConsecutiveFailures: gc.ConsecutiveFailures, TotalFailures: gc.TotalFailures, TotalExclusions: gc.TotalExclusions}
+			oc = gobreaker.Counts{ConsecutiveFailures: oc.ConsecutiveFailures, TotalFailures: oc.TotalFailures, TotalExclusions: oc.TotalExclusions}
+		}
+		if gc != oc {
 			t.Fatalf("step %d: counts gobreaker %+v, ours %+v; after%s", step, gc, oc, log.String())
 		}
 	}

@@ -80,7 +80,7 @@ func TestBreakerNeverMoreThanShareEjected(t *testing.T) {
 						t.Fatalf("step %d: List: %v (with share 0.5 some target is always listed)", step, err)
 					}
 					out := 0
-					for _, s := range d.Breakers() {
+					for _, s := range d.breakers() {
 						if s.Ejected {
 							out++
 						}
@@ -101,7 +101,7 @@ func TestBreakerNeverMoreThanShareEjected(t *testing.T) {
 }
 
 // TestBreakerDurationOptions: every duration option of package cluster
-// (WithOpenTimeout, WithMaxOpenTimeout, and the Settings' Timeout,
+// (WithMaxOpenTimeout, and the Settings' Timeout,
 // Interval and BucketPeriod that WithBreakerSettings passes) with 0, 1 ns,
 // a negative value and math.MaxInt64: refused with an error naming the
 // option and the rule, or accepted with a sane meaning (a breaker that
@@ -113,7 +113,6 @@ func TestBreakerDurationOptions(t *testing.T) {
 			name string
 			opt  Option
 		}{
-			{"WithOpenTimeout", WithOpenTimeout(v)},
 			{"WithMaxOpenTimeout", WithMaxOpenTimeout(v)},
 		} {
 			t.Run(fmt.Sprint(opt.name, "/", int64(v)), func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"time"
 
@@ -23,22 +22,14 @@ const (
 	defaultOpenTimeout         = 30 * time.Second // as Envoy's base_ejection_time
 )
 
-// BreakerOpenError is the error of a call that no breaker let through:
-// List returns it when the breaker of every listed target is open (and the
-// ejection share, WithMaxEjected, allows them all out), and an Invoker that
-// List returned returns it when its breaker refused the call after all (two
-// calls raced for one half-open probe). It wraps ErrNoInvokers, so a
-// caller that retries an empty directory retries this too, and, for a
-// refusal by one breaker, gobreaker.ErrOpenState or ErrTooManyRequests.
+// BreakerOpenError is the error of a call that no breaker let through. It
+// wraps ErrNoInvokers and, for one breaker's refusal, gobreaker's error.
 type BreakerOpenError struct {
-	// Target is the refusing invoker's Target; "" when List refused.
+	// Target is the refusing target; empty when List refused.
 	Target string
-	// Until is the earliest time a breaker is expected to let a probe
-	// through (the earliest end of an open timeout). A retry that waits
-	// until then is not an attempt wasted on a breaker.
+	// Until is the earliest time a breaker lets a probe through.
 	Until time.Time
-	// Err is gobreaker's refusal (ErrOpenState, ErrTooManyRequests), nil
-	// when List refused.
+	// Err is gobreaker's refusal; nil when List refused.
 	Err error
 }
 
@@ -58,59 +49,51 @@ func (e *BreakerOpenError) Unwrap() []error {
 }
 
 // BreakerEvent is a breaker's state change: the Detail of the
-// rebound.EventStateChanged that a BreakerDirectory gives the observers of
-// WithBreakerObserver. They are called once the breaker's lock is
-// released, on the goroutine whose call caused the change, one event at a
-// time, in order.
+// rebound.EventStateChanged given to WithBreakerObserver's observers. They
+// run one event at a time, in order, with no lock held.
 type BreakerEvent struct {
 	Target   string
 	From, To gobreaker.State
-	// At is when the directory saw the change (gobreaker changes state
-	// lazily: open becomes half-open at the first look after the
-	// timeout).
+	// At is when the directory saw the change.
 	At time.Time
 }
 
-// BreakerStatus is one target's breaker, as BreakerDirectory.Breakers
-// reports it.
+// BreakerStatus is one target's breaker, as Open reports it.
 type BreakerStatus struct {
 	Target string
 	State  gobreaker.State
-	// Since is when the breaker entered State (when the directory first
-	// saw the target, for a breaker that has always been closed).
+	// Since is when the breaker entered State.
 	Since time.Time
-	// Until is when an open breaker lets a probe through; zero otherwise.
+	// Until is when an open breaker lets a probe through.
 	Until time.Time
-	// Ejected reports whether the target was out of selection at the last
-	// List: its breaker open (or half-open with its probes taken) within
-	// the ejection share. An open breaker beyond the share is not ejected:
-	// its target is called anyway.
+	// Ejected reports whether the last List left the target out. An open
+	// breaker beyond the share is called anyway.
 	Ejected bool
 	Counts  gobreaker.Counts
 }
 
 type breakerConfig struct {
-	settings func(target string) gobreaker.Settings
-	share    float64
-	failures uint32
-	timeout  time.Duration
-	maxOpen  time.Duration // 0: the open timeout (no growth)
-	failure  func(error) bool
-	obs      []rebound.Observer
-	logger   *zap.Logger
-	mp       metric.MeterProvider
-	errs     []error
+	settings      func(target string) gobreaker.Settings
+	share         float64
+	failures      uint32
+	timeout       time.Duration
+	maxOpen       time.Duration // 0: the open timeout (no growth)
+	failure       func(error) bool
+	customFailure bool // set by the tests' classifier: a nil error may be a failure
+	obs           []rebound.Observer
+	logger        *zap.Logger
+	mp            metric.MeterProvider
+	errs          []error
 }
 
 func (c *breakerConfig) bad(fn, arg, reason string) {
 	c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster." + fn, Arg: arg, Reason: reason})
 }
 
-// WithBreakerSettings sets the factory of each target's gobreaker
-// Settings, called when the directory first lists the target. Zero fields
-// take the directory's defaults: Name (the target), ReadyToTrip, Timeout
-// and IsSuccessful (see docs/breaker.md for the differences from
-// gobreaker). Default: gobreaker.Settings{}; a nil factory is an error.
+// WithBreakerSettings sets the factory of each target's gobreaker Settings.
+// Zero fields take the defaults: Name is the target, ReadyToTrip 5
+// consecutive failures, Timeout 30 s. IsSuccessful's default is in
+// docs/breaker.md. A nil factory is an error.
 func WithBreakerSettings(factory func(target string) gobreaker.Settings) Option {
 	return breakerOption("WithBreakerSettings", func(c *breakerConfig) {
 		if factory == nil {
@@ -121,10 +104,9 @@ func WithBreakerSettings(factory func(target string) gobreaker.Settings) Option 
 	})
 }
 
-// WithMaxEjected sets the largest share of a service's targets that open
-// breakers may keep out at once, as Envoy's max_ejection_percent. Beyond
-// it, open targets are called anyway (see docs/breaker.md). Default 0.5;
-// share must be in (0, 1].
+// WithMaxEjected sets the largest share of targets that open breakers keep
+// out. Beyond it, open targets are called anyway. Default 0.5; share must
+// be in (0, 1].
 func WithMaxEjected(share float64) Option {
 	return breakerOption("WithMaxEjected", func(c *breakerConfig) {
 		if !(share > 0 && share <= 1) {
@@ -135,35 +117,8 @@ func WithMaxEjected(share float64) Option {
 	})
 }
 
-// WithConsecutiveFailures sets how many consecutive failures trip a
-// breaker whose Settings have no ReadyToTrip. Default 5; n must be in
-// [1, math.MaxUint32].
-func WithConsecutiveFailures(n int) Option {
-	return breakerOption("WithConsecutiveFailures", func(c *breakerConfig) {
-		if n <= 0 || uint64(n) > math.MaxUint32 { // uint64: an int may be 32 bits
-			c.bad("WithConsecutiveFailures", "n", fmt.Sprintf("must be in [1, %d], got %d", uint32(math.MaxUint32), n))
-			return
-		}
-		c.failures = uint32(n)
-	})
-}
-
-// WithOpenTimeout sets how long a tripped breaker whose Settings have no
-// Timeout stays open before a probe. Default 30 s; d must be > 0.
-// math.MaxInt64 means until the process restarts.
-func WithOpenTimeout(d time.Duration) Option {
-	return breakerOption("WithOpenTimeout", func(c *breakerConfig) {
-		if d <= 0 {
-			c.bad("WithOpenTimeout", "d", fmt.Sprintf("must be > 0, got %v", d))
-			return
-		}
-		c.timeout = d
-	})
-}
-
-// WithMaxOpenTimeout lets the open timeout grow with consecutive
-// ejections up to d, as Envoy's max_ejection_time (see docs/breaker.md).
-// Default: no growth. d must be > 0; math.MaxInt64 means no limit.
+// WithMaxOpenTimeout lets the open time grow with consecutive ejections,
+// up to d. Default: no growth. d must be > 0.
 func WithMaxOpenTimeout(d time.Duration) Option {
 	return breakerOption("WithMaxOpenTimeout", func(c *breakerConfig) {
 		if d <= 0 {
@@ -174,23 +129,8 @@ func WithMaxOpenTimeout(d time.Duration) Option {
 	})
 }
 
-// WithBreakerClassifier sets which errors count as failures for breakers
-// whose Settings have no IsSuccessful. Behind failback, pass its
-// WithRetryable classifier. Default: DefaultBreakerFailure; nil is an
-// error.
-func WithBreakerClassifier(failure func(error) bool) Option {
-	return breakerOption("WithBreakerClassifier", func(c *breakerConfig) {
-		if failure == nil {
-			c.bad("WithBreakerClassifier", "failure", "must not be nil: it reports whether an error means the provider failed")
-			return
-		}
-		c.failure = failure
-	})
-}
-
-// WithBreakerObserver adds o as an observer of the breakers' state
-// changes (each event's Detail is a BreakerEvent). Several add up; a nil
-// o is ignored. Default: none.
+// WithBreakerObserver adds o as an observer of state changes. Each event's
+// Detail is a BreakerEvent. A nil o is ignored.
 func WithBreakerObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
@@ -198,21 +138,17 @@ func WithBreakerObserver(o rebound.Observer) Option {
 	return breakerOption("WithBreakerObserver", func(c *breakerConfig) { c.obs = append(c.obs, o) })
 }
 
-// WithBreakerMeterProvider records rebound.breaker.targets{state} and
-// rebound.breaker.transitions{state}, read when the reader collects.
-// Close unregisters them. Default (and nil): no metrics.
+// WithBreakerMeterProvider records the breakers' states and transitions
+// (docs/metric-attributes.md). Close unregisters them. Default: none.
 func WithBreakerMeterProvider(mp metric.MeterProvider) Option {
 	return breakerOption("WithBreakerMeterProvider", func(c *breakerConfig) { c.mp = mp })
 }
 
-// DefaultBreakerFailure is the classifier of WithBreakerClassifier's
-// default: an error counts as a failure of the provider when it is marked
-// rebound.Transient, is context.DeadlineExceeded (the attempt's own
-// timeout), io.ErrUnexpectedEOF, net.ErrClosed or a net.Error (syscall
-// errors such as ECONNREFUSED included); nil, rebound.Permanent,
-// context.Canceled (the caller gave up) and every other error (a business
-// answer) do not.
-func DefaultBreakerFailure(err error) bool {
+// defaultFailure is the default classification: an error is a failure
+// of the provider when it is rebound.Transient, context.DeadlineExceeded,
+// io.ErrUnexpectedEOF, net.ErrClosed or a net.Error; nil,
+// rebound.Permanent, context.Canceled and business answers are not.
+func defaultFailure(err error) bool {
 	switch {
 	case err == nil, rebound.IsPermanent(err), errors.Is(err, context.Canceled):
 		return false

@@ -88,7 +88,7 @@ func TestBreakerConcurrentFlipsOrderedEvents(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		d.Breakers() // delivers what is queued
+		d.breakers() // delivers what is queued
 		mu.Lock()
 		defer mu.Unlock()
 		if len(bad) > 0 {
@@ -101,7 +101,7 @@ func TestBreakerConcurrentFlipsOrderedEvents(t *testing.T) {
 		if st := d.members["a"].b.core.State(); st != last && !(last == gobreaker.StateOpen && st == gobreaker.StateHalfOpen) {
 			t.Fatalf("breaker is %v, last OnStateChange said %v", st, last)
 		}
-		d.Breakers()
+		d.breakers()
 	})
 }
 

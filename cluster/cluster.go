@@ -10,84 +10,68 @@ import (
 )
 
 var (
-	// ErrNoInvokers is returned (possibly wrapped) by a Directory's List and
-	// by a LoadBalance's Select when there is no invoker to call.
+	// ErrNoInvokers is returned, possibly wrapped, when there is no invoker
+	// to call.
 	ErrNoInvokers = errors.New("cluster: no invokers available")
-	// ErrClosed is returned by the List of a RegistryDirectory after Close.
-	// It matches rebound.ErrClosed. It does not wrap ErrNoInvokers: a
-	// closed directory will not recover.
-	ErrClosed = rebound.NewClosedError("cluster: directory closed")
+	// errClosed is a closed RegistryDirectory's error. It matches
+	// rebound.ErrClosed, not ErrNoInvokers: it will not recover.
+	errClosed = rebound.NewClosedError("cluster: directory closed")
 )
 
-// PanicError is the error a recovered panic becomes: a DialFunc that
-// panics in RegistryDirectory.Update, or (in package failback) an Invoker,
-// Directory, LoadBalance or hook that panics on a background goroutine.
-// errors.Is and errors.As see through it to Value when Value is an error.
+// PanicError is what a recovered panic of user code becomes. errors.As
+// sees through it to Value when Value is an error.
 type PanicError struct {
-	// Op names what panicked, for example "cluster.DialFunc" or
-	// "Invoker.Invoke".
+	// Op names what panicked, such as "cluster.Invoker.Invoke".
 	Op string
 	// Value is the value passed to panic.
 	Value any
-	// Stack is the stack of the panicking goroutine (runtime/debug.Stack).
+	// Stack is the panicking goroutine's stack.
 	Stack []byte
 }
 
-// NewPanicError returns a *PanicError for the value v recovered from op,
-// with the current goroutine's stack. Call it in the deferred function that
-// recovered v.
-func NewPanicError(op string, v any) *PanicError {
+// newPanicError returns a *PanicError for the value v recovered from op,
+// with the current goroutine's stack.
+func newPanicError(op string, v any) *PanicError {
 	return &PanicError{Op: op, Value: v, Stack: debug.Stack()}
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("%s panicked: %v", e.Op, e.Value) }
 
-// Unwrap returns Value if it is an error, else nil.
+// Unwrap returns Value if it is an error.
 func (e *PanicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }
 
-// Invocation describes one call: the method, its arguments and string
-// attachments (headers). Invokers and load balancers must treat it as read
-// only: a failback invoker keeps it and sends it again on every retry.
+// Invocation is one call: method, arguments and string attachments.
+// Treat it as read only: failback sends it again on each retry.
 type Invocation struct {
 	Method      string
 	Args        []any
 	Attachments map[string]string
 }
 
-// Invoker calls one provider. Implementations must be safe for concurrent
-// use. An Invoker that holds resources should also implement io.Closer: a
-// RegistryDirectory closes the invokers of instances that disappear.
+// Invoker calls one provider; it must be safe for concurrent use. One that
+// holds resources should be an io.Closer: a RegistryDirectory closes it.
 type Invoker interface {
-	// Target identifies the provider, for example "10.0.0.7:20880". Two
-	// invokers with the same Target are the same provider for exclusion
-	// and logging. It must be cheap and must not change.
+	// Target identifies the provider, such as "10.0.0.7:20880". It must be
+	// cheap and must not change.
 	Target() string
-	// Invoke performs the call. It must return when ctx is done.
+	// Invoke performs the call and returns when ctx is done.
 	Invoke(ctx context.Context, inv *Invocation) (any, error)
 }
 
-// Directory lists the invokers that can currently serve inv.
-//
-// List must be safe for concurrent use. It returns an error wrapping
-// ErrNoInvokers, never an empty slice with a nil error, when there is
-// nothing to call. Callers must treat the returned slice as read only:
-// implementations may return their internal slice.
+// Directory lists the invokers that can serve inv. List must be safe for
+// concurrent use. With nothing to call, its error wraps ErrNoInvokers.
+// Callers must not modify the slice.
 type Directory interface {
 	List(ctx context.Context, inv *Invocation) ([]Invoker, error)
 }
 
-// LoadBalance picks the invoker for one attempt of a call.
-//
-// Select must be safe for concurrent use. It must not return a nil Invoker
-// with a nil error; with no invoker to pick it returns an error wrapping
-// ErrNoInvokers. exclude holds the invokers that already failed for this
-// call: an implementation should skip every invoker whose Target equals the
-// Target of one of them while another invoker is left, and pick among all
-// of them otherwise (a provider that failed once is better than none).
-// Select must not modify either slice.
+// LoadBalance picks the invoker of one attempt. Select must be safe for
+// concurrent use and modify neither slice. It skips the targets in exclude
+// while another is left. With nothing to pick, its error wraps
+// ErrNoInvokers.
 type LoadBalance interface {
 	Select(invokers []Invoker, inv *Invocation, exclude []Invoker) (Invoker, error)
 }

@@ -68,7 +68,7 @@ func TestStaticDirectory(t *testing.T) {
 }
 
 func TestLoadBalanceEmpty(t *testing.T) {
-	for name, lb := range map[string]LoadBalance{"random": &Random{}, "roundrobin": &RoundRobin{}} {
+	for name, lb := range map[string]LoadBalance{"random": Random(), "roundrobin": RoundRobin()} {
 		for _, list := range [][]Invoker{nil, {}, {nil, nil}} {
 			iv, err := lb.Select(list, nil, invokers("a:1"))
 			if !errors.Is(err, ErrNoInvokers) || iv != nil {
@@ -80,7 +80,7 @@ func TestLoadBalanceEmpty(t *testing.T) {
 
 func TestLoadBalanceExclude(t *testing.T) {
 	all := invokers("a:1", "b:2", "c:3")
-	for name, lb := range map[string]LoadBalance{"random": &Random{}, "roundrobin": &RoundRobin{}} {
+	for name, lb := range map[string]LoadBalance{"random": Random(), "roundrobin": RoundRobin()} {
 		t.Run(name, func(t *testing.T) {
 			// Exclusion compares Targets, not identities.
 			exclude := invokers("a:1", "c:3")
@@ -120,7 +120,7 @@ func TestLoadBalanceExclude(t *testing.T) {
 
 func TestRoundRobinRotates(t *testing.T) {
 	all := invokers("a:1", "b:2", "c:3")
-	var rr RoundRobin
+	rr := RoundRobin()
 	var got []string
 	for range 6 {
 		iv, _ := rr.Select(all, nil, nil)
@@ -133,7 +133,7 @@ func TestRoundRobinRotates(t *testing.T) {
 
 func TestRandomSpreads(t *testing.T) {
 	all := invokers("a:1", "b:2", "c:3", "d:4")
-	var r Random
+	r := Random()
 	seen := map[string]int{}
 	for range 4000 {
 		iv, _ := r.Select(all, nil, nil)
@@ -150,7 +150,7 @@ func TestRandomSpreads(t *testing.T) {
 func TestLoadBalanceConcurrentNoAlloc(t *testing.T) {
 	all := invokers("a:1", "b:2", "c:3")
 	exclude := all[:1]
-	for name, lb := range map[string]LoadBalance{"random": &Random{}, "roundrobin": &RoundRobin{}} {
+	for name, lb := range map[string]LoadBalance{"random": Random(), "roundrobin": RoundRobin()} {
 		if a := testing.AllocsPerRun(100, func() { _, _ = lb.Select(all, nil, nil) }); a != 0 {
 			t.Errorf("%s: Select allocates %v times", name, a)
 		}
@@ -183,7 +183,7 @@ func TestLoadBalanceConcurrentNoAlloc(t *testing.T) {
 
 func BenchmarkSelect(b *testing.B) {
 	all := invokers("a:1", "b:2", "c:3", "d:4")
-	for name, lb := range map[string]LoadBalance{"random": &Random{}, "roundrobin": &RoundRobin{}} {
+	for name, lb := range map[string]LoadBalance{"random": Random(), "roundrobin": RoundRobin()} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -206,7 +206,7 @@ func BenchmarkSelect(b *testing.B) {
 func BenchmarkSelectParallel(b *testing.B) {
 	all := invokers("a:1", "b:2", "c:3", "d:4")
 	for _, name := range []string{"random", "roundrobin"} {
-		lb := map[string]LoadBalance{"random": &Random{}, "roundrobin": &RoundRobin{}}[name]
+		lb := map[string]LoadBalance{"random": Random(), "roundrobin": RoundRobin()}[name]
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

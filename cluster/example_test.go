@@ -51,7 +51,7 @@ func ExampleRegistryDirectory() {
 
 func ExampleNewStaticDirectory() {
 	dir := cluster.NewStaticDirectory(&addrInvoker{addr: "10.0.0.7:20880"}, &addrInvoker{addr: "10.0.0.8:20880"})
-	var lb cluster.RoundRobin
+	lb := cluster.RoundRobin()
 	inv := &cluster.Invocation{Method: "Notify"}
 	for range 3 {
 		invokers, _ := dir.List(context.Background(), inv)

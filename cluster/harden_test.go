@@ -52,7 +52,7 @@ func TestRegistryDirectoryDialPanicNoLeak(t *testing.T) {
 	var de *DialError
 	var pe *PanicError
 	if len(reported) != 1 || !errors.As(reported[0], &de) || de.Instance.IP != "10.0.0.2" || !errors.As(reported[0], &pe) ||
-		pe.Op != "cluster.DialFunc" || len(pe.Stack) == 0 {
+		pe.Op != "cluster.NewRegistryDirectory dial" || len(pe.Stack) == 0 {
 		t.Fatalf("reported %v; want one *DialError for 10.0.0.2 wrapping a *PanicError with a stack", reported)
 	}
 	if err := d.Close(); err != nil {
@@ -94,7 +94,7 @@ func TestRegistryDirectoryWaitReady(t *testing.T) {
 		}
 		d.Update(nil) // an empty list is not ready
 		select {
-		case <-d.Ready():
+		case <-d.ready:
 			t.Fatal("ready after an empty push")
 		default:
 		}
@@ -112,7 +112,7 @@ func TestRegistryDirectoryWaitReady(t *testing.T) {
 	})
 	d2, _ := newDir(t)
 	_ = d2.Close()
-	if err := d2.WaitReady(context.Background()); !errors.Is(err, ErrClosed) || !errors.Is(err, rebound.ErrClosed) {
+	if err := d2.WaitReady(context.Background()); !errors.Is(err, errClosed) || !errors.Is(err, rebound.ErrClosed) {
 		t.Fatalf("WaitReady of a directory closed before any list = %v; want ErrClosed", err)
 	}
 }

@@ -5,45 +5,29 @@ import (
 	"sync/atomic"
 )
 
-// Random picks an invoker uniformly at random among those not excluded.
-//
-// The zero value is ready to use and safe for concurrent use; Select does
-// not allocate. It draws from math/rand/v2's global source.
-type Random struct{}
+// Random returns a LoadBalance that picks at random, without allocating.
+// It is package failback's default.
+func Random() LoadBalance { return random{} }
 
-// Select picks a random invoker; see LoadBalance for exclude. With no
-// (non-nil) invoker it returns ErrNoInvokers.
-func (*Random) Select(invokers []Invoker, _ *Invocation, exclude []Invoker) (Invoker, error) {
+type random struct{}
+
+func (random) Select(invokers []Invoker, _ *Invocation, exclude []Invoker) (Invoker, error) {
 	return pick(invokers, exclude, rand.Uint64())
 }
 
-// RoundRobin picks the invokers in turn, skipping excluded ones. The turn
-// is one counter shared by all calls, so with a changing list or with
-// exclusions the rotation is fair on average rather than strict.
-//
-// The zero value is ready to use and safe for concurrent use; Select does
-// not allocate. A RoundRobin must not be copied after first use.
-//
-// The counter is one atomic word written by every Select, so RoundRobin
-// gets slower, not faster, as more cores call it at once (measured: about
-// 20 ns/op on 1 CPU, 33 on 2, where Random is 10 and 7-12; see
-// BenchmarkSelectParallel). It is kept that way because strict rotation is
-// what it is for; Random, the default of package failback, scales with the
-// cores and spreads load as evenly on average.
-type RoundRobin struct {
+// RoundRobin returns a LoadBalance that picks the invokers in turn. Its
+// one shared counter scales worse than Random on many cores.
+func RoundRobin() LoadBalance { return &roundRobin{} }
+
+// roundRobin's turn is one counter shared by all calls: with a changing
+// list or with exclusions the rotation is fair on average, not strict.
+type roundRobin struct {
 	next atomic.Uint64
 }
 
-// Select picks the next invoker in turn; see LoadBalance for exclude. With
-// no (non-nil) invoker it returns ErrNoInvokers.
-func (r *RoundRobin) Select(invokers []Invoker, _ *Invocation, exclude []Invoker) (Invoker, error) {
+func (r *roundRobin) Select(invokers []Invoker, _ *Invocation, exclude []Invoker) (Invoker, error) {
 	return pick(invokers, exclude, r.next.Add(1)-1)
 }
-
-var (
-	_ LoadBalance = (*Random)(nil)
-	_ LoadBalance = (*RoundRobin)(nil)
-)
 
 // pick returns the (r mod k)-th of the k eligible invokers: non-nil and not
 // excluded, or, when every non-nil invoker is excluded, non-nil.

@@ -7,9 +7,8 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// An Option configures NewRegistryDirectory or NewBreakerDirectory; each
-// option's doc says which. An option given to the other constructor is a
-// *rebound.ArgumentError. A nil Option is ignored.
+// An Option configures NewRegistryDirectory or NewBreakerDirectory. An
+// option of the other constructor is an error. A nil Option is ignored.
 type Option interface {
 	apply(*config)
 }
@@ -57,11 +56,9 @@ func applyOptions(c *config, opts []Option) []error {
 	return c.errs
 }
 
-// WithLogger sets the logger of either directory. Default: none. A nil l
-// is ignored. Credentials are scrubbed (logging.Redacted). A registry
-// directory logs dial and close failures and kept lists (Warn) and list
-// changes (Debug); a breaker directory logs state changes (Info, Debug
-// for half-open) and hook panics (Error).
+// WithLogger sets the logger of either directory, with credentials
+// scrubbed. Default: none. Failed dials and closes log at Warn, breaker
+// state changes at Info.
 func WithLogger(l *zap.Logger) Option {
 	if l == nil {
 		return nil

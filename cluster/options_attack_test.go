@@ -21,17 +21,13 @@ import (
 func TestOneOptionTypeMisplacedOptionNamed(t *testing.T) {
 	registryOnly := map[string]cluster.Option{
 		"WithFilter":       cluster.WithFilter(func(subscriber.Instance) bool { return true }),
-		"WithKeepOnEmpty":  cluster.WithKeepOnEmpty(false),
 		"WithErrorHandler": cluster.WithErrorHandler(func(error) {}),
 		"WithView":         cluster.WithView(nil),
 	}
 	breakerOnly := map[string]cluster.Option{
 		"WithBreakerSettings":      cluster.WithBreakerSettings(func(string) gobreaker.Settings { return gobreaker.Settings{} }),
 		"WithMaxEjected":           cluster.WithMaxEjected(0.5),
-		"WithConsecutiveFailures":  cluster.WithConsecutiveFailures(3),
-		"WithOpenTimeout":          cluster.WithOpenTimeout(time.Second),
 		"WithMaxOpenTimeout":       cluster.WithMaxOpenTimeout(time.Minute),
-		"WithBreakerClassifier":    cluster.WithBreakerClassifier(func(error) bool { return true }),
 		"WithBreakerObserver":      cluster.WithBreakerObserver(rebound.ObserverFunc(func(rebound.Event) {})),
 		"WithBreakerMeterProvider": cluster.WithBreakerMeterProvider(nil),
 	}

@@ -14,13 +14,13 @@ import (
 // the other is an argument error naming it; WithLogger serves both.
 func TestOptionForTheOtherConstructor(t *testing.T) {
 	dial := func(subscriber.Instance) (Invoker, error) { return nil, errors.New("no") }
-	_, err := NewRegistryDirectory(dial, WithOpenTimeout(time.Second))
-	if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithOpenTimeout") {
-		t.Fatalf("NewRegistryDirectory(WithOpenTimeout): %v, want an argument error naming it", err)
+	_, err := NewRegistryDirectory(dial, WithMaxOpenTimeout(time.Second))
+	if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithMaxOpenTimeout") {
+		t.Fatalf("NewRegistryDirectory(WithMaxOpenTimeout): %v, want an argument error naming it", err)
 	}
-	_, err = NewBreakerDirectory(NewStaticDirectory(), WithKeepOnEmpty(false))
-	if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithKeepOnEmpty") {
-		t.Fatalf("NewBreakerDirectory(WithKeepOnEmpty): %v, want an argument error naming it", err)
+	_, err = NewBreakerDirectory(NewStaticDirectory(), WithFilter(nil))
+	if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "WithFilter") {
+		t.Fatalf("NewBreakerDirectory(WithFilter): %v, want an argument error naming it", err)
 	}
 	if _, err := NewRegistryDirectory(dial, WithLogger(nil)); err != nil {
 		t.Fatal(err)

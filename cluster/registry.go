@@ -18,46 +18,31 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// DialFunc turns a registry instance into an Invoker, for example by opening
-// a client connection to instance.IP:instance.Port. It is called by
-// RegistryDirectory.Update, from the goroutine calling Update, with no lock
-// held, once per new or changed instance. It should not block for long: the
-// registry's next push waits for it. A returned Invoker that implements
-// io.Closer is closed when its instance disappears or changes, or when the
-// directory is closed. A DialFunc that returns (nil, nil) or panics is
-// reported as a *DialError (wrapping a *PanicError for a panic) and its
-// instance is left out; the invokers already dialled by the same update are
-// kept as if the instance had failed to dial.
-type DialFunc func(subscriber.Instance) (Invoker, error)
-
-// DialError reports an instance that could not be dialled. The instance is
-// left out of the list (or, if it was already listed and only changed, its
-// previous invoker is kept) until a later push lists it again.
-type DialError struct {
+// dialError reports an instance that could not be dialled: it is left out
+// (or keeps its previous invoker if it only changed) until pushed again.
+type dialError struct {
 	Instance subscriber.Instance
 	Err      error
 }
 
-func (e *DialError) Error() string {
+func (e *dialError) Error() string {
 	return fmt.Sprintf("cluster: dialling instance %s (%s): %v", instanceKey(e.Instance), hostPort(e.Instance), e.Err)
 }
 
-// Unwrap returns the dial function's error.
-func (e *DialError) Unwrap() error { return e.Err }
+func (e *dialError) Unwrap() error { return e.Err }
 
 type dirConfig struct {
 	logger       *zap.Logger
 	filter       func(subscriber.Instance) bool
-	custom       bool // filter was set by WithFilter
-	keepOnEmpty  bool
-	errorHandler func(error)
+	custom       bool               // filter was set by WithFilter
+	errorHandler func(error)        // the tests' view of what is logged (export_test.go)
 	view         *subscriber.View   // WithView (view.go)
 	views        []*subscriber.View // every View given with WithView, closed if the constructor fails
 	errs         []error
 }
 
 // WithFilter sets which instances a RegistryDirectory may call. Default:
-// Healthy and Enabled ones. A nil keep admits every instance.
+// healthy, enabled ones. A nil keep admits every instance.
 func WithFilter(keep func(subscriber.Instance) bool) Option {
 	return dirOption("WithFilter", func(c *dirConfig) {
 		if keep == nil {
@@ -67,59 +52,19 @@ func WithFilter(keep func(subscriber.Instance) bool) Option {
 	})
 }
 
-// WithKeepOnEmpty sets whether a RegistryDirectory keeps its last list
-// when an update would leave no invoker (an empty push, all filtered out,
-// all failing to dial). true, the default, keeps it and logs a warning.
-// false applies the update: List returns ErrNoInvokers.
-func WithKeepOnEmpty(keep bool) Option {
-	return dirOption("WithKeepOnEmpty", func(c *dirConfig) { c.keepOnEmpty = keep })
-}
-
-// WithErrorHandler sets a function that a RegistryDirectory calls with
-// each *DialError and each error closing an invoker. It runs on the
-// goroutine calling Update or Close, with no lock held. Default: none.
-func WithErrorHandler(fn func(error)) Option {
-	return dirOption("WithErrorHandler", func(c *dirConfig) { c.errorHandler = fn })
-}
-
-// RegistryDirectory is a Directory fed by a registry subscription: pass its
-// Update method as the subscriber.Listener, or let it read the Manager's
-// shared view of the key (WithView).
+// RegistryDirectory is a Directory fed by a registry. Pass Update to
+// subscriber.Manager.Subscribe, or give it a View with WithView.
 //
 //	dir, err := cluster.NewRegistryDirectory(dial)
 //	sub, err := manager.Subscribe(ctx, key, dir.Update)
 //	err = dir.WaitReady(ctx) // the first invokers are listed
 //
-//	v, err := group.Watch(key) // or: a subscriber.WatchGroup's View, one subscription per key
-//	dir, err := cluster.NewRegistryDirectory(dial, cluster.WithView(v))
-//
-// Weights are normalised at the edge: a NaN or negative Weight is taken as
-// 0 and +Inf as math.MaxFloat64, both for comparing instances and in what
-// the DialFunc receives, so that a provider publishing a NaN weight is not
-// re-dialled on every push.
-//
-// Each instance is identified by its ID, or by IP:Port when the ID is empty;
-// duplicates in one push keep the first. An update:
-//
-//   - reuses the invoker of an instance that is unchanged (every field equal,
-//     Metadata compared by content);
-//   - dials new instances and changed instances (any field changed); an
-//     instance whose dial fails is left out, or keeps its previous invoker
-//     if it only changed, and the *DialError is reported;
-//   - closes, after the new list is in place and outside the directory's
-//     lock, every invoker that is no longer listed, if it implements
-//     io.Closer;
-//   - keeps the current list (last known good) instead of applying an update
-//     that would leave no invoker, unless WithKeepOnEmpty(false).
-//
-// The zero value is not usable: create one with NewRegistryDirectory. All
-// methods are safe for concurrent use. List does not allocate and returns
-// the current list (in push order), which the caller must not modify; the
-// list is replaced, never changed in place, by an update. Concurrent Updates
-// are resolved in call order: an update that finishes dialling after a
-// later one was applied is discarded (and what it dialled is closed).
+// An update reuses the invokers of unchanged instances and dials the
+// others. It closes the invokers it drops. A push that would leave no
+// invoker is not applied. docs/cluster.md has the rules. Its methods are
+// safe for concurrent use.
 type RegistryDirectory struct {
-	dial DialFunc
+	dial func(subscriber.Instance) (Invoker, error)
 	cfg  dirConfig
 
 	snap atomic.Pointer[dirSnapshot] // what List reads
@@ -147,20 +92,16 @@ type dirEntry struct {
 	invoker Invoker
 }
 
-// NewRegistryDirectory returns an empty directory that turns instances into
-// invokers with dial. Until the first update with instances, List returns
-// ErrNoInvokers (see Ready and WaitReady). A nil dial, WithView(nil),
-// WithView given twice or an option of NewBreakerDirectory is a
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument); on any
-// error it closes the Views given with WithView. With WithView the
-// directory starts following the view at once.
-func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, error) {
+// NewRegistryDirectory returns an empty directory that dials instances into
+// invokers. dial runs once per new or changed instance, with no lock held.
+// A failed dial leaves its instance out and is logged. A nil dial or a bad
+// option is a *rebound.ArgumentError.
+func NewRegistryDirectory(dial func(subscriber.Instance) (Invoker, error), opts ...Option) (*RegistryDirectory, error) {
 	d := &RegistryDirectory{
 		dial: dial,
 		cfg: dirConfig{
-			logger:      zap.NewNop(),
-			filter:      func(in subscriber.Instance) bool { return in.Healthy && in.Enabled },
-			keepOnEmpty: true,
+			logger: zap.NewNop(),
+			filter: func(in subscriber.Instance) bool { return in.Healthy && in.Enabled },
 		},
 		entries: map[string]*dirEntry{},
 		ready:   make(chan struct{}),
@@ -168,7 +109,7 @@ func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, er
 	var errs []error
 	if dial == nil {
 		errs = append(errs, &rebound.ArgumentError{Func: "cluster.NewRegistryDirectory", Arg: "dial",
-			Reason: "must not be nil: a DialFunc is required to turn instances into invokers"})
+			Reason: "must not be nil: the function that turns instances into invokers"})
 	}
 	errs = append(errs, applyOptions(&config{dir: &d.cfg}, opts)...)
 	if errs = append(errs, d.cfg.errs...); len(errs) > 0 {
@@ -182,14 +123,13 @@ func NewRegistryDirectory(dial DialFunc, opts ...Option) (*RegistryDirectory, er
 	return d, nil
 }
 
-// List returns the current invokers. It returns ErrNoInvokers while the list
-// is empty (wrapped with the reason, such as "3 instances, all disabled",
-// when the filter left out every instance pushed) and ErrClosed after
-// Close. ctx and inv are not used.
+// List returns the current invokers; the caller must not modify them.
+// Empty, its error wraps ErrNoInvokers, with why when the filter left out
+// every instance. Closed, its error matches rebound.ErrClosed.
 func (d *RegistryDirectory) List(_ context.Context, _ *Invocation) ([]Invoker, error) {
 	s := d.snap.Load()
 	if s.closed {
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	if len(s.invokers) == 0 {
 		if s.why != nil {
@@ -200,17 +140,9 @@ func (d *RegistryDirectory) List(_ context.Context, _ *Invocation) ([]Invoker, e
 	return s.invokers, nil
 }
 
-// Ready returns a channel that is closed once the directory first lists
-// an invoker, or when it is closed (then List returns ErrClosed). Like
-// ctx.Done, it is the same channel on every call.
-func (d *RegistryDirectory) Ready() <-chan struct{} { return d.ready }
-
-// WaitReady waits until the directory first lists an invoker, so that the
-// first call of a program that has just subscribed is not queued for lack
-// of providers. It returns nil once the directory has listed an invoker
-// (even if the list is empty again now), ErrClosed if the directory was
-// closed before that, and ctx.Err() if ctx is done first. A nil ctx is an
-// *rebound.ArgumentError (matching rebound.ErrInvalidArgument).
+// WaitReady waits until the directory first lists an invoker. It returns
+// ctx.Err() if ctx ends first. Closed before, it returns an error matching
+// rebound.ErrClosed. A nil ctx is an error.
 func (d *RegistryDirectory) WaitReady(ctx context.Context) error {
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: "cluster.RegistryDirectory.WaitReady", Arg: "ctx", Reason: "must not be nil"}
@@ -227,7 +159,7 @@ func (d *RegistryDirectory) WaitReady(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed && !d.readyDone {
-		return ErrClosed
+		return errClosed
 	}
 	return nil
 }
@@ -244,9 +176,8 @@ func (d *RegistryDirectory) markReadyLocked(listed bool) {
 	close(d.ready)
 }
 
-// Update replaces the directory's list with instances, copying what it
-// keeps (see RegistryDirectory for the rules). It is a
-// subscriber.Listener; after Close it does nothing.
+// Update replaces the list with instances. It is a subscriber.Listener and
+// does nothing after Close.
 func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 	wanted, keys := d.admit(instances) // outside any lock: the filter is user code
 	why := d.filteredOut(instances, len(wanted))
@@ -320,7 +251,7 @@ func (d *RegistryDirectory) dialAll(base map[string]*dirEntry, wanted []subscrib
 			err = errors.New("dial returned a nil Invoker and no error")
 		}
 		if err != nil {
-			r.reports = append(r.reports, &DialError{Instance: in, Err: err})
+			r.reports = append(r.reports, &dialError{Instance: in, Err: err})
 			if old != nil { // changed but not dialable: keep what worked
 				r.next[k] = old
 				r.list = append(r.list, old.invoker)
@@ -353,7 +284,7 @@ func (d *RegistryDirectory) apply(r dialResult, base map[string]*dirEntry, baseV
 		d.closeEntries(r.dialled, "discarded")
 		return false
 	}
-	if len(r.list) == 0 && d.cfg.keepOnEmpty && len(base) > 0 {
+	if len(r.list) == 0 && len(base) > 0 {
 		d.appliedSeq = mySeq // a later update still wins
 		d.mu.Unlock()
 		d.report(r.reports)
@@ -399,9 +330,8 @@ func (d *RegistryDirectory) filteredOut(instances []subscriber.Instance, wanted 
 		ErrNoInvokers, subscriber.FilteredOut(subscriber.Key{}, instances))
 }
 
-// Close empties the directory, makes List return ErrClosed, and closes
-// every invoker that implements io.Closer, with no lock held. It returns the
-// close errors joined. It is idempotent: later calls return nil.
+// Close empties the directory and closes its io.Closer invokers, returning
+// their errors. It is idempotent.
 func (d *RegistryDirectory) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -422,12 +352,12 @@ func (d *RegistryDirectory) Close() error {
 	return errors.Join(d.closeEntries(all, "directory closed")...)
 }
 
-// safeDial calls the DialFunc, turning a panic into a *PanicError so that
+// safeDial calls the dial function, turning a panic into a *PanicError so that
 // the invokers already dialled by the same update are not leaked.
 func (d *RegistryDirectory) safeDial(in subscriber.Instance) (iv Invoker, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			iv, err = nil, NewPanicError("cluster.DialFunc", r)
+			iv, err = nil, newPanicError("cluster.NewRegistryDirectory dial", r)
 		}
 	}()
 	return d.dial(in)
@@ -437,7 +367,7 @@ func (d *RegistryDirectory) safeDial(in subscriber.Instance) (iv Invoker, err er
 func safeClose(c io.Closer) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = NewPanicError("io.Closer.Close", r)
+			err = newPanicError("io.Closer.Close", r)
 		}
 	}()
 	return c.Close()
@@ -462,7 +392,7 @@ func (d *RegistryDirectory) closeEntries(es []*dirEntry, why string) []error {
 
 func (d *RegistryDirectory) report(errs []error) {
 	for _, err := range errs {
-		var de *DialError
+		var de *dialError
 		if errors.As(err, &de) {
 			d.cfg.logger.Warn("cluster: dial failed; instance left out until it is pushed again",
 				zap.String("instance", instanceKey(de.Instance)), zap.String("addr", hostPort(de.Instance)), zap.Error(de.Err))

@@ -198,7 +198,7 @@ func TestRegistryDirectoryUpdateReuseClose(t *testing.T) {
 			t.Errorf("%s closed %d times, want 1", iv.target, iv.closes.Load())
 		}
 	}
-	if _, err := d.List(context.Background(), nil); !errors.Is(err, ErrClosed) || errors.Is(err, ErrNoInvokers) {
+	if _, err := d.List(context.Background(), nil); !errors.Is(err, errClosed) || errors.Is(err, ErrNoInvokers) {
 		t.Fatalf("List after Close = %v; want ErrClosed (not ErrNoInvokers)", err)
 	}
 	d.Update([]subscriber.Instance{a})
@@ -237,19 +237,6 @@ func TestRegistryDirectoryKeepOnEmpty(t *testing.T) {
 	d.Update([]subscriber.Instance{b})
 	if got := list(t, d); fmt.Sprint(got) != "[10.0.0.2:80]" {
 		t.Errorf("List after good push = %v", got)
-	}
-}
-
-func TestRegistryDirectoryApplyEmpty(t *testing.T) {
-	d, dl := newDir(t, WithKeepOnEmpty(false))
-	d.Update([]subscriber.Instance{inst("10.0.0.1", 80)})
-	d.Update(nil)
-	ivs, err := d.List(context.Background(), nil)
-	if !errors.Is(err, ErrNoInvokers) || ivs != nil {
-		t.Fatalf("List after empty push = %v, %v; want ErrNoInvokers", ivs, err)
-	}
-	if dl.dialled[0].closes.Load() != 1 {
-		t.Error("invoker of the removed instance not closed")
 	}
 }
 

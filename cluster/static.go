@@ -7,13 +7,9 @@ type staticDirectory struct {
 	invokers []Invoker
 }
 
-// NewStaticDirectory returns a Directory that always lists the given
-// invokers, in order; nil invokers are left out. It copies the arguments,
-// so the caller may reuse its slice.
-//
-// List ignores ctx and inv, does not allocate, and returns the directory's
-// internal slice: callers must not modify it. With no invoker, List returns
-// ErrNoInvokers. The directory is immutable and safe for concurrent use.
+// NewStaticDirectory returns an immutable Directory of the non-nil
+// invokers, in order. Its List does not allocate. With no invoker it
+// returns ErrNoInvokers.
 func NewStaticDirectory(invokers ...Invoker) Directory {
 	d := &staticDirectory{}
 	for _, iv := range invokers {

@@ -10,14 +10,9 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// WithView feeds a RegistryDirectory from v, a View of the providers'
-// key (subscriber.WatchGroup.Watch), on a goroutine of its own: each new
-// list, the latest when lists come faster than it dials. The directory
-// owns v from NewRegistryDirectory on: Close stops the goroutine, waits
-// for it and closes v, and a NewRegistryDirectory that fails closes v
-// before it returns. A panic of the filter or error handler there is
-// recovered and logged; a nil v, or a second WithView, is an error (see
-// docs/watch.md).
+// WithView feeds a RegistryDirectory from v on a goroutine of its own. The
+// directory owns v: Close, or a failed NewRegistryDirectory, closes it. A
+// nil v or a second WithView is an error (docs/watch.md).
 func WithView(v *subscriber.View) Option {
 	return dirOption("WithView", func(c *dirConfig) {
 		if v == nil {
@@ -51,7 +46,7 @@ func (d *RegistryDirectory) startFollow() {
 }
 
 // stopFollow ends WithView's goroutine, once, and waits until it has
-// closed the view; called from that goroutine (a DialFunc or error handler
+// closed the view; called from that goroutine (the dial function or error handler
 // that closes the directory) it does not wait: the goroutine ends when its
 // Update returns.
 func (d *RegistryDirectory) stopFollow() {
@@ -92,13 +87,13 @@ func (f *follower) run(d *RegistryDirectory) {
 }
 
 // update applies one list, recovering a panic of the user's code that
-// Update runs (the WithFilter function, the WithErrorHandler function),
+// Update runs (the WithFilter function, the tests' error handler),
 // as the Manager does for a Listener: the directory keeps its last list
 // and the goroutine goes on following the view.
 func (f *follower) update(d *RegistryDirectory, list []subscriber.Instance) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe := NewPanicError("cluster.RegistryDirectory.Update", r)
+			pe := newPanicError("cluster.RegistryDirectory.Update", r)
 			d.cfg.logger.Error("cluster: recovered a panic while applying the view's list; keeping the last list",
 				zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
 		}

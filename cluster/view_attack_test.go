@@ -34,12 +34,12 @@ func TestWithViewFailedConstructorLeaksView(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name  string
-			dial  cluster.DialFunc
+			dial  func(subscriber.Instance) (cluster.Invoker, error)
 			opts  []cluster.Option
 			twice bool
 		}{
 			{"nil dial", nil, nil, false},
-			{"breaker option", dialAddr, []cluster.Option{cluster.WithConsecutiveFailures(3)}, false},
+			{"breaker option", dialAddr, []cluster.Option{cluster.WithMaxEjected(0.5)}, false},
 			{"WithView twice", dialAddr, nil, true},
 		} {
 			v, err := views.Watch(key)

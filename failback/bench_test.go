@@ -32,7 +32,7 @@ var benchInvoker cluster.Invoker = nopInvoker{}
 // BenchmarkInvoke compares the success path of a failback Invoke with a
 // direct call of the same invoker: the difference is what failback costs
 // when nothing fails (a closed-flag load, List on a static directory,
-// Select by cluster.Random).
+// Select by cluster.Random()).
 func BenchmarkInvoke(b *testing.B) {
 	iv := benchInvoker
 	inv := &cluster.Invocation{Method: "Notify"}

@@ -11,8 +11,10 @@ import (
 // *cluster.BreakerDirectory as its Directory and every retry selects only
 // targets whose breaker admits it.
 //
-//	dir, err := cluster.NewBreakerDirectory(registryDir,
-//		cluster.WithBreakerClassifier(failback.DefaultRetryable)) // what failback retries is what trips
+//	dir, err := cluster.NewBreakerDirectory(registryDir, cluster.WithBreakerSettings(
+//		func(string) gobreaker.Settings { // what failback retries is what trips
+//			return gobreaker.Settings{IsSuccessful: func(err error) bool { return !failback.DefaultRetryable(err) }}
+//		}))
 //	f, err := failback.New(dir)
 //
 // When no breaker admits the retry (every target out of selection: the

@@ -13,7 +13,7 @@ import (
 )
 
 // TestBreakerWaitsForAnOpenTimeoutThatNeverEnds: with
-// cluster.WithOpenTimeout(math.MaxInt64) an open breaker stays open until
+// an open timeout of math.MaxInt64 an open breaker stays open until
 // the process restarts, so a retry that no breaker admits waits that long
 // (it is held once), instead of being requeued every millisecond (the end
 // of the open timeout overflowed into 1707, a wait of minBreakerWait).
@@ -21,9 +21,8 @@ func TestBreakerWaitsForAnOpenTimeoutThatNeverEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps, inner := bkProviders(1)
 		ps[0].down.Store(true)
-		dir, err := cluster.NewBreakerDirectory(inner, cluster.WithConsecutiveFailures(1),
-			cluster.WithMaxEjected(1), cluster.WithOpenTimeout(math.MaxInt64),
-			cluster.WithBreakerClassifier(DefaultRetryable))
+		dir, err := cluster.NewBreakerDirectory(inner, tripAfter(1, math.MaxInt64, DefaultRetryable),
+			cluster.WithMaxEjected(1))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,8 +41,8 @@ func TestBreakerWaitDuringLongProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &hangProvider{}
 		p.down.Store(true)
-		dir, err := cluster.NewBreakerDirectory(cluster.NewStaticDirectory(p), cluster.WithConsecutiveFailures(1),
-			cluster.WithMaxEjected(1), cluster.WithOpenTimeout(time.Second), cluster.WithBreakerClassifier(DefaultRetryable))
+		dir, err := cluster.NewBreakerDirectory(cluster.NewStaticDirectory(p), tripAfter(1, time.Second, DefaultRetryable),
+			cluster.WithMaxEjected(1))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,9 +73,8 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps, inner := bkProviders(1)
 		ps[0].down.Store(true)
-		dir, err := cluster.NewBreakerDirectory(inner, cluster.WithConsecutiveFailures(1),
-			cluster.WithMaxEjected(1), cluster.WithOpenTimeout(10*time.Second),
-			cluster.WithBreakerClassifier(DefaultRetryable))
+		dir, err := cluster.NewBreakerDirectory(inner, tripAfter(1, 10*time.Second, DefaultRetryable),
+			cluster.WithMaxEjected(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,8 +130,7 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 func TestBreakerRefusedRetryNotCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps, inner := bkProviders(1)
-		dir, _ := cluster.NewBreakerDirectory(inner, cluster.WithConsecutiveFailures(1), cluster.WithMaxEjected(1),
-			cluster.WithOpenTimeout(time.Second))
+		dir, _ := cluster.NewBreakerDirectory(inner, tripAfter(1, time.Second, nil), cluster.WithMaxEjected(1))
 		ivs, _ := dir.List(context.Background(), &cluster.Invocation{})
 		stale := ivs[0]
 		ps[0].down.Store(true)
@@ -195,8 +193,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 		var bd *cluster.BreakerDirectory
 		if breaker {
 			var err error
-			bd, err = cluster.NewBreakerDirectory(inner, cluster.WithOpenTimeout(openTimeout),
-				cluster.WithBreakerClassifier(DefaultRetryable),
+			bd, err = cluster.NewBreakerDirectory(inner, tripAfter(0, openTimeout, DefaultRetryable),
 				cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
 					e, ok := ev.Detail.(cluster.BreakerEvent)
 					if !ok {
@@ -245,7 +242,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			}
 			if bd != nil {
 				n := 0
-				for _, s := range bd.Breakers() {
+				for _, s := range bd.Open() { // an ejected target's breaker is not closed
 					if s.Ejected {
 						n++
 					}
@@ -453,4 +450,20 @@ func (okProvider) Invoke(context.Context, *cluster.Invocation) (any, error) {
 
 func okDir() cluster.Directory {
 	return cluster.NewStaticDirectory(okProvider("10.0.0.1:20880"), okProvider("10.0.0.2:20880"), okProvider("10.0.0.3:20880"))
+}
+
+// tripAfter is the cluster.WithBreakerSettings of a breaker that trips
+// after n consecutive failures (0: the directory's default, 5) and stays
+// open for open; failure, if not nil, says which errors are failures.
+func tripAfter(n uint32, open time.Duration, failure func(error) bool) cluster.Option {
+	return cluster.WithBreakerSettings(func(string) gobreaker.Settings {
+		st := gobreaker.Settings{Timeout: open}
+		if n > 0 {
+			st.ReadyToTrip = func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= n }
+		}
+		if failure != nil {
+			st.IsSuccessful = func(err error) bool { return !failure(err) }
+		}
+		return st
+	})
 }

@@ -1,6 +1,7 @@
 package failback
 
 import (
+	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
@@ -122,7 +123,7 @@ func (f *Invoker) emit(kind rebound.EventKind, info Task) (pe *cluster.PanicErro
 func (f *Invoker) observe(o rebound.Observer, e rebound.Event) (pe *cluster.PanicError) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe = cluster.NewPanicError("failback observer ("+e.Kind.String()+")", r)
+			pe = &cluster.PanicError{Op: "failback observer (" + e.Kind.String() + ")", Value: r, Stack: debug.Stack()}
 			f.logPanic(pe, e.Detail.(Task).Invocation)
 		}
 	}()

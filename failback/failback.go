@@ -90,7 +90,7 @@ var _ cluster.Invoker = (*Invoker)(nil)
 // New returns a failback invoker over dir and starts its goroutines, which
 // Shutdown or Close stop. A nil dir or a bad option is a
 // *rebound.ArgumentError. Without options: DefaultPolicy(), 100 tasks, 8
-// workers, 10 s per retry attempt, DefaultRetryable, *cluster.Random.
+// workers, 10 s per retry attempt, DefaultRetryable, cluster.Random().
 func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	cfg, err := newConfig(dir, opts)
 	if err != nil {

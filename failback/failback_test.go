@@ -492,7 +492,7 @@ func TestRetryAvoidsFailedInvoker(t *testing.T) {
 		good := newProvider("10.0.0.2:1", nil)
 		dir := &mutableDir{}
 		dir.set(bad)
-		f := mustNew(t, dir, WithLoadBalance(&cluster.RoundRobin{}))
+		f := mustNew(t, dir, WithLoadBalance(cluster.RoundRobin()))
 		defer mustClose(t, f)
 
 		// Only the bad provider: its calls are queued.
@@ -552,8 +552,8 @@ func TestEmptyDirectoryIsQueued(t *testing.T) {
 		_ = rd.Close()
 		f2 := mustNew(t, rd)
 		defer mustClose(t, f2)
-		if _, err := f2.Invoke(callerCtx(), &cluster.Invocation{}); !errors.Is(err, cluster.ErrClosed) {
-			t.Errorf("Invoke on closed directory = %v; want cluster.ErrClosed at once", err)
+		if _, err := f2.Invoke(callerCtx(), &cluster.Invocation{}); !errors.Is(err, rebound.ErrClosed) {
+			t.Errorf("Invoke on closed directory = %v; want rebound.ErrClosed at once", err)
 		}
 	})
 }

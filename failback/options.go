@@ -68,7 +68,7 @@ func newConfig(dir cluster.Directory, opts []Option) (config, error) {
 		attemptTimeout: defaultAttemptTimeout,
 		retryable:      DefaultRetryable,
 		logger:         zap.NewNop(),
-		lb:             &cluster.Random{},
+		lb:             cluster.Random(),
 	}
 	if dir == nil {
 		cfg.bad("New", "dir", "must not be nil: a cluster.Directory is required", nil)
@@ -207,7 +207,7 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithLoadBalance sets how an attempt picks its invoker; retries exclude
 // the invokers that failed for the call. Default (and for nil):
-// *cluster.Random.
+// cluster.Random().
 func WithLoadBalance(lb cluster.LoadBalance) Option {
 	return optionFunc(func(c *config) {
 		if lb != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -168,7 +169,7 @@ func (f *Invoker) safeSelect(ctx context.Context, t *task) (target cluster.Invok
 	op := "cluster.Directory.List"
 	defer func() {
 		if r := recover(); r != nil {
-			pe = cluster.NewPanicError(op, r)
+			pe = &cluster.PanicError{Op: op, Value: r, Stack: debug.Stack()}
 			target, err = nil, pe
 		}
 	}()
@@ -212,7 +213,7 @@ func (f *Invoker) busyTargets(invokers []cluster.Invoker) []cluster.Invoker {
 func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invocation) (pe *cluster.PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe = cluster.NewPanicError("cluster.Invoker.Invoke", r)
+			pe = &cluster.PanicError{Op: "cluster.Invoker.Invoke", Value: r, Stack: debug.Stack()}
 			err = pe
 		}
 	}()

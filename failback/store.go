@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
@@ -251,7 +252,7 @@ func (f *Invoker) storeAdd(t *task) error {
 // recovered returns the panic value r recovered from op as an error
 // wrapping errPanicked and the *cluster.PanicError.
 func recovered(op string, r any) error {
-	return fmt.Errorf("%w: %w", errPanicked, cluster.NewPanicError(op, r))
+	return fmt.Errorf("%w: %w", errPanicked, &cluster.PanicError{Op: op, Value: r, Stack: debug.Stack()})
 }
 
 // marshalArgs is codec.Marshal with a panic returned as an error: the

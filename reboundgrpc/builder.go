@@ -3,6 +3,7 @@ package reboundgrpc
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,7 +247,7 @@ func (b *Builder) stats() stats {
 func (b *Builder) filter(list []subscriber.Instance) (st resolver.State, filtered int, pe error) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe = cluster.NewPanicError("reboundgrpc.WithFilter", r)
+			pe = &cluster.PanicError{Op: "reboundgrpc.WithFilter", Value: r, Stack: debug.Stack()}
 		}
 	}()
 	st, filtered = endpoints(list, b.o.filter)
@@ -300,7 +301,7 @@ func (s safeObserver) Observe(ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.b.panics.Add(1)
-			pe := cluster.NewPanicError("reboundgrpc observer ("+ev.Kind.String()+")", r)
+			pe := &cluster.PanicError{Op: "reboundgrpc observer (" + ev.Kind.String() + ")", Value: r, Stack: debug.Stack()}
 			s.b.log.Error("recovered a panic of an observer", zap.String("op", pe.Op),
 				zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
 		}

@@ -70,8 +70,7 @@ func TestBreakers(t *testing.T) {
 		lone := &bkProvider{target: xssTarget}
 		lone.down.Store(true)
 		notifyDir, err := cluster.NewBreakerDirectory(cluster.NewStaticDirectory(lone),
-			cluster.WithConsecutiveFailures(1), cluster.WithMaxEjected(1), cluster.WithOpenTimeout(10*time.Second),
-			cluster.WithBreakerClassifier(failback.DefaultRetryable))
+			tripAfter(1, 10*time.Second, failback.DefaultRetryable), cluster.WithMaxEjected(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +90,7 @@ func TestBreakers(t *testing.T) {
 		ps[1].down.Store(true)
 		ps[2].down.Store(true)
 		ordersDir, err := cluster.NewBreakerDirectory(cluster.NewStaticDirectory(ps[0], ps[1], ps[2]),
-			cluster.WithConsecutiveFailures(1), cluster.WithOpenTimeout(10*time.Second))
+			tripAfter(1, 10*time.Second, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,4 +276,17 @@ func TestBreakersScrubAndClosed(t *testing.T) {
 	if strings.Contains(html, "hunter2") || !strings.Contains(html, "10.0.0.2:8080") || strings.Contains(html, "10.0.0.1") {
 		t.Errorf("HTML: want only the open breaker, its password redacted:\n%s", html)
 	}
+}
+
+// tripAfter is the cluster.WithBreakerSettings of a breaker that trips
+// after n consecutive failures and stays open for open; failure, if not
+// nil, says which errors are failures.
+func tripAfter(n uint32, open time.Duration, failure func(error) bool) cluster.Option {
+	return cluster.WithBreakerSettings(func(string) gobreaker.Settings {
+		st := gobreaker.Settings{Timeout: open, ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= n }}
+		if failure != nil {
+			st.IsSuccessful = func(err error) bool { return !failure(err) }
+		}
+		return st
+	})
 }

@@ -108,8 +108,7 @@ func TestBrowser(t *testing.T) {
 	// A failback invoker whose only provider refuses: its calls wait in
 	// the queue, and the provider's breaker is open.
 	bdir, err := cluster.NewBreakerDirectory(cluster.NewStaticDirectory(refusing{}),
-		cluster.WithConsecutiveFailures(1), cluster.WithMaxEjected(1), cluster.WithOpenTimeout(time.Hour),
-		cluster.WithBreakerClassifier(failback.DefaultRetryable))
+		tripAfter(1, time.Hour, failback.DefaultRetryable), cluster.WithMaxEjected(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,8 +153,10 @@ func service(cfg config, withBreaker bool) (result, error) {
 	dir := cluster.NewStaticDirectory(ivs...)
 	if withBreaker {
 		r.name = "breaker"
-		bd, err := cluster.NewBreakerDirectory(dir, cluster.WithOpenTimeout(cfg.open),
-			cluster.WithBreakerClassifier(failback.DefaultRetryable),
+		bd, err := cluster.NewBreakerDirectory(dir,
+			cluster.WithBreakerSettings(func(string) gobreaker.Settings {
+				return gobreaker.Settings{Timeout: cfg.open, IsSuccessful: func(err error) bool { return !failback.DefaultRetryable(err) }}
+			}),
 			cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
 				e, ok := ev.Detail.(cluster.BreakerEvent)
 				if !ok {

@@ -75,11 +75,11 @@ type invokerOptions struct {
 	maxConns int
 }
 
-// dialHTTP returns the cluster.DialFunc of the consumer's
+// dialHTTP returns the dial function of the consumer's
 // RegistryDirectory: one httpInvoker, with its own connection pool, per
 // registry instance. Dialling opens no connection, so it never blocks the
 // registry push that calls it.
-func dialHTTP(o invokerOptions) cluster.DialFunc {
+func dialHTTP(o invokerOptions) func(subscriber.Instance) (cluster.Invoker, error) {
 	return func(in subscriber.Instance) (cluster.Invoker, error) {
 		if in.IP == "" || in.Port == 0 || in.Port > 65535 {
 			return nil, fmt.Errorf("instance %q has no usable address %s:%d", in.ID, in.IP, in.Port)

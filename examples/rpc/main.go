@@ -16,7 +16,7 @@
 //     Every -shed-every-th call gets 503 with Retry-After; a notification
 //     with no recipient gets 400. They record the IDs they accept;
 //   - a consumer: a nacos-sdk-go client, the subscriber/nacos adapter,
-//     a subscriber.Manager, a cluster.RegistryDirectory whose DialFunc makes
+//     a subscriber.Manager, a cluster.RegistryDirectory whose dial function makes
 //     an HTTP invoker per instance (invoker.go: refused, reset, timed out
 //     and 5xx are transient, 4xx permanent, Retry-After honoured), and a
 //     failback.Invoker with hooks that keep a per-notification ledger.

@@ -209,7 +209,7 @@ func (s *scenario) startConsumer(ctx context.Context) error {
 		failback.WithConcurrency(cfg.workers),
 		failback.WithPolicy(rebound.Policy{Initial: cfg.backoff, Max: cfg.backoffMax, MaxAttempts: cfg.retries + 1}),
 		failback.WithAttemptTimeout(cfg.callTimeout),
-		failback.WithLoadBalance(&cluster.RoundRobin{}),
+		failback.WithLoadBalance(cluster.RoundRobin()),
 		failback.WithObserver(s.led.hooks()),
 		failback.WithLogger(s.log))
 	if err != nil {
