@@ -140,11 +140,11 @@ type Registration struct {
 	group  string
 
 	retrier *rebound.Retrier
-	events  chan connEvent // from the hub's monitor (capacity 1, latest wins)
-	updates chan regUpdate
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the loop ends
-	settled chan struct{} // closed when Register returns
+	loop    *regstate.Loop // the repair loop's steps; no goroutine while idle
+	rep     *repairer      // the loop's state (its steps' only)
+	connUp  atomic.Bool    // the latest connection transition of the hub's monitor
+	connNew atomic.Bool    // a step for it is posted (the latest wins)
+	settled chan struct{}  // closed when Register returns
 
 	mu   sync.Mutex
 	inst model.Instance // what is registered (the loop's copy is authoritative)
@@ -157,9 +157,6 @@ type Registration struct {
 	released bool          // the slot was given back (under shut)
 	closeReq atomic.Bool   // Close ran while a Shutdown held shut
 }
-
-// connEvent is a connection transition seen by the hub's monitor.
-type connEvent struct{ up bool }
 
 type regUpdate struct {
 	ctx  context.Context
@@ -222,9 +219,6 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		key:     key,
 		group:   group,
 		retrier: retrier,
-		events:  make(chan connEvent, 1),
-		updates: make(chan regUpdate),
-		done:    make(chan struct{}),
 		settled: make(chan struct{}),
 		shut:    make(chan struct{}, 1),
 		inst:    toModel(inst),
@@ -309,10 +303,8 @@ func (g *Registration) first(inst subscriber.Instance, prev *Registration) error
 		return err
 	}
 	g.track.Registered()
-	var lctx context.Context
-	lctx, g.cancel = context.WithCancel(context.Background())
+	g.startLoop()
 	g.h.attach(g)
-	go g.loop(lctx)
 	return nil
 }
 

@@ -193,7 +193,7 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 		now := h.client.ServerHealthy()
 		if now != up {
 			up = now
-			h.broadcast(connEvent{up: up})
+			h.broadcast(up)
 		}
 		if up {
 			t.Reset(defaultPollInterval)
@@ -203,7 +203,7 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-func (h *hub) broadcast(ev connEvent) {
+func (h *hub) broadcast(up bool) {
 	hubs.mu.Lock()
 	regs := make([]*Registration, 0, len(h.regs))
 	for g := range h.regs {
@@ -211,16 +211,7 @@ func (h *hub) broadcast(ev connEvent) {
 	}
 	hubs.mu.Unlock()
 	for _, g := range regs {
-		// Capacity 1, the latest transition wins: drop a stale one. The
-		// monitor is the only sender, so the send then succeeds.
-		select {
-		case <-g.events:
-		default:
-		}
-		select {
-		case g.events <- ev:
-		default:
-		}
+		g.connection(up)
 	}
 }
 

@@ -25,39 +25,53 @@ const (
 	needRegister // register it again
 )
 
-// loop keeps the instance registered until ctx is done.
-func (g *Registration) loop(ctx context.Context) {
-	defer close(g.done)
-	r := &repairer{g: g, up: true, timer: time.NewTimer(time.Hour), periodT: time.NewTimer(time.Hour)}
-	r.timer.Stop()
-	defer r.timer.Stop()
-	defer r.periodT.Stop()
-	r.armPeriodic()
-	for {
-		select {
-		case <-ctx.Done():
-			if r.s != nil {
-				r.s.Cancel(time.Now())
-			}
-			return
-		case ev := <-g.events:
-			r.connection(ev.up)
-		case <-r.periodT.C:
-			if r.need == needNothing && r.up {
+// sched runs the due times of every Registration of the process.
+var sched = regstate.NewSched()
+
+// startLoop starts the repair loop: timers on the shared scheduler and
+// steps on a regstate.Loop, so that a waiting Registration costs no
+// goroutine.
+func (g *Registration) startLoop() {
+	r := &repairer{g: g, up: true}
+	g.rep = r
+	g.loop = regstate.NewLoop(func() {
+		r.timer.Stop()
+		r.periodT.Stop()
+		if r.s != nil {
+			r.s.Cancel(time.Now())
+			r.s = nil
+		}
+	})
+	r.timer = sched.NewTimer(func(gen uint32) {
+		g.loop.Post(func() bool { return !r.timer.Live(gen) || r.due() })
+	})
+	r.periodT = sched.NewTimer(func(gen uint32) {
+		g.loop.Post(func() bool {
+			if r.periodT.Live(gen) && r.need == needNothing && r.up {
 				r.need = needCheck
 				r.begin(0)
 			}
-		case <-r.timer.C:
-			if !r.due() {
-				return
-			}
-		case u := <-g.updates:
-			r.update(u)
-		}
-	}
+			return true
+		})
+	})
+	g.loop.Post(func() bool { r.armPeriodic(); return true })
 }
 
-// repairer is the loop's state (owned by the loop goroutine).
+// connection tells the loop of a connection transition; the latest one
+// wins over one not yet handled.
+func (g *Registration) connection(up bool) {
+	g.connUp.Store(up)
+	if g.connNew.Swap(true) {
+		return
+	}
+	g.loop.Post(func() bool {
+		g.connNew.Store(false)
+		g.rep.connection(g.connUp.Load())
+		return true
+	})
+}
+
+// repairer is the loop's state (owned by the loop's steps).
 type repairer struct {
 	g       *Registration
 	need    int
@@ -65,8 +79,8 @@ type repairer struct {
 	s       *rebound.Schedule // the current repair run; nil when none
 	j       judgement
 	kind    rebound.AttemptKind // the attempt the timer is the wait for
-	timer   *time.Timer
-	periodT *time.Timer
+	timer   *regstate.Timer
+	periodT *regstate.Timer
 }
 
 func (r *repairer) armPeriodic() {
@@ -144,6 +158,7 @@ func (r *repairer) due() bool {
 	case rebound.Stop, rebound.Drop:
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		r.s = nil // ended by its own verdict: nothing to give back
 		return false
 	}
 	return r.outcome(a, r.work())
@@ -211,6 +226,7 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	if dec.Verdict != rebound.WaitFor {
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		r.s = nil // ended by its own verdict: nothing to give back
 		return false
 	}
 	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
@@ -383,16 +399,23 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	inst.Ephemeral, inst.ID = true, ""
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
-	select {
-	case g.updates <- u:
-	case <-g.done:
-		return &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: subscriber.ErrRegistrationStopped}
-	case <-ctx.Done():
-		return ctx.Err()
+	stopped := &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: subscriber.ErrRegistrationStopped}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !g.loop.Post(func() bool { g.rep.update(u); return true }) {
+		return stopped
 	}
 	select {
 	case err := <-u.done:
 		return err
+	case <-g.loop.Done():
+		select {
+		case err := <-u.done:
+			return err
+		default:
+			return stopped // the loop ended before it took the Update
+		}
 	case <-ctx.Done():
 		if u.state.CompareAndSwap(updatePending, updateAbandoned) {
 			return ctx.Err()

@@ -15,9 +15,9 @@ import (
 // stop ends the loop (bounded by ctx) and gives the service's slot on the
 // client back.
 func (g *Registration) stop(ctx context.Context) error {
-	g.cancel()
+	g.loop.Stop()
 	select {
-	case <-g.done:
+	case <-g.loop.Done():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
