@@ -370,7 +370,7 @@ type nacosRolling struct {
 
 type nacosProv struct {
 	client naming_client.INamingClient
-	reg    *nacos.Registration
+	reg    subscriber.Registration
 }
 
 func newNacosRolling() (*nacosRolling, error) {

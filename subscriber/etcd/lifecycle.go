@@ -100,7 +100,7 @@ func checkWeight(fn string, w float64) error {
 // previous value stays). While another lease holds the key, it only
 // records the value. inst must keep the key (its ID, or IP and port) and
 // be valid for Register, or it is a *rebound.ArgumentError. After Shutdown
-// or Close the error matches subscriber.ErrRegistrationStopped.
+// or Close the error matches rebound.ErrClosed.
 func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
 	const fn = "Registration.Update"
 	if ctx == nil {
@@ -125,7 +125,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	select {
 	case g.updates <- u:
 	case <-g.done:
-		return opErr("update", g.key, subscriber.ErrRegistrationStopped)
+		return opErr("update", g.key, regstate.ErrStopped)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -198,8 +198,7 @@ func WithPolicy(p rebound.Policy) Option {
 }
 
 // WithRegistrationObserver adds o as an observer of the registration's
-// events (Register only; see subscriber.RegistrationHooks). A nil o is
-// ignored.
+// events (Register only). A nil o is ignored.
 func WithRegistrationObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil

@@ -209,7 +209,7 @@ func TestRegisterErrors(t *testing.T) {
 // TestRegistrationStatusHooksAndUpdate: the Registration reports the
 // subscriber.Registration states and requests through its hooks, Update
 // changes the registered value on the same lease, and Update after
-// Shutdown is ErrRegistrationStopped.
+// Shutdown matches rebound.ErrClosed.
 func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
@@ -218,7 +218,7 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 		states []string
 		ops    []string
 	)
-	hooks := subscriber.RegistrationHooks{
+	hooks := registrationHooks{
 		StateChanged: func(sc subscriber.RegistrationStateChange) {
 			mu.Lock()
 			states = append(states, sc.From.String()+">"+sc.To.String())
@@ -271,8 +271,8 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Update(context.Background(), up); !errors.Is(err, subscriber.ErrRegistrationStopped) || !errors.Is(err, rebound.ErrClosed) {
-		t.Fatalf("Update after Shutdown = %v, want ErrRegistrationStopped (rebound.ErrClosed)", err)
+	if err := g.Update(context.Background(), up); !errors.Is(err, rebound.ErrClosed) {
+		t.Fatalf("Update after Shutdown = %v, want rebound.ErrClosed", err)
 	}
 	if st := g.Status(); st.State != subscriber.RegistrationStopped {
 		t.Fatalf("State after Shutdown = %v, want stopped", st.State)

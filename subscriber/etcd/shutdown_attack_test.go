@@ -17,7 +17,7 @@ func TestConcurrentShutdownReturnsWithItsCtx(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
 	failed := make(chan struct{}, 1)
-	hooks := subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	hooks := registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 		if a.Op == "deregister" && a.Err != nil {
 			select {
 			case failed <- struct{}{}:

@@ -31,7 +31,7 @@ var sched = regstate.NewSched()
 // startLoop starts the repair loop: timers on the shared scheduler and
 // steps on a regstate.Loop, so that a waiting Registration costs no
 // goroutine.
-func (g *Registration) startLoop() {
+func (g *registration) startLoop() {
 	r := &repairer{g: g, up: true}
 	g.rep = r
 	g.loop = regstate.NewLoop(func() {
@@ -59,7 +59,7 @@ func (g *Registration) startLoop() {
 
 // connection tells the loop of a connection transition; the latest one
 // wins over one not yet handled.
-func (g *Registration) connection(up bool) {
+func (g *registration) connection(up bool) {
 	g.connUp.Store(up)
 	if g.connNew.Swap(true) {
 		return
@@ -73,7 +73,7 @@ func (g *Registration) connection(up bool) {
 
 // repairer is the loop's state (owned by the loop's steps).
 type repairer struct {
-	g       *Registration
+	g       *registration
 	need    int
 	up      bool
 	s       *rebound.Schedule // the current repair run; nil when none
@@ -190,7 +190,7 @@ func (r *repairer) work() error {
 			g.track.Set(subscriber.RegistrationRegistered, nil)
 			g.track.Repaired()
 			r.need = needNothing
-		case errors.Is(err, ErrNotListed):
+		case errors.Is(err, errNotListed):
 			r.need = needCheck // the Schedule's backoff, then look again
 		}
 	}
@@ -209,7 +209,7 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 		r.armPeriodic()
 		return true
 	}
-	if errors.Is(err, errClosed) || errors.Is(err, ErrLookupUnsupported) {
+	if errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported) {
 		if r.s != nil {
 			// The admitted attempt's token and breaker admission go
 			// back: the loop ends without its outcome.
@@ -257,7 +257,7 @@ type judgement struct {
 func (j *judgement) news() { j.other, j.left, j.hidden = false, false, false }
 
 // judge returns the work a check's answer (found, same) calls for.
-func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) int {
+func (j *judgement) judge(g *registration, in model.Instance, found, same bool) int {
 	j.unlisted = false
 	switch {
 	case found && (same || j.other):
@@ -278,7 +278,7 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 		return needNothing
 	case found:
 		g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
-		g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+		g.track.Set(subscriber.RegistrationRepairing, errNotListed)
 		j.other = true
 		return needRegister
 	case !in.Enable:
@@ -287,7 +287,7 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 		return needNothing
 	}
 	g.log.Info("the server does not list the instance; registering it again")
-	g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+	g.track.Set(subscriber.RegistrationRepairing, errNotListed)
 	j.unlisted = true
 	return needRegister
 }
@@ -299,7 +299,7 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 // it: Nacos keeps that apart from the registration, and its query leaves
 // disabled instances out) or lost it again: the repair failed, and the
 // Schedule's backoff paces the next one, not the check interval.
-func (j *judgement) confirm(g *Registration, in model.Instance) error {
+func (j *judgement) confirm(g *registration, in model.Instance) error {
 	if !j.unlisted {
 		return nil
 	}
@@ -313,12 +313,12 @@ func (j *judgement) confirm(g *Registration, in model.Instance) error {
 		j.hidden = true
 		return nil
 	}
-	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", ErrNotListed))
+	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", errNotListed))
 }
 
 // update sends u's instance (in the loop goroutine) and adopts it unless
 // Update gave up on it; sent: the server accepted the request.
-func (g *Registration) update(u regUpdate) (sent bool, err error) {
+func (g *registration) update(u regUpdate) (sent bool, err error) {
 	if err := u.ctx.Err(); err != nil {
 		return false, err
 	}
@@ -377,10 +377,10 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 // Register it), a *rebound.ArgumentError, as is a bad Weight or one that
 // Register refuses (Enabled, Healthy and Weight all zero). After
 // Shutdown or Close it returns an error matching
-// subscriber.ErrRegistrationStopped. The SDK's call is not cancelled by
+// rebound.ErrClosed. The SDK's call is not cancelled by
 // ctx (it is bounded by the client's TimeoutMs); ctx bounds the wait for
 // it.
-func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+func (g *registration) Update(ctx context.Context, inst subscriber.Instance) error {
 	const fn = "nacos.Registration.Update"
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: fn, Arg: "ctx", Reason: "must not be nil"}
@@ -399,7 +399,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	inst.Ephemeral, inst.ID = true, ""
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
-	stopped := &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: subscriber.ErrRegistrationStopped}
+	stopped := &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: regstate.ErrStopped}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func BenchmarkManyRegistrations(b *testing.B) {
 				}
 				defer c.CloseClient()
 				heap0, g0 := heapInUse(), runtime.NumGoroutine()
-				var regs []*nacos.Registration
+				var regs []subscriber.Registration
 				for i := range manyRegistrations {
 					svc := fmt.Sprintf("svc-%d", i)
 					in := inst("10.3.0.1", 8080)
