@@ -316,7 +316,7 @@ func (j *judgement) confirm(g *registration, in model.Instance) error {
 	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", errNotListed))
 }
 
-// update sends u's instance (in the loop goroutine) and adopts it unless
+// update sends u's instance (in a step of the loop) and adopts it unless
 // Update gave up on it; sent: the server accepted the request.
 func (g *registration) update(u regUpdate) (sent bool, err error) {
 	if err := u.ctx.Err(); err != nil {

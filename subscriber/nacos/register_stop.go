@@ -29,7 +29,7 @@ func (g *registration) stop(ctx context.Context) error {
 // registered while the client's connection lives (the SDK's redo also
 // keeps re-sending it after reconnects, as it does for any instance the
 // client registered). Use Shutdown to deregister. Close is idempotent,
-// returns once the Registration's goroutine has ended, and returns nil.
+// returns once the repair loop's step in flight has ended, and returns nil.
 func (g *registration) Close() error {
 	_ = g.stop(context.Background())
 	select {
