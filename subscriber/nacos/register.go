@@ -279,8 +279,20 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 // newRegisterRetrier is the Retrier of a registration's attempts. A local
 // refusal defers the attempt, whatever the options say (a budget's
 // default rule, RefuseStop, would end the loop): a registration retries
-// until it is stopped.
+// until it is stopped. Registrations with neither a policy nor options
+// share one Retrier (it holds no per-loop state).
 func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
+	if len(cfg.retryOpts) == 0 && cfg.policy == (rebound.Policy{}) {
+		return defaultRetrier()
+	}
+	return compileRegisterRetrier(cfg)
+}
+
+// defaultRetrier is the Retrier of the registrations configured with
+// neither a policy nor options.
+var defaultRetrier = sync.OnceValues(func() (*rebound.Retrier, error) { return compileRegisterRetrier(regConfig{}) })
+
+func compileRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
 		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
