@@ -40,6 +40,44 @@ func (l *Loop) Post(step func() bool) bool {
 	return true
 }
 
+// Do is Post for a short step that makes no request (a connection
+// event): when no step is running it runs step on the caller's goroutine,
+// and hands the steps queued meanwhile to a goroutine of their own. One
+// goroutine can so tell many idle loops of an event without starting a
+// goroutine for each. It reports false when the loop has ended or is
+// ending.
+func (l *Loop) Do(step func() bool) bool {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
+	if l.active {
+		l.queue = append(l.queue, step)
+		l.mu.Unlock()
+		return true
+	}
+	l.active = true
+	l.mu.Unlock()
+	ok := step()
+	l.mu.Lock()
+	if !ok {
+		l.stopped = true
+	}
+	switch {
+	case l.stopped:
+		l.mu.Unlock()
+		l.end()
+	case len(l.queue) > 0:
+		l.mu.Unlock()
+		go l.run()
+	default:
+		l.active = false
+		l.mu.Unlock()
+	}
+	return true
+}
+
 // Stop ends the loop after the step running, if any; Done is closed when
 // it has ended. It is idempotent.
 func (l *Loop) Stop() {

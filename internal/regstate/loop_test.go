@@ -139,3 +139,47 @@ func TestLoopStopWaitsForTheStepRunning(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopDoRunsInlineWhenIdle: Do runs its step on the caller's
+// goroutine when no step runs, queues it behind a running one, and hands
+// steps queued during it to a goroutine of their own.
+func TestLoopDoRunsInlineWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := NewLoop(nil)
+		var order []string
+		inline := false
+		l.Do(func() bool {
+			inline = true
+			l.Post(func() bool { order = append(order, "posted"); return true })
+			order = append(order, "do")
+			return true
+		})
+		if !inline {
+			t.Fatal("Do on an idle loop did not run its step before returning")
+		}
+		synctest.Wait()
+		if len(order) != 2 || order[0] != "do" || order[1] != "posted" {
+			t.Fatalf("steps ran %v, want [do posted]", order)
+		}
+		release := make(chan struct{})
+		l.Post(func() bool { <-release; return true })
+		synctest.Wait()
+		ran := false
+		l.Do(func() bool { ran = true; return true })
+		if ran {
+			t.Fatal("Do ran its step beside a running one")
+		}
+		close(release)
+		synctest.Wait()
+		if !ran {
+			t.Fatal("Do's queued step never ran")
+		}
+		if !l.Do(func() bool { return false }) {
+			t.Fatal("Do refused a step of a live loop")
+		}
+		<-l.Done()
+		if l.Do(func() bool { return true }) {
+			t.Fatal("Do accepted a step after the loop ended")
+		}
+	})
+}

@@ -54,7 +54,7 @@ func (g *registration) startLoop() {
 			return true
 		})
 	})
-	g.loop.Post(func() bool { r.armPeriodic(); return true })
+	g.loop.Do(func() bool { r.armPeriodic(); return true })
 }
 
 // connection tells the loop of a connection transition; the latest one
@@ -64,7 +64,7 @@ func (g *registration) connection(up bool) {
 	if g.connNew.Swap(true) {
 		return
 	}
-	g.loop.Post(func() bool {
+	g.loop.Do(func() bool {
 		g.connNew.Store(false)
 		g.rep.connection(g.connUp.Load())
 		return true
