@@ -15,7 +15,7 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// stop ends the goroutines, bounded by ctx.
+// stop ends the loop, bounded by ctx.
 func (g *registration) stop(ctx context.Context) error {
 	g.cancel()
 	select {
@@ -28,7 +28,7 @@ func (g *registration) stop(ctx context.Context) error {
 
 // Close stops the registration at once, without a request: the key stays
 // until its lease expires (at most the TTL). It implements io.Closer: it
-// is idempotent, waits for the Registration's goroutines and returns nil.
+// is idempotent, waits for the Registration's goroutine and returns nil.
 func (g *registration) Close() error {
 	_ = g.stop(context.Background())
 	g.track.Set(subscriber.RegistrationStopped, nil)

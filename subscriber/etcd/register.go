@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/regstate"
@@ -37,7 +36,7 @@ type registration struct {
 	retrier *rebound.Retrier
 	cancel  context.CancelFunc
 	updates chan update   // Update's requests to the loop goroutine
-	done    chan struct{} // closed when the goroutines end
+	done    chan struct{} // closed when the loop ends
 
 	mu    sync.Mutex
 	lease clientv3.LeaseID
@@ -213,11 +212,9 @@ type holder struct {
 
 // loop keeps the instance registered until ctx is done.
 func (g *registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int64) {
-	var wg sync.WaitGroup
 	defer close(g.done)
-	defer wg.Wait()
 	ready := make(chan struct{}, 1)
-	wg.Go(func() { g.watchConnection(ctx, ready) })
+	defer watchReady(g.client, ready)() // one watcher per client, not per registration
 
 	h := &holder{g: g, ctx: ctx, lease: lease}
 	defer h.stopKeepAlive()
@@ -497,26 +494,6 @@ func permanentIfClosed(err error) error {
 		return rebound.Permanent(err)
 	}
 	return err
-}
-
-// watchConnection sends on ready (without blocking) whenever the
-// client's connection becomes ready after it was not, until ctx is done.
-func (g *registration) watchConnection(ctx context.Context, ready chan<- struct{}) {
-	conn := g.client.ActiveConnection()
-	if conn == nil {
-		return
-	}
-	s := conn.GetState()
-	for conn.WaitForStateChange(ctx, s) {
-		was := s
-		s = conn.GetState()
-		if s == connectivity.Ready && was != connectivity.Ready {
-			select {
-			case ready <- struct{}{}:
-			default:
-			}
-		}
-	}
 }
 
 var (
