@@ -19,7 +19,6 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/reboundgrpc"
 	"github.com/rebound-go/rebound/subscriber"
-	"github.com/rebound-go/rebound/subscriber/etcd"
 )
 
 // slowBackend is a backend whose every RPC takes work (20 ms), so that a
@@ -155,7 +154,7 @@ func (f *fakeReg) Key() subscriber.Key                { return subscriber.Key{Se
 func TestDrainBadInput(t *testing.T) {
 	srv := grpc.NewServer()
 	defer srv.Stop()
-	var nilReg *etcd.Registration
+	var nilReg *fakeReg
 	cases := []struct {
 		name string
 		err  error

@@ -17,7 +17,7 @@ type etcdEnv struct {
 	c      *etcdtest.Cluster
 	client *clientv3.Client
 	b      *reboundgrpc.Builder
-	regs   map[*backend]*etcd.Registration
+	regs   map[*backend]subscriber.Registration
 }
 
 func newEtcdEnv(t *testing.T) *etcdEnv {
@@ -47,7 +47,7 @@ func newEtcdEnv(t *testing.T) *etcdEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	return &etcdEnv{c: c, client: client, b: b, regs: map[*backend]*etcd.Registration{}}
+	return &etcdEnv{c: c, client: client, b: b, regs: map[*backend]subscriber.Registration{}}
 }
 
 func (e *etcdEnv) register(t *testing.T, bs ...*backend) {

@@ -3,7 +3,6 @@ package reboundkratos_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -52,7 +51,7 @@ func (e *nacosEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 	client := e.client(t)
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos,
 		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
-			return nacos.Register(ctx, client, key, inst, nacos.WithRedoGrace(500*time.Millisecond),
+			return nacos.Register(ctx, client, key, inst,
 				nacos.WithRegisterPolicy(fastPolicy))
 		}, reboundkratos.WithDrainDelay(testDrain), reboundkratos.WithPolicy(fastPolicy))
 	if err != nil {

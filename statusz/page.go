@@ -247,7 +247,7 @@ func registrationPage(nr namedRegs, now time.Time) registrationSection {
 		}
 	}
 	rp := registrationSection{Name: nr.name, Counts: map[string]int{}, Registrations: make([]registrationRow, 0, len(all))}
-	for _, s := range subscriber.RegistrationStates() {
+	for s := subscriber.RegistrationRegistering; s <= subscriber.RegistrationStopped; s++ {
 		rp.Counts[s.String()] = 0
 	}
 	for _, st := range all {

@@ -16,7 +16,8 @@
 //
 // Registration is the provider's side: one instance kept registered until
 // Shutdown (deregister, confirmed) or Close (stop repairing), with the
-// states of RegistrationState, a RegistrationStatus and RegistrationHooks.
+// states of RegistrationState and a RegistrationStatus; its events go to a
+// rebound.Observer.
 // nacos.Register and etcd.Register implement it, and both pass
 // subscribertest.RunRegistration. Drain stops a provider in the order that
 // fails no call: deregister, wait, stop serving.

@@ -16,12 +16,9 @@ var (
 	// ErrRegistryClosed is wrapped by an adapter whose client was closed.
 	// It stops a subscription for good. It matches rebound.ErrClosed.
 	ErrRegistryClosed = rebound.NewClosedError("subscriber: registry closed")
-	// ErrRegistrationStopped is returned (wrapped) by Registration.Update
-	// after Shutdown or Close, or after the registration stopped for good
-	// on a permanent error. It matches rebound.ErrClosed.
-	ErrRegistrationStopped = rebound.NewClosedError("subscriber: registration stopped")
-	// ErrDisconnected is a subscription's last error while the connection
-	// is reported lost.
+	// ErrDisconnected is a subscription's last error after the
+	// ConnectionMonitor reported the connection lost, until the next
+	// attempt.
 	ErrDisconnected = errors.New("subscriber: registry connection lost")
 )
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/rebound-go/rebound"
 )
 
 // Registration is the provider's side of service discovery, as Registry is
@@ -72,13 +70,6 @@ const (
 	RegistrationStopped
 )
 
-// RegistrationStates lists the RegistrationState values in order, for
-// per-state gauges and status pages.
-func RegistrationStates() []RegistrationState {
-	return []RegistrationState{RegistrationRegistering, RegistrationRegistered, RegistrationRepairing,
-		RegistrationDeregistering, RegistrationStopped}
-}
-
 func (s RegistrationState) String() string {
 	switch s {
 	case RegistrationRegistering:
@@ -123,36 +114,8 @@ type RegistrationStatus struct {
 	LastErrAt time.Time
 }
 
-// RegistrationHooks adapts functions to a rebound.Observer of a
-// Registration's events (the adapters' WithRegistrationObserver); nil
-// fields are skipped. Observers run one at a time, in order, never under
-// a lock; they may call Status, Key and Instance, not Update, Shutdown or
-// Close. What a slow one stalls: docs/observability.md.
-type RegistrationHooks struct {
-	// StateChanged: the registration moved from one state to another
-	// (From 0 at its creation): a rebound.EventStateChanged, Err its Reason.
-	StateChanged func(RegistrationStateChange)
-	// Attempted: one request of the registration to the registry ended
-	// (a rebound.EventAttempt, Err the request's error).
-	Attempted func(RegistrationAttempt)
-}
-
-// Observe calls the field for e.Detail's type, if set.
-func (h RegistrationHooks) Observe(e rebound.Event) {
-	switch d := e.Detail.(type) {
-	case RegistrationStateChange:
-		if h.StateChanged != nil {
-			h.StateChanged(d)
-		}
-	case RegistrationAttempt:
-		if h.Attempted != nil {
-			h.Attempted(d)
-		}
-	}
-}
-
 // RegistrationStateChange is the Detail of a Registration's
-// rebound.EventStateChanged (RegistrationHooks.StateChanged).
+// rebound.EventStateChanged.
 type RegistrationStateChange struct {
 	Registry string
 	Key      Key
@@ -164,7 +127,7 @@ type RegistrationStateChange struct {
 }
 
 // RegistrationAttempt is the Detail of a Registration's
-// rebound.EventAttempt (RegistrationHooks.Attempted).
+// rebound.EventAttempt.
 type RegistrationAttempt struct {
 	Registry string
 	Key      Key

@@ -20,7 +20,7 @@
 // keys a service registering with endpoints.Manager has today; they are
 // written by etcd.Register with etcd.EndpointsLayout, which keeps them
 // through an outage longer than the lease TTL. rebound reads those same
-// keys: the etcd adapter with etcd.WithLayout(etcd.EndpointsLayout{}),
+// keys: the etcd adapter with etcd.WithLayout(etcd.EndpointsLayout(nil)),
 // target "rebound:///svc/orders" (the drop-in for "etcd:///svc/orders").
 //
 // Every consumer makes one fail-fast health Check RPC per -interval

@@ -191,7 +191,7 @@ func (r *nacosRegistry) close() {
 // ("svc/orders/<addr>" with {"Addr": ...}), as a service using etcd's
 // endpoints.Manager does today. Both consumers read these same keys:
 // etcd's resolver as "etcd:///svc/orders", rebound's through the etcd
-// adapter with etcd.WithLayout(etcd.EndpointsLayout{}) as
+// adapter with etcd.WithLayout(etcd.EndpointsLayout(nil)) as
 // "rebound:///svc/orders".
 const etcdTarget = "svc/" + service
 
@@ -217,7 +217,7 @@ func (r *etcdRegistry) readyAfter(side string, t time.Time) (time.Time, bool) {
 
 // etcdReg is one provider's endpoint.
 type etcdReg struct {
-	reg *etcd.Registration
+	reg subscriber.Registration
 }
 
 func quietClient(eps ...string) (*clientv3.Client, error) {
@@ -247,7 +247,7 @@ func newEtcdRegistry() (_ *etcdRegistry, err error) {
 		return nil, err
 	}
 	r.conns = map[string]*connLog{"rebound": watchConn(r.consumer), "baseline": watchConn(r.base)}
-	if r.reg, err = etcd.New(r.consumer, etcd.WithLayout(etcd.EndpointsLayout{})); err != nil {
+	if r.reg, err = etcd.New(r.consumer, etcd.WithLayout(etcd.EndpointsLayout(nil))); err != nil {
 		return nil, err
 	}
 	if r.m, err = subscriber.New(r.reg); err != nil {
@@ -268,7 +268,7 @@ func (r *etcdRegistry) register(p *provider) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	in := subscriber.Instance{IP: "127.0.0.1", Port: p.port, Weight: 1, Healthy: true, Enabled: true}
-	reg, err := etcd.Register(ctx, r.admin, subscriber.Key{Service: etcdTarget}, in, etcd.WithLayout(etcd.EndpointsLayout{}))
+	reg, err := etcd.Register(ctx, r.admin, subscriber.Key{Service: etcdTarget}, in, etcd.WithLayout(etcd.EndpointsLayout(nil)))
 	if err != nil {
 		return err
 	}
@@ -370,7 +370,7 @@ type nacosRolling struct {
 
 type nacosProv struct {
 	client naming_client.INamingClient
-	reg    *nacos.Registration
+	reg    subscriber.Registration
 }
 
 func newNacosRolling() (*nacosRolling, error) {

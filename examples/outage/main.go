@@ -66,7 +66,7 @@
 // then the SDK's redo: after a restart it does what the SDK alone does (a
 // rejected register returns false with a nil error, and the loop only runs
 // at start-up). rebound: one nacos.Register per service, which checks
-// after each reconnect (WithRedoGrace, 1 s) whether the SDK's redo
+// after each reconnect (the redo grace, 1 s) whether the SDK's redo
 // registered the instance again and registers what is missing. Every Subscribe call appends onChange to the SDK's callbacks
 // once more, so a service subscribed after failures delivers each change
 // several times. With -naive-nosleep the loop retries at once, at most

@@ -161,7 +161,7 @@ type scenario struct {
 	rejectedBefore nacostest.Stats // the registry's counts before the restart
 
 	providers []naming_client.INamingClient
-	regs      []*nacos.Registration       // the providers' registrations (rebound run)
+	regs      []subscriber.Registration   // the providers' registrations (rebound run)
 	canary    naming_client.INamingClient // registers the change after the recovery
 
 	mu      sync.Mutex // guards the fields below (progress reads them)
@@ -253,7 +253,7 @@ func (s *scenario) setUp(ctx context.Context) error {
 	s.prog.phase(s.mode, "registering")
 	errs := make([]error, len(s.providers))
 	var wg sync.WaitGroup
-	regs := make([][]*nacos.Registration, len(s.providers))
+	regs := make([][]subscriber.Registration, len(s.providers))
 	for p, c := range s.providers {
 		wg.Go(func() {
 			switch s.mode {
@@ -427,8 +427,8 @@ func (s *scenario) registerNaive(ctx context.Context, c naming_client.INamingCli
 
 // registerRebound registers provider p's instance in every service with
 // nacos.Register, which keeps it registered.
-func (s *scenario) registerRebound(ctx context.Context, c naming_client.INamingClient, p int) ([]*nacos.Registration, error) {
-	var regs []*nacos.Registration
+func (s *scenario) registerRebound(ctx context.Context, c naming_client.INamingClient, p int) ([]subscriber.Registration, error) {
+	var regs []subscriber.Registration
 	for _, svc := range s.services {
 		g, err := nacos.Register(ctx, c, subscriber.Key{Service: svc}, subscriber.Instance{
 			IP: providerIP(p), Port: providerPort, Weight: 1, Healthy: true, Enabled: true,

@@ -14,6 +14,11 @@ const (
 	OpDeregister = "deregister" // a deregister request, or the check that it is gone
 )
 
+// ErrStopped is wrapped by the error of Registration.Update after
+// Shutdown or Close, or after the registration stopped for good on a
+// permanent error. It matches rebound.ErrClosed.
+var ErrStopped = rebound.NewClosedError("subscriber: registration stopped")
+
 // CheckRegistrable returns a *rebound.ArgumentError naming fn when inst's
 // Enabled, Healthy and Weight are all zero: consumers filter such an
 // instance out, so no call would reach it. Register and Update call it.

@@ -20,7 +20,7 @@ func TestHooksOutsideLockInOrder(t *testing.T) {
 		tr  *Tracker
 		got []string
 	)
-	hooks := subscriber.RegistrationHooks{
+	hooks := registrationHooks{
 		StateChanged: func(c subscriber.RegistrationStateChange) {
 			if tr == nil { // the first event comes from New
 				got = append(got, c.To.String())
@@ -52,11 +52,11 @@ func TestHooksOutsideLockInOrder(t *testing.T) {
 
 func TestStatesOrderedAndNamed(t *testing.T) {
 	var names []string
-	for _, s := range subscriber.RegistrationStates() {
+	for s := subscriber.RegistrationRegistering; s <= subscriber.RegistrationStopped; s++ {
 		names = append(names, s.String())
 	}
 	if got := strings.Join(names, ","); got != "registering,registered,repairing,deregistering,stopped" {
-		t.Fatalf("RegistrationStates = %s", got)
+		t.Fatalf("RegistrationState values = %s", got)
 	}
 }
 

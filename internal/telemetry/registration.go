@@ -16,7 +16,7 @@ const (
 )
 
 // RegistrationStateNames are the attribute values of state, in the order
-// of subscriber.RegistrationStates.
+// of subscriber.RegistrationState, registering to stopped.
 var RegistrationStateNames = [5]string{"registering", "registered", "repairing", "deregistering", "stopped"}
 
 // RegistrationOpNames are the attribute values of op, in the order of

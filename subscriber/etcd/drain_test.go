@@ -18,7 +18,7 @@ func TestShutdownRetriesRevokeWithinCtx(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
 	failed := make(chan struct{}, 1)
-	hooks := subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	hooks := registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 		if a.Op == "deregister" && a.Err != nil {
 			select {
 			case failed <- struct{}{}:
@@ -28,7 +28,7 @@ func TestShutdownRetriesRevokeWithinCtx(t *testing.T) {
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	g, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.1", 80),
+	g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.1", 80),
 		etcdreg.WithTTL(time.Minute), etcdreg.WithAttemptTimeout(500*time.Millisecond),
 		etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond}),
 		etcdreg.WithRegistrationObserver(hooks))

@@ -32,7 +32,7 @@ func TestDurationOptionsSweep(t *testing.T) {
 			t.Run(tc.name+"/"+d.String(), func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 				defer cancel()
-				g, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.9", 80), tc.opt(d))
+				g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.9", 80), tc.opt(d))
 				if !tc.ok[d] {
 					var ae *rebound.ArgumentError
 					if g != nil {
@@ -75,7 +75,7 @@ func TestTTLBoundIsEtcds(t *testing.T) {
 	cli := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	g, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.9", 80), etcdreg.WithTTL(maxTTL))
+	g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.9", 80), etcdreg.WithTTL(maxTTL))
 	if err != nil {
 		t.Fatalf("WithTTL(MaxTTL): %v", err)
 	}
@@ -87,7 +87,7 @@ func TestTTLBoundIsEtcds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ae *rebound.ArgumentError
-	if _, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.9", 80), etcdreg.WithTTL(maxTTL+1)); !errors.As(err, &ae) || ae.Func != "etcd.WithTTL" {
+	if _, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.9", 80), etcdreg.WithTTL(maxTTL+1)); !errors.As(err, &ae) || ae.Func != "etcd.WithTTL" {
 		t.Errorf("WithTTL(MaxTTL+1ns) = %v; want an ArgumentError of etcd.WithTTL", err)
 	}
 }

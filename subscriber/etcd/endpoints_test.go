@@ -39,7 +39,7 @@ func TestEndpointsLayoutReadsEndpointsManager(t *testing.T) {
 	add("a", "10.0.0.1:80", map[string]any{"zone": "z1", "weight": 3})
 	add("b", "10.0.0.2:80", nil)
 
-	m := newManager(t, newRegistry(t, cli, etcdreg.WithLayout(etcdreg.EndpointsLayout{})), subscriber.WithEmptyListHold(0))
+	m := newManager(t, newRegistry(t, cli, etcdreg.WithLayout(etcdreg.EndpointsLayout(nil))), subscriber.WithEmptyListHold(0))
 	var rec recorder
 	if _, err := m.Subscribe(context.Background(), subscriber.Key{Service: target}, rec.listener); err != nil {
 		t.Fatal(err)
@@ -66,9 +66,9 @@ func TestEndpointsLayoutReadsEndpointsManager(t *testing.T) {
 	// The other way: a rebound Registration in the endpoints layout is an
 	// endpoint for etcd's own tools (and its gRPC resolver).
 	g := register(t, func() (*etcdreg.Registration, error) {
-		return etcdreg.Register(context.Background(), cli, subscriber.Key{Service: target},
+		return etcdreg.RegisterConcrete(context.Background(), cli, subscriber.Key{Service: target},
 			subscriber.Instance{IP: "10.0.0.9", Port: 90, Weight: 1, Healthy: true, Enabled: true, Metadata: map[string]string{"v": "2"}},
-			etcdreg.WithLayout(etcdreg.EndpointsLayout{}))
+			etcdreg.WithLayout(etcdreg.EndpointsLayout(nil)))
 	})
 	if want := target + "/10.0.0.9:90"; g.InstanceKey() != want {
 		t.Fatalf("Key() = %q, want %q", g.InstanceKey(), want)
@@ -84,7 +84,7 @@ func TestEndpointsLayoutReadsEndpointsManager(t *testing.T) {
 	rec.waitLast(t, "10.0.0.9:90")
 
 	// Lookup reads the same, from the server.
-	r := newRegistry(t, cli, etcdreg.WithLayout(etcdreg.EndpointsLayout{}))
+	r := newRegistry(t, cli, etcdreg.WithLayout(etcdreg.EndpointsLayout(nil)))
 	got, err := r.Lookup(context.Background(), subscriber.Key{Service: target})
 	if err != nil || addrs(got) != "10.0.0.9:90" {
 		t.Fatalf("Lookup = %v, %v", got, err)
@@ -92,7 +92,7 @@ func TestEndpointsLayoutReadsEndpointsManager(t *testing.T) {
 }
 
 func TestEndpointsLayoutKeys(t *testing.T) {
-	var l etcdreg.EndpointsLayout
+	l := etcdreg.EndpointsLayout(nil)
 	if p, err := l.ServicePrefix(subscriber.Key{Service: "a/b"}); err != nil || p != "a/b/" {
 		t.Errorf("ServicePrefix(a/b) = %q, %v", p, err)
 	}

@@ -102,7 +102,7 @@ func ExampleEndpointsLayout() {
 		clientv3.WithLease(lease.ID))
 
 	// A consumer through rebound: the target is the Key's Service.
-	reg, _ := etcdreg.New(cli, etcdreg.WithLayout(etcdreg.EndpointsLayout{}))
+	reg, _ := etcdreg.New(cli, etcdreg.WithLayout(etcdreg.EndpointsLayout(nil)))
 	m, _ := subscriber.New(reg)
 	lists := make(chan []subscriber.Instance, 10)
 	_, _ = m.Subscribe(ctx, subscriber.Key{Service: "my-service"}, func(l []subscriber.Instance) { lists <- l })

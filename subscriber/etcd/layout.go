@@ -144,10 +144,10 @@ func decodeInstance(id string, data []byte) (subscriber.Instance, error) {
 // and Register writes it; use the same layout on both sides.
 //
 // Two layouts come with the package: the rebound layout (the default, see
-// the package documentation; WithPrefix moves it) and EndpointsLayout,
+// the package documentation) and EndpointsLayout,
 // the layout of etcd's own client/v3/naming/endpoints. Another
 // framework's layout is a small type implementing these three methods
-// (see the package documentation, "Other layouts"). A Layout must be safe
+// (docs/etcd.md, "Other layouts"). A Layout must be safe
 // for concurrent use.
 type Layout interface {
 	// ServicePrefix returns the key prefix holding key's instances,
@@ -193,18 +193,19 @@ func (l reboundLayout) Encode(inst subscriber.Instance) (string, []byte, error) 
 	return id, v, err
 }
 
-// EndpointsLayout is the layout of etcd's client/v3/naming/endpoints and
-// its gRPC resolver: the endpoints of a target are the keys
+// EndpointsLayout returns the layout of etcd's client/v3/naming/endpoints
+// and its gRPC resolver: the endpoints of a target are the keys
 // "<target>/<key>", each with a JSON value {"Op":0,"Addr":"host:port",
-// "Metadata":...}. With it a Registry reads providers registered with
-// endpoints.Manager, and Register writes endpoints that resolver sees.
-// The package documentation ("Other layouts") says how fields map.
-type EndpointsLayout struct {
-	// Target returns the endpoints target of key (the part of an
-	// "etcd:///<target>" gRPC target after the slashes). nil: key.Service,
-	// and Namespace and Group must be empty (or "public" and
-	// "DEFAULT_GROUP"), as they have no place in this layout.
-	Target func(key subscriber.Key) (string, error)
+// "Metadata":...}. target gives the endpoints target of a key (nil:
+// key.Service, with no Namespace or Group). docs/etcd.md says how fields
+// map.
+func EndpointsLayout(target func(key subscriber.Key) (string, error)) Layout {
+	return endpointsLayout{target}
+}
+
+// endpointsLayout is EndpointsLayout's Layout.
+type endpointsLayout struct {
+	target func(key subscriber.Key) (string, error)
 }
 
 // endpointRecord is endpoints' internal.Update.
@@ -214,11 +215,11 @@ type endpointRecord struct {
 	Metadata any
 }
 
-// ServicePrefix returns Target(key) + "/".
-func (l EndpointsLayout) ServicePrefix(key subscriber.Key) (string, error) {
+// ServicePrefix returns target(key) + "/".
+func (l endpointsLayout) ServicePrefix(key subscriber.Key) (string, error) {
 	var target string
-	if l.Target != nil {
-		t, err := l.Target(key)
+	if l.target != nil {
+		t, err := l.target(key)
 		if err != nil {
 			return "", err
 		}
@@ -239,7 +240,7 @@ func (l EndpointsLayout) ServicePrefix(key subscriber.Key) (string, error) {
 }
 
 // Decode decodes an endpoints value (see EndpointsLayout).
-func (EndpointsLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
+func (endpointsLayout) Decode(id string, value []byte) (subscriber.Instance, error) {
 	var r endpointRecord
 	if err := json.Unmarshal(value, &r); err != nil {
 		return subscriber.Instance{}, fmt.Errorf("etcd: endpoint %q: %w", id, err)
@@ -273,7 +274,7 @@ func (EndpointsLayout) Decode(id string, value []byte) (subscriber.Instance, err
 }
 
 // Encode returns the instance ID (inst.ID, or ip:port) and the endpoints value of inst.
-func (EndpointsLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
+func (endpointsLayout) Encode(inst subscriber.Instance) (string, []byte, error) {
 	if inst.IP == "" {
 		return "", nil, argErr("Register", "inst.IP", "must not be empty")
 	}

@@ -97,7 +97,7 @@ func TestQuorumLossLongerThanTTLKeepsKey(t *testing.T) {
 	g := register(t, func() (*etcdreg.Registration, error) {
 		// A slow policy, as the default one is (up to 30 s): the
 		// registration must not depend on its retries being quick.
-		return etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80),
+		return etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80),
 			etcdreg.WithTTL(2*time.Second), etcdreg.WithPolicy(rebound.Policy{Initial: 2 * time.Second, Max: 8 * time.Second}))
 	})
 	first := g.Lease()
@@ -164,10 +164,10 @@ func TestTwoRegistrationsOfOneInstance(t *testing.T) {
 	for _, order := range []string{"older first", "newer first"} {
 		t.Run(order, func(t *testing.T) {
 			older := register(t, func() (*etcdreg.Registration, error) {
-				return etcdreg.Register(context.Background(), newClient(t, c), orders, inst("10.0.0.1", 80), fastRegister...)
+				return etcdreg.RegisterConcrete(context.Background(), newClient(t, c), orders, inst("10.0.0.1", 80), fastRegister...)
 			})
 			newer := register(t, func() (*etcdreg.Registration, error) {
-				return etcdreg.Register(context.Background(), newClient(t, c), orders, inst("10.0.0.1", 80), fastRegister...)
+				return etcdreg.RegisterConcrete(context.Background(), newClient(t, c), orders, inst("10.0.0.1", 80), fastRegister...)
 			})
 			if l := present("the key on the newer lease"); l != newer.Lease() {
 				t.Fatalf("key on lease %x, want the newer registration's %x", l, newer.Lease())
@@ -229,7 +229,7 @@ func TestTwoRegistrationsOfOneInstance(t *testing.T) {
 func TestRegistrationCloseStopsWithoutRevoking(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
-	g, err := etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
+	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestBlackholedMemberKeepsLease(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	g := register(t, func() (*etcdreg.Registration, error) {
-		return etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80), opts...)
+		return etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), opts...)
 	})
 	// Only member 0 was known when the lease stream opened; now the
 	// client may fail over to the others.
@@ -331,7 +331,7 @@ func TestRegistrationRetriesAtOnceWhenConnectionIsBack(t *testing.T) {
 	admin := newClient(t, c)
 	core, logs := observer.New(zap.DebugLevel)
 	g := register(t, func() (*etcdreg.Registration, error) {
-		return etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80),
+		return etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80),
 			etcdreg.WithLogger(zap.New(core)),
 			etcdreg.WithAttemptTimeout(300*time.Millisecond),
 			etcdreg.WithPolicy(rebound.Policy{Initial: 30 * time.Second, Max: 30 * time.Second, Jitter: rebound.NoJitter}))
@@ -376,7 +376,7 @@ func TestRegistrationWithClosedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
+	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// stop ends the goroutines, bounded by ctx.
-func (g *Registration) stop(ctx context.Context) error {
+// stop ends the loop, bounded by ctx.
+func (g *registration) stop(ctx context.Context) error {
 	g.cancel()
 	select {
 	case <-g.done:
@@ -28,8 +28,8 @@ func (g *Registration) stop(ctx context.Context) error {
 
 // Close stops the registration at once, without a request: the key stays
 // until its lease expires (at most the TTL). It implements io.Closer: it
-// is idempotent, waits for the Registration's goroutines and returns nil.
-func (g *Registration) Close() error {
+// is idempotent, waits for the Registration's goroutine and returns nil.
+func (g *registration) Close() error {
 	_ = g.stop(context.Background())
 	g.track.Set(subscriber.RegistrationStopped, nil)
 	return nil
@@ -41,7 +41,7 @@ func (g *Registration) Close() error {
 // *rebound.RetryError, and the key goes when the lease expires. Shutdown
 // may follow Close and is idempotent: later calls wait for the first
 // one's result, bounded by their own ctx.
-func (g *Registration) Shutdown(ctx context.Context) error {
+func (g *registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argErr("Registration.Shutdown", "ctx", "must not be nil")
 	}
@@ -100,8 +100,8 @@ func checkWeight(fn string, w float64) error {
 // previous value stays). While another lease holds the key, it only
 // records the value. inst must keep the key (its ID, or IP and port) and
 // be valid for Register, or it is a *rebound.ArgumentError. After Shutdown
-// or Close the error matches subscriber.ErrRegistrationStopped.
-func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+// or Close the error matches rebound.ErrClosed.
+func (g *registration) Update(ctx context.Context, inst subscriber.Instance) error {
 	const fn = "Registration.Update"
 	if ctx == nil {
 		return argErr(fn, "ctx", "must not be nil")
@@ -125,7 +125,7 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	select {
 	case g.updates <- u:
 	case <-g.done:
-		return opErr("update", g.key, subscriber.ErrRegistrationStopped)
+		return opErr("update", g.key, regstate.ErrStopped)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -178,7 +178,7 @@ func (h *holder) update(u update) error {
 // attempt timeout; it returns the lease and the revision to watch from.
 // With take the put overwrites the key (Register takes over an instance
 // key); without it, a key another lease holds is left to it (yielded).
-func (g *Registration) grantAndPut(parent context.Context, take bool) (lease clientv3.LeaseID, rev int64, yielded bool, err error) {
+func (g *registration) grantAndPut(parent context.Context, take bool) (lease clientv3.LeaseID, rev int64, yielded bool, err error) {
 	ctx, cancel := context.WithTimeout(parent, g.opts.timeout)
 	defer cancel()
 	lr, err := g.client.Grant(ctx, g.ttl)
@@ -201,7 +201,7 @@ func (g *Registration) grantAndPut(parent context.Context, take bool) (lease cli
 
 // revokeBestEffort revokes a lease, bounded by ctx and the attempt
 // timeout: a lease it cannot revoke (ctx ended) expires with its TTL.
-func (g *Registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
+func (g *registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
 	defer cancel()
 	_, _ = g.client.Revoke(ctx, id)

@@ -111,10 +111,10 @@ func argErr(fn, arg, reason string) *rebound.ArgumentError {
 	return &rebound.ArgumentError{Func: "etcd." + fn, Arg: arg, Reason: reason}
 }
 
-// WithPrefix sets the key prefix of the default layout (New and
+// withPrefix sets the key prefix of the default layout (New and
 // Register). Default: "/rebound/services". It must not be empty nor end
 // with "/". WithLayout replaces the layout, prefix included.
-func WithPrefix(prefix string) Option {
+func withPrefix(prefix string) Option {
 	return sharedOption(func(o *common) {
 		switch {
 		case prefix == "":
@@ -129,8 +129,8 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithLayout sets how services map to etcd keys and values (New and
-// Register). Default: the rebound layout under WithPrefix's prefix;
-// EndpointsLayout is etcd's naming/endpoints layout. l must not be nil.
+// Register). Default: the rebound layout under withPrefix's prefix;
+// EndpointsLayout(nil) is etcd's naming/endpoints layout. l must not be nil.
 func WithLayout(l Layout) Option {
 	return sharedOption(func(o *common) {
 		if l == nil {
@@ -150,10 +150,10 @@ func WithLogger(l *zap.Logger) Option {
 	})
 }
 
-// WithAttemptTimeout bounds each attempt: a Subscribe or Lookup (New),
+// withAttemptTimeout bounds each attempt: a Subscribe or Lookup (New),
 // or one request of a registration (Register). Default: 5 s; d must be
 // positive.
-func WithAttemptTimeout(d time.Duration) Option {
+func withAttemptTimeout(d time.Duration) Option {
 	return sharedOption(func(o *common) {
 		if d <= 0 {
 			o.errs = append(o.errs, argErr("WithAttemptTimeout", "d", fmt.Sprintf("must be > 0; got %v", d)))
@@ -198,8 +198,7 @@ func WithPolicy(p rebound.Policy) Option {
 }
 
 // WithRegistrationObserver adds o as an observer of the registration's
-// events (Register only; see subscriber.RegistrationHooks). A nil o is
-// ignored.
+// events (Register only). A nil o is ignored.
 func WithRegistrationObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil

@@ -24,12 +24,12 @@ func TestYielderUpdatesWhileHolderShutsDown(t *testing.T) {
 	for i := range 5 {
 		in := inst("10.0.0.1", uint64(100+i))
 		in.Weight = 1
-		a, err := etcdreg.Register(ctx, cliA, orders, in, opts...)
+		a, err := etcdreg.RegisterConcrete(ctx, cliA, orders, in, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in.Weight = 2
-		b, err := etcdreg.Register(ctx, cliB, orders, in, opts...)
+		b, err := etcdreg.RegisterConcrete(ctx, cliB, orders, in, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

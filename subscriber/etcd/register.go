@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/regstate"
@@ -21,14 +20,10 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Registration keeps one instance registered: its key is bound to a lease
-// that the client keeps alive, and a goroutine repairs it whatever
-// happens (see Register). Create it with Register (the zero value is not
-// usable). Stop it with Shutdown, which deregisters the instance (revokes
-// its lease), or Close, which only stops (the key goes when the lease
-// expires). Its methods are safe for concurrent use. It implements
-// subscriber.Registration.
-type Registration struct {
+// registration keeps one instance registered: its key is bound to a
+// lease that the client keeps alive, and a goroutine repairs it (see
+// Register).
+type registration struct {
 	client *clientv3.Client
 	opts   registerOptions
 	log    *zap.Logger
@@ -41,7 +36,7 @@ type Registration struct {
 	retrier *rebound.Retrier
 	cancel  context.CancelFunc
 	updates chan update   // Update's requests to the loop goroutine
-	done    chan struct{} // closed when the goroutines end
+	done    chan struct{} // closed when the loop ends
 
 	mu    sync.Mutex
 	lease clientv3.LeaseID
@@ -53,11 +48,16 @@ type Registration struct {
 
 // Register registers inst under key's service on a lease of WithTTL's TTL
 // and keeps it registered until Shutdown or Close (docs/providers.md).
-// The first registration is made before Register returns, bounded by ctx
-// and WithAttemptTimeout; its error leaves nothing running. Bad input
-// (key.Clusters set, no IP, a Port outside 1..65535, a bad Weight, or
-// Enabled, Healthy and Weight all zero) is a *rebound.ArgumentError.
-func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
+// The first registration is made before Register returns, bounded by ctx;
+// its error leaves nothing running. Bad input (key.Clusters set, no IP, a
+// Port outside 1..65535, a bad Weight, or Enabled, Healthy and Weight all
+// zero) is a *rebound.ArgumentError.
+//
+// Update puts the new value on the current lease (while another lease
+// holds the key, it only records it). Shutdown revokes the lease, retried
+// until ctx is done (then a *rebound.RetryError). Close only stops: the
+// key goes when the lease expires.
+func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, inst subscriber.Instance, opts ...Option) (subscriber.Registration, error) {
 	if err := checkRegister(ctx, client, key, inst); err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 	}
 	k := prefix + id
 	log := o.log.With(zap.String("component", "subscriber/etcd"), zap.String("key", k))
-	g := &Registration{
+	g := &registration{
 		client:  client,
 		opts:    o,
 		log:     log,
@@ -165,28 +165,25 @@ func repairPolicy(p rebound.Policy, ttl int64) rebound.Policy {
 	return p
 }
 
-// InstanceKey returns the instance's etcd key.
-func (g *Registration) InstanceKey() string { return g.key }
-
 // Key returns the service key given to Register.
-func (g *Registration) Key() subscriber.Key { return g.track.Key() }
+func (g *registration) Key() subscriber.Key { return g.track.Key() }
 
 // Instance returns the registered instance (Register's, or the last
 // successful Update's), Ephemeral set.
-func (g *Registration) Instance() subscriber.Instance { return g.track.Instance() }
+func (g *registration) Instance() subscriber.Instance { return g.track.Instance() }
 
 // Status returns a snapshot of the registration. Registrations counts
 // the leases granted; Repairs, the keys put back on a living lease.
-func (g *Registration) Status() subscriber.RegistrationStatus { return g.track.Status() }
+func (g *registration) Status() subscriber.RegistrationStatus { return g.track.Status() }
 
 // currentLease returns the lease the instance is currently bound to.
-func (g *Registration) currentLease() clientv3.LeaseID {
+func (g *registration) currentLease() clientv3.LeaseID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.lease
 }
 
-func (g *Registration) closed() bool { return g.client.Ctx().Err() != nil }
+func (g *registration) closed() bool { return g.client.Ctx().Err() != nil }
 
 // Work a repair attempt has to do.
 const (
@@ -196,7 +193,7 @@ const (
 
 // holder is the state of the loop goroutine.
 type holder struct {
-	g     *Registration
+	g     *registration
 	ctx   context.Context
 	lease clientv3.LeaseID
 
@@ -214,12 +211,10 @@ type holder struct {
 }
 
 // loop keeps the instance registered until ctx is done.
-func (g *Registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int64) {
-	var wg sync.WaitGroup
+func (g *registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int64) {
 	defer close(g.done)
-	defer wg.Wait()
 	ready := make(chan struct{}, 1)
-	wg.Go(func() { g.watchConnection(ctx, ready) })
+	defer watchReady(g.client, ready)() // one watcher per client, not per registration
 
 	h := &holder{g: g, ctx: ctx, lease: lease}
 	defer h.stopKeepAlive()
@@ -501,27 +496,7 @@ func permanentIfClosed(err error) error {
 	return err
 }
 
-// watchConnection sends on ready (without blocking) whenever the
-// client's connection becomes ready after it was not, until ctx is done.
-func (g *Registration) watchConnection(ctx context.Context, ready chan<- struct{}) {
-	conn := g.client.ActiveConnection()
-	if conn == nil {
-		return
-	}
-	s := conn.GetState()
-	for conn.WaitForStateChange(ctx, s) {
-		was := s
-		s = conn.GetState()
-		if s == connectivity.Ready && was != connectivity.Ready {
-			select {
-			case ready <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
 var (
-	_ io.Closer               = (*Registration)(nil)
-	_ subscriber.Registration = (*Registration)(nil)
+	_ io.Closer               = (*registration)(nil)
+	_ subscriber.Registration = (*registration)(nil)
 )

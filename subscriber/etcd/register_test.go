@@ -45,7 +45,7 @@ func TestRegisterAndDeregister(t *testing.T) {
 
 	in := inst("10.0.0.1", 80)
 	in.Metadata = map[string]string{"v": "1"}
-	g, err := etcdreg.Register(context.Background(), cli, orders, in, fastRegister...)
+	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, in, fastRegister...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestRegisterAgainAfterLeaseLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := register(t, func() (*etcdreg.Registration, error) {
-		return etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
+		return etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
 	})
 	rec.waitLast(t, "10.0.0.1:80")
 
@@ -121,7 +121,7 @@ func TestRegistrationSurvivesRestartAndWipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := register(t, func() (*etcdreg.Registration, error) {
-		return etcdreg.Register(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
+		return etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegister...)
 	})
 	rec.waitLast(t, "10.0.0.1:80")
 	// Move the revision well ahead of what the wiped cluster will reach.
@@ -182,7 +182,7 @@ func TestRegisterErrors(t *testing.T) {
 		{"limited policy", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g, err := etcdreg.Register(ctx, cli, tc.key, tc.in, tc.opts...)
+			g, err := etcdreg.RegisterConcrete(ctx, cli, tc.key, tc.in, tc.opts...)
 			var ae *rebound.ArgumentError
 			if g != nil || !errors.As(err, &ae) || ae.Arg != tc.arg {
 				t.Fatalf("Register = %v, %v; want an ArgumentError naming %s", g, err, tc.arg)
@@ -198,7 +198,7 @@ func TestRegisterErrors(t *testing.T) {
 			}
 		}()
 		down := newClient(t, c)
-		g, err := etcdreg.Register(ctx, down, orders, inst("10.0.0.1", 80), etcdreg.WithAttemptTimeout(500*time.Millisecond))
+		g, err := etcdreg.RegisterConcrete(ctx, down, orders, inst("10.0.0.1", 80), etcdreg.WithAttemptTimeout(500*time.Millisecond))
 		var oe *subscriber.OpError
 		if g != nil || !errors.As(err, &oe) || oe.Op != "grant" || rebound.IsPermanent(err) {
 			t.Fatalf("Register = %v, %v; want a transient *OpError for the grant", g, err)
@@ -209,7 +209,7 @@ func TestRegisterErrors(t *testing.T) {
 // TestRegistrationStatusHooksAndUpdate: the Registration reports the
 // subscriber.Registration states and requests through its hooks, Update
 // changes the registered value on the same lease, and Update after
-// Shutdown is ErrRegistrationStopped.
+// Shutdown matches rebound.ErrClosed.
 func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
@@ -218,7 +218,7 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 		states []string
 		ops    []string
 	)
-	hooks := subscriber.RegistrationHooks{
+	hooks := registrationHooks{
 		StateChanged: func(sc subscriber.RegistrationStateChange) {
 			mu.Lock()
 			states = append(states, sc.From.String()+">"+sc.To.String())
@@ -231,7 +231,7 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 		},
 	}
 	in := inst("10.0.0.1", 80)
-	g, err := etcdreg.Register(context.Background(), cli, orders, in,
+	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, in,
 		append(fastRegister, etcdreg.WithRegistrationObserver(hooks))...)
 	if err != nil {
 		t.Fatal(err)
@@ -271,8 +271,8 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Update(context.Background(), up); !errors.Is(err, subscriber.ErrRegistrationStopped) || !errors.Is(err, rebound.ErrClosed) {
-		t.Fatalf("Update after Shutdown = %v, want ErrRegistrationStopped (rebound.ErrClosed)", err)
+	if err := g.Update(context.Background(), up); !errors.Is(err, rebound.ErrClosed) {
+		t.Fatalf("Update after Shutdown = %v, want rebound.ErrClosed", err)
 	}
 	if st := g.Status(); st.State != subscriber.RegistrationStopped {
 		t.Fatalf("State after Shutdown = %v, want stopped", st.State)

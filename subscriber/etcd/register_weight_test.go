@@ -23,7 +23,7 @@ func TestRegisterAndUpdateRejectBadWeight(t *testing.T) {
 	for _, w := range []float64{-1, math.NaN(), math.Inf(1)} {
 		in := inst("10.0.0.1", 80)
 		in.Weight = w
-		g, err := etcdreg.Register(ctx, cli, orders, in)
+		g, err := etcdreg.RegisterConcrete(ctx, cli, orders, in)
 		var ae *rebound.ArgumentError
 		if g != nil || !errors.As(err, &ae) || ae.Arg != "inst.Weight" {
 			if g != nil {
@@ -32,7 +32,7 @@ func TestRegisterAndUpdateRejectBadWeight(t *testing.T) {
 			t.Errorf("Register with Weight %v = %v, %v; want an ArgumentError naming inst.Weight", w, g, err)
 		}
 	}
-	g, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.1", 80))
+	g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.1", 80))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func New(client *clientv3.Client, opts ...Option) (*Registry, error) {
 // "Subscribing" in the package documentation): a linearizable Get, then a
 // watch from the next revision. It returns once the watch exists and the
 // Get's list is delivered; a second call for sink replaces the watch. It
-// is bounded by ctx, WithAttemptTimeout and Close, and fails at once
+// is bounded by ctx, the attempt timeout (5 s) and Close, and fails at once
 // without a usable connection.
 func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subscriber.Sink) error {
 	if sink == nil {

@@ -54,7 +54,7 @@ func TestRegisterCancelledDuringPutReturnsWithCtx(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error, 1)
 	go func() {
-		_, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.1", 80), etcdreg.WithAttemptTimeout(time.Hour))
+		_, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.1", 80), etcdreg.WithAttemptTimeout(time.Hour))
 		res <- err
 	}()
 	select {

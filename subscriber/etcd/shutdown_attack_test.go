@@ -17,7 +17,7 @@ func TestConcurrentShutdownReturnsWithItsCtx(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
 	failed := make(chan struct{}, 1)
-	hooks := subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	hooks := registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 		if a.Op == "deregister" && a.Err != nil {
 			select {
 			case failed <- struct{}{}:
@@ -27,7 +27,7 @@ func TestConcurrentShutdownReturnsWithItsCtx(t *testing.T) {
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
-	g, err := etcdreg.Register(ctx, cli, orders, inst("10.0.0.1", 80),
+	g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.1", 80),
 		etcdreg.WithTTL(time.Minute), etcdreg.WithAttemptTimeout(200*time.Millisecond),
 		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}),
 		etcdreg.WithRegistrationObserver(hooks))

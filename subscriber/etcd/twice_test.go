@@ -166,7 +166,7 @@ func runTwoRegs(t *testing.T, cli *clientv3.Client, m *subscriber.Manager, n int
 		g := gs[op.slot]
 		switch op.kind {
 		case "register":
-			g, err = etcdreg.Register(ctx, cli, key, in, etcdreg.WithTTL(2*time.Second),
+			g, err = etcdreg.RegisterConcrete(ctx, cli, key, in, etcdreg.WithTTL(2*time.Second),
 				etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}))
 			if err == nil {
 				if old := gs[op.slot]; old != nil {

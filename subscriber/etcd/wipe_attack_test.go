@@ -22,12 +22,12 @@ func TestTwoRegistrationsThroughWipe(t *testing.T) {
 	defer cancel()
 	opts := []etcdreg.Option{etcdreg.WithTTL(2 * time.Second), etcdreg.WithAttemptTimeout(time.Second),
 		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 300 * time.Millisecond})}
-	a, err := etcdreg.Register(ctx, cliA, orders, inst("10.0.0.1", 80), opts...)
+	a, err := etcdreg.RegisterConcrete(ctx, cliA, orders, inst("10.0.0.1", 80), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := etcdreg.Register(ctx, cliB, orders, inst("10.0.0.1", 80), opts...)
+	b, err := etcdreg.RegisterConcrete(ctx, cliB, orders, inst("10.0.0.1", 80), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,13 @@ func TestLeaseReplacedWhileYieldedLeavesTheOthersKey(t *testing.T) {
 		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond})}
 	in := inst("10.0.0.1", 80)
 	in.Weight = 1
-	a, err := etcdreg.Register(ctx, cliA, orders, in, opts...)
+	a, err := etcdreg.RegisterConcrete(ctx, cliA, orders, in, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	in.Weight = 2
-	b, err := etcdreg.Register(ctx, cliB, orders, in, opts...)
+	b, err := etcdreg.RegisterConcrete(ctx, cliB, orders, in, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,8 +59,7 @@
 //     Sink.Confirmed for the subscriptions whose key has data newer than
 //     when the disconnection was seen: where the redo worked, nothing more
 //     is sent. The subscriptions still without evidence once none has
-//     arrived for any key for the evidence window (WithEvidenceWindow,
-//     default 2 s, at most 10 s after the reconnect) are handed back with
+//     arrived for any key for the evidence window (2 s, at most 10 s after the reconnect) are handed back with
 //     Sink.Resubscribe: the Manager subscribes each of them
 //     again through its jittered, limiter-paced loop. There is no settle
 //     time: the adapter never sends anything for a subscription the redo
@@ -81,13 +80,9 @@
 //     key that is empty has no cached data, so its confirmation costs one
 //     subscribe request. Set UpdateCacheWhenEmpty true to see empty lists.
 //
-// What remains out of reach: a server that forgets a subscription, or a
-// lost push, without any connection change leaves no trace in the SDK;
-// a redo so slow that it reaches a key only after the evidence window
-// (during the adapter's own resubscription of it) can still interleave
-// with it. Pair the Manager with periodic reconciliation for those
-// (Registry.Lookup; its first call opens the Registry's own connection to
-// the client's servers, which can take the SDK's connect time).
+// What remains out of reach (a server that forgets a subscription
+// without a connection change, a lost push): docs/subscription.md. Pair
+// the Manager with periodic reconciliation (Registry.Lookup) for those.
 //
 // # Providers: Register
 //
@@ -98,12 +93,12 @@
 // reconnect, asks the server (on a query connection of its own per
 // client, not the SDK's cache) whether the SDK's redo registered the
 // instance again, and registers it again only if it is missing, through
-// a rebound.Schedule. The same check runs every WithCheckInterval, which
+// a rebound.Schedule. The same check runs every 30 s (±25%), which
 // finds an instance the server lost without closing the connection.
 // Shutdown deregisters and returns once the server no longer lists the
 // instance; the deregister request also removes the SDK's redo entry,
 // so no later reconnect brings it back. A second Register of one service
-// from one client is refused with ErrConflict (Nacos 2.x keeps one
+// from one client is an *rebound.ArgumentError (Nacos 2.x keeps one
 // instance per service per connection and would replace the first).
 //
 // Keys map to the SDK as follows: an empty Group is "DEFAULT_GROUP";

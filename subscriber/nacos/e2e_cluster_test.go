@@ -164,7 +164,7 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 
 	type prov struct {
 		node int
-		regs []*nacos.Registration
+		regs []subscriber.Registration
 		ok   []*atomic.Int64 // per registration: unix nanos of its last successful check or register
 	}
 	var want []string
@@ -176,7 +176,7 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 		want = append(want, ip+":8080")
 		for _, svc := range crashServices {
 			last := new(atomic.Int64)
-			hooks := nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+			hooks := nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 				if a.Err == nil && (a.Op == "check" || a.Op == "register") {
 					last.Store(time.Now().UnixNano())
 				}

@@ -24,24 +24,24 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Defaults of a Registration (see WithRedoGrace and WithCheckInterval).
+// Defaults of a registration (see withRedoGrace and withCheckInterval).
 const (
 	defaultRedoGrace     = time.Second
 	defaultCheckInterval = 30 * time.Second
 )
 
 var (
-	// ErrConflict is wrapped by the *rebound.ArgumentError Register returns
+	// errConflict is wrapped by the *rebound.ArgumentError Register returns
 	// for a second registration of a service from the same client: Nacos
 	// 2.x keeps one instance per service per client connection (the
 	// second register request would replace the first instance, and the
 	// SDK keeps one redo entry per service), so rebound refuses it. Use
 	// another client for another instance of the same service.
-	ErrConflict = errors.New("nacos: the client already registers an instance of this service (Nacos keeps one per service per connection)")
-	// ErrNotListed is the reason of a repair: the server's list of the
+	errConflict = errors.New("nacos: the client already registers an instance of this service (Nacos keeps one per service per connection)")
+	// errNotListed is the reason of a repair: the server's list of the
 	// service does not hold the instance (after a reconnect, the SDK's
 	// redo failed or was rejected; or the server lost it).
-	ErrNotListed = errors.New("nacos: the server does not list the instance")
+	errNotListed = errors.New("nacos: the server does not list the instance")
 )
 
 type regConfig struct {
@@ -80,10 +80,10 @@ func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	}}
 }
 
-// WithRedoGrace sets how long after a reconnect a registration waits for
+// withRedoGrace sets how long after a reconnect a registration waits for
 // the SDK's redo before it checks the server's list (Register only; the
 // check is spread over [d, 1.5 x d]). Default: 1 s; d must be positive.
-func WithRedoGrace(d time.Duration) Option {
+func withRedoGrace(d time.Duration) Option {
 	return regOption{"WithRedoGrace", func(c *regConfig) {
 		if d <= 0 {
 			c.bad("WithRedoGrace", "d", fmt.Sprintf("must be > 0; got %v", d))
@@ -93,11 +93,11 @@ func WithRedoGrace(d time.Duration) Option {
 	}}
 }
 
-// WithCheckInterval sets how often a registered instance is checked
+// withCheckInterval sets how often a registered instance is checked
 // against the server's list while connected, ±25% (Register only).
 // Default: 30 s; 0 turns the periodic check off. d must be 0 or at least
 // 1 ms. docs/providers.md says what a check repairs.
-func WithCheckInterval(d time.Duration) Option {
+func withCheckInterval(d time.Duration) Option {
 	return regOption{"WithCheckInterval", func(c *regConfig) {
 		if d < 0 || (d > 0 && d < time.Millisecond) {
 			c.bad("WithCheckInterval", "d", fmt.Sprintf("must be 0 (no periodic check) or at least 1ms; got %v", d))
@@ -108,8 +108,7 @@ func WithCheckInterval(d time.Duration) Option {
 }
 
 // WithRegistrationObserver adds o as an observer of the registration's
-// events (Register only; see subscriber.RegistrationHooks). A nil o is
-// ignored.
+// events (Register only). A nil o is ignored.
 func WithRegistrationObserver(o rebound.Observer) Option {
 	if rebound.IsNilObserver(o) {
 		return nil
@@ -124,12 +123,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 	return regOption{"WithMeterProvider", func(c *regConfig) { c.meter = mp }}
 }
 
-// Registration keeps one ephemeral instance registered with a Nacos 2.x
-// server through a nacos-sdk-go/v2 naming client (see Register). Create it
-// with Register (the zero value is not usable); stop it with Shutdown
-// (deregisters) or Close (stops repairing). It implements
-// subscriber.Registration; its methods are safe for concurrent use.
-type Registration struct {
+// registration keeps one ephemeral instance registered with a Nacos 2.x
+// server through a nacos-sdk-go/v2 naming client (see Register).
+type registration struct {
 	client naming_client.INamingClient
 	h      *hub
 	slot   string // the hub's key of the service: group@@service
@@ -140,11 +136,11 @@ type Registration struct {
 	group  string
 
 	retrier *rebound.Retrier
-	events  chan connEvent // from the hub's monitor (capacity 1, latest wins)
-	updates chan regUpdate
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the loop ends
-	settled chan struct{} // closed when Register returns
+	loop    *regstate.Loop // the repair loop's steps; no goroutine while idle
+	rep     *repairer      // the loop's state (its steps' only)
+	connUp  atomic.Bool    // the latest connection transition of the hub's monitor
+	connNew atomic.Bool    // a step for it is posted (the latest wins)
+	settled chan struct{}  // closed when Register returns
 
 	mu   sync.Mutex
 	inst model.Instance // what is registered (the loop's copy is authoritative)
@@ -157,9 +153,6 @@ type Registration struct {
 	released bool          // the slot was given back (under shut)
 	closeReq atomic.Bool   // Close ran while a Shutdown held shut
 }
-
-// connEvent is a connection transition seen by the hub's monitor.
-type connEvent struct{ up bool }
 
 type regUpdate struct {
 	ctx  context.Context
@@ -180,11 +173,16 @@ const (
 // Register registers inst as an ephemeral instance of key's service and
 // keeps it registered until Shutdown or Close (docs/providers.md). The
 // first registration is made before Register returns; its error (a
-// *subscriber.OpError, ErrRejected for a refusal the SDK reports as
-// success) leaves nothing running. Bad input is a *rebound.ArgumentError,
-// wrapping ErrConflict for a second Register of one service on one
-// client. Close a client's Registrations before the client.
-func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...Option) (*Registration, error) {
+// *subscriber.OpError, wrapping ErrRejected for a refusal the SDK reports
+// as success) leaves nothing running. Bad input, or a second Register of
+// one service on one client, is a *rebound.ArgumentError.
+//
+// Update sends one register request: Nacos replaces the instance in
+// place. Shutdown deregisters and returns once the server no longer lists
+// the instance with its values. Close only stops repairing: the instance
+// stays while the client's connection lives. Close a client's
+// Registrations before the client.
+func Register(ctx context.Context, client naming_client.INamingClient, key subscriber.Key, inst subscriber.Instance, opts ...Option) (subscriber.Registration, error) {
 	if err := checkRegister(ctx, client, key, inst); err != nil {
 		return nil, err
 	}
@@ -214,7 +212,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	}
 	inst.Ephemeral = true
 	inst.ID = ""
-	g := &Registration{
+	g := &registration{
 		client:  client,
 		slot:    group + "@@" + key.Service,
 		cfg:     cfg,
@@ -222,9 +220,6 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		key:     key,
 		group:   group,
 		retrier: retrier,
-		events:  make(chan connEvent, 1),
-		updates: make(chan regUpdate),
-		done:    make(chan struct{}),
 		settled: make(chan struct{}),
 		shut:    make(chan struct{}, 1),
 		inst:    toModel(inst),
@@ -284,8 +279,20 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 // newRegisterRetrier is the Retrier of a registration's attempts. A local
 // refusal defers the attempt, whatever the options say (a budget's
 // default rule, RefuseStop, would end the loop): a registration retries
-// until it is stopped.
+// until it is stopped. Registrations with neither a policy nor options
+// share one Retrier (it holds no per-loop state).
 func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
+	if len(cfg.retryOpts) == 0 && cfg.policy == (rebound.Policy{}) {
+		return defaultRetrier()
+	}
+	return compileRegisterRetrier(cfg)
+}
+
+// defaultRetrier is the Retrier of the registrations configured with
+// neither a policy nor options.
+var defaultRetrier = sync.OnceValues(func() (*rebound.Retrier, error) { return compileRegisterRetrier(regConfig{}) })
+
+func compileRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
 		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
@@ -295,7 +302,7 @@ func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 // first makes the first registration and starts the loop. On failure it
 // gives the service's slot back, and its ownership to prev, the
 // Registration whose instance the connection held before (nil if none).
-func (g *Registration) first(inst subscriber.Instance, prev *Registration) error {
+func (g *registration) first(inst subscriber.Instance, prev *registration) error {
 	g.track = regstate.New("nacos", g.key, inst, g.cfg.obs, g.log)
 	if err := g.track.StartMetrics(g.cfg.meter); err != nil {
 		setOwner(g.client, g.slot, prev)
@@ -309,10 +316,8 @@ func (g *Registration) first(inst subscriber.Instance, prev *Registration) error
 		return err
 	}
 	g.track.Registered()
-	var lctx context.Context
-	lctx, g.cancel = context.WithCancel(context.Background())
+	g.startLoop()
 	g.h.attach(g)
-	go g.loop(lctx)
 	return nil
 }
 
@@ -324,7 +329,7 @@ func (g *Registration) first(inst subscriber.Instance, prev *Registration) error
 // while the connection lives), unless the failed request replaced it: a
 // deregister request would remove it, so prev's instance is registered
 // again, which puts it back in the SDK's redo cache too.
-func (g *Registration) undoFirst(prev *Registration) {
+func (g *registration) undoFirst(prev *registration) {
 	if prev == nil {
 		_, _ = g.client.DeregisterInstance(g.deregisterParam())
 		disown(g.client, g)
@@ -375,7 +380,7 @@ func toModel(in subscriber.Instance) model.Instance {
 	}
 }
 
-func (g *Registration) registerParam(in model.Instance) vo.RegisterInstanceParam {
+func (g *registration) registerParam(in model.Instance) vo.RegisterInstanceParam {
 	md := make(map[string]string, len(in.Metadata))
 	for k, v := range in.Metadata {
 		md[k] = v
@@ -394,7 +399,7 @@ func (g *Registration) registerParam(in model.Instance) vo.RegisterInstanceParam
 	}
 }
 
-func (g *Registration) deregisterParam() vo.DeregisterInstanceParam {
+func (g *registration) deregisterParam() vo.DeregisterInstanceParam {
 	g.mu.Lock()
 	in := g.inst
 	g.mu.Unlock()
@@ -409,7 +414,7 @@ func (g *Registration) deregisterParam() vo.DeregisterInstanceParam {
 }
 
 // sdkErr maps an SDK error of op.
-func (g *Registration) sdkErr(op string, err error) error {
+func (g *registration) sdkErr(op string, err error) error {
 	if isShutdown(err) {
 		return &subscriber.OpError{Registry: "nacos", Op: op, Key: g.key.String(), Err: &sdkError{err: err, is: errClosed}}
 	}
@@ -418,7 +423,7 @@ func (g *Registration) sdkErr(op string, err error) error {
 
 // register sends one register request for in (the first, a repair or an
 // update) and reports it to the observers as op.
-func (g *Registration) register(op string, in model.Instance) error {
+func (g *registration) register(op string, in model.Instance) error {
 	start := time.Now()
 	g.mu.Lock()
 	g.sent = in // the SDK caches it for its redo before it sends it
@@ -436,11 +441,11 @@ func (g *Registration) register(op string, in model.Instance) error {
 
 // listed asks the server (not the SDK's cache) whether it lists in's
 // address (found) and with in's values (same).
-func (g *Registration) listed(op string, in model.Instance) (found, same bool, err error) {
+func (g *registration) listed(op string, in model.Instance) (found, same bool, err error) {
 	start := time.Now()
 	found, same, err = g.h.listed(g.key.Service, g.group, in)
 	if err != nil {
-		if !errors.Is(err, errClosed) && !errors.Is(err, ErrLookupUnsupported) {
+		if !errors.Is(err, errClosed) && !errors.Is(err, errLookupUnsupported) {
 			err = opError("check", g.key, err)
 		}
 	}
@@ -449,11 +454,11 @@ func (g *Registration) listed(op string, in model.Instance) (found, same bool, e
 }
 
 // Key returns the key given to Register.
-func (g *Registration) Key() subscriber.Key { return g.track.Key() }
+func (g *registration) Key() subscriber.Key { return g.track.Key() }
 
 // Instance returns the registered instance (Register's, or the last
 // successful Update's), Ephemeral set and ID empty.
-func (g *Registration) Instance() subscriber.Instance { return g.track.Instance() }
+func (g *registration) Instance() subscriber.Instance { return g.track.Instance() }
 
 // Status returns a snapshot of the registration.
-func (g *Registration) Status() subscriber.RegistrationStatus { return g.track.Status() }
+func (g *registration) Status() subscriber.RegistrationStatus { return g.track.Status() }

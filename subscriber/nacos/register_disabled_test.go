@@ -27,12 +27,12 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 	policy := nacos.WithRegisterPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond})
 	for _, tc := range []struct {
 		name    string
-		disable func(t *testing.T, srv *nacostest.Server, g *nacos.Registration)
+		disable func(t *testing.T, srv *nacostest.Server, g subscriber.Registration)
 		repairs int // at most
 		paced   bool
 	}{
 		{"registered disabled", nil, 0, false},
-		{"updated to disabled", func(t *testing.T, _ *nacostest.Server, g *nacos.Registration) {
+		{"updated to disabled", func(t *testing.T, _ *nacostest.Server, g subscriber.Registration) {
 			in := g.Instance()
 			in.Enabled = false
 			if err := g.Update(context.Background(), in); err != nil {
@@ -41,7 +41,7 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 			// The SDK's redo of its first connection event may re-send
 			// the enabled copy after the Update: one repair then.
 		}, 1, false},
-		{"disabled by an operator", func(t *testing.T, srv *nacostest.Server, g *nacos.Registration) {
+		{"disabled by an operator", func(t *testing.T, srv *nacostest.Server, g subscriber.Registration) {
 			in := g.Instance()
 			if err := srv.UpdateInstance("", "", "orders", nacostest.Instance{Ip: in.IP, Port: in.Port, Weight: in.Weight, Enable: false}); err != nil {
 				t.Fatal(err)
@@ -84,7 +84,7 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 // countChecks returns hooks counting the registration's successful
 // checks and (if registers is not nil) its register requests.
 func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.Option {
-	return nacos.WithRegistrationObserver(subscriber.RegistrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	return nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
 		switch {
 		case a.Op == "check" && a.Err == nil:
 			n.Add(1)

@@ -25,8 +25,8 @@ type hub struct {
 	client naming_client.INamingClient
 
 	// Under hubs.mu.
-	slots map[string]*Registration // held from Register to Shutdown/Close
-	regs  map[*Registration]struct{}
+	slots map[string]*registration // held from Register to Shutdown/Close
+	regs  map[*registration]struct{}
 	stopM context.CancelFunc
 	doneM chan struct{}
 
@@ -42,7 +42,7 @@ type hub struct {
 // service per connection and deregisters it whatever address a request
 // names, so only the owner may deregister. Close keeps the record (the
 // instance stays); a deregistration clears it. Under hubs.mu.
-var owners = map[ownerKey]*Registration{}
+var owners = map[ownerKey]*registration{}
 
 type ownerKey struct {
 	client naming_client.INamingClient
@@ -51,12 +51,12 @@ type ownerKey struct {
 
 // acquireHub takes the service's slot on client's hub for g and makes g
 // the service's owner on client; prev is the owner before (nil if none).
-func acquireHub(client naming_client.INamingClient, g *Registration) (h *hub, prev *Registration, err error) {
+func acquireHub(client naming_client.INamingClient, g *registration) (h *hub, prev *registration, err error) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	h = hubs.m[client]
 	if h == nil {
-		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
+		h = &hub{client: client, slots: map[string]*registration{}, regs: map[*registration]struct{}{}}
 		hubs.m[client] = h
 	}
 	if _, taken := h.slots[g.slot]; taken {
@@ -65,7 +65,7 @@ func acquireHub(client naming_client.INamingClient, g *Registration) (h *hub, pr
 		}
 		return nil, nil, &rebound.ArgumentError{Func: "nacos.Register", Arg: "key",
 			Reason: fmt.Sprintf("must not name a service the client already registers (%s): Nacos keeps one instance per service per connection", g.slot),
-			Err:    ErrConflict}
+			Err:    errConflict}
 	}
 	h.slots[g.slot] = g
 	k := ownerKey{client, g.slot}
@@ -77,7 +77,7 @@ func acquireHub(client naming_client.INamingClient, g *Registration) (h *hub, pr
 // setOwner makes g the owner of its service on client again (a failed
 // first registration gives the service back to the one before); a nil
 // g clears the record.
-func setOwner(client naming_client.INamingClient, slot string, g *Registration) {
+func setOwner(client naming_client.INamingClient, slot string, g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	if g == nil {
@@ -89,7 +89,7 @@ func setOwner(client naming_client.INamingClient, slot string, g *Registration) 
 
 // disown clears g's ownership of its service on client (its instance was
 // deregistered), unless another Registration owns it now.
-func disown(client naming_client.INamingClient, g *Registration) {
+func disown(client naming_client.INamingClient, g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	if k := (ownerKey{client, g.slot}); owners[k] == g {
@@ -102,12 +102,12 @@ func disown(client naming_client.INamingClient, g *Registration) {
 // it returns the Registration holding the slot (nil if none): g has
 // nothing left to deregister, unless that one's first registration is
 // still in flight and fails (it then gives the service back to g).
-func reclaimHub(client naming_client.INamingClient, g *Registration) (h *hub, holder *Registration) {
+func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, holder *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	h = hubs.m[client]
 	if h == nil {
-		h = &hub{client: client, slots: map[string]*Registration{}, regs: map[*Registration]struct{}{}}
+		h = &hub{client: client, slots: map[string]*registration{}, regs: map[*registration]struct{}{}}
 		hubs.m[client] = h
 	}
 	if other, taken := h.slots[g.slot]; taken && other != g {
@@ -125,7 +125,7 @@ func reclaimHub(client naming_client.INamingClient, g *Registration) (h *hub, ho
 
 // attach starts delivering connection events to g (and the monitor with
 // the first Registration).
-func (h *hub) attach(g *Registration) {
+func (h *hub) attach(g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	h.regs[g] = struct{}{}
@@ -137,7 +137,7 @@ func (h *hub) attach(g *Registration) {
 }
 
 // detach stops delivering connection events to g.
-func (h *hub) detach(g *Registration) {
+func (h *hub) detach(g *registration) {
 	var stop context.CancelFunc
 	var done chan struct{}
 	hubs.mu.Lock()
@@ -154,7 +154,7 @@ func (h *hub) detach(g *Registration) {
 }
 
 // release gives g's slot back; the last one closes the query connection.
-func (h *hub) release(g *Registration) {
+func (h *hub) release(g *registration) {
 	hubs.mu.Lock()
 	if h.slots[g.slot] == g {
 		delete(h.slots, g.slot)
@@ -193,7 +193,7 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 		now := h.client.ServerHealthy()
 		if now != up {
 			up = now
-			h.broadcast(connEvent{up: up})
+			h.broadcast(up)
 		}
 		if up {
 			t.Reset(defaultPollInterval)
@@ -203,24 +203,15 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-func (h *hub) broadcast(ev connEvent) {
+func (h *hub) broadcast(up bool) {
 	hubs.mu.Lock()
-	regs := make([]*Registration, 0, len(h.regs))
+	regs := make([]*registration, 0, len(h.regs))
 	for g := range h.regs {
 		regs = append(regs, g)
 	}
 	hubs.mu.Unlock()
 	for _, g := range regs {
-		// Capacity 1, the latest transition wins: drop a stale one. The
-		// monitor is the only sender, so the send then succeeds.
-		select {
-		case <-g.events:
-		default:
-		}
-		select {
-		case g.events <- ev:
-		default:
-		}
+		g.connection(up)
 	}
 }
 

@@ -25,48 +25,62 @@ const (
 	needRegister // register it again
 )
 
-// loop keeps the instance registered until ctx is done.
-func (g *Registration) loop(ctx context.Context) {
-	defer close(g.done)
-	r := &repairer{g: g, up: true, timer: time.NewTimer(time.Hour), periodT: time.NewTimer(time.Hour)}
-	r.timer.Stop()
-	defer r.timer.Stop()
-	defer r.periodT.Stop()
-	r.armPeriodic()
-	for {
-		select {
-		case <-ctx.Done():
-			if r.s != nil {
-				r.s.Cancel(time.Now())
-			}
-			return
-		case ev := <-g.events:
-			r.connection(ev.up)
-		case <-r.periodT.C:
-			if r.need == needNothing && r.up {
+// sched runs the due times of every Registration of the process.
+var sched = regstate.NewSched()
+
+// startLoop starts the repair loop: timers on the shared scheduler and
+// steps on a regstate.Loop, so that a waiting Registration costs no
+// goroutine.
+func (g *registration) startLoop() {
+	r := &repairer{g: g, up: true}
+	g.rep = r
+	g.loop = regstate.NewLoop(func() {
+		r.timer.Stop()
+		r.periodT.Stop()
+		if r.s != nil {
+			r.s.Cancel(time.Now())
+			r.s = nil
+		}
+	})
+	r.timer = sched.NewTimer(func(gen uint32) {
+		g.loop.Post(func() bool { return !r.timer.Live(gen) || r.due() })
+	})
+	r.periodT = sched.NewTimer(func(gen uint32) {
+		g.loop.Post(func() bool {
+			if r.periodT.Live(gen) && r.need == needNothing && r.up {
 				r.need = needCheck
 				r.begin(0)
 			}
-		case <-r.timer.C:
-			if !r.due() {
-				return
-			}
-		case u := <-g.updates:
-			r.update(u)
-		}
-	}
+			return true
+		})
+	})
+	g.loop.Do(func() bool { r.armPeriodic(); return true })
 }
 
-// repairer is the loop's state (owned by the loop goroutine).
+// connection tells the loop of a connection transition; the latest one
+// wins over one not yet handled.
+func (g *registration) connection(up bool) {
+	g.connUp.Store(up)
+	if g.connNew.Swap(true) {
+		return
+	}
+	g.loop.Do(func() bool {
+		g.connNew.Store(false)
+		g.rep.connection(g.connUp.Load())
+		return true
+	})
+}
+
+// repairer is the loop's state (owned by the loop's steps).
 type repairer struct {
-	g       *Registration
+	g       *registration
 	need    int
 	up      bool
 	s       *rebound.Schedule // the current repair run; nil when none
 	j       judgement
 	kind    rebound.AttemptKind // the attempt the timer is the wait for
-	timer   *time.Timer
-	periodT *time.Timer
+	timer   *regstate.Timer
+	periodT *regstate.Timer
 }
 
 func (r *repairer) armPeriodic() {
@@ -144,6 +158,7 @@ func (r *repairer) due() bool {
 	case rebound.Stop, rebound.Drop:
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		r.s = nil // ended by its own verdict: nothing to give back
 		return false
 	}
 	return r.outcome(a, r.work())
@@ -175,7 +190,7 @@ func (r *repairer) work() error {
 			g.track.Set(subscriber.RegistrationRegistered, nil)
 			g.track.Repaired()
 			r.need = needNothing
-		case errors.Is(err, ErrNotListed):
+		case errors.Is(err, errNotListed):
 			r.need = needCheck // the Schedule's backoff, then look again
 		}
 	}
@@ -194,7 +209,7 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 		r.armPeriodic()
 		return true
 	}
-	if errors.Is(err, errClosed) || errors.Is(err, ErrLookupUnsupported) {
+	if errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported) {
 		if r.s != nil {
 			// The admitted attempt's token and breaker admission go
 			// back: the loop ends without its outcome.
@@ -211,6 +226,7 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	if dec.Verdict != rebound.WaitFor {
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		r.s = nil // ended by its own verdict: nothing to give back
 		return false
 	}
 	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
@@ -241,7 +257,7 @@ type judgement struct {
 func (j *judgement) news() { j.other, j.left, j.hidden = false, false, false }
 
 // judge returns the work a check's answer (found, same) calls for.
-func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) int {
+func (j *judgement) judge(g *registration, in model.Instance, found, same bool) int {
 	j.unlisted = false
 	switch {
 	case found && (same || j.other):
@@ -262,7 +278,7 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 		return needNothing
 	case found:
 		g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
-		g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+		g.track.Set(subscriber.RegistrationRepairing, errNotListed)
 		j.other = true
 		return needRegister
 	case !in.Enable:
@@ -271,7 +287,7 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 		return needNothing
 	}
 	g.log.Info("the server does not list the instance; registering it again")
-	g.track.Set(subscriber.RegistrationRepairing, ErrNotListed)
+	g.track.Set(subscriber.RegistrationRepairing, errNotListed)
 	j.unlisted = true
 	return needRegister
 }
@@ -283,7 +299,7 @@ func (j *judgement) judge(g *Registration, in model.Instance, found, same bool) 
 // it: Nacos keeps that apart from the registration, and its query leaves
 // disabled instances out) or lost it again: the repair failed, and the
 // Schedule's backoff paces the next one, not the check interval.
-func (j *judgement) confirm(g *Registration, in model.Instance) error {
+func (j *judgement) confirm(g *registration, in model.Instance) error {
 	if !j.unlisted {
 		return nil
 	}
@@ -297,12 +313,12 @@ func (j *judgement) confirm(g *Registration, in model.Instance) error {
 		j.hidden = true
 		return nil
 	}
-	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", ErrNotListed))
+	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", errNotListed))
 }
 
-// update sends u's instance (in the loop goroutine) and adopts it unless
+// update sends u's instance (in a step of the loop) and adopts it unless
 // Update gave up on it; sent: the server accepted the request.
-func (g *Registration) update(u regUpdate) (sent bool, err error) {
+func (g *registration) update(u regUpdate) (sent bool, err error) {
 	if err := u.ctx.Err(); err != nil {
 		return false, err
 	}
@@ -361,10 +377,10 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 // Register it), a *rebound.ArgumentError, as is a bad Weight or one that
 // Register refuses (Enabled, Healthy and Weight all zero). After
 // Shutdown or Close it returns an error matching
-// subscriber.ErrRegistrationStopped. The SDK's call is not cancelled by
+// rebound.ErrClosed. The SDK's call is not cancelled by
 // ctx (it is bounded by the client's TimeoutMs); ctx bounds the wait for
 // it.
-func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) error {
+func (g *registration) Update(ctx context.Context, inst subscriber.Instance) error {
 	const fn = "nacos.Registration.Update"
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: fn, Arg: "ctx", Reason: "must not be nil"}
@@ -383,16 +399,23 @@ func (g *Registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	inst.Ephemeral, inst.ID = true, ""
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
-	select {
-	case g.updates <- u:
-	case <-g.done:
-		return &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: subscriber.ErrRegistrationStopped}
-	case <-ctx.Done():
-		return ctx.Err()
+	stopped := &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: regstate.ErrStopped}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !g.loop.Post(func() bool { g.rep.update(u); return true }) {
+		return stopped
 	}
 	select {
 	case err := <-u.done:
 		return err
+	case <-g.loop.Done():
+		select {
+		case err := <-u.done:
+			return err
+		default:
+			return stopped // the loop ended before it took the Update
+		}
 	case <-ctx.Done():
 		if u.state.CompareAndSwap(updatePending, updateAbandoned) {
 			return ctx.Err()

@@ -141,12 +141,12 @@ func TestRegistrationSequences(t *testing.T) {
 	for n, seq := range sequences(4) {
 		key := subscriber.Key{Service: fmt.Sprintf("seq%d", n)}
 		m := seqModel{holder: -1, owner: -1}
-		var regs []*nacos.Registration
+		var regs []subscriber.Registration
 		for i, s := range seq {
 			var err error
 			switch s.op {
 			case "register":
-				var g *nacos.Registration
+				var g subscriber.Registration
 				g, err = nacos.Register(context.Background(), c, key, inst(s.addr, 8080), fastRegister...)
 				regs = append(regs, g)
 			case "reject":

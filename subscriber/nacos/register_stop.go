@@ -14,10 +14,10 @@ import (
 
 // stop ends the loop (bounded by ctx) and gives the service's slot on the
 // client back.
-func (g *Registration) stop(ctx context.Context) error {
-	g.cancel()
+func (g *registration) stop(ctx context.Context) error {
+	g.loop.Stop()
 	select {
-	case <-g.done:
+	case <-g.loop.Done():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -29,8 +29,8 @@ func (g *Registration) stop(ctx context.Context) error {
 // registered while the client's connection lives (the SDK's redo also
 // keeps re-sending it after reconnects, as it does for any instance the
 // client registered). Use Shutdown to deregister. Close is idempotent,
-// returns once the Registration's goroutine has ended, and returns nil.
-func (g *Registration) Close() error {
+// returns once the repair loop's step in flight has ended, and returns nil.
+func (g *registration) Close() error {
 	_ = g.stop(context.Background())
 	select {
 	case g.shut <- struct{}{}:
@@ -65,7 +65,7 @@ func (g *Registration) Close() error {
 // one, even after that one's Close), Shutdown sends nothing and returns
 // nil, so as not to deregister that one. Later calls return the first one's result, unless it ended
 // on ctx, in which case they try again.
-func (g *Registration) Shutdown(ctx context.Context) error {
+func (g *registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: "nacos.Registration.Shutdown", Arg: "ctx", Reason: "must not be nil"}
 	}
@@ -115,8 +115,8 @@ func (g *Registration) Shutdown(ctx context.Context) error {
 // would remove the other's. A first registration of the service still in
 // flight is waited for (bounded by ctx): if it fails, it gives the
 // service back to g.
-func (g *Registration) reclaim(ctx context.Context) (bool, error) {
-	var settled *Registration // a holder seen with its Register returned
+func (g *registration) reclaim(ctx context.Context) (bool, error) {
+	var settled *registration // a holder seen with its Register returned
 	for {
 		h, holder := reclaimHub(g.client, g)
 		switch {
@@ -136,7 +136,7 @@ func (g *Registration) reclaim(ctx context.Context) (bool, error) {
 }
 
 // deregister deregisters and confirms, retrying until ctx is done.
-func (g *Registration) deregister(ctx context.Context) error {
+func (g *registration) deregister(ctx context.Context) error {
 	g.track.Deregistering()
 	// The first request asks no gate; the retries pass the gates of
 	// WithRegisterRetryOptions, each deferring a refusal as in Register.
@@ -162,7 +162,7 @@ func (g *Registration) deregister(ctx context.Context) error {
 			return nil
 		}
 		last = err
-		if errors.Is(err, ErrLookupUnsupported) {
+		if errors.Is(err, errLookupUnsupported) {
 			s.Cancel(time.Now()) // the confirmation cannot be made
 			return err
 		}
@@ -200,7 +200,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // deregisterOnce sends a deregister request (unless the server no longer
 // lists the instance) and checks that the server no longer lists it.
-func (g *Registration) deregisterOnce(in model.Instance) error {
+func (g *registration) deregisterOnce(in model.Instance) error {
 	start := time.Now()
 	ok, err := g.client.DeregisterInstance(g.deregisterParam())
 	switch {
@@ -238,4 +238,4 @@ func (g *Registration) deregisterOnce(in model.Instance) error {
 	return nil
 }
 
-var _ subscriber.Registration = (*Registration)(nil)
+var _ subscriber.Registration = (*registration)(nil)

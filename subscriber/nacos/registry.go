@@ -22,7 +22,7 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// Defaults of a Registry (see WithPollInterval and WithEvidenceWindow).
+// Defaults of a Registry (see WithPollInterval and withEvidenceWindow).
 const (
 	defaultPollInterval     = 100 * time.Millisecond
 	defaultDownPollInterval = time.Second
@@ -48,19 +48,16 @@ var (
 	// SDK client was closed: subscriber.ErrRegistryClosed, in the
 	// adapter's words.
 	errClosed error = &sentinel{"nacos: registry closed", []error{subscriber.ErrRegistryClosed}}
-	// ErrInvalidKey is wrapped by the (permanent) error for a key the
-	// client can never serve.
-	ErrInvalidKey = errors.New("nacos: invalid key")
+	// errInvalidKey is wrapped by the (permanent) error for a key the
+	// client can never serve: rebound.ErrInvalidArgument.
+	errInvalidKey error = &sentinel{"nacos: invalid key", []error{rebound.ErrInvalidArgument}}
 	// errNotConnected is the cause of the (transient) *subscriber.OpError
 	// Subscribe returns without calling the SDK while the client is not
 	// connected: subscriber.ErrDisconnected, in the adapter's words.
 	errNotConnected error = &sentinel{"client not connected", []error{subscriber.ErrDisconnected}}
-	// ErrRejected is the cause of the (transient) *subscriber.OpError
-	// Subscribe returns when the server rejected the subscribe request in
-	// the handler's own response type (Nacos' TPS control, its auth
-	// filter), which nacos-sdk-go v2.3.2 reports as success; a lookup's,
-	// and a Registration's register and deregister requests the server
-	// refused, are reported with it too (the OpError names the request).
+	// ErrRejected is wrapped by the *subscriber.OpError of a request the
+	// server refused (TPS control, auth) that nacos-sdk-go reports as
+	// success or false: a subscribe, a lookup, a register or a deregister.
 	ErrRejected = errors.New("request rejected by the server (nacos-sdk-go reports such a rejection as success or as false)")
 	// errNoEvidence is the reason passed to Sink.Resubscribe for a
 	// subscription that showed no evidence of being held by the server
@@ -226,10 +223,8 @@ func (r *Registry) Close() error {
 }
 
 // ConfirmsReconnects implements subscriber.ReconnectConfirmer: it returns
-// true. After every reconnect the adapter confirms, from evidence in the
-// SDK's cache, each subscription whose last Subscribe succeeded, or hands
-// it back with Sink.Resubscribe, within the evidence window (see
-// WithEvidenceWindow; at most 10 s by default).
+// true. After a reconnect the adapter confirms each subscription from the
+// SDK's cache or hands it back (Sink.Resubscribe) within 10 s.
 func (r *Registry) ConfirmsReconnects() bool { return true }
 
 func opError(op string, key subscriber.Key, err error) error {
@@ -532,7 +527,7 @@ func (r *Registry) releaseLocked(g *group, gkey string) {
 // param maps a key to the SDK's subscribe parameters.
 func (r *Registry) param(key subscriber.Key) (*vo.SubscribeParam, error) {
 	bad := func(format string, args ...any) error {
-		return rebound.Permanent(fmt.Errorf("%w %s: "+format, append([]any{ErrInvalidKey, key}, args...)...))
+		return rebound.Permanent(fmt.Errorf("%w %s: "+format, append([]any{errInvalidKey, key}, args...)...))
 	}
 	if strings.TrimSpace(key.Service) == "" {
 		return nil, bad("empty service name")

@@ -27,10 +27,10 @@ var (
 	_ subscriber.Reconciler         = (*Registry)(nil)
 )
 
-// ErrLookupUnsupported is the cause of the (permanent) error Lookup
+// errLookupUnsupported is the cause of the (permanent) error Lookup
 // returns for a client that does not expose its configuration (the SDK's
 // NamingClient does).
-var ErrLookupUnsupported = errors.New("lookup needs the client's configuration (GetClientConfig, GetServerConfig, GetHttpAgent)")
+var errLookupUnsupported = errors.New("lookup needs the client's configuration (GetClientConfig, GetServerConfig, GetHttpAgent)")
 
 // lookupConn is the adapter's own connection for Lookup, opened on first
 // use: nacos-sdk-go's NamingClient has no call that reads a service from
@@ -114,7 +114,7 @@ func (r *Registry) lookupProxy() (*naming_grpc.NamingGrpcProxy, error) {
 // replacing the client's), for server queries that bypass the client's
 // cache. Close it with CloseClient and cancel. op names the caller in
 // errors. A client that does not expose its configuration (the SDK's
-// NamingClient does) gets a permanent ErrLookupUnsupported.
+// NamingClient does) gets a permanent errLookupUnsupported.
 func newQueryProxy(client naming_client.INamingClient, namespace, op string) (*naming_grpc.NamingGrpcProxy, context.CancelFunc, error) {
 	nc, ok := client.(interface {
 		GetClientConfig() (constant.ClientConfig, error)
@@ -122,7 +122,7 @@ func newQueryProxy(client naming_client.INamingClient, namespace, op string) (*n
 		GetHttpAgent() (http_agent.IHttpAgent, error)
 	})
 	if !ok {
-		return nil, nil, rebound.Permanent(ErrLookupUnsupported)
+		return nil, nil, rebound.Permanent(errLookupUnsupported)
 	}
 	cc, err := nc.GetClientConfig()
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
 // client's ServerHealthy. After each Connected it confirms, from evidence,
-// every subscription whose last Subscribe succeeded (WithEvidenceWindow).
+// every subscription whose last Subscribe succeeded.
 // It returns nil when ctx is done, and subscriber.ErrRegistryClosed once
 // the Registry or its client is closed (probed every 10 s while down).
 func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {

@@ -10,9 +10,9 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// An Option configures New or Register. WithLogger configures both;
-// WithPollInterval and WithEvidenceWindow configure New only, the others Register only, and each refuses the other's with an
-// *rebound.ArgumentError. A nil Option is ignored.
+// An Option configures New or Register. WithLogger configures both,
+// WithPollInterval New only, the others Register only; each refuses the
+// other's with an *rebound.ArgumentError. A nil Option is ignored.
 type Option interface {
 	apply(*config)
 	applyRegister(*regConfig)
@@ -82,12 +82,12 @@ func WithPollInterval(up, down time.Duration) Option {
 	}}
 }
 
-// WithEvidenceWindow sets how long after a reconnect the Registry waits
+// withEvidenceWindow sets how long after a reconnect the Registry waits
 // for evidence that the server holds each subscription (New only): until
 // no subscription has shown any for window, and at most total. The rest
 // are handed back to the Manager (Sink.Resubscribe). Defaults: 2 s and 10 s;
 // window must be positive and at most total. Sizing: docs/subscription.md.
-func WithEvidenceWindow(window, total time.Duration) Option {
+func withEvidenceWindow(window, total time.Duration) Option {
 	return newOption{"WithEvidenceWindow", func(c *config) {
 		switch {
 		case window <= 0:

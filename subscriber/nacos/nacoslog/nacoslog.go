@@ -14,8 +14,7 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// Defaults of New and Install, stated in WithLevel's and WithInterval's
-// docs.
+// Defaults of Install, stated in WithLevel's and withInterval's docs.
 const (
 	defaultLevel    = zapcore.WarnLevel
 	defaultInterval = time.Minute
@@ -26,7 +25,7 @@ const (
 // then all of them.
 const maxKeys = 512
 
-// An Option configures New and Install. A nil Option is ignored.
+// An Option configures Install. A nil Option is ignored.
 type Option interface{ apply(*config) error }
 
 type config struct {
@@ -52,11 +51,11 @@ func WithLevel(level zapcore.Level) Option {
 	})
 }
 
-// WithInterval sets the throttle interval of each SDK call site (default
+// withInterval sets the throttle interval of each SDK call site (default
 // 1m): its first line, then one per interval, the spacing doubling up to
 // an hour while it repeats. Zero turns throttling off; it must not be
 // negative.
-func WithInterval(d time.Duration) Option {
+func withInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
 			return &rebound.ArgumentError{Func: "nacoslog.WithInterval", Arg: "d",
@@ -67,11 +66,11 @@ func WithInterval(d time.Duration) Option {
 	})
 }
 
-// Install points nacos-sdk-go/v2's process-wide logger at New(l, opts...)
-// and returns New's error. Call it after creating each SDK client: the
-// SDK replaces its logger when it builds one.
+// Install points nacos-sdk-go/v2's process-wide logger at l (nil: a no-op
+// logger). Call it after creating each SDK client (clients.NewNamingClient,
+// NewConfigClient): the SDK replaces its logger when it builds one.
 func Install(l *zap.Logger, opts ...Option) error {
-	b, err := New(l, opts...)
+	b, err := newBridge(l, opts...)
 	if err != nil {
 		return err
 	}
@@ -79,7 +78,7 @@ func Install(l *zap.Logger, opts ...Option) error {
 	return nil
 }
 
-// bridge is New's nacos-sdk-go/v2 common/logger.Logger writing to a
+// bridge is newBridge's nacos-sdk-go/v2 common/logger.Logger writing to a
 // *zap.Logger. It is safe for concurrent use.
 type bridge struct {
 	l        *zap.Logger // Info and above: no stack traces
@@ -104,10 +103,9 @@ type throttled struct {
 
 var _ nacoslogger.Logger = (*bridge)(nil)
 
-// New returns an SDK logger writing to l (nil: zap.NewNop()), throttled
-// per call site, credentials scrubbed and stack traces kept to Debug.
-// It is safe for concurrent use; docs/observability.md says what it writes.
-func New(l *zap.Logger, opts ...Option) (nacoslogger.Logger, error) {
+// newBridge returns the SDK logger Install installs. It is safe for
+// concurrent use.
+func newBridge(l *zap.Logger, opts ...Option) (nacoslogger.Logger, error) {
 	cfg := config{level: defaultLevel, interval: defaultInterval}
 	for _, o := range opts {
 		if o == nil {
@@ -163,7 +161,7 @@ func (b *bridge) Errorf(format string, args ...any) {
 }
 
 // write must be called directly by the exported methods (see the caller
-// skip in New).
+// skip in newBridge).
 func (b *bridge) write(lvl zapcore.Level, format string, args []any, formatted bool) {
 	l := b.l
 	if lvl == zapcore.DebugLevel {
