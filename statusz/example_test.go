@@ -23,13 +23,14 @@ func ExampleNew() {
 	}
 	defer m.Close()
 	delivered := make(chan struct{})
-	_, err = m.Subscribe(context.Background(), subscriber.Key{Service: "orders"}, func([]subscriber.Instance) {
+	sub, err := m.Subscribe(context.Background(), subscriber.Key{Service: "orders"}, func([]subscriber.Instance) {
 		close(delivered) // (called once here: the list never changes)
 	})
 	if err != nil {
 		panic(err)
 	}
-	<-delivered
+	<-delivered   // the list arrived
+	<-sub.Ready() // and the registry acknowledged the subscription
 
 	page, err := statusz.New(statusz.WithSubscriptions("nacos", m))
 	if err != nil {
