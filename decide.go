@@ -204,8 +204,8 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	p := &s.d.p
-	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+	p, l := &s.d.p, &s.c.limits
+	if l.maxAttempts > 0 && s.attempts >= l.maxAttempts {
 		return 0, s.stop(ErrExhausted)
 	}
 	d := s.d.draw(s.attempts - 1)
@@ -216,9 +216,9 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 			ra, d = v, min(v, p.MaxRetryAfter)
 		}
 	}
-	if p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
-		if ra > 0 && now.Add(drawn).Sub(s.start) <= p.MaxElapsed { // the Retry-After caused the stop
-			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
+	if l.maxElapsed > 0 && now.Add(d).Sub(s.start) > l.maxElapsed {
+		if ra > 0 && now.Add(drawn).Sub(s.start) <= l.maxElapsed { // the Retry-After caused the stop
+			return 0, s.stop(retryAfterBeyond(ra, l.maxElapsed))
 		}
 		return 0, s.stop(ErrExhausted)
 	}
@@ -242,12 +242,12 @@ func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 	s.attempts++
 	s.last = reason
 	s.limWait = 0
-	p := &s.d.p
+	l := &s.c.limits
 	var d time.Duration
 	var stop error
-	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+	if l.maxAttempts > 0 && s.attempts >= l.maxAttempts {
 		stop = s.stop(ErrExhausted)
-	} else if d = s.d.draw(s.attempts - 1); p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
+	} else if d = s.d.draw(s.attempts - 1); l.maxElapsed > 0 && now.Add(d).Sub(s.start) > l.maxElapsed {
 		d, stop = 0, s.stop(ErrExhausted)
 	}
 	if s.c.observed() {
@@ -294,12 +294,12 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	c := s.c
 	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
 	// after it (a scheduler whose workers were busy) is not made.
-	if me := s.d.p.MaxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+	if me := s.c.maxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
 		s.cancel(now)
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
 	}
-	if ma := s.d.p.MaxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
+	if ma := s.c.maxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
 		// A run resumed (Resume) past MaxAttempts: stopped as a failure
 		// past it is.
 		s.cancel(now)
@@ -383,7 +383,7 @@ func (s *Schedule) token(k AttemptKind, res **rate.Reservation, now time.Time) (
 		}
 	}
 	w := (*res).DelayFrom(now)
-	if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+	if me := s.c.maxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
 		s.cancel(now)
 		s.passed = 0
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",

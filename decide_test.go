@@ -40,9 +40,7 @@ func TestDecideLoop(t *testing.T) {
 // TestDecideMaxAttempts: the engine counts the attempts, the loop does
 // not.
 func TestDecideMaxAttempts(t *testing.T) {
-	p := fixed
-	p.MaxAttempts = 3
-	s := newLoop(mustRetrier(t, p), t0)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithMaxAttempts(3)), t0)
 	var d rebound.Decision
 	for i := range 3 {
 		d = s.decide(t0, failed(errors.New("down")))
@@ -213,9 +211,7 @@ func BenchmarkDecide(b *testing.B) {
 // MaxElapsed (its scheduler was late) is not made; the engine says so, the
 // loop does not check MaxElapsed itself.
 func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
-	p := fixed
-	p.MaxElapsed = 10 * time.Second
-	s := newLoop(mustRetrier(t, p), t0)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithMaxElapsed(10*time.Second)), t0)
 	if d := s.decide(t0, failed(errors.New("down"))); d.Verdict != rebound.WaitFor {
 		t.Fatalf("after the failure: %+v", d)
 	}

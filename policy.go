@@ -55,8 +55,9 @@ func (j Jitter) String() string {
 	return fmt.Sprintf("Jitter(%d)", int(j))
 }
 
-// Policy is capped exponential backoff with jitter, and when to stop.
+// Policy is capped exponential backoff with jitter: it only paces.
 // The n-th delay's ceiling is min(Max, Initial×Multiplier^n), n from 0 (docs/policy.md).
+// When to stop is an Option: WithMaxAttempts, WithMaxElapsed.
 // It is a plain value; the zero Policy is valid and means the same in every package.
 type Policy struct {
 	// Initial is the first ceiling: 0 means 1 s, or Max if smaller.
@@ -70,12 +71,6 @@ type Policy struct {
 	Max time.Duration
 	// Jitter selects how delays are drawn.
 	Jitter Jitter
-	// MaxAttempts counts every attempt, the first included.
-	// 0 means unlimited; 1 means no retry.
-	MaxAttempts int
-	// MaxElapsed bounds the time from a loop's start to any attempt's start.
-	// A loop stops rather than wait past it. 0 means unlimited.
-	MaxElapsed time.Duration
 	// MaxRetryAfter caps a server's Retry-After (see RetryAfter).
 	// 0 means 5 min, or Max if larger.
 	MaxRetryAfter time.Duration
@@ -113,12 +108,6 @@ func (p Policy) Validate() error {
 	if p.Jitter < FullJitter || p.Jitter > NoJitter {
 		bad("Jitter", int(p.Jitter), "must be FullJitter, EqualJitter, DecorrelatedJitter or NoJitter")
 	}
-	if p.MaxAttempts < 0 {
-		bad("MaxAttempts", p.MaxAttempts, "must not be negative (0 means unlimited)")
-	}
-	if p.MaxElapsed < 0 {
-		bad("MaxElapsed", p.MaxElapsed, "must not be negative (0 means unlimited)")
-	}
 	if p.MaxRetryAfter < 0 {
 		bad("MaxRetryAfter", p.MaxRetryAfter, "must not be negative (0 means the default, 5m0s)")
 	}
@@ -134,7 +123,7 @@ func (p Policy) validFast() bool {
 		(p.Max == 0 || p.Max >= MinDelay) &&
 		(p.Initial == 0 || p.Max == 0 || p.Max >= p.Initial) &&
 		p.Jitter >= FullJitter && p.Jitter <= NoJitter &&
-		p.MaxAttempts >= 0 && p.MaxElapsed >= 0 && p.MaxRetryAfter >= 0
+		p.MaxRetryAfter >= 0
 }
 
 // Normalized returns the policy a loop runs.
@@ -169,12 +158,6 @@ func (p Policy) Normalized() Policy {
 	if p.Jitter < FullJitter || p.Jitter > NoJitter {
 		p.Jitter = FullJitter
 	}
-	if p.MaxAttempts < 0 {
-		p.MaxAttempts = 0
-	}
-	if p.MaxElapsed < 0 {
-		p.MaxElapsed = 0
-	}
 	if p.MaxRetryAfter <= 0 {
 		p.MaxRetryAfter = max(defaultMaxRetryAfter, p.Max)
 	}
@@ -201,9 +184,8 @@ func (p Policy) ceiling(n int) time.Duration {
 }
 
 // NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
-// It stops after MaxAttempts or past MaxElapsed, and ignores Retry-After.
-// It is not safe for concurrent use: build one per loop.
-// Only WithSeed applies.
+// Only WithSeed, WithMaxAttempts and WithMaxElapsed apply; a bad limit means none.
+// It ignores Retry-After and is not safe for concurrent use: build one per loop.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {
 		var c config // stays on the stack
@@ -213,7 +195,7 @@ func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 }
 
 func newPolicyBackOff(p Policy, c *config) *policyBackOff {
-	b := &policyBackOff{clock: c.clock}
+	b := &policyBackOff{clock: c.clock, maxAttempts: max(c.maxAttempts, 0), maxElapsed: max(c.maxElapsed, 0)}
 	b.d.init(p.Normalized(), c.seed, c.seeded)
 	b.Reset()
 	return b
@@ -221,10 +203,12 @@ func newPolicyBackOff(p Policy, c *config) *policyBackOff {
 
 // policyBackOff implements backoff.BackOff for a normalized Policy.
 type policyBackOff struct {
-	d     drawer
-	clock backoff.Clock // nil: time.Now
-	n     int           // NextBackOff calls since Reset = failed attempts
-	start time.Time
+	d           drawer
+	clock       backoff.Clock // nil: time.Now
+	n           int           // NextBackOff calls since Reset = failed attempts
+	start       time.Time
+	maxAttempts int
+	maxElapsed  time.Duration
 }
 
 func (b *policyBackOff) now() time.Time {
@@ -238,7 +222,7 @@ func (b *policyBackOff) now() time.Time {
 func (b *policyBackOff) Reset() {
 	b.n = 0
 	b.d.reset()
-	if b.d.p.MaxElapsed > 0 {
+	if b.maxElapsed > 0 {
 		b.start = b.now()
 	}
 }
@@ -246,13 +230,13 @@ func (b *policyBackOff) Reset() {
 // NextBackOff returns the delay before the next attempt, or backoff.Stop.
 func (b *policyBackOff) NextBackOff() time.Duration {
 	b.n++
-	if b.d.p.MaxAttempts > 0 && b.n >= b.d.p.MaxAttempts {
+	if b.maxAttempts > 0 && b.n >= b.maxAttempts {
 		return backoff.Stop
 	}
 	d := b.d.draw(b.n - 1)
 	// d > MaxElapsed-elapsed, not elapsed+d > MaxElapsed: the sum of a
 	// delay near Max and the elapsed time would overflow and wrap negative.
-	if b.d.p.MaxElapsed > 0 && d > b.d.p.MaxElapsed-max(b.now().Sub(b.start), 0) {
+	if b.maxElapsed > 0 && d > b.maxElapsed-max(b.now().Sub(b.start), 0) {
 		return backoff.Stop
 	}
 	return d

@@ -55,7 +55,7 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 	}
 	r.c.compileObservers()
 	r.p = p.Normalized()
-	r.start = r.p.MaxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
+	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
 	return nil
 }
 
@@ -201,7 +201,7 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservat
 	if w <= 0 {
 		return res, 0, nil
 	}
-	if me := r.p.MaxElapsed; me > 0 && w > me {
+	if me := r.c.maxElapsed; me > 0 && w > me {
 		res.CancelAt(now)
 		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v", ErrExhausted, w-me, me)}
 	}

@@ -127,12 +127,7 @@ func mustClose(t testing.TB, f *Invoker) {
 }
 
 // retries is the default policy with n retries (n+1 attempts).
-func retries(n int) Option { return WithPolicy(withAttempts(DefaultPolicy(), n+1)) }
-
-func withAttempts(p rebound.Policy, n int) rebound.Policy {
-	p.MaxAttempts = n
-	return p
-}
+func retries(n int) Option { return WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(n+1)) }
 
 // checkStats asserts that the counters add up.
 func checkStats(t testing.TB, s Stats) {

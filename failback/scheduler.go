@@ -534,7 +534,7 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) 
 // classified as retryable already; accepts of the others are given to the
 // throttle by accepted.
 func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
-	var ropts []rebound.Option
+	ropts := c.limits[:len(c.limits):len(c.limits)]
 	if c.seeded {
 		ropts = append(ropts, rebound.WithSeed(c.seed))
 	}

@@ -119,8 +119,6 @@ func TestNewRejectsBadArguments(t *testing.T) {
 	}{
 		{"nil registry", nil, nil, "reg"},
 		{"invalid policy", reg, subscriber.WithPolicy(rebound.Policy{Multiplier: 0.5}), "p"},
-		{"max attempts", reg, subscriber.WithPolicy(rebound.Policy{MaxAttempts: 3}), "p.MaxAttempts"},
-		{"max elapsed", reg, subscriber.WithPolicy(rebound.Policy{MaxElapsed: time.Minute}), "p.MaxElapsed"},
 		{"negative hold", reg, subscriber.WithEmptyListHold(-time.Second), "d"},
 		{"zero burst", reg, subscriber.WithLimiter(rate.NewLimiter(1, 0)), "l"},
 	}

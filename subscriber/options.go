@@ -64,19 +64,12 @@ type options struct {
 
 // WithPolicy sets the backoff of every subscription's retry loop.
 // Default: the zero rebound.Policy (full jitter, 1 s doubling to 30 s).
-// p must be valid and leave MaxAttempts and MaxElapsed zero: a subscription
-// never gives up on a transient error.
+// p must be valid. A subscription never gives up on a transient error.
 func WithPolicy(p rebound.Policy) Option {
 	return managerOption("WithPolicy", func(o *options) {
 		if err := p.Validate(); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
-		}
-		if p.MaxAttempts != 0 {
-			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxAttempts", "must be 0: a subscription retries until it is stopped"))
-		}
-		if p.MaxElapsed != 0 {
-			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxElapsed", "must be 0: a subscription retries until it is stopped"))
 		}
 		o.policy = p
 	})
