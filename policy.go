@@ -19,16 +19,16 @@ const (
 	defaultMaxRetryAfter = 5 * time.Minute
 )
 
-// MinDelay is the floor of every delay a Policy yields.
-// A draw below it is raised to it, so no loop can busy-spin.
-const MinDelay = 500 * time.Microsecond
+// minDelay is the floor of every delay a Policy yields (stated on Policy):
+// a draw below it is raised to it, so no loop can busy-spin.
+const minDelay = 500 * time.Microsecond
 
 // Jitter selects how a delay is drawn below the ceiling.
 // The zero value is FullJitter.
 type Jitter int
 
 const (
-	// FullJitter draws from [0, ceiling(n)], raised to MinDelay.
+	// FullJitter draws from [0, ceiling(n)].
 	// It is the default.
 	FullJitter Jitter = iota
 	// EqualJitter draws from [ceiling(n)/2, ceiling(n)].
@@ -57,17 +57,18 @@ func (j Jitter) String() string {
 
 // Policy is capped exponential backoff with jitter: it only paces.
 // The n-th delay's ceiling is min(Max, Initial×Multiplier^n), n from 0 (docs/policy.md).
+// Every delay is at least 500 µs, so no loop can busy-spin.
 // When to stop is an Option: WithMaxAttempts, WithMaxElapsed.
 // It is a plain value; the zero Policy is valid and means the same in every package.
 type Policy struct {
 	// Initial is the first ceiling: 0 means 1 s, or Max if smaller.
-	// Otherwise it must be at least MinDelay.
+	// Otherwise it must be at least 500 µs.
 	Initial time.Duration
 	// Multiplier is the ceiling's growth per attempt: 0 means 2.
 	// Otherwise it must be a finite number >= 1.
 	Multiplier float64
 	// Max caps every delay: 0 means 30 s, or Initial if larger.
-	// It must not be less than Initial.
+	// Otherwise it must be at least 500 µs, and not less than Initial.
 	Max time.Duration
 	// Jitter selects how delays are drawn.
 	Jitter Jitter
@@ -76,9 +77,9 @@ type Policy struct {
 	MaxRetryAfter time.Duration
 }
 
-// Validate returns an error wrapping ErrInvalidPolicy for a bad policy.
-// It names every bad field, its value and the rule.
-func (p Policy) Validate() error {
+// validate returns an error wrapping ErrInvalidPolicy for a bad policy
+// (NewRetrier's). It names every bad field, its value and the rule.
+func (p Policy) validate() error {
 	// Fast path: the common valid cases do not allocate.
 	if p.validFast() {
 		return nil
@@ -89,8 +90,8 @@ func (p Policy) Validate() error {
 	}
 	if p.Initial < 0 {
 		bad("Initial", p.Initial, "must not be negative (0 means the default, 1s)")
-	} else if p.Initial > 0 && p.Initial < MinDelay {
-		bad("Initial", p.Initial, fmt.Sprintf("must be 0 (the default) or at least MinDelay (%v)", MinDelay))
+	} else if p.Initial > 0 && p.Initial < minDelay {
+		bad("Initial", p.Initial, fmt.Sprintf("must be 0 (the default) or at least %v, the floor of every delay", minDelay))
 	}
 	if math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0) {
 		bad("Multiplier", p.Multiplier, "must be a finite number")
@@ -99,8 +100,8 @@ func (p Policy) Validate() error {
 	}
 	if p.Max < 0 {
 		bad("Max", p.Max, "must not be negative (0 means the default, 30s)")
-	} else if p.Max > 0 && p.Max < MinDelay {
-		bad("Max", p.Max, fmt.Sprintf("must be 0 (the default) or at least MinDelay (%v)", MinDelay))
+	} else if p.Max > 0 && p.Max < minDelay {
+		bad("Max", p.Max, fmt.Sprintf("must be 0 (the default) or at least %v, the floor of every delay", minDelay))
 	}
 	if p.Initial > 0 && p.Max > 0 && p.Max < p.Initial {
 		bad("Max", p.Max, fmt.Sprintf("must not be less than Initial (%v)", p.Initial))
@@ -118,9 +119,9 @@ func (p Policy) Validate() error {
 }
 
 func (p Policy) validFast() bool {
-	return (p.Initial == 0 || p.Initial >= MinDelay) &&
+	return (p.Initial == 0 || p.Initial >= minDelay) &&
 		(p.Multiplier == 0 || (p.Multiplier >= 1 && !math.IsInf(p.Multiplier, 1))) &&
-		(p.Max == 0 || p.Max >= MinDelay) &&
+		(p.Max == 0 || p.Max >= minDelay) &&
 		(p.Initial == 0 || p.Max == 0 || p.Max >= p.Initial) &&
 		p.Jitter >= FullJitter && p.Jitter <= NoJitter &&
 		p.MaxRetryAfter >= 0
@@ -131,14 +132,14 @@ func (p Policy) validFast() bool {
 // It never yields a busy-spin (docs/policy.md lists the rules).
 func (p Policy) Normalized() Policy {
 	switch {
-	case p.Initial > 0 && p.Initial < MinDelay:
-		p.Initial = MinDelay
+	case p.Initial > 0 && p.Initial < minDelay:
+		p.Initial = minDelay
 	case p.Initial <= 0:
 		p.Initial = 0
 	}
 	switch {
-	case p.Max > 0 && p.Max < MinDelay:
-		p.Max = MinDelay
+	case p.Max > 0 && p.Max < minDelay:
+		p.Max = minDelay
 	case p.Max <= 0:
 		p.Max = 0
 	}
@@ -162,12 +163,6 @@ func (p Policy) Normalized() Policy {
 		p.MaxRetryAfter = max(defaultMaxRetryAfter, p.Max)
 	}
 	return p
-}
-
-// Ceiling returns the n-th delay's upper bound, n from 0.
-// It never overflows; a negative n counts as 0.
-func (p Policy) Ceiling(n int) time.Duration {
-	return p.Normalized().ceiling(n)
 }
 
 // ceiling assumes a normalized policy.
@@ -264,7 +259,7 @@ func (d *drawer) init(p Policy, seed uint64, seeded bool) {
 
 func (d *drawer) reset() { d.prev = d.p.Initial }
 
-// draw returns the n-th delay (n from 0), always in [MinDelay, Max].
+// draw returns the n-th delay (n from 0), always in [minDelay, Max].
 func (d *drawer) draw(n int) time.Duration {
 	var v time.Duration
 	switch d.p.Jitter {
@@ -285,7 +280,7 @@ func (d *drawer) draw(n int) time.Duration {
 	default: // FullJitter
 		v = d.uniform(0, d.p.ceiling(n))
 	}
-	return max(v, MinDelay)
+	return max(v, minDelay)
 }
 
 // uniform returns a duration drawn uniformly from [lo, hi]; lo <= hi, and

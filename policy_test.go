@@ -40,7 +40,7 @@ func TestValidateNamesFieldAndRule(t *testing.T) {
 		substr string
 	}{
 		{"negative initial", rebound.Policy{Initial: -1}, "Initial = -1ns: must not be negative"},
-		{"tiny initial", rebound.Policy{Initial: time.Nanosecond}, "Initial = 1ns: must be 0 (the default) or at least MinDelay"},
+		{"tiny initial", rebound.Policy{Initial: time.Nanosecond}, "Initial = 1ns: must be 0 (the default) or at least 500µs"},
 		{"multiplier below 1", rebound.Policy{Multiplier: 0.5}, "Multiplier = 0.5: must be 0 (the default, 2) or at least 1"},
 		{"multiplier NaN", rebound.Policy{Multiplier: math.NaN()}, "Multiplier = NaN: must be a finite number"},
 		{"multiplier Inf", rebound.Policy{Multiplier: math.Inf(1)}, "Multiplier = +Inf: must be a finite number"},

@@ -27,8 +27,8 @@ type Retrier struct {
 
 // NewRetrier validates p and opts and compiles them. It returns an
 // *ArgumentError (matching ErrInvalidArgument) naming the bad option and
-// its rule, or naming p and wrapping p.Validate()'s error (which matches
-// ErrInvalidPolicy).
+// its rule, or naming p and each bad field of p, its value and its rule
+// (matching ErrInvalidPolicy).
 func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
 	r := &Retrier{}
 	if err := r.init("rebound.NewRetrier", p, opts); err != nil {
@@ -38,7 +38,7 @@ func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
 }
 
 func (r *Retrier) init(fn string, p Policy, opts []Option) error {
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return &ArgumentError{Func: fn, Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
 	for _, o := range opts {
@@ -59,9 +59,6 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 	return nil
 }
 
-// Policy returns the normalized policy r runs.
-func (r *Retrier) Policy() Policy { return r.p }
-
 // NewSchedule returns a new Schedule for one loop whose first run starts at
 // now (see Schedule). Each Schedule has its own random source (see
 // WithSeed).
@@ -75,26 +72,6 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 	k := r.seq.Add(1) - 1
 	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
 }
-
-// Begin accounts for the first attempt of a call that the caller makes
-// itself, without Do (failback's Invoke), about to start at now: a deposit
-// in the RetryBudget, a request for the AdaptiveThrottle. It returns a
-// *RetryError with Reason ErrThrottled when the throttle rejects the
-// attempt locally: the caller should not send it (and may schedule it
-// later, like a failed attempt). Without a budget or throttle it does
-// nothing. Report the attempt's outcome with Record.
-func (r *Retrier) Begin(now time.Time) error {
-	if !r.c.begin(now) {
-		return &RetryError{Reason: ErrThrottled} // "not attempted: ...throttled..."
-	}
-	return nil
-}
-
-// Record reports the outcome of an attempt made outside Do and outside a
-// Schedule (a first attempt after Begin) to the AdaptiveThrottle: nil or
-// an error that is not transient is an accept. Without a throttle it does
-// nothing. Attempt.Done records for itself.
-func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a permanent or non-transient
 // error, the policy (or budget) allows no further attempt, or ctx is done,

@@ -40,7 +40,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	// Fast path: nothing acts before the first attempt, and its success
 	// needs nothing compiled; the options are compiled if it fails.
 	if !p.validFast() {
-		if err := p.Validate(); err != nil {
+		if err := p.validate(); err != nil {
 			return &ArgumentError{Func: "rebound.Retry", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 		}
 	}

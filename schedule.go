@@ -107,9 +107,6 @@ func (s *Schedule) Attempts() int { return s.attempts }
 // 0 if the clock stepped back.
 func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
 
-// Start returns the start of the run. MaxElapsed counts from it.
-func (s *Schedule) Start() time.Time { return s.start }
-
 // FirstDelay draws a wait before a run's first attempt. It has the
 // jitter of a first retry, and counts nothing.
 func (s *Schedule) FirstDelay() time.Duration {

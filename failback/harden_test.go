@@ -304,7 +304,7 @@ func TestReadyQueueStaysBounded(t *testing.T) {
 		})
 		const tasks = 50
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithConcurrency(1), WithMaxTasks(tasks),
-			WithPolicy(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, Jitter: rebound.NoJitter}))
+			WithPolicy(rebound.Policy{Initial: minDelay, Max: minDelay, Jitter: rebound.NoJitter}))
 		defer mustClose(t, f)
 		for range tasks {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
@@ -479,7 +479,7 @@ func TestQueuedLogDoesNotRaceWorker(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(errRefused))
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithLogger(zap.New(zapcore.NewNopCore()).WithOptions(
 			zap.WrapCore(func(zapcore.Core) zapcore.Core { return debugCore{} }))), WithConcurrency(8),
-			WithPolicy(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(3)))
+			WithPolicy(rebound.Policy{Initial: minDelay, Max: minDelay, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(3)))
 		defer mustClose(t, f)
 		var wg sync.WaitGroup
 		for range 8 {

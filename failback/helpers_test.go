@@ -126,6 +126,9 @@ func mustClose(t testing.TB, f *Invoker) {
 	}
 }
 
+// minDelay is rebound's floor of every delay.
+const minDelay = 500 * time.Microsecond
+
 // retries is the default policy with n retries (n+1 attempts).
 func retries(n int) Option { return WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(n+1)) }
 

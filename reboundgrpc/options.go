@@ -78,7 +78,7 @@ func WithFilter(keep func(subscriber.Instance) bool) Option {
 // valid; a resolver retries until it is closed.
 func WithPolicy(p rebound.Policy) Option {
 	return optionFunc(func(o *options) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundgrpc.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
 		}

@@ -57,7 +57,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 			}
 		}
 	}
-	if err := p.Validate(); err != nil {
+	if _, err := rebound.NewRetrier(p); err != nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
 	var err error

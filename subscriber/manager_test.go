@@ -253,8 +253,11 @@ func TestRetryDelaysGrowWithJitterAndNeverSpin(t *testing.T) {
 		if n := len(at); n < 24 || n > 44 {
 			t.Fatalf("%d attempts in 10 minutes; the policy allows 24..44", n)
 		}
+		q := p
+		q.Jitter = rebound.NoJitter // its delays are p's ceilings
+		ceilings := q.NewBackOff()
 		for i := 1; i < len(at); i++ {
-			gap, c := at[i].Sub(at[i-1]), p.Ceiling(i-1)
+			gap, c := at[i].Sub(at[i-1]), ceilings.NextBackOff()
 			if gap < c/2 || gap > c+subscriber.MaxTimerSlack {
 				t.Fatalf("gap %d = %v, want within [%v, %v] (give or take the timer slack)", i, gap, c/2, c)
 			}

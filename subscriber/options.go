@@ -67,7 +67,7 @@ type options struct {
 // p must be valid. A subscription never gives up on a transient error.
 func WithPolicy(p rebound.Policy) Option {
 	return managerOption("WithPolicy", func(o *options) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
 		}

@@ -184,7 +184,7 @@ const maxTTL = 9_000_000_000 * time.Second
 // the TTL. p must be valid; a registration retries until it is closed.
 func WithPolicy(p rebound.Policy) Option {
 	return regOnly("WithPolicy", func(o *registerOptions) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err})
 			return
 		}

@@ -67,7 +67,7 @@ func (c *regConfig) bad(fn, arg, reason string) {
 // A later WithRegisterPolicy replaces p and adds its options to these.
 func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return regOption{"WithRegisterPolicy", func(c *regConfig) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "p", Reason: "must be valid", Err: err})
 			return
 		}

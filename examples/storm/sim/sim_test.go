@@ -398,7 +398,7 @@ func TestStrategies(t *testing.T) {
 	names := make([]string, len(all))
 	for i, s := range all {
 		names[i] = s.Name
-		if err := s.Policy.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(s.Policy); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 		}
 		if (s.Process != nil) != strings.Contains(s.Name, "+") {

@@ -46,7 +46,7 @@ type Strategy struct {
 }
 
 func (s Strategy) validate() error {
-	if err := s.Policy.Validate(); err != nil {
+	if _, err := rebound.NewRetrier(s.Policy); err != nil {
 		return fmt.Errorf("%w: Strategy %q: Policy: %w", ErrInvalid, s.Name, err)
 	}
 	return nil
