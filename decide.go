@@ -18,11 +18,9 @@ const (
 	// says why.
 	WaitFor
 	// Stop: the run is over, with Decision.Err (nil after a success).
+	// After a refusal under RefuseDrop, drop the work (Reason is the refusal).
 	// Until Reset, Admit returns a failed run's stop again, to no hook.
 	Stop
-	// Drop: a refusal under RefuseDrop; drop the work. It ends the run
-	// as Stop does.
-	Drop
 )
 
 func (v Verdict) String() string {
@@ -33,8 +31,6 @@ func (v Verdict) String() string {
 		return "wait"
 	case Stop:
 		return "stop"
-	case Drop:
-		return "drop"
 	}
 	return fmt.Sprintf("Verdict(%d)", uint8(v))
 }
@@ -56,6 +52,8 @@ type Decision struct {
 	// Attempt is the number of failed attempts of the run, refusals
 	// included.
 	Attempt int
+
+	drop bool // a refusal under RefuseDrop: no GaveUp
 }
 
 // An Attempt is an attempt that Admit let start. Report its end with
@@ -94,7 +92,7 @@ func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
 		}
 		return Attempt{s: s, kind: k, gen: s.gen}, d
 	case Stop:
-		if k != LookupAttempt { // a refused lookup ends no run
+		if k != LookupAttempt && !d.drop { // a refused lookup ends no run; the loop reports a drop
 			d.Err = s.gaveUp(d.Err, now)
 		}
 	}
@@ -265,23 +263,18 @@ func (s *Schedule) gaveUp(stop error, now time.Time) error {
 	return stop
 }
 
-// end records a Decision that ends the run (Stop, Drop): an Admit that
-// comes after it (a heap scheduler's stale wake-up) gets it again, until
-// Reset.
+// end records a Decision that ends the run (Stop): an Admit that comes
+// after it (a heap scheduler's stale wake-up) gets it again, until Reset.
 func (s *Schedule) end(d Decision) {
-	if d.Verdict == Stop || d.Verdict == Drop {
-		s.ended, s.endedDrop = d.Err, d.Verdict == Drop
+	if d.Verdict == Stop {
+		s.ended = d.Err
 	}
 }
 
 // endedDecision is the Decision of an Admit after the run ended: the same
 // verdict and error, reported to no hook again.
 func (s *Schedule) endedDecision() Decision {
-	v := Stop
-	if s.endedDrop {
-		v = Drop
-	}
-	return Decision{Verdict: v, Err: s.ended, Attempt: s.attempts}
+	return Decision{Verdict: Stop, Err: s.ended, Attempt: s.attempts}
 }
 
 // admission is the admission of an attempt of kind k due at now; late
@@ -411,7 +404,7 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 		if s.c.observed() {
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
-		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
+		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts, drop: true}
 	default: // RefuseStop
 		s.cancel(now)
 		s.passed = 0
@@ -436,12 +429,8 @@ func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 	if s.c.observed() {
 		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
-	switch r {
-	case RefuseDefer:
+	if r == RefuseDefer {
 		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
-	case RefuseDrop:
-		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
-	default:
-		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
+	return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 }

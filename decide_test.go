@@ -101,7 +101,7 @@ func TestDecideRefusalRules(t *testing.T) {
 	}{
 		{rebound.RefuseStop, rebound.Stop},
 		{rebound.RefuseDefer, rebound.WaitFor},
-		{rebound.RefuseDrop, rebound.Drop},
+		{rebound.RefuseDrop, rebound.Stop},
 	} {
 		b, err := rebound.NewRetryBudget(0.000001, 0.000001, 10*time.Second)
 		if err != nil {
@@ -125,14 +125,14 @@ func TestDecideRefusalRules(t *testing.T) {
 		if d.Verdict != tc.verdict {
 			t.Fatalf("rule %v: retry refused by the budget: %+v, want %v", tc.rule, d, tc.verdict)
 		}
-		switch tc.verdict {
-		case rebound.WaitFor:
+		switch tc.rule {
+		case rebound.RefuseDefer:
 			if d.Reason != rebound.ErrBudgetExhausted || d.Delay != time.Second || d.Attempt != 2 {
 				t.Fatalf("defer: %+v, want a wait of the next backoff delay, the refusal counted as attempt 2", d)
 			}
-		case rebound.Drop:
-			if !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
-				t.Fatalf("drop: %+v", d)
+		case rebound.RefuseDrop:
+			if !errors.Is(d.Err, rebound.ErrBudgetExhausted) || d.Reason != rebound.ErrBudgetExhausted {
+				t.Fatalf("drop: %+v, want Stop with the refusal as Reason", d)
 			}
 		}
 	}

@@ -72,7 +72,7 @@ func TestDecideRefusalMatrix(t *testing.T) {
 						h = hookCount{}
 					}
 					d := s.decide(now, ready(k))
-					want := map[rebound.Refusal]rebound.Verdict{rebound.RefuseStop: rebound.Stop, rebound.RefuseDefer: rebound.WaitFor, rebound.RefuseDrop: rebound.Drop}[rule]
+					want := map[rebound.Refusal]rebound.Verdict{rebound.RefuseStop: rebound.Stop, rebound.RefuseDefer: rebound.WaitFor, rebound.RefuseDrop: rebound.Stop}[rule]
 					if d.Verdict != want {
 						t.Fatalf("Ready: %+v, want %v", d, want)
 					}

@@ -318,7 +318,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 		switch dec.Verdict {
 		case AttemptNow:
 			return nil
-		case Stop, Drop:
+		case Stop:
 			s.end(dec)
 			return dec.Err
 		}

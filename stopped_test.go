@@ -35,7 +35,7 @@ func TestDecideReadyAfterStop(t *testing.T) {
 			var h hookCount
 			s := newLoop(mustRetrier(t, p, append(tc.opts, h.hooks(), limit)...), t0)
 			first := tc.stop(s)
-			if first.Verdict != rebound.Stop && first.Verdict != rebound.Drop {
+			if first.Verdict != rebound.Stop {
 				t.Fatalf("%+v, want the loop ended", first)
 			}
 			gaveUp, attempts := h.gaveUp, s.Attempts()

@@ -69,7 +69,7 @@ var kinds = [...]rebound.AttemptKind{admitFirst: rebound.FirstAttempt, admitRetr
 func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.Duration, error) {
 	a, d := r.schedule(m, now).Admit(now, kinds[k])
 	switch {
-	case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
+	case d.Verdict == rebound.Stop:
 		// No MaxElapsed (WithPolicy) and the refusals defer: only a
 		// limiter that can never grant a token (its burst set to 0 after
 		// New) ends the run. Nothing may be sent past it, and a

@@ -439,7 +439,7 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 			// throttled attempt is not sent and backs off.
 			a, d := c.sched.Admit(now, rebound.RetryAttempt)
 			switch {
-			case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
+			case d.Verdict == rebound.Stop:
 				res.GaveUp++
 				if d.Reason != nil {
 					res.Throttled++
