@@ -246,7 +246,7 @@ func TestFirstAttemptDepositsWhateverTheThrottle(t *testing.T) {
 	r := mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithThrottle(th))
 	refused := 0
 	for range 50 {
-		if _, d := r.NewSchedule(now).Admit(now, rebound.FirstAttempt); d.Verdict != rebound.AttemptNow {
+		if r.Begin(now) != nil {
 			refused++
 		}
 	}

@@ -51,6 +51,7 @@ type Invoker struct {
 	nextSeq     atomic.Uint64       // tasks created; seeds and FIFO order of equal due times
 
 	retrier    *rebound.Retrier // the policy, compiled once; one Schedule per task
+	acct       *rebound.Retrier // with a budget or a throttle: counts first attempts
 	epoch      time.Time        // due times are nanoseconds since epoch (monotonic)
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -95,7 +96,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	if err != nil {
 		return nil, err
 	}
-	retrier, err := cfg.retriers()
+	retrier, acct, err := cfg.retriers()
 	if err != nil { // WithPolicy validated the policy already
 		return nil, err
 	}
@@ -105,6 +106,7 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 		lb:        cfg.lb,
 		cfg:       cfg,
 		retrier:   retrier,
+		acct:      acct,
 		log:       log,
 		fullLoop:  logging.NewLoop(log, "", zap.String("event", "queue_full"), zap.Int("max_tasks", cfg.maxTasks)),
 		epoch:     time.Now(),
@@ -167,16 +169,11 @@ func (f *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 // deposit and a request, and its outcome is recorded. The throttle never
 // rejects a first attempt (its verdict is ignored).
 func (f *Invoker) first(ctx context.Context, inv *cluster.Invocation) (cluster.Invoker, any, error) {
-	if f.cfg.budget == nil && f.cfg.throttle == nil {
+	if f.acct == nil {
 		return f.attempt(ctx, inv, nil)
 	}
 	now := time.Now()
-	if f.cfg.budget != nil {
-		f.cfg.budget.Deposit(now) // the work arrived
-	}
-	if f.cfg.throttle != nil {
-		_ = f.cfg.throttle.Allow(now) // a request; its verdict is ignored
-	}
+	_ = f.acct.Begin(now)
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil || (!isStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
@@ -377,13 +374,11 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	return 0, stopReason(dec.Err)
 }
 
-// accepted tells the throttle of WithThrottle that a
+// accepted tells the engine (for the throttle of WithThrottle) that a
 // provider accepted an attempt at now: it succeeded, or failed with an
 // error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
-	if f.cfg.throttle != nil {
-		f.cfg.throttle.Accepted(now)
-	}
+	f.acct.Record(nil, now)
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

@@ -531,11 +531,11 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) 
 }
 
 // retriers compiles the engine's settings: retrier makes the tasks'
-// Schedules (first attempts are counted by Invoker.first).
+// Schedules; acct (with a budget or a throttle) counts first attempts.
 // No classifier: the Schedule is only asked about errors failback has
 // classified as retryable already; accepts of the others are given to the
 // throttle by accepted.
-func (c *config) retriers() (retrier *rebound.Retrier, err error) {
+func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
 	ropts := c.limits[:len(c.limits):len(c.limits)]
 	if c.seeded {
 		ropts = append(ropts, rebound.WithSeed(c.seed))
@@ -548,9 +548,15 @@ func (c *config) retriers() (retrier *rebound.Retrier, err error) {
 	if c.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(c.throttle))
 	}
+	if c.budget != nil || c.throttle != nil {
+		if acct, err = rebound.NewRetrier(c.policy, ropts...); err != nil {
+			return nil, nil, err
+		}
+	}
 	// A task's Schedule starts with the first attempt Invoke made: its
-	// budget deposit and throttle request are Invoker.first's, so the
-	// Schedule's first admission asks no gate.
+	// budget deposit and throttle request are acct's, so the Schedule's
+	// first admission asks no gate.
 	ropts = append(ropts, c.retryMetrics(), rebound.WithAdmission(rebound.FirstAttempt, 0))
-	return rebound.NewRetrier(c.policy, ropts...)
+	retrier, err = rebound.NewRetrier(c.policy, ropts...)
+	return retrier, acct, err
 }
