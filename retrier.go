@@ -73,13 +73,9 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
 }
 
-// Begin accounts for the first attempt of a call that the caller makes
-// itself, without Do (failback's Invoke), about to start at now: a deposit
-// in the RetryBudget, a request for the AdaptiveThrottle. It returns a
-// *RetryError with Reason ErrThrottled when the throttle rejects the
-// attempt locally: the caller should not send it (and may schedule it
-// later, like a failed attempt). Without a budget or throttle it does
-// nothing. Report the attempt's outcome with Record.
+// Begin counts, at now, a first attempt made without Do or a Schedule.
+// It deposits in the budget and asks the throttle; a rejection is a
+// *RetryError with Reason ErrThrottled. Report the outcome with Record.
 func (r *Retrier) Begin(now time.Time) error {
 	if !r.c.begin(now) {
 		return &RetryError{Reason: ErrThrottled} // "not attempted: ...throttled..."
@@ -87,10 +83,8 @@ func (r *Retrier) Begin(now time.Time) error {
 	return nil
 }
 
-// Record reports the outcome of an attempt made outside Do and outside a
-// Schedule (a first attempt after Begin) to the AdaptiveThrottle: nil or
-// an error that is not transient is an accept. Without a throttle it does
-// nothing. Attempt.Done records for itself.
+// Record reports the outcome of an attempt begun with Begin to the throttle.
+// Nil or an error that is not transient is an accept.
 func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a permanent or non-transient
