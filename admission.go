@@ -80,9 +80,9 @@ const (
 	// waits the policy's next delay (Verdict WaitFor, Reason the refusal);
 	// the loop ends only when its policy runs out.
 	RefuseDefer
-	// RefuseDrop drops the work (Verdict Drop, Err a *RetryError whose
-	// Reason is the refusal): for a queue whose callers learn of the
-	// drop, not of a give-up.
+	// RefuseDrop drops the work (Verdict Stop, Reason the refusal, and
+	// no GaveUp): for a queue whose callers learn of the drop, not of a
+	// give-up.
 	RefuseDrop
 )
 

@@ -31,8 +31,8 @@ func TestRetrierBreakerAttemptPanics(t *testing.T) {
 				})
 				// NoJitter: the retry comes 1.5 s later, after the breaker's 1 s open
 				// timeout (a fully jittered delay could come while it is open).
-				r, err := rebound.NewRetrier(rebound.Policy{Initial: 1500 * time.Millisecond, Max: 1500 * time.Millisecond, MaxAttempts: 3, Jitter: rebound.NoJitter},
-					rebound.WithBreaker(cb))
+				r, err := rebound.NewRetrier(rebound.Policy{Initial: 1500 * time.Millisecond, Max: 1500 * time.Millisecond, Jitter: rebound.NoJitter},
+					rebound.WithBreaker(cb), rebound.WithMaxAttempts(3))
 				if err != nil {
 					t.Fatal(err)
 				}

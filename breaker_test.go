@@ -66,9 +66,9 @@ func TestRetrierBreakerRefusalIsLikeThrottle(t *testing.T) {
 		})
 		var mu sync.Mutex
 		var refused []error
-		r, err := rebound.NewRetrier(rebound.Policy{Initial: 10 * time.Millisecond, MaxAttempts: 5},
+		r, err := rebound.NewRetrier(rebound.Policy{Initial: 10 * time.Millisecond},
 			rebound.WithBreaker(cb),
-			rebound.WithObserver(rebound.Hooks{Throttled: func(e rebound.Event) { mu.Lock(); refused = append(refused, e.Err); mu.Unlock() }}))
+			rebound.WithObserver(rebound.Hooks{Throttled: func(e rebound.Event) { mu.Lock(); refused = append(refused, e.Err); mu.Unlock() }}), rebound.WithMaxAttempts(5))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestRetrierBreakerRefusalIsLikeThrottle(t *testing.T) {
 func TestRetrierBreakerOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &fakeBreaker{}
-		r, _ := rebound.NewRetrier(rebound.Policy{Initial: 10 * time.Millisecond, MaxAttempts: 4}, rebound.WithBreaker(b))
+		r, _ := rebound.NewRetrier(rebound.Policy{Initial: 10 * time.Millisecond}, rebound.WithBreaker(b), rebound.WithMaxAttempts(4))
 		boom := rebound.Transient(errors.New("boom"))
 		n := 0
 		err := r.Do(context.Background(), func(context.Context) error {
@@ -124,8 +124,8 @@ func TestRetrierBreakerOutcomes(t *testing.T) {
 func TestScheduleAdmitAsksBreaker(t *testing.T) {
 	b := &fakeBreaker{open: true}
 	// The first attempt was made outside the Schedule: it asks no gate.
-	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, MaxAttempts: 10}, rebound.WithBreaker(b),
-		rebound.WithAdmission(rebound.FirstAttempt, 0))
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second}, rebound.WithBreaker(b),
+		rebound.WithAdmission(rebound.FirstAttempt, 0), rebound.WithMaxAttempts(10))
 	now := time.Unix(0, 0)
 	s := newLoop(r, now)
 	if d, err := s.next(errors.New("x"), now); err != nil || d <= 0 {
@@ -145,7 +145,7 @@ func TestScheduleAdmitAsksBreaker(t *testing.T) {
 		t.Errorf("done got %v, want [nil]", b.result)
 	}
 	// Admitted, then the loop restarts: the breaker hears context.Canceled.
-	r2, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, MaxAttempts: 10}, rebound.WithBreaker(b))
+	r2, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second}, rebound.WithBreaker(b), rebound.WithMaxAttempts(10))
 	s2 := newLoop(r2, now.Add(4*time.Second))
 	_, _ = s2.begin(now.Add(4 * time.Second))
 	s2.Reset(now.Add(4 * time.Second))

@@ -219,10 +219,10 @@ func TestRetryWithThrottleBacksOff(t *testing.T) {
 			GaveUp:    func(e rebound.Event) { got = append(got, e) },
 		}
 		calls := 0
-		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
+		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
 		start := time.Now()
 		err := rebound.Retry(context.Background(), p, func(context.Context) error { calls++; return nil },
-			rebound.WithThrottle(th), rebound.WithObserver(h))
+			rebound.WithThrottle(th), rebound.WithObserver(h), rebound.WithMaxAttempts(3))
 		var re *rebound.RetryError
 		if !errors.As(err, &re) || !errors.Is(err, rebound.ErrExhausted) || !errors.Is(err, rebound.ErrThrottled) ||
 			re.Attempts != 3 || !strings.Contains(err.Error(), "rejected locally") {
@@ -273,7 +273,7 @@ func TestRetryThrottledThenSent(t *testing.T) {
 		// Accepted outcomes lower the probability: a success and a
 		// permanent error are accepts, a transient error is not.
 		th3, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil)
-		r := mustRetrier(t, rebound.Policy{MaxAttempts: 1}, rebound.WithThrottle(th3))
+		r := mustRetrier(t, rebound.Policy{}, rebound.WithThrottle(th3), rebound.WithMaxAttempts(1))
 		_ = r.Do(context.Background(), func(context.Context) error { return nil })
 		_ = r.Do(context.Background(), func(context.Context) error { return rebound.Permanent(errBoom) })
 		_ = r.Do(context.Background(), func(context.Context) error { return errBoom })
@@ -295,8 +295,8 @@ func TestScheduleThrottleInVirtualTime(t *testing.T) {
 	b, _ := rebound.NewRetryBudget(0.2, 1, 10*time.Second)
 	var throttled, retried int
 	h := rebound.Hooks{Throttled: func(rebound.Event) { throttled++ }, Retried: func(rebound.Event) { retried++ }}
-	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5}
-	r := mustRetrier(t, p, rebound.WithThrottle(th), rebound.WithBudget(b), rebound.WithObserver(h))
+	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
+	r := mustRetrier(t, p, rebound.WithThrottle(th), rebound.WithBudget(b), rebound.WithObserver(h), rebound.WithMaxAttempts(5))
 	s := newLoop(r, t0)
 	d, stop := s.begin(t0)
 	if stop != nil || d != time.Second || !s.throttled() || s.Attempts() != 1 {
@@ -338,12 +338,12 @@ func TestScheduleThrottleExhausts(t *testing.T) {
 	for i := 0; i < 100000; i++ {
 		th.Allow(t0)
 	}
-	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 1}, rebound.WithThrottle(th))
+	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}, rebound.WithThrottle(th), rebound.WithMaxAttempts(1))
 	s := newLoop(r, t0)
 	if d, stop := s.begin(t0); d != 0 || !errors.Is(stop, rebound.ErrExhausted) || !errors.Is(stop, rebound.ErrThrottled) {
 		t.Fatalf("Begin with MaxAttempts 1 = %v, %v", d, stop)
 	}
-	r = mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 2500 * time.Millisecond}, rebound.WithThrottle(th))
+	r = mustRetrier(t, rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}, rebound.WithThrottle(th), rebound.WithMaxElapsed(2500*time.Millisecond))
 	s = newLoop(r, t0)
 	now := t0
 	var stop error
@@ -371,8 +371,8 @@ func TestScheduleRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3},
-		rebound.WithObserver(h), rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer))
+	r := mustRetrier(t, rebound.Policy{Initial: time.Second, Max: 4 * time.Second, Jitter: rebound.NoJitter},
+		rebound.WithObserver(h), rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), rebound.WithMaxAttempts(3))
 	s := newLoop(r, t0)
 	if d, stop := s.next(errBoom, t0); stop != nil || d != time.Second {
 		t.Fatalf("Next = %v, %v", d, stop)

@@ -18,11 +18,9 @@ const (
 	// says why.
 	WaitFor
 	// Stop: the run is over, with Decision.Err (nil after a success).
+	// After a refusal under RefuseDrop, drop the work (Reason is the refusal).
 	// Until Reset, Admit returns a failed run's stop again, to no hook.
 	Stop
-	// Drop: a refusal under RefuseDrop; drop the work. It ends the run
-	// as Stop does.
-	Drop
 )
 
 func (v Verdict) String() string {
@@ -33,8 +31,6 @@ func (v Verdict) String() string {
 		return "wait"
 	case Stop:
 		return "stop"
-	case Drop:
-		return "drop"
 	}
 	return fmt.Sprintf("Verdict(%d)", uint8(v))
 }
@@ -56,6 +52,8 @@ type Decision struct {
 	// Attempt is the number of failed attempts of the run, refusals
 	// included.
 	Attempt int
+
+	drop bool // a refusal under RefuseDrop: no GaveUp
 }
 
 // An Attempt is an attempt that Admit let start. Report its end with
@@ -94,7 +92,7 @@ func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
 		}
 		return Attempt{s: s, kind: k, gen: s.gen}, d
 	case Stop:
-		if k != LookupAttempt { // a refused lookup ends no run
+		if k != LookupAttempt && !d.drop { // a refused lookup ends no run; the loop reports a drop
 			d.Err = s.gaveUp(d.Err, now)
 		}
 	}
@@ -204,8 +202,8 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 			return 0, err
 		}
 	}
-	p := &s.d.p
-	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+	p, l := &s.d.p, &s.c.limits
+	if l.maxAttempts > 0 && s.attempts >= l.maxAttempts {
 		return 0, s.stop(ErrExhausted)
 	}
 	d := s.d.draw(s.attempts - 1)
@@ -216,9 +214,9 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 			ra, d = v, min(v, p.MaxRetryAfter)
 		}
 	}
-	if p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
-		if ra > 0 && now.Add(drawn).Sub(s.start) <= p.MaxElapsed { // the Retry-After caused the stop
-			return 0, s.stop(retryAfterBeyond(ra, p.MaxElapsed))
+	if l.maxElapsed > 0 && now.Add(d).Sub(s.start) > l.maxElapsed {
+		if ra > 0 && now.Add(drawn).Sub(s.start) <= l.maxElapsed { // the Retry-After caused the stop
+			return 0, s.stop(retryAfterBeyond(ra, l.maxElapsed))
 		}
 		return 0, s.stop(ErrExhausted)
 	}
@@ -242,12 +240,12 @@ func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 	s.attempts++
 	s.last = reason
 	s.limWait = 0
-	p := &s.d.p
+	l := &s.c.limits
 	var d time.Duration
 	var stop error
-	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {
+	if l.maxAttempts > 0 && s.attempts >= l.maxAttempts {
 		stop = s.stop(ErrExhausted)
-	} else if d = s.d.draw(s.attempts - 1); p.MaxElapsed > 0 && now.Add(d).Sub(s.start) > p.MaxElapsed {
+	} else if d = s.d.draw(s.attempts - 1); l.maxElapsed > 0 && now.Add(d).Sub(s.start) > l.maxElapsed {
 		d, stop = 0, s.stop(ErrExhausted)
 	}
 	if s.c.observed() {
@@ -265,23 +263,18 @@ func (s *Schedule) gaveUp(stop error, now time.Time) error {
 	return stop
 }
 
-// end records a Decision that ends the run (Stop, Drop): an Admit that
-// comes after it (a heap scheduler's stale wake-up) gets it again, until
-// Reset.
+// end records a Decision that ends the run (Stop): an Admit that comes
+// after it (a heap scheduler's stale wake-up) gets it again, until Reset.
 func (s *Schedule) end(d Decision) {
-	if d.Verdict == Stop || d.Verdict == Drop {
-		s.ended, s.endedDrop = d.Err, d.Verdict == Drop
+	if d.Verdict == Stop {
+		s.ended = d.Err
 	}
 }
 
 // endedDecision is the Decision of an Admit after the run ended: the same
 // verdict and error, reported to no hook again.
 func (s *Schedule) endedDecision() Decision {
-	v := Stop
-	if s.endedDrop {
-		v = Drop
-	}
-	return Decision{Verdict: v, Err: s.ended, Attempt: s.attempts}
+	return Decision{Verdict: Stop, Err: s.ended, Attempt: s.attempts}
 }
 
 // admission is the admission of an attempt of kind k due at now; late
@@ -294,12 +287,12 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	c := s.c
 	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
 	// after it (a scheduler whose workers were busy) is not made.
-	if me := s.d.p.MaxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+	if me := s.c.maxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
 		s.cancel(now)
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
 	}
-	if ma := s.d.p.MaxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
+	if ma := s.c.maxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
 		// A run resumed (Resume) past MaxAttempts: stopped as a failure
 		// past it is.
 		s.cancel(now)
@@ -383,7 +376,7 @@ func (s *Schedule) token(k AttemptKind, res **rate.Reservation, now time.Time) (
 		}
 	}
 	w := (*res).DelayFrom(now)
-	if me := s.d.p.MaxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+	if me := s.c.maxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
 		s.cancel(now)
 		s.passed = 0
 		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
@@ -411,7 +404,7 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 		if s.c.observed() {
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
-		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
+		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts, drop: true}
 	default: // RefuseStop
 		s.cancel(now)
 		s.passed = 0
@@ -436,12 +429,8 @@ func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 	if s.c.observed() {
 		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
-	switch r {
-	case RefuseDefer:
+	if r == RefuseDefer {
 		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
-	case RefuseDrop:
-		return Decision{Verdict: Drop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
-	default:
-		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
+	return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 }

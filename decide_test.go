@@ -40,9 +40,7 @@ func TestDecideLoop(t *testing.T) {
 // TestDecideMaxAttempts: the engine counts the attempts, the loop does
 // not.
 func TestDecideMaxAttempts(t *testing.T) {
-	p := fixed
-	p.MaxAttempts = 3
-	s := newLoop(mustRetrier(t, p), t0)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithMaxAttempts(3)), t0)
 	var d rebound.Decision
 	for i := range 3 {
 		d = s.decide(t0, failed(errors.New("down")))
@@ -103,7 +101,7 @@ func TestDecideRefusalRules(t *testing.T) {
 	}{
 		{rebound.RefuseStop, rebound.Stop},
 		{rebound.RefuseDefer, rebound.WaitFor},
-		{rebound.RefuseDrop, rebound.Drop},
+		{rebound.RefuseDrop, rebound.Stop},
 	} {
 		b, err := rebound.NewRetryBudget(0.000001, 0.000001, 10*time.Second)
 		if err != nil {
@@ -127,14 +125,14 @@ func TestDecideRefusalRules(t *testing.T) {
 		if d.Verdict != tc.verdict {
 			t.Fatalf("rule %v: retry refused by the budget: %+v, want %v", tc.rule, d, tc.verdict)
 		}
-		switch tc.verdict {
-		case rebound.WaitFor:
+		switch tc.rule {
+		case rebound.RefuseDefer:
 			if d.Reason != rebound.ErrBudgetExhausted || d.Delay != time.Second || d.Attempt != 2 {
 				t.Fatalf("defer: %+v, want a wait of the next backoff delay, the refusal counted as attempt 2", d)
 			}
-		case rebound.Drop:
-			if !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
-				t.Fatalf("drop: %+v", d)
+		case rebound.RefuseDrop:
+			if !errors.Is(d.Err, rebound.ErrBudgetExhausted) || d.Reason != rebound.ErrBudgetExhausted {
+				t.Fatalf("drop: %+v, want Stop with the refusal as Reason", d)
 			}
 		}
 	}
@@ -213,9 +211,7 @@ func BenchmarkDecide(b *testing.B) {
 // MaxElapsed (its scheduler was late) is not made; the engine says so, the
 // loop does not check MaxElapsed itself.
 func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
-	p := fixed
-	p.MaxElapsed = 10 * time.Second
-	s := newLoop(mustRetrier(t, p), t0)
+	s := newLoop(mustRetrier(t, fixed, rebound.WithMaxElapsed(10*time.Second)), t0)
 	if d := s.decide(t0, failed(errors.New("down"))); d.Verdict != rebound.WaitFor {
 		t.Fatalf("after the failure: %+v", d)
 	}

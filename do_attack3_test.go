@@ -17,7 +17,7 @@ import (
 // returns before the MaxAttempts rule).
 func TestDoPermanentNilBusySpins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := bk3Retrier(t, rebound.Policy{MaxAttempts: 3})
+		r := bk3Retrier(t, rebound.Policy{}, rebound.WithMaxAttempts(3))
 		calls := 0
 		start := time.Now()
 		_ = r.Do(t.Context(), func(context.Context) error {

@@ -122,9 +122,7 @@ func TestStaleAttemptAfterResetCountsInNewRun(t *testing.T) {
 // of the run's last Attempt silently starts a new run, and the next Admit
 // admits an attempt past MaxAttempts.
 func TestStaleSuccessReopensEndedRun(t *testing.T) {
-	p := bk3Policy
-	p.MaxAttempts = 1
-	r := bk3Retrier(t, p)
+	r := bk3Retrier(t, bk3Policy, rebound.WithMaxAttempts(1))
 	s := r.NewSchedule(bk3T0)
 	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
 	d := a.Done(errBk3, bk3T0)
@@ -230,9 +228,7 @@ func TestCancelThenAdmitChargesBudgetTwice(t *testing.T) {
 // record) still admits the next attempt, past MaxAttempts (docs/engine.md:
 // "no attempt is admitted past MaxAttempts").
 func TestResumePastMaxAttemptsAdmits(t *testing.T) {
-	p := bk3Policy
-	p.MaxAttempts = 3
-	r := bk3Retrier(t, p)
+	r := bk3Retrier(t, bk3Policy, rebound.WithMaxAttempts(3))
 	s := r.NewSchedule(bk3T0)
 	s.Resume(5)
 	if _, d := s.Admit(bk3T0, rebound.RetryAttempt); d.Verdict == rebound.AttemptNow {
@@ -270,9 +266,7 @@ func TestLookupRefusalReportsGaveUp(t *testing.T) {
 		th.Allow(bk3T0) // the backend rejects everything
 	}
 	var h bk3Hooks
-	p := bk3Policy
-	p.MaxAttempts = 1
-	r := bk3Retrier(t, p, rebound.WithThrottle(th), rebound.WithObserver(h.hooks()),
+	r := bk3Retrier(t, bk3Policy, rebound.WithMaxAttempts(1), rebound.WithThrottle(th), rebound.WithObserver(h.hooks()),
 		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseStop),
 		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle),
 		rebound.WithAdmission(rebound.FirstAttempt, 0))
@@ -297,9 +291,8 @@ func TestLookupRefusalReportsGaveUp(t *testing.T) {
 // server asked for ("server asked to retry after 10s, beyond MaxElapsed
 // 30s": 10s is not beyond 30s, and the server asked 2m).
 func TestRetryAfterBlamedForBackoffStop(t *testing.T) {
-	p := rebound.Policy{Initial: time.Minute, Max: time.Minute, Jitter: rebound.NoJitter,
-		MaxElapsed: 30 * time.Second, MaxRetryAfter: 10 * time.Second}
-	r := bk3Retrier(t, p)
+	p := rebound.Policy{Initial: time.Minute, Max: time.Minute, Jitter: rebound.NoJitter, MaxRetryAfter: 10 * time.Second}
+	r := bk3Retrier(t, p, rebound.WithMaxElapsed(30*time.Second))
 	s := r.NewSchedule(bk3T0)
 	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
 	d := a.Done(rebound.RetryAfter(2*time.Minute, errBk3), bk3T0)

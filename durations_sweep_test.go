@@ -44,7 +44,7 @@ func sweepRetry(t *testing.T, name string, p rebound.Policy, fail func() error, 
 }
 
 // Every duration setting of package rebound (the Policy's fields,
-// BudgetWindow, ThrottleWindow, RetryAfter) with 0, 1 ns, a negative value
+// WithMaxElapsed, BudgetWindow, ThrottleWindow, RetryAfter) with 0, 1 ns, a negative value
 // and math.MaxInt64: refused with an error naming the setting and the
 // rule, or accepted, and then a Retry that keeps failing for a minute
 // waits at least MinDelay between attempts and ends with its ctx.
@@ -57,7 +57,6 @@ func TestDurationSettingsSweep(t *testing.T) {
 	}{
 		{"Initial", func(p *rebound.Policy, d time.Duration) { p.Initial = d }, func(d time.Duration) bool { return d == 0 || d >= rebound.MinDelay }},
 		{"Max", func(p *rebound.Policy, d time.Duration) { p.Max = d }, func(d time.Duration) bool { return d == 0 || d >= rebound.MinDelay }},
-		{"MaxElapsed", func(p *rebound.Policy, d time.Duration) { p.MaxElapsed = d }, func(d time.Duration) bool { return d >= 0 }},
 		{"MaxRetryAfter", func(p *rebound.Policy, d time.Duration) { p.MaxRetryAfter = d }, func(d time.Duration) bool { return d >= 0 }},
 	}
 	for _, f := range fields {
@@ -81,6 +80,14 @@ func TestDurationSettingsSweep(t *testing.T) {
 		}
 	}
 	for _, d := range sweepValues {
+		t.Run("MaxElapsed/"+d.String(), func(t *testing.T) {
+			_, err := rebound.NewRetrier(rebound.Policy{}, rebound.WithMaxElapsed(d))
+			if sweepRefused(t, "rebound.WithMaxElapsed", d, d >= 0, err) {
+				return
+			}
+			sweepRetry(t, "MaxElapsed", rebound.Policy{}, transient, rebound.WithMaxElapsed(d))
+			sweepRetry(t, "MaxElapsed with Retry-After", rebound.Policy{}, func() error { return rebound.RetryAfter(time.Hour, transient()) }, rebound.WithMaxElapsed(d))
+		})
 		t.Run("RetryAfter/"+d.String(), func(t *testing.T) {
 			sweepRetry(t, "RetryAfter", rebound.Policy{}, func() error { return rebound.RetryAfter(d, transient()) })
 		})

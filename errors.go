@@ -9,7 +9,7 @@ import (
 )
 
 var (
-	// ErrInvalidPolicy is wrapped by every error of Policy.Validate.
+	// ErrInvalidPolicy is wrapped by the error of a Policy that breaks a rule.
 	ErrInvalidPolicy = errors.New("rebound: invalid policy")
 	// ErrExhausted is the Reason of a *RetryError when the policy allows no further attempt.
 	// MaxAttempts, MaxElapsed, or a Retry-After past MaxElapsed ends it.

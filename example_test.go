@@ -26,8 +26,8 @@ func ExamplePolicy() {
 }
 
 func ExamplePolicy_NewBackOff() {
-	p := rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 6}
-	b := p.NewBackOff() // one per loop: a BackOff is not safe for concurrent use
+	p := rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: rebound.NoJitter}
+	b := p.NewBackOff(rebound.WithMaxAttempts(6)) // one per loop: a BackOff is not safe for concurrent use
 	for d := b.NextBackOff(); d != backoff.Stop; d = b.NextBackOff() {
 		fmt.Print(d, " ")
 	}
@@ -70,12 +70,12 @@ func ExamplePermanent() {
 }
 
 func ExampleRetryAfter() {
-	p := rebound.Policy{Initial: time.Millisecond, MaxElapsed: time.Second}
+	p := rebound.Policy{Initial: time.Millisecond}
 	err := rebound.Retry(context.Background(), p, func(ctx context.Context) error {
 		// The server says: come back in a minute. That does not fit in
 		// MaxElapsed, so Retry returns at once and says why.
 		return rebound.RetryAfter(time.Minute, errors.New("503 overloaded"))
-	})
+	}, rebound.WithMaxElapsed(time.Second))
 	fmt.Println(errors.Is(err, rebound.ErrExhausted))
 	fmt.Println(err)
 	// Output:
@@ -118,7 +118,7 @@ func ExampleRetrier() {
 // Time is passed in: this one runs in made-up time, as a scheduler with a
 // heap of due times or a simulator would.
 func ExampleSchedule() {
-	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5})
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(5))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := r.NewSchedule(now)
 	errs := []error{

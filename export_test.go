@@ -13,6 +13,19 @@ func WithTimer(newTimer func() backoff.Timer) Option {
 	return withTimer(func() timer { return newTimer() })
 }
 
+// Validate is NewRetrier's check of p (tests only).
+func (p Policy) Validate() error { return p.validate() }
+
+// MinDelay is the floor of every delay (tests only).
+const MinDelay = minDelay
+
+// Ceiling returns the n-th delay's upper bound, n from 0 (tests only).
+// It never overflows; a negative n counts as 0.
+func (p Policy) Ceiling(n int) time.Duration { return p.Normalized().ceiling(n) }
+
+// Start returns the start of the run; MaxElapsed counts from it (tests only).
+func (s *Schedule) Start() time.Time { return s.start }
+
 // Balance returns how many retries b would allow at now (tests only).
 func (b *RetryBudget) Balance(now time.Time) int { return b.balance(now) }
 

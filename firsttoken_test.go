@@ -33,9 +33,7 @@ func TestRetrierDoFirstAttemptBehindLimiter(t *testing.T) {
 			var h hookCount
 			lim := rate.NewLimiter(rate.Every(10*time.Second), 1)
 			lim.Allow() // the burst is spent: the next token in 10s
-			p := fixed
-			p.MaxElapsed = time.Second
-			r := mustRetrier(t, p, first, rebound.WithLimiter(lim), h.hooks())
+			r := mustRetrier(t, fixed, rebound.WithMaxElapsed(time.Second), first, rebound.WithLimiter(lim), h.hooks())
 			called := false
 			err := r.Do(context.Background(), func(context.Context) error { called = true; return nil })
 			if called || !errors.Is(err, rebound.ErrExhausted) || h.gaveUp != 1 {

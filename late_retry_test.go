@@ -36,7 +36,7 @@ func (l *lateTimer) C() <-chan time.Time { return l.t.C }
 // after MaxElapsed" when the timer fired a millisecond late, while the
 // same Retry without a gate made it.
 func TestRetryLastRetryNotLostToTimerLateness(t *testing.T) {
-	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxElapsed: time.Second}
+	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
 	for _, tc := range []struct {
 		name string
 		opts func(t *testing.T) []rebound.Option
@@ -55,7 +55,7 @@ func TestRetryLastRetryNotLostToTimerLateness(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				opts := append(tc.opts(t), rebound.WithTimer(func() backoff.Timer { return &lateTimer{} }))
+				opts := append(tc.opts(t), rebound.WithTimer(func() backoff.Timer { return &lateTimer{} }), rebound.WithMaxElapsed(time.Second))
 				r, err := rebound.NewRetrier(p, opts...)
 				if err != nil {
 					t.Fatal(err)

@@ -124,7 +124,7 @@ func delayOrStop(d rebound.Decision) (time.Duration, error) {
 	switch d.Verdict {
 	case rebound.WaitFor:
 		return d.Delay, nil
-	case rebound.Stop, rebound.Drop:
+	case rebound.Stop:
 		return 0, d.Err
 	}
 	return 0, nil

@@ -47,8 +47,8 @@ func TestRetryFastPathMatchesRetrier(t *testing.T) {
 				}
 				a := rebound.WithObserver(rec("a"))
 				h := rebound.WithObserver(rebound.Hooks{Attempted: rec("h"), Recovered: rec("h")})
-				opts := []rebound.Option{a, nil, h, a}
-				p := rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, MaxAttempts: 5, MaxElapsed: maxEl}
+				opts := []rebound.Option{a, nil, h, a, rebound.WithMaxAttempts(5), rebound.WithMaxElapsed(maxEl)}
+				p := rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay}
 				errRetry := rebound.Retry(context.Background(), p, failThen(fails, errBusy, time.Second), opts...)
 				fast := got
 				got = nil
@@ -85,13 +85,13 @@ func TestRetryLastMeterWins(t *testing.T) {
 	r1, r2 := sdkmetric.NewManualReader(), sdkmetric.NewManualReader()
 	m1 := rebound.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r1)))
 	m2 := rebound.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r2)))
-	p := rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, MaxAttempts: 3}
+	p := rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay}
 	obs := rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) {}))
 	for _, fails := range []int{0, 1} {
-		if err := rebound.Retry(context.Background(), p, failThen(fails, errBusy, 0), m1, obs, m2); err != nil {
+		if err := rebound.Retry(context.Background(), p, failThen(fails, errBusy, 0), m1, obs, m2, rebound.WithMaxAttempts(3)); err != nil {
 			t.Fatal(err)
 		}
-		r, err := rebound.NewRetrier(p, m1, obs, m2)
+		r, err := rebound.NewRetrier(p, m1, obs, m2, rebound.WithMaxAttempts(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,10 +151,10 @@ func TestRetryObserverPanicPropagates(t *testing.T) {
 					t.Errorf("%d failures: recovered %v, want the observer's panic", fails, r)
 				}
 			}()
-			_ = rebound.Retry(context.Background(), rebound.Policy{Initial: rebound.MinDelay, MaxAttempts: 2}, failThen(fails, errors.New("x"), 0), opt)
+			_ = rebound.Retry(context.Background(), rebound.Policy{Initial: rebound.MinDelay}, failThen(fails, errors.New("x"), 0), opt, rebound.WithMaxAttempts(2))
 		}()
 		boom, heard = false, 0
-		if err := rebound.Retry(context.Background(), rebound.Policy{Initial: rebound.MinDelay, MaxAttempts: 2}, failThen(fails, errors.New("x"), 0), opt); err != nil {
+		if err := rebound.Retry(context.Background(), rebound.Policy{Initial: rebound.MinDelay}, failThen(fails, errors.New("x"), 0), opt, rebound.WithMaxAttempts(2)); err != nil {
 			t.Fatal(err)
 		}
 		if want := 1 + 3*fails; heard != want {
@@ -168,10 +168,10 @@ func TestRetryObserverPanicPropagates(t *testing.T) {
 func TestRetrierObserversConcurrent(t *testing.T) {
 	var a, h atomic.Int64
 	reader := sdkmetric.NewManualReader()
-	r, err := rebound.NewRetrier(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, MaxAttempts: 3},
+	r, err := rebound.NewRetrier(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay},
 		rebound.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
 		rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) { a.Add(1) })),
-		rebound.WithObserver(rebound.Hooks{Attempted: func(rebound.Event) { h.Add(1) }}))
+		rebound.WithObserver(rebound.Hooks{Attempted: func(rebound.Event) { h.Add(1) }}), rebound.WithMaxAttempts(3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,14 +71,14 @@ func TestRetryObservedFailureReportsEveryEvent(t *testing.T) {
 	errBusy := errors.New("busy")
 	var got []string
 	rec := rebound.ObserverFunc(func(e rebound.Event) { got = append(got, fmt.Sprintf("%v %d", e.Kind, e.Attempt)) })
-	p := rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, MaxAttempts: 3}
+	p := rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay}
 	calls := 0
 	err := rebound.Retry(context.Background(), p, func(context.Context) error {
 		if calls++; calls < 3 {
 			return errBusy
 		}
 		return nil
-	}, rebound.WithObserver(rec))
+	}, rebound.WithObserver(rec), rebound.WithMaxAttempts(3))
 	if err != nil {
 		t.Fatal(err)
 	}

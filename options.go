@@ -36,6 +36,7 @@ type config struct {
 	newTimer  func() timer
 	seed      uint64
 	seeded    bool
+	limits    // WithMaxAttempts, WithMaxElapsed (limits.go)
 	errs      []error
 }
 

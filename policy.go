@@ -19,16 +19,16 @@ const (
 	defaultMaxRetryAfter = 5 * time.Minute
 )
 
-// MinDelay is the floor of every delay a Policy yields.
-// A draw below it is raised to it, so no loop can busy-spin.
-const MinDelay = 500 * time.Microsecond
+// minDelay is the floor of every delay a Policy yields (stated on Policy):
+// a draw below it is raised to it, so no loop can busy-spin.
+const minDelay = 500 * time.Microsecond
 
 // Jitter selects how a delay is drawn below the ceiling.
 // The zero value is FullJitter.
 type Jitter int
 
 const (
-	// FullJitter draws from [0, ceiling(n)], raised to MinDelay.
+	// FullJitter draws from [0, ceiling(n)].
 	// It is the default.
 	FullJitter Jitter = iota
 	// EqualJitter draws from [ceiling(n)/2, ceiling(n)].
@@ -55,35 +55,31 @@ func (j Jitter) String() string {
 	return fmt.Sprintf("Jitter(%d)", int(j))
 }
 
-// Policy is capped exponential backoff with jitter, and when to stop.
+// Policy is capped exponential backoff with jitter: it only paces.
 // The n-th delay's ceiling is min(Max, Initial×Multiplier^n), n from 0 (docs/policy.md).
+// Every delay is at least 500 µs, so no loop can busy-spin.
+// When to stop is an Option: WithMaxAttempts, WithMaxElapsed.
 // It is a plain value; the zero Policy is valid and means the same in every package.
 type Policy struct {
 	// Initial is the first ceiling: 0 means 1 s, or Max if smaller.
-	// Otherwise it must be at least MinDelay.
+	// Otherwise it must be at least 500 µs.
 	Initial time.Duration
 	// Multiplier is the ceiling's growth per attempt: 0 means 2.
 	// Otherwise it must be a finite number >= 1.
 	Multiplier float64
 	// Max caps every delay: 0 means 30 s, or Initial if larger.
-	// It must not be less than Initial.
+	// Otherwise it must be at least 500 µs, and not less than Initial.
 	Max time.Duration
 	// Jitter selects how delays are drawn.
 	Jitter Jitter
-	// MaxAttempts counts every attempt, the first included.
-	// 0 means unlimited; 1 means no retry.
-	MaxAttempts int
-	// MaxElapsed bounds the time from a loop's start to any attempt's start.
-	// A loop stops rather than wait past it. 0 means unlimited.
-	MaxElapsed time.Duration
 	// MaxRetryAfter caps a server's Retry-After (see RetryAfter).
 	// 0 means 5 min, or Max if larger.
 	MaxRetryAfter time.Duration
 }
 
-// Validate returns an error wrapping ErrInvalidPolicy for a bad policy.
-// It names every bad field, its value and the rule.
-func (p Policy) Validate() error {
+// validate returns an error wrapping ErrInvalidPolicy for a bad policy
+// (NewRetrier's). It names every bad field, its value and the rule.
+func (p Policy) validate() error {
 	// Fast path: the common valid cases do not allocate.
 	if p.validFast() {
 		return nil
@@ -94,8 +90,8 @@ func (p Policy) Validate() error {
 	}
 	if p.Initial < 0 {
 		bad("Initial", p.Initial, "must not be negative (0 means the default, 1s)")
-	} else if p.Initial > 0 && p.Initial < MinDelay {
-		bad("Initial", p.Initial, fmt.Sprintf("must be 0 (the default) or at least MinDelay (%v)", MinDelay))
+	} else if p.Initial > 0 && p.Initial < minDelay {
+		bad("Initial", p.Initial, fmt.Sprintf("must be 0 (the default) or at least %v, the floor of every delay", minDelay))
 	}
 	if math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0) {
 		bad("Multiplier", p.Multiplier, "must be a finite number")
@@ -104,20 +100,14 @@ func (p Policy) Validate() error {
 	}
 	if p.Max < 0 {
 		bad("Max", p.Max, "must not be negative (0 means the default, 30s)")
-	} else if p.Max > 0 && p.Max < MinDelay {
-		bad("Max", p.Max, fmt.Sprintf("must be 0 (the default) or at least MinDelay (%v)", MinDelay))
+	} else if p.Max > 0 && p.Max < minDelay {
+		bad("Max", p.Max, fmt.Sprintf("must be 0 (the default) or at least %v, the floor of every delay", minDelay))
 	}
 	if p.Initial > 0 && p.Max > 0 && p.Max < p.Initial {
 		bad("Max", p.Max, fmt.Sprintf("must not be less than Initial (%v)", p.Initial))
 	}
 	if p.Jitter < FullJitter || p.Jitter > NoJitter {
 		bad("Jitter", int(p.Jitter), "must be FullJitter, EqualJitter, DecorrelatedJitter or NoJitter")
-	}
-	if p.MaxAttempts < 0 {
-		bad("MaxAttempts", p.MaxAttempts, "must not be negative (0 means unlimited)")
-	}
-	if p.MaxElapsed < 0 {
-		bad("MaxElapsed", p.MaxElapsed, "must not be negative (0 means unlimited)")
 	}
 	if p.MaxRetryAfter < 0 {
 		bad("MaxRetryAfter", p.MaxRetryAfter, "must not be negative (0 means the default, 5m0s)")
@@ -129,12 +119,12 @@ func (p Policy) Validate() error {
 }
 
 func (p Policy) validFast() bool {
-	return (p.Initial == 0 || p.Initial >= MinDelay) &&
+	return (p.Initial == 0 || p.Initial >= minDelay) &&
 		(p.Multiplier == 0 || (p.Multiplier >= 1 && !math.IsInf(p.Multiplier, 1))) &&
-		(p.Max == 0 || p.Max >= MinDelay) &&
+		(p.Max == 0 || p.Max >= minDelay) &&
 		(p.Initial == 0 || p.Max == 0 || p.Max >= p.Initial) &&
 		p.Jitter >= FullJitter && p.Jitter <= NoJitter &&
-		p.MaxAttempts >= 0 && p.MaxElapsed >= 0 && p.MaxRetryAfter >= 0
+		p.MaxRetryAfter >= 0
 }
 
 // Normalized returns the policy a loop runs.
@@ -142,14 +132,14 @@ func (p Policy) validFast() bool {
 // It never yields a busy-spin (docs/policy.md lists the rules).
 func (p Policy) Normalized() Policy {
 	switch {
-	case p.Initial > 0 && p.Initial < MinDelay:
-		p.Initial = MinDelay
+	case p.Initial > 0 && p.Initial < minDelay:
+		p.Initial = minDelay
 	case p.Initial <= 0:
 		p.Initial = 0
 	}
 	switch {
-	case p.Max > 0 && p.Max < MinDelay:
-		p.Max = MinDelay
+	case p.Max > 0 && p.Max < minDelay:
+		p.Max = minDelay
 	case p.Max <= 0:
 		p.Max = 0
 	}
@@ -169,22 +159,10 @@ func (p Policy) Normalized() Policy {
 	if p.Jitter < FullJitter || p.Jitter > NoJitter {
 		p.Jitter = FullJitter
 	}
-	if p.MaxAttempts < 0 {
-		p.MaxAttempts = 0
-	}
-	if p.MaxElapsed < 0 {
-		p.MaxElapsed = 0
-	}
 	if p.MaxRetryAfter <= 0 {
 		p.MaxRetryAfter = max(defaultMaxRetryAfter, p.Max)
 	}
 	return p
-}
-
-// Ceiling returns the n-th delay's upper bound, n from 0.
-// It never overflows; a negative n counts as 0.
-func (p Policy) Ceiling(n int) time.Duration {
-	return p.Normalized().ceiling(n)
 }
 
 // ceiling assumes a normalized policy.
@@ -201,9 +179,8 @@ func (p Policy) ceiling(n int) time.Duration {
 }
 
 // NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
-// It stops after MaxAttempts or past MaxElapsed, and ignores Retry-After.
-// It is not safe for concurrent use: build one per loop.
-// Only WithSeed applies.
+// Only WithSeed, WithMaxAttempts and WithMaxElapsed apply; a bad limit means none.
+// It ignores Retry-After and is not safe for concurrent use: build one per loop.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {
 		var c config // stays on the stack
@@ -213,7 +190,7 @@ func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 }
 
 func newPolicyBackOff(p Policy, c *config) *policyBackOff {
-	b := &policyBackOff{clock: c.clock}
+	b := &policyBackOff{clock: c.clock, maxAttempts: max(c.maxAttempts, 0), maxElapsed: max(c.maxElapsed, 0)}
 	b.d.init(p.Normalized(), c.seed, c.seeded)
 	b.Reset()
 	return b
@@ -221,10 +198,12 @@ func newPolicyBackOff(p Policy, c *config) *policyBackOff {
 
 // policyBackOff implements backoff.BackOff for a normalized Policy.
 type policyBackOff struct {
-	d     drawer
-	clock backoff.Clock // nil: time.Now
-	n     int           // NextBackOff calls since Reset = failed attempts
-	start time.Time
+	d           drawer
+	clock       backoff.Clock // nil: time.Now
+	n           int           // NextBackOff calls since Reset = failed attempts
+	start       time.Time
+	maxAttempts int
+	maxElapsed  time.Duration
 }
 
 func (b *policyBackOff) now() time.Time {
@@ -238,7 +217,7 @@ func (b *policyBackOff) now() time.Time {
 func (b *policyBackOff) Reset() {
 	b.n = 0
 	b.d.reset()
-	if b.d.p.MaxElapsed > 0 {
+	if b.maxElapsed > 0 {
 		b.start = b.now()
 	}
 }
@@ -246,13 +225,13 @@ func (b *policyBackOff) Reset() {
 // NextBackOff returns the delay before the next attempt, or backoff.Stop.
 func (b *policyBackOff) NextBackOff() time.Duration {
 	b.n++
-	if b.d.p.MaxAttempts > 0 && b.n >= b.d.p.MaxAttempts {
+	if b.maxAttempts > 0 && b.n >= b.maxAttempts {
 		return backoff.Stop
 	}
 	d := b.d.draw(b.n - 1)
 	// d > MaxElapsed-elapsed, not elapsed+d > MaxElapsed: the sum of a
 	// delay near Max and the elapsed time would overflow and wrap negative.
-	if b.d.p.MaxElapsed > 0 && d > b.d.p.MaxElapsed-max(b.now().Sub(b.start), 0) {
+	if b.maxElapsed > 0 && d > b.maxElapsed-max(b.now().Sub(b.start), 0) {
 		return backoff.Stop
 	}
 	return d
@@ -280,7 +259,7 @@ func (d *drawer) init(p Policy, seed uint64, seeded bool) {
 
 func (d *drawer) reset() { d.prev = d.p.Initial }
 
-// draw returns the n-th delay (n from 0), always in [MinDelay, Max].
+// draw returns the n-th delay (n from 0), always in [minDelay, Max].
 func (d *drawer) draw(n int) time.Duration {
 	var v time.Duration
 	switch d.p.Jitter {
@@ -301,7 +280,7 @@ func (d *drawer) draw(n int) time.Duration {
 	default: // FullJitter
 		v = d.uniform(0, d.p.ceiling(n))
 	}
-	return max(v, MinDelay)
+	return max(v, minDelay)
 }
 
 // uniform returns a duration drawn uniformly from [lo, hi]; lo <= hi, and

@@ -1,6 +1,7 @@
 package rebound_test
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -39,15 +40,13 @@ func TestValidateNamesFieldAndRule(t *testing.T) {
 		substr string
 	}{
 		{"negative initial", rebound.Policy{Initial: -1}, "Initial = -1ns: must not be negative"},
-		{"tiny initial", rebound.Policy{Initial: time.Nanosecond}, "Initial = 1ns: must be 0 (the default) or at least MinDelay"},
+		{"tiny initial", rebound.Policy{Initial: time.Nanosecond}, "Initial = 1ns: must be 0 (the default) or at least 500µs"},
 		{"multiplier below 1", rebound.Policy{Multiplier: 0.5}, "Multiplier = 0.5: must be 0 (the default, 2) or at least 1"},
 		{"multiplier NaN", rebound.Policy{Multiplier: math.NaN()}, "Multiplier = NaN: must be a finite number"},
 		{"multiplier Inf", rebound.Policy{Multiplier: math.Inf(1)}, "Multiplier = +Inf: must be a finite number"},
 		{"negative max", rebound.Policy{Max: -time.Second}, "Max = -1s: must not be negative"},
 		{"max below initial", rebound.Policy{Initial: 2 * time.Second, Max: time.Second}, "Max = 1s: must not be less than Initial (2s)"},
 		{"bad jitter", rebound.Policy{Jitter: 42}, "Jitter = 42: must be FullJitter"},
-		{"negative attempts", rebound.Policy{MaxAttempts: -1}, "MaxAttempts = -1: must not be negative"},
-		{"negative elapsed", rebound.Policy{MaxElapsed: -time.Second}, "MaxElapsed = -1s: must not be negative"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,9 +60,32 @@ func TestValidateNamesFieldAndRule(t *testing.T) {
 		})
 	}
 	// Several bad fields are all reported.
-	err := rebound.Policy{Initial: -1, MaxAttempts: -1}.Validate()
-	if err == nil || !strings.Contains(err.Error(), "Initial") || !strings.Contains(err.Error(), "MaxAttempts") {
+	err := rebound.Policy{Initial: -1, Multiplier: 0.5}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "Initial") || !strings.Contains(err.Error(), "Multiplier") {
 		t.Fatalf("Validate() = %v, want both fields named", err)
+	}
+}
+
+// A negative limit is an *ArgumentError naming the option and its rule.
+func TestLimitsRejectNegative(t *testing.T) {
+	for _, tc := range []struct {
+		opt    rebound.Option
+		fn     string
+		substr string
+	}{
+		{rebound.WithMaxAttempts(-1), "rebound.WithMaxAttempts", "must not be negative"},
+		{rebound.WithMaxElapsed(-time.Second), "rebound.WithMaxElapsed", "must not be negative"},
+	} {
+		_, err := rebound.NewRetrier(rebound.Policy{}, tc.opt)
+		var ae *rebound.ArgumentError
+		if !errors.As(err, &ae) || ae.Func != tc.fn || !strings.Contains(ae.Reason, tc.substr) {
+			t.Errorf("NewRetrier with %s = %v, want an ArgumentError naming it and its rule", tc.fn, err)
+		}
+		called := false
+		err = rebound.Retry(context.Background(), rebound.Policy{}, func(context.Context) error { called = true; return nil }, tc.opt)
+		if !errors.As(err, &ae) || ae.Func != tc.fn || called {
+			t.Errorf("Retry with %s = %v (op called %v), want an ArgumentError naming it, op not called", tc.fn, err, called)
+		}
 	}
 }
 
@@ -71,7 +93,7 @@ func TestValidateAcceptsGoodPolicies(t *testing.T) {
 	for _, p := range []rebound.Policy{
 		{},
 		{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: rebound.NoJitter},
-		{Initial: 100 * time.Millisecond, Multiplier: 1.6, Max: 2 * time.Minute, Jitter: rebound.DecorrelatedJitter, MaxAttempts: 5, MaxElapsed: time.Hour},
+		{Initial: 100 * time.Millisecond, Multiplier: 1.6, Max: 2 * time.Minute, Jitter: rebound.DecorrelatedJitter, MaxRetryAfter: time.Hour},
 	} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", p, err)
@@ -181,7 +203,7 @@ func TestNoOverflowAfterMillionDraws(t *testing.T) {
 }
 
 func TestMaxAttemptsStops(t *testing.T) {
-	b := rebound.Policy{MaxAttempts: 4}.NewBackOff()
+	b := rebound.Policy{}.NewBackOff(rebound.WithMaxAttempts(4))
 	for i := 1; i <= 3; i++ {
 		if d := b.NextBackOff(); d == backoff.Stop {
 			t.Fatalf("NextBackOff after failure %d = Stop, want a delay", i)
@@ -194,7 +216,7 @@ func TestMaxAttemptsStops(t *testing.T) {
 	if d := b.NextBackOff(); d == backoff.Stop {
 		t.Fatal("Reset did not restart the attempt count")
 	}
-	if d := (rebound.Policy{MaxAttempts: 1}).NewBackOff().NextBackOff(); d != backoff.Stop {
+	if d := (rebound.Policy{}).NewBackOff(rebound.WithMaxAttempts(1)).NextBackOff(); d != backoff.Stop {
 		t.Fatalf("MaxAttempts 1: NextBackOff = %v, want Stop (no retry)", d)
 	}
 }
@@ -216,11 +238,11 @@ func TestSeedIsDeterministic(t *testing.T) {
 }
 
 func TestInvalidPolicyNeverSpins(t *testing.T) {
-	bad := rebound.Policy{Initial: -time.Hour, Multiplier: math.NaN(), Max: -1, Jitter: 99, MaxAttempts: -3, MaxElapsed: -1}
+	bad := rebound.Policy{Initial: -time.Hour, Multiplier: math.NaN(), Max: -1, Jitter: 99}
 	if got := bad.Normalized(); got != (rebound.Policy{}).Normalized() {
 		t.Fatalf("Normalized(bad) = %+v, want the defaults", got)
 	}
-	b := bad.NewBackOff()
+	b := bad.NewBackOff(rebound.WithMaxAttempts(-3), rebound.WithMaxElapsed(-1)) // bad limits: none
 	for i := 0; i < 100; i++ {
 		if d := b.NextBackOff(); d < rebound.MinDelay || d > 30*time.Second {
 			t.Fatalf("draw %d = %v", i, d)
@@ -236,19 +258,20 @@ func FuzzNewBackOff(f *testing.F) {
 	f.Fuzz(func(t *testing.T, initial int64, mult float64, maxD int64, jitter, attempts int, seed uint64, n int) {
 		p := rebound.Policy{
 			Initial: time.Duration(initial), Multiplier: mult, Max: time.Duration(maxD),
-			Jitter: rebound.Jitter(jitter), MaxAttempts: attempts,
+			Jitter: rebound.Jitter(jitter),
 		}
+		limit := max(attempts, 0) // a negative limit means none
 		norm := p.Normalized()
 		if err := norm.Validate(); err != nil {
 			t.Fatalf("Normalized() = %+v is invalid: %v", norm, err)
 		}
-		b := p.NewBackOff(rebound.WithSeed(seed))
+		b := p.NewBackOff(rebound.WithSeed(seed), rebound.WithMaxAttempts(attempts))
 		n = min(max(n, 0), 2000)
 		for i := 0; i < n; i++ {
 			d := b.NextBackOff()
 			if d == backoff.Stop {
-				if norm.MaxAttempts == 0 || i+1 < norm.MaxAttempts {
-					t.Fatalf("draw %d: unexpected Stop (MaxAttempts %d)", i, norm.MaxAttempts)
+				if limit == 0 || i+1 < limit {
+					t.Fatalf("draw %d: unexpected Stop (MaxAttempts %d)", i, limit)
 				}
 				return
 			}

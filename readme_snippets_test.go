@@ -33,13 +33,13 @@ import (
 func readmeRetry(ctx context.Context, sync func(context.Context) error, errNotFound error) error {
 	// README snippet: retry
 	// 1 s doubling to 30 s, full jitter, at most 5 attempts; every wait ends with ctx.
-	err := rebound.Retry(ctx, rebound.Policy{MaxAttempts: 5}, func(ctx context.Context) error {
+	err := rebound.Retry(ctx, rebound.Policy{}, func(ctx context.Context) error {
 		err := sync(ctx)
 		if errors.Is(err, errNotFound) {
 			return rebound.Permanent(err) // retrying cannot help: stop now
 		}
 		return err // retried
-	})
+	}, rebound.WithMaxAttempts(5))
 	// errors.Is(err, rebound.ErrExhausted) after 5 failures; errors.Is(err, <the last error>) always.
 	// README snippet end
 	return err
@@ -71,7 +71,8 @@ func readmeHTTP(url string, order []byte) (*http.Response, error) {
 	// README snippet: http
 	// GETs, PUTs and keyed requests retried on 429/502/503/504 and network errors, at most 4 attempts,
 	// Retry-After honoured; a POST without a key only when the server never saw it.
-	rt, err := reboundhttp.New(http.DefaultTransport, rebound.Policy{MaxAttempts: 4},
+	rt, err := reboundhttp.New(http.DefaultTransport, rebound.Policy{},
+		reboundhttp.WithOptions(rebound.WithMaxAttempts(4)),
 		reboundhttp.WithIdempotencyKey(nil)) // each request gets a key, the same on every attempt
 	if err != nil {
 		return nil, err

@@ -72,7 +72,7 @@ func TestDecideRefusalMatrix(t *testing.T) {
 						h = hookCount{}
 					}
 					d := s.decide(now, ready(k))
-					want := map[rebound.Refusal]rebound.Verdict{rebound.RefuseStop: rebound.Stop, rebound.RefuseDefer: rebound.WaitFor, rebound.RefuseDrop: rebound.Drop}[rule]
+					want := map[rebound.Refusal]rebound.Verdict{rebound.RefuseStop: rebound.Stop, rebound.RefuseDefer: rebound.WaitFor, rebound.RefuseDrop: rebound.Stop}[rule]
 					if d.Verdict != want {
 						t.Fatalf("Ready: %+v, want %v", d, want)
 					}
@@ -129,13 +129,12 @@ func TestRetrierDoRefusalMatrix(t *testing.T) {
 						default:
 							opt, reason = rebound.WithBreaker(&fakeBreaker{open: true}), rebound.ErrBreakerOpen
 						}
-						p := fixed
-						p.MaxAttempts = 4
+						const maxAttempts = 4
 						other := rebound.FirstAttempt
 						if k == rebound.FirstAttempt {
 							other = rebound.RetryAttempt
 						}
-						r := mustRetrier(t, p, opt, h.hooks(), rebound.WithRefusal(gate, rule),
+						r := mustRetrier(t, fixed, opt, h.hooks(), rebound.WithMaxAttempts(maxAttempts), rebound.WithRefusal(gate, rule),
 							rebound.WithAdmission(k, gate), rebound.WithAdmission(other, 0))
 						calls := 0
 						err := r.Do(t.Context(), func(context.Context) error { calls++; return errors.New("down") })
@@ -145,14 +144,14 @@ func TestRetrierDoRefusalMatrix(t *testing.T) {
 						}
 						if k == rebound.FirstAttempt && rule == rebound.RefuseDefer {
 							// the retries are not gated: they are sent, and fail
-							wantCalls, reason = p.MaxAttempts-1, rebound.ErrExhausted
+							wantCalls, reason = maxAttempts-1, rebound.ErrExhausted
 						}
 						if calls != wantCalls || !errors.Is(err, reason) {
 							t.Fatalf("Do: %v after %d calls, want %v after %d", err, calls, reason, wantCalls)
 						}
 						wantThrottled := 1
 						if rule == rebound.RefuseDefer && k == rebound.RetryAttempt {
-							wantThrottled = p.MaxAttempts - wantCalls
+							wantThrottled = maxAttempts - wantCalls
 						}
 						if gate == rebound.GateBudget && rule == rebound.RefuseStop {
 							wantThrottled = 0 // known at the failure: the failed attempt gives up

@@ -14,12 +14,12 @@ func TestScheduleResume(t *testing.T) {
 	now := time.Unix(0, 0)
 	errBoom := errors.New("boom")
 	for _, j := range []rebound.Jitter{rebound.FullJitter, rebound.DecorrelatedJitter, rebound.NoJitter} {
-		p := rebound.Policy{Jitter: j, MaxAttempts: 6}
-		a, err := rebound.NewRetrier(p, rebound.WithSeed(7))
+		p := rebound.Policy{Jitter: j}
+		a, err := rebound.NewRetrier(p, rebound.WithSeed(7), rebound.WithMaxAttempts(6))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := rebound.NewRetrier(p, rebound.WithSeed(7))
+		b, _ := rebound.NewRetrier(p, rebound.WithSeed(7), rebound.WithMaxAttempts(6))
 		full, resumed := newLoop(a, now), newLoop(b, now)
 		for range 3 {
 			if _, stop := full.next(errBoom, now); stop != nil {

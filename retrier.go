@@ -27,8 +27,8 @@ type Retrier struct {
 
 // NewRetrier validates p and opts and compiles them. It returns an
 // *ArgumentError (matching ErrInvalidArgument) naming the bad option and
-// its rule, or naming p and wrapping p.Validate()'s error (which matches
-// ErrInvalidPolicy).
+// its rule, or naming p and each bad field of p, its value and its rule
+// (matching ErrInvalidPolicy).
 func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
 	r := &Retrier{}
 	if err := r.init("rebound.NewRetrier", p, opts); err != nil {
@@ -38,7 +38,7 @@ func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
 }
 
 func (r *Retrier) init(fn string, p Policy, opts []Option) error {
-	if err := p.Validate(); err != nil {
+	if err := p.validate(); err != nil {
 		return &ArgumentError{Func: fn, Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
 	for _, o := range opts {
@@ -55,12 +55,9 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 	}
 	r.c.compileObservers()
 	r.p = p.Normalized()
-	r.start = r.p.MaxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
+	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
 	return nil
 }
-
-// Policy returns the normalized policy r runs.
-func (r *Retrier) Policy() Policy { return r.p }
 
 // NewSchedule returns a new Schedule for one loop whose first run starts at
 // now (see Schedule). Each Schedule has its own random source (see
@@ -76,13 +73,9 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
 }
 
-// Begin accounts for the first attempt of a call that the caller makes
-// itself, without Do (failback's Invoke), about to start at now: a deposit
-// in the RetryBudget, a request for the AdaptiveThrottle. It returns a
-// *RetryError with Reason ErrThrottled when the throttle rejects the
-// attempt locally: the caller should not send it (and may schedule it
-// later, like a failed attempt). Without a budget or throttle it does
-// nothing. Report the attempt's outcome with Record.
+// Begin counts, at now, a first attempt made without Do or a Schedule.
+// It deposits in the budget and asks the throttle; a rejection is a
+// *RetryError with Reason ErrThrottled. Report the outcome with Record.
 func (r *Retrier) Begin(now time.Time) error {
 	if !r.c.begin(now) {
 		return &RetryError{Reason: ErrThrottled} // "not attempted: ...throttled..."
@@ -90,10 +83,8 @@ func (r *Retrier) Begin(now time.Time) error {
 	return nil
 }
 
-// Record reports the outcome of an attempt made outside Do and outside a
-// Schedule (a first attempt after Begin) to the AdaptiveThrottle: nil or
-// an error that is not transient is an accept. Without a throttle it does
-// nothing. Attempt.Done records for itself.
+// Record reports the outcome of an attempt begun with Begin to the throttle.
+// Nil or an error that is not transient is an accept.
 func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a permanent or non-transient
@@ -201,7 +192,7 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservat
 	if w <= 0 {
 		return res, 0, nil
 	}
-	if me := r.p.MaxElapsed; me > 0 && w > me {
+	if me := r.c.maxElapsed; me > 0 && w > me {
 		res.CancelAt(now)
 		return nil, 0, &RetryError{Reason: fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v", ErrExhausted, w-me, me)}
 	}
@@ -341,7 +332,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 		switch dec.Verdict {
 		case AttemptNow:
 			return nil
-		case Stop, Drop:
+		case Stop:
 			s.end(dec)
 			return dec.Err
 		}

@@ -29,7 +29,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	if op == nil {
 		return &ArgumentError{Func: "rebound.Retry", Arg: "op", Reason: "must not be nil"}
 	}
-	meter, only := observersOnly(opts)
+	meter, me, only := observersOnly(opts)
 	if !only {
 		r := &Retrier{}
 		if err := r.init("rebound.Retry", p, opts); err != nil {
@@ -40,7 +40,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	// Fast path: nothing acts before the first attempt, and its success
 	// needs nothing compiled; the options are compiled if it fails.
 	if !p.validFast() {
-		if err := p.Validate(); err != nil {
+		if err := p.validate(); err != nil {
 			return &ArgumentError{Func: "rebound.Retry", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 		}
 	}
@@ -48,7 +48,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 		return &RetryError{Reason: err}
 	}
 	var start time.Time
-	if p.MaxElapsed > 0 {
+	if me > 0 {
 		start = time.Now() // no clock option here: the loop's clock is time.Now
 	}
 	err := op(ctx)
@@ -62,27 +62,37 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	if ierr := r.init("rebound.Retry", p, opts); ierr != nil {
 		return ierr // not reached: p is valid, and these options have no errors
 	}
-	if p.MaxElapsed == 0 {
+	if me == 0 {
 		start = r.c.now()
 	}
 	return r.loop(ctx, op, start, 0, err, nil)
 }
 
-// observersOnly reports whether opts hold nothing but observers, meters
-// and nil options (nothing that acts on a first attempt), and returns the
-// last meter, the one that applies.
-func observersOnly(opts []Option) (*retryMeter, bool) {
+// observersOnly reports whether opts hold nothing but observers, meters,
+// valid limits and nil options (nothing that acts on a first attempt). It
+// returns the last meter and MaxElapsed, the ones that apply.
+func observersOnly(opts []Option) (*retryMeter, time.Duration, bool) {
 	var m *retryMeter
+	var me time.Duration
 	for _, o := range opts {
 		switch v := o.(type) {
 		case *retryMeter:
 			m = v
+		case maxElapsed:
+			if v < 0 {
+				return nil, 0, false
+			}
+			me = time.Duration(v)
+		case maxAttempts:
+			if v < 0 {
+				return nil, 0, false
+			}
 		case nil, *listeners:
 		default:
-			return nil, false
+			return nil, 0, false
 		}
 	}
-	return m, true
+	return m, me, true
 }
 
 // firstSucceeded reports a first attempt's success to m, the meter that

@@ -32,9 +32,7 @@ func TestRetrySucceedsFirstTime(t *testing.T) {
 func TestRetryMaxAttemptsExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := 0
-		p := fast
-		p.MaxAttempts = 4
-		err := rebound.Retry(t.Context(), p, func(context.Context) error { calls++; return errBoom })
+		err := rebound.Retry(t.Context(), fast, func(context.Context) error { calls++; return errBoom }, rebound.WithMaxAttempts(4))
 		if calls != 4 {
 			t.Fatalf("op called %d times, want 4", calls)
 		}
@@ -219,14 +217,12 @@ func TestRetryAfterRespected(t *testing.T) {
 
 func TestRetryAfterBeyondMaxElapsedSaysSo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := fast
-		p.MaxElapsed = time.Minute
 		calls := 0
 		start := time.Now()
-		err := rebound.Retry(t.Context(), p, func(context.Context) error {
+		err := rebound.Retry(t.Context(), fast, func(context.Context) error {
 			calls++
 			return rebound.RetryAfter(2*time.Minute, errBoom)
-		})
+		}, rebound.WithMaxElapsed(time.Minute))
 		if calls != 1 || time.Since(start) != 0 {
 			t.Fatalf("calls %d, waited %v", calls, time.Since(start))
 		}
@@ -239,7 +235,7 @@ func TestRetryAfterBeyondMaxElapsedSaysSo(t *testing.T) {
 func TestMaxElapsedFromStartOfCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		time.Sleep(time.Hour) // the process has been up for a while: irrelevant
-		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 10 * time.Second}
+		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
 		start := time.Now()
 		var last time.Duration
 		calls := 0
@@ -247,7 +243,7 @@ func TestMaxElapsedFromStartOfCall(t *testing.T) {
 			calls++
 			last = time.Since(start)
 			return errBoom
-		})
+		}, rebound.WithMaxElapsed(10*time.Second))
 		if !errors.Is(err, rebound.ErrExhausted) {
 			t.Fatalf("Retry = %v", err)
 		}
@@ -261,12 +257,10 @@ func TestObserverSeesEveryRetryWithActualDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []rebound.Event
 		var attemptTimes []time.Time
-		p := fast
-		p.MaxAttempts = 6
-		_ = rebound.Retry(t.Context(), p, func(context.Context) error {
+		_ = rebound.Retry(t.Context(), fast, func(context.Context) error {
 			attemptTimes = append(attemptTimes, time.Now())
 			return errBoom
-		}, rebound.WithObserver(rebound.Hooks{Retried: func(e rebound.Event) { events = append(events, e) },
+		}, rebound.WithMaxAttempts(6), rebound.WithObserver(rebound.Hooks{Retried: func(e rebound.Event) { events = append(events, e) },
 			GaveUp: func(e rebound.Event) { events = append(events, e) }}))
 		if len(events) != 6 { // 5 retries + give-up
 			t.Fatalf("%d events, want 6", len(events))
@@ -401,9 +395,9 @@ func (f *fakeTimer) C() <-chan time.Time { return f.c }
 
 func TestTimerSeam(t *testing.T) {
 	ft := &fakeTimer{c: make(chan time.Time, 1)}
-	p := rebound.Policy{Initial: time.Hour, Max: time.Hour, Jitter: rebound.NoJitter, MaxAttempts: 3}
+	p := rebound.Policy{Initial: time.Hour, Max: time.Hour, Jitter: rebound.NoJitter}
 	err := rebound.Retry(context.Background(), p, func(context.Context) error { return errBoom },
-		rebound.WithTimer(func() backoff.Timer { return ft }))
+		rebound.WithTimer(func() backoff.Timer { return ft }), rebound.WithMaxAttempts(3))
 	if !errors.Is(err, rebound.ErrExhausted) {
 		t.Fatalf("Retry = %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 // Retrier.NewSchedule; it is not safe for concurrent use.
 //
 //	a, d := s.Admit(now, rebound.FirstAttempt)
-//	for d.Verdict != rebound.Stop && d.Verdict != rebound.Drop {
+//	for d.Verdict != rebound.Stop {
 //		if d.Verdict == rebound.AttemptNow {
 //			d = a.Done(call(), time.Now())
 //			continue
@@ -28,19 +28,18 @@ import (
 // Time is passed in, so a Schedule runs in virtual time too. The rules
 // are in docs/engine.md.
 type Schedule struct {
-	c         *config
-	d         drawer
-	start     time.Time
-	attempts  int   // failed attempts of the run, local refusals included
-	last      error // the last failure of the run
-	res       *rate.Reservation
-	limWait   time.Duration
-	passed    Gate              // the gates the attempt that is due has passed
-	lres      *rate.Reservation // the token held for a lookup
-	lpassed   Gate              // the gates the lookup that is due has passed
-	ended     error             // the stop (or drop) that ended the run, until Reset
-	endedDrop bool
-	gen       uint32 // the run's outstanding Attempt is the one admitted at this count
+	c        *config
+	d        drawer
+	start    time.Time
+	attempts int   // failed attempts of the run, local refusals included
+	last     error // the last failure of the run
+	res      *rate.Reservation
+	limWait  time.Duration
+	passed   Gate              // the gates the attempt that is due has passed
+	lres     *rate.Reservation // the token held for a lookup
+	lpassed  Gate              // the gates the lookup that is due has passed
+	ended    error             // the stop that ended the run, until Reset
+	gen      uint32            // the run's outstanding Attempt is the one admitted at this count
 
 	done func(error) // the Breaker's report for the admitted attempt
 }
@@ -65,7 +64,7 @@ func (s *Schedule) reset(now time.Time) {
 	s.last = nil
 	s.limWait = 0
 	s.passed = 0
-	s.ended, s.endedDrop = nil, false
+	s.ended = nil
 	s.d.reset()
 	s.start = now
 }
@@ -106,9 +105,6 @@ func (s *Schedule) Attempts() int { return s.attempts }
 // elapsed is the time since the start of the run at now, for an Event:
 // 0 if the clock stepped back.
 func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
-
-// Start returns the start of the run. MaxElapsed counts from it.
-func (s *Schedule) Start() time.Time { return s.start }
 
 // FirstDelay draws a wait before a run's first attempt. It has the
 // jitter of a first retry, and counts nothing.

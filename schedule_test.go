@@ -42,9 +42,7 @@ func TestScheduleStopsOnPermanentAndClassifier(t *testing.T) {
 }
 
 func TestScheduleMaxAttemptsAndReset(t *testing.T) {
-	p := fast
-	p.MaxAttempts = 3
-	s := newLoop(mustRetrier(t, p), t0)
+	s := newLoop(mustRetrier(t, fast, rebound.WithMaxAttempts(3)), t0)
 	for i := 1; i <= 2; i++ {
 		if _, stop := s.next(errBoom, t0); stop != nil {
 			t.Fatalf("failure %d: stop %v", i, stop)
@@ -69,8 +67,8 @@ func TestScheduleMaxAttemptsAndReset(t *testing.T) {
 
 // MaxElapsed bounds the START of the next attempt: now+delay.
 func TestScheduleMaxElapsedAtStartOfNextAttempt(t *testing.T) {
-	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 10 * time.Second}
-	s := newLoop(mustRetrier(t, p), t0)
+	p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
+	s := newLoop(mustRetrier(t, p, rebound.WithMaxElapsed(10*time.Second)), t0)
 	if d, stop := s.next(errBoom, t0.Add(9*time.Second)); stop != nil || d != time.Second {
 		t.Fatalf("attempt at 10s allowed: got %v, %v", d, stop)
 	}
@@ -99,7 +97,7 @@ func TestScheduleRetryAfterClampedToMax(t *testing.T) {
 		}
 	}
 	// Beyond MaxElapsed: stop, saying so.
-	s := newLoop(mustRetrier(t, rebound.Policy{MaxElapsed: time.Minute}), t0)
+	s := newLoop(mustRetrier(t, rebound.Policy{}, rebound.WithMaxElapsed(time.Minute)), t0)
 	_, stop := s.next(rebound.RetryAfter(2*time.Minute, errBoom), t0)
 	if !errors.Is(stop, rebound.ErrExhausted) || !strings.Contains(stop.Error(), "retry after 2m0s, beyond MaxElapsed 1m0s") {
 		t.Fatalf("stop = %v", stop)
@@ -133,9 +131,7 @@ func TestScheduleLimiterAdmitInVirtualTime(t *testing.T) {
 func TestScheduleAdmitPastMaxElapsedStops(t *testing.T) {
 	lim := rate.NewLimiter(rate.Every(time.Minute), 1)
 	lim.AllowN(t0, 1)
-	p := fast
-	p.MaxElapsed = 10 * time.Second
-	s := newLoop(mustRetrier(t, p, rebound.WithLimiter(lim)), t0)
+	s := newLoop(mustRetrier(t, fast, rebound.WithMaxElapsed(10*time.Second), rebound.WithLimiter(lim)), t0)
 	_, stop := s.admit(t0.Add(time.Second))
 	if !errors.Is(stop, rebound.ErrExhausted) || !strings.Contains(stop.Error(), "limiter") {
 		t.Fatalf("Admit = %v, want ErrExhausted naming the limiter", stop)
@@ -182,7 +178,7 @@ func TestRetryCancelledContextDoesNotCallOp(t *testing.T) {
 		"Retry":      func() error { return rebound.Retry(ctx, rebound.Policy{}, op) },
 		"Retry+opts": func() error { return rebound.Retry(ctx, rebound.Policy{}, op, rebound.WithSeed(1)) },
 		"Retrier.Do": func() error { return mustRetrier(t, rebound.Policy{}).Do(ctx, op) },
-		"MaxElapsed": func() error { return rebound.Retry(ctx, rebound.Policy{MaxElapsed: time.Second}, op) },
+		"MaxElapsed": func() error { return rebound.Retry(ctx, rebound.Policy{}, op, rebound.WithMaxElapsed(time.Second)) },
 	} {
 		err := f()
 		var re *rebound.RetryError
@@ -310,8 +306,8 @@ func TestRetrierSchedulesDrawDifferently(t *testing.T) {
 func TestScheduleReportsToHooks(t *testing.T) {
 	var got []string
 	rec := func(e rebound.Event) { got = append(got, fmt.Sprintf("%s:%d", e.Kind, e.Attempt)) }
-	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}
-	r := mustRetrier(t, p, rebound.WithObserver(rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}))
+	p := rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}
+	r := mustRetrier(t, p, rebound.WithMaxAttempts(3), rebound.WithObserver(rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec}))
 	s := newLoop(r, t0)
 	s.next(errBoom, t0)
 	s.succeeded(t0.Add(time.Second))

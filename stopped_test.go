@@ -13,8 +13,7 @@ import (
 // admitted beyond MaxAttempts, after a permanent error, or past a refusal
 // that ended the loop.
 func TestDecideReadyAfterStop(t *testing.T) {
-	p := fixed
-	p.MaxAttempts = 2
+	p, limit := fixed, rebound.WithMaxAttempts(2)
 	for _, tc := range []struct {
 		name string
 		opts []rebound.Option
@@ -34,9 +33,9 @@ func TestDecideReadyAfterStop(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h hookCount
-			s := newLoop(mustRetrier(t, p, append(tc.opts, h.hooks())...), t0)
+			s := newLoop(mustRetrier(t, p, append(tc.opts, h.hooks(), limit)...), t0)
 			first := tc.stop(s)
-			if first.Verdict != rebound.Stop && first.Verdict != rebound.Drop {
+			if first.Verdict != rebound.Stop {
 				t.Fatalf("%+v, want the loop ended", first)
 			}
 			gaveUp, attempts := h.gaveUp, s.Attempts()

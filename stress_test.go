@@ -34,10 +34,10 @@ func TestEngineStress(t *testing.T) {
 		ev := func(k string) func(rebound.Event) {
 			return func(rebound.Event) { mu.Lock(); counts[k]++; mu.Unlock() }
 		}
-		r := mustRetrier(t, rebound.Policy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 6},
+		r := mustRetrier(t, rebound.Policy{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 			rebound.WithBreaker(cb), rebound.WithLimiter(lim), rebound.WithBudget(b), rebound.WithThrottle(th),
 			rebound.WithAdmission(rebound.FirstAttempt, rebound.GateLimiter|rebound.GateBudget|rebound.GateThrottle|rebound.GateBreaker),
-			rebound.WithObserver(rebound.Hooks{Attempted: ev("attempted"), Retried: ev("retried"), Throttled: ev("throttled"), GaveUp: ev("gaveup"), Recovered: ev("recovered")}))
+			rebound.WithObserver(rebound.Hooks{Attempted: ev("attempted"), Retried: ev("retried"), Throttled: ev("throttled"), GaveUp: ev("gaveup"), Recovered: ev("recovered")}), rebound.WithMaxAttempts(6))
 		var wg sync.WaitGroup
 		var calls, oks, errs int
 		for g := range 8 {

@@ -18,9 +18,9 @@ import (
 func TestTracedAttemptSpanEndsWhenAHookPanics(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, MaxAttempts: 3},
+	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond},
 		rebound.WithTracerProvider(tp),
-		rebound.WithObserver(rebound.Hooks{Retried: func(rebound.Event) { panic("hook") }}))
+		rebound.WithObserver(rebound.Hooks{Retried: func(rebound.Event) { panic("hook") }}), rebound.WithMaxAttempts(3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ func TestTracerProviderSpanPerAttempt(t *testing.T) {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 		ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")
-		r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 5},
-			rebound.WithTracerProvider(tp))
+		r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter},
+			rebound.WithTracerProvider(tp), rebound.WithMaxAttempts(5))
 		if err != nil {
 			t.Fatal(err)
 		}

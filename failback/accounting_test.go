@@ -91,8 +91,10 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 					},
 					Dropped: func(tk Task) { end("dropped:" + label(tk.Reason))(tk) },
 				}
-				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 6, MaxElapsed: tc.maxElapsed}
-				opts := []Option{WithObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc), WithPolicy(pol)}
+				const maxAttempts = 6
+				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second}
+				opts := []Option{WithObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc),
+					WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts), rebound.WithMaxElapsed(tc.maxElapsed))}
 				if tc.budget {
 					b, err := rebound.NewRetryBudget(0.1, 1, 10*time.Second)
 					if err != nil {
@@ -135,7 +137,7 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 					}
 					sumA += attempts[m]
 					sumS += sent[m]
-					if attempts[m] > pol.MaxAttempts {
+					if attempts[m] > maxAttempts {
 						t.Errorf("%s: %d attempts > MaxAttempts", m, attempts[m])
 					}
 					if bad > 10 {
@@ -161,7 +163,7 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxAttempts = 8
-		pol := rebound.Policy{Initial: time.Second, Max: time.Second, MaxAttempts: maxAttempts}
+		pol := rebound.Policy{Initial: time.Second, Max: time.Second}
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
 		th, err := rebound.NewAdaptiveThrottle(2, time.Hour, seeded(3))
@@ -171,7 +173,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		for range 100 { // a throttle that has seen only failures rejects most retries
 			th.Allow(time.Now())
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithThrottle(th), WithPolicy(pol), withSeed(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithThrottle(th), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withSeed(1))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +193,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 			t.Fatalf("stored attempts %d; sent %d, throttled %d: want sent + throttled, some but not all of MaxAttempts", stored, sent, throttled)
 		}
 		rec := newRecorder()
-		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol), WithObserver(rec.hooks()))
+		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), WithObserver(rec.hooks()))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		mustClose(t, g)
@@ -221,7 +223,7 @@ func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 		}
 		p := newProvider("a:1", alwaysFail(errRefused))
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(b), WithThrottle(th), withSeed(1),
-			WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 200 * time.Millisecond, MaxAttempts: 1000}))
+			WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 200 * time.Millisecond}, rebound.WithMaxAttempts(1000)))
 		for range 20 {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 				t.Fatal(err)

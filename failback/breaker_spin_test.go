@@ -46,7 +46,7 @@ func TestBreakerWaitDuringLongProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := mustNew(t, dir, WithPolicy(bkPolicy))
+		f := mustNew(t, dir, WithPolicy(bkPolicy, bkLimit))
 		defer mustClose(t, f)
 		if _, err := f.Invoke(context.Background(), &cluster.Invocation{Method: "A"}); err != nil {
 			t.Fatalf("Invoke A: %v", err)

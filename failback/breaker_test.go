@@ -62,7 +62,10 @@ func bkProviders(n int) ([]*bkProvider, cluster.Directory) {
 	return ps, cluster.NewStaticDirectory(ivs...)
 }
 
-var bkPolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxAttempts: 4, Jitter: rebound.FullJitter}
+var bkPolicy = rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: rebound.FullJitter}
+
+// bkLimit is bkPolicy's limit.
+var bkLimit = rebound.WithMaxAttempts(4)
 
 // With no target admitted by a breaker, a retry waits until the earliest
 // half-open instead of spending an attempt; the wait is in the hooks and
@@ -81,7 +84,7 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 		var mu sync.Mutex
 		var retried []Task
 		var succeeded []Task
-		f := mustNew(t, dir, WithPolicy(bkPolicy), WithObserver(testHooks{
+		f := mustNew(t, dir, WithPolicy(bkPolicy, bkLimit), WithObserver(testHooks{
 			Retried:   func(tk Task) { mu.Lock(); retried = append(retried, tk); mu.Unlock() },
 			Succeeded: func(tk Task) { mu.Lock(); succeeded = append(succeeded, tk); mu.Unlock() },
 		}))
@@ -135,7 +138,7 @@ func TestBreakerRefusedRetryNotCounted(t *testing.T) {
 		stale := ivs[0]
 		ps[0].down.Store(true)
 		_, _ = stale.Invoke(context.Background(), &cluster.Invocation{}) // opens the breaker
-		f := mustNew(t, &fixedDir{ivs: []cluster.Invoker{stale}}, WithPolicy(bkPolicy))
+		f := mustNew(t, &fixedDir{ivs: []cluster.Invoker{stale}}, WithPolicy(bkPolicy, bkLimit))
 		defer mustClose(t, f)
 		if _, err := f.Invoke(context.Background(), &cluster.Invocation{}); err != nil {
 			t.Fatal(err)
@@ -218,7 +221,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 			dir = bd
 		}
 		var firstRetry atomic.Int64
-		fopts := []Option{WithPolicy(bkPolicy), WithMaxTasks(100000), withSeed(1),
+		fopts := []Option{WithPolicy(bkPolicy, bkLimit), WithMaxTasks(100000), withSeed(1),
 			WithObserver(testHooks{Succeeded: func(tk Task) {
 				if tk.Attempts == 2 {
 					firstRetry.Add(1)

@@ -33,7 +33,7 @@ func TestBudgetBoundsRetriesInOutage(t *testing.T) {
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithBudget(budget),
 			WithMaxTasks(calls), WithConcurrency(16),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second, MaxAttempts: 10}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}, rebound.WithMaxAttempts(10)))
 		for range calls {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"}); err != nil {
 				t.Fatalf("Invoke = %v, want nil: a call the budget refuses is queued, then dropped when its retry is due", err)
@@ -149,7 +149,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithThrottle(th), WithMaxTasks(1000),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, MaxAttempts: 5}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}, rebound.WithMaxAttempts(5)))
 		const calls = 200
 		for range calls {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
@@ -211,7 +211,7 @@ func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 		})
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(budget), WithObserver(rec.hooks()),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(3)))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"}); err != nil {
 			t.Fatalf("Invoke with the budget spent: %v, want the call queued (the budget is asked when the retry is due)", err)
 		}

@@ -19,14 +19,14 @@
 //
 //	not retryable                           the error, matching ErrNotRetryable
 //	caller's ctx done, rebound.Permanent    the error, unchanged
-//	retryable, Policy.MaxAttempts 1         the error, unchanged
+//	retryable, WithMaxAttempts(1) limit     the error, unchanged
 //	retryable, queued                       (nil, nil)
 //	retryable, task limit reached           ErrQueueFull + the error
 //	retryable, TTL shorter than first wait  ErrExpired + the error
 //	retryable, Shutdown/Close has begun     ErrClosed + the error
 //	marked Stopping, no Store               the error, unchanged
 //	marked Stopping, with a Store           (nil, nil): queued and stored
-//	marked Stopping, Policy.MaxAttempts 1   the error, unchanged (even with a Store)
+//	marked Stopping, WithMaxAttempts(1)     the error, unchanged (even with a Store)
 //	after Shutdown or Close began           ErrClosed (no attempt)
 //
 // WithStore keeps the queued calls in a Store (failback/boltstore), so the

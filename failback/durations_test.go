@@ -17,7 +17,7 @@ import (
 // WithCallTTL) with 0, 1 ns, a negative value and math.MaxInt64: refused
 // by New with an error naming the option and the rule, or accepted, and
 // then a call to a provider that keeps failing is retried at most as the
-// policy allows, never two attempts less than rebound.MinDelay apart, and
+// policy allows, never two attempts less than minDelay apart, and
 // has ended (given up or dropped) two hours later.
 func TestDurationOptionsSweep(t *testing.T) {
 	for _, tc := range []struct {
@@ -68,7 +68,7 @@ func TestDurationOptionsSweep(t *testing.T) {
 						t.Fatalf("%d attempts; want at most 4 (the default policy)", len(calls))
 					}
 					for i := 1; i < len(calls); i++ {
-						if gap := calls[i].at - calls[i-1].at; gap < rebound.MinDelay {
+						if gap := calls[i].at - calls[i-1].at; gap < minDelay {
 							t.Fatalf("attempts %d and %d only %v apart (a busy loop)", i, i+1, gap)
 						}
 					}

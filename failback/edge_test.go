@@ -30,7 +30,7 @@ func TestEdgeCases(t *testing.T) {
 			})
 			rec := newRecorder()
 			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
-				WithPolicy(rebound.Policy{MaxElapsed: time.Minute}))
+				WithPolicy(rebound.Policy{}, rebound.WithMaxElapsed(time.Minute)))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)

@@ -30,7 +30,7 @@ func ExampleNew() {
 	done := make(chan struct{})
 	var succeeded string // written before done is closed, read after
 	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
-		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxAttempts: 4}),
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithMaxAttempts(4)),
 		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			t := e.Detail.(failback.Task)
 			switch e.Kind {
@@ -119,7 +119,7 @@ func Example_registry() {
 	_, err = m.Subscribe(ctx, key, dir.Update)     // the directory follows the registry
 	err = dir.WaitReady(ctx)                       // the first providers are listed
 	fb, err := failback.New(dir,
-		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, MaxAttempts: 4}), // default: DefaultPolicy(), 3 retries 5-60 s apart
+		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond}, rebound.WithMaxAttempts(4)), // default: DefaultPolicy(), 3 retries 5-60 s apart
 		failback.WithObserver(reportDropped))
 
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})

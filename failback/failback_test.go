@@ -181,7 +181,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			pol := rebound.Policy{Initial: time.Second, Multiplier: 2, Max: 4 * time.Second, Jitter: rebound.NoJitter}
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(withAttempts(pol, 6)))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(pol, rebound.WithMaxAttempts(6)))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)
@@ -246,7 +246,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 				return nil, errRefused
 			})
 			pol := rebound.Policy{Initial: time.Second, Max: time.Second, Multiplier: 1, Jitter: rebound.NoJitter}
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(withAttempts(pol, 3)))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(pol, rebound.WithMaxAttempts(3)))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)
@@ -266,7 +266,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			rec := newRecorder()
 			f := mustNew(t, cluster.NewStaticDirectory(p),
-				WithPolicy(rebound.Policy{MaxAttempts: 3}), WithObserver(rec.hooks()))
+				WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(3)), WithObserver(rec.hooks()))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)
@@ -278,7 +278,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 				t.Errorf("gave up %+v; want one, for rebound.ErrExhausted", g)
 			}
 			// A policy that allows no retry at all returns the error.
-			f2 := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(rebound.Policy{MaxAttempts: 1}))
+			f2 := mustNew(t, cluster.NewStaticDirectory(p), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(1)))
 			defer mustClose(t, f2)
 			if _, err := f2.Invoke(callerCtx(), &cluster.Invocation{}); err != errRefused {
 				t.Errorf("Invoke with MaxAttempts 1 = %v; want the original error", err)
@@ -569,7 +569,7 @@ func TestDeadlines(t *testing.T) {
 			return nil, ctx.Err()
 		})
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithAttemptTimeout(2*time.Second),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 3}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(3)))
 		defer mustClose(t, f)
 
 		ctx, cancel := context.WithTimeout(callerCtx(), 500*time.Millisecond)
@@ -654,7 +654,7 @@ func TestHooksOrder(t *testing.T) {
 		})
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 4}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(4)))
 		defer mustClose(t, f)
 		for _, m := range []string{"recovers", "exhausts", "business"} {
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: m})

@@ -259,10 +259,10 @@ func TestGiveUpDuringCloseIsGaveUp(t *testing.T) {
 		name   string
 		err    error // what the cancelled attempt returns
 		reason error
-		policy rebound.Policy
+		policy Option
 	}{
-		{"not retryable", errors.New("400 bad request"), ErrNotRetryable, DefaultPolicy()},
-		{"exhausted", errRefused, rebound.ErrExhausted, rebound.Policy{MaxAttempts: 2}},
+		{"not retryable", errors.New("400 bad request"), ErrNotRetryable, WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(4))},
+		{"exhausted", errRefused, rebound.ErrExhausted, WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(2))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -276,7 +276,7 @@ func TestGiveUpDuringCloseIsGaveUp(t *testing.T) {
 					return nil, tc.err
 				})
 				rec := newRecorder()
-				f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithPolicy(tc.policy))
+				f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), tc.policy)
 				_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 				<-running
 				mustClose(t, f)
@@ -304,7 +304,7 @@ func TestReadyQueueStaysBounded(t *testing.T) {
 		})
 		const tasks = 50
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithConcurrency(1), WithMaxTasks(tasks),
-			WithPolicy(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, Jitter: rebound.NoJitter}))
+			WithPolicy(rebound.Policy{Initial: minDelay, Max: minDelay, Jitter: rebound.NoJitter}))
 		defer mustClose(t, f)
 		for range tasks {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{}); err != nil {
@@ -367,7 +367,7 @@ func TestMaxElapsedCheckedAtAttemptStart(t *testing.T) {
 		})
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxElapsed: 2 * time.Second}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxElapsed(2*time.Second)))
 		defer mustClose(t, f)
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "slow"})
 		time.Sleep(500 * time.Millisecond)
@@ -479,7 +479,7 @@ func TestQueuedLogDoesNotRaceWorker(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(errRefused))
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithLogger(zap.New(zapcore.NewNopCore()).WithOptions(
 			zap.WrapCore(func(zapcore.Core) zapcore.Core { return debugCore{} }))), WithConcurrency(8),
-			WithPolicy(rebound.Policy{Initial: rebound.MinDelay, Max: rebound.MinDelay, Jitter: rebound.NoJitter, MaxAttempts: 3}))
+			WithPolicy(rebound.Policy{Initial: minDelay, Max: minDelay, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(3)))
 		defer mustClose(t, f)
 		var wg sync.WaitGroup
 		for range 8 {

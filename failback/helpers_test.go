@@ -126,13 +126,11 @@ func mustClose(t testing.TB, f *Invoker) {
 	}
 }
 
-// retries is the default policy with n retries (n+1 attempts).
-func retries(n int) Option { return WithPolicy(withAttempts(DefaultPolicy(), n+1)) }
+// minDelay is rebound's floor of every delay.
+const minDelay = 500 * time.Microsecond
 
-func withAttempts(p rebound.Policy, n int) rebound.Policy {
-	p.MaxAttempts = n
-	return p
-}
+// retries is the default policy with n retries (n+1 attempts).
+func retries(n int) Option { return WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(n+1)) }
 
 // checkStats asserts that the counters add up.
 func checkStats(t testing.TB, s Stats) {

@@ -52,7 +52,7 @@ func TestLateWorkerThrottleBudgetAccounting(t *testing.T) {
 		rec := newRecorder()
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1),
 			WithBudget(b), WithThrottle(th), withSeed(3),
-			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: time.Second, MaxElapsed: 10 * time.Second}))
+			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: time.Second}, rebound.WithMaxElapsed(10*time.Second)))
 		const calls = 60
 		for i := range calls {
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: fmt.Sprintf("m%d", i)})

@@ -24,7 +24,7 @@ func TestLogging(t *testing.T) {
 			return nil, errRefused
 		})
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithLogger(zap.New(core)), WithMaxTasks(1),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 2}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(2)))
 
 		// One queued, four refused: the queue-full episode is logged once at
 		// Warn, then at Debug.

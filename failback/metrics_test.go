@@ -24,7 +24,7 @@ func TestMetrics(t *testing.T) {
 			return nil, errRefused
 		})
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithMeterProvider(mp), WithMaxTasks(2),
-			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 2}))
+			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(2)))
 		for _, m := range []string{"ok-later", "never", "full"} { // the third finds the queue full
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: m})
 		}

@@ -20,13 +20,15 @@ const (
 	defaultAttemptTimeout = 10 * time.Second
 )
 
-// DefaultPolicy returns the policy New uses without WithPolicy: at most 4
-// attempts (3 retries, as in Dubbo's failback), decorrelated jitter between
-// 5 s and 60 s. A call so outlives a provider restart, and calls that failed
-// together do not retry together (see docs/failback.md).
+// DefaultPolicy returns the pacing New uses without WithPolicy:
+// decorrelated jitter between 5 s and 60 s. New then stops a call after 4
+// attempts (3 retries, as in Dubbo's failback; see docs/failback.md).
 func DefaultPolicy() rebound.Policy {
-	return rebound.Policy{Initial: 5 * time.Second, Max: time.Minute, MaxAttempts: 4, Jitter: rebound.DecorrelatedJitter}
+	return rebound.Policy{Initial: 5 * time.Second, Max: time.Minute, Jitter: rebound.DecorrelatedJitter}
 }
+
+// defaultMaxAttempts is the limit New uses without WithPolicy.
+const defaultMaxAttempts = 4
 
 // An Option configures New. A nil Option is ignored.
 type Option interface {
@@ -40,6 +42,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	maxTasks       int
 	policy         rebound.Policy
+	limits         []rebound.Option // WithPolicy's: when a call stops
 	concurrency    int
 	perTarget      int // 0: half the workers (tests set it)
 	attemptTimeout time.Duration
@@ -64,6 +67,7 @@ func newConfig(dir cluster.Directory, opts []Option) (config, error) {
 	cfg := config{
 		maxTasks:       defaultMaxTasks,
 		policy:         DefaultPolicy(),
+		limits:         []rebound.Option{rebound.WithMaxAttempts(defaultMaxAttempts)},
 		concurrency:    defaultConcurrency,
 		attemptTimeout: defaultAttemptTimeout,
 		retryable:      DefaultRetryable,
@@ -99,23 +103,24 @@ func (c *config) bad(fn, arg, reason string, err error) {
 func WithMaxTasks(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 {
-			c.bad("WithMaxTasks", "n", "must be >= 1 (to disable retries use a Policy with MaxAttempts 1)", nil)
+			c.bad("WithMaxTasks", "n", "must be >= 1 (to disable retries use WithPolicy with rebound.WithMaxAttempts(1))", nil)
 			return
 		}
 		c.maxTasks = n
 	})
 }
 
-// WithPolicy sets the backoff policy, the one knob for how long and how
-// often a call is retried. MaxAttempts counts the first attempt too: 1
-// disables retries. Default: DefaultPolicy(); an invalid p makes New fail.
-func WithPolicy(p rebound.Policy) Option {
+// WithPolicy sets how long a call waits between attempts (p) and when it
+// stops (limits: rebound.WithMaxAttempts, rebound.WithMaxElapsed; none
+// means never). Default: DefaultPolicy() and at most 4 attempts. A bad p
+// or limit makes New fail.
+func WithPolicy(p rebound.Policy, limits ...rebound.Option) Option {
 	return optionFunc(func(c *config) {
-		if err := p.Validate(); err != nil {
-			c.bad("WithPolicy", "p", "must be a valid rebound.Policy", err)
+		if _, err := rebound.NewRetrier(p, limits...); err != nil {
+			c.bad("WithPolicy", "p", "must be a valid rebound.Policy with valid limits", err)
 			return
 		}
-		c.policy = p
+		c.policy, c.limits = p, limits
 	})
 }
 

@@ -58,7 +58,7 @@ func TestShutdownAfterCloseIsOrderFree(t *testing.T) {
 	})
 	t.Run("drained, close, shutdown", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", downUntil(time.Minute))), WithPolicy(rebound.Policy{MaxAttempts: 0}))
+			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", downUntil(time.Minute))), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(0)))
 			queued(t, f)
 			if err := f.Shutdown(context.Background()); err != nil {
 				t.Fatalf("Shutdown that drained = %v; want nil", err)

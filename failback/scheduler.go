@@ -364,7 +364,8 @@ func (f *Invoker) endedOn(tg string) {
 // rebound.RefuseDefer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
 //
-//   - the budget refused it (Verdict Drop): dropped with dropBudget;
+//   - the budget refused it (Verdict Stop, Reason ErrBudgetExhausted,
+//     under RefuseDrop): dropped with dropBudget;
 //   - the throttle refused it: the retry counts as a failed attempt that
 //     was never sent (error rebound.ErrThrottled): t is requeued for the
 //     policy's next delay, reported (EventRetry) like a failed retry
@@ -381,10 +382,11 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 	case rebound.AttemptNow:
 		t.att = att
 		return true
-	case rebound.Drop:
-		f.finish(t, outDropped, dropBudget, nil, nil, now)
-		return false
 	case rebound.Stop:
+		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under RefuseDrop (retriers)
+			f.finish(t, outDropped, dropBudget, nil, nil, now)
+			return false
+		}
 		if dec.Reason == nil { // not a refusal: the retry came due after MaxElapsed
 			f.finish(t, outGaveUp, "", stopReason(dec.Err), t.lastErr, now)
 			return false
@@ -535,7 +537,7 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) 
 // classified as retryable already; accepts of the others are given to the
 // throttle by accepted.
 func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
-	var ropts []rebound.Option
+	ropts := c.limits[:len(c.limits):len(c.limits)]
 	if c.seeded {
 		ropts = append(ropts, rebound.WithSeed(c.seed))
 	}

@@ -32,8 +32,7 @@ func storm(t *testing.T, pol rebound.Policy, opts ...Option) stormResult {
 	var res stormResult
 	synctest.Test(t, func(t *testing.T) {
 		p := newProvider("10.0.0.7:20880", downUntil(stormDown))
-		pol.MaxAttempts = 31
-		opts = append([]Option{WithPolicy(pol)}, opts...)
+		opts = append([]Option{WithPolicy(pol, rebound.WithMaxAttempts(31))}, opts...)
 		f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
 		defer mustClose(t, f)
 

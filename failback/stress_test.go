@@ -109,7 +109,7 @@ func TestStress(t *testing.T) {
 		}
 		f := mustNew(t, cluster.NewStaticDirectory(p1, p2), WithObserver(hooks), WithMaxTasks(400), WithConcurrency(8),
 			WithAttemptTimeout(time.Second), WithTTL(2*time.Second),
-			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second, MaxAttempts: 6}))
+			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}, rebound.WithMaxAttempts(6)))
 
 		var wg sync.WaitGroup
 		for g := range callers {

@@ -342,10 +342,8 @@ func TestRetryObserverWithRetry(t *testing.T) {
 	t.Run("exhausted", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, logs := newObserved(zapcore.InfoLevel)
-			p := policy
-			p.MaxAttempts = 4
-			err := rebound.Retry(t.Context(), p, func(context.Context) error { return errBoom },
-				rebound.WithObserver(logging.NewLoop(l, "failback", zap.String("target", "10.0.0.7:20880"))))
+			err := rebound.Retry(t.Context(), policy, func(context.Context) error { return errBoom },
+				rebound.WithObserver(logging.NewLoop(l, "failback", zap.String("target", "10.0.0.7:20880"))), rebound.WithMaxAttempts(4))
 			if !errors.Is(err, rebound.ErrExhausted) {
 				t.Fatalf("Retry = %v, want ErrExhausted", err)
 			}

@@ -89,7 +89,7 @@ func TestFailbackOverClientConn(t *testing.T) {
 
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)),
-		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, MaxAttempts: 4}),
+		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, rebound.WithMaxAttempts(4)),
 		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestFailbackPushback(t *testing.T) {
 	defer cc.Close()
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
-		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, MaxAttempts: 4}),
+		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithMaxAttempts(4)),
 		failback.WithObserver(h.hooks()))
 	if err != nil {
 		t.Fatal(err)

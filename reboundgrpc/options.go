@@ -74,15 +74,11 @@ func WithFilter(keep func(subscriber.Instance) bool) Option {
 
 // WithPolicy sets the backoff of sending a state again after the
 // ClientConn rejected it. Default: the zero rebound.Policy. p must be
-// valid and leave MaxAttempts and MaxElapsed zero.
+// valid; a resolver retries until it is closed.
 func WithPolicy(p rebound.Policy) Option {
 	return optionFunc(func(o *options) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundgrpc.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
-			return
-		}
-		if p.MaxAttempts != 0 || p.MaxElapsed != 0 {
-			o.bad("WithPolicy", "p", "must leave MaxAttempts and MaxElapsed 0: a resolver retries until it is closed")
 			return
 		}
 		o.policy = p

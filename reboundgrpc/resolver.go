@@ -87,8 +87,9 @@ func (r *ccResolver) rejectedRun(sched *rebound.Schedule, att rebound.Attempt, e
 		if dec := att.Done(err, now); dec.Verdict == rebound.WaitFor {
 			return sched, att, dec
 		}
-		// Unreachable with the policies WithPolicy admits (no
-		// MaxAttempts, no MaxElapsed): a new run decides the delay.
+		// A stop (a permanent error, or an attempt no longer
+		// outstanding; the Retrier has no limits): a new run decides the
+		// delay.
 		sched = nil
 	}
 	return nil, rebound.Attempt{}, rebound.Decision{}

@@ -78,7 +78,7 @@ func TestNewBuilderErrors(t *testing.T) {
 	for _, o := range []reboundgrpc.Option{
 		reboundgrpc.WithLinger(-1),
 		reboundgrpc.WithResolveNowInterval(0), reboundgrpc.WithUnresolvedReport(-1),
-		reboundgrpc.WithPolicy(rebound.Policy{MaxAttempts: 3}),
+		reboundgrpc.WithPolicy(rebound.Policy{Multiplier: 0.5}),
 	} {
 		if _, err := reboundgrpc.NewBuilder(m, o); !errors.Is(err, rebound.ErrInvalidArgument) {
 			t.Errorf("NewBuilder with a bad option: %v", err)

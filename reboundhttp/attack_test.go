@@ -35,7 +35,7 @@ func TestSlowFailedBodyDoesNotHoldTheRetry(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // trickles no more until the client closes
 	}))
-	c := &http.Client{Transport: newTransport(t, nil, rebound.Policy{Initial: time.Millisecond, MaxAttempts: 2})}
+	c := &http.Client{Transport: newTransport(t, nil, rebound.Policy{Initial: time.Millisecond}, reboundhttp.WithOptions(rebound.WithMaxAttempts(2)))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound, not a timing: the fix needs a fraction of it
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL, nil)
@@ -54,7 +54,7 @@ func TestSlowFailedBodyDoesNotHoldTheRetry(t *testing.T) {
 // body (its connection): the panic goes on, the body is closed.
 func TestClassifierPanicClosesTheResponse(t *testing.T) {
 	f := &fake{answer: func(int) *http.Response { return status(503, "") }}
-	rt := newTransport(t, f, fast, reboundhttp.WithClassifier(func(*http.Response, error, bool) bool { panic("classifier") }))
+	rt := newTransport(t, f, fast, fastLimit, reboundhttp.WithClassifier(func(*http.Response, error, bool) bool { panic("classifier") }))
 	req, _ := http.NewRequest(http.MethodGet, "http://h.example/", nil)
 	func() {
 		defer func() {
@@ -78,7 +78,7 @@ func TestHostOptionsOnceUnderConcurrentFirstRequests(t *testing.T) {
 		})
 		var calls atomic.Int32
 		release := make(chan struct{})
-		rt := newTransport(t, ok, fast, reboundhttp.WithHostOptions(func(string) []rebound.Option {
+		rt := newTransport(t, ok, fast, fastLimit, reboundhttp.WithHostOptions(func(string) []rebound.Option {
 			if calls.Add(1) == 1 {
 				<-release // the first request is still building the host's Retrier
 			}
@@ -111,7 +111,7 @@ func TestHostOptionsOnceUnderConcurrentFirstRequests(t *testing.T) {
 // to a known one costs.
 func TestNewHostsKeepNothingWithoutHostOptions(t *testing.T) {
 	resp := &http.Response{StatusCode: 200, Body: http.NoBody}
-	rt := newTransport(t, roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil }), fast)
+	rt := newTransport(t, roundTripFunc(func(*http.Request) (*http.Response, error) { return resp, nil }), fast, fastLimit)
 	const runs = 200
 	reqs := make([]*http.Request, runs+1)
 	for i := range reqs {
@@ -149,7 +149,7 @@ func TestPOSTOnDeadKeepAliveAppliedOnce(t *testing.T) {
 	}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	c := &http.Client{Transport: newTransport(t, nil, rebound.Policy{Initial: time.Millisecond, MaxAttempts: 5})}
+	c := &http.Client{Transport: newTransport(t, nil, rebound.Policy{Initial: time.Millisecond}, reboundhttp.WithOptions(rebound.WithMaxAttempts(5)))}
 	resp, err := c.Get(ts.URL) // a kept-alive connection for the POST to reuse
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 	} {
 		s := &server{statuses: []int{503, 503}}
 		ts := start(t, s)
-		c := &http.Client{Transport: newTransport(t, nil, fast, tc.opts...)}
+		c := &http.Client{Transport: newTransport(t, nil, fast, append([]reboundhttp.Option{fastLimit}, tc.opts...)...)}
 		req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
 		if tc.hdr {
 			req.Header.Set("Idempotency-Key", "")
@@ -200,7 +200,7 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 func TestCallerRequestUnchangedAndFinalBodyUnread(t *testing.T) {
 	s := &server{statuses: []int{503, 502}}
 	ts := start(t, s)
-	c := &http.Client{Transport: newTransport(t, nil, fast, reboundhttp.WithIdempotencyKey(nil))}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit, reboundhttp.WithIdempotencyKey(nil))}
 	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
 	req.Header.Set("X-Caller", "1")
 	body, getBody, cl := req.Body, req.GetBody, req.ContentLength
@@ -225,7 +225,7 @@ func TestCallerRequestUnchangedAndFinalBodyUnread(t *testing.T) {
 func TestGetBodyErrorStops(t *testing.T) {
 	s := &server{statuses: []int{503}}
 	ts := start(t, s)
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	req, _ := http.NewRequest(http.MethodPut, ts.URL, strings.NewReader("v1"))
 	errRewind := fmt.Errorf("cannot rewind")
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errRewind }
@@ -282,7 +282,7 @@ func TestRetriesReuseTheConnection(t *testing.T) {
 	}
 	ts.Start()
 	t.Cleanup(ts.Close)
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	if code, body := get(t, c, ts.URL); code != 200 || body != "200" {
 		t.Fatalf("got %d %q", code, body)
 	}
@@ -316,7 +316,7 @@ func TestHostBreakerRefuses(t *testing.T) {
 	ts := start(t, s)
 	b := &allowN{}
 	b.n.Store(1)
-	c := &http.Client{Transport: newTransport(t, nil, fast, reboundhttp.WithHostOptions(func(string) []rebound.Option {
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit, reboundhttp.WithHostOptions(func(string) []rebound.Option {
 		return []rebound.Option{rebound.WithBreaker(b)}
 	}))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a bound: a refusal that waits ends here
@@ -354,7 +354,7 @@ func TestPOSTResponseTimeoutAndNoBody(t *testing.T) {
 	}))
 	base := &http.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
 	t.Cleanup(base.CloseIdleConnections)
-	c := &http.Client{Transport: newTransport(t, base, fast)}
+	c := &http.Client{Transport: newTransport(t, base, fast, fastLimit)}
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/slow", strings.NewReader("order"))
 	if _, err := c.Do(req); err == nil || posts.Load() != 1 {
 		t.Fatalf("timed-out POST: %v, applied %d times; want an error, once", err, posts.Load())
@@ -384,7 +384,7 @@ func TestGOAWAYDebugDataCannotForgeNeverSent(t *testing.T) {
 		r.Body.Close()
 		calls.Add(1)
 		return nil, forged
-	}), fast)
+	}), fast, fastLimit)
 	req, _ := http.NewRequest(http.MethodPost, "http://h.example/", strings.NewReader("order"))
 	if _, err := rt.RoundTrip(req); err == nil || calls.Load() != 1 {
 		t.Fatalf("POST after a forged GOAWAY: %v, sent %d times; want an error, once", err, calls.Load())
@@ -417,7 +417,7 @@ func TestTLSRecordErrorAfterHandshakeIsNotNeverSent(t *testing.T) {
 	t.Cleanup(ts.Close)
 	base := ts.Client().Transport.(*http.Transport).Clone()
 	t.Cleanup(base.CloseIdleConnections)
-	c := &http.Client{Transport: newTransport(t, base, fast)}
+	c := &http.Client{Transport: newTransport(t, base, fast, fastLimit)}
 	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("order"))
 	_, err := c.Do(req)
 	if err == nil || posts.Load() != 1 {

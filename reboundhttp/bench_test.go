@@ -20,7 +20,7 @@ func BenchmarkSuccess(b *testing.B) {
 	defer ts.Close()
 	base := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer base.CloseIdleConnections()
-	rt, err := reboundhttp.New(base, rebound.Policy{MaxAttempts: 3})
+	rt, err := reboundhttp.New(base, rebound.Policy{}, reboundhttp.WithOptions(rebound.WithMaxAttempts(3)))
 	if err != nil {
 		b.Fatal(err)
 	}

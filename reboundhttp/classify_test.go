@@ -65,7 +65,7 @@ func TestBadCertificateNotRetried(t *testing.T) {
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}
 	defer base.CloseIdleConnections()
-	rt := newTransport(t, base, fast)
+	rt := newTransport(t, base, fast, fastLimit)
 	req, _ := http.NewRequest("GET", ts.URL, nil)
 	_, err := rt.RoundTrip(req)
 	if err == nil || !reboundhttp.NeverSent(err) || dials != 1 || n.Load() != 0 {

@@ -5,7 +5,8 @@
 // throttle, limiter, breaker, observers, metrics and traces are the
 // engine's, and no retry timing is decided here:
 //
-//	rt, err := reboundhttp.New(http.DefaultTransport, rebound.Policy{MaxAttempts: 4})
+//	rt, err := reboundhttp.New(http.DefaultTransport, rebound.Policy{},
+//		reboundhttp.WithOptions(rebound.WithMaxAttempts(4)))
 //	client := &http.Client{Transport: rt, Timeout: 10 * time.Second}
 //
 // What is retried: a request that is safe to repeat (an idempotent method,

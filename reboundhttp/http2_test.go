@@ -38,7 +38,7 @@ func TestHTTP2GOAWAYNeverDuplicatesPOST(t *testing.T) {
 	defer ts.Close()
 	base := ts.Client().Transport.(*http.Transport)
 	defer base.CloseIdleConnections()
-	rt, err := reboundhttp.New(base, fast)
+	rt, err := reboundhttp.New(base, fast, fastLimit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestTracesEachAttempt(t *testing.T) {
 		seen = append(seen, trace.SpanFromContext(r.Context()).SpanContext().SpanID())
 		return base.RoundTrip(r)
 	})
-	rt := newTransport(t, spy, fast, reboundhttp.WithOptions(rebound.WithTracerProvider(tp)))
+	rt := newTransport(t, spy, fast, fastLimit, reboundhttp.WithOptions(rebound.WithTracerProvider(tp)))
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL, nil)
 	resp, err := rt.RoundTrip(req)

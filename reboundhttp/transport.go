@@ -42,7 +42,8 @@ type Transport struct {
 
 // New returns a Transport that sends requests with base (nil:
 // http.DefaultTransport) and retries them with policy p. The zero Policy
-// retries until the request's context ends; set MaxAttempts to bound it. A
+// retries until the request's context ends; bound it with
+// WithOptions(rebound.WithMaxAttempts(n)). A
 // bad p or option is a *rebound.ArgumentError.
 func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, error) {
 	if base == nil {
@@ -56,7 +57,7 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 			}
 		}
 	}
-	if err := p.Validate(); err != nil {
+	if _, err := rebound.NewRetrier(p); err != nil {
 		return nil, &rebound.ArgumentError{Func: "reboundhttp.New", Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
 	var err error

@@ -24,7 +24,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fast is a policy whose waits are short enough for real-socket tests.
-var fast = rebound.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond, MaxAttempts: 5}
+var fast = rebound.Policy{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+
+// fastLimit is the limit of the tests that use fast.
+var fastLimit = reboundhttp.WithOptions(rebound.WithMaxAttempts(5))
 
 func newTransport(t *testing.T, base http.RoundTripper, p rebound.Policy, opts ...reboundhttp.Option) *reboundhttp.Transport {
 	t.Helper()
@@ -91,7 +94,7 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 func TestRetriesIdempotentOnDefaultStatuses(t *testing.T) {
 	s := &server{statuses: []int{503, 502, 429, 504}}
 	ts := start(t, s)
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	code, body := get(t, c, ts.URL)
 	if code != 200 || body != "200" || s.n.Load() != 5 {
 		t.Fatalf("got %d %q after %d requests, want 200 after 5", code, body, s.n.Load())
@@ -102,7 +105,7 @@ func TestOther4xxAnd500StopAtOnce(t *testing.T) {
 	for _, code := range []int{400, 404, 409, 500, 501} {
 		s := &server{statuses: []int{code}}
 		ts := start(t, s)
-		c := &http.Client{Transport: newTransport(t, nil, fast)}
+		c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 		got, body := get(t, c, ts.URL)
 		if got != code || body != fmt.Sprint(code) || s.n.Load() != 1 {
 			t.Errorf("%d: got %d %q after %d requests, want it returned after 1", code, got, body, s.n.Load())
@@ -113,7 +116,7 @@ func TestOther4xxAnd500StopAtOnce(t *testing.T) {
 func TestExhaustedReturnsLastResponse(t *testing.T) {
 	s := &server{statuses: []int{503, 503, 503, 503, 503, 503}}
 	ts := start(t, s)
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	code, body := get(t, c, ts.URL)
 	if code != 503 || body != "503" || s.n.Load() != 5 {
 		t.Fatalf("got %d %q after %d requests, want the 5th 503 with its body", code, body, s.n.Load())
@@ -123,7 +126,7 @@ func TestExhaustedReturnsLastResponse(t *testing.T) {
 func TestPOSTWithoutKeyIsNeverRepeated(t *testing.T) {
 	s := &server{statuses: []int{503}}
 	ts := start(t, s)
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	resp, err := c.Post(ts.URL, "text/plain", strings.NewReader("order 42"))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +148,7 @@ func TestPOSTResetAfterBodyIsNotRepeated(t *testing.T) {
 			conn.Close() // a reset: the outcome is unknown to the client
 		}
 	}))
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	_, err := c.Post(ts.URL, "text/plain", strings.NewReader("order 42"))
 	if err == nil {
 		t.Fatal("no error for a reset connection")
@@ -169,7 +172,7 @@ func TestIdempotencyKeySameOnEveryAttempt(t *testing.T) {
 	s := &server{statuses: []int{503, 503}}
 	ts := start(t, s)
 	var n atomic.Int32
-	c := &http.Client{Transport: newTransport(t, nil, fast, reboundhttp.WithIdempotencyKey(func() string {
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit, reboundhttp.WithIdempotencyKey(func() string {
 		return fmt.Sprint("key-", n.Add(1))
 	}))}
 	req, _ := http.NewRequest("POST", ts.URL, bytes.NewReader([]byte("payload")))
@@ -194,7 +197,7 @@ func TestIdempotencyKeySameOnEveryAttempt(t *testing.T) {
 func TestBodyWithoutGetBodyIsSentOnce(t *testing.T) {
 	s := &server{statuses: []int{503}}
 	ts := start(t, s)
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	req, _ := http.NewRequest("PUT", ts.URL, io.NopCloser(strings.NewReader("x"))) // no GetBody
 	resp, err := c.Do(req)
 	if err != nil {
@@ -231,7 +234,7 @@ func TestRefusedConnectionRetriesEvenPOST(t *testing.T) {
 			})
 		}
 	})
-	c := &http.Client{Transport: newTransport(t, nil, fast, reboundhttp.WithOptions(rebound.WithObserver(up)))}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit, reboundhttp.WithOptions(rebound.WithObserver(up)))}
 	resp, err := c.Post("http://"+addr, "text/plain", strings.NewReader("order 44"))
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +260,7 @@ func TestNeverEndingBodyIsDrainedBounded(t *testing.T) {
 			}
 		}
 	}))
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	code, body := get(t, c, ts.URL)
 	if code != 200 || body != "ok" || n.Load() != 3 {
 		t.Fatalf("got %d %q after %d requests", code, body, n.Load())
@@ -280,7 +283,7 @@ func TestInformationalAndRedirects(t *testing.T) {
 			io.WriteString(w, "new")
 		}
 	}))
-	c := &http.Client{Transport: newTransport(t, nil, fast)}
+	c := &http.Client{Transport: newTransport(t, nil, fast, fastLimit)}
 	code, body := get(t, c, ts.URL+"/old")
 	if code != 200 || body != "new" || n.Load() != 2 {
 		t.Fatalf("got %d %q after %d requests to /new", code, body, n.Load())

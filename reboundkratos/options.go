@@ -192,7 +192,7 @@ func WithDrainDelay(d time.Duration) Option {
 // rebound.Policy. p must be valid.
 func WithPolicy(p rebound.Policy) Option {
 	return registrarOption("WithPolicy", func(o *registrarOptions) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundkratos.WithPolicy", Arg: "p", Reason: "breaks a Policy rule", Err: err})
 			return
 		}

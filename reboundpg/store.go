@@ -164,7 +164,7 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // storeRetrier paces the Store's own statements through a database
 // restart: about 5 s, then the error goes to the Invoker.
-var storeRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxElapsed: 5 * time.Second})
+var storeRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}, rebound.WithMaxElapsed(5*time.Second))
 
 // exec runs an idempotent statement (one that sets absolute values),
 // again after any connection failure.

@@ -26,7 +26,7 @@ var ErrAmbiguousCommit = errors.New("reboundpg: COMMIT sent, no answer: the tran
 
 // txRetrier is RunTx's default: up to 10 attempts, 5 ms to 1 s apart with
 // full jitter.
-var txRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 5 * time.Millisecond, Max: time.Second, MaxAttempts: 10})
+var txRetrier, _ = rebound.NewRetrier(rebound.Policy{Initial: 5 * time.Millisecond, Max: time.Second}, rebound.WithMaxAttempts(10))
 
 // RunTx runs fn in a transaction begun with opts and commits it. On a
 // serialization failure, a deadlock, or a connection broken before COMMIT,

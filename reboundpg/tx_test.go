@@ -272,7 +272,7 @@ func handLoop(pool *pgxpool.Pool) func(ctx context.Context, fn func(ctx context.
 
 // engineRun is RunTx on a Retrier with no attempt limit.
 func engineRun(pool *pgxpool.Pool) func(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	r, _ := rebound.NewRetrier(rebound.Policy{Initial: 2 * time.Millisecond, Max: 100 * time.Millisecond, MaxElapsed: time.Minute})
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: 2 * time.Millisecond, Max: 100 * time.Millisecond}, rebound.WithMaxElapsed(time.Minute))
 	return func(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 		return reboundpg.RunTx(ctx, pool, serializable, r, fn)
 	}

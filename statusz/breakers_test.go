@@ -74,7 +74,7 @@ func TestBreakers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fb, err := failback.New(notifyDir, failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxAttempts: 4}))
+		fb, err := failback.New(notifyDir, failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}, rebound.WithMaxAttempts(4)))
 		if err != nil {
 			t.Fatal(err)
 		}

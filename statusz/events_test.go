@@ -44,7 +44,7 @@ func TestEventLogObservesManagerAndFailback(t *testing.T) {
 		synctest.Wait()
 
 		fb, err := failback.New(cluster.NewStaticDirectory(failing{}), failback.WithObserver(log), failback.WithMaxTasks(1),
-			failback.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter, MaxAttempts: 2}))
+			failback.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(2)))
 		if err != nil {
 			t.Fatal(err)
 		}

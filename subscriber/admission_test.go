@@ -119,3 +119,23 @@ func mustBudget(t *testing.T) *rebound.RetryBudget {
 	}
 	return b
 }
+
+// Limits given to WithPolicy do not apply: a subscription never gives up on
+// a transient error, whatever WithMaxAttempts or WithMaxElapsed say.
+func TestWithPolicyLimitsDoNotStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.SetFailure(func(subscriber.Key) error { return subscribertest.ErrUnavailable })
+		p := rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}
+		m := newManager(t, reg, subscriber.WithPolicy(p, rebound.WithMaxAttempts(2), rebound.WithMaxElapsed(time.Second)))
+		s, err := m.Subscribe(t.Context(), orders, func([]subscriber.Instance) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if st := s.Status(); st.State == subscriber.StateStopped || st.TotalAttempts < 10 {
+			t.Fatalf("after a minute of failures with WithMaxAttempts(2): state %v, %d attempts; want it still retrying", st.State, st.TotalAttempts)
+		}
+	})
+}

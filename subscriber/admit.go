@@ -37,7 +37,8 @@ func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
 	if o.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(o.throttle))
 	}
-	ropts = append(ropts, o.ropts...) // after the default limiter: WithPolicy's own wins
+	ropts = append(ropts, o.ropts...)                                            // after the default limiter: WithPolicy's own wins
+	ropts = append(ropts, rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0)) // never stop
 	// The Manager's own rules come last: no option of WithPolicy changes them.
 	ropts = append(ropts, rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), o.retryMetrics())
 	retrier, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget|rebound.GateLimiter))...)
@@ -72,7 +73,7 @@ var kinds = [...]rebound.AttemptKind{admitFirst: rebound.FirstAttempt, admitRetr
 func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.Duration, error) {
 	a, d := r.schedule(m, now).Admit(now, kinds[k])
 	switch {
-	case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
+	case d.Verdict == rebound.Stop:
 		// No MaxElapsed (WithPolicy) and the refusals defer: only a
 		// limiter that can never grant a token (its burst set to 0 after
 		// New) ends the run. Nothing may be sent past it, and a

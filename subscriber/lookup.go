@@ -121,7 +121,7 @@ func (l *lookups) fire(s *Subscription, now time.Time) {
 		l.sch = s.m.retrier.NewSchedule(now)
 	}
 	_, d := l.sch.Admit(now, rebound.LookupAttempt)
-	if d.Verdict == rebound.Stop || d.Verdict == rebound.Drop {
+	if d.Verdict == rebound.Stop {
 		// A limiter that can never grant a token (its burst set to 0
 		// after New): nothing is sent past it; the next period asks again.
 		l.refresh = false

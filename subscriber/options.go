@@ -53,18 +53,12 @@ type options struct {
 // WithPolicy sets the subscriptions' backoff and admission.
 // Default: the zero rebound.Policy and a limiter of 1,000/s, burst 100.
 // opts take rebound.WithLimiter, WithBudget and WithThrottle; they add up.
-// Refused retries wait their next step: subscriptions never give up.
+// Limits (WithMaxAttempts, WithMaxElapsed) do not apply: subscriptions never give up.
 func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return managerOpt(func(o *options) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
-		}
-		if p.MaxAttempts != 0 {
-			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxAttempts", "must be 0: a subscription retries until it is stopped"))
-		}
-		if p.MaxElapsed != 0 {
-			o.errs = append(o.errs, argError("subscriber.WithPolicy", "p.MaxElapsed", "must be 0: a subscription retries until it is stopped"))
 		}
 		o.policy = p
 		for _, ro := range opts {

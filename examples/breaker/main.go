@@ -183,7 +183,7 @@ func service(cfg config, withBreaker bool) (result, error) {
 	}
 	var firstRetry atomic.Int64
 	f, err := failback.New(dir, failback.WithMaxTasks(100000),
-		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, MaxAttempts: 4, Jitter: rebound.FullJitter}),
+		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: rebound.FullJitter}, rebound.WithMaxAttempts(4)),
 		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			if e.Kind == rebound.EventRecovered && e.Attempt == 2 {
 				firstRetry.Add(1)

@@ -91,9 +91,11 @@ func (tab table) seconds(t *testing.T, row, run string) time.Duration {
 // maxAttempts is the most attempts p allows in d when every delay is at
 // least half its ceiling (EqualJitter), ignoring the time attempts take.
 func maxAttempts(p rebound.Policy, d time.Duration) int64 {
+	p.Jitter = rebound.NoJitter // its delays are the ceilings
+	ceilings := p.NewBackOff()
 	n, elapsed := int64(1), time.Duration(0)
-	for i := 0; ; i++ {
-		elapsed += p.Ceiling(i) / 2
+	for {
+		elapsed += ceilings.NextBackOff() / 2
 		if elapsed > d {
 			return n
 		}

@@ -181,16 +181,11 @@ const maxTTL = 9_000_000_000 * time.Second
 
 // WithPolicy sets the backoff of a registration's repairs (Register
 // only). Default: the zero rebound.Policy; waits are capped at a third of
-// the TTL. p must be valid and leave MaxAttempts and MaxElapsed zero.
+// the TTL. p must be valid; a registration retries until it is closed.
 func WithPolicy(p rebound.Policy) Option {
 	return regOnly("WithPolicy", func(o *registerOptions) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err})
-			return
-		}
-		if p.MaxAttempts != 0 || p.MaxElapsed != 0 {
-			o.errs = append(o.errs, argErr("WithPolicy", "p",
-				"must leave MaxAttempts and MaxElapsed zero (a registration retries until it is closed)"))
 			return
 		}
 		o.policy = p

@@ -157,8 +157,9 @@ func encodeKeyValue(layout Layout, inst subscriber.Instance) (id string, value [
 // repair must find it alive before it expires. The cap is the policy's,
 // so that the Schedule draws every wait, a Retry-After included.
 func repairPolicy(p rebound.Policy, ttl int64) rebound.Policy {
+	const minDelay = 500 * time.Microsecond // a Policy's floor of every delay
 	p = p.Normalized()
-	limit := max(sat.Mul(time.Duration(ttl)*time.Second, 1.0/3), rebound.MinDelay)
+	limit := max(sat.Mul(time.Duration(ttl)*time.Second, 1.0/3), minDelay)
 	p.Max = min(p.Max, limit)
 	p.Initial = min(p.Initial, p.Max)
 	p.MaxRetryAfter = min(p.MaxRetryAfter, p.Max)

@@ -179,7 +179,7 @@ func TestRegisterErrors(t *testing.T) {
 		{"port 65536", orders, inst("10.0.0.1", 65536), nil, "inst.Port"},
 		{"bad ttl", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithTTL(time.Millisecond)}, "d"},
 		{"bad prefix", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPrefix("/x/")}, "prefix"},
-		{"limited policy", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
+		{"invalid policy", orders, inst("10.0.0.1", 80), []etcdreg.Option{etcdreg.WithPolicy(rebound.Policy{Multiplier: 0.5})}, "p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := etcdreg.RegisterConcrete(ctx, cli, tc.key, tc.in, tc.opts...)

@@ -148,9 +148,11 @@ func registerProvider(t *testing.T, client interface {
 // maxAttempts is the most attempts p allows in d when every delay is at
 // least half its ceiling (EqualJitter), ignoring the time attempts take.
 func maxAttempts(p rebound.Policy, d time.Duration) int {
+	p.Jitter = rebound.NoJitter // its delays are the ceilings
+	ceilings := p.NewBackOff()
 	n, elapsed := 1, time.Duration(0)
-	for i := 0; ; i++ {
-		elapsed += p.Ceiling(i) / 2
+	for {
+		elapsed += ceilings.NextBackOff() / 2
 		if elapsed > d {
 			return n
 		}

@@ -62,17 +62,13 @@ func (c *regConfig) bad(fn, arg, reason string) {
 // WithRegisterPolicy sets the backoff of a registration's repairs and
 // the options of their rebound.Retrier (Register only): share a limiter,
 // budget or throttle among many registrations there. Default: the zero
-// rebound.Policy, no options. p must be valid and leave MaxAttempts and
-// MaxElapsed zero; a local refusal defers an attempt, never stops it.
+// rebound.Policy, no options. p must be valid; a registration never
+// stops (limits in opts are ignored), and a local refusal defers an attempt.
 // A later WithRegisterPolicy replaces p and adds its options to these.
 func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return regOption{"WithRegisterPolicy", func(c *regConfig) {
-		if err := p.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(p); err != nil {
 			c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "p", Reason: "must be valid", Err: err})
-			return
-		}
-		if p.MaxAttempts != 0 || p.MaxElapsed != 0 {
-			c.bad("WithRegisterPolicy", "p", "must leave MaxAttempts and MaxElapsed zero (a registration retries until it is stopped)")
 			return
 		}
 		c.policy = p
@@ -278,9 +274,9 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 
 // newRegisterRetrier is the Retrier of a registration's attempts. A local
 // refusal defers the attempt, whatever the options say (a budget's
-// default rule, RefuseStop, would end the loop): a registration retries
-// until it is stopped. Registrations with neither a policy nor options
-// share one Retrier (it holds no per-loop state).
+// default rule, RefuseStop, would end the loop), and no limit applies: a
+// registration retries until it is stopped. Registrations with neither a
+// policy nor options share one Retrier (it holds no per-loop state).
 func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 	if len(cfg.retryOpts) == 0 && cfg.policy == (rebound.Policy{}) {
 		return defaultRetrier()
@@ -296,7 +292,8 @@ func compileRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
 		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer))...)
+		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer),
+		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0))...)
 }
 
 // first makes the first registration and starts the loop. On failure it

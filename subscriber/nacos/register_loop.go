@@ -155,7 +155,7 @@ func (r *repairer) due() bool {
 		}
 		r.timer.Reset(dec.Delay)
 		return true
-	case rebound.Stop, rebound.Drop:
+	case rebound.Stop:
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
 		r.s = nil // ended by its own verdict: nothing to give back

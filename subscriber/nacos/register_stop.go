@@ -145,6 +145,7 @@ func (g *registration) deregister(ctx context.Context) error {
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
 		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
 		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer),
+		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0),
 		rebound.WithAdmission(rebound.FirstAttempt, 0))...)
 	if err != nil {
 		return err // not reached: the same options compiled in Register

@@ -246,7 +246,7 @@ func TestRegisterBadInput(t *testing.T) {
 		{"port 0", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 0 }), nil, "inst.Port"},
 		{"port 65536", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 65536 }), nil, "inst.Port"},
 		{"NaN weight", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Weight = math.NaN() }), nil, "inst.Weight"},
-		{"bad policy", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRegisterPolicy(rebound.Policy{MaxAttempts: 3})}, "p"},
+		{"bad policy", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRegisterPolicy(rebound.Policy{Multiplier: 0.5})}, "p"},
 		{"bad grace", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRedoGrace(0)}, "d"},
 		{"bad check", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithCheckInterval(-time.Second)}, "d"},
 		{"option of New", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithPollInterval(time.Second, time.Second)}, "opts"},

@@ -63,7 +63,7 @@ func TestThrottleBacksOffInAnOutage(t *testing.T) {
 // gives up (ErrExhausted, last error ErrThrottled), counted in GaveUp.
 func TestThrottleGivesUpWithPolicy(t *testing.T) {
 	cfg := sim.Config{Processes: 5, Calls: 20, Down: time.Hour, Capacity: 500, Seed: 1, Horizon: 2 * time.Hour}
-	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Policy: rebound.Policy{MaxAttempts: 20}, Process: sim.Throttle(sim.ThrottleK, sim.ThrottleWindow)})
+	r := simulate(t, cfg, sim.Strategy{Name: "throttled", Limits: []rebound.Option{rebound.WithMaxAttempts(20)}, Process: sim.Throttle(sim.ThrottleK, sim.ThrottleWindow)})
 	checkTotals(t, r)
 	if r.GaveUp != r.Tasks || r.GaveUpThrottled == 0 || r.GaveUpThrottled > r.GaveUp {
 		t.Errorf("gave up %d (throttled %d) of %d", r.GaveUp, r.GaveUpThrottled, r.Tasks)

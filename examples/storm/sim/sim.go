@@ -203,8 +203,8 @@ type Result struct {
 	// (rebound.ErrBudgetExhausted) refused their next retry: they are
 	// never retried again.
 	DroppedBudget int
-	// GaveUp counts calls whose Schedule stopped for their policy
-	// (MaxAttempts, MaxElapsed), after a failure or after an attempt the
+	// GaveUp counts calls whose Schedule stopped for their limits
+	// (Strategy.Limits), after a failure or after an attempt the
 	// throttle rejected (GaveUpThrottled counts those).
 	GaveUp int
 	// GaveUpThrottled counts the calls of GaveUp whose last attempt the
@@ -379,7 +379,7 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	procs := make([]*rebound.Retrier, cfg.Processes)
 	for i := range procs {
 		env := Env{Seed: ClientSeed(cfg.Seed, i)}
-		opts := []rebound.Option{rebound.WithSeed(env.Seed)}
+		opts := append([]rebound.Option{rebound.WithSeed(env.Seed)}, s.Limits...)
 		if s.Process != nil {
 			opts = append(opts, s.Process(env)...)
 		}
@@ -439,7 +439,7 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 			// throttled attempt is not sent and backs off.
 			a, d := c.sched.Admit(now, rebound.RetryAttempt)
 			switch {
-			case d.Verdict == rebound.Stop || d.Verdict == rebound.Drop:
+			case d.Verdict == rebound.Stop:
 				res.GaveUp++
 				if d.Reason != nil {
 					res.Throttled++

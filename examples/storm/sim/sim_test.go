@@ -322,7 +322,7 @@ func TestHorizonStopsANonConvergingStrategy(t *testing.T) {
 }
 
 func TestGiveUp(t *testing.T) {
-	s := sim.Strategy{Name: "three", Policy: rebound.Policy{Jitter: rebound.NoJitter, MaxAttempts: 3}}
+	s := sim.Strategy{Name: "three", Policy: rebound.Policy{Jitter: rebound.NoJitter}, Limits: []rebound.Option{rebound.WithMaxAttempts(3)}}
 	r := simulate(t, sim.Config{Processes: 10, Down: time.Hour}, s)
 	checkTotals(t, r)
 	if r.GaveUp != 10 || r.Converged || r.Calls != 30 || r.MaxAttempts != 3 || r.End != 3*time.Second {
@@ -398,7 +398,7 @@ func TestStrategies(t *testing.T) {
 	names := make([]string, len(all))
 	for i, s := range all {
 		names[i] = s.Name
-		if err := s.Policy.Validate(); err != nil {
+		if _, err := rebound.NewRetrier(s.Policy); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 		}
 		if (s.Process != nil) != strings.Contains(s.Name, "+") {

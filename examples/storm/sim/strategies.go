@@ -28,6 +28,9 @@ type Strategy struct {
 	Name string
 	// Policy is the retry policy (validated by rebound.NewRetrier).
 	Policy rebound.Policy
+	// Limits are when a call stops (rebound.WithMaxAttempts,
+	// rebound.WithMaxElapsed); none: never.
+	Limits []rebound.Option
 	// HonorRetryAfter passes the server's Retry-After (Config.RetryAfter)
 	// to the Schedule with the error (rebound.RetryAfter), which then
 	// waits at least that long (clamped to Policy.MaxRetryAfter): what
@@ -43,7 +46,7 @@ type Strategy struct {
 }
 
 func (s Strategy) validate() error {
-	if err := s.Policy.Validate(); err != nil {
+	if _, err := rebound.NewRetrier(s.Policy); err != nil {
 		return fmt.Errorf("%w: Strategy %q: Policy: %w", ErrInvalid, s.Name, err)
 	}
 	return nil
@@ -119,7 +122,7 @@ const FleetMax = 7 * time.Second
 //	                    jitter, 1 s doubling to 30 s
 //	rebound             rebound's defaults: the zero Policy, honouring
 //	                    Retry-After
-//	failback-default    failback.DefaultPolicy() (MaxAttempts 4: 3
+//	failback-default    failback.DefaultPolicy() (4 attempts: 3
 //	                    retries, decorrelated jitter 5 s to 60 s), honouring
 //	                    Retry-After
 //	rebound+budget      and a rebound.RetryBudget per process
@@ -138,7 +141,7 @@ func Strategies(interval time.Duration) []Strategy {
 			Initial: interval, Multiplier: 1, Max: interval, Jitter: rebound.NoJitter}},
 		{Name: "full-jitter", Policy: d},
 		{Name: "rebound", Policy: d, HonorRetryAfter: true},
-		{Name: "failback-default", Policy: failback.DefaultPolicy(), HonorRetryAfter: true},
+		{Name: "failback-default", Policy: failback.DefaultPolicy(), Limits: []rebound.Option{rebound.WithMaxAttempts(4)}, HonorRetryAfter: true},
 		{Name: "rebound+budget", Policy: d, HonorRetryAfter: true, Process: Budget(BudgetRatio, BudgetMinPerSecond, BudgetWindow)},
 		{Name: "rebound+throttle", Policy: d, HonorRetryAfter: true, Process: Throttle(ThrottleK, ThrottleWindow)},
 		{Name: "rebound+budget+throttle", Policy: d, HonorRetryAfter: true, Process: Both(Budget(BudgetRatio, BudgetMinPerSecond, BudgetWindow), Throttle(ThrottleK, ThrottleWindow))},
