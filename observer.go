@@ -123,23 +123,11 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// IsNilObserver reports whether o observes nothing.
-// Nil, a typed nil and a zero Hooks do; WithObserver options ignore them.
-func IsNilObserver(o Observer) bool {
-	if o == nil {
-		return true
-	}
-	if h, ok := o.(Hooks); ok {
-		return h.isZero()
-	}
-	return nilness.Is(o) // a nil ObserverFunc, or a typed nil pointer
-}
-
 // WithObserver adds o as an observer of the loop's events.
 // Several add up, called in order after the meter; a nil o is ignored.
 // Observe runs on the loop's goroutine, and its panics are not recovered.
 func WithObserver(o Observer) Option {
-	if IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return listenersOf(o) // made once: Retry and NewRetrier use it as it is
@@ -176,7 +164,7 @@ type Queue struct {
 // log gets overrun warnings and panics (nil: none).
 // o must not be nil; capacity must not be negative.
 func NewQueue(o Observer, capacity int, log *zap.Logger) (*Queue, error) {
-	if IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil, &ArgumentError{Func: "rebound.NewQueue", Arg: "o", Reason: "must not be nil"}
 	}
 	if capacity < 0 {

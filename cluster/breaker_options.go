@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // Breaker defaults, filled in where the Settings leave a field zero.
@@ -192,7 +193,7 @@ func WithBreakerClassifier(failure func(error) bool) Option {
 // changes (each event's Detail is a BreakerEvent). Several add up; a nil
 // o is ignored. Default: none.
 func WithBreakerObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return breakerOption("WithBreakerObserver", func(c *breakerConfig) { c.obs = append(c.obs, o) })

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -129,7 +130,7 @@ func WithLogger(l *zap.Logger) Option {
 // panic is recovered and counted in Stats.Panics. Several add up; a nil o
 // is ignored.
 func WithObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // Defaults of a Manager (each is stated in its option's doc).
@@ -162,7 +163,7 @@ func WithReconcile(period time.Duration) Option {
 // Several are called in order, after the metrics of WithMeterProvider.
 // A nil o is ignored.
 func WithObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	if h, ok := o.(Hooks); ok && h.empty() {

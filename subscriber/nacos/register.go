@@ -111,7 +111,7 @@ func WithCheckInterval(d time.Duration) Option {
 // events (Register only; see subscriber.RegistrationHooks). A nil o is
 // ignored.
 func WithRegistrationObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return regOption{"WithRegistrationObserver", func(c *regConfig) { c.obs = append(c.obs, o) }}
