@@ -74,7 +74,7 @@ type Refusal uint8
 const (
 	refuseDefault Refusal = iota
 	// RefuseStop ends the loop: Verdict Stop, a *RetryError whose Reason
-	// is the refusal (ErrBudgetExhausted, ErrThrottled or a *BreakerError).
+	// is the refusal (ErrBudgetExhausted, ErrThrottled or an error matching ErrBreakerOpen).
 	RefuseStop
 	// RefuseDefer counts the attempt as failed without sending it and
 	// waits the policy's next delay (Verdict WaitFor, Reason the refusal);

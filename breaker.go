@@ -21,17 +21,17 @@ type Breaker interface {
 	Allow() (done func(err error), err error)
 }
 
-// ErrBreakerOpen is matched by every *BreakerError.
+// ErrBreakerOpen is matched by the error of an attempt the Breaker refused.
+// That error matches the breaker's own error too; the attempt was not sent.
 var ErrBreakerOpen = errors.New("rebound: circuit breaker open: the attempt was not sent")
 
-// BreakerError is the error of an attempt the Breaker refused; it was not sent.
-// It matches ErrBreakerOpen and the breaker's own error.
-type BreakerError struct{ Err error }
+// breakerError is the error of an attempt the Breaker refused.
+type breakerError struct{ Err error }
 
-func (e *BreakerError) Error() string { return ErrBreakerOpen.Error() + ": " + e.Err.Error() }
+func (e *breakerError) Error() string { return ErrBreakerOpen.Error() + ": " + e.Err.Error() }
 
 // Unwrap returns ErrBreakerOpen and the breaker's error.
-func (e *BreakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.Err} }
+func (e *breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.Err} }
 
 // WithBreaker makes every attempt of the loop ask b first.
 // A refused attempt is handled like one the throttle rejects (see WithThrottle).

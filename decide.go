@@ -48,7 +48,7 @@ type Decision struct {
 	// Delay is how long to wait (WaitFor).
 	Delay time.Duration
 	// Reason is nil after a failure, ErrLimited for a token wait, or the
-	// refusal (ErrThrottled, ErrBudgetExhausted, a *BreakerError).
+	// refusal (ErrThrottled, ErrBudgetExhausted, an error matching ErrBreakerOpen).
 	Reason error
 	// Err is why the run stops or the work is dropped. It is a
 	// *RetryError, or the attempt's own error when it is not retried.
@@ -347,7 +347,7 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	if g&GateBreaker != 0 && c.breaker != nil && s.done == nil {
 		done, err := c.breaker.Allow()
 		if err != nil {
-			return s.refused(GateBreaker, &BreakerError{Err: err}, now)
+			return s.refused(GateBreaker, &breakerError{Err: err}, now)
 		}
 		s.done = done
 	}

@@ -141,7 +141,7 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 			if res != nil { // the attempt is not made: its token is given back
 				res.CancelAt(r.c.now())
 			}
-			return r.refusedFirst(ctx, op, start, GateBreaker, &BreakerError{Err: berr})
+			return r.refusedFirst(ctx, op, start, GateBreaker, &breakerError{Err: berr})
 		}
 	}
 	var err error
@@ -222,7 +222,7 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservat
 
 // loop runs the retries after a failed first attempt (lw its wait for a
 // limiter token), or after a first attempt refused locally by the throttle
-// or the breaker (refused is ErrThrottled or a *BreakerError; err is nil
+// or the breaker (refused is ErrThrottled or an error matching ErrBreakerOpen; err is nil
 // then).
 func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, lw time.Duration, err, refused error) error {
 	c := &r.c
@@ -369,7 +369,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 			s.send(&s.passed, s.c.now())
 			return nil
 		}
-		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
+		dec = s.refused(GateBreaker, &breakerError{Err: err}, s.c.now())
 		if dec.Verdict != WaitFor {
 			s.end(dec)
 			return dec.Err

@@ -7,10 +7,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-)
 
-// TracerName is the instrumentation scope of rebound's spans.
-const TracerName = "github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry"
+)
 
 // The attributes of an attempt's span (docs/tracing.md).
 const (
@@ -23,12 +22,13 @@ const (
 
 // WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp.
 // The span is a child of the loop's context, and the attempt gets its context.
+// The tracer is named "github.com/rebound-go/rebound".
 // A nil tp, the default, traces nothing and costs nothing (docs/tracing.md).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	if tp == nil {
 		return nil
 	}
-	t := &tracer{tp.Tracer(TracerName)}
+	t := &tracer{tp.Tracer(telemetry.ScopeName)}
 	return optionFunc(func(c *config) { c.tracer = t })
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 var (
@@ -16,7 +16,7 @@ var (
 	// ErrClosed is returned by the List of a RegistryDirectory after Close.
 	// It matches rebound.ErrClosed. It does not wrap ErrNoInvokers: a
 	// closed directory will not recover.
-	ErrClosed = rebound.NewClosedError("cluster: directory closed")
+	ErrClosed = closed.New("cluster: directory closed")
 )
 
 // PanicError is the error a recovered panic becomes: a DialFunc that

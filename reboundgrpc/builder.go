@@ -14,13 +14,14 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/closed"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
 // ErrClosed is returned by Build after Close. It matches rebound.ErrClosed.
-var ErrClosed = rebound.NewClosedError("reboundgrpc: builder closed")
+var ErrClosed = closed.New("reboundgrpc: builder closed")
 
 // ErrNoInstances is wrapped by the error a ClientConn receives through
 // ReportError when the registry lists no instance that passes the filter.

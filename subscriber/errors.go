@@ -4,24 +4,25 @@ import (
 	"errors"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 var (
 	// ErrManagerClosed is returned by Subscribe after Close, and is the
 	// reason (Subscription.Err) of every subscription that Close stopped.
 	// It matches rebound.ErrClosed.
-	ErrManagerClosed = rebound.NewClosedError("subscriber: manager closed")
+	ErrManagerClosed = closed.New("subscriber: manager closed")
 	// ErrUnsubscribed is the reason of a subscription stopped by
 	// Unsubscribe.
 	ErrUnsubscribed = errors.New("subscriber: unsubscribed")
 	// ErrRegistryClosed is returned (wrapped) by an adapter whose registry
 	// client was closed. It stops a subscription for good. It matches
 	// rebound.ErrClosed.
-	ErrRegistryClosed = rebound.NewClosedError("subscriber: registry closed")
+	ErrRegistryClosed = closed.New("subscriber: registry closed")
 	// ErrRegistrationStopped is returned (wrapped) by Registration.Update
 	// after Shutdown or Close, or after the registration stopped for good
 	// on a permanent error. It matches rebound.ErrClosed.
-	ErrRegistrationStopped = rebound.NewClosedError("subscriber: registration stopped")
+	ErrRegistrationStopped = closed.New("subscriber: registration stopped")
 	// ErrDisconnected is a subscription's last error after the
 	// ConnectionMonitor reported the connection lost, until the next
 	// attempt.
