@@ -9,8 +9,6 @@ import (
 )
 
 var (
-	// ErrInvalidPolicy is wrapped by every error of Policy.Validate.
-	ErrInvalidPolicy = errors.New("rebound: invalid policy")
 	// ErrExhausted is the Reason of a *RetryError when the policy allows no further attempt.
 	// MaxAttempts, MaxElapsed, or a Retry-After past MaxElapsed ends it.
 	ErrExhausted = errors.New("rebound: retries exhausted")
@@ -20,6 +18,14 @@ var (
 	// The stop goes on in the background once the callback returns.
 	ErrCalledFromCallback = errors.New("rebound: Close or Shutdown called from a callback: stopping in the background")
 )
+
+// errInvalidPolicy is wrapped by every error of Policy.Validate.
+var errInvalidPolicy error = invalidPolicy{}
+
+type invalidPolicy struct{}
+
+func (invalidPolicy) Error() string        { return "rebound: invalid policy" }
+func (invalidPolicy) Is(target error) bool { return target == ErrInvalidArgument }
 
 // RetryError is returned when a loop stops retrying a transient error.
 // It matches its Reason and its Last error with errors.Is.

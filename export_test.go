@@ -51,3 +51,25 @@ func (h Hooks) Observe(e Event) {
 		f(e)
 	}
 }
+
+// The options of internal/admit, under their former names (tests only).
+var (
+	WithAdmission = withAdmission
+	WithRefusal   = withRefusal
+	WithSeed      = withSeed
+)
+
+type (
+	Gate    = gate
+	Refusal = refusalRule
+)
+
+const (
+	GateLimiter  = gateLimiter
+	GateBudget   = gateBudget
+	GateThrottle = gateThrottle
+	GateBreaker  = gateBreaker
+	RefuseStop   = refuseStop
+	RefuseDefer  = refuseDefer
+	RefuseDrop   = refuseDrop
+)

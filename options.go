@@ -29,9 +29,9 @@ type config struct {
 	throttle  *AdaptiveThrottle
 	breaker   Breaker        // WithBreaker (breaker.go)
 	tracer    *tracer        // WithTracerProvider (trace.go)
-	gates     [numKinds]Gate // WithAdmission (decide.go)
+	gates     [numKinds]gate // withAdmission (decide.go)
 	gatesSet  [numKinds]bool
-	refusal   [3]Refusal // WithRefusal: budget, throttle, breaker
+	refusal   [3]refusalRule // withRefusal: budget, throttle, breaker
 	clock     clock
 	newTimer  func() timer
 	seed      uint64
@@ -135,12 +135,13 @@ func withTimer(newTimer func() timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })
 }
 
-// WithSeed makes the jitter draws deterministic. A BackOff built with seed
-// s, and the first Schedule of a Retrier (so every Retry call) built with
-// it, draw the same sequence; the k-th Schedule of a Retrier (k from 0)
-// draws from seed s + k*0x9e3779b97f4a7c15, so that loops of one Retrier
-// never retry in lockstep. Default: a random seed per BackOff or Schedule.
-func WithSeed(seed uint64) Option {
+// withSeed makes the jitter draws deterministic (tests, simulations). A
+// BackOff built with seed s, and the first Schedule of a Retrier (so every
+// Retry call) built with it, draw the same sequence; the k-th Schedule of a
+// Retrier (k from 0) draws from seed s + k*0x9e3779b97f4a7c15, so that
+// loops of one Retrier never retry in lockstep. Default: a random seed per
+// BackOff or Schedule.
+func withSeed(seed uint64) Option {
 	return optionFunc(func(c *config) { c.seed, c.seeded = seed, true })
 }
 

@@ -81,7 +81,7 @@ type Policy struct {
 	MaxRetryAfter time.Duration
 }
 
-// Validate returns an error wrapping ErrInvalidPolicy for a bad policy.
+// Validate returns an error matching ErrInvalidArgument for a bad policy.
 // It names every bad field, its value and the rule.
 func (p Policy) Validate() error {
 	// Fast path: the common valid cases do not allocate.
@@ -125,7 +125,7 @@ func (p Policy) Validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrInvalidPolicy, errors.Join(errs...))
+	return fmt.Errorf("%w: %w", errInvalidPolicy, errors.Join(errs...))
 }
 
 func (p Policy) validFast() bool {
@@ -203,7 +203,7 @@ func (p Policy) ceiling(n int) time.Duration {
 // NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
 // It stops after MaxAttempts or past MaxElapsed, and ignores Retry-After.
 // It is not safe for concurrent use: build one per loop.
-// Only WithSeed applies.
+// The options are NewRetrier's; none changes it but a seed rebound's own tests set.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {
 		var c config // stays on the stack

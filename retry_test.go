@@ -379,7 +379,7 @@ func TestInvalidArguments(t *testing.T) {
 	if err := rebound.Retry(context.Background(), rebound.Policy{}, nil); !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), "op") {
 		t.Fatalf("nil op: %v", err)
 	}
-	if err := rebound.Retry(context.Background(), rebound.Policy{Multiplier: 0.1}, op); !errors.Is(err, rebound.ErrInvalidPolicy) {
+	if err := rebound.Retry(context.Background(), rebound.Policy{Multiplier: 0.1}, op); !errors.Is(err, rebound.ErrInvalidArgument) {
 		t.Fatalf("invalid policy: %v", err)
 	}
 	if called.Load() {

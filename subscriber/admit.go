@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // The subscriptions' admission is decided by the engine
@@ -19,7 +20,7 @@ import (
 //   - a retry after a failure withdraws from the budget, asks the
 //     throttle and takes a token (the engine's default);
 //   - a refusal by the budget or the throttle defers the retry to the next
-//     backoff step (RefuseDefer; a subscription never gives up: its policy
+//     backoff step (admit.Defer; a subscription never gives up: its policy
 //     has no MaxAttempts);
 //   - a Lookup takes a limiter token (the engine's default).
 //
@@ -27,7 +28,7 @@ import (
 // Retrier, whose first attempts take no token; every later run one of its
 // retrier. Both share the limiter, the budget and the throttle.
 func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
-	ropts := []rebound.Option{rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), o.retryMetrics()}
+	ropts := []rebound.Option{admit.Refuse(admit.Budget, admit.Defer).(rebound.Option), o.retryMetrics()}
 	if o.limiter != nil {
 		ropts = append(ropts, rebound.WithLimiter(o.limiter))
 	}
@@ -37,11 +38,11 @@ func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
 	if o.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(o.throttle))
 	}
-	retrier, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget|rebound.GateLimiter))...)
+	retrier, err = rebound.NewRetrier(o.policy, append(ropts, admit.First(admit.Budget|admit.Limiter).(rebound.Option))...)
 	if err != nil {
 		return nil, nil, err
 	}
-	starter, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget))...)
+	starter, err = rebound.NewRetrier(o.policy, append(ropts, admit.First(admit.Budget).(rebound.Option))...)
 	return retrier, starter, err
 }
 

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -283,13 +284,13 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 
 // newRegisterRetrier is the Retrier of a registration's attempts. A local
 // refusal defers the attempt, whatever the options say (a budget's
-// default rule, RefuseStop, would end the loop): a registration retries
+// default rule, admit.Stop, would end the loop): a registration retries
 // until it is stopped.
 func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
-		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer))...)
+		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
+		admit.Refuse(admit.Throttle, admit.Defer).(rebound.Option),
+		admit.Refuse(admit.Breaker, admit.Defer).(rebound.Option))...)
 }
 
 // first makes the first registration and starts the loop. On failure it
