@@ -199,10 +199,6 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 			}
 			return 0, perm.Err
 		}
-		if s.c.transient != nil && !s.c.transient(err) {
-			s.c.record(err, now)
-			return 0, err
-		}
 	}
 	p := &s.d.p
 	if p.MaxAttempts > 0 && s.attempts >= p.MaxAttempts {

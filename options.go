@@ -23,7 +23,6 @@ type config struct {
 	meter     *retryMeter                 // WithMeterProvider (metrics.go), the first observer
 	fan       [numLoopKinds][]func(Event) // per kind: the meter's, then the observers' (hooks.go)
 	listening bool                        // fan is not empty
-	transient func(error) bool
 	limiter   *rate.Limiter
 	budget    *RetryBudget
 	throttle  *AdaptiveThrottle
@@ -59,13 +58,6 @@ func (c *config) now() time.Time {
 		return c.clock.Now()
 	}
 	return time.Now()
-}
-
-// WithClassifier sets which errors are worth retrying.
-// A loop returns an error transient rejects at once, unchanged.
-// Without it, every error not marked Permanent is retried.
-func WithClassifier(transient func(error) bool) Option {
-	return optionFunc(func(c *config) { c.transient = transient })
 }
 
 // WithLimiter makes every retry take a token from l once its delay is over.
@@ -157,5 +149,5 @@ type timer interface {
 
 // isTransient reports whether the loop would retry err.
 func (c *config) isTransient(err error) bool {
-	return asPermanent(err) == nil && (c.transient == nil || c.transient(err))
+	return asPermanent(err) == nil
 }

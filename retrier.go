@@ -93,8 +93,7 @@ func (r *Retrier) Begin(now time.Time) error {
 // nothing. Attempt.Done records for itself.
 func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
-// Do calls op until it succeeds, returns a permanent or non-transient
-// error, the policy (or budget) allows no further attempt, or ctx is done,
+// Do calls op until it succeeds, returns a Permanent error, the policy (or budget) allows no further attempt, or ctx is done,
 // exactly as Retry does (see Retry for what it returns), with r's policy
 // and options. ctx must not be nil; an already-done ctx returns at once
 // without calling op.

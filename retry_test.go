@@ -100,6 +100,8 @@ func TestPermanentStopsAtOnce(t *testing.T) {
 	})
 }
 
+// An op classifies its own errors: one it marks Permanent comes back
+// unchanged, the others are retried.
 func TestClassifier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		errTransient := errors.New("transient")
@@ -107,11 +109,15 @@ func TestClassifier(t *testing.T) {
 		calls := 0
 		err := rebound.Retry(t.Context(), fast, func(context.Context) error {
 			calls++
+			err := errBoom
 			if calls < 3 {
-				return errTransient
+				err = errTransient
 			}
-			return errBoom
-		}, rebound.WithClassifier(transient))
+			if !transient(err) {
+				return rebound.Permanent(err)
+			}
+			return err
+		})
 		if calls != 3 || err != errBoom {
 			t.Fatalf("Retry = %v after %d calls, want errBoom after 3", err, calls)
 		}
@@ -482,7 +488,6 @@ func BenchmarkScheduleNext(b *testing.B) {
 	}{
 		{"plain", errBoom, nil},
 		{"retry-after", rebound.RetryAfter(time.Second, errBoom), nil},
-		{"classifier", errBoom, []rebound.Option{rebound.WithClassifier(func(error) bool { return true })}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			r, _ := rebound.NewRetrier(rebound.Policy{}, tc.opts...)

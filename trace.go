@@ -15,7 +15,7 @@ import (
 const (
 	attrAttempt = "rebound.attempt"      // int: 1 for the first attempt
 	attrWait    = "rebound.attempt.wait" // float64 s: since the previous attempt ended (0 for the first)
-	attrClass   = "rebound.error.class"  // permanent | not_transient | retry_after | transient
+	attrClass   = "rebound.error.class"  // permanent | retry_after | transient
 	attrVerdict = "rebound.verdict"      // success | retry | stop
 	spanAttempt = "rebound.attempt"      // the span's name
 )
@@ -100,8 +100,6 @@ func (c *config) errorClass(err error) string {
 	switch {
 	case asPermanent(err) != nil:
 		return "permanent"
-	case c.transient != nil && !c.transient(err):
-		return "not_transient"
 	}
 	if _, ok := RetryAfterDelay(err); ok {
 		return "retry_after"

@@ -19,8 +19,7 @@ func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithOptions gives every host's Retrier the engine options opts:
 // observers, metrics, traces. A budget, throttle, limiter or breaker given
-// here is shared by all hosts. Use WithClassifier, not
-// rebound.WithClassifier. Several WithOptions add up.
+// here is shared by all hosts. Several WithOptions add up.
 func WithOptions(opts ...rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		t.shared = append(t.shared, opts...)
