@@ -6,23 +6,14 @@ import (
 )
 
 // A Breaker is a circuit breaker a loop asks before every attempt.
-// Allow admits the attempt and returns done, which gets the attempt's error; or it refuses.
-// gobreaker v2's *TwoStepCircuitBreaker[T] is a Breaker as it is:
-//
-//	cb := gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
-//		IsSuccessful: func(err error) bool { return !rebound.IsTransient(err) }, // a business error is not an outage
-//		IsExcluded:   func(err error) bool { return errors.Is(err, context.Canceled) },
-//	})
-//	r, err := rebound.NewRetrier(p, rebound.WithBreaker(cb))
-//
-// An admitted attempt that will not be made reports context.Canceled.
-// Exclude it (IsExcluded above), or the breaker counts an unsent attempt.
+// Allow admits the attempt and returns done, which gets its error; or it refuses.
+// gobreaker v2's *TwoStepCircuitBreaker[T] is one (docs/breaker.md).
+// An attempt admitted but not made reports context.Canceled: exclude it.
 type Breaker interface {
 	Allow() (done func(err error), err error)
 }
 
-// ErrBreakerOpen is matched by the error of an attempt the Breaker refused.
-// That error matches the breaker's own error too; the attempt was not sent.
+// ErrBreakerOpen and the Breaker's error match a refused attempt's error.
 var ErrBreakerOpen = errors.New("rebound: circuit breaker open: the attempt was not sent")
 
 // breakerError is the error of an attempt the Breaker refused.

@@ -20,9 +20,8 @@ const (
 	spanAttempt = "rebound.attempt"      // the span's name
 )
 
-// WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp.
-// The span is a child of the loop's context, and the attempt gets its context.
-// The tracer is named "github.com/rebound-go/rebound".
+// WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp,
+// named by the tracer "github.com/rebound-go/rebound".
 // A nil tp, the default, traces nothing and costs nothing (docs/tracing.md).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	if tp == nil {

@@ -31,7 +31,6 @@ func (e *ArgumentError) Error() string {
 	return s
 }
 
-// Unwrap returns ErrInvalidArgument and Err.
 func (e *ArgumentError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{ErrInvalidArgument}
@@ -46,8 +45,7 @@ func (e *transientError) Error() string { return e.err.Error() }
 func (e *transientError) Unwrap() error { return e.err }
 
 // Transient marks err as worth retrying, the counterpart of Permanent.
-// It returns nil for a nil err.
-// Classifiers such as failback's retry marked errors; a Permanent mark still wins.
+// It returns nil for a nil err; a Permanent mark still wins.
 func Transient(err error) error {
 	if err == nil {
 		return nil
