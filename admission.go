@@ -3,9 +3,11 @@ package rebound
 import (
 	"fmt"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
-// AttemptKind is what an attempt is, for admission (WithAdmission).
+// AttemptKind is what an attempt is, for admission.
 type AttemptKind uint8
 
 const (
@@ -36,86 +38,79 @@ func (k AttemptKind) String() string {
 	return fmt.Sprintf("AttemptKind(%d)", uint8(k))
 }
 
-// Gate is a set of the admission checks an attempt passes before it is
-// made (WithAdmission).
-type Gate uint8
+// gate is a set of the admission checks an attempt passes before it is
+// made (withAdmission; internal/admit documents each).
+type gate = admit.Gate
 
 const (
-	// GateLimiter takes a token of the shared limiter (WithLimiter).
-	GateLimiter Gate = 1 << iota
-	// GateBudget draws on the RetryBudget (WithBudget): a first attempt
-	// deposits, a retry withdraws.
-	GateBudget
-	// GateThrottle asks the AdaptiveThrottle (WithThrottle).
-	GateThrottle
-	// GateBreaker asks the Breaker (WithBreaker).
-	GateBreaker
+	gateLimiter  = admit.Limiter
+	gateBudget   = admit.Budget
+	gateThrottle = admit.Throttle
+	gateBreaker  = admit.Breaker
 
-	allGates = GateLimiter | GateBudget | GateThrottle | GateBreaker
+	allGates = gateLimiter | gateBudget | gateThrottle | gateBreaker
 
 	// throttleUnsent marks, in the gates passed, an attempt the throttle
 	// admitted that is not yet counted as its request (not yet sent).
-	throttleUnsent Gate = 1 << 7
+	throttleUnsent gate = 1 << 7
 )
 
-// defaultGates is the admission of each kind without WithAdmission: a
+// defaultGates is the admission of each kind without withAdmission: a
 // first attempt takes no limiter token (the limiter paces retries), a
 // retry passes every gate, a lookup takes a token only.
-var defaultGates = [numKinds]Gate{
-	FirstAttempt:  GateBudget | GateThrottle | GateBreaker,
+var defaultGates = [numKinds]gate{
+	FirstAttempt:  gateBudget | gateThrottle | gateBreaker,
 	RetryAttempt:  allGates,
-	LookupAttempt: GateLimiter,
+	LookupAttempt: gateLimiter,
 }
 
-// Refusal is what a refusal by the budget, the throttle or the breaker
-// does to the loop (WithRefusal).
-type Refusal uint8
+// refusalRule is what a refusal by the budget, the throttle or the breaker
+// does to the loop (withRefusal; internal/admit documents each).
+type refusalRule = admit.Refusal
 
 const (
-	refuseDefault Refusal = iota
-	// RefuseStop ends the loop: Verdict Stop, a *RetryError whose Reason
-	// is the refusal (ErrBudgetExhausted, ErrThrottled or a *BreakerError).
-	RefuseStop
-	// RefuseDefer counts the attempt as failed without sending it and
-	// waits the policy's next delay (Verdict WaitFor, Reason the refusal);
-	// the loop ends only when its policy runs out.
-	RefuseDefer
-	// RefuseDrop drops the work (Verdict Stop, Reason the refusal, and
-	// no GaveUp): for a queue whose callers learn of the drop, not of a
-	// give-up.
-	RefuseDrop
+	refuseDefault refusalRule = 0
+	refuseStop                = admit.Stop
+	refuseDefer               = admit.Defer
+	refuseDrop                = admit.Drop
 )
 
+// The options of internal/admit, for rebound's own layers.
+func init() {
+	admit.First = func(g admit.Gate) any { return withAdmission(FirstAttempt, g) }
+	admit.Refuse = func(g admit.Gate, r admit.Refusal) any { return withRefusal(g, r) }
+	admit.Seed = func(seed uint64) any { return withSeed(seed) }
+}
+
 // refusalGate is the index of a gate that can refuse in config.refusal.
-func refusalGate(g Gate) int {
+func refusalGate(g gate) int {
 	switch g {
-	case GateBudget:
+	case gateBudget:
 		return 0
-	case GateThrottle:
+	case gateThrottle:
 		return 1
-	case GateBreaker:
+	case gateBreaker:
 		return 2
 	}
 	return -1
 }
 
-// defaultRefusal is each refusing gate's rule without WithRefusal.
-var defaultRefusal = [3]Refusal{RefuseStop, RefuseDefer, RefuseDefer}
+// defaultRefusal is each refusing gate's rule without withRefusal.
+var defaultRefusal = [3]refusalRule{refuseStop, refuseDefer, refuseDefer}
 
-// WithAdmission sets the gates an attempt of kind k passes before it is
-// made (defaults: FirstAttempt GateBudget|GateThrottle|GateBreaker,
-// RetryAttempt all four, LookupAttempt GateLimiter). A gate whose part is
-// not configured (no WithLimiter, no WithBudget...) admits every attempt.
-// An unknown kind or gate is an *ArgumentError.
-func WithAdmission(k AttemptKind, g Gate) Option {
+// withAdmission sets the gates an attempt of kind k passes before it is
+// made (defaults: defaultGates). A gate whose part is not configured (no
+// WithLimiter, no WithBudget...) admits every attempt. An unknown kind or
+// gate is an *ArgumentError.
+func withAdmission(k AttemptKind, g gate) Option {
 	return optionFunc(func(c *config) {
 		switch {
 		case k >= numKinds:
 			c.bad("WithAdmission", "k", fmt.Sprintf("is %v: must be FirstAttempt, RetryAttempt or LookupAttempt", k))
-		case k == LookupAttempt && g&(GateBudget|GateBreaker) != 0:
-			c.bad("WithAdmission", "g", "may hold only GateLimiter and GateThrottle for LookupAttempt: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
+		case k == LookupAttempt && g&(gateBudget|gateBreaker) != 0:
+			c.bad("WithAdmission", "g", "may hold only admit.Limiter and admit.Throttle for LookupAttempt: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
 		case g&^allGates != 0:
-			c.bad("WithAdmission", "g", fmt.Sprintf("has unknown bits %#x: must be a set of GateLimiter, GateBudget, GateThrottle, GateBreaker", uint8(g&^allGates)))
+			c.bad("WithAdmission", "g", fmt.Sprintf("has unknown bits %#x: must be a set of admit.Limiter, admit.Budget, admit.Throttle, admit.Breaker", uint8(g&^allGates)))
 		default:
 			c.gates[k] = g
 			c.gatesSet[k] = true
@@ -123,18 +118,17 @@ func WithAdmission(k AttemptKind, g Gate) Option {
 	})
 }
 
-// WithRefusal sets what a refusal by gate g (GateBudget, GateThrottle or
-// GateBreaker; the limiter never refuses, it makes the attempt wait) does:
-// RefuseStop, RefuseDefer or RefuseDrop. Defaults: the budget stops, the
-// throttle and the breaker defer. Anything else is an *ArgumentError.
-func WithRefusal(g Gate, r Refusal) Option {
+// withRefusal sets what a refusal by gate g (the budget, the throttle or
+// the breaker; the limiter never refuses, it makes the attempt wait) does.
+// Defaults: defaultRefusal. Anything else is an *ArgumentError.
+func withRefusal(g gate, r refusalRule) Option {
 	return optionFunc(func(c *config) {
 		i := refusalGate(g)
 		switch {
 		case i < 0:
-			c.bad("WithRefusal", "g", fmt.Sprintf("is %#x: must be one of GateBudget, GateThrottle, GateBreaker", uint8(g)))
-		case r < RefuseStop || r > RefuseDrop:
-			c.bad("WithRefusal", "r", fmt.Sprintf("is %d: must be RefuseStop, RefuseDefer or RefuseDrop", r))
+			c.bad("WithRefusal", "g", fmt.Sprintf("is %#x: must be one of admit.Budget, admit.Throttle, admit.Breaker", uint8(g)))
+		case r < refuseStop || r > refuseDrop:
+			c.bad("WithRefusal", "r", fmt.Sprintf("is %d: must be admit.Stop, admit.Defer or admit.Drop", r))
 		default:
 			c.refusal[i] = r
 		}
@@ -142,7 +136,7 @@ func WithRefusal(g Gate, r Refusal) Option {
 }
 
 // gatesOf returns the admission of kind k.
-func (c *config) gatesOf(k AttemptKind) Gate {
+func (c *config) gatesOf(k AttemptKind) gate {
 	if c.gatesSet[k] {
 		return c.gates[k]
 	}
@@ -150,7 +144,7 @@ func (c *config) gatesOf(k AttemptKind) Gate {
 }
 
 // refusalOf returns the rule of the refusing gate g.
-func (c *config) refusalOf(g Gate) Refusal {
+func (c *config) refusalOf(g gate) refusalRule {
 	i := refusalGate(g)
 	if r := c.refusal[i]; r != refuseDefault {
 		return r
@@ -163,7 +157,7 @@ func (c *config) refusalOf(g Gate) Refusal {
 // is known then, so the loop does not wait a delay to learn it. Under the
 // other rules the withdrawal is made when the retry is due.
 func (c *config) budgetAtFailure() bool {
-	return c.budget != nil && c.gatesOf(RetryAttempt)&GateBudget != 0 && c.refusalOf(GateBudget) == RefuseStop
+	return c.budget != nil && c.gatesOf(RetryAttempt)&gateBudget != 0 && c.refusalOf(gateBudget) == refuseStop
 }
 
 // begin accounts for a run's first attempt at now: a deposit in the
@@ -171,10 +165,10 @@ func (c *config) budgetAtFailure() bool {
 // the attempt through (false: rejected locally, do not send it).
 func (c *config) begin(now time.Time) bool {
 	g := c.gatesOf(FirstAttempt)
-	if c.budget != nil && g&GateBudget != 0 {
+	if c.budget != nil && g&gateBudget != 0 {
 		c.budget.Deposit(now) // the work arrived (see ready)
 	}
-	return c.throttle == nil || g&GateThrottle == 0 || c.throttle.Allow(now)
+	return c.throttle == nil || g&gateThrottle == 0 || c.throttle.Allow(now)
 }
 
 // record gives the throttle an attempt's outcome.

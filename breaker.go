@@ -6,32 +6,23 @@ import (
 )
 
 // A Breaker is a circuit breaker a loop asks before every attempt.
-// Allow admits the attempt and returns done, which gets the attempt's error; or it refuses.
-// gobreaker v2's *TwoStepCircuitBreaker[T] is a Breaker as it is:
-//
-//	cb := gobreaker.NewTwoStepCircuitBreaker[any](gobreaker.Settings{
-//		IsSuccessful: func(err error) bool { return !rebound.IsTransient(err) }, // a business error is not an outage
-//		IsExcluded:   func(err error) bool { return errors.Is(err, context.Canceled) },
-//	})
-//	r, err := rebound.NewRetrier(p, rebound.WithBreaker(cb))
-//
-// An admitted attempt that will not be made reports context.Canceled.
-// Exclude it (IsExcluded above), or the breaker counts an unsent attempt.
+// Allow admits the attempt and returns done, which gets its error; or it refuses.
+// gobreaker v2's *TwoStepCircuitBreaker[T] is one (docs/breaker.md).
+// An attempt admitted but not made reports context.Canceled: exclude it.
 type Breaker interface {
 	Allow() (done func(err error), err error)
 }
 
-// ErrBreakerOpen is matched by every *BreakerError.
+// ErrBreakerOpen and the Breaker's error match a refused attempt's error.
 var ErrBreakerOpen = errors.New("rebound: circuit breaker open: the attempt was not sent")
 
-// BreakerError is the error of an attempt the Breaker refused; it was not sent.
-// It matches ErrBreakerOpen and the breaker's own error.
-type BreakerError struct{ Err error }
+// breakerError is the error of an attempt the Breaker refused.
+type breakerError struct{ Err error }
 
-func (e *BreakerError) Error() string { return ErrBreakerOpen.Error() + ": " + e.Err.Error() }
+func (e *breakerError) Error() string { return ErrBreakerOpen.Error() + ": " + e.Err.Error() }
 
 // Unwrap returns ErrBreakerOpen and the breaker's error.
-func (e *BreakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.Err} }
+func (e *breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.Err} }
 
 // WithBreaker makes every attempt of the loop ask b first.
 // A refused attempt is handled like one the throttle rejects (see WithThrottle).

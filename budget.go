@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// ErrBudgetExhausted is the Reason of a *RetryError when a RetryBudget refused a retry.
+// ErrBudgetExhausted is the refusal of a retry by a RetryBudget.
 var ErrBudgetExhausted = errors.New("rebound: retry budget exhausted: too many retries for the requests sent recently")
 
 // budgetSlots is the number of slots of a budget's sliding window.

@@ -18,7 +18,7 @@ const (
 	// says why.
 	WaitFor
 	// Stop: the run is over, with Decision.Err (nil after a success).
-	// After a refusal under RefuseDrop, drop the work (Reason is the refusal).
+	// After a refusal that drops the work (failback's), Reason is the refusal.
 	// Until Reset, Admit returns a failed run's stop again, to no hook.
 	Stop
 )
@@ -44,7 +44,7 @@ type Decision struct {
 	// Delay is how long to wait (WaitFor).
 	Delay time.Duration
 	// Reason is nil after a failure, ErrLimited for a token wait, or the
-	// refusal (ErrThrottled, ErrBudgetExhausted, a *BreakerError).
+	// refusal (ErrThrottled, ErrBudgetExhausted, an error matching ErrBreakerOpen).
 	Reason error
 	// Err is why the run stops or the work is dropped. It is a
 	// *RetryError, or the attempt's own error when it is not retried.
@@ -110,7 +110,7 @@ func (a Attempt) Done(err error, now time.Time) Decision {
 	if a.kind == LookupAttempt {
 		// A lookup is beside the run. An answer teaches the throttle
 		// that the backend accepts requests.
-		if s.c.gatesOf(LookupAttempt)&GateThrottle != 0 {
+		if s.c.gatesOf(LookupAttempt)&gateThrottle != 0 {
 			s.c.record(err, now)
 		}
 		return Decision{Verdict: Stop, Attempt: s.attempts}
@@ -197,10 +197,6 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 			}
 			return 0, perm.Err
 		}
-		if s.c.transient != nil && !s.c.transient(err) {
-			s.c.record(err, now)
-			return 0, err
-		}
 	}
 	p, l := &s.d.p, &s.c.limits
 	if l.maxAttempts > 0 && s.attempts >= l.maxAttempts {
@@ -232,7 +228,7 @@ func retryAfterBeyond(ra, maxElapsed time.Duration) error {
 }
 
 // refuse counts the attempt due at now as refused locally for reason, as
-// the RefuseDefer rule does: a failed attempt that was not sent, reported
+// the refuseDefer rule does: a failed attempt that was not sent, reported
 // to Throttled. It returns the next delay, or the stop.
 func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 	s.cancel(now) // a token held for the refused attempt is not used
@@ -305,42 +301,42 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	if k == LookupAttempt {
 		res, passed = &s.lres, &s.lpassed
 	}
-	budget := g&GateBudget != 0 && c.budget != nil && *passed&GateBudget == 0
+	budget := g&gateBudget != 0 && c.budget != nil && *passed&gateBudget == 0
 	if budget && k == FirstAttempt {
 		// A deposit is the arrival of work: made whether or not the
 		// throttle lets this attempt out (a caller may send it anyway).
 		c.budget.Deposit(now)
-		*passed |= GateBudget
+		*passed |= gateBudget
 		budget = false
 	}
 	// The throttle before the budget's withdrawal: a retry the throttle
 	// refuses is not sent, so it must not spend a retry of the budget.
 	// An attempt the throttle admits is counted as its request when it is
 	// sent (throttleUnsent until then): one a later gate refuses is not.
-	if g&GateThrottle != 0 && c.throttle != nil && *passed&GateThrottle == 0 {
+	if g&gateThrottle != 0 && c.throttle != nil && *passed&gateThrottle == 0 {
 		if !c.throttle.admit(now) {
 			if k == LookupAttempt {
 				return s.refusedLookup(ErrThrottled, now)
 			}
-			return s.refused(GateThrottle, ErrThrottled, now)
+			return s.refused(gateThrottle, ErrThrottled, now)
 		}
-		*passed |= GateThrottle | throttleUnsent
+		*passed |= gateThrottle | throttleUnsent
 	}
 	if budget && k == RetryAttempt {
 		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
-			return s.refused(GateBudget, ErrBudgetExhausted, now)
+			return s.refused(gateBudget, ErrBudgetExhausted, now)
 		}
-		*passed |= GateBudget
+		*passed |= gateBudget
 	}
-	if g&GateLimiter != 0 && c.limiter != nil {
+	if g&gateLimiter != 0 && c.limiter != nil {
 		if d, wait := s.token(k, res, now); wait {
 			return d
 		}
 	}
-	if g&GateBreaker != 0 && c.breaker != nil && s.done == nil {
+	if g&gateBreaker != 0 && c.breaker != nil && s.done == nil {
 		done, err := c.breaker.Allow()
 		if err != nil {
-			return s.refused(GateBreaker, &BreakerError{Err: err}, now)
+			return s.refused(gateBreaker, &breakerError{Err: err}, now)
 		}
 		s.done = done
 	}
@@ -354,7 +350,7 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 
 // send counts, at now, the attempt that starts as the throttle's request,
 // if the throttle admitted it (*passed holds throttleUnsent).
-func (s *Schedule) send(passed *Gate, now time.Time) {
+func (s *Schedule) send(passed *gate, now time.Time) {
 	if *passed&throttleUnsent != 0 {
 		*passed &^= throttleUnsent
 		s.c.throttle.sent(now)
@@ -388,24 +384,24 @@ func (s *Schedule) token(k AttemptKind, res **rate.Reservation, now time.Time) (
 	return Decision{}, false
 }
 
-// refused applies gate g's rule (WithRefusal) to the attempt it refused at
+// refused applies gate g's rule (withRefusal) to the attempt it refused at
 // now for reason.
-func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
+func (s *Schedule) refused(g gate, reason error, now time.Time) Decision {
 	switch s.c.refusalOf(g) {
-	case RefuseDefer:
+	case refuseDefer:
 		d, stop := s.refuse(reason, now)
 		if stop != nil {
 			return Decision{Verdict: Stop, Err: stop, Reason: reason, Attempt: s.attempts}
 		}
 		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
-	case RefuseDrop:
+	case refuseDrop:
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() {
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
 		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts, drop: true}
-	default: // RefuseStop
+	default: // refuseStop
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
@@ -417,19 +413,19 @@ func (s *Schedule) refused(g Gate, reason error, now time.Time) Decision {
 
 // refusedLookup applies the throttle's rule to the lookup it refused at
 // now for reason. The run is untouched: no attempt counted, the run's
-// token and breaker admission kept. Under RefuseDefer the lookup waits a
+// token and breaker admission kept. Under refuseDefer the lookup waits a
 // draw of the policy's first delay (FirstDelay) and asks again.
 func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 	s.lpassed = 0 // the throttle is asked first: no token is held yet
 	var d time.Duration
-	r := s.c.refusalOf(GateThrottle)
-	if r == RefuseDefer {
+	r := s.c.refusalOf(gateThrottle)
+	if r == refuseDefer {
 		d = s.FirstDelay()
 	}
 	if s.c.observed() {
 		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
-	if r == RefuseDefer {
+	if r == refuseDefer {
 		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
 	}
 	return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}

@@ -66,7 +66,7 @@ func TestDurationSettingsSweep(t *testing.T) {
 				f.set(&p, d)
 				err := p.Validate()
 				if !f.ok(d) {
-					if !errors.Is(err, rebound.ErrInvalidPolicy) || !strings.Contains(err.Error(), f.name+" = ") || !strings.Contains(err.Error(), "must") {
+					if !errors.Is(err, rebound.ErrInvalidArgument) || !strings.Contains(err.Error(), f.name+" = ") || !strings.Contains(err.Error(), "must") {
 						t.Fatalf("Policy{%s: %d}.Validate() = %v; want an error naming %s and its rule", f.name, d, err, f.name)
 					}
 					return

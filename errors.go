@@ -9,17 +9,22 @@ import (
 )
 
 var (
-	// ErrInvalidPolicy is wrapped by the error of a Policy that breaks a rule.
-	ErrInvalidPolicy = errors.New("rebound: invalid policy")
-	// ErrExhausted is the Reason of a *RetryError when the policy allows no further attempt.
-	// MaxAttempts, MaxElapsed, or a Retry-After past MaxElapsed ends it.
+	// ErrExhausted is the Reason of a *RetryError once the policy ends the loop.
 	ErrExhausted = errors.New("rebound: retries exhausted")
 	// ErrInvalidArgument is matched by every *ArgumentError, in every package.
 	ErrInvalidArgument = errors.New("rebound: invalid argument")
 	// ErrCalledFromCallback is returned by a Close or Shutdown called from a callback of what it stops.
-	// The stop goes on in the background once the callback returns.
+	// The stop goes on once the callback returns.
 	ErrCalledFromCallback = errors.New("rebound: Close or Shutdown called from a callback: stopping in the background")
 )
+
+// errInvalidPolicy is wrapped by every error of Policy.Validate.
+var errInvalidPolicy error = invalidPolicy{}
+
+type invalidPolicy struct{}
+
+func (invalidPolicy) Error() string        { return "rebound: invalid policy" }
+func (invalidPolicy) Is(target error) bool { return target == ErrInvalidArgument }
 
 // RetryError is returned when a loop stops retrying a transient error.
 // It matches its Reason and its Last error with errors.Is.
@@ -45,7 +50,6 @@ func (e *RetryError) Error() string {
 		e.Attempts, plural(e.Attempts), e.Reason, e.Last)
 }
 
-// Unwrap returns the reason and the last error, if any.
 func (e *RetryError) Unwrap() []error {
 	if e.Last == nil {
 		return []error{e.Reason}
@@ -67,7 +71,7 @@ func Permanent(err error) error {
 	return backoff.Permanent(err)
 }
 
-// IsPermanent reports whether err's chain holds a Permanent (or backoff.Permanent) mark.
+// IsPermanent reports whether err's chain holds a Permanent mark.
 func IsPermanent(err error) bool {
 	_, ok := errors.AsType[*backoff.PermanentError](err)
 	return ok
@@ -87,8 +91,7 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 
 // RetryAfter wraps err with a server's instruction to wait at least d.
 // The next wait is at least min(d, Policy.MaxRetryAfter).
-// It returns nil for a nil err; a negative d counts as 0.
-// See docs/policy.md for deadlines and MaxElapsed.
+// It returns nil for a nil err; a negative d counts as 0 (docs/policy.md).
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		return nil

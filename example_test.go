@@ -86,10 +86,14 @@ func ExampleRetryAfter() {
 func ExampleRetrier() {
 	// Build once (policy and options validated here), use from any goroutine.
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond},
-		rebound.WithObserver(rebound.Hooks{
-			Retried:   func(e rebound.Event) { fmt.Printf("attempt %d failed: %v\n", e.Attempt, e.Err) },
-			Recovered: func(e rebound.Event) { fmt.Printf("recovered at attempt %d\n", e.Attempt) },
-		}))
+		rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			switch e.Kind {
+			case rebound.EventRetry:
+				fmt.Printf("attempt %d failed: %v\n", e.Attempt, e.Err)
+			case rebound.EventRecovered:
+				fmt.Printf("recovered at attempt %d\n", e.Attempt)
+			}
+		})))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -38,3 +38,51 @@ func (q *Queue) Len() int { return q.len() }
 // Outstanding returns s's outstanding attempt of the run, as if admitted
 // last: a test reports failures in a row without asking the gates.
 func Outstanding(s *Schedule) Attempt { return Attempt{s: s, kind: RetryAttempt, gen: s.gen} }
+
+// Hooks observes a retry loop's events with one optional function per
+// kind (tests only; a user switches on Event.Kind in an ObserverFunc).
+type Hooks struct {
+	Attempted, Retried, Recovered, GaveUp, Throttled func(Event)
+}
+
+// Observe calls the field for e.Kind, if set.
+func (h Hooks) Observe(e Event) {
+	var f func(Event)
+	switch e.Kind {
+	case EventAttempt:
+		f = h.Attempted
+	case EventRetry:
+		f = h.Retried
+	case EventRecovered:
+		f = h.Recovered
+	case EventGiveUp:
+		f = h.GaveUp
+	case EventThrottled:
+		f = h.Throttled
+	}
+	if f != nil {
+		f(e)
+	}
+}
+
+// The options of internal/admit, under their former names (tests only).
+var (
+	WithAdmission = withAdmission
+	WithRefusal   = withRefusal
+	WithSeed      = withSeed
+)
+
+type (
+	Gate    = gate
+	Refusal = refusalRule
+)
+
+const (
+	GateLimiter  = gateLimiter
+	GateBudget   = gateBudget
+	GateThrottle = gateThrottle
+	GateBreaker  = gateBreaker
+	RefuseStop   = refuseStop
+	RefuseDefer  = refuseDefer
+	RefuseDrop   = refuseDrop
+)

@@ -1,44 +1,5 @@
 package rebound
 
-// Hooks is an Observer with one optional function per kind of a retry loop's events.
-// A nil field skips its kind.
-type Hooks struct {
-	// Attempted is called for EventAttempt.
-	Attempted func(Event)
-	// Retried is called for EventRetry.
-	Retried func(Event)
-	// Recovered is called for EventRecovered.
-	Recovered func(Event)
-	// GaveUp is called for EventGiveUp.
-	GaveUp func(Event)
-	// Throttled is called for EventThrottled.
-	Throttled func(Event)
-}
-
-// Observe calls the field for e.Kind, if set.
-func (h Hooks) Observe(e Event) {
-	var f func(Event)
-	switch e.Kind {
-	case EventAttempt:
-		f = h.Attempted
-	case EventRetry:
-		f = h.Retried
-	case EventRecovered:
-		f = h.Recovered
-	case EventGiveUp:
-		f = h.GaveUp
-	case EventThrottled:
-		f = h.Throttled
-	}
-	if f != nil {
-		f(e)
-	}
-}
-
-func (h Hooks) isZero() bool {
-	return h.Attempted == nil && h.Retried == nil && h.Recovered == nil && h.GaveUp == nil && h.Throttled == nil
-}
-
 // The emitters allocate nothing and call no interface method: an Event is
 // passed by value to the functions compiled for its kind (fan), the meter's
 // (WithMeterProvider) first.
@@ -52,14 +13,11 @@ const numLoopKinds = EventThrottled + 1
 // made once when the option is made.
 type listeners [numLoopKinds]func(Event)
 
-// listenersOf returns the functions that deliver each kind to o: a Hooks
-// field or an ObserverFunc as such, another Observer's method value.
+// listenersOf returns the functions that deliver each kind to o: an
+// ObserverFunc as such, another Observer's method value.
 func listenersOf(o Observer) *listeners {
 	l := &listeners{}
 	switch v := o.(type) {
-	case Hooks:
-		l[EventAttempt], l[EventRetry], l[EventRecovered] = v.Attempted, v.Retried, v.Recovered
-		l[EventGiveUp], l[EventThrottled] = v.GaveUp, v.Throttled
 	case ObserverFunc:
 		for k := EventRetry; k < numLoopKinds; k++ {
 			l[k] = v

@@ -8,9 +8,8 @@ import (
 )
 
 // WithMeterProvider records the loop's OpenTelemetry metrics with mp, each with attrs.
-// A nil mp, the default, records nothing.
+// A nil mp records nothing; if several are given, the last applies.
 // It creates the instruments when called: build the option once.
-// If several are given, the last applies (docs/observability.md).
 func WithMeterProvider(mp metric.MeterProvider, attrs ...attribute.KeyValue) Option {
 	if mp == nil {
 		return nil

@@ -16,44 +16,31 @@ import (
 
 // EventKind says what happened.
 // One enumeration serves every source of events in rebound.
-// Each kind's doc names its sources and the Detail they attach.
+// docs/observability.md lists each source's kinds and Detail types.
 type EventKind uint8
 
 const (
 	// EventRetry: an attempt failed and the next is due after Delay.
-	// Sources: retry loops; failback (Detail a failback.Task).
 	EventRetry EventKind = iota + 1
 	// EventGiveUp: the work ended with the error Err.
-	// Sources: retry loops; failback (Detail a failback.Task, Err a *RetryError).
 	EventGiveUp
-	// EventAttempt: an attempt ended, Err its outcome (nil: success).
-	// Sources: retry loops; Registrations (Detail a subscriber.RegistrationAttempt).
+	// EventAttempt: an attempt ended; Err is its outcome (nil: success).
 	EventAttempt
 	// EventRecovered: an attempt succeeded after at least one failure.
-	// Sources: retry loops; failback (Detail a failback.Task).
 	EventRecovered
-	// EventThrottled: a due attempt was refused locally and not sent.
-	// Err is the refusal; Delay the wait before the next try, or 0.
-	// Sources: retry loops; subscriptions (Detail a subscriber.Deferral).
+	// EventThrottled: a due attempt was refused locally; Err is the refusal.
 	EventThrottled
 	// EventQueued: failback queued a call whose first attempt failed.
-	// Detail is a failback.Task; Delay the wait before its first retry.
 	EventQueued
 	// EventDropped: failback stopped retrying a call for an outside reason.
-	// Detail is a failback.Task, whose Reason says why.
 	EventDropped
 	// EventStateChanged: a subscription, Registration or breaker changed state.
-	// Detail is a subscriber.StateChange, subscriber.RegistrationStateChange or cluster.BreakerEvent.
-	// Err is the reason, if any.
 	EventStateChanged
 	// EventDelivered: a subscription handled a list from the adapter.
-	// Detail is a subscriber.Delivery.
 	EventDelivered
 	// EventConfirmed: evidence that the registry holds a subscription.
-	// Detail is a subscriber.Confirmation.
 	EventConfirmed
 	// EventConnection: a Manager's connection to its registry changed.
-	// Detail is a subscriber.ConnectionChange.
 	EventConnection
 )
 
@@ -89,9 +76,7 @@ func (k EventKind) String() string {
 // It is passed by value; a retry loop's events cost no allocation.
 type Event struct {
 	Kind EventKind
-	// Waiting marks an EventGiveUp that ends no attempt.
-	// The loop stopped while waiting, or after a refusal.
-	// Counters of attempts skip these.
+	// Waiting marks an EventGiveUp that ends no attempt (counters skip it).
 	Waiting bool
 	// Attempt is the number of attempts so far, 1 for the first.
 	Attempt int
@@ -102,17 +87,15 @@ type Event struct {
 	Delay time.Duration
 	// LimiterWait is the time an attempt waited for a limiter token.
 	LimiterWait time.Duration
-	// Elapsed is the time since the work began (docs/observability.md), never
-	// below 0 (a clock that stepped back).
+	// Elapsed is the time since the work began, never below 0.
 	Elapsed time.Duration
 	// Detail is the source's own record, nil for retry loops.
-	// Read it with a type switch (see EventKind).
 	Detail any
 }
 
-// Observer receives events; every package's WithObserver takes one.
-// Observe is called synchronously, in order, and never under a lock.
-// A slow Observe slows the emitting goroutine; a Queue moves it off.
+// Observer receives events; every WithObserver takes one.
+// Observe runs synchronously, in order, never under a lock.
+// A Queue moves a slow one off.
 type Observer interface {
 	Observe(Event)
 }
@@ -123,23 +106,11 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// IsNilObserver reports whether o observes nothing.
-// Nil, a typed nil and a zero Hooks do; WithObserver options ignore them.
-func IsNilObserver(o Observer) bool {
-	if o == nil {
-		return true
-	}
-	if h, ok := o.(Hooks); ok {
-		return h.isZero()
-	}
-	return nilness.Is(o) // a nil ObserverFunc, or a typed nil pointer
-}
-
 // WithObserver adds o as an observer of the loop's events.
 // Several add up, called in order after the meter; a nil o is ignored.
 // Observe runs on the loop's goroutine, and its panics are not recovered.
 func WithObserver(o Observer) Option {
-	if IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return listenersOf(o) // made once: Retry and NewRetrier use it as it is
@@ -152,8 +123,8 @@ const defaultQueueCapacity = 4096
 
 // Queue is an Observer that hands events, in order, to another on its own goroutine.
 // Observe never blocks; a full queue drops and counts new events.
-// A panic in the observer is recovered and logged. It is safe for concurrent use.
-// Its owner stops it with Shutdown or Close (docs/observability.md).
+// A panic in the observer is recovered and logged.
+// It is safe for concurrent use; Shutdown or Close stops it.
 type Queue struct {
 	o       Observer
 	log     *zap.Logger
@@ -176,7 +147,7 @@ type Queue struct {
 // log gets overrun warnings and panics (nil: none).
 // o must not be nil; capacity must not be negative.
 func NewQueue(o Observer, capacity int, log *zap.Logger) (*Queue, error) {
-	if IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil, &ArgumentError{Func: "rebound.NewQueue", Arg: "o", Reason: "must not be nil"}
 	}
 	if capacity < 0 {

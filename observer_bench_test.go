@@ -12,14 +12,20 @@ import (
 // BenchmarkObserverCost is the success path of a one-shot Retry and of a
 // prebuilt Retrier, bare and observed (issue 26): plain, one ObserverFunc,
 // WithMeterProvider (the OTel SDK with a reader), and for the Retrier two
-// observers (a Hooks and an ObserverFunc). Options are built once, outside
+// observers (an ObserverFunc switching on the kind, as a user writes one,
+// and a plain ObserverFunc). Options are built once, outside
 // the loop, as their docs ask.
 func BenchmarkObserverCost(b *testing.B) {
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
 	ev := func(rebound.Event) {}
 	one := rebound.WithObserver(rebound.ObserverFunc(ev))
-	hooks := rebound.WithObserver(rebound.Hooks{Attempted: ev, Retried: ev, Recovered: ev, GaveUp: ev})
+	hooks := rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		switch e.Kind {
+		case rebound.EventAttempt, rebound.EventRetry, rebound.EventRecovered, rebound.EventGiveUp:
+			ev(e)
+		}
+	}))
 	meter := rebound.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))
 	retrier := func(opts ...rebound.Option) *rebound.Retrier {
 		r, err := rebound.NewRetrier(rebound.Policy{}, opts...)

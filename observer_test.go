@@ -15,26 +15,6 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// The Hooks adapter calls the field of each kind and nothing else.
-func TestHooksObserveByKind(t *testing.T) {
-	var got []rebound.EventKind
-	rec := func(e rebound.Event) { got = append(got, e.Kind) }
-	h := rebound.Hooks{Attempted: rec, Retried: rec, Recovered: rec, GaveUp: rec, Throttled: rec}
-	for k := rebound.EventKind(0); k <= rebound.EventConnection+1; k++ {
-		h.Observe(rebound.Event{Kind: k})
-	}
-	want := []rebound.EventKind{rebound.EventRetry, rebound.EventGiveUp, rebound.EventAttempt, rebound.EventRecovered, rebound.EventThrottled}
-	if len(got) != len(want) {
-		t.Fatalf("kinds observed %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("kinds observed %v, want %v", got, want)
-		}
-	}
-	rebound.Hooks{}.Observe(rebound.Event{Kind: rebound.EventRetry}) // no field: nothing to call
-}
-
 func TestEventKindStrings(t *testing.T) {
 	seen := map[string]bool{}
 	for k := rebound.EventRetry; k <= rebound.EventConnection; k++ {
@@ -51,16 +31,14 @@ func TestEventKindStrings(t *testing.T) {
 
 func TestWithObserverIgnoresNil(t *testing.T) {
 	var nilFunc rebound.ObserverFunc
-	for _, o := range []rebound.Observer{nil, nilFunc, rebound.Hooks{}} {
+	var nilQueue *rebound.Queue
+	for _, o := range []rebound.Observer{nil, nilFunc, nilQueue} {
 		if rebound.WithObserver(o) != nil {
 			t.Fatalf("WithObserver(%#v) is not nil", o)
 		}
-		if !rebound.IsNilObserver(o) {
-			t.Fatalf("IsNilObserver(%#v) = false", o)
-		}
 	}
-	if rebound.IsNilObserver(rebound.ObserverFunc(func(rebound.Event) {})) {
-		t.Fatal("IsNilObserver(a func) = true")
+	if rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) {})) == nil {
+		t.Fatal("WithObserver(a func) is nil")
 	}
 }
 
@@ -194,9 +172,6 @@ func TestWithObserverIgnoresTypedNil(t *testing.T) {
 	var q *rebound.Queue
 	var p *ptrObserver
 	for _, o := range []rebound.Observer{q, p} {
-		if !rebound.IsNilObserver(o) {
-			t.Errorf("IsNilObserver(%T(nil)) = false", o)
-		}
 		if rebound.WithObserver(o) != nil {
 			t.Errorf("WithObserver(%T(nil)) is not nil", o)
 		}
@@ -215,8 +190,8 @@ func TestWithObserverIgnoresTypedNil(t *testing.T) {
 			}
 		}()
 	}
-	if rebound.IsNilObserver(&ptrObserver{}) {
-		t.Error("IsNilObserver(a non-nil pointer) = true")
+	if rebound.WithObserver(&ptrObserver{}) == nil {
+		t.Error("WithObserver(a non-nil pointer) is nil")
 	}
 }
 

@@ -23,15 +23,14 @@ type config struct {
 	meter     *retryMeter                 // WithMeterProvider (metrics.go), the first observer
 	fan       [numLoopKinds][]func(Event) // per kind: the meter's, then the observers' (hooks.go)
 	listening bool                        // fan is not empty
-	transient func(error) bool
 	limiter   *rate.Limiter
 	budget    *RetryBudget
 	throttle  *AdaptiveThrottle
 	breaker   Breaker        // WithBreaker (breaker.go)
 	tracer    *tracer        // WithTracerProvider (trace.go)
-	gates     [numKinds]Gate // WithAdmission (decide.go)
+	gates     [numKinds]gate // withAdmission (decide.go)
 	gatesSet  [numKinds]bool
-	refusal   [3]Refusal // WithRefusal: budget, throttle, breaker
+	refusal   [3]refusalRule // withRefusal: budget, throttle, breaker
 	clock     clock
 	newTimer  func() timer
 	seed      uint64
@@ -60,13 +59,6 @@ func (c *config) now() time.Time {
 		return c.clock.Now()
 	}
 	return time.Now()
-}
-
-// WithClassifier sets which errors are worth retrying.
-// A loop returns an error transient rejects at once, unchanged.
-// Without it, every error not marked Permanent is retried.
-func WithClassifier(transient func(error) bool) Option {
-	return optionFunc(func(c *config) { c.transient = transient })
 }
 
 // WithLimiter makes every retry take a token from l once its delay is over.
@@ -136,12 +128,13 @@ func withTimer(newTimer func() timer) Option {
 	return optionFunc(func(c *config) { c.newTimer = newTimer })
 }
 
-// WithSeed makes the jitter draws deterministic. A BackOff built with seed
-// s, and the first Schedule of a Retrier (so every Retry call) built with
-// it, draw the same sequence; the k-th Schedule of a Retrier (k from 0)
-// draws from seed s + k*0x9e3779b97f4a7c15, so that loops of one Retrier
-// never retry in lockstep. Default: a random seed per BackOff or Schedule.
-func WithSeed(seed uint64) Option {
+// withSeed makes the jitter draws deterministic (tests, simulations). A
+// BackOff built with seed s, and the first Schedule of a Retrier (so every
+// Retry call) built with it, draw the same sequence; the k-th Schedule of a
+// Retrier (k from 0) draws from seed s + k*0x9e3779b97f4a7c15, so that
+// loops of one Retrier never retry in lockstep. Default: a random seed per
+// BackOff or Schedule.
+func withSeed(seed uint64) Option {
 	return optionFunc(func(c *config) { c.seed, c.seeded = seed, true })
 }
 
@@ -157,5 +150,5 @@ type timer interface {
 
 // isTransient reports whether the loop would retry err.
 func (c *config) isTransient(err error) bool {
-	return asPermanent(err) == nil && (c.transient == nil || c.transient(err))
+	return asPermanent(err) == nil
 }

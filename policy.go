@@ -77,8 +77,9 @@ type Policy struct {
 	MaxRetryAfter time.Duration
 }
 
-// validate returns an error wrapping ErrInvalidPolicy for a bad policy
-// (NewRetrier's). It names every bad field, its value and the rule.
+// validate returns an error wrapping errInvalidPolicy (matching
+// ErrInvalidArgument) for a bad policy (NewRetrier's). It names every bad
+// field, its value and the rule.
 func (p Policy) validate() error {
 	// Fast path: the common valid cases do not allocate.
 	if p.validFast() {
@@ -115,7 +116,7 @@ func (p Policy) validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrInvalidPolicy, errors.Join(errs...))
+	return fmt.Errorf("%w: %w", errInvalidPolicy, errors.Join(errs...))
 }
 
 func (p Policy) validFast() bool {
@@ -179,7 +180,7 @@ func (p Policy) ceiling(n int) time.Duration {
 }
 
 // NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
-// Only WithSeed, WithMaxAttempts and WithMaxElapsed apply; a bad limit means none.
+// Only WithMaxAttempts and WithMaxElapsed apply; a bad limit means none.
 // It ignores Retry-After and is not safe for concurrent use: build one per loop.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 	if len(opts) == 0 {

@@ -51,8 +51,8 @@ func TestValidateNamesFieldAndRule(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.p.Validate()
-			if !errors.Is(err, rebound.ErrInvalidPolicy) {
-				t.Fatalf("Validate() = %v, want ErrInvalidPolicy", err)
+			if !errors.Is(err, rebound.ErrInvalidArgument) {
+				t.Fatalf("Validate() = %v, want ErrInvalidArgument", err)
 			}
 			if !strings.Contains(err.Error(), tc.substr) {
 				t.Fatalf("Validate() = %q, want it to contain %q", err, tc.substr)

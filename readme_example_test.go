@@ -50,8 +50,14 @@ func ExampleNewRetrier() {
 	if err != nil {
 		panic(err)
 	}
-	onRecovered := func(e rebound.Event) { fmt.Println("recovered at attempt", e.Attempt) }
-	onGaveUp := func(e rebound.Event) { fmt.Println("gave up:", e.Err) }
+	observe := func(e rebound.Event) {
+		switch e.Kind {
+		case rebound.EventRecovered:
+			fmt.Println("recovered at attempt", e.Attempt)
+		case rebound.EventGiveUp:
+			fmt.Println("gave up:", e.Err)
+		}
+	}
 	calls := 0
 	call := func(context.Context) error {
 		if calls++; calls < 2 {
@@ -62,7 +68,7 @@ func ExampleNewRetrier() {
 
 	r, err := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, // guide: rebound.Policy{}
 		rebound.WithBudget(budget),
-		rebound.WithObserver(rebound.Hooks{Recovered: onRecovered, GaveUp: onGaveUp}))
+		rebound.WithObserver(rebound.ObserverFunc(observe)))
 	if err != nil {
 		fmt.Println(err) // *rebound.ArgumentError naming the option and the rule
 		return

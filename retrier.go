@@ -13,8 +13,7 @@ import (
 // A Retrier is a Policy and a set of options compiled and validated once:
 // the prebuilt form of Retry for hot paths and the factory of Schedules for
 // loops that run themselves. Do costs no allocation when the first attempt
-// succeeds, hooks included, unless a limiter gates first attempts
-// (WithAdmission): its token reservation allocates.
+// succeeds, observers included.
 //
 // A Retrier is safe for concurrent use by any number of goroutines; it
 // holds no per-loop state (each Do, each Schedule has its own).
@@ -28,7 +27,7 @@ type Retrier struct {
 // NewRetrier validates p and opts and compiles them. It returns an
 // *ArgumentError (matching ErrInvalidArgument) naming the bad option and
 // its rule, or naming p and each bad field of p, its value and its rule
-// (matching ErrInvalidPolicy).
+// (matching ErrInvalidArgument).
 func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
 	r := &Retrier{}
 	if err := r.init("rebound.NewRetrier", p, opts); err != nil {
@@ -55,13 +54,12 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 	}
 	r.c.compileObservers()
 	r.p = p.Normalized()
-	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&GateLimiter != 0)
+	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&gateLimiter != 0)
 	return nil
 }
 
 // NewSchedule returns a new Schedule for one loop whose first run starts at
-// now (see Schedule). Each Schedule has its own random source (see
-// WithSeed).
+// now (see Schedule). Each Schedule has its own random source.
 func (r *Retrier) NewSchedule(now time.Time) *Schedule {
 	s := &Schedule{}
 	r.initSchedule(s, now)
@@ -87,8 +85,7 @@ func (r *Retrier) Begin(now time.Time) error {
 // Nil or an error that is not transient is an accept.
 func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
 
-// Do calls op until it succeeds, returns a permanent or non-transient
-// error, the policy (or budget) allows no further attempt, or ctx is done,
+// Do calls op until it succeeds, returns a Permanent error, the policy (or budget) allows no further attempt, or ctx is done,
 // exactly as Retry does (see Retry for what it returns), with r's policy
 // and options. ctx must not be nil; an already-done ctx returns at once
 // without calling op.
@@ -108,12 +105,12 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 	}
 	var start time.Time
 	var done func(error)
-	var res *rate.Reservation // the first attempt's token (WithAdmission)
+	var res *rate.Reservation // the first attempt's token (withAdmission)
 	var lw time.Duration      // and the wait for it
 	if r.start {
 		start = r.c.now()
 		if !r.c.begin(start) { // rejected locally: op not called
-			return r.refusedFirst(ctx, op, start, GateThrottle, ErrThrottled)
+			return r.refusedFirst(ctx, op, start, gateThrottle, ErrThrottled)
 		}
 		var err error
 		if res, lw, err = r.firstToken(ctx, start); err != nil {
@@ -123,7 +120,7 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 			return err
 		}
 	}
-	if b := r.c.breaker; b != nil && r.c.gatesOf(FirstAttempt)&GateBreaker != 0 {
+	if b := r.c.breaker; b != nil && r.c.gatesOf(FirstAttempt)&gateBreaker != 0 {
 		var berr error
 		if done, berr = b.Allow(); berr != nil {
 			if !r.start {
@@ -132,7 +129,7 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 			if res != nil { // the attempt is not made: its token is given back
 				res.CancelAt(r.c.now())
 			}
-			return r.refusedFirst(ctx, op, start, GateBreaker, &BreakerError{Err: berr})
+			return r.refusedFirst(ctx, op, start, gateBreaker, &breakerError{Err: berr})
 		}
 	}
 	var err error
@@ -159,10 +156,10 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 }
 
 // refusedFirst handles a first attempt refused by gate g at start: the
-// retries follow under RefuseDefer; under RefuseStop or RefuseDrop the
+// retries follow under refuseDefer; under refuseStop or refuseDrop the
 // call ends (a blocking call has no queue to drop from).
-func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) error, start time.Time, g Gate, reason error) error {
-	if r.c.refusalOf(g) == RefuseDefer {
+func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) error, start time.Time, g gate, reason error) error {
+	if r.c.refusalOf(g) == refuseDefer {
 		return r.loop(ctx, op, start, 0, nil, reason)
 	}
 	err := &RetryError{Reason: reason}
@@ -174,14 +171,14 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 }
 
 // firstToken waits for a limiter token before the first attempt, due at
-// now, when WithAdmission puts first attempts behind the limiter, and
+// now, when withAdmission puts first attempts behind the limiter, and
 // returns it (nil without) and the wait for it. As for a retry
 // (Schedule.Admit), a token that would come after MaxElapsed or after
 // ctx's deadline, or never, ends the call at once, and a token not used
 // is given back.
 func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, time.Duration, error) {
 	lim := r.c.limiter
-	if lim == nil || r.c.gatesOf(FirstAttempt)&GateLimiter == 0 {
+	if lim == nil || r.c.gatesOf(FirstAttempt)&gateLimiter == 0 {
 		return nil, 0, nil
 	}
 	res := lim.ReserveN(now, 1)
@@ -213,13 +210,13 @@ func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservat
 
 // loop runs the retries after a failed first attempt (lw its wait for a
 // limiter token), or after a first attempt refused locally by the throttle
-// or the breaker (refused is ErrThrottled or a *BreakerError; err is nil
+// or the breaker (refused is ErrThrottled or an error matching ErrBreakerOpen; err is nil
 // then).
 func (r *Retrier) loop(ctx context.Context, op func(context.Context) error, start time.Time, lw time.Duration, err, refused error) error {
 	c := &r.c
 	var s Schedule
 	r.initSchedule(&s, start)
-	s.limWait = lw // the first attempt's wait for its token (WithAdmission)
+	s.limWait = lw // the first attempt's wait for its token (withAdmission)
 	var tm timer
 	if c.newTimer != nil {
 		tm = c.newTimer()
@@ -350,7 +347,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 			return s.stop(err)
 		}
 		// The token is ours: the breaker is asked last, as the attempt starts.
-		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&GateBreaker == 0 || s.done != nil {
+		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&gateBreaker == 0 || s.done != nil {
 			s.send(&s.passed, s.c.now())
 			return nil
 		}
@@ -360,7 +357,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 			s.send(&s.passed, s.c.now())
 			return nil
 		}
-		dec = s.refused(GateBreaker, &BreakerError{Err: err}, s.c.now())
+		dec = s.refused(gateBreaker, &breakerError{Err: err}, s.c.now())
 		if dec.Verdict != WaitFor {
 			s.end(dec)
 			return dec.Err

@@ -11,8 +11,7 @@ import (
 // every wait between attempts ends when ctx is done.
 //
 // It returns nil when an attempt succeeds; the error itself (unwrapped from
-// Permanent) when it is marked Permanent or WithClassifier does not call it
-// transient; a *RetryError when it stops retrying, whose Reason is
+// Permanent) when it is marked Permanent; a *RetryError when it stops retrying, whose Reason is
 // ErrExhausted, ErrBudgetExhausted or ctx's error, and which errors.Is
 // matches with both the reason and the last attempt's error; and an
 // *ArgumentError for a nil ctx or op, an invalid policy or a bad option,

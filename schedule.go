@@ -35,9 +35,9 @@ type Schedule struct {
 	last     error // the last failure of the run
 	res      *rate.Reservation
 	limWait  time.Duration
-	passed   Gate              // the gates the attempt that is due has passed
+	passed   gate              // the gates the attempt that is due has passed
 	lres     *rate.Reservation // the token held for a lookup
-	lpassed  Gate              // the gates the lookup that is due has passed
+	lpassed  gate              // the gates the lookup that is due has passed
 	ended    error             // the stop that ended the run, until Reset
 	gen      uint32            // the run's outstanding Attempt is the one admitted at this count
 
@@ -76,7 +76,7 @@ func (s *Schedule) reset(now time.Time) {
 func (s *Schedule) Cancel(now time.Time) {
 	s.cancel(now)
 	s.cancelLookup(now)
-	s.passed &= GateBudget | GateThrottle | throttleUnsent
+	s.passed &= gateBudget | gateThrottle | throttleUnsent
 }
 
 // cancel gives back the run's token and breaker admission.

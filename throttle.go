@@ -11,8 +11,7 @@ import (
 	"github.com/rebound-go/rebound/internal/nilness"
 )
 
-// ErrThrottled is the error of an attempt an AdaptiveThrottle rejected.
-// The attempt was not sent; the loop counts it as failed and backs off.
+// ErrThrottled is the error of an attempt an AdaptiveThrottle rejected, unsent.
 var ErrThrottled = errors.New("rebound: throttled: the backend is rejecting most requests, so this one was rejected locally (adaptive throttling)")
 
 const throttleSlots = 20

@@ -7,28 +7,27 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-)
 
-// TracerName is the instrumentation scope of rebound's spans.
-const TracerName = "github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/telemetry"
+)
 
 // The attributes of an attempt's span (docs/tracing.md).
 const (
 	attrAttempt = "rebound.attempt"      // int: 1 for the first attempt
 	attrWait    = "rebound.attempt.wait" // float64 s: since the previous attempt ended (0 for the first)
-	attrClass   = "rebound.error.class"  // permanent | not_transient | retry_after | transient
+	attrClass   = "rebound.error.class"  // permanent | retry_after | transient
 	attrVerdict = "rebound.verdict"      // success | retry | stop
 	spanAttempt = "rebound.attempt"      // the span's name
 )
 
-// WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp.
-// The span is a child of the loop's context, and the attempt gets its context.
+// WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp,
+// named by the tracer "github.com/rebound-go/rebound".
 // A nil tp, the default, traces nothing and costs nothing (docs/tracing.md).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	if tp == nil {
 		return nil
 	}
-	t := &tracer{tp.Tracer(TracerName)}
+	t := &tracer{tp.Tracer(telemetry.ScopeName)}
 	return optionFunc(func(c *config) { c.tracer = t })
 }
 
@@ -100,8 +99,6 @@ func (c *config) errorClass(err error) string {
 	switch {
 	case asPermanent(err) != nil:
 		return "permanent"
-	case c.transient != nil && !c.transient(err):
-		return "not_transient"
 	}
 	if _, ok := RetryAfterDelay(err); ok {
 		return "retry_after"

@@ -3,28 +3,12 @@ package rebound
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
-var (
-	// ErrClosed is matched by every "closed" error of rebound's packages.
-	ErrClosed = errors.New("rebound: closed")
-)
-
-// familyError is a sentinel with its own text that matches a family
-// sentinel (ErrClosed, ErrInvalidArgument) with errors.Is. Wrapping with
-// fmt.Errorf("...: %w", ErrClosed) would repeat the family's text in every
-// message; this keeps one prefix per message.
-type familyError struct {
-	msg    string
-	family error
-}
-
-func (e *familyError) Error() string        { return e.msg }
-func (e *familyError) Is(target error) bool { return target == e.family }
-
-// NewClosedError returns a new sentinel error with text msg that matches ErrClosed.
-// Each call returns a distinct error.
-func NewClosedError(msg string) error { return &familyError{msg: msg, family: ErrClosed} }
+// ErrClosed is matched by every "closed" error of rebound's packages.
+var ErrClosed = closed.Err
 
 // ArgumentError reports a bad argument or option value.
 // It matches ErrInvalidArgument, and Err if set.
@@ -47,7 +31,6 @@ func (e *ArgumentError) Error() string {
 	return s
 }
 
-// Unwrap returns ErrInvalidArgument and Err.
 func (e *ArgumentError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{ErrInvalidArgument}
@@ -62,8 +45,7 @@ func (e *transientError) Error() string { return e.err.Error() }
 func (e *transientError) Unwrap() error { return e.err }
 
 // Transient marks err as worth retrying, the counterpart of Permanent.
-// It returns nil for a nil err.
-// Classifiers such as failback's retry marked errors; a Permanent mark still wins.
+// It returns nil for a nil err; a Permanent mark still wins.
 func Transient(err error) error {
 	if err == nil {
 		return nil

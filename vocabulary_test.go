@@ -8,23 +8,6 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-func TestNewClosedErrorMatchesFamily(t *testing.T) {
-	a := rebound.NewClosedError("pkg: thing closed")
-	b := rebound.NewClosedError("pkg: thing closed")
-	if !errors.Is(a, rebound.ErrClosed) {
-		t.Fatal("closed sentinel does not match ErrClosed")
-	}
-	if errors.Is(a, b) {
-		t.Fatal("two closed sentinels match each other")
-	}
-	if got := fmt.Errorf("op: %w", a).Error(); got != "op: pkg: thing closed" {
-		t.Fatalf("text = %q", got)
-	}
-	if errors.Is(a, rebound.ErrInvalidArgument) {
-		t.Fatal("closed sentinel matches ErrInvalidArgument")
-	}
-}
-
 func TestArgumentError(t *testing.T) {
 	cause := errors.New("cause")
 	err := error(&rebound.ArgumentError{Func: "pkg.New", Arg: "WithX", Reason: "must be > 0", Err: cause})

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // Breaker defaults, filled in where the Settings leave a field zero.
@@ -132,7 +133,7 @@ func WithMaxOpenTimeout(d time.Duration) Option {
 // WithBreakerObserver adds o as an observer of state changes. Each event's
 // Detail is a BreakerEvent. A nil o is ignored.
 func WithBreakerObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return breakerOption("WithBreakerObserver", func(c *breakerConfig) { c.obs = append(c.obs, o) })

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
-	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 var (
@@ -15,7 +15,7 @@ var (
 	ErrNoInvokers = errors.New("cluster: no invokers available")
 	// errClosed is a closed RegistryDirectory's error. It matches
 	// rebound.ErrClosed, not ErrNoInvokers: it will not recover.
-	errClosed = rebound.NewClosedError("cluster: directory closed")
+	errClosed = closed.New("cluster: directory closed")
 )
 
 // PanicError is what a recovered panic of user code becomes. errors.As

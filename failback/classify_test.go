@@ -39,7 +39,7 @@ func TestDefaultRetryable(t *testing.T) {
 		{"rebound.Transient", rebound.Transient(errors.New("leader not elected")), true},
 		{"wrapped Transient", fmt.Errorf("x: %w", rebound.Transient(business)), true},
 		{"empty directory", fmt.Errorf("list: %w", cluster.ErrNoInvokers), true},
-		{"closed directory", rebound.NewClosedError("cluster: directory closed"), false},
+		{"closed directory", fmt.Errorf("cluster: directory closed: %w", rebound.ErrClosed), false},
 		{"business error", business, false},
 		{"io.EOF", io.EOF, false},
 		{"Retry-After on business", rebound.RetryAfter(time.Second, business), false},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 var (
@@ -14,7 +15,7 @@ var (
 	// ErrClosed is returned by Invoke once Shutdown or Close has begun. It
 	// is also the reason of a call dropped by Close. It matches
 	// rebound.ErrClosed.
-	ErrClosed = rebound.NewClosedError("failback: invoker closed")
+	ErrClosed = closed.New("failback: invoker closed")
 	// ErrExpired: the call's time-to-live (WithTTL) ended before its next
 	// attempt could start.
 	ErrExpired = errors.New("failback: call expired")

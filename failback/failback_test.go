@@ -45,8 +45,8 @@ func TestNewValidation(t *testing.T) {
 		}
 	}
 	_, err := New(dir, WithPolicy(rebound.Policy{Initial: -1}))
-	if !errors.Is(err, rebound.ErrInvalidPolicy) {
-		t.Errorf("bad policy error %v does not wrap rebound.ErrInvalidPolicy", err)
+	if !errors.Is(err, rebound.ErrInvalidArgument) {
+		t.Errorf("bad policy error %v does not match rebound.ErrInvalidArgument", err)
 	}
 	// A nil option is ignored.
 	f, err := New(dir, nil, WithMaxTasks(2), nil)

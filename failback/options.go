@@ -224,7 +224,7 @@ func WithLoadBalance(lb cluster.LoadBalance) Option {
 // WithObserver adds o as an observer of the invoker's events (see Task).
 // Several are called in the order given; a nil o is ignored.
 func WithObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return optionFunc(func(c *config) { c.observers = append(c.observers, o) })

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/dueheap"
 )
 
@@ -360,8 +361,8 @@ func (f *Invoker) endedOn(tg string) {
 
 // admitted asks t's Schedule whether t's retry, due now, may be sent
 // (Admit, RetryAttempt): the budget (WithBudget, under
-// rebound.RefuseDrop) and the throttle (WithThrottle, under
-// rebound.RefuseDefer) admit it, each once per attempt. It reports whether
+// admit.Drop) and the throttle (WithThrottle, under
+// admit.Defer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
 //
 //   - the budget refused it (Verdict Stop, Reason ErrBudgetExhausted,
@@ -539,12 +540,12 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) 
 func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
 	ropts := c.limits[:len(c.limits):len(c.limits)]
 	if c.seeded {
-		ropts = append(ropts, rebound.WithSeed(c.seed))
+		ropts = append(ropts, admit.Seed(c.seed).(rebound.Option))
 	}
 	if c.budget != nil {
 		// A retry the budget refuses is dropped (dropBudget), when it is
 		// due.
-		ropts = append(ropts, rebound.WithBudget(c.budget), rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDrop))
+		ropts = append(ropts, rebound.WithBudget(c.budget), admit.Refuse(admit.Budget, admit.Drop).(rebound.Option))
 	}
 	if c.throttle != nil {
 		ropts = append(ropts, rebound.WithThrottle(c.throttle))
@@ -557,7 +558,7 @@ func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
 	// A task's Schedule starts with the first attempt Invoke made: its
 	// budget deposit and throttle request are acct's, so the Schedule's
 	// first admission asks no gate.
-	ropts = append(ropts, c.retryMetrics(), rebound.WithAdmission(rebound.FirstAttempt, 0))
+	ropts = append(ropts, c.retryMetrics(), admit.First(0).(rebound.Option))
 	retrier, err = rebound.NewRetrier(c.policy, ropts...)
 	return retrier, acct, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
 // TraceContextKey is the attachment, reserved by WithTracerProvider, that
@@ -27,7 +28,7 @@ const TraceContextKey = "rebound-traceparent"
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) {
 		if tp != nil {
-			c.tracer = tp.Tracer(rebound.TracerName)
+			c.tracer = tp.Tracer(telemetry.ScopeName)
 		}
 	})
 }

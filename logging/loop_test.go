@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/logging"
 )
 
@@ -232,7 +233,7 @@ func TestLoopHourOutageIsAHandfulOfLines(t *testing.T) {
 			}
 			// The zero Policy: 1s doubling, capped at 30s, full jitter.
 			err := rebound.Retry(t.Context(), rebound.Policy{}, op,
-				rebound.WithSeed(7),
+				admit.Seed(7).(rebound.Option),
 				rebound.WithObserver(logging.NewLoop(l, "subscriber", zap.String("key", "DEFAULT_GROUP@@orders"))))
 			if err != nil {
 				t.Fatalf("Retry: %v", err)

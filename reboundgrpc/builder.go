@@ -15,13 +15,14 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/closed"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
 // ErrClosed is returned by Build after Close. It matches rebound.ErrClosed.
-var ErrClosed = rebound.NewClosedError("reboundgrpc: builder closed")
+var ErrClosed = closed.New("reboundgrpc: builder closed")
 
 // The errors a ClientConn hears through ReportError: no instance passes
 // the filter; no first list yet and the registry answered with an error.

@@ -118,10 +118,14 @@ func TestFilterPanicRecovered(t *testing.T) {
 func TestHookPanicRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg, _, b := memEnvWith(t, nil, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}),
-			reboundgrpc.WithObserver(rebound.Hooks{
-				Retried:   func(rebound.Event) { panic("hook bug") },
-				Recovered: func(rebound.Event) { panic(errors.New("hook bug 2")) },
-			}))
+			reboundgrpc.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+				switch e.Kind {
+				case rebound.EventRetry:
+					panic("hook bug")
+				case rebound.EventRecovered:
+					panic(errors.New("hook bug 2"))
+				}
+			})))
 		reg.Set(orders, inst(1), inst(2))
 		f := newFakeCC()
 		f.reject = 2

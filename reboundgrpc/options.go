@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -123,7 +124,7 @@ func WithLogger(l *zap.Logger) Option {
 // state again, called with no lock held; a panic is recovered. Several
 // add up; a nil o is ignored.
 func WithObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })

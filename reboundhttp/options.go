@@ -18,8 +18,8 @@ type optionFunc func(*Transport) error
 func (f optionFunc) apply(t *Transport) error { return f(t) }
 
 // WithOptions gives every host's Retrier the engine options opts:
-// observers, metrics, traces; a gate given here is shared by all hosts.
-// Several add up.
+// observers, metrics, traces. A budget, throttle, limiter or breaker given
+// here is shared by all hosts. Several WithOptions add up.
 func WithOptions(opts ...rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		t.shared = append(t.shared, opts...)

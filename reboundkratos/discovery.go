@@ -15,12 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
 // ErrClosed is returned by Watch and GetService after Discovery.Close,
 // and by Register after Registrar.Close. It matches rebound.ErrClosed.
-var ErrClosed = rebound.NewClosedError("reboundkratos: closed")
+var ErrClosed = closed.New("reboundkratos: closed")
 
 // errWatcherStopped is returned by Next after Stop (or after the
 // Discovery was closed). It matches rebound.ErrClosed and

@@ -196,8 +196,11 @@ func (r *Registrar) registerOne(ctx context.Context, u unit) (subscriber.Registr
 		if err != nil {
 			r.log.Debug("register attempt failed", zap.Stringer("key", u.key), zap.Error(err))
 		}
+		if err != nil && !registerTransient(err) {
+			return rebound.Permanent(err) // Retry returns err itself
+		}
 		return err
-	}, rebound.WithClassifier(registerTransient))
+	})
 	return g, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // The subscriptions' admission is decided by the engine
@@ -19,7 +20,7 @@ import (
 //   - a retry after a failure withdraws from the budget, asks the
 //     throttle and takes a token (the engine's default);
 //   - a refusal by the budget or the throttle defers the retry to the next
-//     backoff step (RefuseDefer; a subscription never gives up: its policy
+//     backoff step (admit.Defer; a subscription never gives up: its policy
 //     has no MaxAttempts);
 //   - a Lookup takes a limiter token (the engine's default).
 //
@@ -40,12 +41,12 @@ func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
 	ropts = append(ropts, o.ropts...)                                            // after the default limiter: WithPolicy's own wins
 	ropts = append(ropts, rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0)) // never stop
 	// The Manager's own rules come last: no option of WithPolicy changes them.
-	ropts = append(ropts, rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer), o.retryMetrics())
-	retrier, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget|rebound.GateLimiter))...)
+	ropts = append(ropts, admit.Refuse(admit.Budget, admit.Defer).(rebound.Option), o.retryMetrics())
+	retrier, err = rebound.NewRetrier(o.policy, append(ropts, admit.First(admit.Budget|admit.Limiter).(rebound.Option))...)
 	if err != nil {
 		return nil, nil, &rebound.ArgumentError{Func: "subscriber.WithPolicy", Arg: "opts", Reason: "holds a bad option", Err: err}
 	}
-	starter, err = rebound.NewRetrier(o.policy, append(ropts, rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget))...)
+	starter, err = rebound.NewRetrier(o.policy, append(ropts, admit.First(admit.Budget).(rebound.Option))...)
 	return retrier, starter, err
 }
 

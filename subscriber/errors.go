@@ -4,18 +4,19 @@ import (
 	"errors"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 var (
 	// ErrManagerClosed is Subscribe's error after Close, and the reason of
 	// the subscriptions Close stopped. It matches rebound.ErrClosed.
-	ErrManagerClosed = rebound.NewClosedError("subscriber: manager closed")
+	ErrManagerClosed = closed.New("subscriber: manager closed")
 	// ErrUnsubscribed is the reason of a subscription stopped by
 	// Unsubscribe.
 	ErrUnsubscribed = errors.New("subscriber: unsubscribed")
 	// ErrRegistryClosed is wrapped by an adapter whose client was closed.
 	// It stops a subscription for good. It matches rebound.ErrClosed.
-	ErrRegistryClosed = rebound.NewClosedError("subscriber: registry closed")
+	ErrRegistryClosed = closed.New("subscriber: registry closed")
 	// ErrDisconnected is a subscription's last error after the
 	// ConnectionMonitor reported the connection lost, until the next
 	// attempt.

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // Defaults of a Manager (each is stated in its option's doc).
@@ -117,7 +118,7 @@ func WithReconcile(period time.Duration) Option {
 // Observers run in order, after the metrics, never under a lock. A nil o is
 // ignored.
 func WithObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	if h, ok := o.(interface{ empty() bool }); ok && h.empty() {

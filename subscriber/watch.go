@@ -10,11 +10,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 // errGroupClosed is returned by WatchGroup.Watch after the group's
 // Close. It matches rebound.ErrClosed.
-var errGroupClosed = rebound.NewClosedError("subscriber: watch group closed")
+var errGroupClosed = closed.New("subscriber: watch group closed")
 
 // Snapshot is what a View shows of its key at one moment.
 type Snapshot struct {

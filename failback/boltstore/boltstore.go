@@ -14,11 +14,12 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 // errClosed is returned by the methods of a closed Store; it matches
 // rebound.ErrClosed.
-var errClosed = rebound.NewClosedError("boltstore: store closed")
+var errClosed = closed.New("boltstore: store closed")
 
 var (
 	bucketName       = []byte("failback-calls")

@@ -2,6 +2,7 @@ package regstate
 
 import (
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -17,7 +18,7 @@ const (
 // ErrStopped is wrapped by the error of Registration.Update after
 // Shutdown or Close, or after the registration stopped for good on a
 // permanent error. It matches rebound.ErrClosed.
-var ErrStopped = rebound.NewClosedError("subscriber: registration stopped")
+var ErrStopped = closed.New("subscriber: registration stopped")
 
 // CheckRegistrable returns a *rebound.ArgumentError naming fn when inst's
 // Enabled, Healthy and Weight are all zero: consumers filter such an

@@ -186,14 +186,10 @@ func (r *Retry) LimiterWait(ctx context.Context, d time.Duration) {
 	}
 }
 
-// The three hook forms, for a rebound.Hooks built by the package that owns
-// the loop (this package cannot import rebound):
-//
-//	rebound.Hooks{
-//		Attempted: func(e rebound.Event) { t.Attempted(e.Err, e.LimiterWait) },
-//		Retried:   func(e rebound.Event) { t.Retried(e.Delay) },
-//		GaveUp:    func(rebound.Event) { t.GaveUp() },
-//	}
+// The three hook forms, for the observer built by the package that owns
+// the loop (this package cannot import rebound): Attempted(e.Err,
+// e.LimiterWait) on EventAttempt, Retried(e.Delay) on EventRetry, GaveUp()
+// on EventGiveUp.
 
 // Attempted records an attempt's end: a success counts, a failure is
 // counted by Retried or GaveUp; a limiter wait before it is recorded.

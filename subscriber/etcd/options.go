@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/nilness"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/logging"
 )
@@ -195,7 +196,7 @@ func WithPolicy(p rebound.Policy) Option {
 // WithRegistrationObserver adds o as an observer of the registration's
 // events (Register only). A nil o is ignored.
 func WithRegistrationObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return regOnly("WithRegistrationObserver", func(opts *registerOptions) { opts.obs = append(opts.obs, o) })

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -106,7 +107,7 @@ func withCheckInterval(d time.Duration) Option {
 // WithRegistrationObserver adds o as an observer of the registration's
 // events (Register only). A nil o is ignored.
 func WithRegistrationObserver(o rebound.Observer) Option {
-	if rebound.IsNilObserver(o) {
+	if nilness.Is(o) {
 		return nil
 	}
 	return regOption{"WithRegistrationObserver", func(c *regConfig) { c.obs = append(c.obs, o) }}
@@ -274,7 +275,7 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 
 // newRegisterRetrier is the Retrier of a registration's attempts. A local
 // refusal defers the attempt, whatever the options say (a budget's
-// default rule, RefuseStop, would end the loop), and no limit applies: a
+// default rule, admit.Stop, would end the loop), and no limit applies: a
 // registration retries until it is stopped. Registrations with neither a
 // policy nor options share one Retrier (it holds no per-loop state).
 func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
@@ -290,9 +291,9 @@ var defaultRetrier = sync.OnceValues(func() (*rebound.Retrier, error) { return c
 
 func compileRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
-		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer),
+		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
+		admit.Refuse(admit.Throttle, admit.Defer).(rebound.Option),
+		admit.Refuse(admit.Breaker, admit.Defer).(rebound.Option),
 		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0))...)
 }
 

@@ -61,12 +61,11 @@ func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
 	}
 	var refused atomic.Int64
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithBudget(budget), rebound.WithObserver(rebound.Hooks{
-			Throttled: func(e rebound.Event) {
-				if errors.Is(e.Err, rebound.ErrBudgetExhausted) {
-					refused.Add(1)
-				}
-			}})),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithBudget(budget), rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+			if e.Kind == rebound.EventThrottled && errors.Is(e.Err, rebound.ErrBudgetExhausted) {
+				refused.Add(1)
+			}
+		}))),
 		nacos.WithRedoGrace(50*time.Millisecond), nacos.WithCheckInterval(100*time.Millisecond))
 	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
 		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0

@@ -8,6 +8,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -142,11 +143,11 @@ func (g *registration) deregister(ctx context.Context) error {
 	// WithRegisterRetryOptions, each deferring a refusal as in Register.
 	opts := g.cfg.retryOpts[:len(g.cfg.retryOpts):len(g.cfg.retryOpts)]
 	r, err := rebound.NewRetrier(g.cfg.policy, append(opts,
-		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateThrottle, rebound.RefuseDefer),
-		rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseDefer),
+		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
+		admit.Refuse(admit.Throttle, admit.Defer).(rebound.Option),
+		admit.Refuse(admit.Breaker, admit.Defer).(rebound.Option),
 		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0),
-		rebound.WithAdmission(rebound.FirstAttempt, 0))...)
+		admit.First(0).(rebound.Option))...)
 	if err != nil {
 		return err // not reached: the same options compiled in Register
 	}

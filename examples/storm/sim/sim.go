@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // Window is the width of the windows calls are counted in and the server's
@@ -65,7 +66,7 @@ type Config struct {
 	RetryAfter bool
 	// Seed determines every random draw: process i's Retrier is seeded
 	// with ClientSeed(Seed, i) (its j-th Schedule, call j, derives its own
-	// seed from it, as rebound.WithSeed documents), and so is its throttle
+	// seed from it, as internal/admit's Seed documents), and so is its throttle
 	// if the strategy seeds it with Env.Seed.
 	Seed uint64
 	// Horizon is the safety cap on virtual time: events after it are not
@@ -379,7 +380,7 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	procs := make([]*rebound.Retrier, cfg.Processes)
 	for i := range procs {
 		env := Env{Seed: ClientSeed(cfg.Seed, i)}
-		opts := append([]rebound.Option{rebound.WithSeed(env.Seed)}, s.Limits...)
+		opts := append([]rebound.Option{admit.Seed(env.Seed).(rebound.Option)}, s.Limits...)
 		if s.Process != nil {
 			opts = append(opts, s.Process(env)...)
 		}

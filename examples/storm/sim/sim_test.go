@@ -12,6 +12,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/examples/storm/sim"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // strategy returns the named strategy of sim.Strategies with the defaults,
@@ -373,7 +374,9 @@ func TestInvalid(t *testing.T) {
 		{"negative horizon", func(c *sim.Config) { c.Horizon = -time.Second }, nil, "Horizon"},
 		{"bad policy", nil, func(s *sim.Strategy) { s.Policy.Multiplier = 0.5 }, "Multiplier"},
 		{"bad option", nil, func(s *sim.Strategy) {
-			s.Process = func(sim.Env) []rebound.Option { return []rebound.Option{rebound.WithLimiter(nil), rebound.WithSeed(1)} }
+			s.Process = func(sim.Env) []rebound.Option {
+				return []rebound.Option{rebound.WithLimiter(nil), admit.Seed(1).(rebound.Option)}
+			}
 		}, "Strategy"},
 	}
 	for _, tt := range tests {

@@ -40,7 +40,7 @@ type Strategy struct {
 	HonorRetryAfter bool
 	// Process, if not nil, returns the options of process i's Retrier:
 	// rebound.WithBudget, WithThrottle, WithLimiter with objects of its
-	// own. Do not pass WithSeed (the simulator seeds every Retrier) or
+	// own. Do not pass a seed (the simulator seeds every Retrier) or
 	// anything that reads the real clock.
 	Process func(Env) []rebound.Option
 }

@@ -16,13 +16,13 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/closed"
 )
 
 var (
 	// ErrClosed is returned by the methods of a closed [Cluster].
 	// It matches rebound.ErrClosed.
-	ErrClosed = rebound.NewClosedError("etcdtest: cluster closed")
+	ErrClosed = closed.New("etcdtest: cluster closed")
 	// ErrNoLeader is returned (wrapped) by [Cluster.WaitLeader] when ctx
 	// ends before a leader is elected.
 	ErrNoLeader = errors.New("etcdtest: no leader")

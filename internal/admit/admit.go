@@ -1,0 +1,48 @@
+// Package admit holds the engine options that rebound's own layers set and
+// users never need: which checks a first attempt passes, what a refusal
+// does, and a fixed jitter seed. Package rebound sets the functions when it
+// is initialised; each returns a rebound.Option.
+package admit
+
+// Gate is a set of the admission checks an attempt passes.
+type Gate uint8
+
+const (
+	// Limiter takes a token of the shared limiter (rebound.WithLimiter).
+	Limiter Gate = 1 << iota
+	// Budget draws on the RetryBudget: a first attempt deposits, a retry
+	// withdraws.
+	Budget
+	// Throttle asks the AdaptiveThrottle.
+	Throttle
+	// Breaker asks the Breaker.
+	Breaker
+)
+
+// Refusal is what a refusal by the budget, the throttle or the breaker
+// does to the loop.
+type Refusal uint8
+
+const (
+	// Stop ends the loop: a *rebound.RetryError whose Reason is the refusal.
+	Stop Refusal = iota + 1
+	// Defer counts the attempt as failed without sending it and waits the
+	// policy's next delay; the loop ends only when its policy runs out.
+	Defer
+	// Drop drops the work (Verdict Drop): for a queue whose callers learn
+	// of the drop, not of a give-up.
+	Drop
+)
+
+// The options, set by package rebound.
+var (
+	// First sets the gates of a run's first attempt (default Budget,
+	// Throttle and Breaker).
+	First func(g Gate) any
+	// Refuse sets what a refusal by g (Budget, Throttle or Breaker) does
+	// (default: the budget stops, the throttle and the breaker defer).
+	Refuse func(g Gate, r Refusal) any
+	// Seed makes the jitter draws deterministic: the k-th Schedule of a
+	// Retrier (k from 0) draws from seed + k*0x9e3779b97f4a7c15.
+	Seed func(seed uint64) any
+)
