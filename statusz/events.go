@@ -100,7 +100,7 @@ func describe(r *eventRow, e rebound.Event) {
 			r.What += ", next in " + d.Delay.String()
 		}
 	case subscriber.ConnectionChange:
-		r.Subject, r.What = "registry", fmt.Sprintf("%v, %d subscriptions", d.State, d.Subscriptions)
+		r.Subject, r.What = "registry", fmt.Sprintf("%s, %d subscriptions", connWord(d.Connected), d.Subscriptions)
 	case subscriber.RegistrationStateChange:
 		r.Subject, r.What = d.Registry+" "+d.Key.String(), transition(d.From.String(), d.To.String())
 	case subscriber.RegistrationAttempt:
@@ -161,4 +161,12 @@ var dropLabels = [...]struct {
 	{failback.ErrExpired, "expired"},
 	{failback.ErrStore, "store"},
 	{rebound.ErrBudgetExhausted, "budget"},
+}
+
+// connWord names a connection report as the page shows it.
+func connWord(up bool) string {
+	if up {
+		return "connected"
+	}
+	return "disconnected"
 }

@@ -297,9 +297,7 @@ func (h *handler) managerPage(ns namedSubs, q query, now time.Time) managerSecti
 	}
 	if cs, ok := ns.src.(countsSource); ok {
 		c := cs.Counts()
-		if c.Connection != 0 {
-			mp.Registry = c.Connection.String()
-		}
+		mp.Registry = c.Connection
 	}
 	rows := make([]row, 0, len(all))
 	for i := range all {

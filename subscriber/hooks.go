@@ -66,8 +66,8 @@ type Deferral struct {
 
 // ConnectionChange is the Detail of an EventConnection.
 type ConnectionChange struct {
-	State         ConnState
-	Subscriptions int // the running subscriptions affected
+	Connected     bool // false: the connection was lost
+	Subscriptions int  // the running subscriptions affected
 	At            time.Time
 }
 

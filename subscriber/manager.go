@@ -33,6 +33,12 @@ const (
 	StateStopped                     // ended for good: Subscription.Err says why
 )
 
+// The Manager's last connection report (Manager.conn; 0: none).
+const (
+	connDown int32 = iota + 1
+	connUp
+)
+
 // numStates bounds the State values (for per-state counters).
 const numStates = int(StateStopped) + 1
 
@@ -86,7 +92,7 @@ type Counts struct {
 	ByState    [numStates]int // by State; stopped: those Status keeps
 	Stopped    uint64         // every subscription stopped since New
 	Scheduled  int            // due times in the Manager's scheduler
-	Connection ConnState      // the last report; 0 if none
+	Connection string         // the last report: "connected" or "disconnected"; "" if none
 }
 
 // Manager keeps subscriptions to a service registry alive. Create it with New.
@@ -274,7 +280,12 @@ func (m *Manager) Counts() Counts {
 	m.mu.Unlock()
 	c.Stopped = m.nStopped.Load()
 	c.Scheduled = m.sched.len()
-	c.Connection = ConnState(m.conn.Load())
+	switch m.conn.Load() {
+	case connDown:
+		c.Connection = "disconnected"
+	case connUp:
+		c.Connection = "connected"
+	}
 	return c
 }
 
@@ -392,39 +403,31 @@ func (m *Manager) retire(s *Subscription) {
 }
 
 // onConnection handles a ConnectionMonitor report.
-func (m *Manager) onConnection(st ConnState) {
-	var (
-		reason error
-		kind   disruptKind
-	)
-	switch st {
-	case Disconnected:
-		reason, kind = ErrDisconnected, disruptLost
-	case Connected:
-		kind = disruptReconnected
-	default:
-		return
+func (m *Manager) onConnection(up bool) {
+	reason, kind, st := ErrDisconnected, disruptLost, connDown
+	if up {
+		reason, kind, st = nil, disruptReconnected, connUp
 	}
-	m.conn.Store(int32(st))
-	if st == Connected {
+	m.conn.Store(st)
+	if up {
 		m.upSeen.Store(true)
 	}
-	m.parking.Store(st == Disconnected && m.upSeen.Load()) // before the snapshot: a subscription not in it sees it
+	m.parking.Store(!up && m.upSeen.Load()) // before the snapshot: a subscription not in it sees it
 	m.mu.Lock()
-	m.down = st == Disconnected
-	if st == Connected {
+	m.down = !up
+	if up {
 		m.upAt = time.Now()
 	}
 	m.mu.Unlock()
 	subs := m.snapshot()
-	m.log.Info("registry connection changed", zap.Stringer("state", st), zap.Int("subscriptions", len(subs)))
+	m.log.Info("registry connection changed", zap.Bool("connected", up), zap.Int("subscriptions", len(subs)))
 	if m.observed() {
-		m.emit(event(ConnectionChange{State: st, Subscriptions: len(subs), At: time.Now()}))
+		m.emit(event(ConnectionChange{Connected: up, Subscriptions: len(subs), At: time.Now()}))
 	}
 	for _, s := range subs {
 		s.disrupt(kind, reason)
 	}
-	if st == Disconnected {
+	if !up {
 		m.watches.disconnected()
 	}
 }

@@ -29,10 +29,10 @@ func (m *Manager) startMetrics(o *options) error {
 		tc := telemetry.SubscriberCounts{Connected: -1, States: [5]int64{
 			int64(c.ByState[StatePending]), int64(c.ByState[StateSubscribed]),
 			int64(c.ByState[StateRetrying]), int64(c.ByState[StateStopped]), int64(c.ByState[StateHeld])}}
-		switch c.Connection {
-		case Connected:
+		switch m.conn.Load() {
+		case connUp:
 			tc.Connected = 1
-		case Disconnected:
+		case connDown:
 			tc.Connected = 0
 		}
 		return tc

@@ -102,10 +102,10 @@ func (l *live) Counts() subscriber.Counts {
 			out.ByState[i] += cc.ByState[i]
 		}
 		switch {
-		case cc.Connection == subscriber.Disconnected:
-			out.Connection = subscriber.Disconnected
-		case cc.Connection == subscriber.Connected && out.Connection == 0:
-			out.Connection = subscriber.Connected
+		case cc.Connection == "disconnected":
+			out.Connection = cc.Connection
+		case cc.Connection == "connected" && out.Connection == "":
+			out.Connection = cc.Connection
 		}
 	}
 	return out
