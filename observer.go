@@ -34,7 +34,7 @@ const (
 	EventRecovered
 	// EventThrottled: a due attempt was refused locally and not sent.
 	// Err is the refusal; Delay the wait before the next try, or 0.
-	// Sources: retry loops; subscriptions (Detail a subscriber.Deferral).
+	// Sources: retry loops; subscriptions (Detail a subscriber.SubscriptionEvent).
 	EventThrottled
 	// EventQueued: failback queued a call whose first attempt failed.
 	// Detail is a failback.Task; Delay the wait before its first retry.
@@ -43,14 +43,14 @@ const (
 	// Detail is a failback.Task, whose Reason says why.
 	EventDropped
 	// EventStateChanged: a subscription, Registration or breaker changed state.
-	// Detail is a subscriber.StateChange, subscriber.RegistrationStateChange or cluster.BreakerEvent.
+	// Detail is a subscriber.SubscriptionEvent, subscriber.RegistrationStateChange or cluster.BreakerEvent.
 	// Err is the reason, if any.
 	EventStateChanged
 	// EventDelivered: a subscription handled a list from the adapter.
-	// Detail is a subscriber.Delivery.
+	// Detail is a subscriber.SubscriptionEvent.
 	EventDelivered
 	// EventConfirmed: evidence that the registry holds a subscription.
-	// Detail is a subscriber.Confirmation.
+	// Detail is a subscriber.SubscriptionEvent.
 	EventConfirmed
 	// EventConnection: a Manager's connection to its registry changed.
 	// Detail is a subscriber.ConnectionChange.

@@ -86,18 +86,22 @@ func (l *EventLog) snapshot() (rows []eventRow, total uint64) {
 // registry data: they pass through logging.Scrub.
 func describe(r *eventRow, e rebound.Event) {
 	switch d := e.Detail.(type) {
-	case subscriber.StateChange:
-		r.Subject, r.What = d.Key.String(), transition(d.From.String(), d.To.String())
-	case subscriber.Delivery:
-		r.Subject, r.What = d.Key.String(), d.Result+", "+strconv.Itoa(d.Instances)+" instances"
-	case subscriber.Confirmation:
-		r.Subject, r.What = d.Key.String(), d.Reason
-	case subscriber.Deferral:
-		r.Subject, r.What = d.Key.String(), "deferred "+d.Delay.String()
-	case subscriber.SubscribeAttempt:
-		r.Subject, r.What = d.Key.String(), "attempt "+strconv.Itoa(d.Attempt)
-		if e.Kind == rebound.EventRetry {
-			r.What += ", next in " + d.Delay.String()
+	case subscriber.SubscriptionEvent:
+		r.Subject = d.Key.String()
+		switch e.Kind {
+		case rebound.EventStateChanged:
+			r.What = transition(d.From.String(), d.To.String())
+		case rebound.EventDelivered:
+			r.What = d.Result + ", " + strconv.Itoa(d.Instances) + " instances"
+		case rebound.EventConfirmed:
+			r.What = d.Reason
+		case rebound.EventThrottled:
+			r.What = "deferred " + e.Delay.String()
+		default: // an attempt, and the retry or give-up after a failed one
+			r.What = "attempt " + strconv.Itoa(e.Attempt)
+			if e.Kind == rebound.EventRetry {
+				r.What += ", next in " + e.Delay.String()
+			}
 		}
 	case subscriber.ConnectionChange:
 		r.Subject, r.What = "registry", fmt.Sprintf("%s, %d subscriptions", connWord(d.Connected), d.Subscriptions)

@@ -49,10 +49,14 @@ func (m *Manager) startMetrics(o *options) error {
 type subscriberMeter struct{ t *telemetry.Subscriber }
 
 func (sm subscriberMeter) Observe(e rebound.Event) {
-	switch d := e.Detail.(type) {
-	case Delivery:
+	d, ok := e.Detail.(SubscriptionEvent)
+	if !ok {
+		return
+	}
+	switch e.Kind {
+	case rebound.EventDelivered:
 		sm.t.Updated(updateResult(d.Result))
-	case Confirmation:
+	case rebound.EventConfirmed:
 		// The attribute is one of two values; the adapter's own words
 		// (d.Reason) are free text, for Status, observers and logs only.
 		kind := telemetry.ConfirmSubscribe
