@@ -27,7 +27,7 @@ const (
 	// Sources: retry loops; failback (Detail a failback.Task, Err a *RetryError).
 	EventGiveUp
 	// EventAttempt: an attempt ended, Err its outcome (nil: success).
-	// Sources: retry loops; Registrations (Detail a subscriber.RegistrationAttempt).
+	// Sources: retry loops; Registrations (Detail a subscriber.RegistrationEvent).
 	EventAttempt
 	// EventRecovered: an attempt succeeded after at least one failure.
 	// Sources: retry loops; failback (Detail a failback.Task).
@@ -43,7 +43,7 @@ const (
 	// Detail is a failback.Task, whose Reason says why.
 	EventDropped
 	// EventStateChanged: a subscription, Registration or breaker changed state.
-	// Detail is a subscriber.SubscriptionEvent, subscriber.RegistrationStateChange or cluster.BreakerEvent.
+	// Detail is a subscriber.SubscriptionEvent, subscriber.RegistrationEvent or cluster.BreakerEvent.
 	// Err is the reason, if any.
 	EventStateChanged
 	// EventDelivered: a subscription handled a list from the adapter.

@@ -105,10 +105,11 @@ func describe(r *eventRow, e rebound.Event) {
 		}
 	case subscriber.ConnectionChange:
 		r.Subject, r.What = "registry", fmt.Sprintf("%s, %d subscriptions", connWord(d.Connected), d.Subscriptions)
-	case subscriber.RegistrationStateChange:
-		r.Subject, r.What = d.Registry+" "+d.Key.String(), transition(d.From.String(), d.To.String())
-	case subscriber.RegistrationAttempt:
+	case subscriber.RegistrationEvent:
 		r.Subject, r.What = d.Registry+" "+d.Key.String(), d.Op+" in "+d.Duration.String()
+		if e.Kind == rebound.EventStateChanged {
+			r.What = transition(d.From.String(), d.To.String())
+		}
 	case failback.Task:
 		if d.Invocation != nil {
 			r.Subject = d.Invocation.Method
