@@ -295,9 +295,10 @@ func (h *handler) managerPage(ns namedSubs, q query, now time.Time) managerSecti
 	for _, s := range states {
 		mp.Counts[s.String()] = 0
 	}
-	if cs, ok := ns.src.(countsSource); ok {
-		c := cs.Counts()
-		mp.Registry = c.Connection
+	if cs, ok := ns.src.(connSource); ok {
+		if up, reported := cs.Connected(); reported {
+			mp.Registry = connWord(up)
+		}
 	}
 	rows := make([]row, 0, len(all))
 	for i := range all {

@@ -23,7 +23,7 @@ type fakeSubs struct {
 }
 
 func (f *fakeSubs) Status() []subscriber.Status { return f.list }
-func (f *fakeSubs) Counts() subscriber.Counts   { return subscriber.Counts{Connection: f.conn} }
+func (f *fakeSubs) Connected() (bool, bool)     { return f.conn == "connected", f.conn != "" }
 
 type fakeStats failback.Stats
 

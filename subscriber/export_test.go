@@ -122,6 +122,25 @@ func (h Hooks) empty() bool { // WithObserver ignores an empty Hooks
 		h.Attempted == nil
 }
 
+// Counts are the Manager's figures for the tests, with the connection as
+// "connected", "disconnected" or "" (no report yet).
+type Counts struct {
+	counts
+	Connection string
+}
+
+// Counts returns m's figures without locking any subscription.
+func (m *Manager) Counts() Counts {
+	c := Counts{counts: m.counts()}
+	if up, ok := m.Connected(); ok {
+		c.Connection = "disconnected"
+		if up {
+			c.Connection = "connected"
+		}
+	}
+	return c
+}
+
 // Key returns the subscription's key.
 func (s *Subscription) Key() Key { return s.keyCopy() }
 

@@ -86,13 +86,12 @@ type Status struct {
 	DeferReason error
 }
 
-// Counts are a Manager's figures for gauges, read without locking any
+// counts are a Manager's figures for gauges, read without locking any
 // subscription.
-type Counts struct {
-	ByState    [numStates]int // by State; stopped: those Status keeps
-	Stopped    uint64         // every subscription stopped since New
-	Scheduled  int            // due times in the Manager's scheduler
-	Connection string         // the last report: "connected" or "disconnected"; "" if none
+type counts struct {
+	ByState   [numStates]int // by State; stopped: those Status keeps
+	Stopped   uint64         // every subscription stopped since New
+	Scheduled int            // due times in the Manager's scheduler
 }
 
 // Manager keeps subscriptions to a service registry alive. Create it with New.
@@ -269,9 +268,17 @@ func (m *Manager) Status() []Status {
 	return slices.CompactFunc(out, func(a, b Status) bool { return a.ID == b.ID })
 }
 
-// Counts returns the Manager's figures without locking any subscription.
-func (m *Manager) Counts() Counts {
-	var c Counts
+// Connected reports the registry connection as the ConnectionMonitor last
+// reported it. reported is false before the first report, and without a
+// ConnectionMonitor.
+func (m *Manager) Connected() (connected, reported bool) {
+	st := m.conn.Load()
+	return st == connUp, st != 0
+}
+
+// counts returns the Manager's figures without locking any subscription.
+func (m *Manager) counts() counts {
+	var c counts
 	for i := range c.ByState {
 		c.ByState[i] = int(m.states[i].Load())
 	}
@@ -280,12 +287,6 @@ func (m *Manager) Counts() Counts {
 	m.mu.Unlock()
 	c.Stopped = m.nStopped.Load()
 	c.Scheduled = m.sched.len()
-	switch m.conn.Load() {
-	case connDown:
-		c.Connection = "disconnected"
-	case connUp:
-		c.Connection = "connected"
-	}
 	return c
 }
 
@@ -399,7 +400,7 @@ func (m *Manager) retire(s *Subscription) {
 		m.retired = append(m.retired, st)
 	}
 	m.mu.Unlock()
-	m.states[StateStopped].Add(-1) // the retained entries are counted in Counts
+	m.states[StateStopped].Add(-1) // the retained entries are counted in counts
 }
 
 // onConnection handles a ConnectionMonitor report.

@@ -25,7 +25,7 @@ func (o *options) retryMetrics() rebound.Option {
 // that counts updates and confirmations (New calls it before any event).
 func (m *Manager) startMetrics(o *options) error {
 	t, err := telemetry.NewSubscriber(o.meterProvider, func() telemetry.SubscriberCounts {
-		c := m.Counts()
+		c := m.counts()
 		tc := telemetry.SubscriberCounts{Connected: -1, States: [5]int64{
 			int64(c.ByState[StatePending]), int64(c.ByState[StateSubscribed]),
 			int64(c.ByState[StateRetrying]), int64(c.ByState[StateStopped]), int64(c.ByState[StateHeld])}}
