@@ -241,7 +241,7 @@ func TestBrowser(t *testing.T) {
 
 	// 10,000 subscriptions stay readable: counts, 100 rows a page, the
 	// stuck ones first, and the state filter works in the browser.
-	big := &fakeSubs{conn: subscriber.Connected}
+	big := &fakeSubs{conn: "connected"}
 	for i := range 10000 {
 		st := subscriber.Status{Key: key(fmt.Sprintf("svc-%05d", i)), State: subscriber.StateSubscribed, Since: t0}
 		if i%1000 == 7 {

@@ -86,25 +86,30 @@ func (l *EventLog) snapshot() (rows []eventRow, total uint64) {
 // registry data: they pass through logging.Scrub.
 func describe(r *eventRow, e rebound.Event) {
 	switch d := e.Detail.(type) {
-	case subscriber.StateChange:
-		r.Subject, r.What = d.Key.String(), transition(d.From.String(), d.To.String())
-	case subscriber.Delivery:
-		r.Subject, r.What = d.Key.String(), d.Result+", "+strconv.Itoa(d.Instances)+" instances"
-	case subscriber.Confirmation:
-		r.Subject, r.What = d.Key.String(), d.Reason
-	case subscriber.Deferral:
-		r.Subject, r.What = d.Key.String(), "deferred "+d.Delay.String()
-	case subscriber.SubscribeAttempt:
-		r.Subject, r.What = d.Key.String(), "attempt "+strconv.Itoa(d.Attempt)
-		if e.Kind == rebound.EventRetry {
-			r.What += ", next in " + d.Delay.String()
+	case subscriber.SubscriptionEvent:
+		r.Subject = d.Key.String()
+		switch e.Kind {
+		case rebound.EventStateChanged:
+			r.What = transition(d.From.String(), d.To.String())
+		case rebound.EventDelivered:
+			r.What = d.Result + ", " + strconv.Itoa(d.Instances) + " instances"
+		case rebound.EventConfirmed:
+			r.What = d.Reason
+		case rebound.EventThrottled:
+			r.What = "deferred " + e.Delay.String()
+		default: // an attempt, and the retry or give-up after a failed one
+			r.What = "attempt " + strconv.Itoa(e.Attempt)
+			if e.Kind == rebound.EventRetry {
+				r.What += ", next in " + e.Delay.String()
+			}
 		}
 	case subscriber.ConnectionChange:
-		r.Subject, r.What = "registry", fmt.Sprintf("%v, %d subscriptions", d.State, d.Subscriptions)
-	case subscriber.RegistrationStateChange:
-		r.Subject, r.What = d.Registry+" "+d.Key.String(), transition(d.From.String(), d.To.String())
-	case subscriber.RegistrationAttempt:
+		r.Subject, r.What = "registry", fmt.Sprintf("%s, %d subscriptions", connWord(d.Connected), d.Subscriptions)
+	case subscriber.RegistrationEvent:
 		r.Subject, r.What = d.Registry+" "+d.Key.String(), d.Op+" in "+d.Duration.String()
+		if e.Kind == rebound.EventStateChanged {
+			r.What = transition(d.From.String(), d.To.String())
+		}
 	case failback.Task:
 		if d.Invocation != nil {
 			r.Subject = d.Invocation.Method
@@ -161,4 +166,12 @@ var dropLabels = [...]struct {
 	{failback.ErrExpired, "expired"},
 	{failback.ErrStore, "store"},
 	{rebound.ErrBudgetExhausted, "budget"},
+}
+
+// connWord names a connection report as the page shows it.
+func connWord(up bool) string {
+	if up {
+		return "connected"
+	}
+	return "disconnected"
 }

@@ -145,8 +145,8 @@ func TestEventLogEscapesInjection(t *testing.T) {
 	l, _ := statusz.NewEventLog(0)
 	key := subscriber.Key{Service: evil, Group: evil}
 	l.Observe(rebound.Event{Kind: rebound.EventStateChanged, Err: errors.New(evil),
-		Detail: subscriber.StateChange{Key: key, From: subscriber.StatePending, To: subscriber.StateRetrying, Reason: errors.New(evil)}})
-	l.Observe(rebound.Event{Kind: rebound.EventConfirmed, Detail: subscriber.Confirmation{Key: key, Reason: evil}})
+		Detail: subscriber.SubscriptionEvent{Key: key, From: subscriber.StatePending, To: subscriber.StateRetrying}})
+	l.Observe(rebound.Event{Kind: rebound.EventConfirmed, Detail: subscriber.SubscriptionEvent{Key: key, Reason: evil}})
 	h, err := statusz.New(statusz.WithEvents(evil, l))
 	if err != nil {
 		t.Fatal(err)

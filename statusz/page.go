@@ -295,10 +295,9 @@ func (h *handler) managerPage(ns namedSubs, q query, now time.Time) managerSecti
 	for _, s := range states {
 		mp.Counts[s.String()] = 0
 	}
-	if cs, ok := ns.src.(countsSource); ok {
-		c := cs.Counts()
-		if c.Connection != 0 {
-			mp.Registry = c.Connection.String()
+	if cs, ok := ns.src.(connSource); ok {
+		if up, reported := cs.Connected(); reported {
+			mp.Registry = connWord(up)
 		}
 	}
 	rows := make([]row, 0, len(all))

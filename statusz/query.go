@@ -11,9 +11,12 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// states is subscriber.States in the page's order, stuck first (see rank).
+// states is every subscriber.State in the page's order, stuck first (see rank).
 var states = func() []subscriber.State {
-	s := subscriber.States()
+	var s []subscriber.State
+	for st := subscriber.StatePending; st <= subscriber.StateStopped; st++ {
+		s = append(s, st)
+	}
 	slices.SortStableFunc(s, func(a, b subscriber.State) int { return cmp.Compare(rank(a), rank(b)) })
 	return s
 }()

@@ -21,10 +21,10 @@ const defaultPageSize = 100
 // statusSource lists subscriptions: *subscriber.Manager is one.
 type statusSource = interface{ Status() []subscriber.Status }
 
-// countsSource is the optional method of a statusSource that reports the
+// connSource is the optional method of a statusSource that reports the
 // registry connection (*subscriber.Manager has it).
-type countsSource interface {
-	Counts() subscriber.Counts
+type connSource interface {
+	Connected() (connected, reported bool)
 }
 
 // statsSource reports a failback invoker's counters: *failback.Invoker

@@ -19,11 +19,11 @@ import (
 
 type fakeSubs struct {
 	list []subscriber.Status
-	conn subscriber.ConnState
+	conn string
 }
 
 func (f *fakeSubs) Status() []subscriber.Status { return f.list }
-func (f *fakeSubs) Counts() subscriber.Counts   { return subscriber.Counts{Connection: f.conn} }
+func (f *fakeSubs) Connected() (bool, bool)     { return f.conn == "connected", f.conn != "" }
 
 type fakeStats failback.Stats
 
@@ -35,7 +35,7 @@ func key(s string) subscriber.Key { return subscriber.Key{Group: "DEFAULT_GROUP"
 
 func sample() *fakeSubs {
 	return &fakeSubs{
-		conn: subscriber.Disconnected,
+		conn: "disconnected",
 		list: []subscriber.Status{
 			{Key: key("b-ok"), State: subscriber.StateSubscribed, Since: t0.Add(-time.Hour), Instances: 3, Deliveries: 2,
 				LastDelivery: t0.Add(-time.Minute)},
@@ -209,7 +209,7 @@ func TestOptions(t *testing.T) {
 // The server time of one page over 10,000 subscriptions, HTML (one page,
 // with the counts and the ordering of all) and JSON (all of them).
 func BenchmarkRender10000(b *testing.B) {
-	src := &fakeSubs{conn: subscriber.Connected}
+	src := &fakeSubs{conn: "connected"}
 	for i := range 10000 {
 		st := subscriber.Status{Key: key(fmt.Sprintf("svc-%05d", i)), State: subscriber.StateSubscribed,
 			Since: t0.Add(-time.Duration(i) * time.Second), Instances: 3, Deliveries: 4, TotalAttempts: 1}

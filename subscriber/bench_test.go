@@ -203,7 +203,7 @@ func reboundDownMonitored(b *testing.B, reg *subscribertest.Registry, subs int) 
 	}
 	<-s.Ready()
 	reg.SetDown(true)
-	for m.Counts().Connection != subscriber.Disconnected {
+	for m.Counts().Connection != "disconnected" {
 		runtime.Gosched()
 	}
 	return subscribeDown(b, m, subs)
@@ -277,7 +277,7 @@ func memoryPerSubscription(b *testing.B, down, monitor bool, n int) memFigures {
 	}
 	defer m.Close()
 	if monitor && down {
-		for m.Counts().Connection != subscriber.Disconnected {
+		for m.Counts().Connection != "disconnected" {
 			runtime.Gosched()
 		}
 	}

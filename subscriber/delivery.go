@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
 )
 
 // deliveryQ is the delivery queue of a subscription: the newest list
@@ -51,7 +53,8 @@ func (q *deliveryQ) receive(s *Subscription, list []Instance, now time.Time) {
 }
 
 func (q *deliveryQ) pushDelivery(s *Subscription, r string, n int, now time.Time) {
-	noteLocked(s, Delivery{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
+	noteLocked(s, rebound.Event{Kind: rebound.EventDelivered},
+		SubscriptionEvent{Key: s.key, ID: s.id, Result: r, Instances: n, At: now})
 }
 
 // kick starts the delivery goroutine if there is a list to deliver.

@@ -15,23 +15,49 @@ const (
 	MinReconcilePeriod = minReconcilePeriod
 )
 
+// The tests' views of a SubscriptionEvent, one per kind (Hooks' arguments),
+// with the rebound.Event's Attempt, Err and Delay.
+type (
+	StateChange struct {
+		Key      Key
+		ID       uint64
+		From, To State
+		Reason   error
+		At       time.Time
+	}
+	Delivery struct {
+		Key       Key
+		ID        uint64
+		Result    string
+		Instances int
+		At        time.Time
+	}
+	Confirmation struct {
+		Key    Key
+		ID     uint64
+		Reason string
+		At     time.Time
+	}
+	Deferral struct {
+		Key    Key
+		ID     uint64
+		Reason error
+		Delay  time.Duration
+		At     time.Time
+	}
+	SubscribeAttempt struct {
+		Key     Key
+		ID      uint64
+		Attempt int
+		Err     error
+		Delay   time.Duration
+		At      time.Time
+	}
+)
+
 // Hooks adapts functions to a rebound.Observer of a Manager's events, for
-// the tests
-// (WithObserver, WithMeterProvider's metrics observe the same); nil fields
-// are skipped. Each rebound.Event's Detail is a value of this package:
-//
-//	rebound.EventStateChanged  StateChange       (Err: its Reason)
-//	rebound.EventDelivered     Delivery
-//	rebound.EventConfirmed     Confirmation
-//	rebound.EventThrottled     Deferral          (Err: its Reason, Delay: its Delay)
-//	rebound.EventConnection    ConnectionChange
-//	rebound.EventAttempt       SubscribeAttempt  (every Registry.Subscribe call; Err: its error)
-//	rebound.EventRetry         SubscribeAttempt  (after a failed one: Delay before the next)
-//	rebound.EventGiveUp        SubscribeAttempt  (after a permanent failure; the subscription stops)
-//
-// Observers run synchronously, never under a lock, one event at a time
-// per subscription and in order. An observer may call Status, Counts, Key
-// and Refresh, not Unsubscribe. What a slow one stalls: docs/observability.md.
+// the tests; nil fields are skipped. A subscription's events carry a
+// SubscriptionEvent; EventConnection a ConnectionChange.
 type Hooks struct {
 	// StateChanged: a subscription moved from one State to another
 	// (including pending at its creation, From 0, and stopped at its end,
@@ -55,32 +81,38 @@ type Hooks struct {
 	Attempted func(SubscribeAttempt)
 }
 
-// Observe calls the field for e.Detail's type, if set.
+// Observe calls the field for e's kind, if set.
 func (h Hooks) Observe(e rebound.Event) {
-	switch d := e.Detail.(type) {
-	case StateChange:
-		if h.StateChanged != nil {
-			h.StateChanged(d)
-		}
-	case Delivery:
-		if h.Delivered != nil {
-			h.Delivered(d)
-		}
-	case Confirmation:
-		if h.Confirmed != nil {
-			h.Confirmed(d)
-		}
-	case ConnectionChange:
+	if c, ok := e.Detail.(ConnectionChange); ok {
 		if h.Connection != nil {
-			h.Connection(d)
+			h.Connection(c)
 		}
-	case Deferral:
+		return
+	}
+	d, ok := e.Detail.(SubscriptionEvent)
+	if !ok {
+		return
+	}
+	switch e.Kind {
+	case rebound.EventStateChanged:
+		if h.StateChanged != nil {
+			h.StateChanged(StateChange{Key: d.Key, ID: d.ID, From: d.From, To: d.To, Reason: e.Err, At: d.At})
+		}
+	case rebound.EventDelivered:
+		if h.Delivered != nil {
+			h.Delivered(Delivery{Key: d.Key, ID: d.ID, Result: d.Result, Instances: d.Instances, At: d.At})
+		}
+	case rebound.EventConfirmed:
+		if h.Confirmed != nil {
+			h.Confirmed(Confirmation{Key: d.Key, ID: d.ID, Reason: d.Reason, At: d.At})
+		}
+	case rebound.EventThrottled:
 		if h.Deferred != nil {
-			h.Deferred(d)
+			h.Deferred(Deferral{Key: d.Key, ID: d.ID, Reason: e.Err, Delay: e.Delay, At: d.At})
 		}
-	case SubscribeAttempt:
-		if h.Attempted != nil && e.Kind == rebound.EventAttempt {
-			h.Attempted(d)
+	case rebound.EventAttempt:
+		if h.Attempted != nil {
+			h.Attempted(SubscribeAttempt{Key: d.Key, ID: d.ID, Attempt: e.Attempt, Err: e.Err, Delay: e.Delay, At: d.At})
 		}
 	}
 }
@@ -88,6 +120,25 @@ func (h Hooks) Observe(e rebound.Event) {
 func (h Hooks) empty() bool { // WithObserver ignores an empty Hooks
 	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil &&
 		h.Attempted == nil
+}
+
+// Counts are the Manager's figures for the tests, with the connection as
+// "connected", "disconnected" or "" (no report yet).
+type Counts struct {
+	counts
+	Connection string
+}
+
+// Counts returns m's figures without locking any subscription.
+func (m *Manager) Counts() Counts {
+	c := Counts{counts: m.counts()}
+	if up, ok := m.Connected(); ok {
+		c.Connection = "disconnected"
+		if up {
+			c.Connection = "connected"
+		}
+	}
+	return c
 }
 
 // Key returns the subscription's key.

@@ -8,27 +8,27 @@ import (
 	"github.com/rebound-go/rebound"
 )
 
-// SubscribeAttempt is the Detail of a subscription's EventAttempt, and of
-// the EventRetry or EventGiveUp after a failed one.
-type SubscribeAttempt struct {
-	Key     Key
-	ID      uint64        // the subscription (Status.ID)
-	Attempt int           // 1 for the first of a run
-	Err     error         // nil: acknowledged
-	Delay   time.Duration // the wait before the next attempt, 0 if none
-	At      time.Time
+// SubscriptionEvent is the Detail of a subscription's events: its
+// Registry.Subscribe calls, state changes, deliveries, confirmations and
+// deferrals. The rebound.Event's Kind says which; its Attempt, Err and
+// Delay carry the attempt, the error or reason, and the wait.
+type SubscriptionEvent struct {
+	Key Key
+	ID  uint64 // the subscription (Status.ID)
+	At  time.Time
+	// From and To are an EventStateChanged's states; From is 0 at the creation.
+	From, To State
+	// Result is what became of an EventDelivered's list: "delivered",
+	// "duplicate", "empty_held" or "stale". Instances is its length.
+	Result    string
+	Instances int
+	// Reason is an EventConfirmed's evidence from the adapter, or "subscribe".
+	Reason string
+
+	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
 }
 
-// StateChange is the Detail of a subscription's EventStateChanged.
-type StateChange struct {
-	Key      Key
-	ID       uint64
-	From, To State // From is 0 at the creation
-	Reason   error // why, as in Status.LastErr; nil for a success
-	At       time.Time
-}
-
-// What became of a list the adapter handed over (Delivery.Result).
+// What became of a list the adapter handed over (SubscriptionEvent.Result).
 const (
 	resDelivered = "delivered"  // the listener was called with it
 	resDuplicate = "duplicate"  // equal to the list last delivered: dropped
@@ -36,58 +36,16 @@ const (
 	resStale     = "stale"      // replaced by a newer list before delivery
 )
 
-// Delivery is the Detail of an EventDelivered.
-type Delivery struct {
-	Key       Key
-	ID        uint64
-	Result    string // "delivered", "duplicate", "empty_held" or "stale"
-	Instances int    // the list's length
-	At        time.Time
-}
-
-// Confirmation is the Detail of an EventConfirmed.
-type Confirmation struct {
-	Key    Key
-	ID     uint64
-	Reason string // the adapter's evidence, or "subscribe"
-	At     time.Time
-
-	evidence bool // from Sink.Confirmed (the metric's reason=evidence), not an acknowledged Subscribe
-}
-
-// Deferral is the Detail of a subscription's EventThrottled.
-type Deferral struct {
-	Key    Key
-	ID     uint64
-	Reason error         // the refusal, as in Status.DeferReason
-	Delay  time.Duration // the wait before the attempt is asked again
-	At     time.Time
-}
-
 // ConnectionChange is the Detail of an EventConnection.
 type ConnectionChange struct {
-	State         ConnState
-	Subscriptions int // the running subscriptions affected
+	Connected     bool // false: the connection was lost
+	Subscriptions int  // the running subscriptions affected
 	At            time.Time
 }
 
-// event is the rebound.Event of a detail.
-func event(d any) rebound.Event {
-	switch d := d.(type) {
-	case StateChange:
-		return rebound.Event{Kind: rebound.EventStateChanged, Err: d.Reason, Detail: d}
-	case Delivery:
-		return rebound.Event{Kind: rebound.EventDelivered, Detail: d}
-	case Confirmation:
-		return rebound.Event{Kind: rebound.EventConfirmed, Detail: d}
-	case Deferral:
-		return rebound.Event{Kind: rebound.EventThrottled, Err: d.Reason, Delay: d.Delay, Detail: d}
-	case ConnectionChange:
-		return rebound.Event{Kind: rebound.EventConnection, Detail: d}
-	case SubscribeAttempt:
-		return rebound.Event{Kind: rebound.EventAttempt, Attempt: d.Attempt, Err: d.Err, Detail: d}
-	}
-	return rebound.Event{Detail: d}
+// event is the rebound.Event of a ConnectionChange.
+func event(d ConnectionChange) rebound.Event {
+	return rebound.Event{Kind: rebound.EventConnection, Detail: d}
 }
 
 // observed reports whether the Manager has observers.

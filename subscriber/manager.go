@@ -33,6 +33,12 @@ const (
 	StateStopped                     // ended for good: Subscription.Err says why
 )
 
+// The Manager's last connection report (Manager.conn; 0: none).
+const (
+	connDown int32 = iota + 1
+	connUp
+)
+
 // numStates bounds the State values (for per-state counters).
 const numStates = int(StateStopped) + 1
 
@@ -80,13 +86,12 @@ type Status struct {
 	DeferReason error
 }
 
-// Counts are a Manager's figures for gauges, read without locking any
+// counts are a Manager's figures for gauges, read without locking any
 // subscription.
-type Counts struct {
-	ByState    [numStates]int // by State; stopped: those Status keeps
-	Stopped    uint64         // every subscription stopped since New
-	Scheduled  int            // due times in the Manager's scheduler
-	Connection ConnState      // the last report; 0 if none
+type counts struct {
+	ByState   [numStates]int // by State; stopped: those Status keeps
+	Stopped   uint64         // every subscription stopped since New
+	Scheduled int            // due times in the Manager's scheduler
 }
 
 // Manager keeps subscriptions to a service registry alive. Create it with New.
@@ -263,9 +268,17 @@ func (m *Manager) Status() []Status {
 	return slices.CompactFunc(out, func(a, b Status) bool { return a.ID == b.ID })
 }
 
-// Counts returns the Manager's figures without locking any subscription.
-func (m *Manager) Counts() Counts {
-	var c Counts
+// Connected reports the registry connection as the ConnectionMonitor last
+// reported it. reported is false before the first report, and without a
+// ConnectionMonitor.
+func (m *Manager) Connected() (connected, reported bool) {
+	st := m.conn.Load()
+	return st == connUp, st != 0
+}
+
+// counts returns the Manager's figures without locking any subscription.
+func (m *Manager) counts() counts {
+	var c counts
 	for i := range c.ByState {
 		c.ByState[i] = int(m.states[i].Load())
 	}
@@ -274,7 +287,6 @@ func (m *Manager) Counts() Counts {
 	m.mu.Unlock()
 	c.Stopped = m.nStopped.Load()
 	c.Scheduled = m.sched.len()
-	c.Connection = ConnState(m.conn.Load())
 	return c
 }
 
@@ -388,43 +400,35 @@ func (m *Manager) retire(s *Subscription) {
 		m.retired = append(m.retired, st)
 	}
 	m.mu.Unlock()
-	m.states[StateStopped].Add(-1) // the retained entries are counted in Counts
+	m.states[StateStopped].Add(-1) // the retained entries are counted in counts
 }
 
 // onConnection handles a ConnectionMonitor report.
-func (m *Manager) onConnection(st ConnState) {
-	var (
-		reason error
-		kind   disruptKind
-	)
-	switch st {
-	case Disconnected:
-		reason, kind = ErrDisconnected, disruptLost
-	case Connected:
-		kind = disruptReconnected
-	default:
-		return
+func (m *Manager) onConnection(up bool) {
+	reason, kind, st := ErrDisconnected, disruptLost, connDown
+	if up {
+		reason, kind, st = nil, disruptReconnected, connUp
 	}
-	m.conn.Store(int32(st))
-	if st == Connected {
+	m.conn.Store(st)
+	if up {
 		m.upSeen.Store(true)
 	}
-	m.parking.Store(st == Disconnected && m.upSeen.Load()) // before the snapshot: a subscription not in it sees it
+	m.parking.Store(!up && m.upSeen.Load()) // before the snapshot: a subscription not in it sees it
 	m.mu.Lock()
-	m.down = st == Disconnected
-	if st == Connected {
+	m.down = !up
+	if up {
 		m.upAt = time.Now()
 	}
 	m.mu.Unlock()
 	subs := m.snapshot()
-	m.log.Info("registry connection changed", zap.Stringer("state", st), zap.Int("subscriptions", len(subs)))
+	m.log.Info("registry connection changed", zap.Bool("connected", up), zap.Int("subscriptions", len(subs)))
 	if m.observed() {
-		m.emit(event(ConnectionChange{State: st, Subscriptions: len(subs), At: time.Now()}))
+		m.emit(event(ConnectionChange{Connected: up, Subscriptions: len(subs), At: time.Now()}))
 	}
 	for _, s := range subs {
 		s.disrupt(kind, reason)
 	}
-	if st == Disconnected {
+	if !up {
 		m.watches.disconnected()
 	}
 }

@@ -25,14 +25,14 @@ func (o *options) retryMetrics() rebound.Option {
 // that counts updates and confirmations (New calls it before any event).
 func (m *Manager) startMetrics(o *options) error {
 	t, err := telemetry.NewSubscriber(o.meterProvider, func() telemetry.SubscriberCounts {
-		c := m.Counts()
+		c := m.counts()
 		tc := telemetry.SubscriberCounts{Connected: -1, States: [5]int64{
 			int64(c.ByState[StatePending]), int64(c.ByState[StateSubscribed]),
 			int64(c.ByState[StateRetrying]), int64(c.ByState[StateStopped]), int64(c.ByState[StateHeld])}}
-		switch c.Connection {
-		case Connected:
+		switch m.conn.Load() {
+		case connUp:
 			tc.Connected = 1
-		case Disconnected:
+		case connDown:
 			tc.Connected = 0
 		}
 		return tc
@@ -49,10 +49,14 @@ func (m *Manager) startMetrics(o *options) error {
 type subscriberMeter struct{ t *telemetry.Subscriber }
 
 func (sm subscriberMeter) Observe(e rebound.Event) {
-	switch d := e.Detail.(type) {
-	case Delivery:
+	d, ok := e.Detail.(SubscriptionEvent)
+	if !ok {
+		return
+	}
+	switch e.Kind {
+	case rebound.EventDelivered:
 		sm.t.Updated(updateResult(d.Result))
-	case Confirmation:
+	case rebound.EventConfirmed:
 		// The attribute is one of two values; the adapter's own words
 		// (d.Reason) are free text, for Status, observers and logs only.
 		kind := telemetry.ConfirmSubscribe

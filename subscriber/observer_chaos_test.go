@@ -41,21 +41,11 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 				var subsMu sync.Mutex
 				subs := make([]*subscriber.Subscription, n)
 				record := rebound.ObserverFunc(func(e rebound.Event) {
-					var id uint64
-					switch d := e.Detail.(type) {
-					case subscriber.StateChange:
-						id = d.ID
-					case subscriber.Delivery:
-						id = d.ID
-					case subscriber.Confirmation:
-						id = d.ID
-					case subscriber.Deferral:
-						id = d.ID
-					case subscriber.SubscribeAttempt:
-						id = d.ID
-					default:
+					d, ok := e.Detail.(subscriber.SubscriptionEvent)
+					if !ok {
 						return
 					}
+					id := d.ID
 					mu.Lock()
 					evs[id] = append(evs[id], e)
 					k := len(evs[id])
@@ -157,21 +147,20 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 						if stopped {
 							t.Errorf("%v: event %d (%v) after stopped", st.Key, j, e.Kind)
 						}
-						switch d := e.Detail.(type) {
-						case subscriber.StateChange:
+						d := e.Detail.(subscriber.SubscriptionEvent)
+						switch e.Kind {
+						case rebound.EventStateChanged:
 							if d.From != prev {
 								t.Errorf("%v: state change %d is %v -> %v, the previous one ended in %v", st.Key, j, d.From, d.To, prev)
 							}
 							prev = d.To
 							stopped = d.To == subscriber.StateStopped
 							if stopped {
-								stopReason = d.Reason
+								stopReason = e.Err
 							}
-						case subscriber.SubscribeAttempt:
-							if e.Kind == rebound.EventAttempt {
-								attempts++
-							}
-						case subscriber.Delivery:
+						case rebound.EventAttempt:
+							attempts++
+						case rebound.EventDelivered:
 							if d.Result == "delivered" {
 								deliveries++
 							}
@@ -216,16 +205,18 @@ func TestBreakObserverNoAttemptEventForAnUnsentAttempt(t *testing.T) {
 		m, err := subscriber.New(reg, subscriber.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			mu.Lock()
 			defer mu.Unlock()
-			switch d := e.Detail.(type) {
-			case subscriber.SubscribeAttempt:
-				if e.Kind == rebound.EventAttempt {
-					attempts[d.ID]++
-				} else {
-					bad = append(bad, fmt.Sprintf("%v %v %v", d.Key, e.Kind, e.Err))
-				}
-			case subscriber.StateChange:
+			d, ok := e.Detail.(subscriber.SubscriptionEvent)
+			if !ok {
+				return
+			}
+			switch e.Kind {
+			case rebound.EventAttempt:
+				attempts[d.ID]++
+			case rebound.EventRetry, rebound.EventGiveUp:
+				bad = append(bad, fmt.Sprintf("%v %v %v", d.Key, e.Kind, e.Err))
+			case rebound.EventStateChanged:
 				if d.To == subscriber.StateRetrying {
-					bad = append(bad, fmt.Sprintf("%v %v -> %v (%v)", d.Key, d.From, d.To, d.Reason))
+					bad = append(bad, fmt.Sprintf("%v %v -> %v (%v)", d.Key, d.From, d.To, e.Err))
 				}
 			}
 		})))

@@ -33,8 +33,8 @@ func TestObserverNotUnderLockStallsOnlyItsSubscription(t *testing.T) {
 		var mu sync.Mutex
 		var seen []string // orders' states as its own Status reported them from inside the observer
 		obs := rebound.ObserverFunc(func(e rebound.Event) {
-			c, ok := e.Detail.(subscriber.StateChange)
-			if !ok || c.Key.Service != "orders" || c.To != subscriber.StateSubscribed {
+			c, ok := e.Detail.(subscriber.SubscriptionEvent)
+			if !ok || e.Kind != rebound.EventStateChanged || c.Key.Service != "orders" || c.To != subscriber.StateSubscribed {
 				return
 			}
 			for _, st := range m.Status() { // would deadlock under the subscription's lock
@@ -96,7 +96,7 @@ func TestCloseFromObserver(t *testing.T) {
 		var mu sync.Mutex
 		var errs []error
 		obs := rebound.ObserverFunc(func(e rebound.Event) {
-			if c, ok := e.Detail.(subscriber.StateChange); ok && (c.To == subscriber.StateSubscribed || c.To == subscriber.StateStopped) {
+			if c, ok := e.Detail.(subscriber.SubscriptionEvent); ok && e.Kind == rebound.EventStateChanged && (c.To == subscriber.StateSubscribed || c.To == subscriber.StateStopped) {
 				err := m.Close()
 				mu.Lock()
 				errs = append(errs, err)
@@ -115,7 +115,7 @@ func TestCloseFromObserver(t *testing.T) {
 		}
 		// Second Manager: only the stop, caused by a Close from outside.
 		m, err = subscriber.New(reg, subscriber.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
-			if c, ok := e.Detail.(subscriber.StateChange); ok && c.To == subscriber.StateStopped {
+			if c, ok := e.Detail.(subscriber.SubscriptionEvent); ok && e.Kind == rebound.EventStateChanged && c.To == subscriber.StateStopped {
 				err := m.Close()
 				mu.Lock()
 				errs = append(errs, err)
@@ -226,9 +226,9 @@ func TestSubscribeAttemptEvents(t *testing.T) {
 		var got []string
 		var typed int
 		obs := rebound.ObserverFunc(func(e rebound.Event) {
-			if a, ok := e.Detail.(subscriber.SubscribeAttempt); ok {
+			if _, ok := e.Detail.(subscriber.SubscriptionEvent); ok && (e.Kind == rebound.EventAttempt || e.Kind == rebound.EventRetry || e.Kind == rebound.EventGiveUp) {
 				mu.Lock()
-				got = append(got, fmt.Sprintf("%v %d %v %v", e.Kind, a.Attempt, a.Err != nil, a.Delay))
+				got = append(got, fmt.Sprintf("%v %d %v %v", e.Kind, e.Attempt, e.Err != nil, e.Delay))
 				mu.Unlock()
 			}
 		})

@@ -13,11 +13,12 @@ type outbox struct {
 }
 
 // noteLocked notes an event for s's observers; unlock hands it over once
-// s.mu is released. The caller holds s.mu. (A function of a type
-// parameter, so that detail is boxed only when there are observers.)
-func noteLocked[D any](s *Subscription, detail D) {
+// s.mu is released, with d as its Detail. The caller holds s.mu. (d is
+// boxed only when there are observers.)
+func noteLocked(s *Subscription, e rebound.Event, d SubscriptionEvent) {
 	if s.m.observed() {
-		s.out.evs = append(s.out.evs, event(detail))
+		e.Detail = d
+		s.out.evs = append(s.out.evs, e)
 	}
 }
 

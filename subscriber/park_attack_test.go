@@ -17,10 +17,10 @@ import (
 // scriptMonitor reports what the test sends on ch, duplicates and all.
 type scriptMonitor struct {
 	*subscribertest.Registry
-	ch chan subscriber.ConnState
+	ch chan bool
 }
 
-func (r scriptMonitor) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (r scriptMonitor) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	for {
 		select {
 		case st := <-r.ch:
@@ -39,16 +39,16 @@ func TestParkFlappingMonitor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, limit, burst = 40, 20, 5
 		reg := subscribertest.New()
-		mon := scriptMonitor{reg, make(chan subscriber.ConnState)}
+		mon := scriptMonitor{reg, make(chan bool)}
 		m := newManager(t, mon, subscriber.WithLimiter(rate.NewLimiter(limit, burst)))
-		mon.ch <- subscriber.Connected
+		mon.ch <- true
 		subs := subscribeN(t, m, n)
 		for _, s := range subs {
 			<-s.Ready()
 		}
 		reg.SetDown(true) // Subscribe fails; the monitor says what the script says
-		D, C := subscriber.Disconnected, subscriber.Connected
-		for _, st := range []subscriber.ConnState{D, C, D, D, C, C, D, C, D, D} {
+		D, C := false, true
+		for _, st := range []bool{D, C, D, D, C, C, D, C, D, D} {
 			mon.ch <- st
 		}
 		time.Sleep(time.Minute) // what was admitted before the last report ends
@@ -86,18 +86,18 @@ func TestParkFlappingMonitor(t *testing.T) {
 func TestParkedCallsReturn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
-		mon := scriptMonitor{reg, make(chan subscriber.ConnState)}
+		mon := scriptMonitor{reg, make(chan bool)}
 		m, err := subscriber.New(mon, subscriber.WithLimiter(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
-		mon.ch <- subscriber.Connected
+		mon.ch <- true
 		subs := subscribeN(t, m, 4)
 		for _, s := range subs {
 			<-s.Ready()
 		}
 		reg.SetDown(true)
-		mon.ch <- subscriber.Disconnected
+		mon.ch <- false
 		pending := mustSubscribe(t, m, subscriber.Key{Service: "never"}, func([]subscriber.Instance) {})
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -164,9 +164,9 @@ type panickingMonitor struct {
 	boom chan struct{}
 }
 
-func (r panickingMonitor) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
-	report(subscriber.Connected)
-	report(subscriber.Disconnected)
+func (r panickingMonitor) MonitorConnection(ctx context.Context, report func(connected bool)) error {
+	report(true)
+	report(false)
 	select {
 	case <-r.boom:
 		panic("monitor bug")
@@ -208,18 +208,18 @@ func TestParkedWhenMonitorPanics(t *testing.T) {
 func TestParkReportsRaceSubscribeUnsubscribe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
-		mon := scriptMonitor{reg, make(chan subscriber.ConnState)}
+		mon := scriptMonitor{reg, make(chan bool)}
 		m := newManager(t, mon, subscriber.WithLimiter(rate.NewLimiter(50, 10)))
-		mon.ch <- subscriber.Connected
+		mon.ch <- true
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			for i := range 30 {
 				reg.SetDown(i%2 == 0)
-				mon.ch <- []subscriber.ConnState{subscriber.Disconnected, subscriber.Connected}[i%2]
+				mon.ch <- []bool{false, true}[i%2]
 				time.Sleep(time.Duration(i%3) * 100 * time.Millisecond)
 			}
 			reg.SetDown(false)
-			mon.ch <- subscriber.Connected
+			mon.ch <- true
 		})
 		var keep []*subscriber.Subscription
 		var mu sync.Mutex

@@ -120,9 +120,9 @@ type stoppingMonitor struct {
 	err  error
 }
 
-func (r stoppingMonitor) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
-	report(subscriber.Connected) // up once
-	report(subscriber.Disconnected)
+func (r stoppingMonitor) MonitorConnection(ctx context.Context, report func(connected bool)) error {
+	report(true) // up once
+	report(false)
 	select {
 	case <-r.stop:
 		return r.err

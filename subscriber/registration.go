@@ -114,29 +114,17 @@ type RegistrationStatus struct {
 	LastErrAt time.Time
 }
 
-// RegistrationStateChange is the Detail of a Registration's
-// rebound.EventStateChanged.
-type RegistrationStateChange struct {
+// RegistrationEvent is the Detail of a Registration's events: an
+// EventStateChanged (From, To) or an EventAttempt (Op, Duration). The
+// rebound.Event's Err is the change's reason or the attempt's error.
+type RegistrationEvent struct {
 	Registry string
 	Key      Key
+	At       time.Time
 	From, To RegistrationState
-	// Reason is why it changed: the error that started a repair or
-	// stopped the registration; nil otherwise.
-	Reason error
-	At     time.Time
-}
-
-// RegistrationAttempt is the Detail of a Registration's
-// rebound.EventAttempt.
-type RegistrationAttempt struct {
-	Registry string
-	Key      Key
 	// Op is the request: "register" (the first, or a repair), "check"
 	// (is it still registered?), "update" or "deregister".
 	Op string
-	// Err is the attempt's error; nil for a success.
-	Err error
 	// Duration is how long the request took.
 	Duration time.Duration
-	At       time.Time
 }

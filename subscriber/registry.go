@@ -2,7 +2,6 @@ package subscriber
 
 import (
 	"context"
-	"strconv"
 )
 
 // Registry is what an adapter implements: one attempt per call; the
@@ -35,34 +34,15 @@ type Sink interface {
 	Confirmed(reason string)
 }
 
-// ConnState is a registry connection state reported by a
-// ConnectionMonitor.
-type ConnState int
-
-// The connection states.
-const (
-	Disconnected ConnState = iota + 1 // the adapter lost its connection
-	Connected                         // (re)connected, or the registry restarted
-)
-
-func (s ConnState) String() string {
-	switch s {
-	case Disconnected:
-		return "disconnected"
-	case Connected:
-		return "connected"
-	}
-	return "ConnState(" + strconv.Itoa(int(s)) + ")"
-}
-
 // ConnectionMonitor is an optional Registry that reports its connection.
-// On Connected the Manager confirms every subscription again; while
-// Disconnected, retries wait for Connected. In full: docs/subscription.md.
+// On a connect the Manager confirms every subscription again; while
+// disconnected, retries wait for the connect. In full: docs/subscription.md.
 type ConnectionMonitor interface {
-	// MonitorConnection calls report at each change until ctx is done.
+	// MonitorConnection calls report at each change until ctx is done:
+	// true for a (re)connect or a registry restart, false for a loss.
 	// It returns an error matching ErrRegistryClosed once the client is
 	// closed. report is called from this goroutine only.
-	MonitorConnection(ctx context.Context, report func(ConnState)) error
+	MonitorConnection(ctx context.Context, report func(connected bool)) error
 }
 
 // ReconnectConfirmer is an optional ConnectionMonitor whose client

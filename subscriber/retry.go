@@ -90,7 +90,8 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aDeferred:
 			r.deferred++
 			r.deferWhy = in.reason
-			noteLocked(s, Deferral{Key: s.key, ID: s.id, Reason: in.reason, Delay: in.delay, At: now})
+			noteLocked(s, rebound.Event{Kind: rebound.EventThrottled, Err: in.reason, Delay: in.delay},
+				SubscriptionEvent{Key: s.key, ID: s.id, At: now})
 		case aAwait:
 			r.confDL = time.Time{}
 			s.cancelTimer(timerConfirm)
@@ -222,7 +223,8 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	// event (the observers' attempts are the calls, TotalAttempts).
 	quiet := stopped || unsent && !permanent
 	if !quiet && s.m.observed() {
-		noteAttemptLocked(s, SubscribeAttempt{Key: s.key, ID: s.id, Attempt: n, Err: err, Delay: out.delay, At: now}, end)
+		noteAttemptLocked(s, rebound.Event{Kind: rebound.EventAttempt, Attempt: n, Err: err, Delay: out.delay},
+			SubscriptionEvent{Key: s.key, ID: s.id, At: now}, end)
 	}
 	lg := s.loopLocked()
 	s.unlock()
@@ -297,12 +299,12 @@ func attemptEnd(silent, permanent bool, out stepOut, n int, err error) rebound.E
 	return rebound.Event{}
 }
 
-// noteAttemptLocked gives the attempt sa, and its closing event end (if
+// noteAttemptLocked gives the attempt e (with Detail d), and its closing event end (if
 // any), to the subscription's retry log and the Manager's observers.
-func noteAttemptLocked(s *Subscription, sa SubscribeAttempt, end rebound.Event) {
-	noteLocked(s, sa)
+func noteAttemptLocked(s *Subscription, e rebound.Event, d SubscriptionEvent, end rebound.Event) {
+	noteLocked(s, e, d)
 	if end.Kind != 0 {
-		end.Detail = sa
+		end.Detail = d
 		s.out.evs = append(s.out.evs, end)
 	}
 }
@@ -330,7 +332,8 @@ func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence boo
 	s.hold.confirmedAt(now, s.m.opts.hold)
 	s.setStateLocked(s.settledLocked(), nil)
 	if reason != "" {
-		noteLocked(s, Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence})
+		noteLocked(s, rebound.Event{Kind: rebound.EventConfirmed},
+			SubscriptionEvent{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: evidence})
 	}
 	s.look.schedule(s, now)
 	if s.dq.hasLatest {

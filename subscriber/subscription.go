@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/logging"
 )
 
@@ -392,7 +393,8 @@ func (s *Subscription) setStateLocked(st State, reason error) {
 	now := time.Now()
 	s.state, s.since = st, now
 	s.m.countState(from, st)
-	noteLocked(s, StateChange{Key: s.key, ID: s.id, From: from, To: st, Reason: reason, At: now})
+	noteLocked(s, rebound.Event{Kind: rebound.EventStateChanged, Err: reason},
+		SubscriptionEvent{Key: s.key, ID: s.id, From: from, To: st, At: now})
 }
 
 // settledLocked is the state of a confirmed subscription.
@@ -482,7 +484,8 @@ func (s *Subscription) confirmed(reason string) {
 		return // the ack reported the confirmation
 	}
 	s.look.confirmed(s, now)
-	noteLocked(s, Confirmation{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true})
+	noteLocked(s, rebound.Event{Kind: rebound.EventConfirmed},
+		SubscriptionEvent{Key: s.key, ID: s.id, Reason: reason, At: now, evidence: true})
 }
 
 // update is Sink.Update.

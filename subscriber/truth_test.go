@@ -271,9 +271,11 @@ func TestHooks(t *testing.T) {
 				}
 				record(fmt.Sprintf("state %v %v->%v", c.Key, c.From, c.To))
 			},
-			Delivered:  func(d subscriber.Delivery) { record(fmt.Sprintf("delivery %v %v %d", d.Key, d.Result, d.Instances)) },
-			Confirmed:  func(c subscriber.Confirmation) { record(fmt.Sprintf("confirmed %v %s", c.Key, c.Reason)) },
-			Connection: func(c subscriber.ConnectionChange) { record(fmt.Sprintf("connection %v %d", c.State, c.Subscriptions)) },
+			Delivered: func(d subscriber.Delivery) { record(fmt.Sprintf("delivery %v %v %d", d.Key, d.Result, d.Instances)) },
+			Confirmed: func(c subscriber.Confirmation) { record(fmt.Sprintf("confirmed %v %s", c.Key, c.Reason)) },
+			Connection: func(c subscriber.ConnectionChange) {
+				record(fmt.Sprintf("connection %v %d", c.Connected, c.Subscriptions))
+			},
 		}
 		reg := subscribertest.New()
 		reg.Set(orders, inst("10.0.0.1"))
@@ -303,7 +305,7 @@ func TestHooks(t *testing.T) {
 				"state orders subscribed->retrying", "state orders retrying->subscribed"},
 			"delivery":   {"delivery orders delivered 1", "delivery orders duplicate 1", "delivery orders duplicate 1"},
 			"confirmed":  {"confirmed orders subscribe", "confirmed orders subscribe"},
-			"connection": {"connection disconnected 1", "connection connected 1"},
+			"connection": {"connection false 1", "connection true 1"},
 		}
 		for kind, w := range want {
 			var g []string
@@ -319,7 +321,7 @@ func TestHooks(t *testing.T) {
 		// A state change is reported before the next one is caused: the
 		// disconnection precedes retrying, and the reconnection the
 		// confirmation.
-		if i, j := slices.Index(got, "connection disconnected 1"), slices.Index(got, "state orders subscribed->retrying"); i > j {
+		if i, j := slices.Index(got, "connection false 1"), slices.Index(got, "state orders subscribed->retrying"); i > j {
 			t.Errorf("retrying reported before the disconnection: %q", got)
 		}
 

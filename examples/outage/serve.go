@@ -86,29 +86,25 @@ func (l *live) Status() []subscriber.Status {
 	return out
 }
 
-// Counts is the method statusz.WithSubscriptions looks for: the registry is shown
-// disconnected while any running consumer's client reports so.
-func (l *live) Counts() subscriber.Counts {
+// Connected is the method statusz.WithSubscriptions looks for: the registry is
+// shown disconnected while any running consumer's client reports so.
+func (l *live) Connected() (connected, reported bool) {
 	l.mu.Lock()
 	running := make([]*reboundConsumer, 0, len(l.running))
 	for c := range l.running {
 		running = append(running, c)
 	}
 	l.mu.Unlock()
-	var out subscriber.Counts
 	for _, c := range running {
-		cc := c.m.Counts()
-		for i := range cc.ByState {
-			out.ByState[i] += cc.ByState[i]
-		}
+		up, ok := c.m.Connected()
 		switch {
-		case cc.Connection == subscriber.Disconnected:
-			out.Connection = subscriber.Disconnected
-		case cc.Connection == subscriber.Connected && out.Connection == 0:
-			out.Connection = subscriber.Connected
+		case ok && !up:
+			return false, true
+		case ok:
+			connected, reported = true, true
 		}
 	}
-	return out
+	return connected, reported
 }
 
 func labelled(label string, st []subscriber.Status) []subscriber.Status {

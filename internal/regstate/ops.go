@@ -6,7 +6,7 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// The request kinds of a registration (subscriber.RegistrationAttempt.Op,
+// The request kinds of a registration (subscriber.RegistrationEvent.Op,
 // and the op attribute of its metrics).
 const (
 	OpRegister   = "register"   // a register request: the first, or a repair

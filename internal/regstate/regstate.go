@@ -160,8 +160,8 @@ func (t *Tracker) set(to subscriber.RegistrationState, reason error, fromStopped
 		t.metrics = nil
 		defer func() { _ = m.Close() }() // after the lock is released
 	}
-	t.enqueueLocked(rebound.Event{Kind: rebound.EventStateChanged, Err: reason, Detail: subscriber.RegistrationStateChange{
-		Registry: t.st.Registry, Key: t.st.Key, From: from, To: to, Reason: reason, At: now}})
+	t.enqueueLocked(rebound.Event{Kind: rebound.EventStateChanged, Err: reason, Detail: subscriber.RegistrationEvent{
+		Registry: t.st.Registry, Key: t.st.Key, From: from, To: to, At: now}})
 }
 
 // Registered records an accepted registration (the first or a new one)
@@ -194,8 +194,8 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	if i := opIndex(op); i >= 0 {
 		t.requests[i][res]++
 	}
-	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationAttempt{
-		Registry: t.st.Registry, Key: t.st.Key, Op: op, Err: err, Duration: now.Sub(start), At: now}})
+	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationEvent{
+		Registry: t.st.Registry, Key: t.st.Key, Op: op, Duration: now.Sub(start), At: now}})
 }
 
 // SetAttempts records the failed attempts of the current repair (or

@@ -21,7 +21,7 @@ func TestHooksOutsideLockInOrder(t *testing.T) {
 		got []string
 	)
 	hooks := registrationHooks{
-		StateChanged: func(c subscriber.RegistrationStateChange) {
+		StateChanged: func(c regStateChange) {
 			if tr == nil { // the first event comes from New
 				got = append(got, c.To.String())
 				return
@@ -32,7 +32,7 @@ func TestHooksOutsideLockInOrder(t *testing.T) {
 				panic("hook panic")
 			}
 		},
-		Attempted: func(a subscriber.RegistrationAttempt) { got = append(got, a.Op) },
+		Attempted: func(a regAttempt) { got = append(got, a.Op) },
 	}
 	tr = New("test", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, []rebound.Observer{hooks}, nil)
 	tr.Registered()

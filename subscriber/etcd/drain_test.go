@@ -18,7 +18,7 @@ func TestShutdownRetriesRevokeWithinCtx(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
 	failed := make(chan struct{}, 1)
-	hooks := registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	hooks := registrationHooks{Attempted: func(a regAttempt) {
 		if a.Op == "deregister" && a.Err != nil {
 			select {
 			case failed <- struct{}{}:

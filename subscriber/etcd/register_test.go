@@ -219,12 +219,12 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 		ops    []string
 	)
 	hooks := registrationHooks{
-		StateChanged: func(sc subscriber.RegistrationStateChange) {
+		StateChanged: func(sc regStateChange) {
 			mu.Lock()
 			states = append(states, sc.From.String()+">"+sc.To.String())
 			mu.Unlock()
 		},
-		Attempted: func(a subscriber.RegistrationAttempt) {
+		Attempted: func(a regAttempt) {
 			mu.Lock()
 			ops = append(ops, a.Op)
 			mu.Unlock()

@@ -290,10 +290,10 @@ func (r *Registry) waitReady(ctx context.Context) error {
 
 // MonitorConnection implements subscriber.ConnectionMonitor from the
 // client's gRPC connection, usable while any member is. After reporting
-// Disconnected it stops every watch without calling its sink; the caller
-// confirms every subscription on Connected. It returns nil when ctx is
+// a loss (false) it stops every watch without calling its sink; the caller
+// confirms every subscription on the connect (true). It returns nil when ctx is
 // done, the Registry is closed or the connection is shut down.
-func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (r *Registry) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	conn := r.client.ActiveConnection()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -306,7 +306,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 	return r.monitor(ctx, conn, report)
 }
 
-func (r *Registry) monitor(ctx context.Context, conn *grpc.ClientConn, report func(subscriber.ConnState)) error {
+func (r *Registry) monitor(ctx context.Context, conn *grpc.ClientConn, report func(connected bool)) error {
 	var seenReady, down bool
 	for {
 		s := conn.GetState()
@@ -316,7 +316,7 @@ func (r *Registry) monitor(ctx context.Context, conn *grpc.ClientConn, report fu
 			r.everReady.Store(true)
 			if down {
 				down = false
-				report(subscriber.Connected)
+				report(true)
 			}
 		case connectivity.Shutdown:
 			return nil
@@ -326,9 +326,9 @@ func (r *Registry) monitor(ctx context.Context, conn *grpc.ClientConn, report fu
 			}
 			if seenReady && !down {
 				down = true
-				report(subscriber.Disconnected)
+				report(false)
 				// The Manager confirms every subscription (paced by its
-				// limiter) after the Connected report that this loop
+				// limiter) after the connect report (true) that this loop
 				// makes before the connection is usable again: let the
 				// watches go now, or the client would resume them all at
 				// once on reconnection, only for them to be replaced.

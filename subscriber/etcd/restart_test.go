@@ -232,7 +232,7 @@ func startFixedInterval(tb testing.TB, reg *tracked, keys []subscriber.Key, inte
 		}
 	}
 	wg.Go(func() {
-		_ = reg.MonitorConnection(ctx, func(subscriber.ConnState) { wakeAll() })
+		_ = reg.MonitorConnection(ctx, func(bool) { wakeAll() })
 	})
 	for i, k := range keys {
 		sink := &wakeSink{wake: wakes[i]}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 )
 
@@ -17,7 +16,7 @@ func TestConcurrentShutdownReturnsWithItsCtx(t *testing.T) {
 	c := newCluster(t, 1)
 	cli := newClient(t, c)
 	failed := make(chan struct{}, 1)
-	hooks := registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	hooks := registrationHooks{Attempted: func(a regAttempt) {
 		if a.Op == "deregister" && a.Err != nil {
 			select {
 			case failed <- struct{}{}:

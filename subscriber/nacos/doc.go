@@ -38,7 +38,7 @@
 //     ServerHealthy: every 100 ms while connected (an atomic load in the
 //     SDK) and every second while not (the SDK then makes HTTP requests);
 //     in between, new server data in the SDK's cache also tells that the
-//     client is back. A reconnect is reported as Connected at once.
+//     client is back. A reconnect is reported (true) at once.
 //     While MonitorConnection runs, Subscribe reads its view of the
 //     connection instead of calling ServerHealthy.
 //   - No calls while disconnected. A request made while the client is

@@ -176,7 +176,7 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 		want = append(want, ip+":8080")
 		for _, svc := range crashServices {
 			last := new(atomic.Int64)
-			hooks := nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+			hooks := nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a regAttempt) {
 				if a.Err == nil && (a.Op == "check" || a.Op == "register") {
 					last.Store(time.Now().UnixNano())
 				}

@@ -45,7 +45,7 @@ func TestRegisteredShowsNoAttempts(t *testing.T) {
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
 		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br)),
 		nacos.WithRedoGrace(10*time.Millisecond), nacos.WithCheckInterval(0),
-		nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+		nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a regAttempt) {
 			if a.Op == "check" && a.Err == nil {
 				checks.Add(1)
 			}

@@ -161,7 +161,7 @@ func TestShutdownAfterCloseReportsDeregistering(t *testing.T) {
 	c := newClient(t, srv)
 	var mu sync.Mutex
 	var states []string
-	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(ch subscriber.RegistrationStateChange) {
+	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(ch regStateChange) {
 		mu.Lock()
 		states = append(states, ch.To.String())
 		mu.Unlock()

@@ -84,7 +84,7 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 // countChecks returns hooks counting the registration's successful
 // checks and (if registers is not nil) its register requests.
 func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.Option {
-	return nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a subscriber.RegistrationAttempt) {
+	return nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a regAttempt) {
 		switch {
 		case a.Op == "check" && a.Err == nil:
 			n.Add(1)

@@ -7,16 +7,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/rebound-go/rebound/subscriber"
 )
 
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
-// client's ServerHealthy. After each Connected it confirms, from evidence,
+// client's ServerHealthy. After each connect (true) it confirms, from evidence,
 // every subscription whose last Subscribe succeeded.
 // It returns nil when ctx is done, and subscriber.ErrRegistryClosed once
 // the Registry or its client is closed (probed every 10 s while down).
-func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (r *Registry) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	r.monitoring.Store(true)
 	defer r.monitoring.Store(false)
 	var ep *episode
@@ -25,7 +23,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 	r.up.Store(up)
 	if !up {
 		r.takeBaselines()
-		report(subscriber.Disconnected)
+		report(false)
 	}
 	t := time.NewTimer(r.cfg.poll)
 	defer t.Stop()
@@ -68,12 +66,12 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 			r.up.Store(false)
 			lastCheck = time.Now()
 			r.takeBaselines()
-			report(subscriber.Disconnected)
+			report(false)
 		case h && !up:
 			r.log.Debug("connected again")
 			up = true
 			r.up.Store(true)
-			report(subscriber.Connected)
+			report(true)
 			ep = r.startEpisode()
 		}
 		if ep != nil && r.checkEpisode(ep) {

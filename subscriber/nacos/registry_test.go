@@ -289,16 +289,16 @@ func TestMonitorConnectionReportsTransitions(t *testing.T) {
 		r := newRegistry(t, f, nacos.WithPollInterval(100*time.Millisecond, time.Second))
 		ctx, cancel := context.WithCancel(context.Background())
 		var mu sync.Mutex
-		var got []subscriber.ConnState
+		var got []bool
 		done := make(chan error)
 		go func() {
-			done <- r.MonitorConnection(ctx, func(st subscriber.ConnState) {
+			done <- r.MonitorConnection(ctx, func(st bool) {
 				mu.Lock()
 				got = append(got, st)
 				mu.Unlock()
 			})
 		}()
-		snapshot := func() []subscriber.ConnState {
+		snapshot := func() []bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return slices.Clone(got)
@@ -308,11 +308,11 @@ func TestMonitorConnectionReportsTransitions(t *testing.T) {
 		time.Sleep(10500 * time.Millisecond)
 		f.setConnected(true) // t = 10.5: seen at 11
 		time.Sleep(400 * time.Millisecond)
-		if g := snapshot(); !slices.Equal(g, []subscriber.ConnState{subscriber.Disconnected}) {
+		if g := snapshot(); !slices.Equal(g, []bool{false}) {
 			t.Fatalf("before the next poll: reports %v, want [disconnected]", g)
 		}
 		time.Sleep(650 * time.Millisecond) // t = 11.55
-		if g := snapshot(); !slices.Equal(g, []subscriber.ConnState{subscriber.Disconnected, subscriber.Connected}) {
+		if g := snapshot(); !slices.Equal(g, []bool{false, true}) {
 			t.Fatalf("after the poll: reports %v, want [disconnected connected] (no settle time)", g)
 		}
 		f.setConnected(false)
@@ -323,12 +323,12 @@ func TestMonitorConnectionReportsTransitions(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("MonitorConnection returned %v after cancel, want nil", err)
 		}
-		want := []subscriber.ConnState{subscriber.Disconnected, subscriber.Connected, subscriber.Disconnected, subscriber.Connected}
+		want := []bool{false, true, false, true}
 		if !slices.Equal(got, want) {
 			t.Fatalf("reports %v, want %v", got, want)
 		}
 		_ = r.Close()
-		if err := r.MonitorConnection(context.Background(), func(subscriber.ConnState) {}); !errors.Is(err, nacos.ErrClosed) {
+		if err := r.MonitorConnection(context.Background(), func(bool) {}); !errors.Is(err, nacos.ErrClosed) {
 			t.Fatalf("MonitorConnection after Close: %v", err)
 		}
 	})
@@ -514,7 +514,7 @@ func TestHandedBackButLateEvidenceSendsNothing(t *testing.T) {
 		}
 		mctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
-		go func() { done <- r.MonitorConnection(mctx, func(subscriber.ConnState) {}) }()
+		go func() { done <- r.MonitorConnection(mctx, func(bool) {}) }()
 		f.setConnected(false)
 		time.Sleep(1500 * time.Millisecond)
 		f.mu.Lock()
@@ -582,7 +582,7 @@ func TestMonitorConnectionFindsClosedClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
-		go func() { done <- r.MonitorConnection(context.Background(), func(subscriber.ConnState) {}) }()
+		go func() { done <- r.MonitorConnection(context.Background(), func(bool) {}) }()
 		time.Sleep(time.Second)
 		f.CloseClient()
 		time.Sleep(15 * time.Second)

@@ -716,7 +716,7 @@ type countedMonitor struct {
 	mon subscriber.ConnectionMonitor
 }
 
-func (m countedMonitor) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (m countedMonitor) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	return m.mon.MonitorConnection(ctx, report)
 }
 

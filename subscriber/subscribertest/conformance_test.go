@@ -118,7 +118,7 @@ func (v *view) Unsubscribe(ctx context.Context, k subscriber.Key, s subscriber.S
 	return v.reg.Unsubscribe(ctx, k, s)
 }
 
-func (v *view) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (v *view) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	return v.reg.MonitorConnection(ctx, report)
 }
 
@@ -219,6 +219,6 @@ func (d *dupView) Unsubscribe(ctx context.Context, k subscriber.Key, s subscribe
 	return nil
 }
 
-func (d *dupView) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (d *dupView) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	return d.view.MonitorConnection(ctx, report)
 }

@@ -81,7 +81,7 @@ const (
 var ErrRejected = errors.New("subscribertest: re-subscription rejected")
 
 type monitor struct {
-	queue  []subscriber.ConnState
+	queue  []bool
 	signal chan struct{}
 }
 
@@ -154,14 +154,14 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 }
 
 // MonitorConnection implements subscriber.ConnectionMonitor: it reports
-// Disconnected first if the registry is down when it starts, then the
+// false (lost) first if the registry is down when it starts, then the
 // transitions made by SetDown and Restart, until ctx is done or the
 // Registry is closed.
-func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber.ConnState)) error {
+func (r *Registry) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	mon := &monitor{signal: make(chan struct{}, 1)}
 	r.mu.Lock()
 	if r.down {
-		mon.queue = append(mon.queue, subscriber.Disconnected)
+		mon.queue = append(mon.queue, false)
 	}
 	r.monitors[mon] = struct{}{}
 	r.mu.Unlock()
@@ -177,7 +177,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 		r.mu.Unlock()
 		for _, st := range queue {
 			report(st)
-			if st == subscriber.Connected {
+			if st {
 				r.redoAll()
 			}
 		}
@@ -192,7 +192,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(subscriber
 	}
 }
 
-func (r *Registry) reportLocked(states ...subscriber.ConnState) {
+func (r *Registry) reportLocked(states ...bool) {
 	for mon := range r.monitors {
 		mon.queue = append(mon.queue, states...)
 		select {
@@ -258,8 +258,8 @@ func (r *Registry) pushLocked(sink subscriber.Sink, ks string) {
 }
 
 // SetDown takes the registry down (Subscribe fails with ErrUnavailable, no
-// pushes; monitors see Disconnected) or brings it up again (monitors see
-// Connected). Subscriptions survive; lists changed while down are not
+// pushes; monitors see false) or brings it up again (monitors see
+// true). Subscriptions survive; lists changed while down are not
 // pushed until sinks subscribe again.
 func (r *Registry) SetDown(down bool) {
 	r.mu.Lock()
@@ -269,22 +269,22 @@ func (r *Registry) SetDown(down bool) {
 	}
 	r.down = down
 	if down {
-		r.reportLocked(subscriber.Disconnected)
+		r.reportLocked(false)
 	} else {
-		r.reportLocked(subscriber.Connected)
+		r.reportLocked(true)
 	}
 }
 
 // Restart simulates a registry restart with fresh state: every
 // subscription is forgotten (sinks get no more pushes until they subscribe
-// again) and monitors see Disconnected then Connected. Lists set with Set
+// again) and monitors see false then true. Lists set with Set
 // are kept (set them again to model providers re-registering).
 func (r *Registry) Restart() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(r.sinks)
 	clear(r.lose)
-	r.reportLocked(subscriber.Disconnected, subscriber.Connected)
+	r.reportLocked(false, true)
 }
 
 // Forget drops every subscription silently, with no monitor event: the
@@ -366,7 +366,7 @@ func (r *Registry) Subscribed(key subscriber.Key) int {
 // EnableRedo makes the Registry model a client that re-subscribes on its
 // own after a reconnect and an adapter that confirms from evidence (as
 // nacos-sdk-go's redo and subscriber/nacos do): ConfirmsReconnects returns
-// true, and after each Connected report (SetDown(false), Restart) the
+// true, and after each connect report (true) (SetDown(false), Restart) the
 // monitor re-registers every subscription the client holds and, per
 // outcome(key) (nil: always RedoConfirm), pushes the list if it changed
 // since the sink last got it and calls Sink.Confirmed("push"), calls Sink.Resubscribe(ErrRejected), or does
