@@ -44,7 +44,7 @@ type Invoker struct {
 	closedFlag atomic.Bool // state != stateOpen, for Invoke's lock-free check
 
 	log         *zap.Logger
-	metrics     *telemetry.Failback // nil without WithMeterProvider
+	metrics     *telemetry.Failback // nil without a meter provider (WithPolicy)
 	fullLoop    *logging.Loop       // queue-full episodes
 	dropping    atomic.Bool         // in a queue-full episode
 	fullEpisode atomic.Int64        // calls refused in the current queue-full episode
@@ -374,7 +374,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	return 0, stopReason(dec.Err)
 }
 
-// accepted tells the engine (for the throttle of WithThrottle) that a
+// accepted tells the engine (for the throttle of rebound.WithThrottle) that a
 // provider accepted an attempt at now: it succeeded, or failed with an
 // error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
