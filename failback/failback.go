@@ -119,7 +119,8 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	}
 	f.cond.L = &f.mu
 	if err := f.startMetrics(); err != nil {
-		return nil, fmt.Errorf("failback.New: WithMeterProvider: %w", err)
+		return nil, &rebound.ArgumentError{Func: "failback.WithPolicy", Arg: "opts",
+			Reason: "rebound.WithMeterProvider's provider could not create failback's instruments", Err: err}
 	}
 	if err := f.loadStored(); err != nil { // WithStore: the calls a previous invoker left
 		_ = f.metrics.Close()
