@@ -80,7 +80,31 @@ func init() {
 	admit.First = func(g admit.Gate) any { return withAdmission(FirstAttempt, g) }
 	admit.Refuse = func(g admit.Gate, r admit.Refusal) any { return withRefusal(g, r) }
 	admit.Seed = func(seed uint64) any { return withSeed(seed) }
+	admit.Engine = engineOf
+	admit.Unobserved = func() any { return unobserved }
 }
+
+// engineOf returns what opts, a []Option, set (admit.Engine).
+func engineOf(opts any) admit.Settings {
+	os, _ := opts.([]Option)
+	c := newConfig(os)
+	s := admit.Settings{Budget: c.budget != nil, Throttle: c.throttle != nil}
+	if c.meter != nil {
+		s.MeterProvider, s.MeterAttrs = c.meter.mp, c.meter.attrs
+	}
+	if c.tracer != nil {
+		s.Tracer = c.tracer.tr
+	}
+	for _, o := range os {
+		if v, ok := o.(*observerOption); ok {
+			s.Observers = append(s.Observers, v.o)
+		}
+	}
+	return s
+}
+
+// unobserved drops the observers, meter and tracer set before it.
+var unobserved Option = optionFunc(func(c *config) { c.observers, c.meter, c.tracer = nil, nil, nil })
 
 // refusalGate is the index of a gate that can refuse in config.refusal.
 func refusalGate(g gate) int {

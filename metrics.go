@@ -21,12 +21,19 @@ func WithMeterProvider(mp metric.MeterProvider, attrs ...attribute.KeyValue) Opt
 				Reason: "could not create the instruments", Err: err})
 		})
 	}
-	return newRetryMeter(t) // made once: Retry and NewRetrier use it as it is
+	m := newRetryMeter(t)
+	m.mp, m.attrs = mp, attrs
+	return m // made once: Retry and NewRetrier use it as it is
 }
 
 // retryMeter records a loop's metrics: a listener per kind of event,
-// called before those of WithObserver.
-type retryMeter struct{ on listeners }
+// called before those of WithObserver. mp and attrs are kept for the
+// layers that record instruments of their own (internal/admit.Engine).
+type retryMeter struct {
+	on    listeners
+	mp    metric.MeterProvider
+	attrs []attribute.KeyValue
+}
 
 func newRetryMeter(t *telemetry.Retry) *retryMeter {
 	m := &retryMeter{}

@@ -113,10 +113,17 @@ func WithObserver(o Observer) Option {
 	if nilness.Is(o) {
 		return nil
 	}
-	return listenersOf(o) // made once: Retry and NewRetrier use it as it is
+	return &observerOption{l: *listenersOf(o), o: o} // made once: Retry and NewRetrier use it as it is
 }
 
-func (l *listeners) apply(c *config) { c.observers = append(c.observers, l) }
+// observerOption is WithObserver's option: o's listeners, and o for the
+// layers that deliver events of their own (internal/admit.Engine).
+type observerOption struct {
+	l listeners
+	o Observer
+}
+
+func (v *observerOption) apply(c *config) { c.observers = append(c.observers, &v.l) }
 
 // defaultQueueCapacity is the capacity NewQueue uses for 0.
 const defaultQueueCapacity = 4096

@@ -86,7 +86,7 @@ func observersOnly(opts []Option) (*retryMeter, time.Duration, bool) {
 			if v < 0 {
 				return nil, 0, false
 			}
-		case nil, *listeners:
+		case nil, *observerOption:
 		default:
 			return nil, 0, false
 		}
@@ -102,8 +102,8 @@ func firstSucceeded(opts []Option, m *retryMeter) {
 		m.on[EventAttempt](Event{Kind: EventAttempt, Attempt: 1})
 	}
 	for _, o := range opts {
-		if l, ok := o.(*listeners); ok && l[EventAttempt] != nil {
-			l[EventAttempt](Event{Kind: EventAttempt, Attempt: 1})
+		if v, ok := o.(*observerOption); ok && v.l[EventAttempt] != nil {
+			v.l[EventAttempt](Event{Kind: EventAttempt, Attempt: 1})
 		}
 	}
 }

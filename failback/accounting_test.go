@@ -93,21 +93,21 @@ func TestEveryCallEndsOnceWithItsAttempts(t *testing.T) {
 				}
 				const maxAttempts = 6
 				pol := rebound.Policy{Initial: time.Second, Max: 4 * time.Second}
-				opts := []Option{WithObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc),
+				opts := []Option{withObserver(hooks), WithMaxTasks(calls), WithConcurrency(tc.conc),
 					WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts), rebound.WithMaxElapsed(tc.maxElapsed))}
 				if tc.budget {
 					b, err := rebound.NewRetryBudget(0.1, 1, 10*time.Second)
 					if err != nil {
 						t.Fatal(err)
 					}
-					opts = append(opts, WithBudget(b))
+					opts = append(opts, withBudget(b))
 				}
 				if tc.throttle {
 					th, err := rebound.NewAdaptiveThrottle(2, 10*time.Second, seeded(1))
 					if err != nil {
 						t.Fatal(err)
 					}
-					opts = append(opts, WithThrottle(th))
+					opts = append(opts, withThrottle(th))
 				}
 				f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
 				for i := range calls {
@@ -173,7 +173,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		for range 100 { // a throttle that has seen only failures rejects most retries
 			th.Allow(time.Now())
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithThrottle(th), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withSeed(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), withThrottle(th), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withSeed(1))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 			t.Fatalf("stored attempts %d; sent %d, throttled %d: want sent + throttled, some but not all of MaxAttempts", stored, sent, throttled)
 		}
 		rec := newRecorder()
-		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), WithObserver(rec.hooks()))
+		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withObserver(rec.hooks()))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		mustClose(t, g)
@@ -222,7 +222,7 @@ func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 			th.Allow(time.Now())
 		}
 		p := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(b), WithThrottle(th), withSeed(1),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withBudget(b), withThrottle(th), withSeed(1),
 			WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 200 * time.Millisecond}, rebound.WithMaxAttempts(1000)))
 		for range 20 {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {

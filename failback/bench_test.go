@@ -58,7 +58,7 @@ func BenchmarkInvoke(b *testing.B) {
 	})
 	b.Run("failback/budget", func(b *testing.B) {
 		budget, _ := rebound.NewRetryBudget(0.2, 10, 10*time.Second)
-		fb := mustNew(b, cluster.NewStaticDirectory(iv), WithBudget(budget))
+		fb := mustNew(b, cluster.NewStaticDirectory(iv), withBudget(budget))
 		defer mustClose(b, fb)
 		b.ReportAllocs()
 		for b.Loop() {

@@ -28,7 +28,7 @@ func TestBreakerWaitsForAnOpenTimeoutThatNeverEnds(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var retried []Task
-		f := mustNew(t, dir, WithPolicy(bkPolicy, bkLimit), WithObserver(testHooks{
+		f := mustNew(t, dir, WithPolicy(bkPolicy, bkLimit), withObserver(testHooks{
 			Retried: func(tk Task) { mu.Lock(); retried = append(retried, tk); mu.Unlock() },
 		}))
 		defer mustClose(t, f)

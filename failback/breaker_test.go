@@ -84,7 +84,7 @@ func TestBreakerRetryWaitsForHalfOpen(t *testing.T) {
 		var mu sync.Mutex
 		var retried []Task
 		var succeeded []Task
-		f := mustNew(t, dir, WithPolicy(bkPolicy, bkLimit), WithObserver(testHooks{
+		f := mustNew(t, dir, WithPolicy(bkPolicy, bkLimit), withObserver(testHooks{
 			Retried:   func(tk Task) { mu.Lock(); retried = append(retried, tk); mu.Unlock() },
 			Succeeded: func(tk Task) { mu.Lock(); succeeded = append(succeeded, tk); mu.Unlock() },
 		}))
@@ -222,7 +222,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 		}
 		var firstRetry atomic.Int64
 		fopts := []Option{WithPolicy(bkPolicy, bkLimit), WithMaxTasks(100000), withSeed(1),
-			WithObserver(testHooks{Succeeded: func(tk Task) {
+			withObserver(testHooks{Succeeded: func(tk Task) {
 				if tk.Attempts == 2 {
 					firstRetry.Add(1)
 				}
@@ -361,7 +361,7 @@ func TestBreakerScenarioAllDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return WithThrottle(th)
+		return withThrottle(th)
 	}
 	paced := runScenario(t, true, down, run, time.Hour, throttle)
 	t.Logf("breaker and throttle: calls %d, sent to the providers %d (without the throttle %d), rejected locally %d, gave up %d, dropped %d, most ejected at once %d of 3",

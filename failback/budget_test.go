@@ -31,7 +31,7 @@ func TestBudgetBoundsRetriesInOutage(t *testing.T) {
 		}
 		p := newProvider("a:1", alwaysFail(errRefused)) // down for the whole test
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithBudget(budget),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), withBudget(budget),
 			WithMaxTasks(calls), WithConcurrency(16),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}, rebound.WithMaxAttempts(10)))
 		for range calls {
@@ -78,14 +78,14 @@ func TestThrottleReschedulesRetries(t *testing.T) {
 	run := func(t *testing.T, throttle bool) (Stats, int, *recorder) {
 		p := newProvider("a:1", downUntil(30*time.Second))
 		rec := newRecorder()
-		opts := []Option{WithObserver(rec.hooks()), WithMaxTasks(1000),
+		opts := []Option{withObserver(rec.hooks()), WithMaxTasks(1000),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: 2 * time.Second})}
 		if throttle {
 			th, err := rebound.NewAdaptiveThrottle(2, 10*time.Second, seeded(1))
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts = append(opts, WithThrottle(th))
+			opts = append(opts, withThrottle(th))
 		}
 		f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
 		const calls = 500
@@ -148,7 +148,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 		}
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithThrottle(th), WithMaxTasks(1000),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), withThrottle(th), WithMaxTasks(1000),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}, rebound.WithMaxAttempts(5)))
 		const calls = 200
 		for range calls {
@@ -189,7 +189,7 @@ func TestThrottledCallGivesUpWithPolicy(t *testing.T) {
 // spent (another loop took the only retry) is queued, and when its retry
 // is due the requests sent meanwhile have refilled the budget: the retry
 // is sent and succeeds. (Charged at the failure, it was refused at once and
-// Invoke returned a *rejectedError with rebound.ErrBudgetExhausted.) ExampleWithBudget
+// Invoke returned a *rejectedError with rebound.ErrBudgetExhausted.) Example_budget
 // shows a retry the budget still refuses when due: dropped, rebound.ErrBudgetExhausted.
 func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -210,7 +210,7 @@ func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 			return "ok", nil
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithBudget(budget), WithObserver(rec.hooks()),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withBudget(budget), withObserver(rec.hooks()),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(3)))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"}); err != nil {
 			t.Fatalf("Invoke with the budget spent: %v, want the call queued (the budget is asked when the retry is due)", err)

@@ -29,7 +29,7 @@ func TestEdgeCases(t *testing.T) {
 				return nil, rebound.RetryAfter(time.Hour, errRefused)
 			})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
+			f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()),
 				WithPolicy(rebound.Policy{}, rebound.WithMaxElapsed(time.Minute)))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
@@ -58,7 +58,7 @@ func TestEdgeCases(t *testing.T) {
 	t.Run("closed while queueing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", nil)), WithObserver(rec.hooks()))
+			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", nil)), withObserver(rec.hooks()))
 			mustClose(t, f)
 			// The first attempt failed just before Close; queueing it finds the invoker closed.
 			err := f.firstFailure(callerCtx(), &cluster.Invocation{Method: "late"}, nil, errRefused)

@@ -30,18 +30,18 @@ func ExampleNew() {
 	done := make(chan struct{})
 	var succeeded string // written before done is closed, read after
 	fb, err := failback.New(cluster.NewStaticDirectory(&flaky{}),
-		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithMaxAttempts(4)),
-		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
-			t := e.Detail.(failback.Task)
-			switch e.Kind {
-			case rebound.EventQueued:
-				fmt.Println("queued:", t.Invocation.Method, "-", t.Err)
-			case rebound.EventRecovered:
-				// On a retry worker, maybe before Invoke has returned.
-				succeeded = fmt.Sprintf("succeeded after %d attempts on %s", t.Attempts, t.Target)
-				close(done)
-			}
-		})))
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithMaxAttempts(4),
+			rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+				t := e.Detail.(failback.Task)
+				switch e.Kind {
+				case rebound.EventQueued:
+					fmt.Println("queued:", t.Invocation.Method, "-", t.Err)
+				case rebound.EventRecovered:
+					// On a retry worker, maybe before Invoke has returned.
+					succeeded = fmt.Sprintf("succeeded after %d attempts on %s", t.Attempts, t.Target)
+					close(done)
+				}
+			}))))
 	if err != nil {
 		panic(err)
 	}
@@ -119,8 +119,8 @@ func Example_registry() {
 	_, err = m.Subscribe(ctx, key, dir.Update)     // the directory follows the registry
 	err = dir.WaitReady(ctx)                       // the first providers are listed
 	fb, err := failback.New(dir,
-		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond}, rebound.WithMaxAttempts(4)), // default: DefaultPolicy(), 3 retries 5-60 s apart
-		failback.WithObserver(reportDropped))
+		// default: DefaultPolicy(), 3 retries 5-60 s apart, no observer
+		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond}, rebound.WithMaxAttempts(4), rebound.WithObserver(reportDropped)))
 
 	_, err = fb.Invoke(ctx, &cluster.Invocation{Method: "Notify"})
 	// nil: delivered or queued for retry; non-nil: not delivered and will not be retried
@@ -142,26 +142,26 @@ func Example_registry() {
 	// offered 1 succeeded 1
 }
 
-// ExampleWithBudget: retries draw from a shared rebound.RetryBudget, asked
+// Example_budget: retries draw from a shared rebound.RetryBudget, asked
 // when a retry is due. Here the budget allows no retry at all (ratio 0, no
 // floor): the failed call is queued, and when its retry is due the budget
 // refuses it, and an EventDropped reports it with Reason
 // rebound.ErrBudgetExhausted (and its last error).
-func ExampleWithBudget() {
+func Example_budget() {
 	budget, err := rebound.NewRetryBudget(0, 0, 10*time.Second)
 	if err != nil {
 		panic(err)
 	}
 	dropped := make(chan struct{})
 	down := cluster.NewStaticDirectory() // no provider: every call fails with ErrNoInvokers
-	fb, err := failback.New(down, failback.WithBudget(budget),
-		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond}),
-		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
-			if t := e.Detail.(failback.Task); e.Kind == rebound.EventDropped {
-				fmt.Println("dropped:", t.Reason == rebound.ErrBudgetExhausted, errors.Is(t.Err, cluster.ErrNoInvokers))
-				close(dropped)
-			}
-		})))
+	fb, err := failback.New(down,
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond}, rebound.WithBudget(budget),
+			rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+				if t := e.Detail.(failback.Task); e.Kind == rebound.EventDropped {
+					fmt.Println("dropped:", t.Reason == rebound.ErrBudgetExhausted, errors.Is(t.Err, cluster.ErrNoInvokers))
+					close(dropped)
+				}
+			}))))
 	if err != nil {
 		panic(err)
 	}

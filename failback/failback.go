@@ -44,7 +44,7 @@ type Invoker struct {
 	closedFlag atomic.Bool // state != stateOpen, for Invoke's lock-free check
 
 	log         *zap.Logger
-	metrics     *telemetry.Failback // nil without WithMeterProvider
+	metrics     *telemetry.Failback // nil without a meter provider (WithPolicy)
 	fullLoop    *logging.Loop       // queue-full episodes
 	dropping    atomic.Bool         // in a queue-full episode
 	fullEpisode atomic.Int64        // calls refused in the current queue-full episode
@@ -119,7 +119,8 @@ func New(dir cluster.Directory, opts ...Option) (*Invoker, error) {
 	}
 	f.cond.L = &f.mu
 	if err := f.startMetrics(); err != nil {
-		return nil, fmt.Errorf("failback.New: WithMeterProvider: %w", err)
+		return nil, &rebound.ArgumentError{Func: "failback.WithPolicy", Arg: "opts",
+			Reason: "rebound.WithMeterProvider's provider could not create failback's instruments", Err: err}
 	}
 	if err := f.loadStored(); err != nil { // WithStore: the calls a previous invoker left
 		_ = f.metrics.Close()
@@ -374,7 +375,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	return 0, stopReason(dec.Err)
 }
 
-// accepted tells the engine (for the throttle of WithThrottle) that a
+// accepted tells the engine (for the throttle of rebound.WithThrottle) that a
 // provider accepted an attempt at now: it succeeded, or failed with an
 // error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {

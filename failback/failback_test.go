@@ -82,7 +82,7 @@ func TestInvokeSuccessAndNonRetryable(t *testing.T) {
 			return "result", nil
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()))
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()))
 		defer mustClose(t, f)
 
 		res, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "ok"})
@@ -132,7 +132,7 @@ func TestExactRetryCounts(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := newProvider("a:1", alwaysFail(errRefused))
 				rec := newRecorder()
-				f := mustNew(t, cluster.NewStaticDirectory(p), retries(n), WithObserver(rec.hooks()))
+				f := mustNew(t, cluster.NewStaticDirectory(p), retries(n), withObserver(rec.hooks()))
 				defer mustClose(t, f)
 
 				_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
@@ -266,7 +266,7 @@ func TestRetryDelaysFollowPolicy(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			rec := newRecorder()
 			f := mustNew(t, cluster.NewStaticDirectory(p),
-				WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(3)), WithObserver(rec.hooks()))
+				WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(3)), withObserver(rec.hooks()))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 			time.Sleep(time.Hour)
@@ -304,7 +304,7 @@ func TestTaskLimitUnderConcurrency(t *testing.T) {
 				rec := newRecorder()
 				opts := []Option{WithMaxTasks(100)}
 				if withHooks {
-					opts = append(opts, WithObserver(rec.hooks()))
+					opts = append(opts, withObserver(rec.hooks()))
 				}
 				f := mustNew(t, cluster.NewStaticDirectory(p), opts...)
 				defer mustClose(t, f)
@@ -385,7 +385,7 @@ func TestCloseReportsEveryTask(t *testing.T) {
 			mu.Unlock()
 			dropped(tk)
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks), WithConcurrency(2), withTargetConcurrency(2), WithAttemptTimeout(0),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(hooks), WithConcurrency(2), withTargetConcurrency(2), WithAttemptTimeout(0),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 		fref = f
 		for i := range 2 {
@@ -462,7 +462,7 @@ func TestShutdownBoundedByContext(t *testing.T) {
 			return nil, errRefused
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()))
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()))
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "stuck"})
 		time.Sleep(20 * time.Second) // the first retry starts within 15 s
 		synctest.Wait()
@@ -530,7 +530,7 @@ func TestEmptyDirectoryIsQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := &mutableDir{}
 		rec := newRecorder()
-		f := mustNew(t, dir, WithObserver(rec.hooks()),
+		f := mustNew(t, dir, withObserver(rec.hooks()),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 		defer mustClose(t, f)
 		if res, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); res != nil || err != nil {
@@ -653,7 +653,7 @@ func TestHooksOrder(t *testing.T) {
 			return nil, errRefused
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(4)))
 		defer mustClose(t, f)
 		for _, m := range []string{"recovers", "exhausts", "business"} {
@@ -705,7 +705,7 @@ func TestWithRegistryDirectory(t *testing.T) {
 		}
 		defer dir.Close()
 		rec := newRecorder()
-		f := mustNew(t, dir, WithObserver(rec.hooks()))
+		f := mustNew(t, dir, withObserver(rec.hooks()))
 		defer mustClose(t, f)
 
 		up := func(ip string) subscriber.Instance {

@@ -85,7 +85,7 @@ func TestSlowTargetCannotOccupyAllWorkers(t *testing.T) {
 					return "ok", nil
 				})
 				rec := newRecorder()
-				opts := append([]Option{WithObserver(rec.hooks()), WithLoadBalance(firstLB{}), WithConcurrency(4),
+				opts := append([]Option{withObserver(rec.hooks()), WithLoadBalance(firstLB{}), WithConcurrency(4),
 					WithAttemptTimeout(10 * time.Second),
 					WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter})}, tc.opts...)
 				// The first attempts find no provider, so no retry avoids the slow one.
@@ -134,7 +134,7 @@ func TestTargetBoundParksWhenOnlyTarget(t *testing.T) {
 			return "ok", nil
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(4), withTargetConcurrency(1),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithConcurrency(4), withTargetConcurrency(1),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 		for range 6 {
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
@@ -168,7 +168,7 @@ func TestTTL(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithTTL(5*time.Second),
+			f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithTTL(5*time.Second),
 				WithPolicy(rebound.Policy{Initial: 2 * time.Second, Max: 2 * time.Second, Jitter: rebound.NoJitter}))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
@@ -185,7 +185,7 @@ func TestTTL(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := newProvider("a:1", alwaysFail(errRefused))
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithTTL(time.Second),
+			f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithTTL(time.Second),
 				WithPolicy(rebound.Policy{Initial: 2 * time.Second, Max: 2 * time.Second, Jitter: rebound.NoJitter}))
 			defer mustClose(t, f)
 			_, err := f.Invoke(callerCtx(), &cluster.Invocation{})
@@ -209,7 +209,7 @@ func TestTTL(t *testing.T) {
 				return nil, errRefused
 			})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1), WithTTL(3*time.Second),
+			f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithConcurrency(1), WithTTL(3*time.Second),
 				WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "slow"})

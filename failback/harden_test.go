@@ -69,7 +69,7 @@ func TestPanicInRetryIsRecovered(t *testing.T) {
 					}
 					succeeded(tk)
 				}
-				f := mustNew(t, d, WithLoadBalance(d), WithObserver(hooks), WithConcurrency(1))
+				f := mustNew(t, d, WithLoadBalance(d), withObserver(hooks), WithConcurrency(1))
 				defer mustClose(t, f)
 				if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "boom"}); err != nil {
 					t.Fatal(err)
@@ -118,7 +118,7 @@ func TestPanicInRetryIsRecovered(t *testing.T) {
 			rec := newRecorder()
 			hooks := rec.hooks()
 			hooks.Retried = func(Task) { panic("retried hook exploded") }
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks))
+			f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(hooks))
 			defer mustClose(t, f)
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 			time.Sleep(time.Hour)
@@ -160,7 +160,7 @@ func TestHooksOfOneCallAreOrdered(t *testing.T) {
 			},
 			Succeeded: func(Task) { mu.Lock(); seq = append(seq, "succeeded"); mu.Unlock() },
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks), WithConcurrency(4),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(hooks), WithConcurrency(4),
 			WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond, Jitter: rebound.NoJitter}))
 		defer mustClose(t, f)
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
@@ -189,7 +189,7 @@ func TestQueuedHookPanicDoesNotLeakSlot(t *testing.T) {
 				panic("queued hook exploded")
 			}
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks), WithMaxTasks(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(hooks), WithMaxTasks(1))
 		defer mustClose(t, f)
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "first"}); err != nil {
 			t.Fatalf("Invoke = %v; want (nil, nil): Queued was called", err)
@@ -224,7 +224,7 @@ func TestQueuedCallReportedBeforeCloseReturns(t *testing.T) {
 			close(inHook)
 			<-release
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(hooks))
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(hooks))
 		invoked := make(chan error)
 		go func() {
 			_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
@@ -276,7 +276,7 @@ func TestGiveUpDuringCloseIsGaveUp(t *testing.T) {
 					return nil, tc.err
 				})
 				rec := newRecorder()
-				f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), tc.policy)
+				f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), tc.policy)
 				_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 				<-running
 				mustClose(t, f)
@@ -334,7 +334,7 @@ func TestHugeRetryAfterIsCapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(rebound.RetryAfter(4294967295*time.Second, errRefused)))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithMaxTasks(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithMaxTasks(1))
 		defer mustClose(t, f)
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 		for _, tk := range rec.get("queued") {
@@ -366,7 +366,7 @@ func TestMaxElapsedCheckedAtAttemptStart(t *testing.T) {
 			return nil, errRefused
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithConcurrency(1),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxElapsed(2*time.Second)))
 		defer mustClose(t, f)
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "slow"})
@@ -415,7 +415,7 @@ func TestConcurrentCloseWaitsForFirst(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(errRefused))
 		inHook, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(testHooks{Dropped: func(Task) {
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(testHooks{Dropped: func(Task) {
 			once.Do(func() { close(inHook) })
 			<-release
 		}}))
@@ -441,7 +441,7 @@ func TestShutdownDrains(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newProvider("a:1", downUntil(5*time.Second))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()),
 			WithPolicy(rebound.Policy{Initial: 2 * time.Second, Max: 2 * time.Second, Jitter: rebound.NoJitter}))
 		for i := range 10 {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: fmt.Sprint(i)}); err != nil {
@@ -522,7 +522,7 @@ func TestCloseCutsShutdownShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()),
 			WithPolicy(rebound.Policy{Initial: time.Hour, Max: time.Hour, Jitter: rebound.NoJitter}))
 		_, _ = f.Invoke(callerCtx(), &cluster.Invocation{})
 		done := make(chan error)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/goleak"
 
 	"github.com/rebound-go/rebound"
@@ -240,4 +241,17 @@ func sumDropped(s Stats) (n uint64) {
 		n += v
 	}
 	return n
+}
+
+// withEngine adds engine options beside WithPolicy's, as if given to it
+// (tests that set the policy and the observers apart).
+func withEngine(opts ...rebound.Option) Option {
+	return optionFunc(func(c *config) { c.testOpts = append(c.testOpts, opts...) })
+}
+
+func withObserver(o rebound.Observer) Option          { return withEngine(rebound.WithObserver(o)) }
+func withBudget(b *rebound.RetryBudget) Option        { return withEngine(rebound.WithBudget(b)) }
+func withThrottle(t *rebound.AdaptiveThrottle) Option { return withEngine(rebound.WithThrottle(t)) }
+func withMeterProvider(mp metric.MeterProvider) Option {
+	return withEngine(rebound.WithMeterProvider(mp))
 }

@@ -82,7 +82,7 @@ func TestCloseFromHook(t *testing.T) {
 						Dropped:   func(Task) { record("dropped") },
 					}
 					p := newProvider("a:1", sc.behave)
-					opts := append([]Option{WithObserver(hooks), WithConcurrency(1)}, sc.opts...)
+					opts := append([]Option{withObserver(hooks), WithConcurrency(1)}, sc.opts...)
 					f = mustNew(t, cluster.NewStaticDirectory(p), opts...)
 					for range sc.calls {
 						_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
@@ -143,7 +143,7 @@ func TestShutdownFromHookNilCtx(t *testing.T) {
 		var err error
 		var f *Invoker
 		f = mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))),
-			WithObserver(testHooks{Queued: func(Task) {
+			withObserver(testHooks{Queued: func(Task) {
 				//lint:ignore SA1012 the test checks that a nil ctx is rejected with an error
 				err = f.Shutdown(nil)
 			}}))

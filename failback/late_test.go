@@ -50,8 +50,8 @@ func TestLateWorkerThrottleBudgetAccounting(t *testing.T) {
 			return nil, errRefused
 		})
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithObserver(rec.hooks()), WithConcurrency(1),
-			WithBudget(b), WithThrottle(th), withSeed(3),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withObserver(rec.hooks()), WithConcurrency(1),
+			withBudget(b), withThrottle(th), withSeed(3),
 			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: time.Second}, rebound.WithMaxElapsed(10*time.Second)))
 		const calls = 60
 		for i := range calls {

@@ -2,24 +2,20 @@ package failback
 
 import (
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// WithMeterProvider records the invoker's metrics with mp:
-// rebound.failback.queue and rebound.failback.calls, read from Stats when
-// collected, and the engine's retry metrics with component=failback. Default
-// (and for nil): no metrics, no global provider (see docs/observability.md).
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(c *config) { c.meterProvider = mp })
-}
-
 // retryMetrics is the Retrier option for the tasks' retries (nil without
-// WithMeterProvider).
+// a rebound.WithMeterProvider in WithPolicy): its attributes and
+// component=failback.
 func (c *config) retryMetrics() rebound.Option {
-	return rebound.WithMeterProvider(c.meterProvider, attribute.String("component", "failback"))
+	if c.meterProvider == nil {
+		return nil
+	}
+	attrs := append(c.meterAttrs[:len(c.meterAttrs):len(c.meterAttrs)], attribute.String("component", "failback"))
+	return rebound.WithMeterProvider(c.meterProvider, attrs...)
 }
 
 // startMetrics registers the invoker's instruments (New calls it).

@@ -23,12 +23,13 @@ func (refusingProvider) Invoke(context.Context, *cluster.Invocation) (any, error
 
 // The invoker's queue and outcomes as metrics, read from Stats when the
 // reader collects (Invoke records nothing).
-func ExampleWithMeterProvider() {
+func Example_metrics() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
-	fb, err := failback.New(cluster.NewStaticDirectory(refusingProvider{}), failback.WithMeterProvider(mp),
-		failback.WithPolicy(rebound.Policy{Initial: 30 * time.Second, Max: 30 * time.Second, Jitter: rebound.NoJitter}))
+	fb, err := failback.New(cluster.NewStaticDirectory(refusingProvider{}),
+		failback.WithPolicy(rebound.Policy{Initial: 30 * time.Second, Max: 30 * time.Second, Jitter: rebound.NoJitter},
+			rebound.WithMeterProvider(mp)))
 	if err != nil {
 		panic(err)
 	}

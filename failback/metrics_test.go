@@ -23,7 +23,7 @@ func TestMetrics(t *testing.T) {
 			}
 			return nil, errRefused
 		})
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithMeterProvider(mp), WithMaxTasks(2),
+		f := mustNew(t, cluster.NewStaticDirectory(p), withMeterProvider(mp), WithMaxTasks(2),
 			WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(2)))
 		for _, m := range []string{"ok-later", "never", "full"} { // the third finds the queue full
 			_, _ = f.Invoke(callerCtx(), &cluster.Invocation{Method: m})
@@ -58,7 +58,7 @@ func BenchmarkInvokeMetrics(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		opts []Option
-	}{{"off", nil}, {"metrics", []Option{WithMeterProvider(mp)}}} {
+	}{{"off", nil}, {"metrics", []Option{withMeterProvider(mp)}}} {
 		f := mustNew(b, cluster.NewStaticDirectory(benchInvoker), bc.opts...)
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

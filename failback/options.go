@@ -4,12 +4,14 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/nilness"
 )
 
@@ -42,7 +44,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	maxTasks       int
 	policy         rebound.Policy
-	limits         []rebound.Option // WithPolicy's: when a call stops
+	limits         []rebound.Option // WithPolicy's: when a call stops, admission, observation
+	testOpts       []rebound.Option // tests: engine options beside WithPolicy's
 	concurrency    int
 	perTarget      int // 0: half the workers (tests set it)
 	attemptTimeout time.Duration
@@ -52,13 +55,14 @@ type config struct {
 	lb             cluster.LoadBalance
 	observers      []rebound.Observer
 	contextValues  bool
-	budget         *rebound.RetryBudget
-	throttle       *rebound.AdaptiveThrottle
+	budget         bool   // WithPolicy's options hold rebound.WithBudget
+	throttle       bool   // and rebound.WithThrottle
 	seed           uint64 // tests: reproducible jitter
 	seeded         bool
 	durable        storeConfig          // WithStore, WithCodec (store.go)
-	meterProvider  metric.MeterProvider // WithMeterProvider (metrics.go)
-	tracer         trace.Tracer         // WithTracerProvider (trace.go)
+	meterProvider  metric.MeterProvider // WithPolicy's rebound.WithMeterProvider (metrics.go)
+	meterAttrs     []attribute.KeyValue
+	tracer         trace.Tracer // WithPolicy's rebound.WithTracerProvider (trace.go)
 	errs           []error
 }
 
@@ -84,6 +88,7 @@ func newConfig(dir cluster.Directory, opts []Option) (config, error) {
 			o.apply(&cfg)
 		}
 	}
+	cfg.engine()
 	if cfg.perTarget == 0 {
 		cfg.perTarget = max(1, cfg.concurrency/2)
 	}
@@ -110,18 +115,31 @@ func WithMaxTasks(n int) Option {
 	})
 }
 
-// WithPolicy sets how long a call waits between attempts (p) and when it
-// stops (limits: rebound.WithMaxAttempts, rebound.WithMaxElapsed; none
-// means never). Default: DefaultPolicy() and at most 4 attempts. A bad p
-// or limit makes New fail.
-func WithPolicy(p rebound.Policy, limits ...rebound.Option) Option {
+// WithPolicy sets how long a call waits between attempts (p) and the
+// engine's options: limits (none means never stop), rebound.WithBudget,
+// WithThrottle, WithObserver, WithMeterProvider, WithTracerProvider.
+// Default: DefaultPolicy() and at most 4 attempts. A bad p or option
+// makes New fail; see docs/failback.md for what each option does here.
+func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return optionFunc(func(c *config) {
-		if _, err := rebound.NewRetrier(p, limits...); err != nil {
-			c.bad("WithPolicy", "p", "must be a valid rebound.Policy with valid limits", err)
+		if _, err := rebound.NewRetrier(p, opts...); err != nil {
+			c.bad("WithPolicy", "p", "must be a valid rebound.Policy with valid options", err)
 			return
 		}
-		c.policy, c.limits = p, limits
+		c.policy, c.limits = p, opts
 	})
+}
+
+// engine reads what the engine's options set (WithPolicy's, then the
+// tests'): failback applies the observers, meter and tracer itself.
+func (c *config) engine() {
+	c.limits = append(c.limits[:len(c.limits):len(c.limits)], c.testOpts...)
+	e := admit.Engine(c.limits)
+	c.budget, c.throttle = e.Budget, e.Throttle
+	for _, o := range e.Observers {
+		c.observers = append(c.observers, o.(rebound.Observer))
+	}
+	c.meterProvider, c.meterAttrs, c.tracer = e.MeterProvider, e.MeterAttrs, e.Tracer
 }
 
 // WithConcurrency sets the number of retry workers, so at most n retries
@@ -162,32 +180,6 @@ func WithTTL(d time.Duration) Option {
 	})
 }
 
-// WithBudget makes retries draw from b, a budget several invokers may share.
-// A retry b refuses when it is due is dropped (Reason
-// rebound.ErrBudgetExhausted). A nil b makes New fail.
-func WithBudget(b *rebound.RetryBudget) Option {
-	return optionFunc(func(c *config) {
-		if b == nil {
-			c.bad("WithBudget", "b", "must not be nil (omit the option for no budget)", nil)
-			return
-		}
-		c.budget = b
-	})
-}
-
-// WithThrottle makes due retries ask t, a throttle several invokers may
-// share. A rejected retry is not sent: it counts as a failed attempt with
-// error rebound.ErrThrottled. A nil t makes New fail.
-func WithThrottle(t *rebound.AdaptiveThrottle) Option {
-	return optionFunc(func(c *config) {
-		if t == nil {
-			c.bad("WithThrottle", "t", "must not be nil (omit the option for no throttle)", nil)
-			return
-		}
-		c.throttle = t
-	})
-}
-
 // WithRetryable sets the classifier of errors worth a retry, on the first
 // attempt and on every retry. rebound.Permanent always wins. Default (and
 // for nil): DefaultRetryable.
@@ -219,15 +211,6 @@ func WithLoadBalance(lb cluster.LoadBalance) Option {
 			c.lb = lb
 		}
 	})
-}
-
-// WithObserver adds o as an observer of the invoker's events (see Task).
-// Several are called in the order given; a nil o is ignored.
-func WithObserver(o rebound.Observer) Option {
-	if nilness.Is(o) {
-		return nil
-	}
-	return optionFunc(func(c *config) { c.observers = append(c.observers, o) })
 }
 
 // WithContextValues makes retries see the values of the caller's context

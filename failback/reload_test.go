@@ -149,7 +149,7 @@ func TestReloadClampsTimesFromAClockAhead(t *testing.T) {
 			st.Add(StoredCall{Method: "m", Args: []byte(`[]`), Attempts: 1, Born: ahead, Due: time.Now()})
 			rec := newRecorder()
 			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), WithStore(st), WithTTL(time.Hour),
-				WithPolicy(rebound.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute, Jitter: rebound.NoJitter}), WithObserver(rec.hooks()))
+				WithPolicy(rebound.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute, Jitter: rebound.NoJitter}), withObserver(rec.hooks()))
 			defer mustClose(t, f)
 			time.Sleep(2 * time.Hour)
 			synctest.Wait()
@@ -179,7 +179,7 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 				return nil, Stopping(rebound.Permanent(closing))
 			})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithObserver(rec.hooks()))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), withObserver(rec.hooks()))
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +293,7 @@ func TestStoppingIsNotAnAccept(t *testing.T) {
 	}
 	closing := rebound.Permanent(errors.New("grpc: the client connection is closing"))
 	f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", func(context.Context, call) (any, error) { return nil, Stopping(closing) })),
-		WithThrottle(th))
+		withThrottle(th))
 	defer mustClose(t, f)
 	for range 20 {
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); !isStopping(err) {

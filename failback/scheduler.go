@@ -37,7 +37,7 @@ type task struct {
 	attempts   int32  // the attempts made, as the Schedule counts them (see made)
 	index      int32  // position in the heap
 	sid        uint64 // ID in the Store (WithStore); 0 if none
-	ended      int64  // end of the last traced attempt (WithTracerProvider); 0 if none
+	ended      int64  // end of the last traced attempt (a tracer in WithPolicy); 0 if none
 }
 
 func (t *task) target() string { return t.lastTarget }
@@ -360,8 +360,8 @@ func (f *Invoker) endedOn(tg string) {
 }
 
 // admitted asks t's Schedule whether t's retry, due now, may be sent
-// (Admit, RetryAttempt): the budget (WithBudget, under
-// admit.Drop) and the throttle (WithThrottle, under
+// (Admit, RetryAttempt): the budget (rebound.WithBudget, under
+// admit.Drop) and the throttle (rebound.WithThrottle, under
 // admit.Defer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
 //
@@ -538,19 +538,18 @@ func (f *Invoker) attemptContext(t *task) (ctx context.Context, release func()) 
 // classified as retryable already; accepts of the others are given to the
 // throttle by accepted.
 func (c *config) retriers() (retrier, acct *rebound.Retrier, err error) {
-	ropts := c.limits[:len(c.limits):len(c.limits)]
+	// The user's observers, meter and tracer are failback's own (Unobserved):
+	// the Schedules emit no events of theirs.
+	ropts := append(c.limits[:len(c.limits):len(c.limits)], admit.Unobserved().(rebound.Option))
 	if c.seeded {
 		ropts = append(ropts, admit.Seed(c.seed).(rebound.Option))
 	}
-	if c.budget != nil {
+	if c.budget {
 		// A retry the budget refuses is dropped (dropBudget), when it is
-		// due.
-		ropts = append(ropts, rebound.WithBudget(c.budget), admit.Refuse(admit.Budget, admit.Drop).(rebound.Option))
+		// due; applied after the user's options, so none changes it.
+		ropts = append(ropts, admit.Refuse(admit.Budget, admit.Drop).(rebound.Option))
 	}
-	if c.throttle != nil {
-		ropts = append(ropts, rebound.WithThrottle(c.throttle))
-	}
-	if c.budget != nil || c.throttle != nil {
+	if c.budget || c.throttle {
 		if acct, err = rebound.NewRetrier(c.policy, ropts...); err != nil {
 			return nil, nil, err
 		}

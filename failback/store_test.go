@@ -181,7 +181,7 @@ func TestStoreSurvivesARestart(t *testing.T) {
 
 		up := newProvider("a:1", nil)
 		rec := newRecorder()
-		g := mustNew(t, cluster.NewStaticDirectory(up), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(6)), WithObserver(rec.hooks()))
+		g := mustNew(t, cluster.NewStaticDirectory(up), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(6)), withObserver(rec.hooks()))
 		defer mustClose(t, g)
 		if s := g.Stats(); s.Offered != 10 || s.Queued != 10 {
 			t.Fatalf("after loading: %+v; want 10 offered and queued", s)
@@ -227,7 +227,7 @@ func TestStoreRemainingAttempts(t *testing.T) {
 		id, _ := st.Add(StoredCall{Method: "m", Args: []byte(`[]`), Attempts: 3, Due: now.Add(time.Minute), Born: now.Add(-time.Minute)})
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(4)), WithObserver(rec.hooks()))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(4)), withObserver(rec.hooks()))
 		defer mustClose(t, f)
 		time.Sleep(59 * time.Second)
 		synctest.Wait()
@@ -253,7 +253,7 @@ func TestStoreAddFails(t *testing.T) {
 		st.failAdd = errors.New("disk full")
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithObserver(rec.hooks()))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), withObserver(rec.hooks()))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 		var rej *rejectedError
@@ -328,7 +328,7 @@ func TestStoreQueuedHookPanics(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st),
-			WithObserver(testHooks{Queued: func(Task) { panic("hook") }}))
+			withObserver(testHooks{Queued: func(Task) { panic("hook") }}))
 		defer mustClose(t, f)
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)

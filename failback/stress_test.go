@@ -107,7 +107,7 @@ func TestStress(t *testing.T) {
 			GaveUp:    func(tk Task) { hookPanic(tk.Invocation, "gaveup") },
 			Dropped:   func(tk Task) { hookPanic(tk.Invocation, "dropped:"+label(tk.Reason)) },
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p1, p2), WithObserver(hooks), WithMaxTasks(400), WithConcurrency(8),
+		f := mustNew(t, cluster.NewStaticDirectory(p1, p2), withObserver(hooks), WithMaxTasks(400), WithConcurrency(8),
 			WithAttemptTimeout(time.Second), WithTTL(2*time.Second),
 			WithPolicy(rebound.Policy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}, rebound.WithMaxAttempts(6)))
 

@@ -13,25 +13,12 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
-	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// TraceContextKey is the attachment, reserved by WithTracerProvider, that
+// TraceContextKey is the attachment, reserved by a tracer (see WithPolicy), that
 // keeps the W3C trace context of a call's first attempt. A Store persists
 // it, so a retry after a restart links to the trace that queued the call.
 const TraceContextKey = "rebound-traceparent"
-
-// WithTracerProvider traces every attempt of a call as a span
-// "rebound.attempt", as rebound.WithTracerProvider does. A retry's span is
-// a new root linked to the first attempt's (see TraceContextKey). Default
-// (and for nil): no tracing, no global provider (see docs/tracing.md).
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(c *config) {
-		if tp != nil {
-			c.tracer = tp.Tracer(telemetry.ScopeName)
-		}
-	})
-}
 
 const spanAttempt = "rebound.attempt"
 

@@ -19,8 +19,8 @@ func TestRetryLinkKeepsTraceState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-		pol := WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter})
-		f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), pol, WithTracerProvider(tp))
+		pol := WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithTracerProvider(tp))
+		f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), pol)
 		ts, err := trace.ParseTraceState("vendor=x")
 		if err != nil {
 			t.Fatal(err)

@@ -208,7 +208,7 @@ func TestPushbackOnUnavailable(t *testing.T) {
 
 	rec.pushback.Store("-1")
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(inv), failback.WithObserver(h.hooks()))
+	fb, err := failback.New(cluster.NewStaticDirectory(inv), failback.WithPolicy(failback.DefaultPolicy(), rebound.WithMaxAttempts(4), rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +236,7 @@ func TestFireAndForgetInterceptorsOnce(t *testing.T) {
 	cc := newCC(t, rec, grpc.WithChainUnaryInterceptor(outer, ff.UnaryClientInterceptor()))
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
-		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}),
-		failback.WithObserver(h.hooks()))
+		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond}, rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,8 +319,7 @@ func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Opti
 	d.fb, err = failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(d.cc)),
 		append([]failback.Option{
 			failback.WithStore(st),
-			failback.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}),
-			failback.WithObserver(d.h.hooks()),
+			failback.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}, rebound.WithObserver(d.h.hooks())),
 		}, opts...)...)
 	if err != nil {
 		t.Fatal(err)

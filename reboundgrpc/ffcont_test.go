@@ -56,8 +56,7 @@ func TestFireAndForgetRetryWithoutFirstAttempt(t *testing.T) {
 	dir := &gateDir{inv: reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true)), open: make(chan struct{})}
 	h := newHookLog()
 	fb, err := failback.New(dir, failback.WithContextValues(),
-		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}),
-		failback.WithObserver(h.hooks()))
+		failback.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,8 +89,7 @@ func TestFailbackOverClientConn(t *testing.T) {
 
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)),
-		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, rebound.WithMaxAttempts(4)),
-		failback.WithObserver(h.hooks()))
+		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, rebound.WithMaxAttempts(4), rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func TestFailbackPermanent(t *testing.T) {
 		}
 	}
 	h := newHookLog()
-	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)), failback.WithObserver(h.hooks()))
+	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc)), failback.WithPolicy(failback.DefaultPolicy(), rebound.WithMaxAttempts(4), rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +159,7 @@ func TestFailbackPushback(t *testing.T) {
 	defer cc.Close()
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
-		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithMaxAttempts(4)),
-		failback.WithObserver(h.hooks()))
+		failback.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithMaxAttempts(4), rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +219,7 @@ func TestFireAndForgetInterceptor(t *testing.T) {
 	cc := dial(t, env.b, "rebound:///orders", grpc.WithChainUnaryInterceptor(ff.UnaryClientInterceptor()))
 	h := newHookLog()
 	fb, err := failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(cc, grpc.WaitForReady(true))),
-		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}),
-		failback.WithObserver(h.hooks()))
+		failback.WithPolicy(rebound.Policy{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}, rebound.WithObserver(h.hooks())))
 	if err != nil {
 		t.Fatal(err)
 	}

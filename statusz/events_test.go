@@ -43,8 +43,8 @@ func TestEventLogObservesManagerAndFailback(t *testing.T) {
 		}
 		synctest.Wait()
 
-		fb, err := failback.New(cluster.NewStaticDirectory(failing{}), failback.WithObserver(log), failback.WithMaxTasks(1),
-			failback.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(2)))
+		fb, err := failback.New(cluster.NewStaticDirectory(failing{}), failback.WithMaxTasks(1),
+			failback.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(2), rebound.WithObserver(log)))
 		if err != nil {
 			t.Fatal(err)
 		}

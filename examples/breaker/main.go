@@ -183,12 +183,11 @@ func service(cfg config, withBreaker bool) (result, error) {
 	}
 	var firstRetry atomic.Int64
 	f, err := failback.New(dir, failback.WithMaxTasks(100000),
-		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: rebound.FullJitter}, rebound.WithMaxAttempts(4)),
-		failback.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		failback.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: rebound.FullJitter}, rebound.WithMaxAttempts(4), rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			if e.Kind == rebound.EventRecovered && e.Attempt == 2 {
 				firstRetry.Add(1)
 			}
-		})))
+		}))))
 	if err != nil {
 		return r, err
 	}

@@ -207,10 +207,9 @@ func (s *scenario) startConsumer(ctx context.Context) error {
 	s.fb, err = failback.New(s.dir,
 		failback.WithMaxTasks(cfg.maxTasks),
 		failback.WithConcurrency(cfg.workers),
-		failback.WithPolicy(rebound.Policy{Initial: cfg.backoff, Max: cfg.backoffMax}, rebound.WithMaxAttempts(cfg.retries+1)),
+		failback.WithPolicy(rebound.Policy{Initial: cfg.backoff, Max: cfg.backoffMax}, rebound.WithMaxAttempts(cfg.retries+1), rebound.WithObserver(s.led.hooks())),
 		failback.WithAttemptTimeout(cfg.callTimeout),
 		failback.WithLoadBalance(cluster.RoundRobin()),
-		failback.WithObserver(s.led.hooks()),
 		failback.WithLogger(s.log))
 	if err != nil {
 		return err

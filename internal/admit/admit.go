@@ -1,8 +1,14 @@
 // Package admit holds the engine options that rebound's own layers set and
 // users never need: which checks a first attempt passes, what a refusal
-// does, and a fixed jitter seed. Package rebound sets the functions when it
+// does, a fixed jitter seed, and what a set of options sets. Package rebound sets the functions when it
 // is initialised; each returns a rebound.Option.
 package admit
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
 
 // Gate is a set of the admission checks an attempt passes.
 type Gate uint8
@@ -45,4 +51,24 @@ var (
 	// Seed makes the jitter draws deterministic: the k-th Schedule of a
 	// Retrier (k from 0) draws from seed + k*0x9e3779b97f4a7c15.
 	Seed func(seed uint64) any
+)
+
+// Settings are what a set of rebound options sets, for a layer that
+// delivers events and records instruments of its own (failback).
+type Settings struct {
+	Budget, Throttle bool                 // rebound.WithBudget, WithThrottle given
+	Observers        []any                // rebound.WithObserver's, in order (rebound.Observer)
+	MeterProvider    metric.MeterProvider // the last rebound.WithMeterProvider's (nil: none)
+	MeterAttrs       []attribute.KeyValue // and its attributes
+	Tracer           trace.Tracer         // rebound.WithTracerProvider's (nil: none)
+}
+
+// Set by package rebound.
+var (
+	// Engine returns what opts (a []rebound.Option) set; it does not
+	// check them (rebound.NewRetrier does).
+	Engine func(opts any) Settings
+	// Unobserved drops the observers, meter and tracer of the options
+	// before it.
+	Unobserved func() any
 )
