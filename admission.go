@@ -82,6 +82,9 @@ func init() {
 	admit.Seed = func(seed uint64) any { return withSeed(seed) }
 	admit.Engine = engineOf
 	admit.Unobserved = func() any { return unobserved }
+	admit.Begin = func(r any, now time.Time) error { return r.(*Retrier).beginFirst(now) }
+	admit.Record = func(r any, err error, now time.Time) { r.(*Retrier).recordFirst(err, now) }
+	admit.FirstDelay = func(s any) time.Duration { return s.(*Schedule).firstDelay() }
 }
 
 // engineOf returns what opts, a []Option, set (admit.Engine).

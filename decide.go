@@ -414,13 +414,13 @@ func (s *Schedule) refused(g gate, reason error, now time.Time) Decision {
 // refusedLookup applies the throttle's rule to the lookup it refused at
 // now for reason. The run is untouched: no attempt counted, the run's
 // token and breaker admission kept. Under refuseDefer the lookup waits a
-// draw of the policy's first delay (FirstDelay) and asks again.
+// draw of the policy's first delay (firstDelay) and asks again.
 func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 	s.lpassed = 0 // the throttle is asked first: no token is held yet
 	var d time.Duration
 	r := s.c.refusalOf(gateThrottle)
 	if r == refuseDefer {
-		d = s.FirstDelay()
+		d = s.firstDelay()
 	}
 	if s.c.observed() {
 		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})

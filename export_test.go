@@ -86,3 +86,9 @@ const (
 	RefuseDefer  = refuseDefer
 	RefuseDrop   = refuseDrop
 )
+
+// Begin, Record and FirstDelay are reached by rebound's layers through
+// internal/admit; the tests call them as methods.
+func (r *Retrier) Begin(now time.Time) error       { return r.beginFirst(now) }
+func (r *Retrier) Record(err error, now time.Time) { r.recordFirst(err, now) }
+func (s *Schedule) FirstDelay() time.Duration      { return s.firstDelay() }

@@ -71,19 +71,20 @@ func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
 }
 
-// Begin counts, at now, a first attempt made without Do or a Schedule.
-// It deposits in the budget and asks the throttle; a rejection is a
-// *RetryError with Reason ErrThrottled. Report the outcome with Record.
-func (r *Retrier) Begin(now time.Time) error {
+// beginFirst counts, at now, a first attempt made without Do or a Schedule
+// (failback's Invoke, through admit.Begin). It deposits in the budget and
+// asks the throttle; a rejection is a *RetryError with Reason ErrThrottled.
+// recordFirst reports the outcome.
+func (r *Retrier) beginFirst(now time.Time) error {
 	if !r.c.begin(now) {
 		return &RetryError{Reason: ErrThrottled} // "not attempted: ...throttled..."
 	}
 	return nil
 }
 
-// Record reports the outcome of an attempt begun with Begin to the throttle.
+// recordFirst reports the outcome of an attempt begun with beginFirst to the throttle.
 // Nil or an error that is not transient is an accept.
-func (r *Retrier) Record(err error, now time.Time) { r.c.record(err, now) }
+func (r *Retrier) recordFirst(err error, now time.Time) { r.c.record(err, now) }
 
 // Do calls op until it succeeds, returns a Permanent error, the policy (or budget) allows no further attempt, or ctx is done,
 // exactly as Retry does (see Retry for what it returns), with r's policy

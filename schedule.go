@@ -106,9 +106,9 @@ func (s *Schedule) Attempts() int { return s.attempts }
 // 0 if the clock stepped back.
 func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
 
-// FirstDelay draws a wait before a run's first attempt. It has the
+// firstDelay draws a wait before a run's first attempt. It has the
 // jitter of a first retry, and counts nothing.
-func (s *Schedule) FirstDelay() time.Duration {
+func (s *Schedule) firstDelay() time.Duration {
 	if s.d.p.Jitter == DecorrelatedJitter {
 		prev := s.d.prev
 		d := s.d.draw(0)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/dueheap"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/logging"
@@ -174,7 +175,7 @@ func (f *Invoker) first(ctx context.Context, inv *cluster.Invocation) (cluster.I
 		return f.attempt(ctx, inv, nil)
 	}
 	now := time.Now()
-	_ = f.acct.Begin(now)
+	_ = admit.Begin(f.acct, now)
 	target, res, err := f.attempt(ctx, inv, nil)
 	if err == nil || (!isStopping(err) && !f.retryable(err)) { // a stopping transport is no answer
 		f.accepted(now)
@@ -379,7 +380,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 // provider accepted an attempt at now: it succeeded, or failed with an
 // error that retrying would not fix (the provider answered).
 func (f *Invoker) accepted(now time.Time) {
-	f.acct.Record(nil, now)
+	admit.Record(f.acct, nil, now)
 }
 
 // at converts a time since epoch to a time.Time for the Schedule.

@@ -81,7 +81,7 @@ func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.D
 		// subscription never ends on a local refusal: the run is over,
 		// and a new one asks again after a first delay.
 		r.endRun(now, false)
-		return evDeferred, r.schedule(m, now).FirstDelay(), d.Err
+		return evDeferred, admit.FirstDelay(r.schedule(m, now)), d.Err
 	case d.Verdict != rebound.WaitFor:
 		r.att = a
 		return evAdmitted, 0, nil

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // runCtl is the retry control of a subscription: its state in the
@@ -78,7 +79,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 		case aTimerNow:
 			s.setTimer(timerRetry, now)
 		case aTimerFirst:
-			s.setTimer(timerRetry, now.Add(r.schedule(s.m, now).FirstDelay()))
+			s.setTimer(timerRetry, now.Add(admit.FirstDelay(r.schedule(s.m, now))))
 		case aTimerAt:
 			if ev == evTokenWait {
 				s.setTokenTimer(timerRetry, now.Add(in.delay)) // sent when its token is due, not batched on the grid

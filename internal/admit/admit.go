@@ -5,6 +5,8 @@
 package admit
 
 import (
+	"time"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -71,4 +73,14 @@ var (
 	// Unobserved drops the observers, meter and tracer of the options
 	// before it.
 	Unobserved func() any
+	// Begin counts a first attempt that a layer makes itself, without a
+	// Schedule (failback's Invoke), on r (a *rebound.Retrier): a budget
+	// deposit and a throttle request. A rejection by the throttle is a
+	// *rebound.RetryError with Reason rebound.ErrThrottled: do not send it.
+	Begin func(r any, now time.Time) error
+	// Record reports the outcome of an attempt Begin counted to r's throttle.
+	Record func(r any, err error, now time.Time)
+	// FirstDelay draws a wait before the first attempt of s (a
+	// *rebound.Schedule), with the jitter of a first retry; it counts nothing.
+	FirstDelay func(s any) time.Duration
 )
