@@ -53,7 +53,7 @@ type Decision struct {
 	// included.
 	Attempt int
 
-	drop bool // a refusal under RefuseDrop: no GaveUp
+	drop bool // a refusal under admit.Drop: no EventGiveUp
 }
 
 // An Attempt is an attempt that Admit let start. Report its end with

@@ -18,7 +18,7 @@ var (
 	ErrCalledFromCallback = errors.New("rebound: Close or Shutdown called from a callback: stopping in the background")
 )
 
-// errInvalidPolicy is wrapped by every error of Policy.Validate.
+// errInvalidPolicy is wrapped by every error of a Policy's check.
 var errInvalidPolicy error = invalidPolicy{}
 
 type invalidPolicy struct{}

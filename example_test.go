@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -13,16 +14,18 @@ import (
 )
 
 func ExamplePolicy() {
-	p := rebound.Policy{} // the zero value: 1s, doubling, capped at 30s, full jitter
-	var ceilings []time.Duration
+	p := rebound.Policy{Jitter: rebound.NoJitter} // else the zero value: 1s, doubling, capped at 30s, full jitter
+	b := p.NewBackOff()                           // without jitter, each delay is its ceiling
+	var delays []time.Duration
 	for n := 0; n < 7; n++ {
-		ceilings = append(ceilings, p.Ceiling(n))
+		delays = append(delays, b.NextBackOff())
 	}
-	fmt.Println(ceilings)
-	fmt.Println(rebound.Policy{Multiplier: 0.5}.Validate())
+	fmt.Println(delays)
+	_, err := rebound.NewRetrier(rebound.Policy{Multiplier: 0.5})
+	fmt.Println(err)
 	// Output:
 	// [1s 2s 4s 8s 16s 30s 30s]
-	// rebound: invalid policy: Multiplier = 0.5: must be 0 (the default, 2) or at least 1
+	// rebound.NewRetrier: p breaks a Policy rule: rebound: invalid policy: Multiplier = 0.5: must be 0 (the default, 2) or at least 1
 }
 
 func ExamplePolicy_NewBackOff() {
@@ -178,22 +181,28 @@ func ExampleRetryBudget() {
 }
 
 func ExampleAdaptiveThrottle() {
-	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, nil) // K = 2, 2 min window
+	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, rand.NewPCG(1, 1)) // K = 2, 2 min window; seeded draws
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := 0; i < 10; i++ { // 10 requests, half accepted
-		th.Allow(now)
+	sent := 0
+	for i := 0; i < 20; i++ { // 20 requests, half accepted: nothing is rejected locally
+		if th.Allow(now) {
+			sent++
+		}
 		if i%2 == 0 {
 			th.Accepted(now)
 		}
 	}
-	fmt.Printf("%.3f\n", th.Probability(now)) // (10 - 2*5) / 11
-	for i := 0; i < 10; i++ {                 // 10 more, all rejected by the backend
-		th.Allow(now)
+	fmt.Println("sent", sent, "of 20")
+	rejected := 0
+	for i := 0; i < 20; i++ { // the backend rejects everything: some are rejected locally
+		if !th.Allow(now) {
+			rejected++
+		}
 	}
-	fmt.Printf("%.3f\n", th.Probability(now)) // (20 - 2*5) / 21
+	fmt.Println("rejected locally", rejected, "of 20")
 	// Output:
-	// 0.000
-	// 0.476
+	// sent 20 of 20
+	// rejected locally 7 of 20
 }
 
 func ExampleNewQueue() {

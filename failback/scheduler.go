@@ -366,7 +366,7 @@ func (f *Invoker) endedOn(tg string) {
 // the retry may be sent; if not, t is no longer this worker's:
 //
 //   - the budget refused it (Verdict Stop, Reason ErrBudgetExhausted,
-//     under RefuseDrop): dropped with dropBudget;
+//     under admit.Drop): dropped with dropBudget;
 //   - the throttle refused it: the retry counts as a failed attempt that
 //     was never sent (error rebound.ErrThrottled): t is requeued for the
 //     policy's next delay, reported (EventRetry) like a failed retry
@@ -384,7 +384,7 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 		t.att = att
 		return true
 	case rebound.Stop:
-		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under RefuseDrop (retriers)
+		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under admit.Drop (retriers)
 			f.finish(t, outDropped, dropBudget, nil, nil, now)
 			return false
 		}

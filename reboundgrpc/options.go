@@ -89,7 +89,7 @@ func WithPolicy(p rebound.Policy) Option {
 // withResolveNowInterval sets the least time between two
 // re-confirmations that ResolveNow calls of one key lead to; calls in
 // between are served by one at the interval's end. Default 6 s (keep it
-// above the Manager's WithRefreshInterval). d must be positive.
+// above a subscription's refresh interval, 5 s). d must be positive.
 func withResolveNowInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {

@@ -36,8 +36,8 @@ type Store struct{ s *store }
 // for failback.WithStore.
 func (s *Store) Failback() failback.Store { return s.s }
 
-// store is the Store: its failback.Store, failback.Claimer and
-// failback.Quarantiner methods are for the Invoker, not for users.
+// store is the Store: its failback.Store and failback.Claimer
+// methods are for the Invoker, not for users.
 type store struct {
 	pool   *pgxpool.Pool
 	cfg    config
@@ -214,7 +214,7 @@ func (s *store) Update(id uint64, attempts int, due time.Time) error {
 }
 
 // Remove implements failback.Store: the call is deleted, or marked ended
-// with WithRetention, whoever holds it.
+// under a retention (withRetention, tests only), whoever holds it.
 func (s *store) Remove(id uint64) error {
 	s.hold(int64(id), false) // even if it fails: the lease ends, another replica retries it
 	if _, err := s.exec(s.q.remove, int64(id)); err != nil {

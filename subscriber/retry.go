@@ -323,7 +323,7 @@ func (r *runCtl) call(s *Subscription, ctx context.Context) (err error) {
 // "subscribe" for an acknowledged Registry.Subscribe (evidence false), or
 // the adapter's words for its Sink.Confirmed (evidence true).
 func (r *runCtl) ack(s *Subscription, now time.Time, reason string, evidence bool) {
-	// Succeeded, not Abandoned: a token held was used by the attempt that
+	// Used, not given back: a token held was used by the attempt that
 	// succeeded (an answered request for the throttle). A new run starts
 	// with the next disruption. Evidence ends a run that made no attempt.
 	r.endRun(now, true)

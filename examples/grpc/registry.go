@@ -288,7 +288,7 @@ func (r *etcdRegistry) deregister(p *provider) {
 	_ = g.reg.Shutdown(ctx)
 }
 
-// deregisterer is p's etcd.Registration, for Drain (-rolling).
+// deregisterer is p's etcd Registration, for Drain (-rolling).
 func (r *etcdRegistry) deregisterer(p *provider) subscriber.Registration { return r.regs[p].reg }
 
 // forget drops p's registration once it was shut down (-rolling).

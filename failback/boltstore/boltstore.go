@@ -382,7 +382,7 @@ func (s *Store) Load(fn func(failback.StoredCall) error) error {
 	}))
 }
 
-// Quarantine implements failback.Quarantiner: it moves record id, bytes
+// Quarantine implements failback.Store: it moves record id, bytes
 // unchanged, to the bucket "failback-quarantine" of the file. id 0 moves
 // every record whose key is not an 8-byte ID; an unknown id is no error.
 func (s *Store) Quarantine(id uint64, reason error) error {

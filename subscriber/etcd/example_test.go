@@ -14,18 +14,6 @@ import (
 	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
 )
 
-func ExampleInstanceKey() {
-	key := subscriber.Key{Service: "orders"}
-	inst := subscriber.Instance{IP: "10.0.1.7", Port: 8080, Weight: 1, Healthy: true, Enabled: true}
-	k, _ := etcdreg.InstanceKey(etcdreg.DefaultPrefix, key, etcdreg.InstanceID(inst))
-	v, _ := etcdreg.EncodeInstance(inst)
-	fmt.Println(k)
-	fmt.Println(string(v))
-	// Output:
-	// /rebound/services/public/DEFAULT_GROUP/orders/10.0.1.7:8080
-	// {"id":"10.0.1.7:8080","ip":"10.0.1.7","port":8080,"weight":1,"healthy":true,"enabled":true,"ephemeral":false,"cluster":"DEFAULT"}
-}
-
 // A provider registers an instance; a consumer's Manager delivers it.
 func Example() {
 	dir, _ := os.MkdirTemp("", "example")

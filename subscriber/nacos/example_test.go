@@ -115,7 +115,7 @@ func ExampleRegister() {
 	g, err := nacos.Register(context.Background(), client, subscriber.Key{Service: "orders"},
 		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Healthy: true, Enabled: true})
 	if err != nil {
-		log.Fatal(err) // ErrRejected, ErrConflict, a *rebound.ArgumentError, ...
+		log.Fatal(err) // ErrRejected, a *rebound.ArgumentError (a second Register of the service), ...
 	}
 	fmt.Println(g.Status().State, len(srv.Instances("", "", "orders")))
 

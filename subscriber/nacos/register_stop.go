@@ -140,7 +140,7 @@ func (g *registration) reclaim(ctx context.Context) (bool, error) {
 func (g *registration) deregister(ctx context.Context) error {
 	g.track.Deregistering()
 	// The first request asks no gate; the retries pass the gates of
-	// WithRegisterRetryOptions, each deferring a refusal as in Register.
+	// WithRegisterPolicy's options, each deferring a refusal as in Register.
 	opts := g.cfg.retryOpts[:len(g.cfg.retryOpts):len(g.cfg.retryOpts)]
 	r, err := rebound.NewRetrier(g.cfg.policy, append(opts,
 		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
