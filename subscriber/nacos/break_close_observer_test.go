@@ -23,7 +23,7 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv)
 	var reg atomic.Pointer[subscriber.Registration]
-	returned := make(chan struct{})
+	entered, returned := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e subscriber.RegistrationStateChange) {
 		g := reg.Load()
@@ -31,6 +31,7 @@ func TestBreakCloseFromObserver(t *testing.T) {
 			return
 		}
 		once.Do(func() {
+			close(entered)
 			_ = (*g).Close()
 			close(returned)
 		})
@@ -54,6 +55,14 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
 		t.Fatalf("ForgetClientInstances = %d", n)
 	}
+	subscribertest.Eventually(t, e2eTimeout, "the observer to see repairing", func() bool {
+		select {
+		case <-entered:
+			return true
+		default:
+			return false
+		}
+	})
 	subscribertest.Eventually(t, e2eTimeout, "Close called from the observer to return", func() bool {
 		select {
 		case <-returned:
