@@ -111,7 +111,18 @@ func (r *repairer) connection(up bool) {
 	if !up {
 		r.timer.Stop()
 		r.periodT.Stop()
-		r.g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+		set := func() bool {
+			r.g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+			return true
+		}
+		if len(r.g.cfg.obs) == 0 {
+			set()
+			return
+		}
+		// The observers hear of it on a step's goroutine: this one may be
+		// the monitor's, which a slow observer would keep from the
+		// client's other Registrations.
+		r.g.loop.Post(set)
 		return
 	}
 	// Give the SDK's redo time to register the instance, then look for

@@ -1,0 +1,91 @@
+package nacos_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+// TestBreakCloseFromObserver shows that a Registration's observer cannot
+// close it: the observer runs inside a step of the repair loop, and Close
+// waits for that step to end, so Close never returns and the loop never
+// ends. Correct: Close called from an observer returns without waiting for
+// the step it is called from (as subscriber's and failback's Close do), and
+// the Registration then stops. The scenario runs in a test process of its
+// own: while the defect lasts, it leaves a goroutine that never ends, which
+// the other tests' goroutine checks would see.
+func TestBreakCloseFromObserver(t *testing.T) {
+	if os.Getenv("NACOS_BREAK_CHILD") != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBreakCloseFromObserver$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "NACOS_BREAK_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the scenario failed (%v):\n%s", err, out)
+		}
+		return
+	}
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var reg atomic.Pointer[subscriber.Registration]
+	entered, returned := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e subscriber.RegistrationStateChange) {
+		g := reg.Load()
+		if e.To != subscriber.RegistrationRepairing || g == nil {
+			return
+		}
+		once.Do(func() {
+			close(entered)
+			_ = (*g).Close()
+			close(returned)
+		})
+	}})
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		append(fastRegister, nacos.WithCheckInterval(200*time.Millisecond), obs)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Store(&g)
+	t.Cleanup(func() {
+		select {
+		case <-returned:
+			_ = g.Close()
+		default: // Close would wait for the step that never ends
+		}
+	})
+	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
+		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
+	})
+	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
+		t.Fatalf("ForgetClientInstances = %d", n)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the observer to see repairing", func() bool {
+		select {
+		case <-entered:
+			return true
+		default:
+			return false
+		}
+	})
+	subscribertest.Eventually(t, e2eTimeout, "Close called from the observer to return", func() bool {
+		select {
+		case <-returned:
+			return true
+		default:
+			return false
+		}
+	})
+	subscribertest.Eventually(t, e2eTimeout, "the Registration to stop", func() bool {
+		return g.Status().State == subscriber.RegistrationStopped
+	})
+}

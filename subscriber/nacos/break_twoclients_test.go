@@ -1,0 +1,32 @@
+package nacos_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rebound-go/rebound/subscriber"
+)
+
+// TestBreakShutdownWithTheSameInstanceOnAnotherClient shows that Shutdown
+// cannot finish while another client holds the same address with the same
+// values (two Registries of a process, or a restarted process whose old
+// connection the server still holds): its own connection's instance is
+// gone, but the server still lists the address with the values it sent,
+// so it retries its deregistration until ctx ends and returns an error.
+// Correct: as with other values (TestShutdownWithTheAddressOnAnotherClient),
+// Shutdown returns nil once its own connection no longer holds the
+// instance, and the other client's instance stays listed.
+func TestBreakShutdownWithTheSameInstanceOnAnotherClient(t *testing.T) {
+	srv := newServer(t)
+	ga := mustRegisterNacos(t, newClient(t, srv), subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	mustRegisterNacos(t, newClient(t, srv), subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ga.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown = %v, want nil (this client's instance is gone; the other client's copy of the address stays)", err)
+	}
+	if !listed(srv, "orders", "10.0.0.1", 8080) {
+		t.Fatal("the other client's instance is gone")
+	}
+}
