@@ -6,12 +6,14 @@ package regstate
 import (
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/goid"
 	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -31,6 +33,15 @@ type Tracker struct {
 	metrics  *telemetry.Registration
 	queue    []rebound.Event
 	calling  bool
+	caller   atomic.Uint64 // the goroutine calling observers (goid), 0 when none
+}
+
+// InObserver reports whether the calling goroutine is running one of the
+// registration's observers. Close and Shutdown called there would wait
+// for the step that calls the observer: they stop in the background.
+func (t *Tracker) InObserver() bool {
+	id := t.caller.Load()
+	return id != 0 && id == goid.ID()
 }
 
 // StartMetrics reports the registration's rebound.registration.*
@@ -227,6 +238,7 @@ func (t *Tracker) enqueueLocked(ev rebound.Event) {
 		return
 	}
 	t.calling = true
+	t.caller.Store(goid.ID())
 	for len(t.queue) > 0 {
 		ev := t.queue[0]
 		t.queue[0] = rebound.Event{}
@@ -237,6 +249,7 @@ func (t *Tracker) enqueueLocked(ev rebound.Event) {
 	}
 	t.queue = nil
 	t.calling = false
+	t.caller.Store(0)
 	t.mu.Unlock()
 }
 

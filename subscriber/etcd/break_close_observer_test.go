@@ -2,16 +2,18 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 )
 
-// TestBreakCloseFromObserver shows that a Registration's observer cannot
-// close it: observers run on the Registration's goroutine, and Close waits
+// TestBreakCloseFromObserver: a Registration's observer can close it. It
+// used to be unable to close it: observers run on the Registration's goroutine, and Close waits
 // for that goroutine to end, so Close never returns and the Registration
 // never stops. Correct: Close called from an observer returns without
 // waiting for the goroutine it is called from (as subscriber's and
@@ -22,14 +24,15 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	var reg atomic.Pointer[etcdreg.Registration]
 	entered, returned := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	obs := etcdreg.WithRegistrationObserver(registrationHooks{StateChanged: func(e subscriber.RegistrationStateChange) {
+	var closeErr error // written before returned is closed
+	obs := etcdreg.WithRegistrationObserver(registrationHooks{StateChanged: func(e regStateChange) {
 		g := reg.Load()
 		if e.To != subscriber.RegistrationRepairing || g == nil {
 			return
 		}
 		once.Do(func() {
 			close(entered)
-			_ = g.Close()
+			closeErr = g.Close()
 			close(returned)
 		})
 	}})
@@ -64,6 +67,9 @@ func TestBreakCloseFromObserver(t *testing.T) {
 			return false
 		}
 	})
+	if !errors.Is(closeErr, rebound.ErrCalledFromCallback) {
+		t.Fatalf("Close from the observer = %v, want an error matching rebound.ErrCalledFromCallback", closeErr)
+	}
 	eventually(t, "the Registration to stop", func() bool {
 		return g.Status().State == subscriber.RegistrationStopped
 	})

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
 )
@@ -30,6 +31,10 @@ func (g *registration) stop(ctx context.Context) error {
 // until its lease expires (at most the TTL). It implements io.Closer: it
 // is idempotent, waits for the Registration's goroutine and returns nil.
 func (g *registration) Close() error {
+	if g.track.InObserver() { // Close would wait for the step calling the observer
+		go func() { _ = g.Close() }()
+		return fmt.Errorf("etcd: Registration.Close from its observer: stopping in the background: %w", rebound.ErrCalledFromCallback)
+	}
 	_ = g.stop(context.Background())
 	g.track.Set(subscriber.RegistrationStopped, nil)
 	return nil
@@ -44,6 +49,10 @@ func (g *registration) Close() error {
 func (g *registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return argErr("Registration.Shutdown", "ctx", "must not be nil")
+	}
+	if g.track.InObserver() { // Shutdown would wait for the step calling the observer
+		go func() { _ = g.Shutdown(ctx) }()
+		return fmt.Errorf("etcd: Registration.Shutdown from its observer: stopping in the background: %w", rebound.ErrCalledFromCallback)
 	}
 	if err := g.stop(ctx); err != nil {
 		return err

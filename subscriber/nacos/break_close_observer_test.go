@@ -2,6 +2,7 @@ package nacos_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"sync"
@@ -9,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
-// TestBreakCloseFromObserver shows that a Registration's observer cannot
-// close it: the observer runs inside a step of the repair loop, and Close
+// TestBreakCloseFromObserver: a Registration's observer can close it. It
+// used to be unable to close it: the observer runs inside a step of the repair loop, and Close
 // waits for that step to end, so Close never returns and the loop never
 // ends. Correct: Close called from an observer returns without waiting for
 // the step it is called from (as subscriber's and failback's Close do), and
@@ -39,14 +41,15 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	var reg atomic.Pointer[subscriber.Registration]
 	entered, returned := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e subscriber.RegistrationStateChange) {
+	var closeErr error // written before returned is closed
+	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e regStateChange) {
 		g := reg.Load()
 		if e.To != subscriber.RegistrationRepairing || g == nil {
 			return
 		}
 		once.Do(func() {
 			close(entered)
-			_ = (*g).Close()
+			closeErr = (*g).Close()
 			close(returned)
 		})
 	}})
@@ -85,6 +88,9 @@ func TestBreakCloseFromObserver(t *testing.T) {
 			return false
 		}
 	})
+	if !errors.Is(closeErr, rebound.ErrCalledFromCallback) {
+		t.Fatalf("Close from the observer = %v, want an error matching rebound.ErrCalledFromCallback", closeErr)
+	}
 	subscribertest.Eventually(t, e2eTimeout, "the Registration to stop", func() bool {
 		return g.Status().State == subscriber.RegistrationStopped
 	})

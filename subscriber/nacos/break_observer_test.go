@@ -30,7 +30,7 @@ func TestBreakSlowObserverStallsOtherRegistrations(t *testing.T) {
 	c := newClient(t, srv)
 	blocked, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	slow := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e subscriber.RegistrationStateChange) {
+	slow := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e regStateChange) {
 		if e.To != subscriber.RegistrationRepairing {
 			return
 		}

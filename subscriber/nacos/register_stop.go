@@ -3,6 +3,7 @@ package nacos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
@@ -32,6 +33,10 @@ func (g *registration) stop(ctx context.Context) error {
 // client registered). Use Shutdown to deregister. Close is idempotent,
 // returns once the repair loop's step in flight has ended, and returns nil.
 func (g *registration) Close() error {
+	if g.track.InObserver() { // Close would wait for the step calling the observer
+		go func() { _ = g.Close() }()
+		return fmt.Errorf("nacos: Registration.Close from its observer: stopping in the background: %w", rebound.ErrCalledFromCallback)
+	}
 	_ = g.stop(context.Background())
 	select {
 	case g.shut <- struct{}{}:
@@ -69,6 +74,10 @@ func (g *registration) Close() error {
 func (g *registration) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return &rebound.ArgumentError{Func: "nacos.Registration.Shutdown", Arg: "ctx", Reason: "must not be nil"}
+	}
+	if g.track.InObserver() { // Shutdown would wait for the step calling the observer
+		go func() { _ = g.Shutdown(ctx) }()
+		return fmt.Errorf("nacos: Registration.Shutdown from its observer: stopping in the background: %w", rebound.ErrCalledFromCallback)
 	}
 	if err := g.stop(ctx); err != nil {
 		return err
