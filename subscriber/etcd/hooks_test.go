@@ -1,6 +1,6 @@
 package etcd_test
 
-import "github.com/rebound-go/rebound/internal/regstate/regstatetest"
+import "github.com/rebound-go/rebound/subscriber/internal/regstate/regstatetest"
 
 // The tests' views of a subscriber.RegistrationEvent (regstatetest).
 type (

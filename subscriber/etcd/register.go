@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/internal/regstate"
 )
 
 // registration keeps one instance registered: its key is bound to a

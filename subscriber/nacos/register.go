@@ -21,8 +21,8 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/admit"
-	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/internal/regstate"
 )
 
 // Defaults of a registration (see withRedoGrace and withCheckInterval).

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/admit"
-	"github.com/rebound-go/rebound/internal/regstate"
 	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/internal/regstate"
 )
 
 // stop ends the loop (bounded by ctx) and gives the service's slot on the
