@@ -77,17 +77,6 @@ func dropIndex(r dropReason) int {
 	panic("failback: unknown dropReason " + string(r))
 }
 
-func (f *Invoker) info(t *task, err error, delay time.Duration, now int64) Task {
-	return Task{
-		Invocation: t.inv,
-		Attempts:   int(t.attempts),
-		Target:     t.target(),
-		Err:        err,
-		Delay:      delay,
-		Age:        time.Duration(now - t.born),
-	}
-}
-
 // enterHook marks the calling goroutine as running a hook until the
 // returned function is called (nested hook calls on one goroutine, such as
 // a hook calling Invoke, keep the outer mark).
@@ -107,11 +96,14 @@ func (f *Invoker) inHookNow() bool {
 
 func (f *Invoker) observed() bool { return len(f.cfg.observers) > 0 }
 
-// emit hands an event about info to every observer, recovering a panic
-// (returned, the first one, and logged at Error).
-func (f *Invoker) emit(kind rebound.EventKind, info Task) (pe *cluster.PanicError) {
+// emit hands an event about t (a Task, with err, delay, the age at now
+// and the drop reason) to every observer, recovering a panic (returned,
+// the first one, and logged at Error).
+func (f *Invoker) emit(kind rebound.EventKind, t *task, err error, delay time.Duration, now int64, reason error) (pe *cluster.PanicError) {
 	defer f.enterHook()()
-	e := rebound.Event{Kind: kind, Attempt: info.Attempts, Err: info.Err, Delay: info.Delay, Elapsed: info.Age, Detail: info}
+	info := Task{Invocation: t.inv, Attempts: int(t.attempts), Target: t.lastTarget, Err: err,
+		Delay: delay, Age: time.Duration(now - t.born), Reason: reason}
+	e := rebound.Event{Kind: kind, Attempt: info.Attempts, Err: err, Delay: delay, Elapsed: info.Age, Detail: info}
 	for _, o := range f.cfg.observers {
 		if p := f.observe(o, e); p != nil && pe == nil {
 			pe = p
@@ -141,12 +133,10 @@ func (f *Invoker) droppedReport(t *task, reason dropReason, now int64) {
 	if ce := f.log.Check(zapcore.WarnLevel, "failback: dropped queued call"); ce != nil {
 		ce.Write(zap.String("reason", string(reason)),
 			zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-			zap.String("target", t.target()), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
+			zap.String("target", t.lastTarget), zap.Duration("age", time.Duration(now-t.born)), zap.Error(t.lastErr))
 	}
 	if f.observed() {
-		info := f.info(t, t.lastErr, 0, now)
-		info.Reason = reason.sentinel()
-		_ = f.emit(rebound.EventDropped, info)
+		_ = f.emit(rebound.EventDropped, t, t.lastErr, 0, now, reason.sentinel())
 	}
 }
 
@@ -155,10 +145,10 @@ func (f *Invoker) gaveUpReport(t *task, reason, last error, now int64) {
 	gerr := &rebound.RetryError{Attempts: int(t.attempts), Reason: reason, Last: last}
 	if ce := f.log.Check(zapcore.WarnLevel, "failback: gave up on call"); ce != nil {
 		ce.Write(zap.String("method", t.inv.Method),
-			zap.Int("attempts", int(t.attempts)), zap.String("target", t.target()),
+			zap.Int("attempts", int(t.attempts)), zap.String("target", t.lastTarget),
 			zap.Duration("age", time.Duration(now-t.born)), zap.NamedError("reason", reason), zap.Error(last))
 	}
 	if f.observed() {
-		_ = f.emit(rebound.EventGiveUp, f.info(t, gerr, 0, now))
+		_ = f.emit(rebound.EventGiveUp, t, gerr, 0, now, nil)
 	}
 }

@@ -242,11 +242,18 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	if ttl > 0 {
 		t.expires = satAdd(now, ttl)
 	}
-	d, reason := f.nextDelay(t, now)
-	if reason != nil {
+	// The Schedule gives the first wait: the policy, a Retry-After capped
+	// by Policy.MaxRetryAfter, the limits. A Permanent mark under a
+	// Stopping one does not count.
+	last := err
+	if isStopping(last) {
+		last = errStopping
+	}
+	dec := t.att.Done(last, f.at(now))
+	if t.attempts = counted(dec.Attempt); dec.Verdict != rebound.WaitFor {
 		return err // the policy allows no retry at all
 	}
-	return f.offer(t, d, seq)
+	return f.offer(t, dec.Delay, seq)
 }
 
 // offer queues t to run after d, or refuses it. Queued is reported, and
@@ -320,11 +327,11 @@ func (f *Invoker) noteAccepted(t *task, d time.Duration) *cluster.PanicError {
 		f.fullLoop.Observe(rebound.Event{Kind: rebound.EventAttempt, Attempt: int(f.fullEpisode.Swap(0)) + 1})
 	}
 	if ce := f.log.Check(zapcore.DebugLevel, "failback: call queued for retry"); ce != nil {
-		ce.Write(zap.String("method", t.inv.Method), zap.String("target", t.target()),
+		ce.Write(zap.String("method", t.inv.Method), zap.String("target", t.lastTarget),
 			zap.Duration("delay", d), zap.Error(t.lastErr))
 	}
 	if f.observed() {
-		return f.emit(rebound.EventQueued, f.info(t, t.lastErr, d, t.born))
+		return f.emit(rebound.EventQueued, t, t.lastErr, d, t.born, nil)
 	}
 	return nil
 }
@@ -339,13 +346,11 @@ func (f *Invoker) reject(t *task, reason dropReason) error {
 	default:
 		if ce := f.log.Check(zapcore.WarnLevel, "failback: call not queued"); ce != nil {
 			ce.Write(zap.String("reason", string(reason)), zap.String("method", t.inv.Method),
-				zap.String("target", t.target()), zap.Error(t.lastErr))
+				zap.String("target", t.lastTarget), zap.Error(t.lastErr))
 		}
 	}
 	if f.observed() {
-		info := f.info(t, err, 0, t.born)
-		info.Reason = reason.sentinel()
-		_ = f.emit(rebound.EventDropped, info)
+		_ = f.emit(rebound.EventDropped, t, err, 0, t.born, reason.sentinel())
 	}
 	return err
 }
@@ -357,24 +362,6 @@ func (f *Invoker) pendingLocked() int { return f.queuedLocked() + f.inflight }
 
 // now returns the monotonic time since epoch in nanoseconds.
 func (f *Invoker) now() int64 { return int64(time.Since(f.epoch)) }
-
-// nextDelay asks the task's rebound.Schedule (the one step function:
-// policy, Retry-After capped by Policy.MaxRetryAfter, MaxAttempts,
-// MaxElapsed) for the wait before t's next attempt. A non-nil reason (the
-// Reason of the Schedule's *rebound.RetryError, wrapping
-// rebound.ErrExhausted) means the policy allows no further attempt.
-func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
-	last := t.lastErr
-	if isStopping(last) {
-		last = errStopping // a Permanent mark under it does not count
-	}
-	dec := t.att.Done(last, f.at(now))
-	t.made(0)
-	if dec.Verdict == rebound.WaitFor {
-		return dec.Delay, nil
-	}
-	return 0, stopReason(dec.Err)
-}
 
 // accepted tells the engine (for the throttle of rebound.WithThrottle) that a
 // provider accepted an attempt at now: it succeeded, or failed with an

@@ -287,17 +287,6 @@ func storeAddCall(st Store, c StoredCall) (id uint64, err error) {
 	return st.Add(c)
 }
 
-// storeUpdate is st.Update with a panic returned as an error: it runs on
-// a retry worker, where a panic would end the process.
-func storeUpdate(st Store, id uint64, attempts int, due time.Time) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = recovered("failback.Store.Update", r)
-		}
-	}()
-	return st.Update(id, attempts, due)
-}
-
 // storeRemove is st.Remove with a panic returned as an error.
 func storeRemove(st Store, id uint64) (err error) {
 	defer func() {
@@ -309,21 +298,28 @@ func storeRemove(st Store, id uint64) (err error) {
 }
 
 // storeRetried records t's attempts and next due time; it returns false
-// if a shared Store says another Invoker holds t now (ErrLeaseLost).
-func (f *Invoker) storeRetried(t *task) bool {
+// if a shared Store says another Invoker holds t now (ErrLeaseLost). A
+// panic of Update is an error (it runs on a retry worker).
+func (f *Invoker) storeRetried(t *task) (kept bool) {
 	if t.sid == 0 {
 		return true
 	}
-	err := storeUpdate(f.cfg.durable.store, t.sid, int(t.attempts), f.wall(t.due))
-	if errors.Is(err, ErrLeaseLost) {
-		f.log.Warn("failback: store: another invoker took the call over (its lease ended): handing it over",
-			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
-		return false
-	}
-	if err != nil {
-		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
-			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
-	}
+	var err error
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("failback.Store.Update", r)
+		}
+		kept = !errors.Is(err, ErrLeaseLost)
+		switch {
+		case !kept:
+			f.log.Warn("failback: store: another invoker took the call over (its lease ended): handing it over",
+				zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+		case err != nil:
+			f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
+				zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+		}
+	}()
+	err = f.cfg.durable.store.Update(t.sid, int(t.attempts), f.wall(t.due))
 	return true
 }
 

@@ -48,8 +48,12 @@ func (f *Invoker) invokeTraced(ctx context.Context, inv *cluster.Invocation) (an
 }
 
 // startRetry starts the span of t's retry (t.attempts already counts it),
-// a new root linked to the trace that queued t.
+// a new root linked to the trace that queued t. Without a tracer it
+// returns ctx and a nil span.
 func (f *Invoker) startRetry(ctx context.Context, t *task) (context.Context, trace.Span) {
+	if f.cfg.tracer == nil {
+		return ctx, nil
+	}
 	since := t.ended
 	if since == 0 {
 		since = t.born
@@ -63,8 +67,11 @@ func (f *Invoker) startRetry(ctx context.Context, t *task) (context.Context, tra
 	return f.cfg.tracer.Start(ctx, spanAttempt, opts...)
 }
 
-// endRetry ends the span of a retry by its outcome.
+// endRetry ends the span of a retry by its outcome; a nil span is none.
 func (f *Invoker) endRetry(span trace.Span, out outcome, err error) {
+	if span == nil {
+		return
+	}
 	switch {
 	case out == outSucceeded:
 		span.SetAttributes(attribute.String("rebound.verdict", "success"))
