@@ -17,7 +17,7 @@
 //
 // Invoke returns the result of a successful first attempt. Otherwise:
 //
-//	not retryable                           the error, matching ErrNotRetryable
+//	not retryable                           the error, saying it was not retried
 //	caller's ctx done, rebound.Permanent    the error, unchanged
 //	retryable, WithMaxAttempts(1) limit     the error, unchanged
 //	retryable, queued                       (nil, nil)

@@ -19,15 +19,18 @@ var (
 	// ErrExpired: the call's time-to-live (WithTTL) ended before its next
 	// attempt could start.
 	ErrExpired = errors.New("failback: call expired")
-	// ErrNotRetryable is the Reason of a give-up (EventGiveUp) for an error the
-	// classifier does not retry, or a rebound.Permanent one. Invoke's error
-	// matches it when the first attempt's error was not retryable.
-	ErrNotRetryable = errors.New("failback: error not retryable")
 )
 
-// errPanicked is the Reason of a give-up when a retry attempt or an
-// observer panicked. Last is then a *cluster.PanicError.
-var errPanicked = errors.New("failback: panicked")
+var (
+	// errNotRetryable is the Reason of a give-up (EventGiveUp) for an
+	// error the classifier does not retry, or a rebound.Permanent one.
+	// Invoke's error wraps it when the first attempt's error was not
+	// retryable.
+	errNotRetryable = errors.New("failback: error not retryable")
+	// errPanicked is the Reason of a give-up when a retry attempt or an
+	// observer panicked. Last is then a *cluster.PanicError.
+	errPanicked = errors.New("failback: panicked")
+)
 
 // notRetriedError is Invoke's error for a first attempt whose error was
 // not classified retryable: the error, with why it was not retried.
@@ -37,7 +40,7 @@ func (e *notRetriedError) Error() string {
 	return e.err.Error() + " (failback: not retried: the error is not classified retryable; the default" +
 		" retries only rebound.Transient and network errors: mark it rebound.Transient or classify it with failback.WithRetryable)"
 }
-func (e *notRetriedError) Unwrap() []error { return []error{e.err, ErrNotRetryable} }
+func (e *notRetriedError) Unwrap() []error { return []error{e.err, errNotRetryable} }
 
 // notRetried returns err with why it was not retried; a Permanent error is
 // the caller's own decision and is returned as it is, as is an error that

@@ -21,8 +21,9 @@ type Task struct {
 	Attempts   int                 // attempts made, the first and throttled ones included
 	Target     string              // the last attempt's invoker ("" if none)
 	// Err is the last attempt's error: a *rebound.RetryError in EventGiveUp
-	// (Reason rebound.ErrExhausted or ErrNotRetryable; Last a
-	// *cluster.PanicError after a panic), nil in EventRecovered.
+	// (Reason rebound.ErrExhausted, or one saying the error is not
+	// retryable; Last a *cluster.PanicError after a panic), nil in
+	// EventRecovered.
 	Err    error
 	Delay  time.Duration // the wait before the next attempt
 	Age    time.Duration // the time since the first attempt failed

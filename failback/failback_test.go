@@ -90,7 +90,7 @@ func TestInvokeSuccessAndNonRetryable(t *testing.T) {
 			t.Fatalf("Invoke = %v, %v; want the result", res, err)
 		}
 		res, err = f.Invoke(callerCtx(), &cluster.Invocation{Method: "fail"})
-		if res != nil || !errors.Is(err, business) || !errors.Is(err, ErrNotRetryable) {
+		if res != nil || !errors.Is(err, business) || !errors.Is(err, errNotRetryable) {
 			t.Fatalf("Invoke = %v, %v; want the business error, not retried", res, err)
 		}
 		time.Sleep(time.Hour)
@@ -677,7 +677,7 @@ func TestHooksOrder(t *testing.T) {
 			}
 		}
 		for _, g := range rec.get("gaveup") {
-			if g.Invocation.Method == "business" && !errors.Is(g.Err, ErrNotRetryable) {
+			if g.Invocation.Method == "business" && !errors.Is(g.Err, errNotRetryable) {
 				t.Errorf("business give-up reason: %v", g.Err)
 			}
 		}

@@ -261,7 +261,7 @@ func TestGiveUpDuringCloseIsGaveUp(t *testing.T) {
 		reason error
 		policy Option
 	}{
-		{"not retryable", errors.New("400 bad request"), ErrNotRetryable, WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(4))},
+		{"not retryable", errors.New("400 bad request"), errNotRetryable, WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(4))},
 		{"exhausted", errRefused, rebound.ErrExhausted, WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(2))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ func TestNotRetriedHintOnceWhenNested(t *testing.T) {
 	outer := mustNew(t, cluster.NewStaticDirectory(inner))
 	defer mustClose(t, outer)
 	_, err := outer.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify"})
-	if !errors.Is(err, plain) || !errors.Is(err, ErrNotRetryable) {
+	if !errors.Is(err, plain) || !errors.Is(err, errNotRetryable) {
 		t.Fatalf("Invoke = %v; want the provider's error, not retryable", err)
 	}
 	if n := strings.Count(err.Error(), "failback: not retried"); n != 1 {

@@ -127,7 +127,7 @@ func (f *Invoker) run(t *task, n int) {
 	case !f.retryable(err):
 		// Not retried: the engine hears of it as a permanent failure
 		// (the provider answered: an accept for the throttle).
-		out, reason = outGaveUp, ErrNotRetryable
+		out, reason = outGaveUp, errNotRetryable
 		t.att.Done(rebound.Permanent(err), f.at(now))
 	default:
 		// The Schedule gives the wait: the policy, a Retry-After capped by

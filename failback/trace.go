@@ -13,12 +13,14 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// TraceContextKey is the attachment, reserved by a tracer (see WithPolicy), that
-// keeps the W3C trace context of a call's first attempt. A Store persists
-// it, so a retry after a restart links to the trace that queued the call.
-const TraceContextKey = "rebound-traceparent"
+// traceContextKey is the attachment, reserved by a tracer (see
+// WithPolicy), that keeps the W3C trace context of a call's first attempt.
+// A Store persists it, so a retry after a restart links to the trace that
+// queued the call.
+const traceContextKey = telemetry.TraceAttachment
 
 const spanAttempt = "rebound.attempt"
 
@@ -31,7 +33,7 @@ func (f *Invoker) invokeTraced(ctx context.Context, inv *cluster.Invocation) (an
 	c := *inv
 	c.Attachments = make(map[string]string, len(inv.Attachments)+1)
 	maps.Copy(c.Attachments, inv.Attachments)
-	delete(c.Attachments, TraceContextKey) // the caller's value, if any, is not this call's
+	delete(c.Attachments, traceContextKey) // the caller's value, if any, is not this call's
 	propagation.TraceContext{}.Inject(ctx, attachmentCarrier(c.Attachments))
 	target, res, err := f.first(ctx, &c)
 	if err == nil {
@@ -99,20 +101,20 @@ func (f *Invoker) failedSpan(span trace.Span, err error, verdict string) {
 
 // queuedBy returns the span context kept in inv's Attachments, if any.
 func queuedBy(inv *cluster.Invocation) trace.SpanContext {
-	if inv.Attachments[TraceContextKey] == "" {
+	if inv.Attachments[traceContextKey] == "" {
 		return trace.SpanContext{}
 	}
 	ctx := propagation.TraceContext{}.Extract(context.Background(), attachmentCarrier(inv.Attachments))
 	return trace.SpanContextFromContext(ctx)
 }
 
-// attachmentCarrier keeps the traceparent under TraceContextKey, followed
+// attachmentCarrier keeps the traceparent under traceContextKey, followed
 // by a space and the tracestate when there is one (a traceparent has no
 // space), so that a call carries one reserved attachment.
 type attachmentCarrier map[string]string
 
 func (c attachmentCarrier) Get(key string) string {
-	parent, state, _ := strings.Cut(c[TraceContextKey], " ")
+	parent, state, _ := strings.Cut(c[traceContextKey], " ")
 	switch key {
 	case "traceparent":
 		return parent
@@ -123,7 +125,7 @@ func (c attachmentCarrier) Get(key string) string {
 }
 
 func (c attachmentCarrier) Set(key, value string) {
-	parent, state, _ := strings.Cut(c[TraceContextKey], " ")
+	parent, state, _ := strings.Cut(c[traceContextKey], " ")
 	switch key {
 	case "traceparent":
 		parent = value
@@ -135,7 +137,7 @@ func (c attachmentCarrier) Set(key, value string) {
 	if state != "" {
 		parent += " " + state
 	}
-	c[TraceContextKey] = parent
+	c[traceContextKey] = parent
 }
 
 func (c attachmentCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }

@@ -62,13 +62,13 @@ func TestQueuedByMalformedAttachments(t *testing.T) {
 		string(make([]byte, 1<<16)),
 	}
 	for _, v := range bad {
-		inv := &cluster.Invocation{Attachments: map[string]string{TraceContextKey: v + " =,=\x00"}}
+		inv := &cluster.Invocation{Attachments: map[string]string{traceContextKey: v + " =,=\x00"}}
 		if sc := queuedBy(inv); sc.IsValid() {
 			t.Errorf("traceparent %.40q gave a link to %v", v, sc)
 		}
 	}
 	good := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	inv := &cluster.Invocation{Attachments: map[string]string{TraceContextKey: good + " =,=\x00"}}
+	inv := &cluster.Invocation{Attachments: map[string]string{traceContextKey: good + " =,=\x00"}}
 	if sc := queuedBy(inv); !sc.IsValid() || sc.TraceState().Len() != 0 {
 		t.Errorf("a good traceparent with a malformed tracestate gave %v (tracestate %q), want the link without the state", sc, sc.TraceState())
 	}

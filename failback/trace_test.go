@@ -37,7 +37,7 @@ func TestTracerProviderLinksRetriesToTheQueuingTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		caller.End()
-		if _, ok := inv.Attachments[TraceContextKey]; ok {
+		if _, ok := inv.Attachments[traceContextKey]; ok {
 			t.Fatal("the caller's Invocation was modified")
 		}
 		time.Sleep(1500 * time.Millisecond) // one retry fails

@@ -18,6 +18,7 @@ import (
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
 // pushbackTrailer is the trailer in which a gRPC server tells the client
@@ -88,7 +89,7 @@ func (i *Invoker) Invoke(ctx context.Context, inv *cluster.Invocation) (any, err
 	if len(inv.Attachments) > 0 {
 		kv := make([]string, 0, 2*len(inv.Attachments))
 		for k, v := range inv.Attachments {
-			if k == failback.TraceContextKey { // the trace travels in ctx (grpc's OpenTelemetry plugin), not as metadata
+			if k == telemetry.TraceAttachment { // the trace travels in ctx (grpc's OpenTelemetry plugin), not as metadata
 				continue
 			}
 			kv = append(kv, k, v)

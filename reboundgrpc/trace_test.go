@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/rebound-go/rebound/cluster"
-	"github.com/rebound-go/rebound/failback"
+	"github.com/rebound-go/rebound/internal/telemetry"
 	"github.com/rebound-go/rebound/reboundgrpc"
 )
 
@@ -28,11 +28,11 @@ func TestInvokerKeepsTraceContextOutOfMetadata(t *testing.T) {
 	}
 	defer cc.Close()
 	_, err = reboundgrpc.NewInvoker(cc).Invoke(t.Context(), &cluster.Invocation{Method: checkMethod, Args: []any{struct{}{}},
-		Attachments: map[string]string{"x-k": "v", failback.TraceContextKey: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
+		Attachments: map[string]string{"x-k": "v", telemetry.TraceAttachment: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(md.Get(failback.TraceContextKey)) != 0 || md.Get("x-k")[0] != "v" {
-		t.Fatalf("metadata %v: want x-k and no %s", md, failback.TraceContextKey)
+	if len(md.Get(telemetry.TraceAttachment)) != 0 || md.Get("x-k")[0] != "v" {
+		t.Fatalf("metadata %v: want x-k and no %s", md, telemetry.TraceAttachment)
 	}
 }
