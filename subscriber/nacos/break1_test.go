@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
@@ -100,4 +102,50 @@ func TestBreakPolicyObserverCallsClose(t *testing.T) {
 	subscribertest.Eventually(t, e2eTimeout, "the Registration to stop", func() bool {
 		return g.Status().State == subscriber.RegistrationStopped
 	})
+}
+
+// TestBreakLimiterBurstZeroStopsRegistration: a limiter shared through
+// WithRegisterPolicy whose burst is set to 0 for a while (a pause of
+// every repair) makes the engine stop the run ("can never grant a
+// token"), and the registration stops for good: state stopped, never
+// repaired once the burst is back. The docs say a registration never
+// stops and a local refusal defers an attempt. Correct: the registration
+// waits and repairs once the limiter can grant again (as a subscription
+// does).
+func TestBreakLimiterBurstZeroStopsRegistration(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	lim := rate.NewLimiter(1000, 10)
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)], nacos.WithCheckInterval(200*time.Millisecond),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
+		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
+	})
+	lim.SetBurst(0) // repairs paused: a retry waits
+	if err := srv.SetRequestError(nacostest.RequestInstance, 500); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
+		t.Fatalf("ForgetClientInstances = %d", n)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "a failed repair", func() bool {
+		return g.Status().State == subscriber.RegistrationRepairing || g.Status().State == subscriber.RegistrationStopped
+	})
+	// The pause lasts a second: the retry comes due in it (the policy waits
+	// at most 500 ms). A retry due later would make the test pass, never fail.
+	time.Sleep(time.Second)
+	lim.SetBurst(10)
+	srv.ClearFaults()
+	subscribertest.Eventually(t, e2eTimeout, "the registration to be repaired once the limiter grants again", func() bool {
+		st := g.Status()
+		return st.State == subscriber.RegistrationStopped || (st.State == subscriber.RegistrationRegistered && len(srv.Instances("", "", "orders")) == 1)
+	})
+	if st := g.Status(); st.State != subscriber.RegistrationRegistered {
+		t.Fatalf("Status = %v (%v), want registered again: a limiter that pauses repairs defers them", st.State, st.LastErr)
+	}
 }
