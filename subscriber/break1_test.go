@@ -3,6 +3,8 @@ package subscriber_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -57,6 +59,88 @@ func TestBreakWithPolicyObserverCallsClose(t *testing.T) {
 		}
 		if err := m.Close(); err != nil {
 			t.Fatalf("Close = %v", err)
+		}
+	})
+}
+
+// countingBreaker admits every attempt and counts the admissions and
+// their reports.
+type countingBreaker struct {
+	mu            sync.Mutex
+	allowed, done int
+}
+
+func (b *countingBreaker) Allow() (func(error), error) {
+	b.mu.Lock()
+	b.allowed++
+	b.mu.Unlock()
+	return func(error) {
+		b.mu.Lock()
+		b.done++
+		b.mu.Unlock()
+	}, nil
+}
+
+func (b *countingBreaker) counts() (int, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.allowed, b.done
+}
+
+// TestBreakWithPolicyBreakerDoneOnce: a rebound.WithBreaker given to
+// WithPolicy gates the subscriptions' attempts. Every admission it grants
+// must be reported to it exactly once (an attempt made, or given back),
+// through failures, a success, an Unsubscribe and Close; an admission
+// never reported keeps a half-open breaker's probe counted for good.
+func TestBreakWithPolicyBreakerDoneOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		var fail atomic.Bool
+		fail.Store(true)
+		reg.SetFailure(func(subscriber.Key) error {
+			if fail.Load() {
+				return subscribertest.ErrUnavailable
+			}
+			return nil
+		})
+		b := &countingBreaker{}
+		m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}, rebound.WithBreaker(b)))
+		if err != nil {
+			if !errors.Is(err, rebound.ErrInvalidArgument) {
+				t.Fatalf("New = %v; a refusal must match rebound.ErrInvalidArgument", err)
+			}
+			return
+		}
+		payments := subscriber.Key{Service: "payments"}
+		s1, err := m.Subscribe(context.Background(), orders, func([]subscriber.Instance) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Subscribe(context.Background(), payments, func([]subscriber.Instance) {}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // failures and retries
+		fail.Store(false)
+		select {
+		case <-s1.Ready():
+		case <-time.After(time.Minute):
+			t.Fatal("orders never subscribed")
+		}
+		fail.Store(true)
+		reg.Break(orders) // a disruption: a new run
+		time.Sleep(5 * time.Second)
+		if err := s1.Unsubscribe(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		allowed, done := b.counts()
+		t.Logf("breaker: %d admitted, %d reported", allowed, done)
+		if allowed == 0 || allowed != done {
+			t.Errorf("the breaker admitted %d attempts and heard the end of %d: each admission is reported once", allowed, done)
 		}
 	})
 }
