@@ -149,3 +149,62 @@ func TestBreakLimiterBurstZeroStopsRegistration(t *testing.T) {
 		t.Fatalf("Status = %v (%v), want registered again: a limiter that pauses repairs defers them", st.State, st.LastErr)
 	}
 }
+
+// TestBreakLimiterBurstZeroEndsShutdown: Shutdown retries the deregister
+// "until ctx is done (it then returns ctx's error, or the last
+// attempt's)". With a limiter shared through WithRegisterPolicy whose
+// burst is 0 (repairs paused), the first retry's admission stops the run
+// and Shutdown returns at once, long before ctx ends, with the limiter's
+// error. Correct: the paused retry waits, and Shutdown returns ctx's
+// error when ctx ends.
+func TestBreakLimiterBurstZeroEndsShutdown(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	lim := rate.NewLimiter(1000, 10)
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)],
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	lim.SetBurst(0)
+	if err := srv.SetRequestError(nacostest.RequestInstance, 500); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err = g.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() == nil {
+		t.Fatalf("Shutdown = %v (ctx done: %v), want ctx's error once ctx ended: a paused limiter defers the retry", err, ctx.Err() != nil)
+	}
+}
+
+// TestBreakShutdownRecompilesPolicyOptions: Shutdown compiles
+// WithRegisterPolicy's options again, at the time of the Shutdown. A
+// limiter shared there whose burst is 0 at that moment (repairs paused)
+// fails that check, and Shutdown returns the *rebound.ArgumentError of
+// rebound.WithLimiter without sending the deregister, though its first
+// request asks no gate: the instance stays registered. Correct: Shutdown
+// deregisters (nil, the instance gone).
+func TestBreakShutdownRecompilesPolicyOptions(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	lim := rate.NewLimiter(1000, 10)
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)],
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	lim.SetBurst(0)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	if err := g.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown = %v, want nil: the deregister's first request asks no gate", err)
+	}
+	if n := len(srv.Instances("", "", "orders")); n != 0 {
+		t.Fatalf("the server lists %d instances after Shutdown, want 0", n)
+	}
+}
