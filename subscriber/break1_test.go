@@ -144,3 +144,39 @@ func TestBreakWithPolicyBreakerDoneOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakWithPolicyObserverPanics: an observer given to WithPolicy that
+// panics is recovered, as WithObserver's are: the subscription still
+// subscribes. (Called by the engine, its panic was not recovered and
+// ended the process.)
+func TestBreakWithPolicyObserverPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := subscribertest.New()
+		reg.Set(orders, inst("10.0.0.1"))
+		var fail atomic.Bool
+		fail.Store(true)
+		reg.SetFailure(func(subscriber.Key) error {
+			if fail.Load() {
+				return subscribertest.ErrUnavailable
+			}
+			return nil
+		})
+		obs := rebound.ObserverFunc(func(rebound.Event) { panic("observer bug") })
+		m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}, rebound.WithObserver(obs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		s, err := m.Subscribe(context.Background(), orders, func([]subscriber.Instance) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // failed attempts and retries, each observed
+		fail.Store(false)
+		select {
+		case <-s.Ready():
+		case <-time.After(time.Minute):
+			t.Fatal("the subscription never subscribed")
+		}
+	})
+}
