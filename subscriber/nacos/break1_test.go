@@ -109,10 +109,30 @@ func TestBreakShutdownRecompilesPolicyOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close() })
+	before := srv.Stats().Requests[nacostest.RequestInstance]
 	lim.SetBurst(0)
 	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 	defer cancel()
-	if err := g.Shutdown(ctx); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- g.Shutdown(ctx) }()
+	// Shutdown has begun with the limiter paused once it returned or sent
+	// its deregister; the limiter then grants again (a retry, if the
+	// first request's confirmation failed, may go).
+	returned := false
+	subscribertest.Eventually(t, e2eTimeout, "Shutdown to return or send its deregister", func() bool {
+		select {
+		case err = <-done:
+			returned = true
+			return true
+		default:
+			return srv.Stats().Requests[nacostest.RequestInstance] > before
+		}
+	})
+	lim.SetBurst(10)
+	if !returned {
+		err = <-done
+	}
+	if err != nil {
 		t.Fatalf("Shutdown = %v, want nil: the deregister's first request asks no gate", err)
 	}
 	if n := len(srv.Instances("", "", "orders")); n != 0 {
