@@ -91,7 +91,8 @@ func init() {
 func engineOf(opts any) admit.Settings {
 	os, _ := opts.([]Option)
 	c := newConfig(os)
-	s := admit.Settings{Budget: c.budget != nil, Throttle: c.throttle != nil}
+	s := admit.Settings{Budget: c.budget != nil, Throttle: c.throttle != nil,
+		Limiter: c.limiter != nil, Breaker: c.breaker != nil}
 	if c.meter != nil {
 		s.MeterProvider, s.MeterAttrs = c.meter.mp, c.meter.attrs
 	}

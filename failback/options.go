@@ -118,8 +118,9 @@ func WithMaxTasks(n int) Option {
 // WithPolicy sets how long a call waits between attempts (p) and the
 // engine's options: limits (none means never stop), rebound.WithBudget,
 // WithThrottle, WithObserver, WithMeterProvider, WithTracerProvider.
-// Default: DefaultPolicy() and at most 4 attempts. A bad p or option
-// makes New fail; see docs/failback.md for what each option does here.
+// Default: DefaultPolicy() and at most 4 attempts. A bad p or option,
+// or rebound.WithLimiter or WithBreaker, makes New fail; see
+// docs/failback.md for what each option does here.
 func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return optionFunc(func(c *config) {
 		if _, err := rebound.NewRetrier(p, opts...); err != nil {
@@ -135,6 +136,13 @@ func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 func (c *config) engine() {
 	c.limits = append(c.limits[:len(c.limits):len(c.limits)], c.testOpts...)
 	e := admit.Engine(c.limits)
+	if e.Limiter || e.Breaker {
+		// A retry's admission knows a budget's and a throttle's refusals
+		// only: a token wait or a breaker's refusal would be counted as a
+		// throttle rejection, and a breaker's admission left unreported.
+		c.bad("WithPolicy", "opts", "holds rebound.WithLimiter or rebound.WithBreaker, which failback does not apply: "+
+			"its concurrency bounds the retries, and cluster.NewBreakerDirectory gives each target a breaker", nil)
+	}
 	c.budget, c.throttle = e.Budget, e.Throttle
 	for _, o := range e.Observers {
 		c.observers = append(c.observers, o.(rebound.Observer))

@@ -29,7 +29,8 @@ func WithOptions(opts ...rebound.Option) Option {
 
 // WithHostOptions gives each host a Retrier of its own, with the options
 // perHost returns (after WithOptions'), called once per host with no lock
-// held. Do not use it for an unbounded set of hosts.
+// held (again at the next request if the engine rejected an option). Do
+// not use it for an unbounded set of hosts.
 func WithHostOptions(perHost func(host string) []rebound.Option) Option {
 	return optionFunc(func(t *Transport) error {
 		if perHost == nil {

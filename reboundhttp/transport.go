@@ -70,9 +70,10 @@ func New(base http.RoundTripper, p rebound.Policy, opts ...Option) (*Transport, 
 
 // host is a host's Retrier or the error building it, set when ready closes.
 type host struct {
-	ready chan struct{}
-	r     *rebound.Retrier
-	err   error
+	ready    chan struct{}
+	r        *rebound.Retrier
+	err      error
+	rejected bool // err is the engine's: not kept
 }
 
 // retrier returns name's Retrier, building it on first use: one request
@@ -99,10 +100,20 @@ func (t *Transport) retrier(ctx context.Context, name string) (*rebound.Retrier,
 	}
 	select {
 	case <-h.ready:
-		return h.r, h.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	if h.rejected {
+		// The engine rejected the options: a limiter shared through
+		// WithOptions may grant again later, so the next request builds
+		// the host's Retrier again.
+		t.mu.Lock()
+		if t.hosts[name] == h {
+			delete(t.hosts, name)
+		}
+		t.mu.Unlock()
+	}
+	return h.r, h.err
 }
 
 // build makes h's Retrier and closes h.ready, even if perHost panics.
@@ -115,6 +126,7 @@ func (t *Transport) build(name string, h *host) {
 	}
 	h.r, h.err = rebound.NewRetrier(t.policy, opts...)
 	if h.err != nil {
+		h.rejected = true
 		h.err = &rebound.ArgumentError{Func: "reboundhttp.WithHostOptions", Arg: "host " + name, Reason: "gave an option the engine rejects", Err: h.err}
 	}
 }

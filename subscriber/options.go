@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/nilness"
 )
 
@@ -55,6 +56,7 @@ type options struct {
 // Default: the zero rebound.Policy and a limiter of 1,000/s, burst 100.
 // opts take rebound.WithLimiter, WithBudget and WithThrottle; they add up.
 // Limits (WithMaxAttempts, WithMaxElapsed) do not apply: subscriptions never give up.
+// A rebound.WithObserver in opts is a WithObserver.
 func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return managerOpt(func(o *options) {
 		if _, err := rebound.NewRetrier(p); err != nil {
@@ -65,6 +67,14 @@ func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 		for _, ro := range opts {
 			if ro != nil {
 				o.ropts = append(o.ropts, ro)
+			}
+		}
+		// The engine calls its observers under a subscription's lock:
+		// the Manager calls them, as WithObserver's (retriers drops them
+		// from the engine's options).
+		for _, ob := range admit.Engine(opts).Observers {
+			if ob, _ := ob.(rebound.Observer); !nilness.Is(ob) {
+				o.observers = append(o.observers, ob)
 			}
 		}
 	})

@@ -59,6 +59,7 @@ var (
 // delivers events and records instruments of its own (failback).
 type Settings struct {
 	Budget, Throttle bool                 // rebound.WithBudget, WithThrottle given
+	Limiter, Breaker bool                 // rebound.WithLimiter, WithBreaker given
 	Observers        []any                // rebound.WithObserver's, in order (rebound.Observer)
 	MeterProvider    metric.MeterProvider // the last rebound.WithMeterProvider's (nil: none)
 	MeterAttrs       []attribute.KeyValue // and its attributes

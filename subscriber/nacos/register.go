@@ -149,6 +149,8 @@ type registration struct {
 	shutErr  error         // its result (under shut)
 	released bool          // the slot was given back (under shut)
 	closeReq atomic.Bool   // Close ran while a Shutdown held shut
+
+	dereg *rebound.Retrier // Shutdown's (newRegisterRetrier)
 }
 
 type regUpdate struct {
@@ -192,7 +194,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, err
 	}
-	retrier, err := newRegisterRetrier(cfg)
+	retrier, dereg, err := newRegisterRetrier(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +219,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		key:     key,
 		group:   group,
 		retrier: retrier,
+		dereg:   dereg,
 		settled: make(chan struct{}),
 		shut:    make(chan struct{}, 1),
 		inst:    toModel(inst),
@@ -278,23 +281,39 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 // default rule, admit.Stop, would end the loop), and no limit applies: a
 // registration retries until it is stopped. Registrations with neither a
 // policy nor options share one Retrier (it holds no per-loop state).
-func newRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
+// dereg is the Retrier of Shutdown's deregistration, compiled now: the
+// options' checks (a limiter's burst) may fail later.
+func newRegisterRetrier(cfg regConfig) (repair, dereg *rebound.Retrier, err error) {
 	if len(cfg.retryOpts) == 0 && cfg.policy == (rebound.Policy{}) {
-		return defaultRetrier()
+		r := defaultRetriers()
+		return r.repair, r.dereg, r.err
 	}
-	return compileRegisterRetrier(cfg)
+	if repair, err = compileRegisterRetrier(cfg); err != nil {
+		return nil, nil, err
+	}
+	dereg, err = compileRegisterRetrier(cfg, admit.First(0).(rebound.Option))
+	return repair, dereg, err
 }
 
-// defaultRetrier is the Retrier of the registrations configured with
+// defaultRetriers are the Retriers of the registrations configured with
 // neither a policy nor options.
-var defaultRetrier = sync.OnceValues(func() (*rebound.Retrier, error) { return compileRegisterRetrier(regConfig{}) })
+var defaultRetriers = sync.OnceValue(func() (r struct {
+	repair, dereg *rebound.Retrier
+	err           error
+}) {
+	if r.repair, r.err = compileRegisterRetrier(regConfig{}); r.err == nil {
+		r.dereg, r.err = compileRegisterRetrier(regConfig{}, admit.First(0).(rebound.Option))
+	}
+	return r
+})
 
-func compileRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
-	return rebound.NewRetrier(cfg.policy, append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
+// compileRegisterRetrier compiles cfg's policy and options, then more.
+func compileRegisterRetrier(cfg regConfig, more ...rebound.Option) (*rebound.Retrier, error) {
+	return rebound.NewRetrier(cfg.policy, append(append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
 		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
 		admit.Refuse(admit.Throttle, admit.Defer).(rebound.Option),
 		admit.Refuse(admit.Breaker, admit.Defer).(rebound.Option),
-		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0))...)
+		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0)), more...)...)
 }
 
 // first makes the first registration and starts the loop. On failure it

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
@@ -167,10 +168,15 @@ func (r *repairer) due() bool {
 		r.timer.Reset(dec.Delay)
 		return true
 	case rebound.Stop:
-		g.log.Error("registration stopped", zap.Error(dec.Err))
-		g.track.Set(subscriber.RegistrationStopped, dec.Err)
-		r.s = nil // ended by its own verdict: nothing to give back
-		return false
+		// No limit applies and refusals defer: only a limiter that can
+		// never grant a token (its burst set to 0) stops an admission. A
+		// registration never stops on it: the retry asks again after a
+		// first delay, and nothing is sent until the limiter grants.
+		g.log.Debug("registration repair paused", zap.Error(dec.Err))
+		r.s.Reset(time.Now())
+		r.kind = rebound.RetryAttempt
+		r.timer.Reset(max(admit.FirstDelay(r.s), time.Nanosecond))
+		return true
 	}
 	return r.outcome(a, r.work())
 }

@@ -150,16 +150,7 @@ func (g *registration) deregister(ctx context.Context) error {
 	g.track.Deregistering()
 	// The first request asks no gate; the retries pass the gates of
 	// WithRegisterPolicy's options, each deferring a refusal as in Register.
-	opts := g.cfg.retryOpts[:len(g.cfg.retryOpts):len(g.cfg.retryOpts)]
-	r, err := rebound.NewRetrier(g.cfg.policy, append(opts,
-		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
-		admit.Refuse(admit.Throttle, admit.Defer).(rebound.Option),
-		admit.Refuse(admit.Breaker, admit.Defer).(rebound.Option),
-		rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0),
-		admit.First(0).(rebound.Option))...)
-	if err != nil {
-		return err // not reached: the same options compiled in Register
-	}
+	r := g.dereg
 	s := r.NewSchedule(time.Now())
 	a, _ := s.Admit(time.Now(), rebound.FirstAttempt)
 	g.mu.Lock()
@@ -180,16 +171,25 @@ func (g *registration) deregister(ctx context.Context) error {
 		// The Schedule decides: the delay, then the retry's admission,
 		// waited until ctx is done.
 		dec := a.Done(err, time.Now())
-		for dec.Verdict == rebound.WaitFor {
+		if dec.Verdict != rebound.WaitFor {
+			return dec.Err
+		}
+		for d := dec.Delay; ; {
 			g.track.SetAttempts(dec.Attempt)
-			if werr := sleep(ctx, dec.Delay); werr != nil {
+			if werr := sleep(ctx, d); werr != nil {
 				s.Cancel(time.Now())
 				return errors.Join(werr, last)
 			}
-			a, dec = s.Admit(time.Now(), rebound.RetryAttempt)
-		}
-		if dec.Verdict != rebound.AttemptNow {
-			return dec.Err
+			if a, dec = s.Admit(time.Now(), rebound.RetryAttempt); dec.Verdict == rebound.AttemptNow {
+				break
+			}
+			d = dec.Delay
+			if dec.Verdict == rebound.Stop {
+				// As in the repair loop: only a limiter that grants no
+				// token stops an admission; ask again after a first delay.
+				s.Reset(time.Now())
+				d = admit.FirstDelay(s)
+			}
 		}
 	}
 }

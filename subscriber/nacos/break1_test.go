@@ -1,0 +1,141 @@
+package nacos_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/nacos"
+	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+// TestBreakLimiterBurstZeroStopsRegistration: a limiter shared through
+// WithRegisterPolicy whose burst is set to 0 for a while (a pause of
+// every repair) makes the engine stop the run ("can never grant a
+// token"), and the registration stops for good: state stopped, never
+// repaired once the burst is back. The docs say a registration never
+// stops and a local refusal defers an attempt. Correct: the registration
+// waits and repairs once the limiter can grant again (as a subscription
+// does).
+func TestBreakLimiterBurstZeroStopsRegistration(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	lim := rate.NewLimiter(1000, 10)
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)], nacos.WithCheckInterval(200*time.Millisecond),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
+		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
+	})
+	lim.SetBurst(0) // repairs paused: a retry waits
+	if err := srv.SetRequestError(nacostest.RequestInstance, 500); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
+		t.Fatalf("ForgetClientInstances = %d", n)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "a failed repair", func() bool {
+		return g.Status().State == subscriber.RegistrationRepairing || g.Status().State == subscriber.RegistrationStopped
+	})
+	// The pause lasts a second: the retry comes due in it (the policy waits
+	// at most 500 ms). A retry due later would make the test pass, never fail.
+	time.Sleep(time.Second)
+	lim.SetBurst(10)
+	srv.ClearFaults()
+	subscribertest.Eventually(t, e2eTimeout, "the registration to be repaired once the limiter grants again", func() bool {
+		st := g.Status()
+		return st.State == subscriber.RegistrationStopped || (st.State == subscriber.RegistrationRegistered && len(srv.Instances("", "", "orders")) == 1)
+	})
+	if st := g.Status(); st.State != subscriber.RegistrationRegistered {
+		t.Fatalf("Status = %v (%v), want registered again: a limiter that pauses repairs defers them", st.State, st.LastErr)
+	}
+}
+
+// TestBreakLimiterBurstZeroEndsShutdown: Shutdown retries the deregister
+// "until ctx is done (it then returns ctx's error, or the last
+// attempt's)". With a limiter shared through WithRegisterPolicy whose
+// burst is 0 (repairs paused), the first retry's admission stops the run
+// and Shutdown returns at once, long before ctx ends, with the limiter's
+// error. Correct: the paused retry waits, and Shutdown returns ctx's
+// error when ctx ends.
+func TestBreakLimiterBurstZeroEndsShutdown(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	lim := rate.NewLimiter(1000, 10)
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)],
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	lim.SetBurst(0)
+	if err := srv.SetRequestError(nacostest.RequestInstance, 500); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err = g.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() == nil {
+		t.Fatalf("Shutdown = %v (ctx done: %v), want ctx's error once ctx ended: a paused limiter defers the retry", err, ctx.Err() != nil)
+	}
+}
+
+// TestBreakShutdownRecompilesPolicyOptions: Shutdown compiles
+// WithRegisterPolicy's options again, at the time of the Shutdown. A
+// limiter shared there whose burst is 0 at that moment (repairs paused)
+// fails that check, and Shutdown returns the *rebound.ArgumentError of
+// rebound.WithLimiter without sending the deregister, though its first
+// request asks no gate: the instance stays registered. Correct: Shutdown
+// deregisters (nil, the instance gone).
+func TestBreakShutdownRecompilesPolicyOptions(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	lim := rate.NewLimiter(1000, 10)
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)],
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	before := srv.Stats().Requests[nacostest.RequestInstance]
+	lim.SetBurst(0)
+	ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Shutdown(ctx) }()
+	// Shutdown has begun with the limiter paused once it returned or sent
+	// its deregister; the limiter then grants again (a retry, if the
+	// first request's confirmation failed, may go).
+	returned := false
+	subscribertest.Eventually(t, e2eTimeout, "Shutdown to return or send its deregister", func() bool {
+		select {
+		case err = <-done:
+			returned = true
+			return true
+		default:
+			return srv.Stats().Requests[nacostest.RequestInstance] > before
+		}
+	})
+	lim.SetBurst(10)
+	if !returned {
+		err = <-done
+	}
+	if err != nil {
+		t.Fatalf("Shutdown = %v, want nil: the deregister's first request asks no gate", err)
+	}
+	if n := len(srv.Instances("", "", "orders")); n != 0 {
+		t.Fatalf("the server lists %d instances after Shutdown, want 0", n)
+	}
+}
