@@ -190,7 +190,7 @@ type watchSet struct {
 func (ws *watchSet) acquire(m *Manager, fn string, key Key) (*watch, error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	id := key.ID()
+	id := key.String()
 	if w := ws.byKey[id]; w != nil {
 		w.refs++
 		return w, nil

@@ -98,7 +98,7 @@ func (g *WatchGroup) Watch(key Key) (*View, error) {
 	if g.closed {
 		return nil, errGroupClosed
 	}
-	id := key.ID()
+	id := key.String()
 	gk := g.keys[id]
 	if gk != nil {
 		g.m.watches.mu.Lock()

@@ -130,7 +130,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 			return err
 		}
 	}
-	ks := key.ID()
+	ks := key.String()
 	r.sinks[sink] = ks
 	r.redo[sink] = key
 	r.stats.Acks++
@@ -207,7 +207,7 @@ func (r *Registry) reportLocked(states ...bool) {
 func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.ID()
+	ks := key.String()
 	r.services[ks] = slices.Clone(instances)
 	r.version[ks]++
 	if r.down {
@@ -235,7 +235,7 @@ func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 func (r *Registry) LoseNextPush(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks, n := key.ID(), 0
+	ks, n := key.String(), 0
 	for sink, k := range r.sinks {
 		if k == ks {
 			r.lose[sink] = true
@@ -301,7 +301,7 @@ func (r *Registry) Forget() {
 func (r *Registry) Break(key subscriber.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.ID()
+	ks := key.String()
 	for sink, k := range r.sinks {
 		if k == ks {
 			delete(r.sinks, sink)
@@ -353,7 +353,7 @@ func (r *Registry) Stats() Stats {
 func (r *Registry) Subscribed(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.ID()
+	ks := key.String()
 	n := 0
 	for _, k := range r.sinks {
 		if k == ks {
@@ -405,7 +405,7 @@ func (r *Registry) redoAll() {
 		switch out {
 		case RedoConfirm:
 			r.stats.Redos++
-			ks := key.ID()
+			ks := key.String()
 			r.sinks[sink] = ks
 			if v, ok := r.pushed[sink]; !ok || v != r.version[ks] {
 				r.pushLocked(sink, ks) // like the SDK: callbacks only for a changed list
@@ -430,7 +430,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 	case r.down:
 		return nil, ErrUnavailable
 	}
-	list := r.services[key.ID()]
+	list := r.services[key.String()]
 	out := make([]subscriber.Instance, len(list))
 	for i, in := range list {
 		in.Metadata = maps.Clone(in.Metadata)
