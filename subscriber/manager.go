@@ -201,17 +201,20 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// Subscribe starts a subscription of l to key and returns at once. It retries
-// until stopped; ctx bounds its life, not just the call. A bad argument is an
-// *rebound.ArgumentError; after Close the error wraps ErrManagerClosed.
-func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscription, error) {
+// Subscribe starts a subscription of the listener l to key and returns at
+// once. l receives the full, sorted list at each change: in order, one call
+// at a time, never under a lock. It must not modify the slice; a panic is
+// recovered and logged. Subscribe retries until stopped; ctx bounds its
+// life, not just the call. A bad argument is an *rebound.ArgumentError;
+// after Close the error wraps ErrManagerClosed.
+func (m *Manager) Subscribe(ctx context.Context, key Key, l func([]Instance)) (*Subscription, error) {
 	return m.subscribe(ctx, key, l, nil)
 }
 
 // subscribe is Subscribe; before, if not nil, is called with the new
 // subscription before its first attempt starts (Watch: so that the
 // attempt's outcome reaches the view).
-func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before func(*Subscription)) (*Subscription, error) {
+func (m *Manager) subscribe(ctx context.Context, key Key, l func([]Instance), before func(*Subscription)) (*Subscription, error) {
 	const fn = "subscriber.Manager.Subscribe"
 	if ctx == nil {
 		return nil, argError(fn, "ctx", "is nil")
@@ -225,7 +228,7 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before fun
 		}
 	}
 	if l == nil {
-		return nil, argError(fn, "l", "is nil (a Listener is required)")
+		return nil, argError(fn, "l", "is nil (a listener is required)")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, context.Cause(ctx))

@@ -37,7 +37,7 @@ type Subscription struct {
 	m        *Manager
 	id       uint64
 	key      Key
-	listener Listener
+	listener func([]Instance)
 	parent   context.Context // the ctx given to Subscribe
 	sink     sink            // the stable Sink handed to the Registry
 	calls    sync.WaitGroup  // Registry.Subscribe and Lookup calls in progress
@@ -161,7 +161,7 @@ func (k *sink) Resubscribe(err error) {
 
 func (k *sink) Confirmed(reason string) { k.s.confirmed(reason) }
 
-func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subscription {
+func newSubscription(m *Manager, ctx context.Context, key Key, l func([]Instance)) *Subscription {
 	s := &Subscription{
 		m:        m,
 		key:      key,

@@ -73,11 +73,6 @@ type Instance struct {
 	Metadata  map[string]string // never modified by the Manager; do not modify it
 }
 
-// Listener receives a subscription's full, sorted list at each change.
-// Calls are in order, one at a time, and never under a lock. It must not
-// modify the slice; a panic is recovered and logged.
-type Listener func(instances []Instance)
-
 // sortInstances sorts a list in place in the delivery order.
 func sortInstances(list []Instance) {
 	slices.SortFunc(list, func(a, b Instance) int {

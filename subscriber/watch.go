@@ -115,7 +115,7 @@ func (w *watch) changedLocked() {
 	}
 }
 
-// update is the subscription's Listener.
+// update is the subscription's listener.
 func (w *watch) update(list []Instance) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

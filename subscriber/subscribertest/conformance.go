@@ -575,7 +575,7 @@ func Addrs(list []subscriber.Instance) string {
 	return strings.Join(out, ",")
 }
 
-// recorder is a Listener that keeps every list.
+// recorder is a listener that keeps every list.
 type recorder struct {
 	timeout time.Duration // of wait
 	mu      sync.Mutex
