@@ -16,7 +16,7 @@ import (
 func TestRegistryClosedWhileDownStopsSubscriptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
-		reg.EnableRedo(nil) // a ReconnectConfirmer: nothing is sent while down
+		reg.EnableRedo(nil) // confirms reconnects: nothing is sent while down
 		m := newManager(t, reg)
 		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
 		<-s.Ready()

@@ -24,7 +24,7 @@
 //
 // # Writing an adapter
 //
-// Implement Registry; add ConnectionMonitor, ReconnectConfirmer or
-// Reconciler if the client can. An adapter makes one attempt per call and
-// never retries. The contract in full: docs/subscription.md.
+// Implement Registry; add ConnectionMonitor or Reconciler if the client
+// can. An adapter makes one attempt per call and never retries. The
+// contract in full: docs/subscription.md.
 package subscriber

@@ -25,7 +25,7 @@ var (
 
 // Reasons shown in Status.LastErr (docs/subscription.md).
 var (
-	// errNotConfirmed: a ReconnectConfirmer neither confirmed nor handed
+	// errNotConfirmed: a confirming adapter neither confirmed nor handed
 	// back the subscription within WithConfirmTimeout of a reconnect.
 	errNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")
 	// errOutOfSync: a reconciliation read a list from the server that

@@ -74,7 +74,7 @@ type Status struct {
 	// ConfirmedAt and ConfirmReason are the adapter's last Sink.Confirmed.
 	ConfirmedAt   time.Time
 	ConfirmReason string
-	// ConfirmDeadline ends the wait for a ReconnectConfirmer; zero if none.
+	// ConfirmDeadline ends the wait for a confirming adapter; zero if none.
 	ConfirmDeadline time.Time
 	// HeldSince, HeldUntil and HeldReason describe a held empty list.
 	HeldSince  time.Time
@@ -102,7 +102,7 @@ type Manager struct {
 	log       *zap.Logger
 	loopLog   *zap.Logger                             // log with the subscriber component, for the retry Loops
 	logs      bool                                    // log enables some level: the subscriptions keep a retry Loop
-	confirms  bool                                    // reg is a ReconnectConfirmer that confirms reconnects
+	confirms  bool                                    // reg is a ConnectionMonitor that confirms reconnects
 	table     *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
 	recon     Reconciler                              // nil unless reg implements it
 	noLookup  atomic.Bool                             // recon answered with a permanent error: not used any more
@@ -191,10 +191,8 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	m.sched = newScheduler(&m.wg, m.ctx.Done())
 	m.sched.start()
 	if mon, ok := reg.(ConnectionMonitor); ok {
-		if rc, ok := reg.(ReconnectConfirmer); ok {
-			m.confirms = rc.ConfirmsReconnects()
-			m.table = tableFor(m.confirms)
-		}
+		m.confirms = mon.ConfirmsReconnects()
+		m.table = tableFor(m.confirms)
 		m.wg.Add(1)
 		go m.monitor(mon)
 	}

@@ -25,7 +25,7 @@ var errResubscribe = errors.New("subscriber: registry asked to resubscribe")
 // The scheduler entries of a subscription (timerKind).
 const (
 	timerRetry     timerKind = iota // the next attempt (after a backoff delay or for a limiter token)
-	timerConfirm                    // the safety cap on a ReconnectConfirmer's evidence
+	timerConfirm                    // the safety cap on a confirming adapter's evidence
 	timerHold                       // the end of an empty-list hold
 	timerReconcile                  // the next reconciliation or a Refresh lookup
 	numTimers
@@ -309,7 +309,7 @@ func (s *Subscription) stop(cause error) bool {
 
 // registryClosed stops the subscription with err (the ConnectionMonitor's
 // ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
-// subscribed, awaiting a ReconnectConfirmer's evidence, or parked until
+// subscribed, awaiting a confirming adapter's evidence, or parked until
 // the connection is back (park.go). Such a
 // subscription would never learn that the registry is closed. One with an
 // attempt to come learns it from that attempt, like any other permanent

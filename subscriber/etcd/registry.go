@@ -288,6 +288,10 @@ func (r *Registry) waitReady(ctx context.Context) error {
 	}
 }
 
+// ConfirmsReconnects implements subscriber.ConnectionMonitor: false, the
+// Manager confirms every subscription after a reconnect.
+func (r *Registry) ConfirmsReconnects() bool { return false }
+
 // MonitorConnection implements subscriber.ConnectionMonitor from the
 // client's gRPC connection, usable while any member is. After reporting
 // a loss (false) it stops every watch without calling its sink; the caller

@@ -48,8 +48,8 @@
 //     transient *subscriber.OpError wrapping subscriber.ErrDisconnected without
 //     calling the SDK while the client is down, except for one probe every
 //     10 s that learns whether the client was closed.
-//   - Confirmation from evidence, not by re-sending (the Registry is a
-//     subscriber.ReconnectConfirmer). On every reconnect the SDK re-sends
+//   - Confirmation from evidence, not by re-sending (the Registry's
+//     ConfirmsReconnects is true). On every reconnect the SDK re-sends
 //     its cached subscriptions once (its "redo"); a failed one is only
 //     logged. Nacos 2.x stamps every subscribe reply and every push with a
 //     new lastRefTime, and the SDK stores it in its cache even when the

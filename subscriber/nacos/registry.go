@@ -66,8 +66,8 @@ var (
 	errNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
 )
 
-// Registry is a subscriber.Registry, subscriber.ConnectionMonitor and
-// subscriber.ReconnectConfirmer over a nacos-sdk-go/v2 naming client. It
+// Registry is a subscriber.Registry and subscriber.ConnectionMonitor (one
+// that confirms reconnects) over a nacos-sdk-go/v2 naming client. It
 // is safe for concurrent use. It does not own the client: closing the
 // client (CloseClient) ends the subscriptions using it with subscriber.ErrRegistryClosed, and
 // so does Close.
@@ -222,7 +222,7 @@ func (r *Registry) Close() error {
 	return nil
 }
 
-// ConfirmsReconnects implements subscriber.ReconnectConfirmer: it returns
+// ConfirmsReconnects implements subscriber.ConnectionMonitor: it returns
 // true. After a reconnect the adapter confirms each subscription from the
 // SDK's cache or hands it back (Sink.Resubscribe) within 10 s.
 func (r *Registry) ConfirmsReconnects() bool { return true }

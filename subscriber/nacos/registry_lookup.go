@@ -21,10 +21,9 @@ import (
 )
 
 var (
-	_ subscriber.Registry           = (*Registry)(nil)
-	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
-	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
-	_ subscriber.Reconciler         = (*Registry)(nil)
+	_ subscriber.Registry          = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Reconciler        = (*Registry)(nil)
 )
 
 // errLookupUnsupported is the cause of the (permanent) error Lookup

@@ -25,7 +25,7 @@ func TestConformanceInMemory(t *testing.T) {
 
 // TestConformanceInMemoryRedo runs the suite against the in-memory
 // Registry modelling a client redo and an adapter that confirms from
-// evidence (EnableRedo): a ReconnectConfirmer, so ConfirmsReconnects runs.
+// evidence (EnableRedo): ConfirmsReconnects is true, so the ConfirmsReconnects case runs.
 func TestConformanceInMemoryRedo(t *testing.T) {
 	reg := subscribertest.New()
 	reg.EnableRedo(nil)
@@ -37,7 +37,7 @@ func TestConformanceInMemoryRedo(t *testing.T) {
 	subscribertest.Run(t, h)
 }
 
-// redoView is a view that is a ReconnectConfirmer.
+// redoView is a view whose ConfirmsReconnects is the Registry's.
 type redoView struct{ view }
 
 func (v *redoView) ConfirmsReconnects() bool { return v.reg.ConfirmsReconnects() }
@@ -122,6 +122,9 @@ func (v *view) MonitorConnection(ctx context.Context, report func(connected bool
 	return v.reg.MonitorConnection(ctx, report)
 }
 
+// ConfirmsReconnects: a plain view leaves the confirmations to the Manager.
+func (v *view) ConfirmsReconnects() bool { return false }
+
 // The suite must fail on broken implementations. Each case runs
 // TestConformanceBroken in a child process (a failing subtest cannot be
 // contained in this one) and checks that it fails where it should.
@@ -139,7 +142,7 @@ func TestConformanceDetectsBrokenRegistries(t *testing.T) {
 		// A restart loses the subscriptions and nobody tells the
 		// Manager: changes after the restart never arrive.
 		{"forget", "Restart"},
-		// A ReconnectConfirmer that answers for nothing after a restart.
+		// An adapter confirming reconnects that answers for nothing after a restart.
 		{"silent-redo", "ConfirmsReconnects"},
 	} {
 		t.Run(tc.broken, func(t *testing.T) {
@@ -176,7 +179,7 @@ func TestConformanceBroken(t *testing.T) {
 			return d, func() { d.closed.Store(true) }
 		}
 	case "silent-redo":
-		// A ReconnectConfirmer whose redo is lost and which never says so.
+		// An adapter confirming reconnects whose redo is lost and which never says so.
 		reg.EnableRedo(func(subscriber.Key) subscribertest.RedoOutcome { return subscribertest.RedoSilent })
 		h.NewRegistry = func(t *testing.T) (subscriber.Registry, func()) {
 			v := &redoView{view{reg: reg}}

@@ -380,7 +380,7 @@ func (r *Registry) EnableRedo(outcome func(key subscriber.Key) RedoOutcome) {
 	r.redoOn, r.redoFn = true, outcome
 }
 
-// ConfirmsReconnects implements subscriber.ReconnectConfirmer: true after
+// ConfirmsReconnects implements subscriber.ConnectionMonitor: true after
 // EnableRedo.
 func (r *Registry) ConfirmsReconnects() bool {
 	r.mu.Lock()
@@ -440,8 +440,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 }
 
 var (
-	_ subscriber.Registry           = (*Registry)(nil)
-	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
-	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
-	_ subscriber.Reconciler         = (*Registry)(nil)
+	_ subscriber.Registry          = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Reconciler        = (*Registry)(nil)
 )
