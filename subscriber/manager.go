@@ -204,7 +204,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 // at a time, never under a lock. It must not modify the slice; a panic is
 // recovered and logged. Subscribe retries until stopped; ctx bounds its
 // life, not just the call. A bad argument is an *rebound.ArgumentError;
-// after Close the error wraps ErrManagerClosed.
+// after Close the error matches rebound.ErrClosed.
 func (m *Manager) Subscribe(ctx context.Context, key Key, l func([]Instance)) (*Subscription, error) {
 	return m.subscribe(ctx, key, l, nil)
 }
@@ -237,7 +237,7 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l func([]Instance), be
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, ErrManagerClosed)
+		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, errManagerClosed)
 	}
 	m.nextID++
 	s.id = m.nextID
@@ -334,7 +334,7 @@ func (m *Manager) startClose() {
 	subs := m.snapshot()
 	m.cancel()
 	for _, s := range subs {
-		if s.stop(ErrManagerClosed) {
+		if s.stop(errManagerClosed) {
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()

@@ -318,7 +318,7 @@ func TestPermanentErrorsStopTheLoop(t *testing.T) {
 		setup func(*subscribertest.Registry)
 		is    error
 	}{
-		{"registry closed", func(r *subscribertest.Registry) { r.Close() }, subscriber.ErrRegistryClosed},
+		{"registry closed", func(r *subscribertest.Registry) { r.Close() }, rebound.ErrClosed},
 		{"rebound.Permanent", func(r *subscribertest.Registry) {
 			r.SetFailure(func(subscriber.Key) error { return rebound.Permanent(errBadKey) })
 		}, errBadKey},

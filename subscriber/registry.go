@@ -6,8 +6,8 @@ import (
 
 // Registry is what an adapter implements: one attempt per call; the
 // Manager owns retries and timing. Calls for one Sink never overlap. An
-// error wrapping ErrRegistryClosed, or rebound.Permanent, stops a
-// subscription; any other is retried. In full: docs/subscription.md.
+// error matching rebound.ErrClosed (a closed client), or rebound.Permanent,
+// stops a subscription; any other is retried. In full: docs/subscription.md.
 type Registry interface {
 	// Subscribe makes one attempt to subscribe sink to key, or to confirm
 	// it. It returns nil once acknowledged; the adapter then calls
@@ -41,7 +41,7 @@ type Sink interface {
 type ConnectionMonitor interface {
 	// MonitorConnection calls report at each change until ctx is done:
 	// true for a (re)connect or a registry restart, false for a loss.
-	// It returns an error matching ErrRegistryClosed once the client is
+	// It returns an error matching rebound.ErrClosed once the client is
 	// closed. report is called from this goroutine only.
 	MonitorConnection(ctx context.Context, report func(connected bool)) error
 	// ConfirmsReconnects reports whether the client resubscribes on its

@@ -225,8 +225,9 @@ func (s *Subscription) Done() <-chan struct{} {
 	return s.done
 }
 
-// Err returns nil while the subscription runs, then why it stopped:
-// ErrUnsubscribed, ErrManagerClosed, ctx's cause or a permanent error.
+// Err returns nil while the subscription runs, then why it stopped: an
+// error matching rebound.ErrClosed (Unsubscribe, the Manager's or the
+// registry's Close), ctx's cause or a permanent error.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.unlock()
@@ -260,7 +261,7 @@ func (s *Subscription) statusLocked() Status {
 // (bounded by 10 s), returning its error. A listener call may still run. It
 // may be called from the listener; on a stopped subscription it returns nil.
 func (s *Subscription) Unsubscribe() error {
-	if !s.stop(ErrUnsubscribed) {
+	if !s.stop(errUnsubscribed) {
 		<-s.Done()
 		return nil
 	}
@@ -308,7 +309,7 @@ func (s *Subscription) stop(cause error) bool {
 }
 
 // registryClosed stops the subscription with err (the ConnectionMonitor's
-// ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
+// closed error) if it waits with no attempt scheduled or in flight:
 // subscribed, awaiting a confirming adapter's evidence, or parked until
 // the connection is back (park.go). Such a
 // subscription would never learn that the registry is closed. One with an
@@ -340,7 +341,7 @@ func (s *Subscription) finish() error {
 		err = s.unsubscribe(ctx)
 		cancel()
 		switch {
-		case errors.Is(err, ErrRegistryClosed):
+		case errors.Is(err, rebound.ErrClosed):
 			// A closed registry client holds no subscription any more.
 			s.m.log.Debug("registry unsubscribe: registry closed", zap.Stringer("key", s.key), zap.Error(err))
 		case err != nil:
@@ -348,7 +349,7 @@ func (s *Subscription) finish() error {
 		}
 	}
 	switch {
-	case errors.Is(cause, ErrUnsubscribed), errors.Is(cause, ErrManagerClosed):
+	case errors.Is(cause, errUnsubscribed), errors.Is(cause, errManagerClosed):
 		s.m.log.Debug("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))
 	default:
 		s.m.log.Info("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))

@@ -128,7 +128,7 @@ func (w *watch) update(list []Instance) {
 
 // attempted records the outcome of one Registry.Subscribe attempt.
 func (w *watch) attempted(ctx context.Context, err error) {
-	if ctx.Err() != nil || err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err)) {
+	if ctx.Err() != nil || err != nil && (errors.Is(err, rebound.ErrClosed) || rebound.IsPermanent(err)) {
 		return // cancelled (not the registry's answer), or a stop that Done reports
 	}
 	w.mu.Lock()
@@ -161,13 +161,13 @@ func (w *watch) run() {
 		w.m.watches.forget(w)
 		err := w.sub.Err()
 		if err == nil {
-			err = ErrUnsubscribed
+			err = errUnsubscribed
 		}
 		w.mu.Lock()
 		w.snap.Stopped = err
 		w.changedLocked()
 		w.mu.Unlock()
-		if !errors.Is(err, ErrManagerClosed) {
+		if !errors.Is(err, errManagerClosed) {
 			w.m.log.Info("watched subscription stopped", zap.Stringer("key", w.sub.key), zap.Error(err))
 		}
 	case <-w.release:
@@ -196,7 +196,7 @@ func (ws *watchSet) acquire(m *Manager, fn string, key Key) (*watch, error) {
 		return w, nil
 	}
 	if !m.track() {
-		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
+		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, errManagerClosed)
 	}
 	w := &watch{m: m, id: id, release: make(chan struct{}), done: make(chan struct{}), views: make(map[*View]struct{})}
 	// The watch is known by its sink before the first attempt starts, so

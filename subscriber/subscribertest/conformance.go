@@ -119,7 +119,7 @@ const WaitTimeout = 20 * time.Second
 //   - Unsubscribe: after Unsubscribe, the adapter never calls the sink
 //     again and the listener gets nothing more.
 //   - RegistryClosed: once the adapter is closed, a subscription stops for
-//     good with an error wrapping subscriber.ErrRegistryClosed.
+//     good with an error matching rebound.ErrClosed.
 //   - CloseWithoutLeaks: closing the Manager and the adapter, while
 //     subscribed and while retrying against a registry that is down,
 //     leaves no goroutine behind (except h.Leaks).
@@ -271,7 +271,7 @@ func (s *suite) downAtStart(t *testing.T) {
 	if status.State != subscriber.StateRetrying && status.State != subscriber.StatePending {
 		t.Fatalf("state while down = %v, want retrying", status.State)
 	}
-	if status.LastErr == nil || rebound.IsPermanent(status.LastErr) || errors.Is(status.LastErr, subscriber.ErrRegistryClosed) {
+	if status.LastErr == nil || rebound.IsPermanent(status.LastErr) || errors.Is(status.LastErr, rebound.ErrClosed) {
 		t.Fatalf("last error while down = %v, want a transient error", status.LastErr)
 	}
 	checkNoSpin(t, status.TotalAttempts, elapsed)
@@ -459,8 +459,8 @@ func (s *suite) unsubscribe(t *testing.T) {
 	if err := sub.Unsubscribe(); err != nil {
 		t.Fatalf("Unsubscribe = %v", err)
 	}
-	if !errors.Is(sub.Err(), subscriber.ErrUnsubscribed) {
-		t.Fatalf("Err = %v, want ErrUnsubscribed", sub.Err())
+	if !errors.Is(sub.Err(), rebound.ErrClosed) {
+		t.Fatalf("Err = %v, want an error matching rebound.ErrClosed (unsubscribed)", sub.Err())
 	}
 	sink := st.reg.only(t)
 	after := st.reg.updateCount(sink)
@@ -491,8 +491,8 @@ func (s *suite) registryClosed(t *testing.T) {
 	case <-time.After(s.timeout):
 		t.Fatalf("a subscription on a closed adapter still runs: %+v", sub.Status())
 	}
-	if !errors.Is(sub.Err(), subscriber.ErrRegistryClosed) {
-		t.Fatalf("Err = %v, want an error wrapping ErrRegistryClosed", sub.Err())
+	if !errors.Is(sub.Err(), rebound.ErrClosed) {
+		t.Fatalf("Err = %v, want an error matching rebound.ErrClosed", sub.Err())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()

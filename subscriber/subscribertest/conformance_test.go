@@ -2,6 +2,7 @@ package subscribertest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -101,6 +103,9 @@ func memHarness(reg *subscribertest.Registry) subscribertest.Harness {
 	}
 }
 
+// errViewClosed is a closed view's error: a closed client's.
+var errViewClosed = fmt.Errorf("view: closed: %w", rebound.ErrClosed)
+
 // view is one client of the shared Registry, closable on its own.
 type view struct {
 	reg    *subscribertest.Registry
@@ -109,7 +114,7 @@ type view struct {
 
 func (v *view) Subscribe(ctx context.Context, k subscriber.Key, s subscriber.Sink) error {
 	if v.closed.Load() {
-		return subscriber.ErrRegistryClosed
+		return errViewClosed
 	}
 	return v.reg.Subscribe(ctx, k, s)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/rebound-go/rebound/internal/closed"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -17,6 +18,9 @@ var (
 	// ErrBroken is passed to Sink.Resubscribe by Break.
 	ErrBroken = errors.New("subscribertest: subscription broken")
 )
+
+// errClosed is every call's error after Close (permanent).
+var errClosed = closed.New("subscribertest: registry closed")
 
 // Stats counts the requests a Registry received.
 type Stats struct {
@@ -98,8 +102,8 @@ func New() *Registry {
 	}
 }
 
-// Subscribe implements subscriber.Registry. It returns an error wrapping
-// subscriber.ErrRegistryClosed after Close, ErrUnavailable while down, the
+// Subscribe implements subscriber.Registry. It returns an error matching
+// rebound.ErrClosed after Close, ErrUnavailable while down, the
 // failure hook's error if it returns one, and otherwise registers sink
 // (replacing a previous registration of the same sink) and sends it the
 // key's current list before returning nil.
@@ -118,7 +122,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	defer r.mu.Unlock()
 	switch {
 	case r.closed:
-		return subscriber.ErrRegistryClosed
+		return errClosed
 	case r.down:
 		return ErrUnavailable
 	}
@@ -148,7 +152,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	delete(r.pushed, sink)
 	delete(r.lose, sink)
 	if r.closed {
-		return subscriber.ErrRegistryClosed
+		return errClosed
 	}
 	return nil
 }
@@ -182,7 +186,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(connected 
 			}
 		}
 		if closed {
-			return subscriber.ErrRegistryClosed
+			return errClosed
 		}
 		select {
 		case <-ctx.Done():
@@ -311,8 +315,8 @@ func (r *Registry) Break(key subscriber.Key) {
 	}
 }
 
-// Close closes the registry: Subscribe fails with
-// subscriber.ErrRegistryClosed from now on, and MonitorConnection returns.
+// Close closes the registry: Subscribe fails with an error matching
+// rebound.ErrClosed from now on, and MonitorConnection returns.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -322,7 +326,7 @@ func (r *Registry) Close() {
 
 // SetFailure sets a hook called by every Subscribe that would otherwise
 // succeed; a non-nil error is returned instead (wrap it with
-// rebound.Permanent or subscriber.ErrRegistryClosed to make it permanent).
+// rebound.Permanent, or wrap rebound.ErrClosed, to make it permanent).
 // The hook runs without the Registry's lock; it may block (for example on
 // a channel) to model a slow registry. nil removes it.
 func (r *Registry) SetFailure(fn func(key subscriber.Key) error) {
@@ -426,7 +430,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 	r.stats.Lookups++
 	switch {
 	case r.closed:
-		return nil, subscriber.ErrRegistryClosed
+		return nil, errClosed
 	case r.down:
 		return nil, ErrUnavailable
 	}
