@@ -7,11 +7,6 @@ import (
 	"github.com/rebound-go/rebound/internal/closed"
 )
 
-// ErrDisconnected is a subscription's last error after the
-// ConnectionMonitor reported the connection lost, until the next
-// attempt.
-var ErrDisconnected = errors.New("subscriber: registry connection lost")
-
 // The reasons a subscription stops for good that end with the caller's
 // own act; both match rebound.ErrClosed.
 var (
@@ -25,6 +20,9 @@ var (
 
 // Reasons shown in Status.LastErr (docs/subscription.md).
 var (
+	// errDisconnected: the ConnectionMonitor reported the connection
+	// lost (until the next attempt; Snapshot.Unresolved too).
+	errDisconnected = errors.New("subscriber: registry connection lost")
 	// errNotConfirmed: a confirming adapter neither confirmed nor handed
 	// back the subscription within WithConfirmTimeout of a reconnect.
 	errNotConfirmed = errors.New("subscriber: no confirmation from the registry adapter after a reconnect")

@@ -240,3 +240,6 @@ var (
 	ErrManagerClosed = errManagerClosed
 	ErrUnsubscribed  = errUnsubscribed
 )
+
+// ErrDisconnected is a subscription's last error after a reported loss.
+var ErrDisconnected = errDisconnected

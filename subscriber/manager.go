@@ -406,7 +406,7 @@ func (m *Manager) retire(s *Subscription) {
 
 // onConnection handles a ConnectionMonitor report.
 func (m *Manager) onConnection(up bool) {
-	reason, kind, st := ErrDisconnected, disruptLost, connDown
+	reason, kind, st := errDisconnected, disruptLost, connDown
 	if up {
 		reason, kind, st = nil, disruptReconnected, connUp
 	}

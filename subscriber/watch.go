@@ -280,7 +280,7 @@ func (ws *watchSet) disconnected() {
 	ws.mu.Unlock()
 	for _, w := range list {
 		w.mu.Lock()
-		w.unresolvedLocked(ErrDisconnected)
+		w.unresolvedLocked(errDisconnected)
 		w.mu.Unlock()
 	}
 }

@@ -10,14 +10,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/subscriber"
 )
 
 var (
 	// errNotConnected is the cause of an attempt made while the client has
 	// no usable connection to any member: it fails at once instead of
-	// queueing a request. It wraps subscriber.ErrDisconnected (transient).
-	errNotConnected = fmt.Errorf("etcd: not connected to the cluster: %w", subscriber.ErrDisconnected)
+	// queueing a request (transient).
+	errNotConnected = errors.New("etcd: not connected to the cluster")
 
 	// errWatchClosed is the reason given to Sink.Resubscribe when a watch
 	// channel closed without an error.

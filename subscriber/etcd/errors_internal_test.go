@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/subscriber"
 )
 
 func TestClassify(t *testing.T) {
@@ -70,8 +69,8 @@ func TestClassify(t *testing.T) {
 // TestVocabulary: the adapter's errors match the shared families the
 // same way the Nacos adapter's do (issue 10).
 func TestVocabulary(t *testing.T) {
-	if !errors.Is(errNotConnected, subscriber.ErrDisconnected) {
-		t.Error("errNotConnected does not match subscriber.ErrDisconnected")
+	if err := classify("get", "/p/", errNotConnected, false); rebound.IsPermanent(err) || errors.Is(err, rebound.ErrClosed) {
+		t.Errorf("not connected: %v, want a transient error (neither permanent nor closed)", err)
 	}
 	closed := classify("get", "/p/", errors.New("x"), true)
 	if !errors.Is(closed, rebound.ErrClosed) {

@@ -45,7 +45,7 @@
 //     disconnected fails only after the SDK's timeout, and one that fails
 //     just as the client reconnects makes the SDK mark the new connection
 //     unhealthy and redo everything again. Subscribe therefore returns a
-//     transient error wrapping subscriber.ErrDisconnected without
+//     transient "client not connected" error without
 //     calling the SDK while the client is down, except for one probe every
 //     10 s that learns whether the client was closed.
 //   - Confirmation from evidence, not by re-sending (the Registry's

@@ -112,7 +112,7 @@ func (r *repairer) connection(up bool) {
 		r.timer.Stop()
 		r.periodT.Stop()
 		set := func() bool {
-			r.g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+			r.g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
 			return true
 		}
 		if len(r.g.cfg.obs) == 0 {

@@ -52,8 +52,8 @@ var (
 	errInvalidKey error = &sentinel{"nacos: invalid key", []error{rebound.ErrInvalidArgument}}
 	// errNotConnected is the cause of the (transient) error
 	// Subscribe returns without calling the SDK while the client is not
-	// connected: subscriber.ErrDisconnected, in the adapter's words.
-	errNotConnected error = &sentinel{"client not connected", []error{subscriber.ErrDisconnected}}
+	// connected (transient).
+	errNotConnected error = &sentinel{"client not connected", nil}
 	// ErrRejected is wrapped by the error of a request the
 	// server refused (TPS control, auth) that nacos-sdk-go reports as
 	// success or false: a subscribe, a lookup, a register or a deregister.

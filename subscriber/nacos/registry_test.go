@@ -154,7 +154,7 @@ func TestOneCallbackAcrossFailedAttempts(t *testing.T) {
 			t.Fatalf("attempt %d while disconnected: %v; want a transient error", i, err)
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), "nacos: subscribe ") ||
-			!errors.Is(err, nacos.ErrNotConnected) || !errors.Is(err, subscriber.ErrDisconnected) {
+			!errors.Is(err, nacos.ErrNotConnected) {
 			t.Fatalf("attempt %d: %v; want the subscribe error wrapping ErrNotConnected", i, err)
 		}
 		if strings.Count(err.Error(), "nacos:") != 1 || strings.Contains(err.Error(), "subscriber:") {
