@@ -7,8 +7,8 @@ import (
 	"github.com/rebound-go/rebound/internal/closed"
 )
 
-// The reasons a subscription stops for good that end with the caller's
-// own act; both match rebound.ErrClosed.
+// The reasons of a stop the caller asked for (Close, Unsubscribe); both
+// match rebound.ErrClosed.
 var (
 	// errManagerClosed is Subscribe's error after Close, and the reason of
 	// the subscriptions Close stopped.
