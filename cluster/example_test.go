@@ -32,7 +32,7 @@ func ExampleRegistryDirectory() {
 
 	// In a program, pass dir.Update to subscriber.Manager.Subscribe; here
 	// the pushes are made by hand.
-	var listener subscriber.Listener = dir.Update
+	var listener func([]subscriber.Instance) = dir.Update
 	a := subscriber.Instance{IP: "10.0.0.7", Port: 20880, Healthy: true, Enabled: true}
 	b := subscriber.Instance{IP: "10.0.0.8", Port: 20880, Healthy: true, Enabled: true}
 	listener([]subscriber.Instance{a, b})

@@ -176,7 +176,7 @@ func (d *RegistryDirectory) markReadyLocked(listed bool) {
 	close(d.ready)
 }
 
-// Update replaces the list with instances. It is a subscriber.Listener and
+// Update replaces the list with instances. It is a subscription's listener and
 // does nothing after Close.
 func (d *RegistryDirectory) Update(instances []subscriber.Instance) {
 	wanted, keys := d.admit(instances) // outside any lock: the filter is user code

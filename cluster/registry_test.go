@@ -105,7 +105,7 @@ func list(t *testing.T, d Directory) []string {
 
 func TestRegistryDirectoryIsListener(t *testing.T) {
 	d, _ := newDir(t)
-	var l subscriber.Listener = d.Update // compile-time: Update is a Listener
+	var l func([]subscriber.Instance) = d.Update // compile-time: Update is a listener
 	l([]subscriber.Instance{inst("10.0.0.1", 80)})
 	if got := list(t, d); fmt.Sprint(got) != "[10.0.0.1:80]" {
 		t.Fatalf("List = %v", got)

@@ -711,7 +711,7 @@ func TestWithRegistryDirectory(t *testing.T) {
 		up := func(ip string) subscriber.Instance {
 			return subscriber.Instance{IP: ip, Port: 20880, Healthy: true, Enabled: true}
 		}
-		var listener subscriber.Listener = dir.Update
+		var listener func([]subscriber.Instance) = dir.Update
 		listener([]subscriber.Instance{up("10.0.0.1")})
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)

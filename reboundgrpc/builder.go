@@ -91,7 +91,7 @@ type stats struct {
 }
 
 // NewBuilder returns a Builder over m. A nil m or a bad option is a
-// *rebound.ArgumentError; a closed m is subscriber.ErrManagerClosed.
+// *rebound.ArgumentError; a closed m's error matches rebound.ErrClosed.
 func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	o := options{
 		linger:     defaultLinger,

@@ -56,14 +56,14 @@ func TestNewBuilderClosedManager(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.NewWatchGroup(0, 0); !errors.Is(err, subscriber.ErrManagerClosed) {
-		t.Fatalf("NewWatchGroup after Close: %v, want ErrManagerClosed", err)
+	if _, err := m.NewWatchGroup(0, 0); !errors.Is(err, rebound.ErrClosed) {
+		t.Fatalf("NewWatchGroup after Close: %v, want rebound.ErrClosed", err)
 	}
 	b, err := reboundgrpc.NewBuilder(m)
 	if b != nil {
 		_ = b.Close()
 	}
-	if !errors.Is(err, rebound.ErrClosed) || !errors.Is(err, subscriber.ErrManagerClosed) ||
+	if !errors.Is(err, rebound.ErrClosed) ||
 		!strings.Contains(err.Error(), "reboundgrpc.NewBuilder") {
 		t.Fatalf("NewBuilder(closed Manager) = %v, want an error matching rebound.ErrClosed", err)
 	}

@@ -50,7 +50,7 @@ type ccResolver struct {
 }
 
 func newResolver(b *Builder, key subscriber.Key, v *subscriber.View, cc resolver.ClientConn) *ccResolver {
-	r := &ccResolver{b: b, key: key, id: key.ID(), v: v, cc: cc, built: time.Now(), renewC: make(chan struct{}, 1)}
+	r := &ccResolver{b: b, key: key, id: key.String(), v: v, cc: cc, built: time.Now(), renewC: make(chan struct{}, 1)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r
 }

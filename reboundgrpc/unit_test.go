@@ -377,10 +377,10 @@ func TestStoppedSubscription(t *testing.T) {
 		_ = m.Close()
 		synctest.Wait()
 		_, errs := f.snapshot()
-		if len(errs) != 1 || !errors.Is(errs[0], subscriber.ErrManagerClosed) {
+		if len(errs) != 1 || !errors.Is(errs[0], rebound.ErrClosed) {
 			t.Fatalf("errors %v, want the Manager's closing reported", errs)
 		}
-		if _, err := b.Build(mustTarget(t, "rebound:///orders"), newFakeCC(), resolver.BuildOptions{}); !errors.Is(err, subscriber.ErrManagerClosed) {
+		if _, err := b.Build(mustTarget(t, "rebound:///orders"), newFakeCC(), resolver.BuildOptions{}); !errors.Is(err, rebound.ErrClosed) {
 			t.Fatalf("Build after the Manager closed: %v", err)
 		}
 	})

@@ -57,7 +57,7 @@ type Discovery struct {
 
 // NewDiscovery returns a Discovery over m reading instances stored in
 // format f. A nil m, an unknown f or a bad option is a
-// *rebound.ArgumentError; a closed m is subscriber.ErrManagerClosed.
+// *rebound.ArgumentError; a closed m's error matches rebound.ErrClosed.
 func NewDiscovery(m *subscriber.Manager, f Format, opts ...Option) (*Discovery, error) {
 	o := discoveryOptions{kind: defaultKind, maxPending: defaultMaxPending}
 	if m == nil {
@@ -126,8 +126,12 @@ func (d *Discovery) view(fn, name string) (subscriber.Key, *subscriber.View, err
 	}
 	v, err := d.views.Watch(key)
 	if err != nil {
-		if errors.Is(err, rebound.ErrClosed) && !errors.Is(err, subscriber.ErrManagerClosed) { // the group's Close
-			err = ErrClosed
+		select {
+		case <-d.done: // the group's Close: the Discovery's
+			if errors.Is(err, rebound.ErrClosed) {
+				err = ErrClosed
+			}
+		default:
 		}
 		return key, nil, fmt.Errorf("reboundkratos: subscribe %q: %w", name, err)
 	}

@@ -245,7 +245,7 @@ func TestBrowser(t *testing.T) {
 	for i := range 10000 {
 		st := subscriber.Status{Key: key(fmt.Sprintf("svc-%05d", i)), State: subscriber.StateSubscribed, Since: t0}
 		if i%1000 == 7 {
-			st.State, st.LastErr = subscriber.StateRetrying, subscriber.ErrDisconnected
+			st.State, st.LastErr = subscriber.StateRetrying, errConnLost
 		}
 		big.list = append(big.list, st)
 	}

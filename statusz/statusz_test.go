@@ -31,6 +31,10 @@ func (f fakeStats) Stats() failback.Stats { return failback.Stats(f) }
 
 var t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 
+// errConnLost is a subscription's last error after its registry connection
+// was lost (the Manager's text).
+var errConnLost = errors.New("subscriber: registry connection lost")
+
 func key(s string) subscriber.Key { return subscriber.Key{Group: "DEFAULT_GROUP", Service: s} }
 
 func sample() *fakeSubs {
@@ -43,7 +47,7 @@ func sample() *fakeSubs {
 			{Key: key("new-retry"), State: subscriber.StateRetrying, Since: t0.Add(-time.Second), Attempts: 2, TotalAttempts: 9,
 				LastErr: errors.New(`Get "http://nacos:hunter2@h/v1": <refused> & down`)},
 			{Key: key("old-retry"), State: subscriber.StateRetrying, Since: t0.Add(-time.Minute), Attempts: 7, TotalAttempts: 7,
-				LastErr: subscriber.ErrDisconnected},
+				LastErr: errConnLost},
 			{Key: key("pend"), State: subscriber.StatePending, Since: t0.Add(-5 * time.Second), Attempts: 1, TotalAttempts: 1},
 			{Key: key("gone"), State: subscriber.StateStopped, Since: t0.Add(-3 * time.Second), LastErr: errors.New("registry closed")},
 		},
@@ -214,7 +218,7 @@ func BenchmarkRender10000(b *testing.B) {
 		st := subscriber.Status{Key: key(fmt.Sprintf("svc-%05d", i)), State: subscriber.StateSubscribed,
 			Since: t0.Add(-time.Duration(i) * time.Second), Instances: 3, Deliveries: 4, TotalAttempts: 1}
 		if i%10 == 0 {
-			st.State, st.LastErr, st.Attempts = subscriber.StateRetrying, subscriber.ErrDisconnected, 5
+			st.State, st.LastErr, st.Attempts = subscriber.StateRetrying, errConnLost, 5
 		}
 		src.list = append(src.list, st)
 	}

@@ -6,17 +6,18 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // A registry closed while the connection is down (no Subscribe is sent
-// then, so none can return ErrRegistryClosed) stops every subscription
-// with that reason: MonitorConnection's ErrRegistryClosed is the signal.
+// then, so none can return its closed error) stops every subscription
+// with that reason: MonitorConnection's closed error is the signal.
 func TestRegistryClosedWhileDownStopsSubscriptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
-		reg.EnableRedo(nil) // a ReconnectConfirmer: nothing is sent while down
+		reg.EnableRedo(nil) // confirms reconnects: nothing is sent while down
 		m := newManager(t, reg)
 		s := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
 		<-s.Ready()
@@ -31,8 +32,8 @@ func TestRegistryClosedWhileDownStopsSubscriptions(t *testing.T) {
 			st := s.Status()
 			t.Fatalf("a minute after the registry closed: state %v, last error %v; want stopped", st.State, st.LastErr)
 		}
-		if err := s.Err(); !errors.Is(err, subscriber.ErrRegistryClosed) {
-			t.Fatalf("stopped with %v, want ErrRegistryClosed", err)
+		if err := s.Err(); !errors.Is(err, rebound.ErrClosed) || errors.Is(err, subscriber.ErrManagerClosed) || errors.Is(err, subscriber.ErrUnsubscribed) {
+			t.Fatalf("stopped with %v, want the registry's closed error", err)
 		}
 	})
 }

@@ -14,10 +14,10 @@ import (
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
-// With a ReconnectConfirmer whose redo works, a registry restart costs the
+// With an adapter confirming reconnects whose redo works, a registry restart costs the
 // Manager no request at all: the adapter's evidence confirms every
 // subscription.
-func TestReconnectConfirmerSendsNothingWhenTheRedoWorked(t *testing.T) {
+func TestConfirmsReconnectsSendsNothingWhenTheRedoWorked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 20
 		reg := subscribertest.New()
@@ -52,7 +52,7 @@ func TestReconnectConfirmerSendsNothingWhenTheRedoWorked(t *testing.T) {
 
 // A rejected redo (the adapter calls Resubscribe) is confirmed by the
 // Manager for that subscription alone, once.
-func TestReconnectConfirmerRejectedRedoIsRetriedAlone(t *testing.T) {
+func TestConfirmsReconnectsRejectedRedoIsRetriedAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
 		bad := subscriber.Key{Service: "bad"}
@@ -90,7 +90,7 @@ func TestReconnectConfirmerRejectedRedoIsRetriedAlone(t *testing.T) {
 
 // A lost redo that the adapter never reports is caught by the Manager's
 // safety cap.
-func TestReconnectConfirmerSafetyCap(t *testing.T) {
+func TestConfirmsReconnectsSafetyCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
 		reg.EnableRedo(func(subscriber.Key) subscribertest.RedoOutcome { return subscribertest.RedoSilent })

@@ -6,7 +6,7 @@
 //
 // A Manager (New) runs subscriptions through a Registry adapter:
 // subscriber/nacos, subscriber/etcd, or subscribertest in tests.
-// Manager.Subscribe calls a Listener with each new list. A WatchGroup hands
+// Manager.Subscribe calls a listener with each new list. A WatchGroup hands
 // out Views instead: every View of one key shares one subscription.
 // Retries are paced by the engine and never give up on a transient error.
 // A listener keeps its last list through outages. The full model:
@@ -24,7 +24,7 @@
 //
 // # Writing an adapter
 //
-// Implement Registry; add ConnectionMonitor, ReconnectConfirmer or
-// Reconciler if the client can. An adapter makes one attempt per call and
-// never retries. The contract in full: docs/subscription.md.
+// Implement Registry; add ConnectionMonitor or Reconciler if the client
+// can. An adapter makes one attempt per call and never retries. The
+// contract in full: docs/subscription.md.
 package subscriber

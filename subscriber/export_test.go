@@ -233,3 +233,13 @@ func WithThrottle(t *rebound.AdaptiveThrottle) Option {
 		o.throttle = t
 	})
 }
+
+// The closed sentinels of the Manager and of Unsubscribe (both match
+// rebound.ErrClosed), for the tests that tell them apart.
+var (
+	ErrManagerClosed = errManagerClosed
+	ErrUnsubscribed  = errUnsubscribed
+)
+
+// ErrDisconnected is a subscription's last error after a reported loss.
+var ErrDisconnected = errDisconnected

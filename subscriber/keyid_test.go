@@ -9,37 +9,43 @@ import (
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
-// Keys that print alike are different subscriptions; clusters in another
-// order are the same one.
-func TestKeyID(t *testing.T) {
+// Different subscriptions print apart, even when their names hold the
+// separators; clusters in another order are the same one.
+func TestKeyString(t *testing.T) {
 	a := subscriber.Key{Service: "a/b/c"}
 	b := subscriber.Key{Namespace: "a", Group: "b", Service: "c"}
-	if a.String() != b.String() {
-		t.Fatalf("the keys no longer print alike (%q, %q): pick another pair", a, b)
+	if a.String() == b.String() {
+		t.Errorf("String(%#v) == String(%#v) == %q", a, b, a)
 	}
-	if a.ID() == b.ID() {
-		t.Errorf("ID(%#v) == ID(%#v)", a, b)
+	if got := b.String(); got != "a/b/c" {
+		t.Errorf("String(%#v) = %q, want a/b/c", b, got)
 	}
 	c1 := subscriber.Key{Service: "s", Clusters: []string{"a", "b,c"}}
 	c2 := subscriber.Key{Service: "s", Clusters: []string{"b,c", "a"}}
 	c3 := subscriber.Key{Service: "s", Clusters: []string{"a,b", "c"}}
-	if c1.ID() != c2.ID() {
-		t.Errorf("cluster order changes the ID: %#v vs %#v", c1.ID(), c2.ID())
+	if c1.String() != c2.String() {
+		t.Errorf("cluster order changes the key: %q vs %q", c1, c2)
 	}
-	if c1.ID() == c3.ID() {
-		t.Errorf("clusters {a, b,c} and {a,b, c} have one ID %#v", c1.ID())
+	if c1.String() == c3.String() {
+		t.Errorf("clusters {a, b,c} and {a,b, c} print alike: %q", c1)
 	}
 	// A cluster named twice is the same set (Nacos de-duplicates them).
 	d1 := subscriber.Key{Service: "s", Clusters: []string{"a", "b", "a"}}
 	d2 := subscriber.Key{Service: "s", Clusters: []string{"b", "a"}}
-	if d1.ID() != d2.ID() || d1.String() != d2.String() {
-		t.Errorf("clusters {a, b, a} and {b, a}: IDs %#v, %#v, printed %q, %q; want one set", d1.ID(), d2.ID(), d1, d2)
+	if d1.String() != d2.String() {
+		t.Errorf("clusters {a, b, a} and {b, a}: printed %q, %q; want one set", d1, d2)
+	}
+	// Empty names keep their place: the namespace "a" is not the group "a".
+	e1 := subscriber.Key{Namespace: "a", Service: "s"}
+	e2 := subscriber.Key{Group: "a", Service: "s"}
+	if e1.String() == e2.String() {
+		t.Errorf("String(%#v) == String(%#v) == %q", e1, e2, e1)
 	}
 }
 
-// The in-memory registry keeps keys that print alike apart (it kept them
-// by Key.String, so a subscriber of one got the other's instances).
-func TestRegistryKeysThatPrintAlike(t *testing.T) {
+// The in-memory registry keeps apart keys whose names join alike ("a/b/c"):
+// a subscriber of one once got the other's instances.
+func TestRegistryKeysThatJoinAlike(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := subscribertest.New()
 		a := subscriber.Key{Service: "a/b/c"}

@@ -166,7 +166,7 @@ func (l *lookups) run(s *Subscription, seq uint64, refresh bool) {
 	switch {
 	case s.stopped:
 	case err != nil:
-		if rebound.IsPermanent(err) || errors.Is(err, ErrRegistryClosed) {
+		if rebound.IsPermanent(err) || errors.Is(err, rebound.ErrClosed) {
 			// The adapter cannot read for this Manager (for example a
 			// client without the configuration a lookup needs): no more
 			// lookups; Refresh resubscribes instead.

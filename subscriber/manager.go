@@ -74,7 +74,7 @@ type Status struct {
 	// ConfirmedAt and ConfirmReason are the adapter's last Sink.Confirmed.
 	ConfirmedAt   time.Time
 	ConfirmReason string
-	// ConfirmDeadline ends the wait for a ReconnectConfirmer; zero if none.
+	// ConfirmDeadline ends the wait for a confirming adapter; zero if none.
 	ConfirmDeadline time.Time
 	// HeldSince, HeldUntil and HeldReason describe a held empty list.
 	HeldSince  time.Time
@@ -102,7 +102,7 @@ type Manager struct {
 	log       *zap.Logger
 	loopLog   *zap.Logger                             // log with the subscriber component, for the retry Loops
 	logs      bool                                    // log enables some level: the subscriptions keep a retry Loop
-	confirms  bool                                    // reg is a ReconnectConfirmer that confirms reconnects
+	confirms  bool                                    // reg is a ConnectionMonitor that confirms reconnects
 	table     *[numRunStates][numRunEvents]transition // the retry control of the subscriptions (runtable.go)
 	recon     Reconciler                              // nil unless reg implements it
 	noLookup  atomic.Bool                             // recon answered with a permanent error: not used any more
@@ -191,27 +191,28 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	m.sched = newScheduler(&m.wg, m.ctx.Done())
 	m.sched.start()
 	if mon, ok := reg.(ConnectionMonitor); ok {
-		if rc, ok := reg.(ReconnectConfirmer); ok {
-			m.confirms = rc.ConfirmsReconnects()
-			m.table = tableFor(m.confirms)
-		}
+		m.confirms = mon.ConfirmsReconnects()
+		m.table = tableFor(m.confirms)
 		m.wg.Add(1)
 		go m.monitor(mon)
 	}
 	return m, nil
 }
 
-// Subscribe starts a subscription of l to key and returns at once. It retries
-// until stopped; ctx bounds its life, not just the call. A bad argument is an
-// *rebound.ArgumentError; after Close the error wraps ErrManagerClosed.
-func (m *Manager) Subscribe(ctx context.Context, key Key, l Listener) (*Subscription, error) {
+// Subscribe starts a subscription of the listener l to key and returns at
+// once. l receives the full, sorted list at each change: in order, one call
+// at a time, never under a lock. It must not modify the slice; a panic is
+// recovered and logged. Subscribe retries until stopped; ctx bounds its
+// life, not just the call. A bad argument is an *rebound.ArgumentError;
+// after Close the error matches rebound.ErrClosed.
+func (m *Manager) Subscribe(ctx context.Context, key Key, l func([]Instance)) (*Subscription, error) {
 	return m.subscribe(ctx, key, l, nil)
 }
 
 // subscribe is Subscribe; before, if not nil, is called with the new
 // subscription before its first attempt starts (Watch: so that the
 // attempt's outcome reaches the view).
-func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before func(*Subscription)) (*Subscription, error) {
+func (m *Manager) subscribe(ctx context.Context, key Key, l func([]Instance), before func(*Subscription)) (*Subscription, error) {
 	const fn = "subscriber.Manager.Subscribe"
 	if ctx == nil {
 		return nil, argError(fn, "ctx", "is nil")
@@ -225,7 +226,7 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before fun
 		}
 	}
 	if l == nil {
-		return nil, argError(fn, "l", "is nil (a Listener is required)")
+		return nil, argError(fn, "l", "is nil (a listener is required)")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, context.Cause(ctx))
@@ -236,7 +237,7 @@ func (m *Manager) subscribe(ctx context.Context, key Key, l Listener, before fun
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, ErrManagerClosed)
+		return nil, fmt.Errorf("subscriber: Subscribe %s: %w", key, errManagerClosed)
 	}
 	m.nextID++
 	s.id = m.nextID
@@ -333,7 +334,7 @@ func (m *Manager) startClose() {
 	subs := m.snapshot()
 	m.cancel()
 	for _, s := range subs {
-		if s.stop(ErrManagerClosed) {
+		if s.stop(errManagerClosed) {
 			m.wg.Add(1)
 			go func() {
 				defer m.wg.Done()
@@ -405,7 +406,7 @@ func (m *Manager) retire(s *Subscription) {
 
 // onConnection handles a ConnectionMonitor report.
 func (m *Manager) onConnection(up bool) {
-	reason, kind, st := ErrDisconnected, disruptLost, connDown
+	reason, kind, st := errDisconnected, disruptLost, connDown
 	if up {
 		reason, kind, st = nil, disruptReconnected, connUp
 	}

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// recorder is a Listener that records every call.
+// recorder is a listener that records every call.
 type recorder struct {
 	mu    sync.Mutex
 	calls [][]subscriber.Instance
@@ -78,7 +78,7 @@ func newManager(t *testing.T, reg subscriber.Registry, opts ...subscriber.Option
 	return m
 }
 
-func mustSubscribe(t *testing.T, m *subscriber.Manager, key subscriber.Key, l subscriber.Listener) *subscriber.Subscription {
+func mustSubscribe(t *testing.T, m *subscriber.Manager, key subscriber.Key, l func([]subscriber.Instance)) *subscriber.Subscription {
 	t.Helper()
 	s, err := m.Subscribe(context.Background(), key, l)
 	if err != nil {
@@ -154,7 +154,7 @@ func TestSubscribeValidatesArguments(t *testing.T) {
 		name string
 		ctx  context.Context
 		key  subscriber.Key
-		l    subscriber.Listener
+		l    func([]subscriber.Instance)
 		arg  string // "" means not an ArgumentError
 		is   error
 	}{
@@ -318,7 +318,7 @@ func TestPermanentErrorsStopTheLoop(t *testing.T) {
 		setup func(*subscribertest.Registry)
 		is    error
 	}{
-		{"registry closed", func(r *subscribertest.Registry) { r.Close() }, subscriber.ErrRegistryClosed},
+		{"registry closed", func(r *subscribertest.Registry) { r.Close() }, rebound.ErrClosed},
 		{"rebound.Permanent", func(r *subscribertest.Registry) {
 			r.SetFailure(func(subscriber.Key) error { return rebound.Permanent(errBadKey) })
 		}, errBadKey},

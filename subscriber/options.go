@@ -99,7 +99,7 @@ func WithEmptyListHold(d time.Duration) Option {
 	})
 }
 
-// WithConfirmTimeout caps the wait for a ReconnectConfirmer after a reconnect;
+// WithConfirmTimeout caps the wait for a confirming adapter after a reconnect;
 // the Manager then confirms itself. Default: 15 s; d must be positive.
 func WithConfirmTimeout(d time.Duration) Option {
 	return managerOpt(func(o *options) {

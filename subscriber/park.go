@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
 )
 
 // While the ConnectionMonitor's last report is Disconnected, and the
@@ -29,7 +31,7 @@ import (
 // Evidence, the empty-list hold and the confirmation cap have timers of
 // their own and are not parked. If the monitor returns (or panics), the
 // parked subscriptions take their timers back (unpark) or, when it
-// returned ErrRegistryClosed, stop (registryClosed).
+// returned a closed error (rebound.ErrClosed), stop (registryClosed).
 
 // parkable reports whether the state waits for the retry timer for an
 // attempt not admitted yet.
@@ -66,7 +68,7 @@ func (s *Subscription) unpark() {
 }
 
 // monitor runs the ConnectionMonitor until it returns, then unparks the
-// subscriptions (or stops them, for ErrRegistryClosed).
+// subscriptions (or stops them, for a closed registry).
 func (m *Manager) monitor(mon ConnectionMonitor) {
 	defer m.wg.Done()
 	err := m.monitorConnection(mon)
@@ -78,7 +80,7 @@ func (m *Manager) monitor(mon ConnectionMonitor) {
 	case m.ctx.Err() != nil:
 		return // Close stops them all
 	case err == nil || errors.Is(err, errMonitorPanicked):
-	case errors.Is(err, ErrRegistryClosed):
+	case errors.Is(err, rebound.ErrClosed):
 		// The registry client was closed under the Manager: no Subscribe
 		// can succeed again, and while the connection is down none would
 		// be sent to find out. Stop the subscriptions waiting with nothing

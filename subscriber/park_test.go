@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -114,6 +115,9 @@ func TestDisconnectedParksRetryTimer(t *testing.T) {
 
 // stoppingMonitor reports Connected and Disconnected, then its MonitorConnection
 // returns (err) when stop is closed: nothing will report Connected.
+// errRegistryClosed is a closed registry client's error.
+var errRegistryClosed = fmt.Errorf("registry: closed: %w", rebound.ErrClosed)
+
 type stoppingMonitor struct {
 	*subscribertest.Registry
 	stop chan struct{}
@@ -133,12 +137,12 @@ func (r stoppingMonitor) MonitorConnection(ctx context.Context, report func(conn
 
 // A monitor that returns while the connection is down leaves no
 // subscription parked for ever: they retry on their own timers again (or
-// stop, when it returned ErrRegistryClosed).
+// stop, when it returned a closed error).
 func TestParkedWhenMonitorStops(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		err  error
-	}{{"nil", nil}, {"error", errors.New("monitor broke")}, {"closed", subscriber.ErrRegistryClosed}} {
+	}{{"nil", nil}, {"error", errors.New("monitor broke")}, {"closed", errRegistryClosed}} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				reg := subscribertest.New()
@@ -154,9 +158,9 @@ func TestParkedWhenMonitorStops(t *testing.T) {
 				}
 				close(mon.stop)
 				synctest.Wait()
-				if c.err == subscriber.ErrRegistryClosed {
-					if err := s.Err(); !errors.Is(err, subscriber.ErrRegistryClosed) {
-						t.Fatalf("stopped with %v, want ErrRegistryClosed", err)
+				if c.err == errRegistryClosed {
+					if err := s.Err(); !errors.Is(err, errRegistryClosed) {
+						t.Fatalf("stopped with %v, want the registry's closed error", err)
 					}
 					return
 				}

@@ -6,8 +6,8 @@ import (
 
 // Registry is what an adapter implements: one attempt per call; the
 // Manager owns retries and timing. Calls for one Sink never overlap. An
-// error wrapping ErrRegistryClosed, or rebound.Permanent, stops a
-// subscription; any other is retried. In full: docs/subscription.md.
+// error matching rebound.ErrClosed (a closed client), or rebound.Permanent,
+// stops a subscription; any other is retried. In full: docs/subscription.md.
 type Registry interface {
 	// Subscribe makes one attempt to subscribe sink to key, or to confirm
 	// it. It returns nil once acknowledged; the adapter then calls
@@ -35,21 +35,19 @@ type Sink interface {
 }
 
 // ConnectionMonitor is an optional Registry that reports its connection.
-// On a connect the Manager confirms every subscription again; while
-// disconnected, retries wait for the connect. In full: docs/subscription.md.
+// On a connect the Manager confirms every subscription again, unless the
+// client does; while disconnected, retries wait for the connect. In full:
+// docs/subscription.md.
 type ConnectionMonitor interface {
 	// MonitorConnection calls report at each change until ctx is done:
 	// true for a (re)connect or a registry restart, false for a loss.
-	// It returns an error matching ErrRegistryClosed once the client is
+	// It returns an error matching rebound.ErrClosed once the client is
 	// closed. report is called from this goroutine only.
 	MonitorConnection(ctx context.Context, report func(connected bool)) error
-}
-
-// ReconnectConfirmer is an optional ConnectionMonitor whose client
-// resubscribes on its own after a reconnect. If ConfirmsReconnects is true,
-// the Manager waits for Sink.Confirmed or Sink.Resubscribe instead of
-// sending, up to WithConfirmTimeout. New calls it once.
-type ReconnectConfirmer interface {
+	// ConfirmsReconnects reports whether the client resubscribes on its
+	// own after a reconnect. If true, the Manager waits for Sink.Confirmed
+	// or Sink.Resubscribe instead of sending, up to WithConfirmTimeout.
+	// New calls it once.
 	ConfirmsReconnects() bool
 }
 

@@ -205,7 +205,7 @@ func (r *runCtl) attempt(s *Subscription, ctx context.Context, n int) {
 	if !unsent {
 		err = r.call(s, ctx)
 	}
-	permanent := err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err))
+	permanent := err != nil && (errors.Is(err, rebound.ErrClosed) || rebound.IsPermanent(err))
 
 	s.mu.Lock()
 	if unsent {

@@ -13,7 +13,7 @@ const (
 	_                 runState = iota // the zero state: a table cell left empty
 	rsNew                             // created, first attempt not started
 	rsSubscribed                      // confirmed; nothing scheduled or in flight
-	rsAwaiting                        // waiting for a ReconnectConfirmer's evidence (until a deadline, or none while the connection is down)
+	rsAwaiting                        // waiting for a confirming adapter's evidence (until a deadline, or none while the connection is down)
 	rsScheduled                       // the first attempt of a run is due at the retry timer (after a disruption)
 	rsBackoff                         // a retry after a failure is due at the retry timer
 	rsQueued                          // an admitted attempt waits for its limiter token
@@ -123,7 +123,7 @@ var ignore = transition{next: same}
 func to(next runState, do runAction) transition { return transition{next, do} }
 
 // runTable is the retry control of a Manager whose Registry does not
-// confirm reconnects (no ReconnectConfirmer, or ConfirmsReconnects false).
+// confirm reconnects (no ConnectionMonitor, or ConfirmsReconnects false).
 var runTable = [numRunStates][numRunEvents]transition{
 	rsNew: {
 		evStart: to(rsInFlight, aLaunchNow), evAdmitted: ignore, evTokenWait: ignore, evDeferred: ignore,
@@ -235,7 +235,7 @@ var runTable = [numRunStates][numRunEvents]transition{
 }
 
 // confirmingRows are the cells in which a Manager whose Registry confirms
-// reconnects (ReconnectConfirmer) differs from runTable: a disrupted
+// reconnects (ConfirmsReconnects) differs from runTable: a disrupted
 // subscription waits for the adapter's evidence instead of resubscribing.
 var confirmingRows = map[[2]uint8]transition{
 	{uint8(rsSubscribed), uint8(evLost)}:        to(rsAwaiting, aResetAttempts|aRetrying|aAwait),

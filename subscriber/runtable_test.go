@@ -99,7 +99,7 @@ func TestRunTableGolden(t *testing.T) {
 	b.WriteString("# The retry control of a subscription: state × event -> next state, actions (runtable.go).\n")
 	b.WriteString("# Registry without confirmed reconnects:\n")
 	render(&b, &runTable, false)
-	b.WriteString("# A ReconnectConfirmer that confirms reconnects differs in:\n")
+	b.WriteString("# A ConnectionMonitor that confirms reconnects differs in:\n")
 	render(&b, &confirmingTable, true)
 	path := filepath.Join("testdata", "runtable.golden")
 	if *updateTable {

@@ -25,7 +25,7 @@ var errResubscribe = errors.New("subscriber: registry asked to resubscribe")
 // The scheduler entries of a subscription (timerKind).
 const (
 	timerRetry     timerKind = iota // the next attempt (after a backoff delay or for a limiter token)
-	timerConfirm                    // the safety cap on a ReconnectConfirmer's evidence
+	timerConfirm                    // the safety cap on a confirming adapter's evidence
 	timerHold                       // the end of an empty-list hold
 	timerReconcile                  // the next reconciliation or a Refresh lookup
 	numTimers
@@ -37,7 +37,7 @@ type Subscription struct {
 	m        *Manager
 	id       uint64
 	key      Key
-	listener Listener
+	listener func([]Instance)
 	parent   context.Context // the ctx given to Subscribe
 	sink     sink            // the stable Sink handed to the Registry
 	calls    sync.WaitGroup  // Registry.Subscribe and Lookup calls in progress
@@ -161,7 +161,7 @@ func (k *sink) Resubscribe(err error) {
 
 func (k *sink) Confirmed(reason string) { k.s.confirmed(reason) }
 
-func newSubscription(m *Manager, ctx context.Context, key Key, l Listener) *Subscription {
+func newSubscription(m *Manager, ctx context.Context, key Key, l func([]Instance)) *Subscription {
 	s := &Subscription{
 		m:        m,
 		key:      key,
@@ -225,8 +225,9 @@ func (s *Subscription) Done() <-chan struct{} {
 	return s.done
 }
 
-// Err returns nil while the subscription runs, then why it stopped:
-// ErrUnsubscribed, ErrManagerClosed, ctx's cause or a permanent error.
+// Err returns nil while the subscription runs, then why it stopped: an
+// error matching rebound.ErrClosed (Unsubscribe, the Manager's or the
+// registry's Close), ctx's cause or a permanent error.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.unlock()
@@ -260,7 +261,7 @@ func (s *Subscription) statusLocked() Status {
 // (bounded by 10 s), returning its error. A listener call may still run. It
 // may be called from the listener; on a stopped subscription it returns nil.
 func (s *Subscription) Unsubscribe() error {
-	if !s.stop(ErrUnsubscribed) {
+	if !s.stop(errUnsubscribed) {
 		<-s.Done()
 		return nil
 	}
@@ -308,8 +309,8 @@ func (s *Subscription) stop(cause error) bool {
 }
 
 // registryClosed stops the subscription with err (the ConnectionMonitor's
-// ErrRegistryClosed) if it waits with no attempt scheduled or in flight:
-// subscribed, awaiting a ReconnectConfirmer's evidence, or parked until
+// closed error) if it waits with no attempt scheduled or in flight:
+// subscribed, awaiting a confirming adapter's evidence, or parked until
 // the connection is back (park.go). Such a
 // subscription would never learn that the registry is closed. One with an
 // attempt to come learns it from that attempt, like any other permanent
@@ -340,7 +341,7 @@ func (s *Subscription) finish() error {
 		err = s.unsubscribe(ctx)
 		cancel()
 		switch {
-		case errors.Is(err, ErrRegistryClosed):
+		case errors.Is(err, rebound.ErrClosed):
 			// A closed registry client holds no subscription any more.
 			s.m.log.Debug("registry unsubscribe: registry closed", zap.Stringer("key", s.key), zap.Error(err))
 		case err != nil:
@@ -348,7 +349,7 @@ func (s *Subscription) finish() error {
 		}
 	}
 	switch {
-	case errors.Is(cause, ErrUnsubscribed), errors.Is(cause, ErrManagerClosed):
+	case errors.Is(cause, errUnsubscribed), errors.Is(cause, errManagerClosed):
 		s.m.log.Debug("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))
 	default:
 		s.m.log.Info("subscription stopped", zap.Stringer("key", s.key), zap.Error(cause))

@@ -19,49 +19,44 @@ type Key struct {
 	Clusters  []string // empty: all; order and repeats do not matter
 }
 
-// String returns a readable form of k for logs, such as "ns/group/orders[a,b]".
-// Two keys may print alike: key maps by ID.
+// String returns k in a readable form, such as "ns/group/orders[a,b]". Two
+// Keys print alike exactly when they name the same subscription (clusters
+// in any order), so it serves as a map key. A name holding / [ ] , or a
+// double quote is quoted.
 func (k Key) String() string {
 	var b strings.Builder
 	switch {
 	case k.Namespace != "":
-		b.WriteString(k.Namespace)
+		writeKeyName(&b, k.Namespace)
 		b.WriteByte('/')
-		b.WriteString(k.Group)
+		writeKeyName(&b, k.Group)
 		b.WriteByte('/')
 	case k.Group != "":
-		b.WriteString(k.Group)
+		writeKeyName(&b, k.Group)
 		b.WriteByte('/')
 	}
-	b.WriteString(k.Service)
+	writeKeyName(&b, k.Service)
 	if len(k.Clusters) > 0 {
-		cs := slices.Compact(slices.Sorted(slices.Values(k.Clusters)))
 		b.WriteByte('[')
-		b.WriteString(strings.Join(cs, ","))
+		for i, c := range slices.Compact(slices.Sorted(slices.Values(k.Clusters))) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeKeyName(&b, c)
+		}
 		b.WriteByte(']')
 	}
 	return b.String()
 }
 
-// ID returns a comparable form of k, for map keys. Two Keys have one ID
-// exactly when they name the same subscription: clusters in any order.
-func (k Key) ID() string {
-	var b strings.Builder
-	for _, f := range [...]string{k.Namespace, k.Group, k.Service} {
-		b.WriteString(strconv.Itoa(len(f)))
-		b.WriteByte(':')
-		b.WriteString(f)
+// writeKeyName writes one name of a Key, quoted if it holds a character
+// that separates names in Key.String.
+func writeKeyName(b *strings.Builder, name string) {
+	if strings.ContainsAny(name, `/[],"`) {
+		b.WriteString(strconv.Quote(name))
+		return
 	}
-	if len(k.Clusters) > 0 {
-		cs := slices.Compact(slices.Sorted(slices.Values(k.Clusters)))
-		for _, c := range cs {
-			b.WriteByte(',')
-			b.WriteString(strconv.Itoa(len(c)))
-			b.WriteByte(':')
-			b.WriteString(c)
-		}
-	}
-	return b.String()
+	b.WriteString(name)
 }
 
 // Instance is one registered instance of a service, as the registry
@@ -77,11 +72,6 @@ type Instance struct {
 	Cluster   string
 	Metadata  map[string]string // never modified by the Manager; do not modify it
 }
-
-// Listener receives a subscription's full, sorted list at each change.
-// Calls are in order, one at a time, and never under a lock. It must not
-// modify the slice; a panic is recovered and logged.
-type Listener func(instances []Instance)
 
 // sortInstances sorts a list in place in the delivery order.
 func sortInstances(list []Instance) {

@@ -115,7 +115,7 @@ func (w *watch) changedLocked() {
 	}
 }
 
-// update is the subscription's Listener.
+// update is the subscription's listener.
 func (w *watch) update(list []Instance) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -128,7 +128,7 @@ func (w *watch) update(list []Instance) {
 
 // attempted records the outcome of one Registry.Subscribe attempt.
 func (w *watch) attempted(ctx context.Context, err error) {
-	if ctx.Err() != nil || err != nil && (errors.Is(err, ErrRegistryClosed) || rebound.IsPermanent(err)) {
+	if ctx.Err() != nil || err != nil && (errors.Is(err, rebound.ErrClosed) || rebound.IsPermanent(err)) {
 		return // cancelled (not the registry's answer), or a stop that Done reports
 	}
 	w.mu.Lock()
@@ -161,13 +161,13 @@ func (w *watch) run() {
 		w.m.watches.forget(w)
 		err := w.sub.Err()
 		if err == nil {
-			err = ErrUnsubscribed
+			err = errUnsubscribed
 		}
 		w.mu.Lock()
 		w.snap.Stopped = err
 		w.changedLocked()
 		w.mu.Unlock()
-		if !errors.Is(err, ErrManagerClosed) {
+		if !errors.Is(err, errManagerClosed) {
 			w.m.log.Info("watched subscription stopped", zap.Stringer("key", w.sub.key), zap.Error(err))
 		}
 	case <-w.release:
@@ -190,13 +190,13 @@ type watchSet struct {
 func (ws *watchSet) acquire(m *Manager, fn string, key Key) (*watch, error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	id := key.ID()
+	id := key.String()
 	if w := ws.byKey[id]; w != nil {
 		w.refs++
 		return w, nil
 	}
 	if !m.track() {
-		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
+		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, errManagerClosed)
 	}
 	w := &watch{m: m, id: id, release: make(chan struct{}), done: make(chan struct{}), views: make(map[*View]struct{})}
 	// The watch is known by its sink before the first attempt starts, so
@@ -280,7 +280,7 @@ func (ws *watchSet) disconnected() {
 	ws.mu.Unlock()
 	for _, w := range list {
 		w.mu.Lock()
-		w.unresolvedLocked(ErrDisconnected)
+		w.unresolvedLocked(errDisconnected)
 		w.mu.Unlock()
 	}
 }

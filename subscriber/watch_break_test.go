@@ -288,8 +288,8 @@ func TestWatchVersionsMonotonic(t *testing.T) {
 }
 
 // TestWatchUnresolvedClearsOnConfirmation: with a registry that confirms
-// reconnects itself (ReconnectConfirmer: no Subscribe is sent after a
-// reconnect), the ErrDisconnected a lost connection put on a view without
+// reconnects itself (ConfirmsReconnects: no Subscribe is sent after a
+// reconnect), the disconnected error a lost connection put on a view without
 // a list clears when the registry confirms the subscription again; it
 // stayed while connected until a list came.
 func TestWatchUnresolvedClearsOnConfirmation(t *testing.T) {

@@ -48,8 +48,8 @@ type WatchGroupStats struct {
 // NewWatchGroup returns an empty group of Views over m. linger keeps a key's
 // subscription that long after its last View closed (0: none). refresh paces
 // View.Refresh per key (0: 6 s, the Manager's 5 s pace plus one). A negative
-// duration is an *rebound.ArgumentError; after Close the error wraps
-// ErrManagerClosed.
+// duration is an *rebound.ArgumentError; after Close the error matches
+// rebound.ErrClosed.
 func (m *Manager) NewWatchGroup(linger, refresh time.Duration) (*WatchGroup, error) {
 	const fn = "subscriber.Manager.NewWatchGroup"
 	if linger < 0 {
@@ -59,7 +59,7 @@ func (m *Manager) NewWatchGroup(linger, refresh time.Duration) (*WatchGroup, err
 		return nil, argError(fn, "refresh", "must not be negative (0: the default)")
 	}
 	if m.closedNow() {
-		return nil, fmt.Errorf("subscriber: NewWatchGroup: %w", ErrManagerClosed)
+		return nil, fmt.Errorf("subscriber: NewWatchGroup: %w", errManagerClosed)
 	}
 	g := m.newWatchGroup()
 	g.linger = linger
@@ -91,14 +91,14 @@ func (g *WatchGroup) Watch(key Key) (*View, error) {
 		}
 	}
 	if g.m.closedNow() {
-		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, ErrManagerClosed)
+		return nil, fmt.Errorf("subscriber: %s %s: %w", fn, key, errManagerClosed)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return nil, errGroupClosed
 	}
-	id := key.ID()
+	id := key.String()
 	gk := g.keys[id]
 	if gk != nil {
 		g.m.watches.mu.Lock()

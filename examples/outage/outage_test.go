@@ -191,7 +191,7 @@ func TestRunReduced(t *testing.T) {
 	}
 	// rebound: the subscriptions of the consumer that stays up send
 	// nothing while the registry is down (the adapter confirms them from
-	// evidence after the reconnect: subscriber.ReconnectConfirmer), so the
+	// evidence after the reconnect: ConnectionMonitor.ConfirmsReconnects), so the
 	// calls during the outage are those of the consumer restarted in it:
 	// at least its first attempt per subscription, at most what the policy
 	// allows every subscription plus one for the restart of every loop.

@@ -48,7 +48,7 @@
 // own client/v3/naming/endpoints; any other layout is a type with the
 // three methods of Layout. Subscribe is a linearizable Get then a Watch;
 // a failed watch is handed back to the Manager (Sink.Resubscribe). Errors
-// are *subscriber.OpError values: closed, an invalid key and permission
+// read "etcd: op key: cause" and wrap the cause: closed, an invalid key and permission
 // errors are permanent, the rest transient. Register keeps the key on a
 // lease the client keeps alive, and repairs it through a rebound.Schedule
 // (WithPolicy). docs/etcd.md says how each works and why; ClientConfig's

@@ -10,14 +10,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/subscriber"
 )
 
 var (
 	// errNotConnected is the cause of an attempt made while the client has
 	// no usable connection to any member: it fails at once instead of
-	// queueing a request. It wraps subscriber.ErrDisconnected (transient).
-	errNotConnected = fmt.Errorf("etcd: not connected to the cluster: %w", subscriber.ErrDisconnected)
+	// queueing a request (transient).
+	errNotConnected = errors.New("etcd: not connected to the cluster")
 
 	// errWatchClosed is the reason given to Sink.Resubscribe when a watch
 	// channel closed without an error.
@@ -28,17 +27,18 @@ var (
 // client.
 const closedText = "etcd: closed"
 
-// registryName is subscriber.OpError's Registry for this adapter.
+// registryName names this adapter (RegistrationStatus.Registry).
 const registryName = "etcd"
 
-// opErr returns the *subscriber.OpError of a failed operation.
-func opErr(op, key string, err error) *subscriber.OpError {
-	return &subscriber.OpError{Registry: registryName, Op: op, Key: key, Err: err}
+// opErr returns the error of a failed operation, "etcd: op key: err",
+// wrapping err.
+func opErr(op, key string, err error) error {
+	return fmt.Errorf("etcd: %s %s: %w", op, key, err)
 }
 
-// closedError is the cause of an OpError when the Registry or the etcd
-// client is closed: it wraps subscriber.ErrRegistryClosed (which matches
-// rebound.ErrClosed) and, if any, the error the client returned.
+// closedError is the cause of an operation's error when the Registry or the etcd
+// client is closed: it wraps rebound.ErrClosed and, if any, the error the
+// client returned.
 type closedError struct{ cause error }
 
 func (e closedError) Error() string {
@@ -50,24 +50,24 @@ func (e closedError) Error() string {
 
 func (e closedError) Unwrap() []error {
 	if e.cause == nil {
-		return []error{subscriber.ErrRegistryClosed}
+		return []error{rebound.ErrClosed}
 	}
-	return []error{subscriber.ErrRegistryClosed, e.cause}
+	return []error{rebound.ErrClosed, e.cause}
 }
 
 // classify turns an error of the etcd client into the error an attempt
 // returns (see the package documentation, "Errors"):
 //
-//   - the client (or the Registry) is closed: an *OpError wrapping
-//     subscriber.ErrRegistryClosed, which stops a subscription for good;
+//   - the client (or the Registry) is closed: an error wrapping
+//     rebound.ErrClosed, which stops a subscription for good;
 //   - codes.PermissionDenied and codes.InvalidArgument (permission denied,
 //     authentication failed, a request the server will always reject;
-//     except rpctypes.ErrAuthOldRevision): an *OpError marked with
+//     except rpctypes.ErrAuthOldRevision): an error marked with
 //     rebound.Permanent;
 //   - everything else, in particular codes.Unavailable (no leader, leader
 //     changed, server stopped, request timed out, connection refused),
 //     codes.DeadlineExceeded, the attempt's own deadline, ErrCompacted and
-//     resource exhaustion: a plain, transient *OpError.
+//     resource exhaustion: a plain, transient error.
 func classify(op, key string, err error, closed bool) error {
 	if err == nil {
 		return nil

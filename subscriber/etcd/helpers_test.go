@@ -149,7 +149,7 @@ func inst(ip string, port uint64) subscriber.Instance {
 	return subscriber.Instance{IP: ip, Port: port, Weight: 1, Healthy: true, Enabled: true, Cluster: etcdreg.DefaultCluster}
 }
 
-// recorder is a Listener that records every list it receives.
+// recorder is a listener that records every list it receives.
 type recorder struct {
 	mu    sync.Mutex
 	lists [][]subscriber.Instance

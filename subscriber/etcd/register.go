@@ -491,7 +491,7 @@ func (h *holder) stopWatch() {
 
 // permanentIfClosed marks the error of a closed client permanent.
 func permanentIfClosed(err error) error {
-	if errors.Is(err, subscriber.ErrRegistryClosed) {
+	if errors.As(err, new(closedError)) {
 		return rebound.Permanent(err)
 	}
 	return err

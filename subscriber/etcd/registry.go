@@ -204,8 +204,8 @@ func (r *Registry) stopWatch(sink subscriber.Sink) int64 {
 }
 
 // Close stops every watch and waits for their goroutines; attempts in
-// flight end, and Subscribe fails from now on with
-// subscriber.ErrRegistryClosed. It makes no request and does not close the
+// flight end, and Subscribe fails from now on with an error matching
+// rebound.ErrClosed. It makes no request and does not close the
 // client. It is idempotent and returns nil; close the Manager first.
 func (r *Registry) Close() error {
 	r.mu.Lock()
@@ -254,7 +254,7 @@ func (r *Registry) classify(op, key string, err error) error {
 }
 
 // waitReady returns nil once the client's connection is ready, and an
-// error wrapping ErrRegistryClosed if it is shut down. Otherwise it
+// error matching rebound.ErrClosed if it is shut down. Otherwise it
 // returns errNotConnected: at once when the connection is in
 // TRANSIENT_FAILURE, or when it was ready before (it is reconnecting: a
 // restarting member may accept connections long before it serves, and
@@ -287,6 +287,10 @@ func (r *Registry) waitReady(ctx context.Context) error {
 		}
 	}
 }
+
+// ConfirmsReconnects implements subscriber.ConnectionMonitor: false, the
+// Manager confirms every subscription after a reconnect.
+func (r *Registry) ConfirmsReconnects() bool { return false }
 
 // MonitorConnection implements subscriber.ConnectionMonitor from the
 // client's gRPC connection, usable while any member is. After reporting

@@ -196,8 +196,8 @@ func TestCloseIsPermanent(t *testing.T) {
 			t.Fatalf("second Close = %v", err)
 		}
 		err := r.Subscribe(context.Background(), orders, nopSink{})
-		if !errors.Is(err, subscriber.ErrRegistryClosed) {
-			t.Fatalf("Subscribe after Close = %v, want ErrRegistryClosed", err)
+		if !errors.Is(err, rebound.ErrClosed) {
+			t.Fatalf("Subscribe after Close = %v, want rebound.ErrClosed", err)
 		}
 	})
 	t.Run("client", func(t *testing.T) {
@@ -215,15 +215,15 @@ func TestCloseIsPermanent(t *testing.T) {
 		// good.
 		select {
 		case err := <-sink.resubscribe:
-			if !errors.Is(err, subscriber.ErrRegistryClosed) {
-				t.Fatalf("Resubscribe(%v), want ErrRegistryClosed", err)
+			if !errors.Is(err, rebound.ErrClosed) {
+				t.Fatalf("Resubscribe(%v), want rebound.ErrClosed", err)
 			}
 		case <-time.After(waitTimeout):
 			t.Fatal("no Resubscribe after the client was closed")
 		}
 		err := r.Subscribe(context.Background(), orders, sink)
-		if !errors.Is(err, subscriber.ErrRegistryClosed) {
-			t.Fatalf("Subscribe after client Close = %v, want ErrRegistryClosed", err)
+		if !errors.Is(err, rebound.ErrClosed) {
+			t.Fatalf("Subscribe after client Close = %v, want rebound.ErrClosed", err)
 		}
 	})
 	t.Run("registry with live subscriptions", func(t *testing.T) {
@@ -243,8 +243,8 @@ func TestCloseIsPermanent(t *testing.T) {
 		case <-time.After(waitTimeout):
 			t.Fatalf("subscription still running after the Registry was closed: %+v", sub.Status())
 		}
-		if !errors.Is(sub.Err(), subscriber.ErrRegistryClosed) {
-			t.Fatalf("Err = %v, want ErrRegistryClosed", sub.Err())
+		if !errors.Is(sub.Err(), rebound.ErrClosed) {
+			t.Fatalf("Err = %v, want rebound.ErrClosed", sub.Err())
 		}
 	})
 	t.Run("manager", func(t *testing.T) {
@@ -262,8 +262,8 @@ func TestCloseIsPermanent(t *testing.T) {
 		case <-time.After(waitTimeout):
 			t.Fatalf("subscription still running with a closed client: %+v", sub.Status())
 		}
-		if !errors.Is(sub.Err(), subscriber.ErrRegistryClosed) {
-			t.Fatalf("Err = %v, want ErrRegistryClosed", sub.Err())
+		if !errors.Is(sub.Err(), rebound.ErrClosed) {
+			t.Fatalf("Err = %v, want rebound.ErrClosed", sub.Err())
 		}
 	})
 }
@@ -280,7 +280,7 @@ func TestDownAtStart(t *testing.T) {
 	}
 	eventually(t, "three failed attempts", func() bool { return sub.Status().Attempts >= 3 })
 	st := sub.Status()
-	if st.State != subscriber.StateRetrying || !errors.Is(st.LastErr, etcdreg.ErrNotConnected) || !errors.Is(st.LastErr, subscriber.ErrDisconnected) {
+	if st.State != subscriber.StateRetrying || !errors.Is(st.LastErr, etcdreg.ErrNotConnected) {
 		t.Fatalf("status while down = %+v, want retrying with ErrNotConnected", st)
 	}
 	if rebound.IsPermanent(st.LastErr) {

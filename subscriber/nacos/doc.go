@@ -31,7 +31,7 @@
 //     (Sink.Resubscribe). The adapter serializes its SDK calls per key.
 //   - Closed client. The SDK reports a closed client as "client not
 //     connected, current status:SHUTDOWN"; the adapter maps that (and its
-//     own Close) to subscriber.ErrRegistryClosed, which stops the
+//     own Close) to an error matching rebound.ErrClosed, which stops the
 //     subscriptions for good. Every other error is transient.
 //   - Reconnects. The connection events of the SDK's RPC client are not
 //     reachable from outside it, so the adapter's MonitorConnection polls
@@ -45,11 +45,11 @@
 //     disconnected fails only after the SDK's timeout, and one that fails
 //     just as the client reconnects makes the SDK mark the new connection
 //     unhealthy and redo everything again. Subscribe therefore returns a
-//     transient *subscriber.OpError wrapping subscriber.ErrDisconnected without
+//     transient "client not connected" error without
 //     calling the SDK while the client is down, except for one probe every
 //     10 s that learns whether the client was closed.
-//   - Confirmation from evidence, not by re-sending (the Registry is a
-//     subscriber.ReconnectConfirmer). On every reconnect the SDK re-sends
+//   - Confirmation from evidence, not by re-sending (the Registry's
+//     ConfirmsReconnects is true). On every reconnect the SDK re-sends
 //     its cached subscriptions once (its "redo"); a failed one is only
 //     logged. Nacos 2.x stamps every subscribe reply and every push with a
 //     new lastRefTime, and the SDK stores it in its cache even when the
@@ -71,7 +71,7 @@
 //     server answered with data (its callback ran with a new list, or the
 //     SDK's cache holds the key; else one GetService, which on a cache miss
 //     is itself a subscribe request) and returns a transient
-//     *subscriber.OpError wrapping ErrRejected otherwise, so the Manager
+//     error wrapping ErrRejected otherwise, so the Manager
 //     tries again.
 //   - Empty lists. With the SDK's default UpdateCacheWhenEmpty=false, an
 //     empty instance list is never stored nor delivered (the callback does

@@ -18,12 +18,13 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 )
 
 // Closing the SDK client before the Manager stops the subscriptions with
-// subscriber.ErrRegistryClosed, as documented, instead of leaving them
+// rebound.ErrClosed, as documented, instead of leaving them
 // "retrying: registry connection lost" for good. Real client, in-process
 // server; the client is shut down, never reconnected.
 func TestClosedSDKClientStopsSubscriptions(t *testing.T) {
@@ -63,8 +64,8 @@ func TestClosedSDKClientStopsSubscriptions(t *testing.T) {
 			t.Fatalf("%v still running %v after CloseClient: state %v, last error %v; want stopped with ErrRegistryClosed",
 				s.Status().Key, e2eTimeout, st.State, st.LastErr)
 		}
-		if err := s.Err(); !errors.Is(err, subscriber.ErrRegistryClosed) || !errors.Is(err, nacos.ErrClosed) {
-			t.Fatalf("%v stopped with %v, want ErrRegistryClosed (nacos.ErrClosed)", s.Status().Key, err)
+		if err := s.Err(); !errors.Is(err, rebound.ErrClosed) || !errors.Is(err, nacos.ErrClosed) {
+			t.Fatalf("%v stopped with %v, want rebound.ErrClosed (nacos.ErrClosed)", s.Status().Key, err)
 		}
 	}
 	t.Logf("subscriptions stopped %v after CloseClient", time.Since(start).Round(time.Millisecond))

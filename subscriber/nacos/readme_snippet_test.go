@@ -18,7 +18,7 @@ import (
 // module's TestREADMESnippets checks that the README shows this body
 // verbatim): it serves until ctx is done, then closes the Manager, the
 // adapter and the client, in that order.
-func readmeNacos(ctx context.Context, server constant.ServerConfig, dir string, onChange subscriber.Listener) error {
+func readmeNacos(ctx context.Context, server constant.ServerConfig, dir string, onChange func([]subscriber.Instance)) error {
 	// README snippet: nacos
 	client, err := clients.NewNamingClient(vo.NacosClientParam{
 		ClientConfig:  &constant.ClientConfig{NotLoadCacheAtStart: true, UpdateCacheWhenEmpty: true, CacheDir: dir, LogDir: dir},

@@ -172,7 +172,7 @@ const (
 // Register registers inst as an ephemeral instance of key's service and
 // keeps it registered until Shutdown or Close (docs/providers.md). The
 // first registration is made before Register returns; its error (a
-// *subscriber.OpError, wrapping ErrRejected for a refusal the SDK reports
+// "nacos: register ..." error, wrapping ErrRejected for a refusal the SDK reports
 // as success) leaves nothing running. Bad input, or a second Register of
 // one service on one client, is a *rebound.ArgumentError.
 //
@@ -433,7 +433,7 @@ func (g *registration) deregisterParam() vo.DeregisterInstanceParam {
 // sdkErr maps an SDK error of op.
 func (g *registration) sdkErr(op string, err error) error {
 	if isShutdown(err) {
-		return &subscriber.OpError{Registry: "nacos", Op: op, Key: g.key.String(), Err: &sdkError{err: err, is: errClosed}}
+		return opErr(op, g.key, &sdkError{err: err, is: errClosed})
 	}
 	return opError(op, g.key, err)
 }

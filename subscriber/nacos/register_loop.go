@@ -113,7 +113,7 @@ func (r *repairer) connection(up bool) {
 		r.timer.Stop()
 		r.periodT.Stop()
 		set := func() bool {
-			r.g.track.Set(subscriber.RegistrationRepairing, subscriber.ErrDisconnected)
+			r.g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
 			return true
 		}
 		if len(r.g.cfg.obs) == 0 {
@@ -387,7 +387,7 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 // replaced), checked against the server after the redo grace (a re-send
 // of the old instance by the SDK's redo racing the Update is then
 // registered over). It returns once the server accepted it, or the error (a
-// *subscriber.OpError, wrapping ErrRejected for a rejection). After a
+// "nacos: update ..." error, wrapping ErrRejected for a rejection). After a
 // failed Update the Registration keeps reporting and repairing the
 // previous instance, but the server and the SDK's redo cache may hold
 // either until an Update succeeds. The address and cluster must not change (another instance:
@@ -416,7 +416,7 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	inst.Ephemeral, inst.ID = true, ""
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
-	stopped := &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: regstate.ErrStopped}
+	stopped := opErr("update", g.key, regstate.ErrStopped)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

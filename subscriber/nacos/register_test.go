@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,9 +90,8 @@ func TestRegisterRejectedIsAnError(t *testing.T) {
 		t.Fatalf("SDK RegisterInstance under rejection = %v, %v; this test assumes false, nil", ok, err)
 	}
 	_, err = nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
-	var oe *subscriber.OpError
-	if !errors.Is(err, nacos.ErrRejected) || !errors.As(err, &oe) || oe.Op != "register" {
-		t.Fatalf("Register under rejection = %v, want an OpError wrapping ErrRejected", err)
+	if !errors.Is(err, nacos.ErrRejected) || !strings.HasPrefix(err.Error(), "nacos: register ") {
+		t.Fatalf("Register under rejection = %v, want the register error wrapping ErrRejected", err)
 	}
 	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{}); err != nil {
 		t.Fatal(err)

@@ -45,17 +45,16 @@ func (e *sentinel) Unwrap() []error { return e.is }
 
 var (
 	// errClosed is returned by Subscribe after Registry.Close and when the
-	// SDK client was closed: subscriber.ErrRegistryClosed, in the
-	// adapter's words.
-	errClosed error = &sentinel{"nacos: registry closed", []error{subscriber.ErrRegistryClosed}}
+	// SDK client was closed: rebound.ErrClosed, in the adapter's words.
+	errClosed error = &sentinel{"nacos: registry closed", []error{rebound.ErrClosed}}
 	// errInvalidKey is wrapped by the (permanent) error for a key the
 	// client can never serve: rebound.ErrInvalidArgument.
 	errInvalidKey error = &sentinel{"nacos: invalid key", []error{rebound.ErrInvalidArgument}}
-	// errNotConnected is the cause of the (transient) *subscriber.OpError
+	// errNotConnected is the cause of the (transient) error
 	// Subscribe returns without calling the SDK while the client is not
-	// connected: subscriber.ErrDisconnected, in the adapter's words.
-	errNotConnected error = &sentinel{"client not connected", []error{subscriber.ErrDisconnected}}
-	// ErrRejected is wrapped by the *subscriber.OpError of a request the
+	// connected (transient).
+	errNotConnected error = &sentinel{"client not connected", nil}
+	// ErrRejected is wrapped by the error of a request the
 	// server refused (TPS control, auth) that nacos-sdk-go reports as
 	// success or false: a subscribe, a lookup, a register or a deregister.
 	ErrRejected = errors.New("request rejected by the server (nacos-sdk-go reports such a rejection as success or as false)")
@@ -66,10 +65,10 @@ var (
 	errNoEvidence = errors.New("no evidence after the reconnect that the server holds the subscription (the SDK's redo failed or was rejected)")
 )
 
-// Registry is a subscriber.Registry, subscriber.ConnectionMonitor and
-// subscriber.ReconnectConfirmer over a nacos-sdk-go/v2 naming client. It
+// Registry is a subscriber.Registry and subscriber.ConnectionMonitor (one
+// that confirms reconnects) over a nacos-sdk-go/v2 naming client. It
 // is safe for concurrent use. It does not own the client: closing the
-// client (CloseClient) ends the subscriptions using it with subscriber.ErrRegistryClosed, and
+// client (CloseClient) ends the subscriptions using it with an error matching rebound.ErrClosed, and
 // so does Close.
 type Registry struct {
 	client naming_client.INamingClient
@@ -213,8 +212,8 @@ func New(client naming_client.INamingClient, opts ...Option) (*Registry, error) 
 	}, nil
 }
 
-// Close marks the Registry closed: Subscribe returns
-// subscriber.ErrRegistryClosed from now on, and MonitorConnection returns.
+// Close marks the Registry closed: Subscribe returns an error matching
+// rebound.ErrClosed from now on, and MonitorConnection returns.
 // It does not close the SDK client. It is idempotent and returns nil.
 func (r *Registry) Close() error {
 	r.closed.Store(true)
@@ -222,7 +221,7 @@ func (r *Registry) Close() error {
 	return nil
 }
 
-// ConfirmsReconnects implements subscriber.ReconnectConfirmer: it returns
+// ConfirmsReconnects implements subscriber.ConnectionMonitor: it returns
 // true. After a reconnect the adapter confirms each subscription from the
 // SDK's cache or hands it back (Sink.Resubscribe) within 10 s.
 func (r *Registry) ConfirmsReconnects() bool { return true }
@@ -232,7 +231,13 @@ func opError(op string, key subscriber.Key, err error) error {
 		// The SDK's own "client not connected, current status:..." error.
 		err = &sdkError{err: err, is: errNotConnected}
 	}
-	return &subscriber.OpError{Registry: "nacos", Op: op, Key: key.String(), Err: err}
+	return opErr(op, key, err)
+}
+
+// opErr returns the error of a failed operation, "nacos: op key: err",
+// wrapping err.
+func opErr(op string, key subscriber.Key, err error) error {
+	return fmt.Errorf("nacos: %s %s: %w", op, key, err)
 }
 
 // sdkError is an SDK error that also matches one of this package's

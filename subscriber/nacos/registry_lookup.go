@@ -21,10 +21,9 @@ import (
 )
 
 var (
-	_ subscriber.Registry           = (*Registry)(nil)
-	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
-	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
-	_ subscriber.Reconciler         = (*Registry)(nil)
+	_ subscriber.Registry          = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Reconciler        = (*Registry)(nil)
 )
 
 // errLookupUnsupported is the cause of the (permanent) error Lookup
@@ -56,8 +55,8 @@ func (l *lookupConn) close() {
 // Lookup implements subscriber.Reconciler: one ServiceQueryRequest for
 // key's instances, bypassing the SDK's cache, on a gRPC connection of the
 // Registry's own (opened on first use, closed by Close). Disabled
-// instances are left out. Errors are *subscriber.OpError values with Op
-// "lookup", wrapping ErrRejected for a rejection.
+// instances are left out. Errors read "nacos: lookup key: cause", wrapping
+// ErrRejected for a rejection.
 func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

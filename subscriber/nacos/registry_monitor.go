@@ -12,7 +12,7 @@ import (
 // MonitorConnection implements subscriber.ConnectionMonitor by polling the
 // client's ServerHealthy. After each connect (true) it confirms, from evidence,
 // every subscription whose last Subscribe succeeded.
-// It returns nil when ctx is done, and subscriber.ErrRegistryClosed once
+// It returns nil when ctx is done, and an error matching rebound.ErrClosed once
 // the Registry or its client is closed (probed every 10 s while down).
 func (r *Registry) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	r.monitoring.Store(true)

@@ -102,7 +102,7 @@ const WaitTimeout = 20 * time.Second
 //     again and delivers later changes; no empty list is delivered
 //     meanwhile.
 //   - ConfirmsReconnects (adapters that implement
-//     subscriber.ReconnectConfirmer and return true; skipped otherwise):
+//     subscriber.ConnectionMonitor with ConfirmsReconnects true; skipped otherwise):
 //     after a crash and a restart the adapter answers for every
 //     subscription by itself (Sink.Confirmed, or Sink.Resubscribe and the
 //     Manager's confirmation), without the Manager's safety cap, which is
@@ -119,7 +119,7 @@ const WaitTimeout = 20 * time.Second
 //   - Unsubscribe: after Unsubscribe, the adapter never calls the sink
 //     again and the listener gets nothing more.
 //   - RegistryClosed: once the adapter is closed, a subscription stops for
-//     good with an error wrapping subscriber.ErrRegistryClosed.
+//     good with an error matching rebound.ErrClosed.
 //   - CloseWithoutLeaks: closing the Manager and the adapter, while
 //     subscribed and while retrying against a registry that is down,
 //     leaves no goroutine behind (except h.Leaks).
@@ -271,7 +271,7 @@ func (s *suite) downAtStart(t *testing.T) {
 	if status.State != subscriber.StateRetrying && status.State != subscriber.StatePending {
 		t.Fatalf("state while down = %v, want retrying", status.State)
 	}
-	if status.LastErr == nil || rebound.IsPermanent(status.LastErr) || errors.Is(status.LastErr, subscriber.ErrRegistryClosed) {
+	if status.LastErr == nil || rebound.IsPermanent(status.LastErr) || errors.Is(status.LastErr, rebound.ErrClosed) {
 		t.Fatalf("last error while down = %v, want a transient error", status.LastErr)
 	}
 	checkNoSpin(t, status.TotalAttempts, elapsed)
@@ -307,7 +307,7 @@ func (s *suite) restart(t *testing.T) {
 	s.h.Start(t)
 	eventually(t, s.timeout, "the subscription to be confirmed again", func() bool {
 		status := sub.Status()
-		// Confirmed again: by a new attempt, or (a ReconnectConfirmer) by
+		// Confirmed again: by a new attempt, or (ConfirmsReconnects) by
 		// the adapter's evidence.
 		return status.State == subscriber.StateSubscribed && (status.TotalAttempts > before || status.ConfirmedAt.After(stopped))
 	})
@@ -318,8 +318,8 @@ func (s *suite) restart(t *testing.T) {
 
 func (s *suite) confirmsReconnects(t *testing.T) {
 	st := s.newStack(t, subscriber.WithConfirmTimeout(time.Hour))
-	if rc, ok := st.reg.inner.(subscriber.ReconnectConfirmer); !ok || !rc.ConfirmsReconnects() {
-		t.Skip("the adapter is not a ReconnectConfirmer: the Manager confirms reconnects itself (Restart)")
+	if mon, ok := st.reg.inner.(subscriber.ConnectionMonitor); !ok || !mon.ConfirmsReconnects() {
+		t.Skip("the adapter does not confirm reconnects: the Manager confirms them itself (Restart)")
 	}
 	keys := []subscriber.Key{key(t), key(t), key(t)}
 	for i := range keys {
@@ -395,7 +395,7 @@ func (s *suite) exactlyOnce(t *testing.T) {
 	rec2.wait(t, "10.6.0.1:8080")
 
 	// A restart makes the Manager call Subscribe again for both sinks (or a
-	// ReconnectConfirmer confirm both from evidence).
+	// ConfirmsReconnects confirm both from evidence).
 	b1, b2, stopped := sub1.Status().TotalAttempts, sub2.Status().TotalAttempts, time.Now()
 	s.h.Stop(t)
 	s.h.Start(t)
@@ -459,8 +459,8 @@ func (s *suite) unsubscribe(t *testing.T) {
 	if err := sub.Unsubscribe(); err != nil {
 		t.Fatalf("Unsubscribe = %v", err)
 	}
-	if !errors.Is(sub.Err(), subscriber.ErrUnsubscribed) {
-		t.Fatalf("Err = %v, want ErrUnsubscribed", sub.Err())
+	if !errors.Is(sub.Err(), rebound.ErrClosed) {
+		t.Fatalf("Err = %v, want an error matching rebound.ErrClosed (unsubscribed)", sub.Err())
 	}
 	sink := st.reg.only(t)
 	after := st.reg.updateCount(sink)
@@ -491,8 +491,8 @@ func (s *suite) registryClosed(t *testing.T) {
 	case <-time.After(s.timeout):
 		t.Fatalf("a subscription on a closed adapter still runs: %+v", sub.Status())
 	}
-	if !errors.Is(sub.Err(), subscriber.ErrRegistryClosed) {
-		t.Fatalf("Err = %v, want an error wrapping ErrRegistryClosed", sub.Err())
+	if !errors.Is(sub.Err(), rebound.ErrClosed) {
+		t.Fatalf("Err = %v, want an error matching rebound.ErrClosed", sub.Err())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
@@ -575,7 +575,7 @@ func Addrs(list []subscriber.Instance) string {
 	return strings.Join(out, ",")
 }
 
-// recorder is a Listener that keeps every list.
+// recorder is a listener that keeps every list.
 type recorder struct {
 	timeout time.Duration // of wait
 	mu      sync.Mutex
@@ -678,23 +678,11 @@ func wrap(inner subscriber.Registry) *counted {
 }
 
 // registry returns the wrapper, with the optional interfaces of inner
-// (ConnectionMonitor, ReconnectConfirmer, Reconciler) forwarded.
+// (ConnectionMonitor, Reconciler) forwarded.
 func (c *counted) registry() subscriber.Registry {
 	mon, isMon := c.inner.(subscriber.ConnectionMonitor)
-	rc, isRC := c.inner.(subscriber.ReconnectConfirmer)
 	lk, isLk := c.inner.(subscriber.Reconciler)
 	switch {
-	case isMon && isRC && isLk:
-		return struct {
-			countedMonitor
-			subscriber.ReconnectConfirmer
-			subscriber.Reconciler
-		}{countedMonitor{c, mon}, rc, lk}
-	case isMon && isRC:
-		return struct {
-			countedMonitor
-			subscriber.ReconnectConfirmer
-		}{countedMonitor{c, mon}, rc}
 	case isMon && isLk:
 		return struct {
 			countedMonitor
@@ -719,6 +707,8 @@ type countedMonitor struct {
 func (m countedMonitor) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	return m.mon.MonitorConnection(ctx, report)
 }
+
+func (m countedMonitor) ConfirmsReconnects() bool { return m.mon.ConfirmsReconnects() }
 
 func (c *counted) sinkFor(s subscriber.Sink) *countedSink {
 	c.mu.Lock()

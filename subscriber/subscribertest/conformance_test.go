@@ -2,6 +2,7 @@ package subscribertest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
@@ -25,7 +27,7 @@ func TestConformanceInMemory(t *testing.T) {
 
 // TestConformanceInMemoryRedo runs the suite against the in-memory
 // Registry modelling a client redo and an adapter that confirms from
-// evidence (EnableRedo): a ReconnectConfirmer, so ConfirmsReconnects runs.
+// evidence (EnableRedo): ConfirmsReconnects is true, so the ConfirmsReconnects case runs.
 func TestConformanceInMemoryRedo(t *testing.T) {
 	reg := subscribertest.New()
 	reg.EnableRedo(nil)
@@ -37,7 +39,7 @@ func TestConformanceInMemoryRedo(t *testing.T) {
 	subscribertest.Run(t, h)
 }
 
-// redoView is a view that is a ReconnectConfirmer.
+// redoView is a view whose ConfirmsReconnects is the Registry's.
 type redoView struct{ view }
 
 func (v *redoView) ConfirmsReconnects() bool { return v.reg.ConfirmsReconnects() }
@@ -101,6 +103,9 @@ func memHarness(reg *subscribertest.Registry) subscribertest.Harness {
 	}
 }
 
+// errViewClosed is a closed view's error: a closed client's.
+var errViewClosed = fmt.Errorf("view: closed: %w", rebound.ErrClosed)
+
 // view is one client of the shared Registry, closable on its own.
 type view struct {
 	reg    *subscribertest.Registry
@@ -109,7 +114,7 @@ type view struct {
 
 func (v *view) Subscribe(ctx context.Context, k subscriber.Key, s subscriber.Sink) error {
 	if v.closed.Load() {
-		return subscriber.ErrRegistryClosed
+		return errViewClosed
 	}
 	return v.reg.Subscribe(ctx, k, s)
 }
@@ -121,6 +126,9 @@ func (v *view) Unsubscribe(ctx context.Context, k subscriber.Key, s subscriber.S
 func (v *view) MonitorConnection(ctx context.Context, report func(connected bool)) error {
 	return v.reg.MonitorConnection(ctx, report)
 }
+
+// ConfirmsReconnects: a plain view leaves the confirmations to the Manager.
+func (v *view) ConfirmsReconnects() bool { return false }
 
 // The suite must fail on broken implementations. Each case runs
 // TestConformanceBroken in a child process (a failing subtest cannot be
@@ -139,7 +147,7 @@ func TestConformanceDetectsBrokenRegistries(t *testing.T) {
 		// A restart loses the subscriptions and nobody tells the
 		// Manager: changes after the restart never arrive.
 		{"forget", "Restart"},
-		// A ReconnectConfirmer that answers for nothing after a restart.
+		// An adapter confirming reconnects that answers for nothing after a restart.
 		{"silent-redo", "ConfirmsReconnects"},
 	} {
 		t.Run(tc.broken, func(t *testing.T) {
@@ -176,7 +184,7 @@ func TestConformanceBroken(t *testing.T) {
 			return d, func() { d.closed.Store(true) }
 		}
 	case "silent-redo":
-		// A ReconnectConfirmer whose redo is lost and which never says so.
+		// An adapter confirming reconnects whose redo is lost and which never says so.
 		reg.EnableRedo(func(subscriber.Key) subscribertest.RedoOutcome { return subscribertest.RedoSilent })
 		h.NewRegistry = func(t *testing.T) (subscriber.Registry, func()) {
 			v := &redoView{view{reg: reg}}

@@ -7,16 +7,16 @@ import (
 	"github.com/rebound-go/rebound/subscriber"
 )
 
-// TestRegistryKeysByValue: two keys that print alike (service "a/b/c"; and
-// namespace "a", group "b", service "c") are two services of the Registry,
-// not one.
+// TestRegistryKeysByValue: two keys whose names join alike (service
+// "a/b/c"; and namespace "a", group "b", service "c") are two services of
+// the Registry, not one, and print apart.
 func TestRegistryKeysByValue(t *testing.T) {
 	k1 := subscriber.Key{Service: "a/b/c"}
 	k2 := subscriber.Key{Namespace: "a", Group: "b", Service: "c"}
 	k3 := subscriber.Key{Service: "s[a]"}
 	k4 := subscriber.Key{Service: "s", Clusters: []string{"a"}}
-	if k1.String() != k2.String() || k3.String() != k4.String() {
-		t.Fatalf("the keys print differently (%s, %s; %s, %s): the test needs collisions", k1, k2, k3, k4)
+	if k1.String() == k2.String() || k3.String() == k4.String() {
+		t.Fatalf("different keys print alike (%s, %s; %s, %s)", k1, k2, k3, k4)
 	}
 	r := New()
 	r.Set(k1, subscriber.Instance{IP: "10.0.0.1", Port: 1})
@@ -30,7 +30,7 @@ func TestRegistryKeysByValue(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(got) != c.want {
-			t.Errorf("Lookup(%#v) = %v, want %d instances (the list of a key that prints alike leaked)", c.k, got, c.want)
+			t.Errorf("Lookup(%#v) = %v, want %d instances (the list of a key whose names join alike leaked)", c.k, got, c.want)
 		}
 	}
 	// Clusters in another order are the same key.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/rebound-go/rebound/internal/closed"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -17,6 +18,9 @@ var (
 	// ErrBroken is passed to Sink.Resubscribe by Break.
 	ErrBroken = errors.New("subscribertest: subscription broken")
 )
+
+// errClosed is every call's error after Close (permanent).
+var errClosed = closed.New("subscribertest: registry closed")
 
 // Stats counts the requests a Registry received.
 type Stats struct {
@@ -98,8 +102,8 @@ func New() *Registry {
 	}
 }
 
-// Subscribe implements subscriber.Registry. It returns an error wrapping
-// subscriber.ErrRegistryClosed after Close, ErrUnavailable while down, the
+// Subscribe implements subscriber.Registry. It returns an error matching
+// rebound.ErrClosed after Close, ErrUnavailable while down, the
 // failure hook's error if it returns one, and otherwise registers sink
 // (replacing a previous registration of the same sink) and sends it the
 // key's current list before returning nil.
@@ -118,7 +122,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 	defer r.mu.Unlock()
 	switch {
 	case r.closed:
-		return subscriber.ErrRegistryClosed
+		return errClosed
 	case r.down:
 		return ErrUnavailable
 	}
@@ -130,7 +134,7 @@ func (r *Registry) Subscribe(ctx context.Context, key subscriber.Key, sink subsc
 			return err
 		}
 	}
-	ks := key.ID()
+	ks := key.String()
 	r.sinks[sink] = ks
 	r.redo[sink] = key
 	r.stats.Acks++
@@ -148,7 +152,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 	delete(r.pushed, sink)
 	delete(r.lose, sink)
 	if r.closed {
-		return subscriber.ErrRegistryClosed
+		return errClosed
 	}
 	return nil
 }
@@ -182,7 +186,7 @@ func (r *Registry) MonitorConnection(ctx context.Context, report func(connected 
 			}
 		}
 		if closed {
-			return subscriber.ErrRegistryClosed
+			return errClosed
 		}
 		select {
 		case <-ctx.Done():
@@ -207,7 +211,7 @@ func (r *Registry) reportLocked(states ...bool) {
 func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.ID()
+	ks := key.String()
 	r.services[ks] = slices.Clone(instances)
 	r.version[ks]++
 	if r.down {
@@ -235,7 +239,7 @@ func (r *Registry) Set(key subscriber.Key, instances ...subscriber.Instance) {
 func (r *Registry) LoseNextPush(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks, n := key.ID(), 0
+	ks, n := key.String(), 0
 	for sink, k := range r.sinks {
 		if k == ks {
 			r.lose[sink] = true
@@ -301,7 +305,7 @@ func (r *Registry) Forget() {
 func (r *Registry) Break(key subscriber.Key) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.ID()
+	ks := key.String()
 	for sink, k := range r.sinks {
 		if k == ks {
 			delete(r.sinks, sink)
@@ -311,8 +315,8 @@ func (r *Registry) Break(key subscriber.Key) {
 	}
 }
 
-// Close closes the registry: Subscribe fails with
-// subscriber.ErrRegistryClosed from now on, and MonitorConnection returns.
+// Close closes the registry: Subscribe fails with an error matching
+// rebound.ErrClosed from now on, and MonitorConnection returns.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -322,7 +326,7 @@ func (r *Registry) Close() {
 
 // SetFailure sets a hook called by every Subscribe that would otherwise
 // succeed; a non-nil error is returned instead (wrap it with
-// rebound.Permanent or subscriber.ErrRegistryClosed to make it permanent).
+// rebound.Permanent, or wrap rebound.ErrClosed, to make it permanent).
 // The hook runs without the Registry's lock; it may block (for example on
 // a channel) to model a slow registry. nil removes it.
 func (r *Registry) SetFailure(fn func(key subscriber.Key) error) {
@@ -353,7 +357,7 @@ func (r *Registry) Stats() Stats {
 func (r *Registry) Subscribed(key subscriber.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ks := key.ID()
+	ks := key.String()
 	n := 0
 	for _, k := range r.sinks {
 		if k == ks {
@@ -380,7 +384,7 @@ func (r *Registry) EnableRedo(outcome func(key subscriber.Key) RedoOutcome) {
 	r.redoOn, r.redoFn = true, outcome
 }
 
-// ConfirmsReconnects implements subscriber.ReconnectConfirmer: true after
+// ConfirmsReconnects implements subscriber.ConnectionMonitor: true after
 // EnableRedo.
 func (r *Registry) ConfirmsReconnects() bool {
 	r.mu.Lock()
@@ -405,7 +409,7 @@ func (r *Registry) redoAll() {
 		switch out {
 		case RedoConfirm:
 			r.stats.Redos++
-			ks := key.ID()
+			ks := key.String()
 			r.sinks[sink] = ks
 			if v, ok := r.pushed[sink]; !ok || v != r.version[ks] {
 				r.pushLocked(sink, ks) // like the SDK: callbacks only for a changed list
@@ -426,11 +430,11 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 	r.stats.Lookups++
 	switch {
 	case r.closed:
-		return nil, subscriber.ErrRegistryClosed
+		return nil, errClosed
 	case r.down:
 		return nil, ErrUnavailable
 	}
-	list := r.services[key.ID()]
+	list := r.services[key.String()]
 	out := make([]subscriber.Instance, len(list))
 	for i, in := range list {
 		in.Metadata = maps.Clone(in.Metadata)
@@ -440,8 +444,7 @@ func (r *Registry) Lookup(ctx context.Context, key subscriber.Key) ([]subscriber
 }
 
 var (
-	_ subscriber.Registry           = (*Registry)(nil)
-	_ subscriber.ConnectionMonitor  = (*Registry)(nil)
-	_ subscriber.ReconnectConfirmer = (*Registry)(nil)
-	_ subscriber.Reconciler         = (*Registry)(nil)
+	_ subscriber.Registry          = (*Registry)(nil)
+	_ subscriber.ConnectionMonitor = (*Registry)(nil)
+	_ subscriber.Reconciler        = (*Registry)(nil)
 )
