@@ -117,7 +117,7 @@ func (h Hooks) Observe(e rebound.Event) {
 	}
 }
 
-func (h Hooks) empty() bool { // WithObserver ignores an empty Hooks
+func (h Hooks) empty() bool { // WithPolicy ignores an empty Hooks
 	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil &&
 		h.Attempted == nil
 }
@@ -233,3 +233,6 @@ func WithThrottle(t *rebound.AdaptiveThrottle) Option {
 		o.throttle = t
 	})
 }
+
+// Observed reports whether m has observers (the metrics count).
+func Observed(m *Manager) bool { return m.observed() }
