@@ -25,3 +25,11 @@ func WithoutObservers[O any](opts []O) []O {
 	}
 	return kept
 }
+
+// Observing reports whether o (a rebound.Option) is a rebound.WithObserver
+// or WithMeterProvider option, for a layer whose policy option takes no
+// other.
+func Observing[O any](o O) bool {
+	s := Engine([]O{o})
+	return len(s.Observers) > 0 || s.MeterProvider != nil
+}
