@@ -12,20 +12,6 @@ func Observers[O any](s Settings) []O {
 	return obs
 }
 
-// WithoutObservers returns opts (a []rebound.Option) without their
-// rebound.WithObserver options, for a layer that delivers its own events to
-// those observers and keeps the rest (meters, tracers, gates) in its
-// Retrier. It allocates a new slice; opts is not changed.
-func WithoutObservers[O any](opts []O) []O {
-	var kept []O
-	for _, o := range opts {
-		if len(Engine([]O{o}).Observers) == 0 {
-			kept = append(kept, o)
-		}
-	}
-	return kept
-}
-
 // Observing reports whether o (a rebound.Option) is a rebound.WithObserver
 // or WithMeterProvider option, for a layer whose policy option takes no
 // other.
