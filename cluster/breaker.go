@@ -122,13 +122,13 @@ func NewBreakerDirectory(dir Directory, opts ...Option) (*BreakerDirectory, erro
 		log: cfg.logger.With(zap.String("component", "cluster.breaker"))}
 	m, err := telemetry.NewBreaker(cfg.mp, d.counts)
 	if err != nil {
-		return nil, fmt.Errorf("cluster.NewBreakerDirectory: WithBreakerMeterProvider: %w", err)
+		return nil, fmt.Errorf("cluster.NewBreakerDirectory: WithBreakerSettings: rebound.WithMeterProvider: %w", err)
 	}
 	d.metrics = m
 	return d, nil
 }
 
-// Close unregisters the metrics of WithBreakerMeterProvider. It does not
+// Close unregisters the metrics of WithBreakerSettings' meter. It does not
 // close the inner Directory.
 func (d *BreakerDirectory) Close() error { return d.metrics.Close() }
 

@@ -29,14 +29,14 @@ func ExampleNewBreakerDirectory() {
 				Timeout:     10 * time.Second, // open for 10 s, then one probe
 				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
 			}
-		}),
-		cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
-			e, ok := ev.Detail.(cluster.BreakerEvent)
-			if !ok {
-				return
-			}
-			fmt.Printf("%s: %s -> %s\n", e.Target, e.From, e.To)
-		})))
+		},
+			rebound.WithObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+				e, ok := ev.Detail.(cluster.BreakerEvent)
+				if !ok {
+					return
+				}
+				fmt.Printf("%s: %s -> %s\n", e.Target, e.From, e.To)
+			}))))
 	if err != nil {
 		panic(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/nilness"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // Breaker defaults, filled in where the Settings leave a field zero.
@@ -50,7 +50,7 @@ func (e *BreakerOpenError) Unwrap() []error {
 }
 
 // BreakerEvent is a breaker's state change: the Detail of the
-// rebound.EventStateChanged given to WithBreakerObserver's observers. They
+// rebound.EventStateChanged given to WithBreakerSettings' observers. They
 // run one event at a time, in order, with no lock held.
 type BreakerEvent struct {
 	Target   string
@@ -80,10 +80,10 @@ type breakerConfig struct {
 	timeout       time.Duration
 	maxOpen       time.Duration // 0: the open timeout (no growth)
 	failure       func(error) bool
-	customFailure bool // set by the tests' classifier: a nil error may be a failure
-	obs           []rebound.Observer
+	customFailure bool               // set by the tests' classifier: a nil error may be a failure
+	obs           []rebound.Observer // WithBreakerSettings' rebound.WithObserver
 	logger        *zap.Logger
-	mp            metric.MeterProvider
+	mp            metric.MeterProvider // WithBreakerSettings' rebound.WithMeterProvider
 	errs          []error
 }
 
@@ -94,14 +94,31 @@ func (c *breakerConfig) bad(fn, arg, reason string) {
 // WithBreakerSettings sets the factory of each target's gobreaker Settings.
 // Zero fields take the defaults: Name is the target, ReadyToTrip 5
 // consecutive failures, Timeout 30 s. IsSuccessful's default is in
-// docs/breaker.md. A nil factory is an error.
-func WithBreakerSettings(factory func(target string) gobreaker.Settings) Option {
+// docs/breaker.md. A nil factory is an error. opts take rebound.WithObserver
+// (state changes; each event's Detail is a BreakerEvent) and
+// WithMeterProvider (states and transitions, until Close) only.
+func WithBreakerSettings(factory func(target string) gobreaker.Settings, opts ...rebound.Option) Option {
 	return breakerOption("WithBreakerSettings", func(c *breakerConfig) {
 		if factory == nil {
 			c.bad("WithBreakerSettings", "factory", "must not be nil: it returns the gobreaker.Settings of a target")
 			return
 		}
+		if _, err := rebound.NewRetrier(rebound.Policy{}, opts...); err != nil {
+			c.errs = append(c.errs, &rebound.ArgumentError{Func: "cluster.WithBreakerSettings", Arg: "opts", Reason: "holds a bad option", Err: err})
+			return
+		}
+		for _, o := range opts {
+			if o != nil && !admit.Observing(o) {
+				c.bad("WithBreakerSettings", "opts", "may hold only rebound.WithObserver and rebound.WithMeterProvider")
+				return
+			}
+		}
 		c.settings = factory
+		e := admit.Engine(opts)
+		c.obs = append(c.obs, admit.Observers[rebound.Observer](e)...)
+		if e.MeterProvider != nil {
+			c.mp = e.MeterProvider
+		}
 	})
 }
 
@@ -128,21 +145,6 @@ func WithMaxOpenTimeout(d time.Duration) Option {
 		}
 		c.maxOpen = d
 	})
-}
-
-// WithBreakerObserver adds o as an observer of state changes. Each event's
-// Detail is a BreakerEvent. A nil o is ignored.
-func WithBreakerObserver(o rebound.Observer) Option {
-	if nilness.Is(o) {
-		return nil
-	}
-	return breakerOption("WithBreakerObserver", func(c *breakerConfig) { c.obs = append(c.obs, o) })
-}
-
-// WithBreakerMeterProvider records the breakers' states and transitions
-// (docs/metric-attributes.md). Close unregisters them. Default: none.
-func WithBreakerMeterProvider(mp metric.MeterProvider) Option {
-	return breakerOption("WithBreakerMeterProvider", func(c *breakerConfig) { c.mp = mp })
 }
 
 // defaultFailure is the default classification: an error is a failure

@@ -118,6 +118,7 @@ func TestNewBreakerDirectoryBadInput(t *testing.T) {
 	}{
 		{"nil dir", nil, nil, "cluster.NewBreakerDirectory: dir must not be nil"},
 		{"nil factory", dir, WithBreakerSettings(nil), "cluster.WithBreakerSettings: factory must not be nil"},
+		{"a limit", dir, WithBreakerSettings(defaultSettings, rebound.WithMaxAttempts(2)), "cluster.WithBreakerSettings: opts may hold only rebound.WithObserver and rebound.WithMeterProvider"},
 		{"share 0", dir, WithMaxEjected(0), "cluster.WithMaxEjected: share must be in (0, 1], got 0"},
 		{"share negative", dir, WithMaxEjected(-0.5), "cluster.WithMaxEjected: share must be in (0, 1]"},
 		{"share above 1", dir, WithMaxEjected(1.5), "cluster.WithMaxEjected: share must be in (0, 1], got 1.5"},
@@ -150,7 +151,7 @@ func TestBreakerEjectsAndRecovers(t *testing.T) {
 		var mu sync.Mutex
 		var events []string
 		d, err := NewBreakerDirectory(static(ps), WithOpenTimeout(10*time.Second),
-			WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+			WithBreakerSettings(defaultSettings, rebound.WithObserver(rebound.ObserverFunc(func(ev rebound.Event) {
 				e, ok := ev.Detail.(BreakerEvent)
 				if !ok {
 					return
@@ -158,7 +159,7 @@ func TestBreakerEjectsAndRecovers(t *testing.T) {
 				mu.Lock()
 				events = append(events, e.Target+":"+e.From.String()+">"+e.To.String())
 				mu.Unlock()
-			})))
+			}))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,11 +353,11 @@ func TestBreakerHooksNotUnderGobreakerMutex(t *testing.T) {
 					user.Add(1)
 					panic("user hook")
 				}}
-			}),
-			WithBreakerObserver(rebound.ObserverFunc(func(rebound.Event) {
-				d.breakers() // takes every breaker's mutex
-				seen.Add(1)
-			})))
+			},
+				rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) {
+					d.breakers() // takes every breaker's mutex
+					seen.Add(1)
+				}))))
 		callTarget(t, d, "a", 1)
 		if seen.Load() != 1 || user.Load() != 1 {
 			t.Errorf("hooks called %d and %d times, want 1 and 1", seen.Load(), user.Load())
@@ -426,7 +427,7 @@ func TestBreakerMetrics(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	ps := providers(3)
 	ps[0].failing.Store(true)
-	d, err := NewBreakerDirectory(static(ps), WithConsecutiveFailures(1), WithBreakerMeterProvider(mp))
+	d, err := NewBreakerDirectory(static(ps), WithConsecutiveFailures(1), WithBreakerSettings(defaultSettings, rebound.WithMeterProvider(mp)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package cluster
 
-import "time"
+import (
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
 
 // WithErrorHandler makes a RegistryDirectory call fn with each dial and
 // close error it logs, for the tests that check what is reported.
@@ -15,6 +19,10 @@ type DialError = dialError
 // the directory's defaults of the Settings' ReadyToTrip, Timeout and
 // IsSuccessful: the tests' short form of WithBreakerSettings. Values are
 // not checked.
+// defaultSettings is the factory of WithBreakerSettings that keeps the
+// defaults (for its observers).
+func defaultSettings(string) gobreaker.Settings { return gobreaker.Settings{} }
+
 func WithConsecutiveFailures(n int) Option {
 	return breakerOption("WithConsecutiveFailures", func(c *breakerConfig) { c.failures = uint32(n) })
 }

@@ -25,11 +25,9 @@ func TestOneOptionTypeMisplacedOptionNamed(t *testing.T) {
 		"WithView":         cluster.WithView(nil),
 	}
 	breakerOnly := map[string]cluster.Option{
-		"WithBreakerSettings":      cluster.WithBreakerSettings(func(string) gobreaker.Settings { return gobreaker.Settings{} }),
-		"WithMaxEjected":           cluster.WithMaxEjected(0.5),
-		"WithMaxOpenTimeout":       cluster.WithMaxOpenTimeout(time.Minute),
-		"WithBreakerObserver":      cluster.WithBreakerObserver(rebound.ObserverFunc(func(rebound.Event) {})),
-		"WithBreakerMeterProvider": cluster.WithBreakerMeterProvider(nil),
+		"WithBreakerSettings": cluster.WithBreakerSettings(func(string) gobreaker.Settings { return gobreaker.Settings{} }, rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) {}))),
+		"WithMaxEjected":      cluster.WithMaxEjected(0.5),
+		"WithMaxOpenTimeout":  cluster.WithMaxOpenTimeout(time.Minute),
 	}
 	named := func(ctor, name string, err error) {
 		t.Helper()

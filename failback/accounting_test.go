@@ -173,7 +173,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		for range 100 { // a throttle that has seen only failures rejects most retries
 			th.Allow(time.Now())
 		}
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), withThrottle(th), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withSeed(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), withThrottle(th), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withSeed(1))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 			t.Fatalf("stored attempts %d; sent %d, throttled %d: want sent + throttled, some but not all of MaxAttempts", stored, sent, throttled)
 		}
 		rec := newRecorder()
-		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withObserver(rec.hooks()))
+		g := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withObserver(rec.hooks()))
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		mustClose(t, g)

@@ -196,8 +196,8 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 		var bd *cluster.BreakerDirectory
 		if breaker {
 			var err error
-			bd, err = cluster.NewBreakerDirectory(inner, tripAfter(0, openTimeout, DefaultRetryable),
-				cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+			bd, err = cluster.NewBreakerDirectory(inner, tripAfter(0, openTimeout, DefaultRetryable,
+				rebound.WithObserver(rebound.ObserverFunc(func(ev rebound.Event) {
 					e, ok := ev.Detail.(cluster.BreakerEvent)
 					if !ok {
 						return
@@ -214,7 +214,7 @@ func runScenario(t *testing.T, breaker bool, down []bool, run, recoverAt time.Du
 							closedAt = e.At
 						}
 					}
-				})))
+				}))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -458,7 +458,7 @@ func okDir() cluster.Directory {
 // tripAfter is the cluster.WithBreakerSettings of a breaker that trips
 // after n consecutive failures (0: the directory's default, 5) and stays
 // open for open; failure, if not nil, says which errors are failures.
-func tripAfter(n uint32, open time.Duration, failure func(error) bool) cluster.Option {
+func tripAfter(n uint32, open time.Duration, failure func(error) bool, opts ...rebound.Option) cluster.Option {
 	return cluster.WithBreakerSettings(func(string) gobreaker.Settings {
 		st := gobreaker.Settings{Timeout: open}
 		if n > 0 {
@@ -468,5 +468,5 @@ func tripAfter(n uint32, open time.Duration, failure func(error) bool) cluster.O
 			st.IsSuccessful = func(err error) bool { return !failure(err) }
 		}
 		return st
-	})
+	}, opts...)
 }

@@ -34,7 +34,7 @@ func (c panicCodec) Unmarshal(method string, data []byte) ([]any, error) {
 func TestCodecMarshalPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused)))
-		f := mustNew(t, dir, WithStore(newMemStore()), WithCodec(panicCodec{}))
+		f := mustNew(t, dir, WithStore(newMemStore(), panicCodec{}))
 		func() {
 			defer func() { _ = recover() }()
 			_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "bad"})
@@ -69,7 +69,7 @@ func TestCodecUnmarshalPanics(t *testing.T) {
 				t.Errorf("New with an Unmarshal that panics: panic %v", r)
 			}
 		}()
-		_, err = New(dir, WithStore(st), WithCodec(panicCodec{}))
+		_, err = New(dir, WithStore(st, panicCodec{}))
 	}()
 	var bre *badRecordError
 	if !errors.As(err, &bre) || bre.ID != 2 || !errors.Is(err, errPanicked) {
@@ -82,7 +82,7 @@ func TestCodecUnmarshalPanics(t *testing.T) {
 					t.Errorf("New WithQuarantine with an Unmarshal that panics: panic %v", r)
 				}
 			}()
-			f, err := New(dir, WithStore(st), WithCodec(panicCodec{}), WithQuarantine())
+			f, err := New(dir, WithStore(st, panicCodec{}), WithQuarantine())
 			if err != nil {
 				t.Errorf("New WithQuarantine = %v", err)
 				return
@@ -117,7 +117,7 @@ func TestStorePanicsOnWorkers(t *testing.T) {
 			}
 			return "ok", nil
 		}))
-		f := mustNew(t, dir, WithStore(panicStore{newMemStore()}))
+		f := mustNew(t, dir, WithStore(panicStore{newMemStore()}, nil))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 			t.Fatalf("Invoke = %v", err)
 		}

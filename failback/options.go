@@ -59,7 +59,7 @@ type config struct {
 	throttle       bool   // and rebound.WithThrottle
 	seed           uint64 // tests: reproducible jitter
 	seeded         bool
-	durable        storeConfig          // WithStore, WithCodec (store.go)
+	durable        storeConfig          // WithStore (store.go)
 	meterProvider  metric.MeterProvider // WithPolicy's rebound.WithMeterProvider (metrics.go)
 	meterAttrs     []attribute.KeyValue
 	tracer         trace.Tracer // WithPolicy's rebound.WithTracerProvider (trace.go)

@@ -92,7 +92,7 @@ func TestEmptyIdempotencyKeyIsReplaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil))
 		defer mustClose(t, f)
 		for range 2 {
 			inv := &cluster.Invocation{Method: "m", Attachments: map[string]string{IdempotencyKey: ""}}
@@ -130,7 +130,7 @@ func TestReloadClampsTimesFromAClockAhead(t *testing.T) {
 			ahead := time.Now().Add(24 * time.Hour)
 			st.Add(StoredCall{Method: "m", Args: []byte(`[]`), Attempts: 1, Born: ahead, Due: ahead.Add(time.Minute)})
 			p := newProvider("a:1", nil)
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st)) // DefaultPolicy: Max 1 min, MaxRetryAfter 5 min
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil)) // DefaultPolicy: Max 1 min, MaxRetryAfter 5 min
 			defer mustClose(t, f)
 			time.Sleep(5*time.Minute + time.Second)
 			synctest.Wait()
@@ -148,7 +148,7 @@ func TestReloadClampsTimesFromAClockAhead(t *testing.T) {
 			ahead := time.Now().Add(24 * time.Hour)
 			st.Add(StoredCall{Method: "m", Args: []byte(`[]`), Attempts: 1, Born: ahead, Due: time.Now()})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), WithStore(st), WithTTL(time.Hour),
+			f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), WithStore(st, nil), WithTTL(time.Hour),
 				WithPolicy(rebound.Policy{Initial: 10 * time.Minute, Max: 10 * time.Minute, Jitter: rebound.NoJitter}), withObserver(rec.hooks()))
 			defer mustClose(t, f)
 			time.Sleep(2 * time.Hour)
@@ -179,7 +179,7 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 				return nil, Stopping(rebound.Permanent(closing))
 			})
 			rec := newRecorder()
-			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), withObserver(rec.hooks()))
+			f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), withObserver(rec.hooks()))
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestStoppingKeepsCallsStored(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			stopping := newProvider("a:1", func(context.Context, call) (any, error) { return nil, Stopping(rebound.Permanent(closing)) })
 			st := newMemStore()
-			f := mustNew(t, cluster.NewStaticDirectory(stopping), WithStore(st))
+			f := mustNew(t, cluster.NewStaticDirectory(stopping), WithStore(st, nil))
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
 				t.Fatalf("with a store: Invoke = %v; want the call queued (stored)", err)
 			}
@@ -247,7 +247,7 @@ func TestBadStoredRecords(t *testing.T) {
 	}
 	dir := cluster.NewStaticDirectory(newProvider("a:1", nil))
 
-	_, err := New(dir, WithStore(fill()))
+	_, err := New(dir, WithStore(fill(), nil))
 	var bre *badRecordError
 	if !errors.Is(err, ErrStore) || !errors.Is(err, ErrBadRecord) || !errors.As(err, &bre) || bre.ID != 2 || bre.Method != "notify" ||
 		!strings.Contains(err.Error(), `stored call 2 (method "notify")`) || !strings.Contains(err.Error(), "WithQuarantine") {
@@ -256,13 +256,13 @@ func TestBadStoredRecords(t *testing.T) {
 	st := newMemStore()
 	st.Add(StoredCall{Method: "torn"})
 	st.bad = map[uint64]error{1: errors.New(`calls.db: bucket "failback-calls" key 0000000000000001: truncated`)}
-	if _, err := New(dir, WithStore(st)); !errors.As(err, &bre) || bre.ID != 1 || !strings.Contains(err.Error(), `key 0000000000000001`) {
+	if _, err := New(dir, WithStore(st, nil)); !errors.As(err, &bre) || bre.ID != 1 || !strings.Contains(err.Error(), `key 0000000000000001`) {
 		t.Fatalf("New on a record the store cannot decode = %v; want a *badRecordError with the store's words", err)
 	}
 
 	synctest.Test(t, func(t *testing.T) {
 		st := fill()
-		f := mustNew(t, dir, WithStore(st), WithQuarantine())
+		f := mustNew(t, dir, WithStore(st, nil), WithQuarantine())
 		defer mustClose(t, f)
 		s := f.Stats()
 		if s.Quarantined != 2 || s.Offered != 2 {

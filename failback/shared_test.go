@@ -67,7 +67,7 @@ func TestClaimerDelivers(t *testing.T) { synctest.Test(t, testClaimerDelivers) }
 func testClaimerDelivers(t *testing.T) {
 	st := newClaimStore()
 	p := newProvider("p", nil)
-	f, err := New(cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond}))
+	f, err := New(cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func testClaimerLeaseLost(t *testing.T) {
 	st := newClaimStore()
 	st.lost = true
 	p := newProvider("p", func(context.Context, call) (any, error) { return nil, errRefused })
-	f, err := New(cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond}))
+	f, err := New(cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

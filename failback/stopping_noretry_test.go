@@ -19,7 +19,7 @@ func TestStoppingWithoutRetriesIsNotStored(t *testing.T) {
 		closing := errors.New("grpc: the client connection is closing")
 		p := newProvider("a:1", func(context.Context, call) (any, error) { return nil, Stopping(closing) })
 		st := newMemStore()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(1)))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(1)))
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 		mustClose(t, f)
 		calls, _ := st.snapshot()

@@ -111,7 +111,7 @@ func (c jsonCodec) Marshal(method string, args []any) ([]byte, error) {
 	}
 	for i, a := range args {
 		if isProtoMessage(a) {
-			return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q is a protocol buffers message (%T), which JSON cannot give back after a restart: use failback.WithCodec(protocodec.New(nil))", i, method, a)
+			return nil, fmt.Errorf("failback: JSONCodec: argument %d of %q is a protocol buffers message (%T), which JSON cannot give back after a restart: use failback.WithStore(s, protocodec.New(nil))", i, method, a)
 		}
 	}
 	return json.Marshal(args)
@@ -181,7 +181,7 @@ var ErrStore = errors.New("failback: store failed")
 // first attempt in this process.
 var errReloaded = errors.New("failback: call queued by a previous invoker (loaded from the store)")
 
-// storeConfig is what WithStore and WithCodec set.
+// storeConfig is what WithStore sets.
 type storeConfig struct {
 	store      Store
 	codec      Codec
@@ -190,15 +190,10 @@ type storeConfig struct {
 
 // WithStore keeps the queued calls in s, so they survive a restart: New
 // loads them, and calls dropped by Close stay in s. Delivery is at least
-// once (see IdempotencyKey). A nil s means no store.
-func WithStore(s Store) Option {
-	return optionFunc(func(c *config) { c.durable.store = s })
-}
-
-// WithCodec sets the Codec of stored arguments. Default (and for nil):
-// JSONCodec(nil).
-func WithCodec(codec Codec) Option {
-	return optionFunc(func(c *config) { c.durable.codec = codec })
+// once (see IdempotencyKey). codec encodes the stored arguments; nil means
+// JSONCodec(nil). A nil s means no store.
+func WithStore(s Store, codec Codec) Option {
+	return optionFunc(func(c *config) { c.durable.store, c.durable.codec = s, codec })
 }
 
 // WithQuarantine makes New set aside (Store.Quarantine) the stored calls it

@@ -112,7 +112,7 @@ func TestStoreFollowsTheCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", downUntil(90*time.Second))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(11)), withSeed(1))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(11)), withSeed(1))
 		defer mustClose(t, f)
 
 		inv := &cluster.Invocation{Method: "notify", Args: []any{"order-7", 3.0}, Attachments: map[string]string{"trace": "t1"}}
@@ -156,7 +156,7 @@ func TestStoreSurvivesARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		down := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(down), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(6)), withSeed(2))
+		f := mustNew(t, cluster.NewStaticDirectory(down), WithStore(st, nil), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(6)), withSeed(2))
 		for i := range 10 {
 			if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m", Args: []any{float64(i)}}); err != nil {
 				t.Fatal(err)
@@ -181,7 +181,7 @@ func TestStoreSurvivesARestart(t *testing.T) {
 
 		up := newProvider("a:1", nil)
 		rec := newRecorder()
-		g := mustNew(t, cluster.NewStaticDirectory(up), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(6)), withObserver(rec.hooks()))
+		g := mustNew(t, cluster.NewStaticDirectory(up), WithStore(st, nil), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(6)), withObserver(rec.hooks()))
 		defer mustClose(t, g)
 		if s := g.Stats(); s.Offered != 10 || s.Queued != 10 {
 			t.Fatalf("after loading: %+v; want 10 offered and queued", s)
@@ -227,7 +227,7 @@ func TestStoreRemainingAttempts(t *testing.T) {
 		id, _ := st.Add(StoredCall{Method: "m", Args: []byte(`[]`), Attempts: 3, Due: now.Add(time.Minute), Born: now.Add(-time.Minute)})
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(4)), withObserver(rec.hooks()))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(rebound.Policy{}, rebound.WithMaxAttempts(4)), withObserver(rec.hooks()))
 		defer mustClose(t, f)
 		time.Sleep(59 * time.Second)
 		synctest.Wait()
@@ -253,7 +253,7 @@ func TestStoreAddFails(t *testing.T) {
 		st.failAdd = errors.New("disk full")
 		p := newProvider("a:1", alwaysFail(errRefused))
 		rec := newRecorder()
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st), withObserver(rec.hooks()))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), withObserver(rec.hooks()))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"})
 		var rej *rejectedError
@@ -271,7 +271,7 @@ func TestStoreAddFails(t *testing.T) {
 func TestStoreLoadFails(t *testing.T) {
 	st := newMemStore()
 	st.Add(StoredCall{Method: "m", Args: []byte(`not json`)})
-	_, err := New(cluster.NewStaticDirectory(newProvider("a:1", nil)), WithStore(st))
+	_, err := New(cluster.NewStaticDirectory(newProvider("a:1", nil)), WithStore(st, nil))
 	if !errors.Is(err, ErrStore) {
 		t.Fatalf("New = %v, want ErrStore", err)
 	}
@@ -327,7 +327,7 @@ func TestStoreQueuedHookPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st),
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil),
 			withObserver(testHooks{Queued: func(Task) { panic("hook") }}))
 		defer mustClose(t, f)
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
@@ -364,7 +364,7 @@ func TestJSONCodecRefusesProtoMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
 		p := newProvider("a:1", alwaysFail(errRefused))
-		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st))
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil))
 		defer mustClose(t, f)
 		_, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "Notify", Args: []any{msg}})
 		var rej *rejectedError

@@ -30,7 +30,7 @@ func TestTracerProviderLinksRetriesToTheQueuingTrace(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 		st := newMemStore()
 		pol := WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithTracerProvider(tp))
-		f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), WithStore(st), pol)
+		f := mustNew(t, cluster.NewStaticDirectory(newProvider("a:1", alwaysFail(errRefused))), WithStore(st, nil), pol)
 		ctx, caller := tp.Tracer("test").Start(callerCtx(), "caller")
 		inv := &cluster.Invocation{Method: "m"}
 		if _, err := f.Invoke(ctx, inv); err != nil {
@@ -45,7 +45,7 @@ func TestTracerProviderLinksRetriesToTheQueuingTrace(t *testing.T) {
 		mustClose(t, f)
 
 		up := newProvider("a:1", nil)
-		g := mustNew(t, cluster.NewStaticDirectory(up), WithStore(st), pol)
+		g := mustNew(t, cluster.NewStaticDirectory(up), WithStore(st, nil), pol)
 		defer mustClose(t, g)
 		time.Sleep(time.Minute)
 		synctest.Wait()

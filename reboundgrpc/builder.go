@@ -86,7 +86,7 @@ type stats struct {
 	// each sent again with backoff. An empty list is not counted.
 	Rejected uint64
 	// Panics counts recovered panics of the WithFilter function and of
-	// the WithObserver observers (each logged at Error with its stack).
+	// WithPolicy's observers (each logged at Error with its stack).
 	Panics uint64
 }
 
@@ -112,7 +112,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	}
 	var meter rebound.Option
 	if o.mp != nil {
-		meter = rebound.WithMeterProvider(o.mp, attribute.String("component", "reboundgrpc"))
+		meter = rebound.WithMeterProvider(o.mp, append(o.attrs[:len(o.attrs):len(o.attrs)], attribute.String("component", "reboundgrpc"))...)
 	}
 	log := logging.Redacted(o.log) // nil: zap.NewNop()
 	views, err := m.NewWatchGroup(o.linger, o.rnInterval)
@@ -144,7 +144,7 @@ func NewBuilder(m *subscriber.Manager, opts ...Option) (*Builder, error) {
 	})
 	if err != nil {
 		_ = views.Close()
-		return nil, &rebound.ArgumentError{Func: "reboundgrpc.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
+		return nil, &rebound.ArgumentError{Func: "reboundgrpc.WithPolicy", Arg: "opts", Reason: "could not create the instruments", Err: err}
 	}
 	return b, nil
 }

@@ -304,6 +304,12 @@ var procs atomic.Int64
 
 func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Option) *durable {
 	t.Helper()
+	return openDurableCodec(t, path, rec, nil, opts...)
+}
+
+// openDurableCodec is openDurable with the store's codec (nil: JSON).
+func openDurableCodec(t *testing.T, path string, rec *recorder, codec failback.Codec, opts ...failback.Option) *durable {
+	t.Helper()
 	st, err := boltstore.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +324,7 @@ func openDurable(t *testing.T, path string, rec *recorder, opts ...failback.Opti
 	d.h.succeeded = make(chan failback.Task, 100)
 	d.fb, err = failback.New(cluster.NewStaticDirectory(reboundgrpc.NewInvoker(d.cc)),
 		append([]failback.Option{
-			failback.WithStore(st),
+			failback.WithStore(st, codec),
 			failback.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}, rebound.WithObserver(d.h.hooks())),
 		}, opts...)...)
 	if err != nil {
@@ -409,7 +415,7 @@ func TestStoredCallSurvivesRestart(t *testing.T) {
 	p1.queued(t, 1)
 	p1.stop(t)
 
-	q1 := openDurable(t, protoPath, rec, failback.WithCodec(protocodec.New(nil)))
+	q1 := openDurableCodec(t, protoPath, rec, protocodec.New(nil))
 	if _, err := q1.fb.Invoke(ctx, &cluster.Invocation{Method: checkMethod, Args: []any{&healthpb.HealthCheckRequest{Service: "via-invoke-proto"}}}); err != nil {
 		t.Fatalf("Invoke: %v, want queued", err)
 	}
@@ -425,7 +431,7 @@ func TestStoredCallSurvivesRestart(t *testing.T) {
 	if len(ok) != 1 || len(gaveUp) != 0 {
 		t.Fatalf("JSONCodec store after the restart: %d delivered, gave up %v; want 1 and none", len(ok), errsOf(gaveUp))
 	}
-	q2 := openDurable(t, protoPath, rec, failback.WithCodec(protocodec.New(nil)))
+	q2 := openDurableCodec(t, protoPath, rec, protocodec.New(nil))
 	if ok, gaveUp := q2.wait(t, 2); len(ok) != 2 {
 		t.Fatalf("protocodec store after the restart: %d delivered, gave up %v; want 2", len(ok), errsOf(gaveUp))
 	}

@@ -112,20 +112,20 @@ func TestFilterPanicRecovered(t *testing.T) {
 	})
 }
 
-// TestHookPanicRecovered: a WithObserver observer that panics (on the resolver's
+// TestHookPanicRecovered: a WithPolicy observer that panics (on the resolver's
 // goroutine, while a rejected state is sent again) does not kill the
 // process, and the state is still sent again and accepted.
 func TestHookPanicRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg, _, b := memEnvWith(t, nil, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second}),
-			reboundgrpc.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		reg, _, b := memEnvWith(t, nil, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second},
+			rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 				switch e.Kind {
 				case rebound.EventRetry:
 					panic("hook bug")
 				case rebound.EventRecovered:
 					panic(errors.New("hook bug 2"))
 				}
-			})))
+			}))))
 		reg.Set(orders, inst(1), inst(2))
 		f := newFakeCC()
 		f.reject = 2

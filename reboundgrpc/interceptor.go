@@ -200,6 +200,6 @@ func wrappedError(method, typeURL string, err error) error {
 func notMessage(method, what string, a any) error {
 	return &rebound.ArgumentError{Func: "reboundgrpc.Invoker.Invoke", Arg: "inv.Args",
 		Reason: fmt.Sprintf("has a %s of %s that is a %T, not a proto.Message: it was stored by a failback Codec that cannot "+
-			"give protocol buffers messages back (failback's default JSONCodec); use failback.WithCodec(protocodec.New(nil)), "+
+			"give protocol buffers messages back (failback's default JSONCodec); use failback.WithStore(s, protocodec.New(nil)), "+
 			"or FireAndForget, whose requests every Codec keeps", what, method, a)}
 }

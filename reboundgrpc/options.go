@@ -3,11 +3,12 @@ package reboundgrpc
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/nilness"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/subscriber"
 )
 
@@ -39,8 +40,9 @@ type options struct {
 	rnInterval time.Duration
 	unresolved time.Duration
 	log        *zap.Logger
-	observers  []rebound.Observer
-	mp         metric.MeterProvider
+	observers  []rebound.Observer   // WithPolicy's rebound.WithObserver
+	mp         metric.MeterProvider // WithPolicy's rebound.WithMeterProvider
+	attrs      []attribute.KeyValue // and its attributes
 	errs       []error
 }
 
@@ -74,15 +76,28 @@ func WithFilter(keep func(subscriber.Instance) bool) Option {
 }
 
 // WithPolicy sets the backoff of sending a state again after the
-// ClientConn rejected it. Default: the zero rebound.Policy. p must be
-// valid; a resolver retries until it is closed.
-func WithPolicy(p rebound.Policy) Option {
+// ClientConn rejected it, and its observers. Default: the zero
+// rebound.Policy. p must be valid; a resolver retries until it is closed.
+// opts take rebound.WithObserver and WithMeterProvider only; they add up.
+// docs/grpc.md lists what each sees.
+func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return optionFunc(func(o *options) {
-		if _, err := rebound.NewRetrier(p); err != nil {
+		if _, err := rebound.NewRetrier(p, opts...); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "reboundgrpc.WithPolicy", Arg: "p", Reason: "is invalid", Err: err})
 			return
 		}
+		for _, ro := range opts {
+			if ro != nil && !admit.Observing(ro) {
+				o.bad("WithPolicy", "opts", "may hold only rebound.WithObserver and rebound.WithMeterProvider: a resolver's re-sends pass no gate and never stop")
+				return
+			}
+		}
 		o.policy = p
+		e := admit.Engine(opts)
+		o.observers = append(o.observers, admit.Observers[rebound.Observer](e)...)
+		if e.MeterProvider != nil {
+			o.mp, o.attrs = e.MeterProvider, e.MeterAttrs
+		}
 	})
 }
 
@@ -118,20 +133,4 @@ func withUnresolvedReport(d time.Duration) Option {
 // (logging.Redacted). Default: none.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(o *options) { o.log = l })
-}
-
-// WithObserver adds o as an observer of the loops that send a rejected
-// state again, called with no lock held; a panic is recovered. Several
-// add up; a nil o is ignored.
-func WithObserver(o rebound.Observer) Option {
-	if nilness.Is(o) {
-		return nil
-	}
-	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })
-}
-
-// WithMeterProvider reports the Builder's metrics (rebound.grpc.*) and
-// its resend loops' retry metrics through mp. Default: none.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(o *options) { o.mp = mp })
 }

@@ -174,15 +174,15 @@ func inst(port uint64, mod ...func(*subscriber.Instance)) subscriber.Instance {
 func TestRejectedStateRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var retried, recovered atomic.Int32
-		reg, b := memEnv(t, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second}),
-			reboundgrpc.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		reg, b := memEnv(t, reboundgrpc.WithPolicy(rebound.Policy{Initial: time.Second, Max: 4 * time.Second},
+			rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 				switch e.Kind {
 				case rebound.EventRetry:
 					retried.Add(1)
 				case rebound.EventRecovered:
 					recovered.Add(1)
 				}
-			})))
+			}))))
 		reg.Set(orders, inst(1), inst(2))
 		f := newFakeCC()
 		f.reject = 3

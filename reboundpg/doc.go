@@ -8,7 +8,7 @@
 //
 //	st, err := reboundpg.Open(ctx, pool, reboundpg.WithTable("outbox"))
 //	defer st.Close()                                   // after fb's Close
-//	fb, err := failback.New(dir, failback.WithStore(st.Failback())) // one Invoker per Store
+//	fb, err := failback.New(dir, failback.WithStore(st.Failback(), nil)) // one Invoker per Store
 //
 //	tx, _ := pool.Begin(ctx)
 //	... the business change ...

@@ -123,7 +123,7 @@ func newInvoker(t testing.TB, st failback.Store, p *provider, opts ...failback.O
 	if s, ok := st.(*reboundpg.Store); ok {
 		st = s.Failback() // what a user gives failback
 	}
-	opts = append([]failback.Option{failback.WithStore(st), failback.WithPolicy(fastPolicy),
+	opts = append([]failback.Option{failback.WithStore(st, nil), failback.WithPolicy(fastPolicy),
 		failback.WithMaxTasks(10000), failback.WithAttemptTimeout(5 * time.Second)}, opts...)
 	inv, err := failback.New(cluster.NewStaticDirectory(p), opts...)
 	if err != nil {

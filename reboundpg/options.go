@@ -87,7 +87,7 @@ func WithNotify(on bool) Option { return optionFunc(func(c *config) { c.quiet = 
 func withBatch(n int) Option { return optionFunc(func(c *config) { c.batch = n }) }
 
 // WithCodec sets the Codec Enqueue encodes arguments with. It must be the
-// Invoker's (failback.WithCodec). Default (and for nil): failback.JSONCodec(nil).
+// Invoker's (failback.WithStore's codec). Default (and for nil): failback.JSONCodec(nil).
 func WithCodec(codec failback.Codec) Option {
 	return optionFunc(func(c *config) {
 		if codec != nil {

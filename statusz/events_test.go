@@ -33,7 +33,7 @@ func TestEventLogObservesManagerAndFailback(t *testing.T) {
 		reg := subscribertest.New()
 		orders := subscriber.Key{Service: "orders"}
 		reg.Set(orders, subscribertest.Instance("10.0.0.1", 80))
-		m, err := subscriber.New(reg, subscriber.WithObserver(log))
+		m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(log)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,8 +39,8 @@ func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
 		ropts = append(ropts, rebound.WithThrottle(o.throttle))
 	}
 	ropts = append(ropts, o.ropts...) // after the default limiter: WithPolicy's own wins
-	// WithPolicy's observers are the Manager's (WithPolicy): the engine,
-	// which calls them under a subscription's lock, gets none.
+	// WithPolicy's observers and meter are the Manager's (observe): the
+	// Schedules emit no events of theirs.
 	ropts = append(ropts, admit.Unobserved().(rebound.Option))
 	ropts = append(ropts, rebound.WithMaxAttempts(0), rebound.WithMaxElapsed(0)) // never stop
 	// The Manager's own rules come last: no option of WithPolicy changes them.

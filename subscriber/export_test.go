@@ -117,7 +117,7 @@ func (h Hooks) Observe(e rebound.Event) {
 	}
 }
 
-func (h Hooks) empty() bool { // WithObserver ignores an empty Hooks
+func (h Hooks) empty() bool { // WithPolicy ignores an empty Hooks
 	return h.StateChanged == nil && h.Delivered == nil && h.Confirmed == nil && h.Connection == nil && h.Deferred == nil &&
 		h.Attempted == nil
 }
@@ -243,3 +243,6 @@ var (
 
 // ErrDisconnected is a subscription's last error after a reported loss.
 var ErrDisconnected = errDisconnected
+
+// Observed reports whether m has observers (the metrics count).
+func Observed(m *Manager) bool { return m.observed() }

@@ -109,9 +109,9 @@ type Manager struct {
 	sched     *scheduler
 	retrier   *rebound.Retrier      // the policy and the admission of every run but a subscription's first (admit.go)
 	starter   *rebound.Retrier      // the same for a subscription's first run: its first attempt takes no token
-	observers []rebound.Observer    // WithObserver, and the metrics (metrics.go)
-	userObs   bool                  // WithObserver gave some
-	metrics   *telemetry.Subscriber // nil without WithMeterProvider (metrics.go)
+	observers []rebound.Observer    // the metrics (metrics.go), then WithPolicy's observers
+	userObs   bool                  // WithPolicy gave observers
+	metrics   *telemetry.Subscriber // nil without a meter in WithPolicy (metrics.go)
 
 	ctx    context.Context // cancelled by Close: stops the monitor and the scheduler
 	cancel context.CancelFunc
@@ -157,6 +157,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}
+	o.observe()
 	if !o.limiterSet {
 		o.limiter = newDefaultLimiter()
 	}
@@ -183,7 +184,7 @@ func New(reg Registry, opts ...Option) (*Manager, error) {
 		m.recon = rc
 	}
 	if err := m.startMetrics(&o); err != nil {
-		return nil, fmt.Errorf("subscriber.New: WithMeterProvider: %w", err)
+		return nil, fmt.Errorf("subscriber.New: WithPolicy: rebound.WithMeterProvider: %w", err)
 	}
 	m.observers = append(m.observers, o.observers...)
 	m.userObs = len(o.observers) > 0

@@ -2,23 +2,20 @@ package subscriber
 
 import (
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
-// WithMeterProvider records the Manager's OpenTelemetry metrics with mp:
-// subscriptions by state, the connection, updates, confirmations and the
-// retry loops' (docs/metric-attributes.md). Default and nil: none.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return managerOpt(func(o *options) { o.meterProvider = mp })
-}
-
 // retryMetrics is the Retrier option for the subscriptions' loops (nil
-// without WithMeterProvider).
+// without a rebound.WithMeterProvider in WithPolicy): its attributes and
+// component=subscriber.
 func (o *options) retryMetrics() rebound.Option {
-	return rebound.WithMeterProvider(o.meterProvider, attribute.String("component", "subscriber"))
+	if o.meterProvider == nil {
+		return nil
+	}
+	attrs := append(o.meterAttrs[:len(o.meterAttrs):len(o.meterAttrs)], attribute.String("component", "subscriber"))
+	return rebound.WithMeterProvider(o.meterProvider, attrs...)
 }
 
 // startMetrics registers the Manager's instruments and adds the observer
@@ -41,7 +38,7 @@ func (m *Manager) startMetrics(o *options) error {
 		return err
 	}
 	m.metrics = t
-	m.observers = append(m.observers, subscriberMeter{t}) // first: before the observers of WithObserver
+	m.observers = append(m.observers, subscriberMeter{t}) // first: before the observers of WithPolicy
 	return nil
 }
 

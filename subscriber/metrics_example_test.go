@@ -7,19 +7,20 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
 // The Manager's metrics, here read with the OTel SDK's manual reader (in a
 // service: the MeterProvider of its exporter).
-func ExampleWithMeterProvider() {
+func ExampleWithPolicy_metrics() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
 	reg := subscribertest.New()
 	reg.Set(subscriber.Key{Service: "orders"}, subscribertest.Instance("10.0.0.7", 8080))
-	m, err := subscriber.New(reg, subscriber.WithMeterProvider(mp))
+	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(mp)))
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/telemetry/telemetrytest"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
@@ -23,8 +24,9 @@ func TestMetrics(t *testing.T) {
 		reg.Set(a, subscribertest.Instance("10.0.0.1", 80))
 		reg.Set(b, subscribertest.Instance("10.0.0.2", 80))
 		var delivered atomic.Int64 // observers of different subscriptions run concurrently
-		m, err := subscriber.New(reg, subscriber.WithMeterProvider(mp), subscriber.WithLimiter(nil),
-			subscriber.WithObserver(subscriber.Hooks{Delivered: func(subscriber.Delivery) { delivered.Add(1) }}))
+		m, err := subscriber.New(reg, subscriber.WithLimiter(nil),
+			subscriber.WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(mp),
+				rebound.WithObserver(subscriber.Hooks{Delivered: func(subscriber.Delivery) { delivered.Add(1) }})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +113,7 @@ func TestMetricAttributesAreBounded(t *testing.T) {
 		reg := subscribertest.New()
 		k := subscriber.Key{Service: "a"}
 		reg.Set(k, subscribertest.Instance("10.0.0.1", 80))
-		m, err := subscriber.New(wordyConfirmer{reg}, subscriber.WithMeterProvider(mp))
+		m, err := subscriber.New(wordyConfirmer{reg}, subscriber.WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(mp)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,7 @@ func TestBreakObserverOrderUnderChaos(t *testing.T) {
 				var err error
 				m, err = subscriber.New(reg, subscriber.WithLimiter(rate.NewLimiter(50, 5)),
 					subscriber.WithEmptyListHold(3*time.Second), subscriber.WithReconcile(time.Second),
-					subscriber.WithObserver(panics), subscriber.WithObserver(record))
+					subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(panics), rebound.WithObserver(record)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -202,7 +202,7 @@ func TestBreakObserverNoAttemptEventForAnUnsentAttempt(t *testing.T) {
 		var mu sync.Mutex
 		attempts := map[uint64]int{}
 		var bad []string
-		m, err := subscriber.New(reg, subscriber.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			d, ok := e.Detail.(subscriber.SubscriptionEvent)
@@ -219,7 +219,7 @@ func TestBreakObserverNoAttemptEventForAnUnsentAttempt(t *testing.T) {
 					bad = append(bad, fmt.Sprintf("%v %v -> %v (%v)", d.Key, d.From, d.To, e.Err))
 				}
 			}
-		})))
+		}))))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func TestObserverNotUnderLockStallsOnlyItsSubscription(t *testing.T) {
 				<-release
 			}
 		})
-		m = newManager(t, reg, subscriber.WithObserver(obs))
+		m = newManager(t, reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(obs)))
 		// Orders' events are handed to the observers by whichever of its
 		// own goroutines released its lock first: its Subscribe call may
 		// be the one that is stuck in the observer, so it runs apart.
@@ -104,7 +104,7 @@ func TestCloseFromObserver(t *testing.T) {
 			}
 		})
 		var err error
-		m, err = subscriber.New(reg, subscriber.WithObserver(obs))
+		m, err = subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(obs)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,14 +114,14 @@ func TestCloseFromObserver(t *testing.T) {
 			t.Fatalf("Close from outside = %v", err)
 		}
 		// Second Manager: only the stop, caused by a Close from outside.
-		m, err = subscriber.New(reg, subscriber.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		m, err = subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			if c, ok := e.Detail.(subscriber.SubscriptionEvent); ok && e.Kind == rebound.EventStateChanged && c.To == subscriber.StateStopped {
 				err := m.Close()
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 			}
-		})))
+		}))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestObserverPanicRecovered(t *testing.T) {
 				panic("observer bug")
 			}
 		}}
-		m := newManager(t, reg, subscriber.WithObserver(obs), subscriber.WithLogger(zap.NewNop()))
+		m := newManager(t, reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(obs)), subscriber.WithLogger(zap.NewNop()))
 		var rec recorder
 		mustSubscribe(t, m, orders, rec.listen)
 		synctest.Wait()
@@ -167,11 +167,16 @@ func TestObserverPanicRecovered(t *testing.T) {
 	})
 }
 
-// WithObserver ignores a nil observer and an empty Hooks.
+// WithPolicy ignores a nil observer and an empty Hooks.
 func TestWithObserverNil(t *testing.T) {
 	var f rebound.ObserverFunc
-	if subscriber.WithObserver(nil) != nil || subscriber.WithObserver(f) != nil || subscriber.WithObserver(subscriber.Hooks{}) != nil {
+	if rebound.WithObserver(nil) != nil || rebound.WithObserver(f) != nil {
 		t.Fatal("WithObserver of nothing is an option")
+	}
+	m := newManager(t, subscribertest.New(), subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(nil),
+		rebound.WithObserver(f), rebound.WithObserver(subscriber.Hooks{})))
+	if subscriber.Observed(m) {
+		t.Fatal("a Manager given observers of nothing has observers")
 	}
 }
 
@@ -193,8 +198,8 @@ func TestSlowObserverOnSchedulerStallsNoOtherRetry(t *testing.T) {
 				<-release // the first of the two to recover blocks here
 			}
 		}}
-		m := newManager(t, plain{reg}, subscriber.WithObserver(obs), subscriber.WithLimiter(nil),
-			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		m := newManager(t, plain{reg}, subscriber.WithLimiter(nil),
+			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithObserver(obs)))
 		a := mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
 		b := mustSubscribe(t, m, payments, func([]subscriber.Instance) {})
 		synctest.Wait()
@@ -224,17 +229,22 @@ func TestSubscribeAttemptEvents(t *testing.T) {
 		reg.SetDown(true)
 		var mu sync.Mutex
 		var got []string
-		var typed int
+		var typed, foreign int
 		obs := rebound.ObserverFunc(func(e rebound.Event) {
 			if _, ok := e.Detail.(subscriber.SubscriptionEvent); ok && (e.Kind == rebound.EventAttempt || e.Kind == rebound.EventRetry || e.Kind == rebound.EventGiveUp) {
 				mu.Lock()
 				got = append(got, fmt.Sprintf("%v %d %v %v", e.Kind, e.Attempt, e.Err != nil, e.Delay))
 				mu.Unlock()
 			}
+			if e.Detail == nil { // the engine's own events stay with the Manager
+				mu.Lock()
+				foreign++
+				mu.Unlock()
+			}
 		})
 		h := subscriber.Hooks{Attempted: func(subscriber.SubscribeAttempt) { mu.Lock(); typed++; mu.Unlock() }}
-		m := newManager(t, plain{reg}, subscriber.WithObserver(obs), subscriber.WithObserver(h), subscriber.WithLimiter(nil),
-			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}))
+		m := newManager(t, plain{reg}, subscriber.WithLimiter(nil),
+			subscriber.WithPolicy(rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebound.NoJitter}, rebound.WithObserver(obs), rebound.WithObserver(h)))
 		mustSubscribe(t, m, orders, func([]subscriber.Instance) {})
 		synctest.Wait()
 		reg.SetDown(false)
@@ -243,8 +253,8 @@ func TestSubscribeAttemptEvents(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		want := []string{"attempt 1 true 1s", "retry 1 true 1s", "attempt 2 false 0s"}
-		if !slices.Equal(got, want) || typed != 2 {
-			t.Fatalf("attempt events %q (typed %d), want %q (typed 2)", got, typed, want)
+		if !slices.Equal(got, want) || typed != 2 || foreign != 0 {
+			t.Fatalf("attempt events %q (typed %d, %d without a Detail), want %q (typed 2, 0)", got, typed, foreign, want)
 		}
 	})
 }

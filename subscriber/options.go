@@ -3,13 +3,13 @@ package subscriber
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/internal/admit"
-	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // Defaults of a Manager (each is stated in its option's doc).
@@ -42,21 +42,23 @@ type options struct {
 	confirmCap  time.Duration
 	refreshMin  time.Duration
 	reconcile   time.Duration
-	observers   []rebound.Observer
+	observers   []rebound.Observer // WithPolicy's rebound.WithObserver (observe)
 	keepStopped int
 	budget      *rebound.RetryBudget      // tests only (export_test.go)
 	throttle    *rebound.AdaptiveThrottle // tests only (export_test.go)
 	ropts       []rebound.Option          // WithPolicy's
-	// meterProvider: WithMeterProvider (metrics.go)
+	// WithPolicy's rebound.WithMeterProvider (observe, metrics.go)
 	meterProvider metric.MeterProvider
+	meterAttrs    []attribute.KeyValue
 	errs          []error
 }
 
-// WithPolicy sets the subscriptions' backoff and admission.
+// WithPolicy sets the subscriptions' backoff, admission and observers.
 // Default: the zero rebound.Policy and a limiter of 1,000/s, burst 100.
-// opts take rebound.WithLimiter, WithBudget and WithThrottle; they add up.
-// Limits (WithMaxAttempts, WithMaxElapsed) do not apply: subscriptions never give up.
-// A rebound.WithObserver in opts is a WithObserver.
+// opts take rebound.WithLimiter, WithBudget, WithThrottle, WithObserver and
+// WithMeterProvider; they add up. Limits (WithMaxAttempts, WithMaxElapsed)
+// and WithTracerProvider do not apply: subscriptions never give up.
+// docs/observability.md lists the events and the metrics.
 func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return managerOpt(func(o *options) {
 		if _, err := rebound.NewRetrier(p); err != nil {
@@ -67,14 +69,6 @@ func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 		for _, ro := range opts {
 			if ro != nil {
 				o.ropts = append(o.ropts, ro)
-			}
-		}
-		// The engine calls its observers under a subscription's lock:
-		// the Manager calls them, as WithObserver's (retriers drops them
-		// from the engine's options).
-		for _, ob := range admit.Engine(opts).Observers {
-			if ob, _ := ob.(rebound.Observer); !nilness.Is(ob) {
-				o.observers = append(o.observers, ob)
 			}
 		}
 	})
@@ -124,15 +118,17 @@ func WithReconcile(period time.Duration) Option {
 	})
 }
 
-// WithObserver adds o as an observer of the Manager's events (docs/observability.md).
-// Observers run in order, after the metrics, never under a lock. A nil o is
-// ignored.
-func WithObserver(o rebound.Observer) Option {
-	if nilness.Is(o) {
-		return nil
+// observe takes WithPolicy's observers and meter for the Manager's own
+// events and instruments; retriers drops them from the subscriptions'
+// Retriers (admit.Unobserved). An empty Hooks observes nothing and is
+// left out.
+func (o *options) observe() {
+	e := admit.Engine(o.ropts)
+	for _, ob := range admit.Observers[rebound.Observer](e) {
+		if h, ok := ob.(interface{ empty() bool }); ok && h.empty() {
+			continue
+		}
+		o.observers = append(o.observers, ob)
 	}
-	if h, ok := o.(interface{ empty() bool }); ok && h.empty() {
-		return nil
-	}
-	return managerOpt(func(opts *options) { opts.observers = append(opts.observers, o) })
+	o.meterProvider, o.meterAttrs = e.MeterProvider, e.MeterAttrs
 }

@@ -70,13 +70,13 @@ func TestThrottleDefersAttemptsDuringOutage(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		plain := newManager(t, plainReg)
 		m := newManager(t, thrReg, subscriber.WithThrottle(thr), subscriber.WithThrottle(nil),
-			subscriber.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
-			subscriber.WithObserver(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
-				if !errors.Is(d.Reason, rebound.ErrThrottled) || d.Delay < 0 {
-					t.Errorf("deferral %+v, want ErrThrottled and a delay", d)
-				}
-				deferred.Add(1)
-			}}))
+			subscriber.WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+				rebound.WithObserver(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
+					if !errors.Is(d.Reason, rebound.ErrThrottled) || d.Delay < 0 {
+						t.Errorf("deferral %+v, want ErrThrottled and a delay", d)
+					}
+					deferred.Add(1)
+				}})))
 		subscribeN(t, plain, n)
 		subscribeN(t, m, n)
 		time.Sleep(down)
@@ -148,11 +148,11 @@ func TestBudgetBoundsRetriesDuringOutage(t *testing.T) {
 		var budgetDeferred atomic.Int64
 		plain := newManager(t, plainReg)
 		m := newManager(t, budReg, subscriber.WithBudget(nil), subscriber.WithBudget(b),
-			subscriber.WithObserver(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
+			subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(subscriber.Hooks{Deferred: func(d subscriber.Deferral) {
 				if errors.Is(d.Reason, rebound.ErrBudgetExhausted) {
 					budgetDeferred.Add(1)
 				}
-			}}))
+			}})))
 		subscribeN(t, plain, n)
 		subscribeN(t, m, n)
 

@@ -284,7 +284,7 @@ func TestHooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		m := newManager(t, reg, subscriber.WithObserver(q))
+		m := newManager(t, reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithObserver(q)))
 		var rec recorder
 		s := mustSubscribe(t, m, orders, rec.listen)
 		<-s.Ready()

@@ -156,26 +156,26 @@ func service(cfg config, withBreaker bool) (result, error) {
 		bd, err := cluster.NewBreakerDirectory(dir,
 			cluster.WithBreakerSettings(func(string) gobreaker.Settings {
 				return gobreaker.Settings{Timeout: cfg.open, IsSuccessful: func(err error) bool { return !failback.DefaultRetryable(err) }}
-			}),
-			cluster.WithBreakerObserver(rebound.ObserverFunc(func(ev rebound.Event) {
-				e, ok := ev.Detail.(cluster.BreakerEvent)
-				if !ok {
-					return
-				}
-				if e.Target != failing.target {
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case e.To == gobreaker.StateOpen && ejectedAt.IsZero():
-					ejectedAt = e.At
-				case e.To == gobreaker.StateHalfOpen && e.At.Before(recoverAt):
-					r.halfOpens++
-				case e.To == gobreaker.StateClosed && !e.At.Before(recoverAt) && closedAt.IsZero():
-					closedAt = e.At
-				}
-			})))
+			},
+				rebound.WithObserver(rebound.ObserverFunc(func(ev rebound.Event) {
+					e, ok := ev.Detail.(cluster.BreakerEvent)
+					if !ok {
+						return
+					}
+					if e.Target != failing.target {
+						return
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case e.To == gobreaker.StateOpen && ejectedAt.IsZero():
+						ejectedAt = e.At
+					case e.To == gobreaker.StateHalfOpen && e.At.Before(recoverAt):
+						r.halfOpens++
+					case e.To == gobreaker.StateClosed && !e.At.Before(recoverAt) && closedAt.IsZero():
+						closedAt = e.At
+					}
+				}))))
 		if err != nil {
 			return r, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/examples/internal/observe"
 	"github.com/rebound-go/rebound/statusz"
 	"github.com/rebound-go/rebound/subscriber"
@@ -52,7 +53,7 @@ func (l *live) options() []subscriber.Option {
 	if l == nil || l.meterProvider == nil {
 		return nil
 	}
-	return []subscriber.Option{subscriber.WithMeterProvider(l.meterProvider)}
+	return []subscriber.Option{subscriber.WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(l.meterProvider))}
 }
 
 // closing keeps c's last Status; c is about to be closed.

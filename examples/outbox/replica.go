@@ -58,7 +58,7 @@ func runReplica(id, mode, dsn, provider, dir string, calls int, lease time.Durat
 			return err
 		}
 		defer st.Close()
-		fb, err := failback.New(dirv, append(opts, failback.WithStore(st))...)
+		fb, err := failback.New(dirv, append(opts, failback.WithStore(st, nil))...)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func runReplica(id, mode, dsn, provider, dir string, calls int, lease time.Durat
 		return err
 	}
 	defer st.Close()
-	fb, err := failback.New(dirv, append(opts, failback.WithStore(st.Failback()))...)
+	fb, err := failback.New(dirv, append(opts, failback.WithStore(st.Failback(), nil))...)
 	if err != nil {
 		return err
 	}

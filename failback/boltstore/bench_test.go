@@ -40,7 +40,7 @@ func BenchmarkInvokeQueued(b *testing.B) {
 					opts = append(opts, boltstore.WithNoSync())
 				}
 				st := open(b, filepath.Join(b.TempDir(), "calls.db"), opts...)
-				f, err := failback.New(cluster.NewStaticDirectory(down{}), failback.WithStore(st),
+				f, err := failback.New(cluster.NewStaticDirectory(down{}), failback.WithStore(st, nil),
 					failback.WithMaxTasks(1<<30), failback.WithPolicy(rebound.Policy{Initial: time.Hour}))
 				if err != nil {
 					b.Fatal(err)
@@ -152,7 +152,7 @@ func BenchmarkReload(b *testing.B) {
 		defer st.Close()
 		b.ReportAllocs()
 		for b.Loop() {
-			f, err := failback.New(cluster.NewStaticDirectory(down{}), failback.WithStore(st), failback.WithMaxTasks(n))
+			f, err := failback.New(cluster.NewStaticDirectory(down{}), failback.WithStore(st, nil), failback.WithMaxTasks(n))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -229,13 +229,13 @@ func TestUndecodableRecords(t *testing.T) {
 
 	dir := cluster.NewStaticDirectory(okInvoker{})
 	s = open(t, path)
-	_, err = failback.New(dir, failback.WithStore(s))
+	_, err = failback.New(dir, failback.WithStore(s, nil))
 	if !errors.Is(err, failback.ErrBadRecord) || !errors.Is(err, boltstore.ErrDamaged) ||
 		!strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `bucket "failback-calls" key 0000000000000002`) {
 		t.Fatalf("New = %v; want a bad record named by file, bucket and key", err)
 	}
 
-	f, err := failback.New(dir, failback.WithStore(s), failback.WithQuarantine())
+	f, err := failback.New(dir, failback.WithStore(s, nil), failback.WithQuarantine())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 //	st, err := boltstore.Open("/var/lib/app/failback.db")
 //	...
 //	defer st.Close() // after the Invoker's Close
-//	inv, err := failback.New(dir, failback.WithStore(st))
+//	inv, err := failback.New(dir, failback.WithStore(st, nil))
 //
 // Every change is durable when its method returns; concurrent changes share
 // one fsync. Open checks an existing file first, so a truncated or damaged

@@ -62,7 +62,7 @@ func Example_restart() {
 		fmt.Println(err)
 		return
 	}
-	fb, _ := failback.New(cluster.NewStaticDirectory(p), failback.WithStore(st), failback.WithPolicy(policy))
+	fb, _ := failback.New(cluster.NewStaticDirectory(p), failback.WithStore(st, nil), failback.WithPolicy(policy))
 	inv := &cluster.Invocation{Method: "Notify", Args: []any{"order-7 shipped"},
 		Attachments: map[string]string{failback.IdempotencyKey: "order-7-shipped"}}
 	res, err := fb.Invoke(context.Background(), inv)
@@ -76,7 +76,7 @@ func Example_restart() {
 	p.mu.Unlock()
 	st, _ = boltstore.Open(path)
 	defer st.Close()
-	fb, _ = failback.New(cluster.NewStaticDirectory(p), failback.WithStore(st), failback.WithPolicy(policy))
+	fb, _ = failback.New(cluster.NewStaticDirectory(p), failback.WithStore(st, nil), failback.WithPolicy(policy))
 	defer fb.Close()
 	s := fb.Stats() // the loaded call may already be running, or delivered
 	fmt.Println("loaded:", s.Queued+s.InFlight+int(s.Succeeded))

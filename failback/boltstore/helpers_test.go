@@ -95,7 +95,7 @@ func child(life string) error {
 	})
 	tr := &http.Transport{MaxIdleConnsPerHost: childConcurrency * 2}
 	dir := cluster.NewStaticDirectory(httpInvoker{url: os.Getenv(envURL), client: &http.Client{Transport: tr}})
-	f, err := failback.New(dir, failback.WithStore(st), failback.WithConcurrency(childConcurrency), failback.WithMaxTasks(calls),
+	f, err := failback.New(dir, failback.WithStore(st, nil), failback.WithConcurrency(childConcurrency), failback.WithMaxTasks(calls),
 		failback.WithPolicy(rebound.Policy{Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond}, rebound.WithObserver(hooks)))
 	if err != nil {
 		return err

@@ -6,5 +6,5 @@
 // protoregistry (the global one by default, where every generated message
 // registers itself). No per-method type table is needed.
 //
-//	fb, err := failback.New(dir, failback.WithStore(st), failback.WithCodec(protocodec.New(nil)))
+//	fb, err := failback.New(dir, failback.WithStore(st, protocodec.New(nil)))
 package protocodec

@@ -25,7 +25,7 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	entered, returned := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	var closeErr error // written before returned is closed
-	obs := etcdreg.WithRegistrationObserver(registrationHooks{StateChanged: func(e regStateChange) {
+	obs := rebound.WithObserver(registrationHooks{StateChanged: func(e regStateChange) {
 		g := reg.Load()
 		if e.To != subscriber.RegistrationRepairing || g == nil {
 			return
@@ -36,7 +36,7 @@ func TestBreakCloseFromObserver(t *testing.T) {
 			close(returned)
 		})
 	}})
-	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), append(fastRegister, obs)...)
+	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, inst("10.0.0.1", 80), fastRegisterWith(obs)...)
 	if err != nil {
 		t.Fatal(err)
 	}

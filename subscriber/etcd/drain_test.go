@@ -30,8 +30,7 @@ func TestShutdownRetriesRevokeWithinCtx(t *testing.T) {
 	defer cancel()
 	g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.1", 80),
 		etcdreg.WithTTL(time.Minute), etcdreg.WithAttemptTimeout(500*time.Millisecond),
-		etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond}),
-		etcdreg.WithRegistrationObserver(hooks))
+		etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithObserver(hooks)))
 	if err != nil {
 		t.Fatal(err)
 	}

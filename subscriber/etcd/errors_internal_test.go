@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -88,10 +89,29 @@ func TestVocabulary(t *testing.T) {
 		t.Errorf("WithTTL(0) = %v, want a rebound.ArgumentError of etcd.WithTTL", err)
 	}
 	// The options of Register only are refused by New, naming the option.
-	for _, o := range []Option{WithTTL(time.Minute), WithPolicy(rebound.Policy{}), WithRegistrationObserver(rebound.ObserverFunc(func(rebound.Event) {})), WithMeterProvider(nil)} {
+	for _, o := range []Option{WithTTL(time.Minute), WithPolicy(rebound.Policy{}), WithPolicy(rebound.Policy{}, rebound.WithObserver(rebound.ObserverFunc(func(rebound.Event) {})))} {
 		_, err := newRegistryOptions([]Option{WithPrefix("/p"), o})
 		if !errors.As(err, &ae) || ae.Func != "etcd.New" || ae.Arg != "opts" || !strings.Contains(err.Error(), "etcd.With") {
 			t.Errorf("New with a Register option = %v, want a rebound.ArgumentError of etcd.New naming it", err)
+		}
+	}
+}
+
+// WithPolicy's options are the registration's observers and meter; a gate
+// or a limit is an ArgumentError naming the rule.
+func TestWithPolicyObservers(t *testing.T) {
+	obs := rebound.ObserverFunc(func(rebound.Event) {})
+	mp := noop.NewMeterProvider()
+	o, err := newRegisterOptions([]Option{WithPolicy(rebound.Policy{}, rebound.WithObserver(obs), nil), WithPolicy(rebound.Policy{Initial: time.Second},
+		rebound.WithObserver(obs), rebound.WithMeterProvider(mp))})
+	if err != nil || len(o.obs) != 2 || o.meter != mp || o.policy.Initial != time.Second {
+		t.Fatalf("WithPolicy twice: %d observers, meter %v, policy %+v, err %v; want 2, mp, the second policy, nil", len(o.obs), o.meter, o.policy, err)
+	}
+	for _, bad := range []rebound.Option{rebound.WithMaxAttempts(3), rebound.WithMaxElapsed(time.Minute)} {
+		_, err := newRegisterOptions([]Option{WithPolicy(rebound.Policy{}, bad)})
+		var ae *rebound.ArgumentError
+		if !errors.As(err, &ae) || ae.Func != "etcd.WithPolicy" || !strings.Contains(ae.Reason, "only rebound.WithObserver") {
+			t.Errorf("WithPolicy with %T = %v, want an ArgumentError of etcd.WithPolicy stating the rule", bad, err)
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/nilness"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/logging"
 )
@@ -24,9 +24,8 @@ const (
 	defaultTTL = 30 * time.Second
 )
 
-// An Option configures New or Register. WithTTL, WithPolicy,
-// WithRegistrationObserver and WithMeterProvider configure Register only:
-// New refuses them. A nil Option is ignored.
+// An Option configures New or Register. WithTTL and WithPolicy configure
+// Register only: New refuses them. A nil Option is ignored.
 type Option interface {
 	applyNew(*registryOptions)
 	applyRegister(*registerOptions)
@@ -63,8 +62,8 @@ type registerOptions struct {
 	common
 	ttl    time.Duration
 	policy rebound.Policy
-	obs    []rebound.Observer
-	meter  metric.MeterProvider
+	obs    []rebound.Observer   // WithPolicy's rebound.WithObserver
+	meter  metric.MeterProvider // WithPolicy's rebound.WithMeterProvider
 }
 
 func newRegistryOptions(opts []Option) (registryOptions, error) {
@@ -180,31 +179,28 @@ func WithTTL(d time.Duration) Option {
 // maxTTL is etcd's largest lease TTL (its lease.MaxLeaseTTL).
 const maxTTL = 9_000_000_000 * time.Second
 
-// WithPolicy sets the backoff of a registration's repairs (Register
-// only). Default: the zero rebound.Policy; waits are capped at a third of
-// the TTL. p must be valid; a registration retries until it is closed.
-func WithPolicy(p rebound.Policy) Option {
+// WithPolicy sets the backoff of a registration's repairs and its
+// observers (Register only). Default: the zero rebound.Policy; waits are
+// capped at a third of the TTL. p must be valid; a registration retries
+// until it is closed. opts take rebound.WithObserver (the registration's
+// events) and WithMeterProvider (its metrics, docs/observability.md) only.
+func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return regOnly("WithPolicy", func(o *registerOptions) {
-		if _, err := rebound.NewRetrier(p); err != nil {
+		if _, err := rebound.NewRetrier(p, opts...); err != nil {
 			o.errs = append(o.errs, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err})
 			return
 		}
+		for _, ro := range opts {
+			if ro != nil && !admit.Observing(ro) {
+				o.errs = append(o.errs, argErr("WithPolicy", "opts", "may hold only rebound.WithObserver and rebound.WithMeterProvider: a registration passes no gate and never stops"))
+				return
+			}
+		}
 		o.policy = p
+		e := admit.Engine(opts)
+		o.obs = append(o.obs, admit.Observers[rebound.Observer](e)...)
+		if e.MeterProvider != nil {
+			o.meter = e.MeterProvider
+		}
 	})
-}
-
-// WithRegistrationObserver adds o as an observer of the registration's
-// events (Register only). A nil o is ignored.
-func WithRegistrationObserver(o rebound.Observer) Option {
-	if nilness.Is(o) {
-		return nil
-	}
-	return regOnly("WithRegistrationObserver", func(opts *registerOptions) { opts.obs = append(opts.obs, o) })
-}
-
-// WithMeterProvider records the registration's metrics with mp (Register
-// only; docs/observability.md lists them). Default and nil: none; the
-// global MeterProvider is never used.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return regOnly("WithMeterProvider", func(o *registerOptions) { o.meter = mp })
 }

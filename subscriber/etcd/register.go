@@ -97,7 +97,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		done:    make(chan struct{}),
 	}
 	if err := g.track.StartMetrics(o.meter); err != nil {
-		return nil, &rebound.ArgumentError{Func: "etcd.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
+		return nil, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "opts", Reason: "could not create the instruments", Err: err}
 	}
 	start := time.Now()
 	lease, rev, _, err := g.grantAndPut(ctx, true)

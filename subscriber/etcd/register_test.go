@@ -17,9 +17,15 @@ import (
 )
 
 // fastRegister makes lease losses visible within seconds.
-var fastRegister = []etcdreg.Option{
-	etcdreg.WithTTL(2 * time.Second),
-	etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}),
+var fastRegister = fastRegisterWith()
+
+// fastRegisterWith is fastRegister with the registration's events
+// observed by opts (rebound.WithObserver).
+func fastRegisterWith(opts ...rebound.Option) []etcdreg.Option {
+	return []etcdreg.Option{
+		etcdreg.WithTTL(2 * time.Second),
+		etcdreg.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: time.Second}, opts...),
+	}
 }
 
 // register runs reg and closes the Registration at cleanup.
@@ -231,7 +237,7 @@ func TestRegistrationStatusHooksAndUpdate(t *testing.T) {
 	}
 	in := inst("10.0.0.1", 80)
 	g, err := etcdreg.RegisterConcrete(context.Background(), cli, orders, in,
-		append(fastRegister, etcdreg.WithRegistrationObserver(hooks))...)
+		fastRegisterWith(rebound.WithObserver(hooks))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,7 @@ func TestConcurrentShutdownReturnsWithItsCtx(t *testing.T) {
 	defer cancel()
 	g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst("10.0.0.1", 80),
 		etcdreg.WithTTL(time.Minute), etcdreg.WithAttemptTimeout(200*time.Millisecond),
-		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}),
-		etcdreg.WithRegistrationObserver(hooks))
+		etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}, rebound.WithObserver(hooks)))
 	if err != nil {
 		t.Fatal(err)
 	}

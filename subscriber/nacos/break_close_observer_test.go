@@ -42,7 +42,7 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	entered, returned := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	var closeErr error // written before returned is closed
-	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e regStateChange) {
+	obs := rebound.WithObserver(registrationHooks{StateChanged: func(e regStateChange) {
 		g := reg.Load()
 		if e.To != subscriber.RegistrationRepairing || g == nil {
 			return
@@ -54,7 +54,7 @@ func TestBreakCloseFromObserver(t *testing.T) {
 		})
 	}})
 	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		append(fastRegister, nacos.WithCheckInterval(200*time.Millisecond), obs)...)
+		append(fastRegisterWith(obs), nacos.WithCheckInterval(200*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
@@ -30,7 +31,7 @@ func TestBreakSlowObserverStallsOtherRegistrations(t *testing.T) {
 	c := newClient(t, srv)
 	blocked, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	slow := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(e regStateChange) {
+	slow := rebound.WithObserver(registrationHooks{StateChanged: func(e regStateChange) {
 		if e.To != subscriber.RegistrationRepairing {
 			return
 		}
@@ -41,10 +42,10 @@ func TestBreakSlowObserverStallsOtherRegistrations(t *testing.T) {
 			<-release // a slow observer: blocks until the test ends
 		}
 	}})
-	mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), append(fastRegister, nacos.WithCheckInterval(0), slow)...)
+	mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), append(fastRegisterWith(slow), nacos.WithCheckInterval(0))...)
 	var checks atomic.Int64
 	billing := mustRegisterNacos(t, c, subscriber.Key{Service: "billing"}, inst("10.0.0.1", 9090),
-		append(fastRegister, nacos.WithCheckInterval(0), countChecks(&checks))...)
+		append(fastRegisterWith(countChecks(&checks)), nacos.WithCheckInterval(0))...)
 	t.Cleanup(func() { close(release) }) // runs before the Registrations' Close
 	srv.Stop()
 	subscribertest.Eventually(t, e2eTimeout, "orders' observer to see the disconnect", func() bool {

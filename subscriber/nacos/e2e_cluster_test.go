@@ -23,6 +23,7 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
@@ -176,11 +177,11 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 		want = append(want, ip+":8080")
 		for _, svc := range crashServices {
 			last := new(atomic.Int64)
-			hooks := nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a regAttempt) {
+			hooks := nacos.WithRegisterPolicy(rebound.Policy{}, rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
 				if a.Err == nil && (a.Op == "check" || a.Op == "register") {
 					last.Store(time.Now().UnixNano())
 				}
-			}})
+			}}))
 			g, err := nacos.Register(ctx, client, subscriber.Key{Service: svc}, inst(ip, 8080), nacos.WithLogger(log), hooks)
 			if err != nil {
 				t.Fatal(err)

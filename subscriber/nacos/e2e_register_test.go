@@ -35,7 +35,7 @@ func TestE2ERegisterCleanRestart(t *testing.T) {
 	c := newClient(t, srv)
 	var checks, registers atomic.Int64
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		append(fastRegister, nacos.WithCheckInterval(0), countChecks(&checks, &registers))...)
+		append(fastRegisterWith(countChecks(&checks, &registers)), nacos.WithCheckInterval(0))...)
 	restart(t, srv)
 	subscribertest.Eventually(t, e2eTimeout, "the instance to be listed again", func() bool { return listed(srv, "orders", "10.0.0.1", 8080) })
 	subscribertest.Eventually(t, e2eTimeout, "the registration to check the server", func() bool { return checks.Load() >= 1 })
@@ -99,7 +99,7 @@ func TestE2EShutdownNoGhost(t *testing.T) {
 	srv := newServer(t)
 	c := newClient(t, srv)
 	var checks atomic.Int64
-	mustRegisterNacos(t, c, subscriber.Key{Service: "billing"}, inst("10.0.0.1", 9090), append(fastRegister, countChecks(&checks))...)
+	mustRegisterNacos(t, c, subscriber.Key{Service: "billing"}, inst("10.0.0.1", 9090), fastRegisterWith(countChecks(&checks))...)
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegister...)
 	if err := srv.SetRejection(nacostest.RequestInstance, nacostest.Rejection{Fraction: 1}); err != nil {
 		t.Fatal(err)

@@ -65,6 +65,9 @@ func (c *regConfig) bad(fn, arg, reason string) {
 // budget or throttle among many registrations there. Default: the zero
 // rebound.Policy, no options. p must be valid; a registration never
 // stops (limits in opts are ignored), and a local refusal defers an attempt.
+// rebound.WithObserver observes the registration's events (a
+// RegistrationEvent) and the Retrier's (nil Detail: repairs and refusals);
+// WithMeterProvider records the registration's metrics too.
 // A later WithRegisterPolicy replaces p and adds its options to these.
 func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 	return regOption{"WithRegisterPolicy", func(c *regConfig) {
@@ -73,6 +76,12 @@ func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
 			return
 		}
 		c.policy = p
+		// The observers and the meter are the registration's too.
+		e := admit.Engine(opts)
+		c.obs = append(c.obs, admit.Observers[rebound.Observer](e)...)
+		if e.MeterProvider != nil {
+			c.meter = e.MeterProvider
+		}
 		c.retryOpts = append(c.retryOpts, opts...) // a second call keeps the first one's options
 	}}
 }
@@ -102,22 +111,6 @@ func withCheckInterval(d time.Duration) Option {
 		}
 		c.check = d
 	}}
-}
-
-// WithRegistrationObserver adds o as an observer of the registration's
-// events (Register only). A nil o is ignored.
-func WithRegistrationObserver(o rebound.Observer) Option {
-	if nilness.Is(o) {
-		return nil
-	}
-	return regOption{"WithRegistrationObserver", func(c *regConfig) { c.obs = append(c.obs, o) }}
-}
-
-// WithMeterProvider records the registration's metrics with mp (Register
-// only; docs/observability.md lists them). Default and nil: none; the
-// global MeterProvider is never used.
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return regOption{"WithMeterProvider", func(c *regConfig) { c.meter = mp }}
 }
 
 // registration keeps one ephemeral instance registered with a Nacos 2.x
@@ -324,7 +317,7 @@ func (g *registration) first(inst subscriber.Instance, prev *registration) error
 	if err := g.track.StartMetrics(g.cfg.meter); err != nil {
 		setOwner(g.client, g.slot, prev)
 		g.h.release(g)
-		return &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
+		return &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "opts", Reason: "could not create the instruments", Err: err}
 	}
 	if err := g.register(regstate.OpRegister, g.inst); err != nil {
 		g.undoFirst(prev)

@@ -43,13 +43,13 @@ func TestRegisteredShowsNoAttempts(t *testing.T) {
 	var checks atomic.Int64
 	in := inst("10.0.0.1", 8080)
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br)),
-		nacos.WithRedoGrace(10*time.Millisecond), nacos.WithCheckInterval(0),
-		nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a regAttempt) {
-			if a.Op == "check" && a.Err == nil {
-				checks.Add(1)
-			}
-		}}))
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br),
+			rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
+				if a.Op == "check" && a.Err == nil {
+					checks.Add(1)
+				}
+			}})),
+		nacos.WithRedoGrace(10*time.Millisecond), nacos.WithCheckInterval(0))
 	subscribertest.Eventually(t, e2eTimeout, "registered", func() bool {
 		return g.Status().State == subscriber.RegistrationRegistered
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/nacos"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
@@ -161,12 +162,12 @@ func TestShutdownAfterCloseReportsDeregistering(t *testing.T) {
 	c := newClient(t, srv)
 	var mu sync.Mutex
 	var states []string
-	obs := nacos.WithRegistrationObserver(registrationHooks{StateChanged: func(ch regStateChange) {
+	obs := rebound.WithObserver(registrationHooks{StateChanged: func(ch regStateChange) {
 		mu.Lock()
 		states = append(states, ch.To.String())
 		mu.Unlock()
 	}})
-	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), append(fastRegister, obs)...)
+	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), fastRegisterWith(obs)...)
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,9 @@ import (
 // (which does not undo the disable) only as the Schedule's backoff
 // allows, as a repair that failed, not at every check.
 func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
-	policy := nacos.WithRegisterPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond})
+	policy := func(opts ...rebound.Option) nacos.Option {
+		return nacos.WithRegisterPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond}, opts...)
+	}
 	for _, tc := range []struct {
 		name    string
 		disable func(t *testing.T, srv *nacostest.Server, g subscriber.Registration)
@@ -58,7 +60,7 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 			in := inst("10.0.0.1", 8080)
 			in.Enabled = tc.disable != nil
 			g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
-				append(fastRegister, policy, nacos.WithCheckInterval(20*time.Millisecond), countChecks(&checks, &registers))...)
+				append(fastRegister, policy(countChecks(&checks, &registers)), nacos.WithCheckInterval(20*time.Millisecond))...)
 			if tc.disable != nil {
 				tc.disable(t, srv, g)
 			}
@@ -81,10 +83,10 @@ func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 	}
 }
 
-// countChecks returns hooks counting the registration's successful
+// countChecks returns an observer counting the registration's successful
 // checks and (if registers is not nil) its register requests.
-func countChecks(n *atomic.Int64, registers ...*atomic.Int64) nacos.Option {
-	return nacos.WithRegistrationObserver(registrationHooks{Attempted: func(a regAttempt) {
+func countChecks(n *atomic.Int64, registers ...*atomic.Int64) rebound.Option {
+	return rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
 		switch {
 		case a.Op == "check" && a.Err == nil:
 			n.Add(1)

@@ -19,9 +19,15 @@ import (
 )
 
 // fastRegister makes repairs visible within a second or two.
-var fastRegister = []nacos.Option{
-	nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}),
-	nacos.WithRedoGrace(300 * time.Millisecond),
+var fastRegister = fastRegisterWith()
+
+// fastRegisterWith is fastRegister with opts (the registration's
+// observers) in its WithRegisterPolicy.
+func fastRegisterWith(opts ...rebound.Option) []nacos.Option {
+	return []nacos.Option{
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, opts...),
+		nacos.WithRedoGrace(300 * time.Millisecond),
+	}
 }
 
 func inst(ip string, port uint64) subscriber.Instance {

@@ -6,7 +6,7 @@
 // collectors).
 //
 //	o, err := observe.New()                 // the MeterProvider comes first ...
-//	m, err := subscriber.New(reg, subscriber.WithMeterProvider(o.MeterProvider()))
+//	m, err := subscriber.New(reg, subscriber.WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(o.MeterProvider())))
 //	err = o.Serve("127.0.0.1:8080", os.Stdout, statusz.WithSubscriptions("nacos", m)) // ... then the page
 //	defer o.Shutdown(ctx)
 package observe
