@@ -14,6 +14,8 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"go.uber.org/zap/zapcore"
+
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
 	"github.com/rebound-go/rebound/subscriber"
@@ -347,7 +349,7 @@ func (s *scenario) newClients(ctx context.Context, n int) ([]naming_client.INami
 	wg.Wait()
 	// Every NewNamingClient points the SDK's global logger at a file;
 	// discard what it logs from now on (its log is not what is measured).
-	_ = nacoslog.Install(nil) // a nil logger discards; no option can fail
+	_ = nacoslog.Install(nil, zapcore.WarnLevel) // a nil logger discards; Warn is a valid level
 	s.mu.Lock()
 	for _, c := range out {
 		if c != nil {

@@ -90,8 +90,8 @@ func (r *registry) newClient(name string) (naming_client.INamingClient, error) {
 		ServerConfigs: []constant.ServerConfig{r.server},
 	})
 	if r.sdkLevel == zapcore.InvalidLevel {
-		_ = nacoslog.Install(nil) // discard
-	} else if lerr := nacoslog.Install(r.log.Named("nacos-sdk"), nacoslog.WithLevel(r.sdkLevel)); lerr != nil && err == nil {
+		_ = nacoslog.Install(nil, zapcore.WarnLevel) // discard
+	} else if lerr := nacoslog.Install(r.log.Named("nacos-sdk"), r.sdkLevel); lerr != nil && err == nil {
 		err = lerr
 	}
 	if err != nil {

@@ -17,7 +17,7 @@ func ExampleInstall() {
 	logger := zap.New(zapcore.NewCore(enc, zapcore.AddSync(os.Stdout), zapcore.DebugLevel))
 
 	// After clients.NewNamingClient(...) has returned:
-	if err := nacoslog.Install(logger.Named("nacos"), nacoslog.WithLevel(zapcore.WarnLevel)); err != nil {
+	if err := nacoslog.Install(logger.Named("nacos"), zapcore.WarnLevel); err != nil {
 		panic(err)
 	}
 

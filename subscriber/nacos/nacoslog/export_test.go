@@ -5,4 +5,8 @@ package nacoslog
 var (
 	New          = newBridge
 	WithInterval = withInterval
+	WithLevel    = withLevel
 )
+
+// Option is a bridge option.
+type Option = option

@@ -14,7 +14,7 @@ import (
 	"github.com/rebound-go/rebound/logging"
 )
 
-// Defaults of Install, stated in WithLevel's and withInterval's docs.
+// Defaults of the bridge, stated in withLevel's and withInterval's docs.
 const (
 	defaultLevel    = zapcore.WarnLevel
 	defaultInterval = time.Minute
@@ -25,8 +25,8 @@ const (
 // then all of them.
 const maxKeys = 512
 
-// An Option configures Install. A nil Option is ignored.
-type Option interface{ apply(*config) error }
+// An option configures the bridge. A nil option is ignored.
+type option interface{ apply(*config) error }
 
 type config struct {
 	level    zapcore.Level
@@ -37,13 +37,13 @@ type optionFunc func(*config) error
 
 func (f optionFunc) apply(c *config) error { return f(c) }
 
-// WithLevel sets the lowest SDK level written (default Warn). SDK levels
+// withLevel sets the lowest SDK level written (default Warn). SDK levels
 // map to the zap levels of the same name. It must be one of zap's levels
 // from Debug to Fatal (Fatal writes nothing).
-func WithLevel(level zapcore.Level) Option {
+func withLevel(level zapcore.Level) option {
 	return optionFunc(func(c *config) error {
 		if level < zapcore.DebugLevel || level > zapcore.FatalLevel {
-			return &rebound.ArgumentError{Func: "nacoslog.WithLevel", Arg: "level",
+			return &rebound.ArgumentError{Func: "nacoslog.Install", Arg: "min",
 				Reason: fmt.Sprintf("%v is not a zap level from debug to fatal", level), Err: rebound.ErrInvalidArgument}
 		}
 		c.level = level
@@ -55,7 +55,7 @@ func WithLevel(level zapcore.Level) Option {
 // 1m): its first line, then one per interval, the spacing doubling up to
 // an hour while it repeats. Zero turns throttling off; it must not be
 // negative.
-func withInterval(d time.Duration) Option {
+func withInterval(d time.Duration) option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {
 			return &rebound.ArgumentError{Func: "nacoslog.WithInterval", Arg: "d",
@@ -67,10 +67,13 @@ func withInterval(d time.Duration) Option {
 }
 
 // Install points nacos-sdk-go/v2's process-wide logger at l (nil: a no-op
-// logger). Call it after creating each SDK client (clients.NewNamingClient,
-// NewConfigClient): the SDK replaces its logger when it builds one.
-func Install(l *zap.Logger, opts ...Option) error {
-	b, err := newBridge(l, opts...)
+// logger), writing the SDK's lines from level min up (zapcore.WarnLevel
+// keeps its routine chatter out). min must be a zap level from Debug to
+// Fatal (Fatal writes nothing). Call Install after creating each SDK
+// client (clients.NewNamingClient, NewConfigClient): the SDK replaces its
+// logger when it builds one.
+func Install(l *zap.Logger, min zapcore.Level) error {
+	b, err := newBridge(l, withLevel(min))
 	if err != nil {
 		return err
 	}
@@ -105,7 +108,7 @@ var _ nacoslogger.Logger = (*bridge)(nil)
 
 // newBridge returns the SDK logger Install installs. It is safe for
 // concurrent use.
-func newBridge(l *zap.Logger, opts ...Option) (nacoslogger.Logger, error) {
+func newBridge(l *zap.Logger, opts ...option) (nacoslogger.Logger, error) {
 	cfg := config{level: defaultLevel, interval: defaultInterval}
 	for _, o := range opts {
 		if o == nil {

@@ -60,7 +60,7 @@ func TestInstallLevels(t *testing.T) {
 	keepNacosLogger(t)
 	l, logs := newObserved(zapcore.DebugLevel)
 
-	install(t, l, nacoslog.WithLevel(zapcore.WarnLevel))
+	install(t, l, zapcore.WarnLevel)
 	logAllLevels()
 	want := []line{
 		{zapcore.WarnLevel, "warn 5"}, {zapcore.WarnLevel, "warnf 6"},
@@ -70,7 +70,7 @@ func TestInstallLevels(t *testing.T) {
 		t.Errorf("at Warn: got %v, want %v", got, want)
 	}
 
-	install(t, l, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, l, zapcore.DebugLevel)
 	logAllLevels()
 	want = []line{
 		{zapcore.DebugLevel, "debug 1"}, {zapcore.DebugLevel, "debugf 2"},
@@ -85,16 +85,16 @@ func TestInstallLevels(t *testing.T) {
 	// The logger's own level still applies: an Info logger drops SDK Debug
 	// even when the bridge is installed at Debug.
 	il, ilogs := newObserved(zapcore.InfoLevel)
-	install(t, il, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, il, zapcore.DebugLevel)
 	logAllLevels()
 	if got := lines(ilogs); len(got) != 6 || got[0] != (line{zapcore.InfoLevel, "info 3"}) {
 		t.Errorf("Info logger, bridge at Debug: got %v, want the 6 lines from Info up", got)
 	}
 
 	// A level above Error silences the SDK; a nil logger discards.
-	install(t, l, nacoslog.WithLevel(zapcore.DPanicLevel))
+	install(t, l, zapcore.DPanicLevel)
 	logAllLevels()
-	install(t, nil, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, nil, zapcore.DebugLevel)
 	logAllLevels()
 	if n := logs.Len(); n != 0 {
 		t.Errorf("silenced SDK wrote %d lines: %v", n, logs.All())
@@ -118,7 +118,7 @@ func equalLines(a, b []line) bool {
 func TestNacosLoggerCaller(t *testing.T) {
 	keepNacosLogger(t)
 	core, logs := observer.New(zapcore.DebugLevel)
-	install(t, zap.New(core, zap.AddCaller()), nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, zap.New(core, zap.AddCaller()), zapcore.DebugLevel)
 
 	_, file, line, _ := runtime.Caller(0)
 	nacoslogger.Infof("hello %s", "caller")
@@ -139,7 +139,7 @@ func TestNacosLoggerCaller(t *testing.T) {
 func TestNacosLoggerScrubsMessages(t *testing.T) {
 	keepNacosLogger(t)
 	l, logs := newObserved(zapcore.DebugLevel)
-	install(t, l, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, l, zapcore.DebugLevel)
 
 	// common/encryption/kms_client.go
 	nacoslogger.Debugf("init kms client with endpoint:[%s], clientKeyContent:[%s], password:[%s]\n",
@@ -178,7 +178,7 @@ func TestNacosLoggerScrubsMessages(t *testing.T) {
 func TestNacosClientInitReplacesBridge(t *testing.T) {
 	keepNacosLogger(t)
 	l, logs := newObserved(zapcore.DebugLevel)
-	install(t, l, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, l, zapcore.DebugLevel)
 	bridge := nacoslogger.GetLogger()
 
 	cfg := constant.ClientConfig{LogDir: t.TempDir(), LogLevel: "debug"}
@@ -193,7 +193,7 @@ func TestNacosClientInitReplacesBridge(t *testing.T) {
 	// (Not logging through the SDK's file logger here: lumberjack would
 	// start a goroutine that never stops.)
 
-	install(t, l, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, l, zapcore.DebugLevel)
 	nacoslogger.Warn("after re-install")
 	if got := lines(logs); len(got) != 1 || got[0].msg != "after re-install" {
 		t.Errorf("got %v, want the line logged after re-installing", got)
@@ -222,9 +222,9 @@ func newObserved(lvl zapcore.Level) (*zap.Logger, *observer.ObservedLogs) {
 }
 
 // install installs the bridge; the test must have called keepNacosLogger.
-func install(t *testing.T, l *zap.Logger, opts ...nacoslog.Option) {
+func install(t *testing.T, l *zap.Logger, min zapcore.Level) {
 	t.Helper()
-	if err := nacoslog.Install(l, opts...); err != nil {
+	if err := nacoslog.Install(l, min); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -239,17 +239,17 @@ func mustNew(t *testing.T, l *zap.Logger, opts ...nacoslog.Option) nacoslogger.L
 }
 
 func TestOptionErrors(t *testing.T) {
-	for _, o := range []nacoslog.Option{
-		nacoslog.WithLevel(zapcore.InvalidLevel), nacoslog.WithLevel(zapcore.FatalLevel + 1), nacoslog.WithInterval(-time.Second),
-	} {
-		b, err := nacoslog.New(nil, o)
+	for _, lvl := range []zapcore.Level{zapcore.InvalidLevel, zapcore.FatalLevel + 1} {
+		err := nacoslog.Install(nil, lvl)
 		var ae *rebound.ArgumentError
-		if b != nil || !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || !strings.HasPrefix(ae.Func, "nacoslog.With") {
-			t.Errorf("New with a bad option = %v, %v; want an ArgumentError naming the option", b, err)
+		if !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Func != "nacoslog.Install" || ae.Arg != "min" {
+			t.Errorf("Install with level %v = %v; want an ArgumentError naming Install's min", lvl, err)
 		}
-		if err := nacoslog.Install(nil, o); err == nil {
-			t.Error("Install accepted a bad option")
-		}
+	}
+	b, err := nacoslog.New(nil, nacoslog.WithInterval(-time.Second))
+	var ae *rebound.ArgumentError
+	if b != nil || !errors.Is(err, rebound.ErrInvalidArgument) || !errors.As(err, &ae) || ae.Func != "nacoslog.WithInterval" {
+		t.Errorf("New with a negative interval = %v, %v; want an ArgumentError naming the option", b, err)
 	}
 	if _, err := nacoslog.New(nil, nil, nacoslog.WithInterval(0)); err != nil {
 		t.Errorf("nil option or zero interval: %v", err)
@@ -393,7 +393,7 @@ func TestSDKMessagesNeverCarryCredentials(t *testing.T) {
 	var buf bytes.Buffer
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	l := zap.New(zapcore.NewCore(enc, zapcore.AddSync(&buf), zapcore.DebugLevel))
-	install(t, l, nacoslog.WithLevel(zapcore.DebugLevel))
+	install(t, l, zapcore.DebugLevel)
 
 	// Port 1 on loopback: connection refused, at once.
 	agent := &http_agent.HttpAgent{}

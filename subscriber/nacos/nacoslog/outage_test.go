@@ -66,7 +66,7 @@ func TestRealOutageLineCount(t *testing.T) {
 	// Registered first, run last: the SDK's goroutines still log while
 	// the client closes; discard that rather than restore the SDK's stderr
 	// logger.
-	t.Cleanup(func() { _ = nacoslog.Install(nil) })
+	t.Cleanup(func() { _ = nacoslog.Install(nil, zapcore.WarnLevel) })
 	// Run second to last: wait for the SDK's goroutines to end, so that
 	// none of them logs into a logger installed by a later test or example
 	// (ExampleInstall once got this client's "received error event" line,
