@@ -60,10 +60,12 @@ func (g *registration) Close() error {
 // request (which also removes the SDK's redo entry, so no later reconnect
 // registers it again), then a query of the server's list; it returns nil
 // once the server no longer lists the instance with the values this
-// Registration sent (the address listed with other values is another
-// client's instance, which this client cannot remove), retrying both (through
-// the registration's policy) until then or until ctx is done (it then
-// returns ctx's error, or the last attempt's). A closed client counts as
+// Registration sent, retrying both (through the registration's policy)
+// until then or until ctx is done (it then returns ctx's error, or the
+// last attempt's). The address listed with other values, or with the same
+// ones after two accepted deregister requests in a row, is another
+// client's instance, which this client cannot remove: Shutdown returns
+// nil. A closed client counts as
 // deregistered once the server's list confirms it (its connection
 // closed, so the server dropped its instances). Shutdown may follow
 // Close; if another Registration of the same service on the same client
@@ -166,8 +168,9 @@ func (g *registration) deregister(ctx context.Context) error {
 	in := g.inst
 	g.mu.Unlock()
 	var last error
+	var stillListed int // accepted requests in a row after which the lookup still listed the values
 	for {
-		err := g.deregisterOnce(in)
+		err := g.deregisterOnce(in, &stillListed)
 		if err == nil {
 			a.Done(nil, time.Now())
 			return nil
@@ -209,9 +212,17 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// deregisterOnce sends a deregister request (unless the server no longer
-// lists the instance) and checks that the server no longer lists it.
-func (g *registration) deregisterOnce(in model.Instance) error {
+// deregisterOnce sends a deregister request and checks that the server
+// no longer lists the instance. Nacos keeps each connection's instance
+// apart, removes only the sender's, and lists an address while any
+// connection holds it; two connections holding equal values are listed
+// once. So a lookup that still lists the values after an accepted request
+// is a redo that raced it, a server not caught up yet, or another
+// client's equal instance: the request is sent again (it cannot remove
+// another connection's instance), and a second accepted request in a row
+// followed by the same lookup ends the deregistration (*stillListed
+// counts them).
+func (g *registration) deregisterOnce(in model.Instance, stillListed *int) error {
 	start := time.Now()
 	ok, err := g.client.DeregisterInstance(g.deregisterParam())
 	switch {
@@ -225,14 +236,12 @@ func (g *registration) deregisterOnce(in model.Instance) error {
 	}
 	g.track.Attempt(regstate.OpDeregister, start, err)
 	if err != nil {
+		*stillListed = 0
 		return err
 	}
 	disown(g.client, g) // the connection holds no instance of the service now
-	// Still listed with the values this Registration sent: a redo that
-	// raced with the deregister request registered it again, or the
-	// server has not applied it yet. With other values it is another
-	// client's instance at the same address (Nacos lists the address
-	// while any connection holds it), which this one cannot remove.
+	// With other values than this Registration sent, the address listed
+	// is another client's instance, which this one cannot remove.
 	g.mu.Lock()
 	sent := g.sent
 	g.mu.Unlock()
@@ -243,10 +252,14 @@ func (g *registration) deregisterOnce(in model.Instance) error {
 	if err != nil {
 		return err
 	}
-	if same {
-		return opError("deregister", g.key, errors.New("the server still lists the instance with the values it was registered with"))
+	if !same {
+		return nil
 	}
-	return nil
+	if *stillListed++; *stillListed >= 2 {
+		g.log.Info("the server still lists the instance after two accepted deregister requests: another client's connection holds the same instance")
+		return nil
+	}
+	return opError("deregister", g.key, errors.New("the server still lists the instance with the values it was registered with"))
 }
 
 var _ subscriber.Registration = (*registration)(nil)
