@@ -139,9 +139,10 @@ type registration struct {
 	connNew atomic.Bool    // a step for it is posted (the latest wins)
 	settled chan struct{}  // closed when Register returns
 
+	// The registered instance is the tracker's (one copy of its
+	// Metadata, shared with the SDK's redo cache and never modified).
 	mu   sync.Mutex
-	inst model.Instance // what is registered (the loop's copy is authoritative)
-	sent model.Instance // the last register request's (the SDK's redo copy)
+	sent *model.Instance // the last register request's when not the registered one (the SDK's redo copy)
 
 	stopOnce sync.Once
 	shut     chan struct{} // capacity 1: held by the Shutdown or Close running
@@ -209,6 +210,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	}
 	inst.Ephemeral = true
 	inst.ID = ""
+	inst = regstate.CloneInstance(inst) // the one copy
 	g := &registration{
 		client:  client,
 		slot:    group + "@@" + key.Service,
@@ -219,7 +221,6 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 		retrier: retrier,
 		settled: make(chan struct{}),
 		shut:    make(chan struct{}, 1),
-		inst:    toModel(inst),
 	}
 	h, prev, err := acquireHub(client, g)
 	if err != nil {
@@ -301,13 +302,14 @@ func compileRegisterRetrier(cfg regConfig) (*rebound.Retrier, error) {
 // gives the service's slot back, and its ownership to prev, the
 // Registration whose instance the connection held before (nil if none).
 func (g *registration) first(inst subscriber.Instance, prev *registration) error {
-	g.track = regstate.New("nacos", g.key, inst, g.cfg.obs, g.log)
+	g.track = new(regstate.Tracker)
+	g.track.Init("nacos", g.key, inst, g.cfg.obs, g.log)
 	if err := g.track.StartMetrics(g.cfg.meter); err != nil {
 		setOwner(g.client, g.slot, prev)
 		g.h.release(g)
 		return &rebound.ArgumentError{Func: "nacos.WithMeterProvider", Arg: "mp", Reason: "could not create the instruments", Err: err}
 	}
-	if err := g.register(regstate.OpRegister, g.inst); err != nil {
+	if err := g.register(regstate.OpRegister, toModel(inst)); err != nil {
 		g.undoFirst(prev)
 		g.h.release(g)
 		g.track.Set(subscriber.RegistrationStopped, err)
@@ -333,9 +335,7 @@ func (g *registration) undoFirst(prev *registration) {
 		disown(g.client, g)
 		return
 	}
-	prev.mu.Lock()
-	in := prev.inst
-	prev.mu.Unlock()
+	in := prev.current()
 	if ok, err := g.client.RegisterInstance(prev.registerParam(in)); err != nil || !ok {
 		g.log.Warn("could not give the service back to the closed registration before this one (the SDK's redo will)",
 			zap.String("previous", fmt.Sprintf("%s:%d", in.Ip, in.Port)), zap.Bool("accepted", ok), zap.Error(err))
@@ -361,11 +361,11 @@ func clientNamespace(client naming_client.INamingClient) (string, bool) {
 	return c.NamespaceId, true
 }
 
+// current returns the registered instance; its Metadata is shared.
+func (g *registration) current() model.Instance { return toModel(g.track.SharedInstance()) }
+
+// toModel converts in, sharing its Metadata map.
 func toModel(in subscriber.Instance) model.Instance {
-	md := make(map[string]string, len(in.Metadata))
-	for k, v := range in.Metadata {
-		md[k] = v
-	}
 	return model.Instance{
 		Ip:          in.IP,
 		Port:        in.Port,
@@ -374,22 +374,20 @@ func toModel(in subscriber.Instance) model.Instance {
 		Enable:      in.Enabled,
 		Ephemeral:   true,
 		ClusterName: in.Cluster,
-		Metadata:    md,
+		Metadata:    in.Metadata,
 	}
 }
 
+// registerParam is the request for in. Its Metadata map is shared: the
+// SDK keeps it in its redo cache and never modifies it.
 func (g *registration) registerParam(in model.Instance) vo.RegisterInstanceParam {
-	md := make(map[string]string, len(in.Metadata))
-	for k, v := range in.Metadata {
-		md[k] = v
-	}
 	return vo.RegisterInstanceParam{
 		Ip:          in.Ip,
 		Port:        in.Port,
 		Weight:      in.Weight,
 		Enable:      in.Enable,
 		Healthy:     in.Healthy,
-		Metadata:    md,
+		Metadata:    in.Metadata,
 		ClusterName: in.ClusterName,
 		ServiceName: g.key.Service,
 		GroupName:   g.group,
@@ -398,13 +396,11 @@ func (g *registration) registerParam(in model.Instance) vo.RegisterInstanceParam
 }
 
 func (g *registration) deregisterParam() vo.DeregisterInstanceParam {
-	g.mu.Lock()
-	in := g.inst
-	g.mu.Unlock()
+	in := g.track.SharedInstance()
 	return vo.DeregisterInstanceParam{
-		Ip:          in.Ip,
+		Ip:          in.IP,
 		Port:        in.Port,
-		Cluster:     in.ClusterName,
+		Cluster:     in.Cluster,
 		ServiceName: g.key.Service,
 		GroupName:   g.group,
 		Ephemeral:   true,
@@ -423,8 +419,13 @@ func (g *registration) sdkErr(op string, err error) error {
 // update) and reports it to the observers as op.
 func (g *registration) register(op string, in model.Instance) error {
 	start := time.Now()
+	// The SDK caches in for its redo before it sends it.
+	var sent *model.Instance
+	if op == regstate.OpUpdate {
+		sent = &in
+	}
 	g.mu.Lock()
-	g.sent = in // the SDK caches it for its redo before it sends it
+	g.sent = sent
 	g.mu.Unlock()
 	ok, err := g.client.RegisterInstance(g.registerParam(in))
 	switch {

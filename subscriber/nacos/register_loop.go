@@ -133,7 +133,8 @@ func (r *repairer) connection(up bool) {
 // update sends u and, if the server took it, checks after the grace: a
 // re-send by the SDK's redo that raced the update (its copy taken before)
 // would put the old values back, and an Update abandoned by its caller
-// left its values with the server (the check registers g.inst again).
+// left its values with the server (the check registers the registered
+// instance again).
 func (r *repairer) update(u regUpdate) {
 	sent, err := r.g.update(u)
 	u.done <- err
@@ -178,9 +179,7 @@ func (r *repairer) due() bool {
 // work does the pending work: a check, a registration, or both.
 func (r *repairer) work() error {
 	g := r.g
-	g.mu.Lock()
-	in := g.inst
-	g.mu.Unlock()
+	in := g.current()
 	var err error
 	if r.need == needCheck {
 		var found, same bool
@@ -340,9 +339,9 @@ func (g *registration) update(u regUpdate) (sent bool, err error) {
 		return true, u.ctx.Err() // Update returned ctx's error: keep the previous instance
 	}
 	g.mu.Lock()
-	g.inst = u.inst
+	g.track.ShareInstance(u.sub)
+	g.sent = nil // the registered instance now
 	g.mu.Unlock()
-	g.track.SetInstance(u.sub)
 	return true, nil
 }
 
@@ -409,6 +408,7 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 		return err
 	}
 	inst.Ephemeral, inst.ID = true, ""
+	inst = regstate.CloneInstance(inst) // the one copy
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
 	stopped := &subscriber.OpError{Registry: "nacos", Op: "update", Key: g.key.String(), Err: regstate.ErrStopped}
 	if err := ctx.Err(); err != nil {

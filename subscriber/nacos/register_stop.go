@@ -164,9 +164,7 @@ func (g *registration) deregister(ctx context.Context) error {
 	}
 	s := r.NewSchedule(time.Now())
 	a, _ := s.Admit(time.Now(), rebound.FirstAttempt)
-	g.mu.Lock()
-	in := g.inst
-	g.mu.Unlock()
+	in := g.current()
 	var last error
 	var stillListed int // accepted requests in a row after which the lookup still listed the values
 	for {
@@ -246,8 +244,8 @@ func (g *registration) deregisterOnce(in model.Instance, stillListed *int) error
 	sent := g.sent
 	g.mu.Unlock()
 	_, same, err := g.listed(regstate.OpDeregister, in)
-	if err == nil && !same && !sameRegistered(sent, in) {
-		_, same, err = g.listed(regstate.OpDeregister, sent)
+	if err == nil && !same && sent != nil && !sameRegistered(*sent, in) {
+		_, same, err = g.listed(regstate.OpDeregister, *sent)
 	}
 	if err != nil {
 		return err

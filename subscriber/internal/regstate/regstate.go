@@ -25,7 +25,6 @@ import (
 type Tracker struct {
 	obs []rebound.Observer
 	log *zap.Logger
-	now func() time.Time
 
 	mu       sync.Mutex
 	st       subscriber.RegistrationStatus
@@ -82,13 +81,21 @@ func opIndex(op string) int {
 
 // New returns a Tracker in state registering (the observers see From 0).
 func New(registry string, key subscriber.Key, inst subscriber.Instance, obs []rebound.Observer, log *zap.Logger) *Tracker {
+	t := new(Tracker)
+	t.Init(registry, key, CloneInstance(inst), obs, log)
+	return t
+}
+
+// Init makes the zero t a Tracker in state registering, as New does, for
+// a Tracker held by value. It keeps inst's Metadata map, which nobody
+// may modify from then on.
+func (t *Tracker) Init(registry string, key subscriber.Key, inst subscriber.Instance, obs []rebound.Observer, log *zap.Logger) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	t := &Tracker{obs: obs, log: log, now: time.Now}
-	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: CloneInstance(inst)}
+	t.obs, t.log = obs, log
+	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: inst}
 	t.Set(subscriber.RegistrationRegistering, nil)
-	return t
 }
 
 // CloneInstance returns inst with its own Metadata map.
@@ -121,11 +128,22 @@ func (t *Tracker) Instance() subscriber.Instance {
 }
 
 // SetInstance records the registered instance.
-func (t *Tracker) SetInstance(inst subscriber.Instance) {
-	inst = CloneInstance(inst)
+func (t *Tracker) SetInstance(inst subscriber.Instance) { t.ShareInstance(CloneInstance(inst)) }
+
+// ShareInstance records the registered instance and keeps its Metadata
+// map, which nobody may modify from then on.
+func (t *Tracker) ShareInstance(inst subscriber.Instance) {
 	t.mu.Lock()
 	t.st.Instance = inst
 	t.mu.Unlock()
+}
+
+// SharedInstance returns the registered instance with the Tracker's own
+// Metadata map, which the caller must not modify.
+func (t *Tracker) SharedInstance() subscriber.Instance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st.Instance
 }
 
 // Status returns a snapshot.
@@ -161,7 +179,7 @@ func (t *Tracker) set(to subscriber.RegistrationState, reason error, fromStopped
 		t.mu.Unlock()
 		return
 	}
-	now := t.now()
+	now := time.Now()
 	t.st.State, t.st.Since = to, now
 	if to == subscriber.RegistrationRegistered || to == subscriber.RegistrationDeregistering {
 		t.st.Attempts = 0 // registered, or a new run: the deregistration's
@@ -196,7 +214,7 @@ func (t *Tracker) Repaired() {
 // repair's Schedule's count: see SetAttempts.)
 func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	t.mu.Lock()
-	now := t.now()
+	now := time.Now()
 	res := 0
 	if err != nil {
 		t.st.LastErr, t.st.LastErrAt = err, now
