@@ -15,8 +15,9 @@ import (
 
 // hubs holds the per-client state shared by the client's Registrations.
 var hubs = struct {
-	mu sync.Mutex
-	m  map[naming_client.INamingClient]*hub
+	mu       sync.Mutex
+	m        map[naming_client.INamingClient]*hub
+	settling chan struct{} // closed when a Register returns; made by a reclaim that waits for one
 }{m: map[naming_client.INamingClient]*hub{}}
 
 // hub is what a client's Registrations share: the slots (one registration
@@ -98,11 +99,12 @@ func disown(client naming_client.INamingClient, g *registration) {
 }
 
 // reclaimHub takes the service's slot on client's hub for g again (after
-// Close gave it back) if g still owns the service on client. Otherwise
-// it returns the Registration holding the slot (nil if none): g has
-// nothing left to deregister, unless that one's first registration is
-// still in flight and fails (it then gives the service back to g).
-func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, holder *registration) {
+// Close gave it back) if g still owns the service on client. Otherwise g
+// has nothing left to deregister, unless the Registration holding the
+// slot (holder) has its first registration still in flight and it fails
+// (it then gives the service back to g): settling is closed when a
+// Register returns, to look again.
+func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, holder *registration, settling <-chan struct{}) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	h = hubs.m[client]
@@ -111,16 +113,34 @@ func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, ho
 		hubs.m[client] = h
 	}
 	if other, taken := h.slots[g.slot]; taken && other != g {
-		return nil, other
+		if other.settled {
+			return nil, nil, nil
+		}
+		if hubs.settling == nil {
+			hubs.settling = make(chan struct{})
+		}
+		return nil, other, hubs.settling
 	}
 	if owners[ownerKey{client, g.slot}] != g {
 		if len(h.slots) == 0 {
 			delete(hubs.m, client)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	h.slots[g.slot] = g
-	return h, nil
+	return h, nil, nil
+}
+
+// settle records that g's Register returned and wakes the reclaims
+// waiting for a Register to return.
+func settle(g *registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	g.settled = true
+	if hubs.settling != nil {
+		close(hubs.settling)
+		hubs.settling = nil
+	}
 }
 
 // attach starts delivering connection events to g (and the monitor with

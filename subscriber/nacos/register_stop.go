@@ -23,7 +23,12 @@ func (g *registration) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	g.stopOnce.Do(func() { g.h.detach(g) })
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.detached {
+		g.detached = true
+		g.h.detach(g)
+	}
 	return nil
 }
 
@@ -38,8 +43,9 @@ func (g *registration) Close() error {
 		return fmt.Errorf("nacos: Registration.Close from its observer: stopping in the background: %w", rebound.ErrCalledFromCallback)
 	}
 	_ = g.stop(context.Background())
+	shut := g.shut()
 	select {
-	case g.shut <- struct{}{}:
+	case shut <- struct{}{}:
 	default:
 		// A Shutdown is running: it gives the slot back and ends in
 		// stopped (even if its ctx ends first); Close does not wait for
@@ -51,7 +57,7 @@ func (g *registration) Close() error {
 		g.released = true
 		g.h.release(g)
 	}
-	<-g.shut
+	<-shut
 	g.track.Set(subscriber.RegistrationStopped, nil)
 	return nil
 }
@@ -84,12 +90,13 @@ func (g *registration) Shutdown(ctx context.Context) error {
 	if err := g.stop(ctx); err != nil {
 		return err
 	}
+	shut := g.shut()
 	select {
-	case g.shut <- struct{}{}:
+	case shut <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-g.shut }()
+	defer func() { <-shut }()
 	if g.shutDone {
 		return g.shutErr
 	}
@@ -99,7 +106,7 @@ func (g *registration) Shutdown(ctx context.Context) error {
 			return err
 		}
 		if !ok {
-			g.log.Info("shutdown after close: another registration of the service on the client replaced the instance, or it was deregistered; nothing to deregister")
+			g.logger().Info("shutdown after close: another registration of the service on the client replaced the instance, or it was deregistered; nothing to deregister")
 			g.shutDone, g.shutErr = true, nil
 			g.track.Set(subscriber.RegistrationStopped, nil)
 			return nil
@@ -128,19 +135,17 @@ func (g *registration) Shutdown(ctx context.Context) error {
 // flight is waited for (bounded by ctx): if it fails, it gives the
 // service back to g.
 func (g *registration) reclaim(ctx context.Context) (bool, error) {
-	var settled *registration // a holder seen with its Register returned
 	for {
-		h, holder := reclaimHub(g.client, g)
+		h, holder, settling := reclaimHub(g.h.client, g)
 		switch {
 		case h != nil:
 			g.h, g.released = h, false
 			return true, nil
-		case holder == nil, holder == settled:
+		case holder == nil:
 			return false, nil
 		}
 		select {
-		case <-holder.settled:
-			settled = holder // look again: it holds the slot, or gave it back
+		case <-settling: // look again: it holds the slot, or gave it back
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
@@ -222,7 +227,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // counts them).
 func (g *registration) deregisterOnce(in model.Instance, stillListed *int) error {
 	start := time.Now()
-	ok, err := g.client.DeregisterInstance(g.deregisterParam())
+	ok, err := g.h.client.DeregisterInstance(g.deregisterParam())
 	switch {
 	case err != nil && isShutdown(err):
 		// The client is closed: its connection too. Confirm below.
@@ -230,14 +235,14 @@ func (g *registration) deregisterOnce(in model.Instance, stillListed *int) error
 	case err != nil:
 		err = g.sdkErr("deregister", err)
 	case !ok:
-		err = opError("deregister", g.key, ErrRejected)
+		err = opError("deregister", g.Key(), ErrRejected)
 	}
 	g.track.Attempt(regstate.OpDeregister, start, err)
 	if err != nil {
 		*stillListed = 0
 		return err
 	}
-	disown(g.client, g) // the connection holds no instance of the service now
+	disown(g.h.client, g) // the connection holds no instance of the service now
 	// With other values than this Registration sent, the address listed
 	// is another client's instance, which this one cannot remove.
 	g.mu.Lock()
@@ -254,10 +259,10 @@ func (g *registration) deregisterOnce(in model.Instance, stillListed *int) error
 		return nil
 	}
 	if *stillListed++; *stillListed >= 2 {
-		g.log.Info("the server still lists the instance after two accepted deregister requests: another client's connection holds the same instance")
+		g.logger().Info("the server still lists the instance after two accepted deregister requests: another client's connection holds the same instance")
 		return nil
 	}
-	return opError("deregister", g.key, errors.New("the server still lists the instance with the values it was registered with"))
+	return opError("deregister", g.Key(), errors.New("the server still lists the instance with the values it was registered with"))
 }
 
 var _ subscriber.Registration = (*registration)(nil)

@@ -28,11 +28,10 @@ type Tracker struct {
 
 	mu       sync.Mutex
 	st       subscriber.RegistrationStatus
-	requests [4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure
+	requests *[4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure; counted from StartMetrics
 	metrics  *telemetry.Registration
 	queue    []rebound.Event
-	calling  bool
-	caller   atomic.Uint64 // the goroutine calling observers (goid), 0 when none
+	caller   atomic.Uint64 // the goroutine calling observers (goid), 0 when none (written under mu)
 }
 
 // InObserver reports whether the calling goroutine is running one of the
@@ -56,6 +55,7 @@ func (t *Tracker) StartMetrics(mp metric.MeterProvider) error {
 		return m.Close()
 	}
 	t.metrics = m
+	t.requests = new([4][2]int64)
 	t.mu.Unlock()
 	return nil
 }
@@ -63,7 +63,10 @@ func (t *Tracker) StartMetrics(mp metric.MeterProvider) error {
 func (t *Tracker) stats() telemetry.RegistrationStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := telemetry.RegistrationStats{State: int(t.st.State) - 1, Requests: t.requests, Repairs: int64(t.st.Repairs)}
+	st := telemetry.RegistrationStats{State: int(t.st.State) - 1, Repairs: int64(t.st.Repairs)}
+	if t.requests != nil {
+		st.Requests = *t.requests
+	}
 	if t.st.State == subscriber.RegistrationStopped {
 		st.State = -1
 	}
@@ -220,7 +223,7 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 		t.st.LastErr, t.st.LastErrAt = err, now
 		res = 1
 	}
-	if i := opIndex(op); i >= 0 {
+	if i := opIndex(op); i >= 0 && t.requests != nil {
 		t.requests[i][res]++
 	}
 	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationEvent{
@@ -251,11 +254,10 @@ func (t *Tracker) enqueueLocked(ev rebound.Event) {
 		return
 	}
 	t.queue = append(t.queue, ev)
-	if t.calling {
+	if t.caller.Load() != 0 {
 		t.mu.Unlock()
 		return
 	}
-	t.calling = true
 	t.caller.Store(goid.ID())
 	for len(t.queue) > 0 {
 		ev := t.queue[0]
@@ -266,7 +268,6 @@ func (t *Tracker) enqueueLocked(ev rebound.Event) {
 		t.mu.Lock()
 	}
 	t.queue = nil
-	t.calling = false
 	t.caller.Store(0)
 	t.mu.Unlock()
 }
@@ -280,7 +281,7 @@ func (t *Tracker) call(ev rebound.Event) {
 func (t *Tracker) observe(o rebound.Observer, ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.log.Error("registration observer panicked", zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
+			t.log.Error("registration observer panicked", zap.Stringer("registration", t.st.Key), zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
 	o.Observe(ev)
