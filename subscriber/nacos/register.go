@@ -148,6 +148,7 @@ type registration struct {
 	connNew  atomic.Bool // a step for it is posted (the latest wins)
 	closeReq atomic.Bool // Close ran while a Shutdown held shut
 	settled  bool        // Register returned (under hubs.mu)
+	attached bool        // h sends it connection events (under hubs.mu)
 	detached bool        // stop detached it from the hub (under mu)
 	shutDone bool        // a Shutdown finished (under shut)
 	released bool        // the slot was given back (under shut)
