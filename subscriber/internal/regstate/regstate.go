@@ -23,22 +23,31 @@ import (
 // in the order of the events, by the goroutine that recorded an event
 // while no other goroutine was calling observers.
 type Tracker struct {
-	obs []rebound.Observer
-	log *zap.Logger
+	obs *observers // nil without observers; set by Init
 
 	mu       sync.Mutex
 	st       subscriber.RegistrationStatus
 	requests *[4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure; counted from StartMetrics
 	metrics  *telemetry.Registration
-	queue    []rebound.Event
-	caller   atomic.Uint64 // the goroutine calling observers (goid), 0 when none (written under mu)
+}
+
+// observers is what a Tracker with observers keeps for them (apart, so
+// that a Tracker without observers keeps none of it).
+type observers struct {
+	list   []rebound.Observer
+	log    *zap.Logger
+	queue  []rebound.Event // under the Tracker's mu
+	caller atomic.Uint64   // the goroutine calling observers (goid), 0 when none (written under the Tracker's mu)
 }
 
 // InObserver reports whether the calling goroutine is running one of the
 // registration's observers. Close and Shutdown called there would wait
 // for the step that calls the observer: they stop in the background.
 func (t *Tracker) InObserver() bool {
-	id := t.caller.Load()
+	if t.obs == nil {
+		return false
+	}
+	id := t.obs.caller.Load()
 	return id != 0 && id == goid.ID()
 }
 
@@ -96,7 +105,9 @@ func (t *Tracker) Init(registry string, key subscriber.Key, inst subscriber.Inst
 	if log == nil {
 		log = zap.NewNop()
 	}
-	t.obs, t.log = obs, log
+	if len(obs) > 0 {
+		t.obs = &observers{list: obs, log: log}
+	}
 	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: inst}
 	t.Set(subscriber.RegistrationRegistering, nil)
 }
@@ -249,31 +260,32 @@ func (t *Tracker) SetAttempts(n int) {
 // observers, calls them until the queue is empty. t.mu is held on entry
 // and released on return.
 func (t *Tracker) enqueueLocked(ev rebound.Event) {
-	if len(t.obs) == 0 {
+	o := t.obs
+	if o == nil {
 		t.mu.Unlock()
 		return
 	}
-	t.queue = append(t.queue, ev)
-	if t.caller.Load() != 0 {
+	o.queue = append(o.queue, ev)
+	if o.caller.Load() != 0 {
 		t.mu.Unlock()
 		return
 	}
-	t.caller.Store(goid.ID())
-	for len(t.queue) > 0 {
-		ev := t.queue[0]
-		t.queue[0] = rebound.Event{}
-		t.queue = t.queue[1:]
+	o.caller.Store(goid.ID())
+	for len(o.queue) > 0 {
+		ev := o.queue[0]
+		o.queue[0] = rebound.Event{}
+		o.queue = o.queue[1:]
 		t.mu.Unlock()
 		t.call(ev)
 		t.mu.Lock()
 	}
-	t.queue = nil
-	t.caller.Store(0)
+	o.queue = nil
+	o.caller.Store(0)
 	t.mu.Unlock()
 }
 
 func (t *Tracker) call(ev rebound.Event) {
-	for _, o := range t.obs {
+	for _, o := range t.obs.list {
 		t.observe(o, ev)
 	}
 }
@@ -281,7 +293,7 @@ func (t *Tracker) call(ev rebound.Event) {
 func (t *Tracker) observe(o rebound.Observer, ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.log.Error("registration observer panicked", zap.Stringer("registration", t.st.Key), zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
+			t.obs.log.Error("registration observer panicked", zap.Stringer("registration", t.st.Key), zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
 	o.Observe(ev)
