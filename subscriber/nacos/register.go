@@ -227,19 +227,23 @@ func registerConfig(opts []Option) (*regConfig, error) {
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, err
 	}
-	if !given {
-		return defaultRegConfig()
+	def, err := defaultRegConfig()
+	if err != nil || !given {
+		return def, err
 	}
-	var err error
-	if cfg.retrier, err = compileRegisterRetrier(cfg); err != nil {
-		return nil, err
+	cfg.retrier = def.retrier // it holds no per-loop state
+	if len(cfg.retryOpts) > 0 || cfg.policy != (rebound.Policy{}) {
+		if cfg.retrier, err = compileRegisterRetrier(cfg); err != nil {
+			return nil, err
+		}
 	}
 	cfg.log = componentLog(cfg.log)
 	return &cfg, nil
 }
 
 // defaultRegConfig is the configuration of the registrations made with
-// no options; they share its Retrier (it holds no per-loop state).
+// no options. Its Retrier is also the one of those made with neither a
+// policy nor rebound options.
 var defaultRegConfig = sync.OnceValues(func() (*regConfig, error) {
 	cfg := regConfig{grace: defaultRedoGrace, check: defaultCheckInterval, log: componentLog(nil)}
 	var err error
