@@ -96,8 +96,9 @@
 // a rebound.Schedule. The same check runs every 30 s (±25%), which
 // finds an instance the server lost without closing the connection.
 // Shutdown deregisters and returns once the server no longer lists the
-// instance; the deregister request also removes the SDK's redo entry,
-// so no later reconnect brings it back. A second Register of one service
+// instance (or lists it only as another client's); the deregister
+// request also removes the SDK's redo entry, so no later reconnect
+// brings it back. A second Register of one service
 // from one client is an *rebound.ArgumentError (Nacos 2.x keeps one
 // instance per service per connection and would replace the first).
 //

@@ -54,6 +54,8 @@ type regConfig struct {
 	obs       []rebound.Observer
 	meter     metric.MeterProvider
 	errs      []error
+	retrier   *rebound.Retrier // made by Register from the above
+	dereg     *rebound.Retrier // Shutdown's, compiled with retrier: the options' checks (a limiter's burst) may fail later
 }
 
 func (c *regConfig) bad(fn, arg, reason string) {
@@ -115,35 +117,35 @@ func withCheckInterval(d time.Duration) Option {
 
 // registration keeps one ephemeral instance registered with a Nacos 2.x
 // server through a nacos-sdk-go/v2 naming client (see Register).
+//
+// Its state is one allocation (the tracker, the loop and its timer held
+// by value), the configuration is shared by the registrations made with
+// no options, and the instance is kept once: docs/measurements.md has
+// the bytes.
 type registration struct {
-	client naming_client.INamingClient
-	h      *hub
-	slot   string // the hub's key of the service: group@@service
-	cfg    regConfig
-	log    *zap.Logger
-	track  *regstate.Tracker
-	key    subscriber.Key
-	group  string
+	h     *hub       // its client is the registration's
+	slot  string     // the hub's key of the service: group@@service
+	cfg   *regConfig // not modified once Register made it
+	track regstate.Tracker
 
-	retrier *rebound.Retrier
-	loop    *regstate.Loop // the repair loop's steps; no goroutine while idle
-	rep     *repairer      // the loop's state (its steps' only)
-	connUp  atomic.Bool    // the latest connection transition of the hub's monitor
-	connNew atomic.Bool    // a step for it is posted (the latest wins)
-	settled chan struct{}  // closed when Register returns
+	loop regstate.Loop // the repair loop's steps; no goroutine while idle
+	rep  repairer      // the loop's state (its steps' only)
 
-	mu   sync.Mutex
-	inst model.Instance // what is registered (the loop's copy is authoritative)
-	sent model.Instance // the last register request's (the SDK's redo copy)
+	// The registered instance is the tracker's (one copy of its
+	// Metadata, shared with the SDK's redo cache and never modified).
+	mu      sync.Mutex
+	sent    *model.Instance // the last register request's when not the registered one (the SDK's redo copy)
+	shutCh  chan struct{}   // capacity 1: held by the Shutdown or Close running; made by the first (under mu)
+	shutErr error           // the result of a finished Shutdown (under shut)
 
-	stopOnce sync.Once
-	shut     chan struct{} // capacity 1: held by the Shutdown or Close running
-	shutDone bool          // a Shutdown finished (under shut)
-	shutErr  error         // its result (under shut)
-	released bool          // the slot was given back (under shut)
-	closeReq atomic.Bool   // Close ran while a Shutdown held shut
-
-	dereg *rebound.Retrier // Shutdown's (newRegisterRetrier)
+	connUp   atomic.Bool // the latest connection transition of the hub's monitor
+	connNew  atomic.Bool // a step for it is posted (the latest wins)
+	closeReq atomic.Bool // Close ran while a Shutdown held shut
+	settled  bool        // Register returned (under hubs.mu)
+	attached bool        // h sends it connection events (under hubs.mu)
+	detached bool        // stop detached it from the hub (under mu)
+	shutDone bool        // a Shutdown finished (under shut)
+	released bool        // the slot was given back (under shut)
 }
 
 type regUpdate struct {
@@ -178,25 +180,12 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if err := checkRegister(ctx, client, key, inst); err != nil {
 		return nil, err
 	}
-	cfg := regConfig{grace: defaultRedoGrace, check: defaultCheckInterval}
-	for _, o := range opts {
-		if o != nil {
-			o.applyRegister(&cfg)
-		}
-	}
-	if err := errors.Join(cfg.errs...); err != nil {
-		return nil, err
-	}
-	retrier, dereg, err := newRegisterRetrier(cfg)
+	cfg, err := registerConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	log := cfg.log
-	if log == nil {
-		log = zap.NewNop()
 	}
 	group := key.Group
 	if group == "" {
@@ -204,29 +193,93 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	}
 	inst.Ephemeral = true
 	inst.ID = ""
-	g := &registration{
-		client:  client,
-		slot:    group + "@@" + key.Service,
-		cfg:     cfg,
-		log:     log.With(zap.String("component", "subscriber/nacos"), zap.Stringer("key", key), zap.String("instance", fmt.Sprintf("%s:%d", inst.IP, inst.Port))),
-		key:     key,
-		group:   group,
-		retrier: retrier,
-		dereg:   dereg,
-		settled: make(chan struct{}),
-		shut:    make(chan struct{}, 1),
-		inst:    toModel(inst),
-	}
+	inst = regstate.CloneInstance(inst) // the one copy
+	g := &registration{slot: group + "@@" + key.Service, cfg: cfg}
 	h, prev, err := acquireHub(client, g)
 	if err != nil {
 		return nil, err
 	}
 	g.h = h
-	defer close(g.settled)
-	if err := g.first(inst, prev); err != nil {
+	defer settle(g)
+	if err := g.first(key, inst, prev); err != nil {
 		return nil, err
 	}
 	return g, nil
+}
+
+// registerConfig applies Register's options. With none, it returns the
+// configuration the registrations made with none share.
+func registerConfig(opts []Option) (*regConfig, error) {
+	cfg := regConfig{grace: defaultRedoGrace, check: defaultCheckInterval}
+	given := false
+	for _, o := range opts {
+		if o != nil {
+			o.applyRegister(&cfg)
+			given = true
+		}
+	}
+	if err := errors.Join(cfg.errs...); err != nil {
+		return nil, err
+	}
+	def, err := defaultRegConfig()
+	if err != nil || !given {
+		return def, err
+	}
+	cfg.retrier, cfg.dereg = def.retrier, def.dereg // they hold no per-loop state
+	if len(cfg.retryOpts) > 0 || cfg.policy != (rebound.Policy{}) {
+		if cfg.retrier, err = compileRegisterRetrier(cfg); err != nil {
+			return nil, err
+		}
+		if cfg.dereg, err = compileRegisterRetrier(cfg, admit.First(0).(rebound.Option)); err != nil {
+			return nil, err
+		}
+	}
+	cfg.log = componentLog(cfg.log)
+	return &cfg, nil
+}
+
+// defaultRegConfig is the configuration of the registrations made with
+// no options. Its Retrier is also the one of those made with neither a
+// policy nor rebound options.
+var defaultRegConfig = sync.OnceValues(func() (*regConfig, error) {
+	cfg := regConfig{grace: defaultRedoGrace, check: defaultCheckInterval, log: componentLog(nil)}
+	var err error
+	cfg.retrier, err = compileRegisterRetrier(cfg)
+	if err == nil {
+		cfg.dereg, err = compileRegisterRetrier(cfg, admit.First(0).(rebound.Option))
+	}
+	return &cfg, err
+})
+
+func componentLog(log *zap.Logger) *zap.Logger {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return log.With(zap.String("component", "subscriber/nacos"))
+}
+
+// logger is the registration's logger. It is made for each line (lines
+// are few), so that a registration keeps no logger of its own.
+func (g *registration) logger() *zap.Logger {
+	in := g.track.SharedInstance()
+	return g.cfg.log.With(zap.Stringer("key", g.Key()), zap.String("instance", fmt.Sprintf("%s:%d", in.IP, in.Port)))
+}
+
+// debug reports whether the registration's Debug lines are logged.
+func (g *registration) debug() bool { return g.cfg.log.Core().Enabled(zap.DebugLevel) }
+
+// service and group are the key's, with Nacos' default group.
+func (g *registration) service() string { return g.slot[strings.Index(g.slot, "@@")+2:] }
+func (g *registration) group() string   { return g.slot[:strings.Index(g.slot, "@@")] }
+
+// shut is the registration's Shutdown and Close semaphore.
+func (g *registration) shut() chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shutCh == nil {
+		g.shutCh = make(chan struct{}, 1)
+	}
+	return g.shutCh
 }
 
 // checkRegister checks Register's arguments.
@@ -269,38 +322,11 @@ func checkRegister(ctx context.Context, client naming_client.INamingClient, key 
 	return nil
 }
 
-// newRegisterRetrier is the Retrier of a registration's attempts. A local
-// refusal defers the attempt, whatever the options say (a budget's
+// compileRegisterRetrier is the Retrier of a registration's attempts. A
+// local refusal defers the attempt, whatever the options say (a budget's
 // default rule, admit.Stop, would end the loop), and no limit applies: a
-// registration retries until it is stopped. Registrations with neither a
-// policy nor options share one Retrier (it holds no per-loop state).
-// dereg is the Retrier of Shutdown's deregistration, compiled now: the
-// options' checks (a limiter's burst) may fail later.
-func newRegisterRetrier(cfg regConfig) (repair, dereg *rebound.Retrier, err error) {
-	if len(cfg.retryOpts) == 0 && cfg.policy == (rebound.Policy{}) {
-		r := defaultRetriers()
-		return r.repair, r.dereg, r.err
-	}
-	if repair, err = compileRegisterRetrier(cfg); err != nil {
-		return nil, nil, err
-	}
-	dereg, err = compileRegisterRetrier(cfg, admit.First(0).(rebound.Option))
-	return repair, dereg, err
-}
-
-// defaultRetriers are the Retriers of the registrations configured with
-// neither a policy nor options.
-var defaultRetriers = sync.OnceValue(func() (r struct {
-	repair, dereg *rebound.Retrier
-	err           error
-}) {
-	if r.repair, r.err = compileRegisterRetrier(regConfig{}); r.err == nil {
-		r.dereg, r.err = compileRegisterRetrier(regConfig{}, admit.First(0).(rebound.Option))
-	}
-	return r
-})
-
-// compileRegisterRetrier compiles cfg's policy and options, then more.
+// registration retries until it is stopped. more come last (Shutdown's
+// Retrier adds admit.First(0)).
 func compileRegisterRetrier(cfg regConfig, more ...rebound.Option) (*rebound.Retrier, error) {
 	return rebound.NewRetrier(cfg.policy, append(append(cfg.retryOpts[:len(cfg.retryOpts):len(cfg.retryOpts)],
 		admit.Refuse(admit.Budget, admit.Defer).(rebound.Option),
@@ -312,14 +338,14 @@ func compileRegisterRetrier(cfg regConfig, more ...rebound.Option) (*rebound.Ret
 // first makes the first registration and starts the loop. On failure it
 // gives the service's slot back, and its ownership to prev, the
 // Registration whose instance the connection held before (nil if none).
-func (g *registration) first(inst subscriber.Instance, prev *registration) error {
-	g.track = regstate.New("nacos", g.key, inst, g.cfg.obs, g.log)
+func (g *registration) first(key subscriber.Key, inst subscriber.Instance, prev *registration) error {
+	g.track.Init("nacos", key, inst, g.cfg.obs, g.cfg.log)
 	if err := g.track.StartMetrics(g.cfg.meter); err != nil {
-		setOwner(g.client, g.slot, prev)
+		setOwner(g.h.client, g.slot, prev)
 		g.h.release(g)
 		return &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "opts", Reason: "could not create the instruments", Err: err}
 	}
-	if err := g.register(regstate.OpRegister, g.inst); err != nil {
+	if err := g.register(regstate.OpRegister, toModel(inst)); err != nil {
 		g.undoFirst(prev)
 		g.h.release(g)
 		g.track.Set(subscriber.RegistrationStopped, err)
@@ -341,18 +367,16 @@ func (g *registration) first(inst subscriber.Instance, prev *registration) error
 // again, which puts it back in the SDK's redo cache too.
 func (g *registration) undoFirst(prev *registration) {
 	if prev == nil {
-		_, _ = g.client.DeregisterInstance(g.deregisterParam())
-		disown(g.client, g)
+		_, _ = g.h.client.DeregisterInstance(g.deregisterParam())
+		disown(g.h.client, g)
 		return
 	}
-	prev.mu.Lock()
-	in := prev.inst
-	prev.mu.Unlock()
-	if ok, err := g.client.RegisterInstance(prev.registerParam(in)); err != nil || !ok {
-		g.log.Warn("could not give the service back to the closed registration before this one (the SDK's redo will)",
+	in := prev.current()
+	if ok, err := g.h.client.RegisterInstance(prev.registerParam(in)); err != nil || !ok {
+		g.logger().Warn("could not give the service back to the closed registration before this one (the SDK's redo will)",
 			zap.String("previous", fmt.Sprintf("%s:%d", in.Ip, in.Port)), zap.Bool("accepted", ok), zap.Error(err))
 	}
-	setOwner(g.client, g.slot, prev)
+	setOwner(g.h.client, g.slot, prev)
 }
 
 // clientNamespace returns the client's namespace when it tells.
@@ -373,11 +397,11 @@ func clientNamespace(client naming_client.INamingClient) (string, bool) {
 	return c.NamespaceId, true
 }
 
+// current returns the registered instance; its Metadata is shared.
+func (g *registration) current() model.Instance { return toModel(g.track.SharedInstance()) }
+
+// toModel converts in, sharing its Metadata map.
 func toModel(in subscriber.Instance) model.Instance {
-	md := make(map[string]string, len(in.Metadata))
-	for k, v := range in.Metadata {
-		md[k] = v
-	}
 	return model.Instance{
 		Ip:          in.IP,
 		Port:        in.Port,
@@ -386,39 +410,35 @@ func toModel(in subscriber.Instance) model.Instance {
 		Enable:      in.Enabled,
 		Ephemeral:   true,
 		ClusterName: in.Cluster,
-		Metadata:    md,
+		Metadata:    in.Metadata,
 	}
 }
 
+// registerParam is the request for in. Its Metadata map is shared: the
+// SDK keeps it in its redo cache and never modifies it.
 func (g *registration) registerParam(in model.Instance) vo.RegisterInstanceParam {
-	md := make(map[string]string, len(in.Metadata))
-	for k, v := range in.Metadata {
-		md[k] = v
-	}
 	return vo.RegisterInstanceParam{
 		Ip:          in.Ip,
 		Port:        in.Port,
 		Weight:      in.Weight,
 		Enable:      in.Enable,
 		Healthy:     in.Healthy,
-		Metadata:    md,
+		Metadata:    in.Metadata,
 		ClusterName: in.ClusterName,
-		ServiceName: g.key.Service,
-		GroupName:   g.group,
+		ServiceName: g.service(),
+		GroupName:   g.group(),
 		Ephemeral:   true,
 	}
 }
 
 func (g *registration) deregisterParam() vo.DeregisterInstanceParam {
-	g.mu.Lock()
-	in := g.inst
-	g.mu.Unlock()
+	in := g.track.SharedInstance()
 	return vo.DeregisterInstanceParam{
-		Ip:          in.Ip,
+		Ip:          in.IP,
 		Port:        in.Port,
-		Cluster:     in.ClusterName,
-		ServiceName: g.key.Service,
-		GroupName:   g.group,
+		Cluster:     in.Cluster,
+		ServiceName: g.service(),
+		GroupName:   g.group(),
 		Ephemeral:   true,
 	}
 }
@@ -426,24 +446,29 @@ func (g *registration) deregisterParam() vo.DeregisterInstanceParam {
 // sdkErr maps an SDK error of op.
 func (g *registration) sdkErr(op string, err error) error {
 	if isShutdown(err) {
-		return opErr(op, g.key, &sdkError{err: err, is: errClosed})
+		return opErr(op, g.Key(), &sdkError{err: err, is: errClosed})
 	}
-	return opError(op, g.key, err)
+	return opError(op, g.Key(), err)
 }
 
 // register sends one register request for in (the first, a repair or an
 // update) and reports it to the observers as op.
 func (g *registration) register(op string, in model.Instance) error {
 	start := time.Now()
+	// The SDK caches in for its redo before it sends it.
+	var sent *model.Instance
+	if op == regstate.OpUpdate {
+		sent = &in
+	}
 	g.mu.Lock()
-	g.sent = in // the SDK caches it for its redo before it sends it
+	g.sent = sent
 	g.mu.Unlock()
-	ok, err := g.client.RegisterInstance(g.registerParam(in))
+	ok, err := g.h.client.RegisterInstance(g.registerParam(in))
 	switch {
 	case err != nil:
 		err = g.sdkErr("register", err)
 	case !ok:
-		err = opError("register", g.key, ErrRejected)
+		err = opError("register", g.Key(), ErrRejected)
 	}
 	g.track.Attempt(op, start, err)
 	return err
@@ -453,10 +478,10 @@ func (g *registration) register(op string, in model.Instance) error {
 // address (found) and with in's values (same).
 func (g *registration) listed(op string, in model.Instance) (found, same bool, err error) {
 	start := time.Now()
-	found, same, err = g.h.listed(g.key.Service, g.group, in)
+	found, same, err = g.h.listed(g.service(), g.group(), in)
 	if err != nil {
 		if !errors.Is(err, errClosed) && !errors.Is(err, errLookupUnsupported) {
-			err = opError("check", g.key, err)
+			err = opError("check", g.Key(), err)
 		}
 	}
 	g.track.Attempt(op, start, err)

@@ -15,8 +15,9 @@ import (
 
 // hubs holds the per-client state shared by the client's Registrations.
 var hubs = struct {
-	mu sync.Mutex
-	m  map[naming_client.INamingClient]*hub
+	mu       sync.Mutex
+	m        map[naming_client.INamingClient]*hub
+	settling chan struct{} // closed when a Register returns; made by a reclaim that waits for one
 }{m: map[naming_client.INamingClient]*hub{}}
 
 // hub is what a client's Registrations share: the slots (one registration
@@ -25,10 +26,10 @@ type hub struct {
 	client naming_client.INamingClient
 
 	// Under hubs.mu.
-	slots map[string]*registration // held from Register to Shutdown/Close
-	regs  map[*registration]struct{}
-	stopM context.CancelFunc
-	doneM chan struct{}
+	slots    map[string]*registration // held from Register to Shutdown/Close
+	attached int                      // the slots' Registrations with attached set
+	stopM    context.CancelFunc
+	doneM    chan struct{}
 
 	qmu    sync.Mutex
 	query  *naming_grpc.NamingGrpcProxy
@@ -41,12 +42,25 @@ type hub struct {
 // request for the service on that client. Nacos keeps one instance per
 // service per connection and deregisters it whatever address a request
 // names, so only the owner may deregister. Close keeps the record (the
-// instance stays); a deregistration clears it. Under hubs.mu.
-var owners = map[ownerKey]*registration{}
+// instance stays); a deregistration clears it. By client, then by slot
+// (one map per client: its keys are the slots' strings). Under hubs.mu.
+var owners = map[naming_client.INamingClient]map[string]*registration{}
 
-type ownerKey struct {
-	client naming_client.INamingClient
-	slot   string
+// setOwnerLocked records g as the owner of slot on client; a nil g
+// clears the record.
+func setOwnerLocked(client naming_client.INamingClient, slot string, g *registration) {
+	m := owners[client]
+	switch {
+	case g != nil && m == nil:
+		owners[client] = map[string]*registration{slot: g}
+	case g != nil:
+		m[slot] = g
+	case m != nil:
+		delete(m, slot)
+		if len(m) == 0 {
+			delete(owners, client)
+		}
+	}
 }
 
 // acquireHub takes the service's slot on client's hub for g and makes g
@@ -56,7 +70,7 @@ func acquireHub(client naming_client.INamingClient, g *registration) (h *hub, pr
 	defer hubs.mu.Unlock()
 	h = hubs.m[client]
 	if h == nil {
-		h = &hub{client: client, slots: map[string]*registration{}, regs: map[*registration]struct{}{}}
+		h = &hub{client: client, slots: map[string]*registration{}}
 		hubs.m[client] = h
 	}
 	if _, taken := h.slots[g.slot]; taken {
@@ -68,9 +82,8 @@ func acquireHub(client naming_client.INamingClient, g *registration) (h *hub, pr
 			Err:    errConflict}
 	}
 	h.slots[g.slot] = g
-	k := ownerKey{client, g.slot}
-	prev = owners[k]
-	owners[k] = g
+	prev = owners[client][g.slot]
+	setOwnerLocked(client, g.slot, g)
 	return h, prev, nil
 }
 
@@ -80,11 +93,7 @@ func acquireHub(client naming_client.INamingClient, g *registration) (h *hub, pr
 func setOwner(client naming_client.INamingClient, slot string, g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	if g == nil {
-		delete(owners, ownerKey{client, slot})
-		return
-	}
-	owners[ownerKey{client, slot}] = g
+	setOwnerLocked(client, slot, g)
 }
 
 // disown clears g's ownership of its service on client (its instance was
@@ -92,35 +101,54 @@ func setOwner(client naming_client.INamingClient, slot string, g *registration) 
 func disown(client naming_client.INamingClient, g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	if k := (ownerKey{client, g.slot}); owners[k] == g {
-		delete(owners, k)
+	if owners[client][g.slot] == g {
+		setOwnerLocked(client, g.slot, nil)
 	}
 }
 
 // reclaimHub takes the service's slot on client's hub for g again (after
-// Close gave it back) if g still owns the service on client. Otherwise
-// it returns the Registration holding the slot (nil if none): g has
-// nothing left to deregister, unless that one's first registration is
-// still in flight and fails (it then gives the service back to g).
-func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, holder *registration) {
+// Close gave it back) if g still owns the service on client. Otherwise g
+// has nothing left to deregister, unless the Registration holding the
+// slot (holder) has its first registration still in flight and it fails
+// (it then gives the service back to g): settling is closed when a
+// Register returns, to look again.
+func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, holder *registration, settling <-chan struct{}) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
 	h = hubs.m[client]
 	if h == nil {
-		h = &hub{client: client, slots: map[string]*registration{}, regs: map[*registration]struct{}{}}
+		h = &hub{client: client, slots: map[string]*registration{}}
 		hubs.m[client] = h
 	}
 	if other, taken := h.slots[g.slot]; taken && other != g {
-		return nil, other
+		if other.settled {
+			return nil, nil, nil
+		}
+		if hubs.settling == nil {
+			hubs.settling = make(chan struct{})
+		}
+		return nil, other, hubs.settling
 	}
-	if owners[ownerKey{client, g.slot}] != g {
+	if owners[client][g.slot] != g {
 		if len(h.slots) == 0 {
 			delete(hubs.m, client)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	h.slots[g.slot] = g
-	return h, nil
+	return h, nil, nil
+}
+
+// settle records that g's Register returned and wakes the reclaims
+// waiting for a Register to return.
+func settle(g *registration) {
+	hubs.mu.Lock()
+	defer hubs.mu.Unlock()
+	g.settled = true
+	if hubs.settling != nil {
+		close(hubs.settling)
+		hubs.settling = nil
+	}
 }
 
 // attach starts delivering connection events to g (and the monitor with
@@ -128,7 +156,10 @@ func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, ho
 func (h *hub) attach(g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	h.regs[g] = struct{}{}
+	if !g.attached {
+		g.attached = true
+		h.attached++
+	}
 	if h.stopM == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		h.stopM, h.doneM = cancel, make(chan struct{})
@@ -141,8 +172,11 @@ func (h *hub) detach(g *registration) {
 	var stop context.CancelFunc
 	var done chan struct{}
 	hubs.mu.Lock()
-	delete(h.regs, g)
-	if len(h.regs) == 0 && h.stopM != nil {
+	if g.attached {
+		g.attached = false
+		h.attached--
+	}
+	if h.attached == 0 && h.stopM != nil {
 		stop, done = h.stopM, h.doneM
 		h.stopM, h.doneM = nil, nil
 	}
@@ -205,9 +239,11 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 
 func (h *hub) broadcast(up bool) {
 	hubs.mu.Lock()
-	regs := make([]*registration, 0, len(h.regs))
-	for g := range h.regs {
-		regs = append(regs, g)
+	regs := make([]*registration, 0, h.attached)
+	for _, g := range h.slots {
+		if g.attached {
+			regs = append(regs, g)
+		}
 	}
 	hubs.mu.Unlock()
 	for _, g := range regs {

@@ -21,41 +21,50 @@ import (
 
 // Work the loop has to do.
 const (
-	needNothing  = iota
-	needCheck    // ask the server whether it lists the instance
-	needRegister // register it again
+	needNothing  int8 = iota
+	needCheck         // ask the server whether it lists the instance
+	needRegister      // register it again
 )
 
 // sched runs the due times of every Registration of the process.
 var sched = regstate.NewSched()
 
-// startLoop starts the repair loop: timers on the shared scheduler and
-// steps on a regstate.Loop, so that a waiting Registration costs no
+// startLoop starts the repair loop: one timer on the shared scheduler
+// and steps on a regstate.Loop, so that a waiting Registration costs no
 // goroutine.
 func (g *registration) startLoop() {
-	r := &repairer{g: g, up: true}
-	g.rep = r
-	g.loop = regstate.NewLoop(func() {
-		r.timer.Stop()
-		r.periodT.Stop()
-		if r.s != nil {
-			r.s.Cancel(time.Now())
-			r.s = nil
-		}
-	})
-	r.timer = sched.NewTimer(func(gen uint32) {
-		g.loop.Post(func() bool { return !r.timer.Live(gen) || r.due() })
-	})
-	r.periodT = sched.NewTimer(func(gen uint32) {
-		g.loop.Post(func() bool {
-			if r.periodT.Live(gen) && r.need == needNothing && r.up {
+	r := &g.rep
+	r.g, r.up = g, true
+	g.loop.Init(r.end)
+	sched.InitTimer(&r.timer, r.fire)
+	g.loop.Do(func() bool { r.armPeriodic(); return true })
+}
+
+// end runs when the loop ends.
+func (r *repairer) end() {
+	r.timer.Stop()
+	if r.s != nil {
+		r.s.Cancel(time.Now())
+		r.s = nil
+	}
+}
+
+// fire runs on the scheduler's goroutine when the timer is due: it posts
+// the periodic check, or the repair's attempt.
+func (r *repairer) fire(gen uint32) {
+	r.g.loop.Post(func() bool {
+		switch {
+		case !r.timer.Live(gen):
+			return true
+		case r.need == needNothing:
+			if r.up {
 				r.need = needCheck
 				r.begin(0)
 			}
 			return true
-		})
+		}
+		return r.due()
 	})
-	g.loop.Do(func() bool { r.armPeriodic(); return true })
 }
 
 // connection tells the loop of a connection transition; the latest one
@@ -74,20 +83,21 @@ func (g *registration) connection(up bool) {
 
 // repairer is the loop's state (owned by the loop's steps).
 type repairer struct {
-	g       *registration
-	need    int
-	up      bool
-	s       *rebound.Schedule // the current repair run; nil when none
-	j       judgement
-	kind    rebound.AttemptKind // the attempt the timer is the wait for
-	timer   *regstate.Timer
-	periodT *regstate.Timer
+	g    *registration
+	s    *rebound.Schedule // the current repair run; nil when none
+	need int8
+	up   bool
+	j    judgement
+	kind rebound.AttemptKind // the attempt the timer is the wait for
+	// timer is the wait for the periodic check while there is nothing
+	// to do (need is needNothing), else for the repair's next attempt.
+	timer regstate.Timer
 }
 
 func (r *repairer) armPeriodic() {
-	r.periodT.Stop()
+	r.timer.Stop()
 	if r.g.cfg.check > 0 {
-		r.periodT.Reset(jitter(r.g.cfg.check, 0.75, 1.25))
+		r.timer.Reset(jitter(r.g.cfg.check, 0.75, 1.25))
 	}
 }
 
@@ -98,7 +108,7 @@ func (r *repairer) begin(d time.Duration) {
 	if r.s != nil {
 		r.s.Cancel(time.Now())
 	}
-	r.s = r.g.retrier.NewSchedule(time.Now())
+	r.s = r.g.cfg.retrier.NewSchedule(time.Now())
 	r.kind = rebound.FirstAttempt
 	r.timer.Reset(max(d, time.Nanosecond))
 }
@@ -111,7 +121,6 @@ func (r *repairer) connection(up bool) {
 	}
 	if !up {
 		r.timer.Stop()
-		r.periodT.Stop()
 		set := func() bool {
 			r.g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
 			return true
@@ -134,7 +143,8 @@ func (r *repairer) connection(up bool) {
 // update sends u and, if the server took it, checks after the grace: a
 // re-send by the SDK's redo that raced the update (its copy taken before)
 // would put the old values back, and an Update abandoned by its caller
-// left its values with the server (the check registers g.inst again).
+// left its values with the server (the check registers the registered
+// instance again).
 func (r *repairer) update(u regUpdate) {
 	sent, err := r.g.update(u)
 	u.done <- err
@@ -172,7 +182,7 @@ func (r *repairer) due() bool {
 		// never grant a token (its burst set to 0) stops an admission. A
 		// registration never stops on it: the retry asks again after a
 		// first delay, and nothing is sent until the limiter grants.
-		g.log.Debug("registration repair paused", zap.Error(dec.Err))
+		g.logger().Debug("registration repair paused", zap.Error(dec.Err))
 		r.s.Reset(time.Now())
 		r.kind = rebound.RetryAttempt
 		r.timer.Reset(max(admit.FirstDelay(r.s), time.Nanosecond))
@@ -184,9 +194,7 @@ func (r *repairer) due() bool {
 // work does the pending work: a check, a registration, or both.
 func (r *repairer) work() error {
 	g := r.g
-	g.mu.Lock()
-	in := g.inst
-	g.mu.Unlock()
+	in := g.current()
 	var err error
 	if r.need == needCheck {
 		var found, same bool
@@ -200,7 +208,7 @@ func (r *repairer) work() error {
 		}
 		switch {
 		case err == nil:
-			g.log.Info("registered again")
+			g.logger().Info("registered again")
 			g.track.Registered()
 			// Registered before the repair is counted, so that a Status
 			// showing the repair shows it registered.
@@ -233,7 +241,7 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 			r.s.Cancel(now)
 			r.s = nil
 		}
-		g.log.Error("registration stopped", zap.Error(err))
+		g.logger().Error("registration stopped", zap.Error(err))
 		g.track.Set(subscriber.RegistrationStopped, err)
 		return false
 	}
@@ -241,12 +249,14 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	dec := a.Done(err, now)
 	g.track.SetAttempts(dec.Attempt)
 	if dec.Verdict != rebound.WaitFor {
-		g.log.Error("registration stopped", zap.Error(dec.Err))
+		g.logger().Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
 		r.s = nil // ended by its own verdict: nothing to give back
 		return false
 	}
-	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+	if g.debug() {
+		g.logger().Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+	}
 	r.kind = rebound.RetryAttempt
 	r.timer.Reset(dec.Delay)
 	return true
@@ -274,17 +284,17 @@ type judgement struct {
 func (j *judgement) news() { j.other, j.left, j.hidden = false, false, false }
 
 // judge returns the work a check's answer (found, same) calls for.
-func (j *judgement) judge(g *registration, in model.Instance, found, same bool) int {
+func (j *judgement) judge(g *registration, in model.Instance, found, same bool) int8 {
 	j.unlisted = false
 	switch {
 	case found && (same || j.other):
 		j.hidden = false
 		switch {
 		case !same && !j.left:
-			g.log.Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
+			g.logger().Warn("the server lists the instance with other values (weight, enabled or metadata) after registering it again; leaving them")
 			j.left = true
-		case same && g.track.State() == subscriber.RegistrationRepairing:
-			g.log.Debug("the server lists the instance (the SDK's redo worked)")
+		case same && g.debug() && g.track.State() == subscriber.RegistrationRepairing:
+			g.logger().Debug("the server lists the instance (the SDK's redo worked)")
 		}
 		if same {
 			// other stays: a server that took the values back and then
@@ -294,7 +304,7 @@ func (j *judgement) judge(g *registration, in model.Instance, found, same bool) 
 		}
 		return needNothing
 	case found:
-		g.log.Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
+		g.logger().Info("the server lists the instance with other values (weight, enabled or metadata); registering it again")
 		g.track.Set(subscriber.RegistrationRepairing, errNotListed)
 		j.other = true
 		return needRegister
@@ -303,7 +313,7 @@ func (j *judgement) judge(g *registration, in model.Instance, found, same bool) 
 		// nothing to compare.
 		return needNothing
 	}
-	g.log.Info("the server does not list the instance; registering it again")
+	g.logger().Info("the server does not list the instance; registering it again")
 	g.track.Set(subscriber.RegistrationRepairing, errNotListed)
 	j.unlisted = true
 	return needRegister
@@ -330,7 +340,7 @@ func (j *judgement) confirm(g *registration, in model.Instance) error {
 		j.hidden = true
 		return nil
 	}
-	return opError("register", g.key, fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", errNotListed))
+	return opError("register", g.Key(), fmt.Errorf("%w right after registering it again, twice in a row (an operator's disable hides it, or it was lost again)", errNotListed))
 }
 
 // update sends u's instance (in a step of the loop) and adopts it unless
@@ -346,9 +356,9 @@ func (g *registration) update(u regUpdate) (sent bool, err error) {
 		return true, u.ctx.Err() // Update returned ctx's error: keep the previous instance
 	}
 	g.mu.Lock()
-	g.inst = u.inst
+	g.track.ShareInstance(u.sub)
+	g.sent = nil // the registered instance now
 	g.mu.Unlock()
-	g.track.SetInstance(u.sub)
 	return true, nil
 }
 
@@ -415,8 +425,9 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 		return err
 	}
 	inst.Ephemeral, inst.ID = true, ""
+	inst = regstate.CloneInstance(inst) // the one copy
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
-	stopped := opErr("update", g.key, regstate.ErrStopped)
+	stopped := opErr("update", g.Key(), regstate.ErrStopped)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

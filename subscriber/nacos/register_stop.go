@@ -23,7 +23,12 @@ func (g *registration) stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	g.stopOnce.Do(func() { g.h.detach(g) })
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.detached {
+		g.detached = true
+		g.h.detach(g)
+	}
 	return nil
 }
 
@@ -38,8 +43,9 @@ func (g *registration) Close() error {
 		return fmt.Errorf("nacos: Registration.Close from its observer: stopping in the background: %w", rebound.ErrCalledFromCallback)
 	}
 	_ = g.stop(context.Background())
+	shut := g.shut()
 	select {
-	case g.shut <- struct{}{}:
+	case shut <- struct{}{}:
 	default:
 		// A Shutdown is running: it gives the slot back and ends in
 		// stopped (even if its ctx ends first); Close does not wait for
@@ -51,7 +57,7 @@ func (g *registration) Close() error {
 		g.released = true
 		g.h.release(g)
 	}
-	<-g.shut
+	<-shut
 	g.track.Set(subscriber.RegistrationStopped, nil)
 	return nil
 }
@@ -60,10 +66,12 @@ func (g *registration) Close() error {
 // request (which also removes the SDK's redo entry, so no later reconnect
 // registers it again), then a query of the server's list; it returns nil
 // once the server no longer lists the instance with the values this
-// Registration sent (the address listed with other values is another
-// client's instance, which this client cannot remove), retrying both (through
-// the registration's policy) until then or until ctx is done (it then
-// returns ctx's error, or the last attempt's). A closed client counts as
+// Registration sent, retrying both (through the registration's policy)
+// until then or until ctx is done (it then returns ctx's error, or the
+// last attempt's). The address listed with other values, or with the same
+// ones after two accepted deregister requests in a row, is another
+// client's instance, which this client cannot remove: Shutdown returns
+// nil. A closed client counts as
 // deregistered once the server's list confirms it (its connection
 // closed, so the server dropped its instances). Shutdown may follow
 // Close; if another Registration of the same service on the same client
@@ -82,12 +90,13 @@ func (g *registration) Shutdown(ctx context.Context) error {
 	if err := g.stop(ctx); err != nil {
 		return err
 	}
+	shut := g.shut()
 	select {
-	case g.shut <- struct{}{}:
+	case shut <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-g.shut }()
+	defer func() { <-shut }()
 	if g.shutDone {
 		return g.shutErr
 	}
@@ -97,7 +106,7 @@ func (g *registration) Shutdown(ctx context.Context) error {
 			return err
 		}
 		if !ok {
-			g.log.Info("shutdown after close: another registration of the service on the client replaced the instance, or it was deregistered; nothing to deregister")
+			g.logger().Info("shutdown after close: another registration of the service on the client replaced the instance, or it was deregistered; nothing to deregister")
 			g.shutDone, g.shutErr = true, nil
 			g.track.Set(subscriber.RegistrationStopped, nil)
 			return nil
@@ -126,19 +135,17 @@ func (g *registration) Shutdown(ctx context.Context) error {
 // flight is waited for (bounded by ctx): if it fails, it gives the
 // service back to g.
 func (g *registration) reclaim(ctx context.Context) (bool, error) {
-	var settled *registration // a holder seen with its Register returned
 	for {
-		h, holder := reclaimHub(g.client, g)
+		h, holder, settling := reclaimHub(g.h.client, g)
 		switch {
 		case h != nil:
 			g.h, g.released = h, false
 			return true, nil
-		case holder == nil, holder == settled:
+		case holder == nil:
 			return false, nil
 		}
 		select {
-		case <-holder.settled:
-			settled = holder // look again: it holds the slot, or gave it back
+		case <-settling: // look again: it holds the slot, or gave it back
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
@@ -150,15 +157,14 @@ func (g *registration) deregister(ctx context.Context) error {
 	g.track.Deregistering()
 	// The first request asks no gate; the retries pass the gates of
 	// WithRegisterPolicy's options, each deferring a refusal as in Register.
-	r := g.dereg
+	r := g.cfg.dereg
 	s := r.NewSchedule(time.Now())
 	a, _ := s.Admit(time.Now(), rebound.FirstAttempt)
-	g.mu.Lock()
-	in := g.inst
-	g.mu.Unlock()
+	in := g.current()
 	var last error
+	var stillListed int // accepted requests in a row after which the lookup still listed the values
 	for {
-		err := g.deregisterOnce(in)
+		err := g.deregisterOnce(in, &stillListed)
 		if err == nil {
 			a.Done(nil, time.Now())
 			return nil
@@ -209,11 +215,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// deregisterOnce sends a deregister request (unless the server no longer
-// lists the instance) and checks that the server no longer lists it.
-func (g *registration) deregisterOnce(in model.Instance) error {
+// deregisterOnce sends a deregister request and checks that the server
+// no longer lists the instance. Nacos keeps each connection's instance
+// apart, removes only the sender's, and lists an address while any
+// connection holds it; two connections holding equal values are listed
+// once. So a lookup that still lists the values after an accepted request
+// is a redo that raced it, a server not caught up yet, or another
+// client's equal instance: the request is sent again (it cannot remove
+// another connection's instance), and a second accepted request in a row
+// followed by the same lookup ends the deregistration (*stillListed
+// counts them).
+func (g *registration) deregisterOnce(in model.Instance, stillListed *int) error {
 	start := time.Now()
-	ok, err := g.client.DeregisterInstance(g.deregisterParam())
+	ok, err := g.h.client.DeregisterInstance(g.deregisterParam())
 	switch {
 	case err != nil && isShutdown(err):
 		// The client is closed: its connection too. Confirm below.
@@ -221,32 +235,34 @@ func (g *registration) deregisterOnce(in model.Instance) error {
 	case err != nil:
 		err = g.sdkErr("deregister", err)
 	case !ok:
-		err = opError("deregister", g.key, ErrRejected)
+		err = opError("deregister", g.Key(), ErrRejected)
 	}
 	g.track.Attempt(regstate.OpDeregister, start, err)
 	if err != nil {
+		*stillListed = 0
 		return err
 	}
-	disown(g.client, g) // the connection holds no instance of the service now
-	// Still listed with the values this Registration sent: a redo that
-	// raced with the deregister request registered it again, or the
-	// server has not applied it yet. With other values it is another
-	// client's instance at the same address (Nacos lists the address
-	// while any connection holds it), which this one cannot remove.
+	disown(g.h.client, g) // the connection holds no instance of the service now
+	// With other values than this Registration sent, the address listed
+	// is another client's instance, which this one cannot remove.
 	g.mu.Lock()
 	sent := g.sent
 	g.mu.Unlock()
 	_, same, err := g.listed(regstate.OpDeregister, in)
-	if err == nil && !same && !sameRegistered(sent, in) {
-		_, same, err = g.listed(regstate.OpDeregister, sent)
+	if err == nil && !same && sent != nil && !sameRegistered(*sent, in) {
+		_, same, err = g.listed(regstate.OpDeregister, *sent)
 	}
 	if err != nil {
 		return err
 	}
-	if same {
-		return opError("deregister", g.key, errors.New("the server still lists the instance with the values it was registered with"))
+	if !same {
+		return nil
 	}
-	return nil
+	if *stillListed++; *stillListed >= 2 {
+		g.logger().Info("the server still lists the instance after two accepted deregister requests: another client's connection holds the same instance")
+		return nil
+	}
+	return opError("deregister", g.Key(), errors.New("the server still lists the instance with the values it was registered with"))
 }
 
 var _ subscriber.Registration = (*registration)(nil)

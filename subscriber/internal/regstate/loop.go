@@ -6,20 +6,29 @@ import "sync"
 // event, a timer of a Sched, an Update. A step is posted by any
 // goroutine; a goroutine is started for the steps posted and ends when
 // none is left, so an idle registration costs no goroutine. It is safe
-// for concurrent use.
+// for concurrent use. The zero Loop is usable (with no onEnd).
 type Loop struct {
 	onEnd func()
 
 	mu      sync.Mutex
 	queue   []func() bool
-	active  bool // a goroutine runs the steps
-	stopped bool // Stop was called, or a step returned false
-	done    chan struct{}
+	active  bool          // a goroutine runs the steps
+	stopped bool          // Stop was called, or a step returned false
+	ended   bool          // end has run
+	done    chan struct{} // made by the first Done
 }
 
 // NewLoop returns a Loop; onEnd runs once when it ends, with no step
 // running and none to come.
-func NewLoop(onEnd func()) *Loop { return &Loop{onEnd: onEnd, done: make(chan struct{})} }
+func NewLoop(onEnd func()) *Loop {
+	l := new(Loop)
+	l.Init(onEnd)
+	return l
+}
+
+// Init sets the zero l's onEnd, as NewLoop does, for a Loop held by
+// value. It must be called before any other method.
+func (l *Loop) Init(onEnd func()) { l.onEnd = onEnd }
 
 // Post queues step; a step that returns false ends the loop (the steps
 // still queued are dropped). Post reports false when the loop has ended
@@ -95,7 +104,20 @@ func (l *Loop) Stop() {
 }
 
 // Done is closed when the loop has ended.
-func (l *Loop) Done() <-chan struct{} { return l.done }
+func (l *Loop) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		if l.ended {
+			return closedChan
+		}
+		l.done = make(chan struct{}) // made when waited for: an idle loop keeps none
+	}
+	return l.done
+}
+
+// closedChan is the Done of a loop that ended before its first Done.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (l *Loop) end() {
 	l.mu.Lock()
@@ -105,7 +127,13 @@ func (l *Loop) end() {
 	if l.onEnd != nil {
 		l.onEnd()
 	}
-	close(l.done)
+	l.mu.Lock()
+	l.ended = true
+	done := l.done
+	l.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
 }
 
 func (l *Loop) run() {

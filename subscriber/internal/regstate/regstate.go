@@ -23,24 +23,31 @@ import (
 // in the order of the events, by the goroutine that recorded an event
 // while no other goroutine was calling observers.
 type Tracker struct {
-	obs []rebound.Observer
-	log *zap.Logger
-	now func() time.Time
+	obs *observers // nil without observers; set by Init
 
 	mu       sync.Mutex
 	st       subscriber.RegistrationStatus
-	requests [4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure
+	requests *[4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure; counted from StartMetrics
 	metrics  *telemetry.Registration
-	queue    []rebound.Event
-	calling  bool
-	caller   atomic.Uint64 // the goroutine calling observers (goid), 0 when none
+}
+
+// observers is what a Tracker with observers keeps for them (apart, so
+// that a Tracker without observers keeps none of it).
+type observers struct {
+	list   []rebound.Observer
+	log    *zap.Logger
+	queue  []rebound.Event // under the Tracker's mu
+	caller atomic.Uint64   // the goroutine calling observers (goid), 0 when none (written under the Tracker's mu)
 }
 
 // InObserver reports whether the calling goroutine is running one of the
 // registration's observers. Close and Shutdown called there would wait
 // for the step that calls the observer: they stop in the background.
 func (t *Tracker) InObserver() bool {
-	id := t.caller.Load()
+	if t.obs == nil {
+		return false
+	}
+	id := t.obs.caller.Load()
 	return id != 0 && id == goid.ID()
 }
 
@@ -57,6 +64,7 @@ func (t *Tracker) StartMetrics(mp metric.MeterProvider) error {
 		return m.Close()
 	}
 	t.metrics = m
+	t.requests = new([4][2]int64)
 	t.mu.Unlock()
 	return nil
 }
@@ -64,7 +72,10 @@ func (t *Tracker) StartMetrics(mp metric.MeterProvider) error {
 func (t *Tracker) stats() telemetry.RegistrationStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := telemetry.RegistrationStats{State: int(t.st.State) - 1, Requests: t.requests, Repairs: int64(t.st.Repairs)}
+	st := telemetry.RegistrationStats{State: int(t.st.State) - 1, Repairs: int64(t.st.Repairs)}
+	if t.requests != nil {
+		st.Requests = *t.requests
+	}
 	if t.st.State == subscriber.RegistrationStopped {
 		st.State = -1
 	}
@@ -82,13 +93,23 @@ func opIndex(op string) int {
 
 // New returns a Tracker in state registering (the observers see From 0).
 func New(registry string, key subscriber.Key, inst subscriber.Instance, obs []rebound.Observer, log *zap.Logger) *Tracker {
+	t := new(Tracker)
+	t.Init(registry, key, CloneInstance(inst), obs, log)
+	return t
+}
+
+// Init makes the zero t a Tracker in state registering, as New does, for
+// a Tracker held by value. It keeps inst's Metadata map, which nobody
+// may modify from then on.
+func (t *Tracker) Init(registry string, key subscriber.Key, inst subscriber.Instance, obs []rebound.Observer, log *zap.Logger) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	t := &Tracker{obs: obs, log: log, now: time.Now}
-	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: CloneInstance(inst)}
+	if len(obs) > 0 {
+		t.obs = &observers{list: obs, log: log}
+	}
+	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: inst}
 	t.Set(subscriber.RegistrationRegistering, nil)
-	return t
 }
 
 // CloneInstance returns inst with its own Metadata map.
@@ -121,11 +142,22 @@ func (t *Tracker) Instance() subscriber.Instance {
 }
 
 // SetInstance records the registered instance.
-func (t *Tracker) SetInstance(inst subscriber.Instance) {
-	inst = CloneInstance(inst)
+func (t *Tracker) SetInstance(inst subscriber.Instance) { t.ShareInstance(CloneInstance(inst)) }
+
+// ShareInstance records the registered instance and keeps its Metadata
+// map, which nobody may modify from then on.
+func (t *Tracker) ShareInstance(inst subscriber.Instance) {
 	t.mu.Lock()
 	t.st.Instance = inst
 	t.mu.Unlock()
+}
+
+// SharedInstance returns the registered instance with the Tracker's own
+// Metadata map, which the caller must not modify.
+func (t *Tracker) SharedInstance() subscriber.Instance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.st.Instance
 }
 
 // Status returns a snapshot.
@@ -161,7 +193,7 @@ func (t *Tracker) set(to subscriber.RegistrationState, reason error, fromStopped
 		t.mu.Unlock()
 		return
 	}
-	now := t.now()
+	now := time.Now()
 	t.st.State, t.st.Since = to, now
 	if to == subscriber.RegistrationRegistered || to == subscriber.RegistrationDeregistering {
 		t.st.Attempts = 0 // registered, or a new run: the deregistration's
@@ -196,13 +228,13 @@ func (t *Tracker) Repaired() {
 // repair's Schedule's count: see SetAttempts.)
 func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	t.mu.Lock()
-	now := t.now()
+	now := time.Now()
 	res := 0
 	if err != nil {
 		t.st.LastErr, t.st.LastErrAt = err, now
 		res = 1
 	}
-	if i := opIndex(op); i >= 0 {
+	if i := opIndex(op); i >= 0 && t.requests != nil {
 		t.requests[i][res]++
 	}
 	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationEvent{
@@ -228,33 +260,32 @@ func (t *Tracker) SetAttempts(n int) {
 // observers, calls them until the queue is empty. t.mu is held on entry
 // and released on return.
 func (t *Tracker) enqueueLocked(ev rebound.Event) {
-	if len(t.obs) == 0 {
+	o := t.obs
+	if o == nil {
 		t.mu.Unlock()
 		return
 	}
-	t.queue = append(t.queue, ev)
-	if t.calling {
+	o.queue = append(o.queue, ev)
+	if o.caller.Load() != 0 {
 		t.mu.Unlock()
 		return
 	}
-	t.calling = true
-	t.caller.Store(goid.ID())
-	for len(t.queue) > 0 {
-		ev := t.queue[0]
-		t.queue[0] = rebound.Event{}
-		t.queue = t.queue[1:]
+	o.caller.Store(goid.ID())
+	for len(o.queue) > 0 {
+		ev := o.queue[0]
+		o.queue[0] = rebound.Event{}
+		o.queue = o.queue[1:]
 		t.mu.Unlock()
 		t.call(ev)
 		t.mu.Lock()
 	}
-	t.queue = nil
-	t.calling = false
-	t.caller.Store(0)
+	o.queue = nil
+	o.caller.Store(0)
 	t.mu.Unlock()
 }
 
 func (t *Tracker) call(ev rebound.Event) {
-	for _, o := range t.obs {
+	for _, o := range t.obs.list {
 		t.observe(o, ev)
 	}
 }
@@ -262,7 +293,7 @@ func (t *Tracker) call(ev rebound.Event) {
 func (t *Tracker) observe(o rebound.Observer, ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.log.Error("registration observer panicked", zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
+			t.obs.log.Error("registration observer panicked", zap.Stringer("registration", t.st.Key), zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
 	o.Observe(ev)

@@ -41,7 +41,15 @@ type Timer struct {
 }
 
 // NewTimer returns a stopped Timer that calls f.
-func (s *Sched) NewTimer(f func(gen uint32)) *Timer { return &Timer{s: s, f: f, index: -1} }
+func (s *Sched) NewTimer(f func(gen uint32)) *Timer {
+	t := new(Timer)
+	s.InitTimer(t, f)
+	return t
+}
+
+// InitTimer makes the zero t a stopped Timer of s that calls f, as
+// NewTimer does, for a Timer held by value.
+func (s *Sched) InitTimer(t *Timer, f func(gen uint32)) { *t = Timer{s: s, f: f, index: -1} }
 
 // Key implements dueheap.Elem.
 func (t *Timer) Key() (int64, uint64) { return t.due, t.seq }
