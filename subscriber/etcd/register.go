@@ -71,7 +71,7 @@ func Register(ctx context.Context, client *clientv3.Client, key subscriber.Key, 
 		return nil, err
 	}
 	ttl := int64(sat.RoundUp(o.ttl, time.Second) / time.Second) // WithTTL bounds it
-	retrier, err := rebound.NewRetrier(repairPolicy(o.policy, ttl))
+	retrier, err := newRepairRetrier(o.policy, ttl)
 	if err != nil {
 		return nil, &rebound.ArgumentError{Func: "etcd.WithPolicy", Arg: "p", Reason: "must be valid", Err: err}
 	}
@@ -145,6 +145,22 @@ func encodeKeyValue(layout Layout, inst subscriber.Instance) (id string, value [
 			Reason: fmt.Sprintf("must give a valid key segment as the instance ID; got %q", instanceID(inst)), Err: err}
 	}
 	return id, value, err
+}
+
+// defaultRetrier is the Retrier of the registrations with the default
+// policy and TTL: a Retrier is safe for concurrent use, and each loop
+// draws a Schedule of its own from it.
+var defaultRetrier = sync.OnceValues(func() (*rebound.Retrier, error) {
+	return rebound.NewRetrier(repairPolicy(rebound.Policy{}, int64(defaultTTL/time.Second)))
+})
+
+// newRepairRetrier returns the Retrier of a registration's repairs and
+// revocations.
+func newRepairRetrier(p rebound.Policy, ttl int64) (*rebound.Retrier, error) {
+	if p == (rebound.Policy{}) && ttl == int64(defaultTTL/time.Second) {
+		return defaultRetrier()
+	}
+	return rebound.NewRetrier(repairPolicy(p, ttl))
 }
 
 // repairPolicy is p with its waits capped at a third of the lease's TTL

@@ -166,6 +166,18 @@ func (h *hub) keepAlive(g *registration, old, id clientv3.LeaseID) {
 	h.lmu.Unlock()
 }
 
+// park parks g when no keep-alive stream is open (true): it waits for
+// an answer on a new one.
+func (h *hub) park(g *registration) bool {
+	h.lmu.Lock()
+	defer h.lmu.Unlock()
+	if h.stream != nil {
+		return false
+	}
+	h.parked[g] = struct{}{}
+	return true
+}
+
 // send sends a keep-alive request for g's lease id. false: no stream
 // takes it; g waits (parked) for an answer on a stream that works.
 func (h *hub) send(g *registration, id clientv3.LeaseID) bool {

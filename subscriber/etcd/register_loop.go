@@ -57,7 +57,14 @@ func (g *registration) start(ctx context.Context) error {
 		})
 	})
 	h.kaT = sched.NewTimer(func(gen uint32) {
-		g.loop.Post(func() bool { return !h.kaT.Live(gen) || h.kaDue() })
+		// A short step, on the scheduler's goroutine when the loop is
+		// idle: only a send, which may block, gets a goroutine.
+		g.loop.Do(func() bool {
+			if h.kaT.Live(gen) {
+				h.kaDue()
+			}
+			return true
+		})
 	})
 	g.hub = joinHub(g.client, g)
 	res := make(chan error, 1)
@@ -220,23 +227,40 @@ func (h *holder) keepAlive(now bool) {
 	h.kaT.Reset(h.kaTTL / 3)
 }
 
-// kaDue sends a keep-alive request, or probes the lease when none was
-// answered for a TTL; false: stop for good.
-func (h *holder) kaDue() bool {
+// kaDue has a keep-alive request sent, or probes the lease when none
+// was answered for a TTL. With no stream open it parks (no goroutine):
+// kaResume, or the TTL's end, wakes it.
+func (h *holder) kaDue() {
 	g := h.g
 	if !h.kaOn {
-		return true
+		return
 	}
 	now := time.Now()
 	end := h.kaLast.Add(h.kaTTL)
-	if !now.Before(end) {
+	switch {
+	case !now.Before(end):
 		h.kaOn = false
 		g.log.Warn("no keep-alive answer for a TTL (no leader, or unreachable); asking whether the lease lives",
 			zap.Int64("lease", int64(h.lease)))
 		h.pending |= probeLease
-		return h.kick()
+		g.loop.Post(h.kick)
+	case g.hub.park(g):
+		h.kaT.Reset(end.Sub(now))
+	default:
+		g.loop.Post(h.kaSend)
 	}
-	if g.hub.send(g, h.lease) {
+}
+
+// kaSend sends a keep-alive request (a step: Send may block).
+func (h *holder) kaSend() bool {
+	g := h.g
+	if !h.kaOn {
+		return true
+	}
+	sent := g.hub.send(g, h.lease)
+	now := time.Now()
+	end := h.kaLast.Add(h.kaTTL)
+	if sent {
 		h.kaT.Reset(min(h.kaTTL/3, end.Sub(now)))
 	} else {
 		h.kaT.Reset(end.Sub(now)) // parked: kaResume, or the TTL's end
