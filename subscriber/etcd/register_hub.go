@@ -78,16 +78,15 @@ func joinHub(client *clientv3.Client, g *registration) *hub {
 	return h
 }
 
-// leave removes g (its lease, its key's watch); the last Registration
+// leave removes g (its lease, its key's watch: what setLease and
+// joinWatch added); the last Registration
 // below a prefix stops its watch, the last of the client stops the hub.
 // wait waits for the goroutines stopped: leave runs where the loop ends,
 // which may be a goroutine of the hub.
-func (h *hub) leave(g *registration, prefix, key string, watched bool) (wait func()) {
+func (h *hub) leave(g *registration, lease clientv3.LeaseID, prefix, key string, watched bool) (wait func()) {
 	h.lmu.Lock()
-	for id, r := range h.leases {
-		if r == g {
-			delete(h.leases, id)
-		}
+	if h.leases[lease] == g {
+		delete(h.leases, lease)
 	}
 	delete(h.parked, g)
 	h.lmu.Unlock()

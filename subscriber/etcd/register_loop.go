@@ -105,7 +105,7 @@ func (h *holder) first(ctx context.Context) error {
 func (g *registration) ended() {
 	g.h.timer.Stop()
 	g.h.kaT.Stop()
-	g.left = g.hub.leave(g, g.prefix, g.key, g.h.started)
+	g.left = g.hub.leave(g, g.h.lease, g.prefix, g.key, g.h.started)
 }
 
 // kick runs the repairs due, unless a failed one waits; false: stop for
