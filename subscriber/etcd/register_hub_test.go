@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	etcdreg "github.com/rebound-go/rebound/subscriber/etcd"
 )
@@ -67,5 +69,69 @@ func TestRegistrationsRunNoGoroutineEach(t *testing.T) {
 		if st := g.Status(); st.State != subscriber.RegistrationRegistered || st.Registrations != 1 {
 			t.Fatalf("status %+v; want registered on its first lease", st)
 		}
+	}
+}
+
+// While the client's connection is down, a Registration whose repair
+// failed waits for the connection, not for a timer: with the member
+// stopped, three Registrations (TTL 2 s, retries every 50-300 ms, 200 ms
+// attempts) make no attempt in a 3 s window once each has failed (with a
+// timer each would make about six), and they are registered again once
+// the member is back.
+func TestRegistrationsWaitForTheConnectionWhileItIsDown(t *testing.T) {
+	c := newCluster(t, 1)
+	cli := newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	failed := map[string]int{}
+	var regs []*etcdreg.Registration
+	for i := range 3 {
+		ip := fmt.Sprintf("10.0.2.%d", i+1)
+		hooks := registrationHooks{Attempted: func(a regAttempt) {
+			if a.Err != nil {
+				mu.Lock()
+				failed[ip]++
+				mu.Unlock()
+			}
+		}}
+		g, err := etcdreg.RegisterConcrete(ctx, cli, orders, inst(ip, 80), etcdreg.WithTTL(2*time.Second),
+			etcdreg.WithAttemptTimeout(200*time.Millisecond),
+			etcdreg.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 300 * time.Millisecond}),
+			etcdreg.WithRegistrationObserver(hooks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		regs = append(regs, g)
+	}
+	total := func() (n int, all bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range failed {
+			n += f
+		}
+		return n, len(failed) == len(regs)
+	}
+	c.Stop()
+	eventually(t, "every Registration fails a repair", func() bool { _, all := total(); return all })
+	// Let a failure that came before the connection was seen down retry
+	// once, then count.
+	settle := time.NewTimer(time.Second)
+	<-settle.C
+	before, _ := total()
+	window := time.NewTimer(3 * time.Second)
+	<-window.C
+	if after, _ := total(); after-before > 0 {
+		t.Fatalf("%d failed attempts in 3 s with the connection down; want none (each waits for the connection)", after-before)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range regs {
+		eventually(t, "registered again after the member is back", func() bool {
+			resp, err := cli.Get(ctx, g.InstanceKey())
+			return err == nil && len(resp.Kvs) == 1 && g.Status().State == subscriber.RegistrationRegistered
+		})
 	}
 }
