@@ -7,36 +7,24 @@ import (
 	"github.com/rebound-go/rebound/internal/admit"
 )
 
-// AttemptKind is what an attempt is, for admission.
-type AttemptKind uint8
+// attemptKind is what an attempt is, for admission. Admit infers it from
+// the run; a lookup is asked through internal/admit.
+type attemptKind uint8
 
 const (
-	// FirstAttempt is the first attempt of a run: after NewSchedule, Reset
+	// kindFirst is the first attempt of a run: after NewSchedule, Reset
 	// or a success.
-	FirstAttempt AttemptKind = iota
-	// RetryAttempt is an attempt after a failure of the run.
-	RetryAttempt
-	// LookupAttempt is a read beside the run (a subscription's
-	// confirmation lookup): it takes its admission but is not an attempt
-	// of the run (no attempt counted, no MaxElapsed). It holds its own
-	// token, apart from the run's, and reports its end with Attempt.Done;
-	// a refusal by the throttle leaves the run as it is.
-	LookupAttempt
+	kindFirst attemptKind = iota
+	// kindRetry is an attempt after a failure of the run.
+	kindRetry
+	// kindLookup is a read beside the run (a subscription's confirmation
+	// lookup): it takes its admission but is not an attempt of the run
+	// (no attempt counted, no MaxElapsed). It holds its own token, apart
+	// from the run's; a refusal by the throttle leaves the run as it is.
+	kindLookup
 
 	numKinds = 3
 )
-
-func (k AttemptKind) String() string {
-	switch k {
-	case FirstAttempt:
-		return "first"
-	case RetryAttempt:
-		return "retry"
-	case LookupAttempt:
-		return "lookup"
-	}
-	return fmt.Sprintf("AttemptKind(%d)", uint8(k))
-}
 
 // gate is a set of the admission checks an attempt passes before it is
 // made (withAdmission; internal/admit documents each).
@@ -59,9 +47,9 @@ const (
 // first attempt takes no limiter token (the limiter paces retries), a
 // retry passes every gate, a lookup takes a token only.
 var defaultGates = [numKinds]gate{
-	FirstAttempt:  gateBudget | gateThrottle | gateBreaker,
-	RetryAttempt:  allGates,
-	LookupAttempt: gateLimiter,
+	kindFirst:  gateBudget | gateThrottle | gateBreaker,
+	kindRetry:  allGates,
+	kindLookup: gateLimiter,
 }
 
 // refusalRule is what a refusal by the budget, the throttle or the breaker
@@ -77,7 +65,7 @@ const (
 
 // The options of internal/admit, for rebound's own layers.
 func init() {
-	admit.First = func(g admit.Gate) any { return withAdmission(FirstAttempt, g) }
+	admit.First = func(g admit.Gate) any { return withAdmission(kindFirst, g) }
 	admit.Refuse = func(g admit.Gate, r admit.Refusal) any { return withRefusal(g, r) }
 	admit.Seed = func(seed uint64) any { return withSeed(seed) }
 	admit.Engine = engineOf
@@ -85,6 +73,10 @@ func init() {
 	admit.Begin = func(r any, now time.Time) error { return r.(*Retrier).beginFirst(now) }
 	admit.Record = func(r any, err error, now time.Time) { r.(*Retrier).recordFirst(err, now) }
 	admit.FirstDelay = func(s any) time.Duration { return s.(*Schedule).firstDelay() }
+	admit.Lookup = func(s any, now time.Time) (bool, time.Duration, error, error) {
+		_, d := s.(*Schedule).lookup(now)
+		return d.Stop, d.Delay, d.Reason, d.Err
+	}
 }
 
 // engineOf returns what opts, a []Option, set (admit.Engine).
@@ -129,13 +121,13 @@ var defaultRefusal = [3]refusalRule{refuseStop, refuseDefer, refuseDefer}
 // made (defaults: defaultGates). A gate whose part is not configured (no
 // WithLimiter, no WithBudget...) admits every attempt. An unknown kind or
 // gate is an *ArgumentError.
-func withAdmission(k AttemptKind, g gate) Option {
+func withAdmission(k attemptKind, g gate) Option {
 	return optionFunc(func(c *config) {
 		switch {
 		case k >= numKinds:
-			c.bad("WithAdmission", "k", fmt.Sprintf("is %v: must be FirstAttempt, RetryAttempt or LookupAttempt", k))
-		case k == LookupAttempt && g&(gateBudget|gateBreaker) != 0:
-			c.bad("WithAdmission", "g", "may hold only admit.Limiter and admit.Throttle for LookupAttempt: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
+			c.bad("WithAdmission", "k", fmt.Sprintf("is %d: must be a first, retry or lookup attempt", k))
+		case k == kindLookup && g&(gateBudget|gateBreaker) != 0:
+			c.bad("WithAdmission", "g", "may hold only admit.Limiter and admit.Throttle for kindLookup: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
 		case g&^allGates != 0:
 			c.bad("WithAdmission", "g", fmt.Sprintf("has unknown bits %#x: must be a set of admit.Limiter, admit.Budget, admit.Throttle, admit.Breaker", uint8(g&^allGates)))
 		default:
@@ -163,7 +155,7 @@ func withRefusal(g gate, r refusalRule) Option {
 }
 
 // gatesOf returns the admission of kind k.
-func (c *config) gatesOf(k AttemptKind) gate {
+func (c *config) gatesOf(k attemptKind) gate {
 	if c.gatesSet[k] {
 		return c.gates[k]
 	}
@@ -184,14 +176,14 @@ func (c *config) refusalOf(g gate) refusalRule {
 // is known then, so the loop does not wait a delay to learn it. Under the
 // other rules the withdrawal is made when the retry is due.
 func (c *config) budgetAtFailure() bool {
-	return c.budget != nil && c.gatesOf(RetryAttempt)&gateBudget != 0 && c.refusalOf(gateBudget) == refuseStop
+	return c.budget != nil && c.gatesOf(kindRetry)&gateBudget != 0 && c.refusalOf(gateBudget) == refuseStop
 }
 
 // begin accounts for a run's first attempt at now: a deposit in the
 // budget, a request for the throttle. It reports whether the throttle lets
 // the attempt through (false: rejected locally, do not send it).
 func (c *config) begin(now time.Time) bool {
-	g := c.gatesOf(FirstAttempt)
+	g := c.gatesOf(kindFirst)
 	if c.budget != nil && g&gateBudget != 0 {
 		c.budget.Deposit(now) // the work arrived (see ready)
 	}

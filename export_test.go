@@ -37,7 +37,7 @@ func (q *Queue) Len() int { return q.len() }
 
 // Outstanding returns s's outstanding attempt of the run, as if admitted
 // last: a test reports failures in a row without asking the gates.
-func Outstanding(s *Schedule) Attempt { return Attempt{s: s, kind: RetryAttempt, gen: s.gen} }
+func Outstanding(s *Schedule) Attempt { return Attempt{s: s, kind: kindRetry, gen: s.gen} }
 
 // Hooks observes a retry loop's events with one optional function per
 // kind (tests only; a user switches on Event.Kind in an ObserverFunc).
@@ -92,3 +92,46 @@ const (
 func (r *Retrier) Begin(now time.Time) error       { return r.beginFirst(now) }
 func (r *Retrier) Record(err error, now time.Time) { r.recordFirst(err, now) }
 func (s *Schedule) FirstDelay() time.Duration      { return s.firstDelay() }
+
+// AttemptKind names the kind Admit infers (tests only): a test states the
+// kind it expects of each admission.
+type AttemptKind = attemptKind
+
+const (
+	FirstAttempt  = kindFirst
+	RetryAttempt  = kindRetry
+	LookupAttempt = kindLookup
+)
+
+// AdmitKind is Admit for an attempt of kind k, whatever the run's state
+// (tests only): a test reaches each kind's gates directly. Admit infers
+// the kind (TestAdmitInfersTheKind). A LookupAttempt is the lookup that
+// subscriptions reach through internal/admit.
+func (s *Schedule) AdmitKind(now time.Time, k AttemptKind) (Attempt, Decision) {
+	return s.admit(now, k)
+}
+
+// Kind returns the kind of the attempt Admit asks for next (tests only).
+func (s *Schedule) Kind() AttemptKind { return s.kind() }
+
+// Verdict is a Decision read as one of three answers (tests only).
+type Verdict uint8
+
+const (
+	AttemptNow Verdict = iota // not Stop, Delay 0: admitted
+	WaitFor                   // not Stop, Delay > 0
+	Stop                      // Stop
+)
+
+// Verdict returns d's answer.
+func (d Decision) Verdict() Verdict {
+	switch {
+	case d.Stop:
+		return Stop
+	case d.Delay > 0:
+		return WaitFor
+	}
+	return AttemptNow
+}
+
+func (v Verdict) String() string { return [...]string{"attempt now", "wait", "stop"}[v] }

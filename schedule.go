@@ -11,19 +11,19 @@ import (
 // each admitted attempt with Attempt.Done. Make one per loop with
 // Retrier.NewSchedule; it is not safe for concurrent use.
 //
-//	a, d := s.Admit(now, rebound.FirstAttempt)
-//	for d.Verdict != rebound.Stop {
-//		if d.Verdict == rebound.AttemptNow {
-//			d = a.Done(call(), time.Now())
-//			continue
+//	for {
+//		a, d := s.Admit(time.Now())
+//		if d.Delay == 0 && !d.Stop { // admitted: make the attempt
+//			d = a.Done(call(ctx), time.Now())
+//		}
+//		if d.Stop {
+//			return d.Err // nil after a success
 //		}
 //		if err := wait(ctx, d.Delay); err != nil { // a timer and ctx.Done()
 //			s.Cancel(time.Now()) // a token held goes back
 //			return err
 //		}
-//		a, d = s.Admit(time.Now(), rebound.RetryAttempt)
 //	}
-//	return d.Err // nil after a success
 //
 // Time is passed in, so a Schedule runs in virtual time too. The rules
 // are in docs/engine.md.

@@ -236,7 +236,7 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	seq := f.nextSeq.Add(1) - 1
 	now := f.now()
 	t.sched = f.retrier.NewSchedule(f.at(now))
-	t.att, _ = t.sched.Admit(f.at(now), rebound.FirstAttempt) // asks no gate: Invoke made it
+	t.att, _ = t.sched.Admit(f.at(now)) // a first attempt: asks no gate, Invoke made it
 	t.born = now
 	t.expires = math.MaxInt64
 	if ttl > 0 {
@@ -370,7 +370,7 @@ func (f *Invoker) nextDelay(t *task, now int64) (time.Duration, error) {
 	}
 	dec := t.att.Done(last, f.at(now))
 	t.made(0)
-	if dec.Verdict == rebound.WaitFor {
+	if !dec.Stop {
 		return dec.Delay, nil
 	}
 	return 0, stopReason(dec.Err)

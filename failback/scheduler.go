@@ -360,30 +360,30 @@ func (f *Invoker) endedOn(tg string) {
 }
 
 // admitted asks t's Schedule whether t's retry, due now, may be sent
-// (Admit, RetryAttempt): the budget (rebound.WithBudget, under
+// (Admit: a retry): the budget (rebound.WithBudget, under
 // admit.Drop) and the throttle (rebound.WithThrottle, under
 // admit.Defer) admit it, each once per attempt. It reports whether
 // the retry may be sent; if not, t is no longer this worker's:
 //
-//   - the budget refused it (Verdict Stop, Reason ErrBudgetExhausted,
+//   - the budget refused it (Stop, Reason ErrBudgetExhausted,
 //     under admit.Drop): dropped with dropBudget;
 //   - the throttle refused it: the retry counts as a failed attempt that
 //     was never sent (error rebound.ErrThrottled): t is requeued for the
 //     policy's next delay, reported (EventRetry) like a failed retry
 //     and counted in Stats.Throttled, or, when the policy allows no
-//     further attempt (Verdict Stop), ends in GaveUp (Reason
+//     further attempt (Stop), ends in GaveUp (Reason
 //     rebound.ErrExhausted, Last rebound.ErrThrottled); the TTL and Close
 //     apply as for a failed retry.
 //
 // The invoker's Retrier has no limiter and no breaker: a wait is always a
 // refusal's backoff.
 func (f *Invoker) admitted(t *task, now int64) bool {
-	att, dec := t.sched.Admit(f.at(now), rebound.RetryAttempt)
-	switch dec.Verdict {
-	case rebound.AttemptNow:
+	att, dec := t.sched.Admit(f.at(now))
+	switch {
+	case !dec.Stop && dec.Delay == 0: // admitted
 		t.att = att
 		return true
-	case rebound.Stop:
+	case dec.Stop:
 		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under admit.Drop (retriers)
 			f.finish(t, outDropped, dropBudget, nil, nil, now)
 			return false
@@ -405,7 +405,7 @@ func (f *Invoker) admitted(t *task, now int64) bool {
 		d      = dec.Delay
 	)
 	switch due := satAdd(now, d); {
-	case dec.Verdict == rebound.Stop:
+	case dec.Stop:
 		out, reason = outGaveUp, stopReason(dec.Err)
 	case due > t.expires:
 		out, drop = outDropped, dropExpired

@@ -83,4 +83,10 @@ var (
 	// FirstDelay draws a wait before the first attempt of s (a
 	// *rebound.Schedule), with the jitter of a first retry; it counts nothing.
 	FirstDelay func(s any) time.Duration
+	// Lookup asks s (a *rebound.Schedule), at now, for a read beside its
+	// run: the gates of a lookup (default: a limiter token), with a token
+	// of its own, and no attempt counted. It returns a rebound.Decision's
+	// fields: stop (with err), a wait of delay (reason: the throttle's
+	// refusal, or nil for a token), or, with neither, the read may start.
+	Lookup func(s any, now time.Time) (stop bool, delay time.Duration, reason, err error)
 )

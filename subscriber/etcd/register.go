@@ -278,13 +278,9 @@ func (g *registration) loop(ctx context.Context, lease clientv3.LeaseID, rev int
 func (h *holder) run() bool {
 	g := h.g
 	g.track.Set(subscriber.RegistrationRepairing, nil)
-	kind := rebound.RetryAttempt
-	if h.sched.Attempts() == 0 {
-		kind = rebound.FirstAttempt
-	}
-	a, dec := h.sched.Admit(time.Now(), kind)
+	a, dec := h.sched.Admit(time.Now())
 	var err error
-	if dec.Verdict == rebound.AttemptNow {
+	if !dec.Stop && dec.Delay == 0 { // admitted
 		start := time.Now()
 		err = h.repair(&h.pending)
 		g.track.Attempt(h.op, start, err)
@@ -299,7 +295,7 @@ func (h *holder) run() bool {
 		dec = a.Done(err, time.Now())
 	}
 	g.track.SetAttempts(dec.Attempt)
-	if dec.Verdict != rebound.WaitFor {
+	if dec.Stop {
 		if h.ctx.Err() == nil {
 			// Permanent: the client was closed, permission denied.
 			// Nothing more can be done; Shutdown and Close still

@@ -78,7 +78,6 @@ type repairer struct {
 	up      bool
 	s       *rebound.Schedule // the current repair run; nil when none
 	j       judgement
-	kind    rebound.AttemptKind // the attempt the timer is the wait for
 	timer   *regstate.Timer
 	periodT *regstate.Timer
 }
@@ -98,7 +97,6 @@ func (r *repairer) begin(d time.Duration) {
 		r.s.Cancel(time.Now())
 	}
 	r.s = r.g.retrier.NewSchedule(time.Now())
-	r.kind = rebound.FirstAttempt
 	r.timer.Reset(max(d, time.Nanosecond))
 }
 
@@ -157,20 +155,17 @@ func (r *repairer) due() bool {
 	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
-	a, dec := r.s.Admit(time.Now(), r.kind)
+	a, dec := r.s.Admit(time.Now())
 	g.track.SetAttempts(dec.Attempt) // a local refusal counts
-	switch dec.Verdict {
-	case rebound.WaitFor:
-		if !errors.Is(dec.Reason, rebound.ErrLimited) {
-			r.kind = rebound.RetryAttempt
-		}
-		r.timer.Reset(dec.Delay)
-		return true
-	case rebound.Stop:
+	switch {
+	case dec.Stop:
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
 		r.s = nil // ended by its own verdict: nothing to give back
 		return false
+	case dec.Delay > 0:
+		r.timer.Reset(dec.Delay)
+		return true
 	}
 	return r.outcome(a, r.work())
 }
@@ -234,14 +229,13 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	g.track.Set(subscriber.RegistrationRepairing, err)
 	dec := a.Done(err, now)
 	g.track.SetAttempts(dec.Attempt)
-	if dec.Verdict != rebound.WaitFor {
+	if dec.Stop {
 		g.log.Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
 		r.s = nil // ended by its own verdict: nothing to give back
 		return false
 	}
 	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
-	r.kind = rebound.RetryAttempt
 	r.timer.Reset(dec.Delay)
 	return true
 }

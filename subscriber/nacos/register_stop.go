@@ -161,7 +161,7 @@ func (g *registration) deregister(ctx context.Context) error {
 		return err // not reached: the same options compiled in Register
 	}
 	s := r.NewSchedule(time.Now())
-	a, _ := s.Admit(time.Now(), rebound.FirstAttempt)
+	a, _ := s.Admit(time.Now())
 	g.mu.Lock()
 	in := g.inst
 	g.mu.Unlock()
@@ -180,15 +180,15 @@ func (g *registration) deregister(ctx context.Context) error {
 		// The Schedule decides: the delay, then the retry's admission,
 		// waited until ctx is done.
 		dec := a.Done(err, time.Now())
-		for dec.Verdict == rebound.WaitFor {
+		for !dec.Stop && dec.Delay > 0 { // a wait: then Admit again
 			g.track.SetAttempts(dec.Attempt)
 			if werr := sleep(ctx, dec.Delay); werr != nil {
 				s.Cancel(time.Now())
 				return errors.Join(werr, last)
 			}
-			a, dec = s.Admit(time.Now(), rebound.RetryAttempt)
+			a, dec = s.Admit(time.Now())
 		}
-		if dec.Verdict != rebound.AttemptNow {
+		if dec.Stop {
 			return dec.Err
 		}
 	}
