@@ -73,6 +73,7 @@ func init() {
 	admit.Begin = func(r any, now time.Time) error { return r.(*Retrier).beginFirst(now) }
 	admit.Record = func(r any, err error, now time.Time) { r.(*Retrier).recordFirst(err, now) }
 	admit.FirstDelay = func(s any) time.Duration { return s.(*Schedule).firstDelay() }
+	admit.Attempts = func(s any) int { return s.(*Schedule).attempts }
 	admit.Lookup = func(s any, now time.Time) (bool, time.Duration, error, error) {
 		_, d := s.(*Schedule).lookup(now)
 		return d.Stop, d.Delay, d.Reason, d.Err
@@ -185,14 +186,14 @@ func (c *config) budgetAtFailure() bool {
 func (c *config) begin(now time.Time) bool {
 	g := c.gatesOf(kindFirst)
 	if c.budget != nil && g&gateBudget != 0 {
-		c.budget.Deposit(now) // the work arrived (see ready)
+		c.budget.deposit(now) // the work arrived (see ready)
 	}
-	return c.throttle == nil || g&gateThrottle == 0 || c.throttle.Allow(now)
+	return c.throttle == nil || g&gateThrottle == 0 || c.throttle.allow(now)
 }
 
 // record gives the throttle an attempt's outcome.
 func (c *config) record(err error, now time.Time) {
 	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
-		c.throttle.Accepted(now)
+		c.throttle.accepted(now)
 	}
 }

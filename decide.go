@@ -207,7 +207,7 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		}
 		return 0, s.stop(ErrExhausted)
 	}
-	if s.c.budgetAtFailure() && !s.c.budget.TryWithdraw(now) {
+	if s.c.budgetAtFailure() && !s.c.budget.tryWithdraw(now) {
 		return 0, s.stop(ErrBudgetExhausted)
 	}
 	return d, nil
@@ -296,7 +296,7 @@ func (s *Schedule) admission(k attemptKind, now time.Time, late bool) Decision {
 	if budget && k == kindFirst {
 		// A deposit is the arrival of work: made whether or not the
 		// throttle lets this attempt out (a caller may send it anyway).
-		c.budget.Deposit(now)
+		c.budget.deposit(now)
 		*passed |= gateBudget
 		budget = false
 	}
@@ -314,7 +314,7 @@ func (s *Schedule) admission(k attemptKind, now time.Time, late bool) Decision {
 		*passed |= gateThrottle | throttleUnsent
 	}
 	if budget && k == kindRetry {
-		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
+		if !c.budgetAtFailure() && !c.budget.tryWithdraw(now) {
 			return s.refused(gateBudget, ErrBudgetExhausted, now)
 		}
 		*passed |= gateBudget

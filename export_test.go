@@ -23,6 +23,17 @@ const MinDelay = minDelay
 // It never overflows; a negative n counts as 0.
 func (p Policy) Ceiling(n int) time.Duration { return p.Normalized().ceiling(n) }
 
+// Attempts returns the failed attempts of the run, local refusals
+// included (tests only; a loop reads Decision.Attempt).
+func (s *Schedule) Attempts() int { return s.attempts }
+
+// Deposit, TryWithdraw, Allow and Accepted are the budget's and the
+// throttle's counts, which the engine makes (tests only).
+func (b *RetryBudget) Deposit(now time.Time)          { b.deposit(now) }
+func (b *RetryBudget) TryWithdraw(now time.Time) bool { return b.tryWithdraw(now) }
+func (t *AdaptiveThrottle) Allow(now time.Time) bool  { return t.allow(now) }
+func (t *AdaptiveThrottle) Accepted(now time.Time)    { t.accepted(now) }
+
 // Start returns the start of the run; MaxElapsed counts from it (tests only).
 func (s *Schedule) Start() time.Time { return s.start }
 

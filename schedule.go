@@ -98,10 +98,6 @@ func (s *Schedule) cancelLookup(now time.Time) {
 	s.lpassed = 0
 }
 
-// Attempts returns the failed attempts of the run, local refusals
-// included.
-func (s *Schedule) Attempts() int { return s.attempts }
-
 // elapsed is the time since the start of the run at now, for an Event:
 // 0 if the clock stepped back.
 func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
@@ -120,7 +116,8 @@ func (s *Schedule) firstDelay() time.Duration {
 
 // Resume continues a run that failed n times before (a call restored
 // after a restart). The delays move on as if drawn; no gate is asked.
-// It does nothing if n is not above Attempts. With n at or past
+// It does nothing if n is not above the failed attempts of the run
+// (Decision.Attempt). With n at or past
 // MaxAttempts, the next Admit of the run stops with ErrExhausted.
 func (s *Schedule) Resume(n int) {
 	// Of a long run only the last resumeDraws delays are drawn, so that

@@ -48,7 +48,7 @@ func (t *task) target() string { return t.lastTarget }
 // yet is under way or has just ended (its success, or a failure that ends
 // the task without a retry). The count is the Schedule's, never kept here.
 func (t *task) made(running int32) {
-	t.attempts = int32(min(t.sched.Attempts(), math.MaxInt32-1)) + running
+	t.attempts = int32(min(admit.Attempts(t.sched), math.MaxInt32-1)) + running
 }
 
 // Key and SetIndex make a task an element of the due-time heap (dueheap).

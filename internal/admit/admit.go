@@ -89,4 +89,8 @@ var (
 	// fields: stop (with err), a wait of delay (reason: the throttle's
 	// refusal, or nil for a token), or, with neither, the read may start.
 	Lookup func(s any, now time.Time) (stop bool, delay time.Duration, reason, err error)
+	// Attempts returns the failed attempts of s's run (a
+	// *rebound.Schedule), local refusals included: Decision.Attempt of
+	// its last answer.
+	Attempts func(s any) int
 )
