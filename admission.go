@@ -74,6 +74,7 @@ func init() {
 	admit.Record = func(r any, err error, now time.Time) { r.(*Retrier).recordFirst(err, now) }
 	admit.FirstDelay = func(s any) time.Duration { return s.(*Schedule).firstDelay() }
 	admit.Attempts = func(s any) int { return s.(*Schedule).attempts }
+	admit.Normalized = func(p any) any { return p.(Policy).normalized() }
 	admit.Lookup = func(s any, now time.Time) (bool, time.Duration, error, error) {
 		_, d := s.(*Schedule).lookup(now)
 		return d.Stop, d.Delay, d.Reason, d.Err

@@ -21,7 +21,11 @@ const MinDelay = minDelay
 
 // Ceiling returns the n-th delay's upper bound, n from 0 (tests only).
 // It never overflows; a negative n counts as 0.
-func (p Policy) Ceiling(n int) time.Duration { return p.Normalized().ceiling(n) }
+func (p Policy) Ceiling(n int) time.Duration { return p.normalized().ceiling(n) }
+
+// Normalized returns the policy a loop runs (tests only; layers reach it
+// through internal/admit).
+func (p Policy) Normalized() Policy { return p.normalized() }
 
 // Attempts returns the failed attempts of the run, local refusals
 // included (tests only; a loop reads Decision.Attempt).

@@ -128,10 +128,10 @@ func (p Policy) validFast() bool {
 		p.MaxRetryAfter >= 0
 }
 
-// Normalized returns the policy a loop runs.
+// normalized returns the policy a loop runs.
 // Each zero field takes its default and each bad field a safe value.
 // It never yields a busy-spin (docs/policy.md lists the rules).
-func (p Policy) Normalized() Policy {
+func (p Policy) normalized() Policy {
 	switch {
 	case p.Initial > 0 && p.Initial < minDelay:
 		p.Initial = minDelay
@@ -179,7 +179,8 @@ func (p Policy) ceiling(n int) time.Duration {
 	return time.Duration(f)
 }
 
-// NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
+// NewBackOff returns a cenkalti/backoff BackOff that runs p with its
+// defaults, each bad field replaced by a safe value (docs/policy.md).
 // Only WithMaxAttempts and WithMaxElapsed apply; a bad limit means none.
 // It ignores Retry-After and is not safe for concurrent use: build one per loop.
 func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
@@ -192,7 +193,7 @@ func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 
 func newPolicyBackOff(p Policy, c *config) *policyBackOff {
 	b := &policyBackOff{clock: c.clock, maxAttempts: max(c.maxAttempts, 0), maxElapsed: max(c.maxElapsed, 0)}
-	b.d.init(p.Normalized(), c.seed, c.seeded)
+	b.d.init(p.normalized(), c.seed, c.seeded)
 	b.Reset()
 	return b
 }

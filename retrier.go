@@ -53,7 +53,7 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 		return joinArgErrors(r.c.errs)
 	}
 	r.c.compileObservers()
-	r.p = p.Normalized()
+	r.p = p.normalized()
 	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(kindFirst)&gateLimiter != 0)
 	return nil
 }

@@ -93,4 +93,7 @@ var (
 	// *rebound.Schedule), local refusals included: Decision.Attempt of
 	// its last answer.
 	Attempts func(s any) int
+	// Normalized returns the policy a loop runs for p (a rebound.Policy):
+	// each zero field its default, each bad field a safe value.
+	Normalized func(p any) any
 )
