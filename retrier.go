@@ -405,3 +405,17 @@ func sleep(ctx context.Context, d time.Duration, t timer) error {
 		return ctx.Err()
 	}
 }
+
+// do runs the loop, each attempt in a span when the loop is traced.
+func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) error {
+	if r.c.tracer == nil {
+		return r.run(ctx, op)
+	}
+	a := &tracedRun{tr: r.c.tracer.tr, c: &r.c, op: op}
+	defer func() {
+		if a.span != nil { // the last attempt failed: the loop stopped, or a hook panicked
+			a.close("stop")
+		}
+	}()
+	return r.run(ctx, a.attempt)
+}
