@@ -37,8 +37,8 @@ const (
 	// Defer counts the attempt as failed without sending it and waits the
 	// policy's next delay; the loop ends only when its policy runs out.
 	Defer
-	// Drop drops the work (Verdict Drop): for a queue whose callers learn
-	// of the drop, not of a give-up.
+	// Drop drops the work (a stop with no give-up event): for a queue
+	// whose callers learn of the drop, not of a give-up.
 	Drop
 )
 
