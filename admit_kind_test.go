@@ -38,6 +38,12 @@ func TestAdmitInfersTheKind(t *testing.T) {
 	want("Reset", rebound.FirstAttempt)
 	s.Resume(3)
 	want("Resume(3)", rebound.RetryAttempt)
+	s = plain.NewSchedule(t0)
+	s.Resume(0) // a call restored before any attempt (an outbox's): a retry, as before the restart
+	want("Resume(0)", rebound.RetryAttempt)
+	a, _ = s.Admit(t0)
+	a.Done(nil, t0)
+	want("a success after Resume", rebound.FirstAttempt)
 
 	s = r.NewSchedule(t0)
 	if _, d := s.Admit(t0); d.Stop || d.Delay <= 0 || !errors.Is(d.Reason, rebound.ErrThrottled) {

@@ -44,7 +44,8 @@ type Attempt struct {
 }
 
 // Admit asks, at now, whether the run's next attempt may start. It is a
-// first attempt after NewSchedule, Reset or a success, else a retry.
+// first attempt after NewSchedule, Reset or a success, else a retry
+// (after a failure, a local refusal or Resume).
 // When admitted, the Decision's Delay is 0 and the Attempt is not zero.
 // The gates, rules and hooks are in docs/engine.md.
 func (s *Schedule) Admit(now time.Time) (Attempt, Decision) {
@@ -52,9 +53,9 @@ func (s *Schedule) Admit(now time.Time) (Attempt, Decision) {
 }
 
 // kind is the kind of the run's next attempt: a retry once the run has
-// failed (or been refused) at least once.
+// failed (or been refused) at least once, or was restored (Resume).
 func (s *Schedule) kind() attemptKind {
-	if s.attempts > 0 {
+	if s.attempts > 0 || s.resumed {
 		return kindRetry
 	}
 	return kindFirst

@@ -40,6 +40,7 @@ type Schedule struct {
 	lpassed  gate              // the gates the lookup that is due has passed
 	ended    error             // the stop that ended the run, until Reset
 	gen      uint32            // the run's outstanding Attempt is the one admitted at this count
+	resumed  bool              // the run was restored (Resume): its next attempt is a retry
 
 	done func(error) // the Breaker's report for the admitted attempt
 }
@@ -65,6 +66,7 @@ func (s *Schedule) reset(now time.Time) {
 	s.limWait = 0
 	s.passed = 0
 	s.ended = nil
+	s.resumed = false
 	s.d.reset()
 	s.start = now
 }
@@ -115,11 +117,12 @@ func (s *Schedule) firstDelay() time.Duration {
 }
 
 // Resume continues a run that failed n times before (a call restored
-// after a restart). The delays move on as if drawn; no gate is asked.
-// It does nothing if n is not above the failed attempts of the run
-// (Decision.Attempt). With n at or past
+// after a restart): its next attempt is a retry. The delays move on as
+// if drawn; no gate is asked. No delay moves if n is not above the
+// failed attempts of the run (Decision.Attempt). With n at or past
 // MaxAttempts, the next Admit of the run stops with ErrExhausted.
 func (s *Schedule) Resume(n int) {
+	s.resumed = true
 	// Of a long run only the last resumeDraws delays are drawn, so that
 	// a damaged record's huge n takes no time.
 	if n-s.attempts > resumeDraws {
