@@ -33,7 +33,7 @@ func TestBadInputsAreArgumentErrors(t *testing.T) {
 			return rebound.Attempt{}.Done(errBoom, t0).Err
 		}},
 		{"Schedule{}.Admit", "rebound.Schedule.Admit: s is a zero Schedule", func() error {
-			_, d := (&rebound.Schedule{}).Admit(t0, rebound.FirstAttempt)
+			_, d := (&rebound.Schedule{}).AdmitKind(t0, rebound.FirstAttempt)
 			return d.Err
 		}},
 	} {

@@ -2,7 +2,6 @@ package rebound
 
 import (
 	"errors"
-	"github.com/rebound-go/rebound/internal/nilness"
 )
 
 // A Breaker is a circuit breaker a loop asks before every attempt.
@@ -23,20 +22,3 @@ func (e *breakerError) Error() string { return ErrBreakerOpen.Error() + ": " + e
 
 // Unwrap returns ErrBreakerOpen and the breaker's error.
 func (e *breakerError) Unwrap() []error { return []error{ErrBreakerOpen, e.Err} }
-
-// WithBreaker makes every attempt of the loop ask b first.
-// A refused attempt is handled like one the throttle rejects (see WithThrottle).
-// b must be safe for concurrent use and not nil (docs/policy.md).
-func WithBreaker(b Breaker) Option {
-	return optionFunc(func(c *config) {
-		if b == nil {
-			c.bad("WithBreaker", "b", "must not be nil (omit the option for no breaker)")
-			return
-		}
-		if nilness.Is(b) {
-			c.bad("WithBreaker", "b", "is a nil pointer: pass a breaker, for example gobreaker.NewTwoStepCircuitBreaker")
-			return
-		}
-		c.breaker = b
-	})
-}

@@ -30,8 +30,8 @@ func TestCancelledProbeLeavesTheDocsBreakerHalfOpen(t *testing.T) {
 		}
 		down := rebound.Transient(errors.New("down"))
 		s := r.NewSchedule(time.Now())
-		a, d := s.Admit(time.Now(), rebound.FirstAttempt)
-		if d.Verdict != rebound.AttemptNow {
+		a, d := s.AdmitKind(time.Now(), rebound.FirstAttempt)
+		if d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("Admit = %+v", d)
 		}
 		a.Done(down, time.Now())
@@ -40,7 +40,7 @@ func TestCancelledProbeLeavesTheDocsBreakerHalfOpen(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second) // half-open: one probe
 		s2 := r.NewSchedule(time.Now())
-		if _, d = s2.Admit(time.Now(), rebound.FirstAttempt); d.Verdict != rebound.AttemptNow {
+		if _, d = s2.AdmitKind(time.Now(), rebound.FirstAttempt); d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("probe Admit = %+v", d)
 		}
 		s2.Cancel(time.Now()) // the probe will not be made (its ctx ended)

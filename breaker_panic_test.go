@@ -92,7 +92,7 @@ func TestScheduleSucceededHookPanics(t *testing.T) {
 		done(errors.New("down")) // open
 		time.Sleep(2 * time.Second)
 		s := newLoop(r, time.Now())
-		if d := s.decide(time.Now(), ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s.decide(time.Now(), ready(rebound.FirstAttempt)); d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("the half-open breaker's probe: %+v", d)
 		}
 		func() {
@@ -101,7 +101,7 @@ func TestScheduleSucceededHookPanics(t *testing.T) {
 		}()
 		panicky = false
 		s2 := newLoop(r, time.Now())
-		if d := s2.decide(time.Now(), ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s2.decide(time.Now(), ready(rebound.FirstAttempt)); d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("after the probe succeeded (a hook panicked): %+v (state %v, counts %+v): the breaker never admits again", d, cb.State(), cb.Counts())
 		}
 	})

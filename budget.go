@@ -56,16 +56,16 @@ func NewRetryBudget(ratio, minPerSecond float64, window time.Duration) (*RetryBu
 	}, nil
 }
 
-// Deposit counts a first attempt made at now.
-func (b *RetryBudget) Deposit(now time.Time) {
+// deposit counts a first attempt made at now.
+func (b *RetryBudget) deposit(now time.Time) {
 	b.mu.Lock()
 	b.w.addA(now)
 	b.mu.Unlock()
 }
 
-// TryWithdraw reports whether the budget allows a retry at now.
+// tryWithdraw reports whether the budget allows a retry at now.
 // It counts the retry if so.
-func (b *RetryBudget) TryWithdraw(now time.Time) bool {
+func (b *RetryBudget) tryWithdraw(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.w.advance(now)

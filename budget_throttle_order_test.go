@@ -27,13 +27,13 @@ func TestBudgetRefusalsDoNotTeachTheThrottle(t *testing.T) {
 	}
 	now := time.Now()
 	s := newLoop(r, now)
-	if d := s.decide(now, failed(errors.New("transient"))); d.Verdict != rebound.WaitFor {
+	if d := s.decide(now, failed(errors.New("transient"))); d.Verdict() != rebound.WaitFor {
 		t.Fatalf("first failure: %+v", d)
 	}
 	for range 100 {
 		now = now.Add(time.Second)
 		d := s.decide(now, ready(rebound.RetryAttempt))
-		if d.Verdict != rebound.WaitFor || !errors.Is(d.Reason, rebound.ErrBudgetExhausted) {
+		if d.Verdict() != rebound.WaitFor || !errors.Is(d.Reason, rebound.ErrBudgetExhausted) {
 			t.Fatalf("retry with an empty budget: %+v; want a deferral by the budget", d)
 		}
 	}

@@ -1,50 +1,27 @@
 package rebound
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/time/rate"
 )
 
-// Verdict is what a loop does next (Decision.Verdict).
-type Verdict uint8
-
-const (
-	// AttemptNow: make the attempt now, then report it with Attempt.Done.
-	AttemptNow Verdict = iota
-	// WaitFor: call Admit again after Decision.Delay. Decision.Reason
-	// says why.
-	WaitFor
-	// Stop: the run is over, with Decision.Err (nil after a success).
-	// After a refusal that drops the work (failback's), Reason is the refusal.
-	// Until Reset, Admit returns a failed run's stop again, to no hook.
-	Stop
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case AttemptNow:
-		return "attempt now"
-	case WaitFor:
-		return "wait"
-	case Stop:
-		return "stop"
-	}
-	return fmt.Sprintf("Verdict(%d)", uint8(v))
-}
-
-// ErrLimited is the Decision.Reason of a wait for a limiter token.
-var ErrLimited = errors.New("rebound: waiting for a retry limiter token")
-
-// A Decision is what a loop does next.
+// A Decision is what a loop does next. Read it in this order:
+//
+//   - Stop: the run is over. Err says why; it is nil after a success.
+//   - Delay > 0: wait Delay, then call Admit again.
+//   - Delay 0 (only from Admit): the attempt is admitted. Make it now.
+//
+// A wait always has a Delay above 0, and Done never admits.
 type Decision struct {
-	Verdict Verdict
-	// Delay is how long to wait (WaitFor).
+	// Stop reports that the run is over (until Reset).
+	Stop bool
+	// Delay is how long to wait before the next Admit.
 	Delay time.Duration
-	// Reason is nil after a failure, ErrLimited for a token wait, or the
-	// refusal (ErrThrottled, ErrBudgetExhausted, an error matching ErrBreakerOpen).
+	// Reason is the local refusal that made Admit wait or stop:
+	// ErrThrottled, ErrBudgetExhausted, or an error matching
+	// ErrBreakerOpen. It is nil after a failure and for a limiter's token.
 	Reason error
 	// Err is why the run stops or the work is dropped. It is a
 	// *RetryError, or the attempt's own error when it is not retried.
@@ -62,78 +39,93 @@ type Decision struct {
 // the Done of one that is not changes nothing.
 type Attempt struct {
 	s    *Schedule
-	kind AttemptKind
+	kind attemptKind
 	gen  uint32 // the Schedule's count at admission
 }
 
-// Admit asks, at now, whether an attempt of kind k may start. With
-// AttemptNow it returns the Attempt; otherwise the Attempt is zero. The
-// gates, rules and hooks are in docs/engine.md.
-func (s *Schedule) Admit(now time.Time, k AttemptKind) (Attempt, Decision) {
+// Admit asks, at now, whether the run's next attempt may start. It is a
+// first attempt after NewSchedule, Reset or a success, else a retry
+// (after a failure, a local refusal or Resume).
+// When admitted, the Decision's Delay is 0 and the Attempt is not zero.
+// The gates, rules and hooks are in docs/engine.md.
+func (s *Schedule) Admit(now time.Time) (Attempt, Decision) {
+	return s.admit(now, s.kind())
+}
+
+// kind is the kind of the run's next attempt: a retry once the run has
+// failed (or been refused) at least once, or was restored (Resume).
+func (s *Schedule) kind() attemptKind {
+	if s.attempts > 0 || s.resumed {
+		return kindRetry
+	}
+	return kindFirst
+}
+
+// lookup asks, at now, for a read beside the run (admit.Lookup).
+func (s *Schedule) lookup(now time.Time) (Attempt, Decision) { return s.admit(now, kindLookup) }
+
+// admit is Admit for an attempt of kind k.
+func (s *Schedule) admit(now time.Time, k attemptKind) (Attempt, Decision) {
 	if s.c == nil {
-		return Attempt{}, Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Admit", Arg: "s",
+		return Attempt{}, Decision{Stop: true, Err: &ArgumentError{Func: "rebound.Schedule.Admit", Arg: "s",
 			Reason: "is a zero Schedule: make it with Retrier.NewSchedule"}}
 	}
-	if k >= numKinds {
-		return Attempt{}, Decision{Verdict: Stop, Err: &ArgumentError{Func: "rebound.Schedule.Admit", Arg: "k",
-			Reason: fmt.Sprintf("is %v: must be FirstAttempt, RetryAttempt or LookupAttempt", k)}, Attempt: s.attempts}
-	}
-	if k != LookupAttempt && s.ended != nil {
+	if k != kindLookup && s.ended != nil {
 		return Attempt{}, s.endedDecision()
 	}
 	d := s.admission(k, now, true)
-	if k != LookupAttempt {
+	if k != kindLookup {
 		s.end(d) // before the hooks: one that panics leaves the run ended
 	}
-	switch d.Verdict {
-	case AttemptNow:
-		if k != LookupAttempt {
+	switch {
+	case d.Stop:
+		if k != kindLookup && !d.drop { // a refused lookup ends no run; the loop reports a drop
+			d.Err = s.gaveUp(d.Err, now)
+		}
+	case d.Delay == 0:
+		if k != kindLookup {
 			s.gen++ // an attempt admitted before is no longer outstanding
 		}
 		return Attempt{s: s, kind: k, gen: s.gen}, d
-	case Stop:
-		if k != LookupAttempt && !d.drop { // a refused lookup ends no run; the loop reports a drop
-			d.Err = s.gaveUp(d.Err, now)
-		}
 	}
 	return Attempt{}, d
 }
 
 // Done reports, at now, that the attempt ended with err (nil: success).
-// After a failure it returns WaitFor the backoff, or Stop. After a
-// success, or a lookup, it returns Stop with a nil Err.
+// After a failure it returns a wait for the backoff, or a stop. After a
+// success it stops with a nil Err, and the next Admit starts a new run.
 func (a Attempt) Done(err error, now time.Time) Decision {
 	s := a.s
 	if s == nil {
-		return Decision{Verdict: Stop, Err: errZeroAttempt}
+		return Decision{Stop: true, Err: errZeroAttempt}
 	}
-	if a.kind == LookupAttempt {
+	if a.kind == kindLookup {
 		// A lookup is beside the run. An answer teaches the throttle
 		// that the backend accepts requests.
-		if s.c.gatesOf(LookupAttempt)&gateThrottle != 0 {
+		if s.c.gatesOf(kindLookup)&gateThrottle != 0 {
 			s.c.record(err, now)
 		}
-		return Decision{Verdict: Stop, Attempt: s.attempts}
+		return Decision{Stop: true, Attempt: s.attempts}
 	}
 	if a.gen != s.gen {
-		return Decision{Verdict: Stop, Err: errStaleAttempt, Attempt: s.attempts}
+		return Decision{Stop: true, Err: errStaleAttempt, Attempt: s.attempts}
 	}
 	s.gen++ // reported: no longer outstanding
 	if err == nil {
 		s.succeeded(now)
-		return Decision{Verdict: Stop}
+		return Decision{Stop: true}
 	}
 	d, stop := s.failed(err, now)
 	if stop != nil {
-		return Decision{Verdict: Stop, Err: stop, Attempt: s.attempts}
+		return Decision{Stop: true, Err: stop, Attempt: s.attempts}
 	}
-	return Decision{Verdict: WaitFor, Delay: d, Attempt: s.attempts}
+	return Decision{Delay: d, Attempt: s.attempts}
 }
 
 // errZeroAttempt is the Done of the zero Attempt (made once: a refused
 // attempt's Done in a hot loop allocates nothing).
 var errZeroAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
-	Reason: "is the zero Attempt: Admit returns one with AttemptNow"}
+	Reason: "is the zero Attempt: Admit returns one when it admits"}
 
 // errStaleAttempt is the Done of an Attempt that is not outstanding.
 var errStaleAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
@@ -216,7 +208,7 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 		}
 		return 0, s.stop(ErrExhausted)
 	}
-	if s.c.budgetAtFailure() && !s.c.budget.TryWithdraw(now) {
+	if s.c.budgetAtFailure() && !s.c.budget.tryWithdraw(now) {
 		return 0, s.stop(ErrBudgetExhausted)
 	}
 	return d, nil
@@ -262,7 +254,7 @@ func (s *Schedule) gaveUp(stop error, now time.Time) error {
 // end records a Decision that ends the run (Stop): an Admit that comes
 // after it (a heap scheduler's stale wake-up) gets it again, until Reset.
 func (s *Schedule) end(d Decision) {
-	if d.Verdict == Stop {
+	if d.Stop {
 		s.ended = d.Err
 	}
 }
@@ -270,7 +262,7 @@ func (s *Schedule) end(d Decision) {
 // endedDecision is the Decision of an Admit after the run ended: the same
 // verdict and error, reported to no hook again.
 func (s *Schedule) endedDecision() Decision {
-	return Decision{Verdict: Stop, Err: s.ended, Attempt: s.attempts}
+	return Decision{Stop: true, Err: s.ended, Attempt: s.attempts}
 }
 
 // admission is the admission of an attempt of kind k due at now; late
@@ -279,33 +271,33 @@ func (s *Schedule) endedDecision() Decision {
 // exactly the delays the Schedule gave, each checked against MaxElapsed
 // when it was drawn, so a retry it finds past MaxElapsed is one its timer
 // fired a little late, which a loop without gates makes too.
-func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
+func (s *Schedule) admission(k attemptKind, now time.Time, late bool) Decision {
 	c := s.c
 	// MaxElapsed bounds when an attempt STARTS: a retry that comes due
 	// after it (a scheduler whose workers were busy) is not made.
-	if me := s.c.maxElapsed; late && k == RetryAttempt && me > 0 && now.Sub(s.start) > me {
+	if me := s.c.maxElapsed; late && k == kindRetry && me > 0 && now.Sub(s.start) > me {
 		s.cancel(now)
-		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
+		return Decision{Stop: true, Err: s.stop(fmt.Errorf("%w: the retry came due %v after MaxElapsed %v",
 			ErrExhausted, now.Sub(s.start)-me, me)), Attempt: s.attempts}
 	}
-	if ma := s.c.maxAttempts; k != LookupAttempt && ma > 0 && s.attempts >= ma {
+	if ma := s.c.maxAttempts; k != kindLookup && ma > 0 && s.attempts >= ma {
 		// A run resumed (Resume) past MaxAttempts: stopped as a failure
 		// past it is.
 		s.cancel(now)
-		return Decision{Verdict: Stop, Err: s.stop(ErrExhausted), Attempt: s.attempts}
+		return Decision{Stop: true, Err: s.stop(ErrExhausted), Attempt: s.attempts}
 	}
 	g := c.gatesOf(k)
 	// A lookup is beside the run: its token and the gates it passed are
 	// its own.
 	res, passed := &s.res, &s.passed
-	if k == LookupAttempt {
+	if k == kindLookup {
 		res, passed = &s.lres, &s.lpassed
 	}
 	budget := g&gateBudget != 0 && c.budget != nil && *passed&gateBudget == 0
-	if budget && k == FirstAttempt {
+	if budget && k == kindFirst {
 		// A deposit is the arrival of work: made whether or not the
 		// throttle lets this attempt out (a caller may send it anyway).
-		c.budget.Deposit(now)
+		c.budget.deposit(now)
 		*passed |= gateBudget
 		budget = false
 	}
@@ -315,15 +307,15 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 	// sent (throttleUnsent until then): one a later gate refuses is not.
 	if g&gateThrottle != 0 && c.throttle != nil && *passed&gateThrottle == 0 {
 		if !c.throttle.admit(now) {
-			if k == LookupAttempt {
+			if k == kindLookup {
 				return s.refusedLookup(ErrThrottled, now)
 			}
 			return s.refused(gateThrottle, ErrThrottled, now)
 		}
 		*passed |= gateThrottle | throttleUnsent
 	}
-	if budget && k == RetryAttempt {
-		if !c.budgetAtFailure() && !c.budget.TryWithdraw(now) {
+	if budget && k == kindRetry {
+		if !c.budgetAtFailure() && !c.budget.tryWithdraw(now) {
 			return s.refused(gateBudget, ErrBudgetExhausted, now)
 		}
 		*passed |= gateBudget
@@ -341,11 +333,11 @@ func (s *Schedule) admission(k AttemptKind, now time.Time, late bool) Decision {
 		s.done = done
 	}
 	s.send(passed, now)
-	if k == LookupAttempt {
+	if k == kindLookup {
 		// A lookup is not an attempt of the run: its token is used now.
 		s.lres, s.lpassed = nil, 0
 	}
-	return Decision{Verdict: AttemptNow, Attempt: s.attempts}
+	return Decision{Attempt: s.attempts}
 }
 
 // send counts, at now, the attempt that starts as the throttle's request,
@@ -360,26 +352,26 @@ func (s *Schedule) send(passed *gate, now time.Time) {
 // token takes the limiter token of an attempt of kind k at now, into
 // *res. It reports whether the attempt waits for it (or stops), and the
 // Decision that says so.
-func (s *Schedule) token(k AttemptKind, res **rate.Reservation, now time.Time) (Decision, bool) {
+func (s *Schedule) token(k attemptKind, res **rate.Reservation, now time.Time) (Decision, bool) {
 	if *res == nil {
 		*res = s.c.limiter.ReserveN(now, 1)
 		if !(*res).OK() { // the limiter's burst was set to 0 after WithLimiter checked it
 			*res = nil
-			return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}, true
+			return Decision{Stop: true, Err: s.stop(fmt.Errorf("%w: retry limiter can never grant a token", ErrExhausted)), Attempt: s.attempts}, true
 		}
-		if k != LookupAttempt {
+		if k != kindLookup {
 			s.limWait = (*res).DelayFrom(now)
 		}
 	}
 	w := (*res).DelayFrom(now)
-	if me := s.c.maxElapsed; k != LookupAttempt && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
+	if me := s.c.maxElapsed; k != kindLookup && me > 0 && w > 0 && now.Add(w).Sub(s.start) > me {
 		s.cancel(now)
 		s.passed = 0
-		return Decision{Verdict: Stop, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
+		return Decision{Stop: true, Err: s.stop(fmt.Errorf("%w: the retry limiter's next token comes %v after MaxElapsed %v",
 			ErrExhausted, now.Add(w).Sub(s.start)-me, me)), Attempt: s.attempts}, true
 	}
 	if w > 0 {
-		return Decision{Verdict: WaitFor, Delay: w, Reason: ErrLimited, Attempt: s.attempts}, true
+		return Decision{Delay: w, Attempt: s.attempts}, true
 	}
 	return Decision{}, false
 }
@@ -391,23 +383,23 @@ func (s *Schedule) refused(g gate, reason error, now time.Time) Decision {
 	case refuseDefer:
 		d, stop := s.refuse(reason, now)
 		if stop != nil {
-			return Decision{Verdict: Stop, Err: stop, Reason: reason, Attempt: s.attempts}
+			return Decision{Stop: true, Err: stop, Reason: reason, Attempt: s.attempts}
 		}
-		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
+		return Decision{Delay: d, Reason: reason, Attempt: s.attempts}
 	case refuseDrop:
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() {
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
-		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts, drop: true}
+		return Decision{Stop: true, Err: s.stop(reason), Reason: reason, Attempt: s.attempts, drop: true}
 	default: // refuseStop
 		s.cancel(now)
 		s.passed = 0
 		if s.c.observed() { // a local rejection, as under the other rules (Delay 0: GaveUp follows)
 			s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Elapsed: s.elapsed(now)})
 		}
-		return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
+		return Decision{Stop: true, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 	}
 }
 
@@ -426,7 +418,7 @@ func (s *Schedule) refusedLookup(reason error, now time.Time) Decision {
 		s.c.emitThrottled(Event{Attempt: s.attempts, Err: reason, Delay: d, Elapsed: s.elapsed(now)})
 	}
 	if r == refuseDefer {
-		return Decision{Verdict: WaitFor, Delay: d, Reason: reason, Attempt: s.attempts}
+		return Decision{Delay: d, Reason: reason, Attempt: s.attempts}
 	}
-	return Decision{Verdict: Stop, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
+	return Decision{Stop: true, Err: s.stop(reason), Reason: reason, Attempt: s.attempts}
 }

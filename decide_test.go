@@ -17,22 +17,22 @@ var fixed = rebound.Policy{Initial: time.Second, Max: time.Second, Jitter: rebou
 // failure, the backoff, a retry, a success.
 func TestDecideLoop(t *testing.T) {
 	s := newLoop(mustRetrier(t, fixed), t0)
-	if d := s.decide(t0, ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t0, ready(rebound.FirstAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("first attempt: %+v", d)
 	}
 	d := s.decide(t0, failed(errors.New("down")))
-	if d.Verdict != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
+	if d.Verdict() != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
 		t.Fatalf("after a failure: %+v, want wait 1s (the backoff), attempt 1", d)
 	}
-	if d := s.decide(t0.Add(time.Second), ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t0.Add(time.Second), ready(rebound.RetryAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("retry: %+v", d)
 	}
-	if d := s.decide(t0.Add(time.Second), succeeded()); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
+	if d := s.decide(t0.Add(time.Second), succeeded()); d.Verdict() != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
 		t.Fatalf("after a success: %+v, attempts %d", d, s.Attempts())
 	}
 	// A permanent error stops at once with the error itself.
 	perm := errors.New("bad request")
-	if d := s.decide(t0, failed(rebound.Permanent(perm))); d.Verdict != rebound.Stop || d.Err != perm {
+	if d := s.decide(t0, failed(rebound.Permanent(perm))); d.Verdict() != rebound.Stop || d.Err != perm {
 		t.Fatalf("permanent: %+v", d)
 	}
 }
@@ -44,16 +44,16 @@ func TestDecideMaxAttempts(t *testing.T) {
 	var d rebound.Decision
 	for i := range 3 {
 		d = s.decide(t0, failed(errors.New("down")))
-		if i < 2 && d.Verdict != rebound.WaitFor {
+		if i < 2 && d.Verdict() != rebound.WaitFor {
 			t.Fatalf("failure %d: %+v", i+1, d)
 		}
 	}
-	if !errors.Is(d.Err, rebound.ErrExhausted) || d.Verdict != rebound.Stop || d.Attempt != 3 {
+	if !errors.Is(d.Err, rebound.ErrExhausted) || d.Verdict() != rebound.Stop || d.Attempt != 3 {
 		t.Fatalf("third failure: %+v, want stop ErrExhausted after 3", d)
 	}
 }
 
-// TestDecideLimiter: a retry waits for its token (Reason ErrLimited); a
+// TestDecideLimiter: a retry waits for its token (Reason nil); a
 // second Ready before it comes returns the time left on the same token;
 // Abandoned gives it back.
 func TestDecideLimiter(t *testing.T) {
@@ -63,11 +63,11 @@ func TestDecideLimiter(t *testing.T) {
 	s := newLoop(r, t0)
 	s.decide(t0, failed(errBoom))
 	d := s.decide(t0, ready(rebound.RetryAttempt))
-	if d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited || d.Delay != time.Second {
+	if d.Verdict() != rebound.WaitFor || d.Reason != nil || d.Delay != time.Second {
 		t.Fatalf("retry without a token: %+v, want wait 1s for the limiter", d)
 	}
 	d = s.decide(t0.Add(400*time.Millisecond), ready(rebound.RetryAttempt))
-	if d.Verdict != rebound.WaitFor || d.Delay != 600*time.Millisecond {
+	if d.Verdict() != rebound.WaitFor || d.Delay != 600*time.Millisecond {
 		t.Fatalf("asked again after 400ms: %+v, want the 600ms left on the token held", d)
 	}
 	s.decide(t0.Add(400*time.Millisecond), abandoned())
@@ -81,14 +81,14 @@ func TestDecideLimiter(t *testing.T) {
 func TestDecideLookup(t *testing.T) {
 	lim := rate.NewLimiter(rate.Every(time.Second), 1)
 	s := newLoop(mustRetrier(t, fixed, rebound.WithLimiter(lim)), t0)
-	if d := s.decide(t0, ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t0, ready(rebound.LookupAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("first lookup: %+v", d)
 	}
 	d := s.decide(t0, ready(rebound.LookupAttempt))
-	if d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited || d.Delay != time.Second {
+	if d.Verdict() != rebound.WaitFor || d.Reason != nil || d.Delay != time.Second {
 		t.Fatalf("second lookup at once: %+v, want wait 1s for a token", d)
 	}
-	if d := s.decide(t0.Add(time.Second), ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow || s.Attempts() != 0 {
+	if d := s.decide(t0.Add(time.Second), ready(rebound.LookupAttempt)); d.Verdict() != rebound.AttemptNow || s.Attempts() != 0 {
 		t.Fatalf("lookup after 1s: %+v, attempts %d (want 0: a lookup is not an attempt of the run)", d, s.Attempts())
 	}
 }
@@ -108,21 +108,21 @@ func TestDecideRefusalRules(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := newLoop(mustRetrier(t, fixed, rebound.WithBudget(b), rebound.WithRefusal(rebound.GateBudget, tc.rule)), t0)
-		if d := s.decide(t0, ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s.decide(t0, ready(rebound.FirstAttempt)); d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("%v: first attempt %+v", tc.rule, d)
 		}
 		d := s.decide(t0, failed(errors.New("down")))
 		if tc.rule == rebound.RefuseStop { // known at the failure: no wait to learn it
-			if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
+			if d.Verdict() != rebound.Stop || !errors.Is(d.Err, rebound.ErrBudgetExhausted) {
 				t.Fatalf("stop rule, after the failure: %+v", d)
 			}
 			continue
 		}
-		if d.Verdict != rebound.WaitFor {
+		if d.Verdict() != rebound.WaitFor {
 			t.Fatalf("%v: after the failure %+v", tc.rule, d)
 		}
 		d = s.decide(t0.Add(time.Second), ready(rebound.RetryAttempt))
-		if d.Verdict != tc.verdict {
+		if d.Verdict() != tc.verdict {
 			t.Fatalf("rule %v: retry refused by the budget: %+v, want %v", tc.rule, d, tc.verdict)
 		}
 		switch tc.rule {
@@ -154,7 +154,7 @@ func TestDecideAdmissionPerKind(t *testing.T) {
 	plain := newLoop(mustRetrier(t, fixed, rebound.WithThrottle(th)), now)
 	refused := 0
 	for range 50 {
-		if d := plain.decide(now, ready(rebound.FirstAttempt)); d.Verdict == rebound.WaitFor {
+		if d := plain.decide(now, ready(rebound.FirstAttempt)); d.Verdict() == rebound.WaitFor {
 			refused++
 		}
 		plain.Reset(now)
@@ -164,7 +164,7 @@ func TestDecideAdmissionPerKind(t *testing.T) {
 	}
 	s := newLoop(mustRetrier(t, fixed, rebound.WithThrottle(th), rebound.WithAdmission(rebound.FirstAttempt, rebound.GateBudget)), now)
 	for range 50 {
-		if d := s.decide(now, ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s.decide(now, ready(rebound.FirstAttempt)); d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("first attempt with the throttle out of its admission: %+v", d)
 		}
 		s.Reset(now)
@@ -185,10 +185,6 @@ func TestDecideBadInput(t *testing.T) {
 			t.Errorf("%v: want an *ArgumentError with a reason", err)
 		}
 	}
-	s := newLoop(mustRetrier(t, fixed), t0)
-	if d := s.decide(t0, ready(9)); d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrInvalidArgument) {
-		t.Fatalf("Ready(9): %+v", d)
-	}
 }
 
 func BenchmarkDecide(b *testing.B) {
@@ -200,9 +196,9 @@ func BenchmarkDecide(b *testing.B) {
 	fail := errors.New("down")
 	b.ReportAllocs()
 	for b.Loop() {
-		a, _ := s.Admit(t0, rebound.FirstAttempt)
+		a, _ := s.AdmitKind(t0, rebound.FirstAttempt)
 		a.Done(fail, t0)
-		a, _ = s.Admit(t0, rebound.RetryAttempt)
+		a, _ = s.AdmitKind(t0, rebound.RetryAttempt)
 		a.Done(nil, t0)
 	}
 }
@@ -212,16 +208,16 @@ func BenchmarkDecide(b *testing.B) {
 // loop does not check MaxElapsed itself.
 func TestDecideRetryDueAfterMaxElapsed(t *testing.T) {
 	s := newLoop(mustRetrier(t, fixed, rebound.WithMaxElapsed(10*time.Second)), t0)
-	if d := s.decide(t0, failed(errors.New("down"))); d.Verdict != rebound.WaitFor {
+	if d := s.decide(t0, failed(errors.New("down"))); d.Verdict() != rebound.WaitFor {
 		t.Fatalf("after the failure: %+v", d)
 	}
 	d := s.decide(t0.Add(11*time.Second), ready(rebound.RetryAttempt))
-	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) || !strings.Contains(d.Err.Error(), "after MaxElapsed") {
+	if d.Verdict() != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) || !strings.Contains(d.Err.Error(), "after MaxElapsed") {
 		t.Fatalf("retry due 11 s after the start with MaxElapsed 10 s: %+v, want a stop naming MaxElapsed", d)
 	}
 	s.Reset(t0)
 	s.decide(t0, failed(errors.New("down")))
-	if d := s.decide(t0.Add(9*time.Second), ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t0.Add(9*time.Second), ready(rebound.RetryAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("retry due within MaxElapsed: %+v", d)
 	}
 }
@@ -267,21 +263,21 @@ func TestAdmitThenDone(t *testing.T) {
 	b := &fakeBreaker{open: true}
 	r := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop))
 	s := r.NewSchedule(t0)
-	a, d := s.Admit(t0, rebound.FirstAttempt)
-	if d.Verdict != rebound.Stop || a != (rebound.Attempt{}) || !errors.Is(d.Reason, rebound.ErrBreakerOpen) || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
+	a, d := s.AdmitKind(t0, rebound.FirstAttempt)
+	if d.Verdict() != rebound.Stop || a != (rebound.Attempt{}) || !errors.Is(d.Reason, rebound.ErrBreakerOpen) || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
 		t.Fatalf("refused first attempt: %+v, attempt %v; want Stop, no Attempt, the refusal as Reason", d, a)
 	}
 	b.open = false
 	s.Reset(t0)
-	a, d = s.Admit(t0, rebound.FirstAttempt)
-	if d.Verdict != rebound.AttemptNow || a == (rebound.Attempt{}) {
+	a, d = s.AdmitKind(t0, rebound.FirstAttempt)
+	if d.Verdict() != rebound.AttemptNow || a == (rebound.Attempt{}) {
 		t.Fatalf("first attempt: %+v", d)
 	}
-	if d = a.Done(errBoom, t0); d.Verdict != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
+	if d = a.Done(errBoom, t0); d.Verdict() != rebound.WaitFor || d.Delay != time.Second || d.Reason != nil || d.Attempt != 1 {
 		t.Fatalf("Done(failure): %+v, want wait 1s, attempt 1", d)
 	}
-	a, _ = s.Admit(t0.Add(time.Second), rebound.RetryAttempt)
-	if d = a.Done(nil, t0.Add(time.Second)); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
+	a, _ = s.AdmitKind(t0.Add(time.Second), rebound.RetryAttempt)
+	if d = a.Done(nil, t0.Add(time.Second)); d.Verdict() != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
 		t.Fatalf("Done(nil): %+v, attempts %d; want Stop with a nil Err, a new run", d, s.Attempts())
 	}
 	if len(b.result) != 2 || b.result[0] != errBoom || b.result[1] != nil {

@@ -11,12 +11,33 @@
 //   - Retrier is a Policy plus options, checked once. Do runs a retry loop.
 //     Retry is the one-call form.
 //   - Schedule is one loop's state, for loops that run themselves
-//     (a heap scheduler, a simulator). Admit says whether an attempt may
-//     start; the Attempt's Done says what follows. Time is passed in
-//     (docs/engine.md).
+//     (a heap scheduler, a simulator). Time is passed in (docs/engine.md).
 //   - RetryBudget and AdaptiveThrottle limit retries across loops that share them.
 //     Breaker plugs in a circuit breaker such as gobreaker's.
 //   - NewBackOff builds a cenkalti/backoff BackOff from a Policy.
+//
+// # A loop by hand
+//
+// A Retrier's NewSchedule starts one loop. Each Admit returns an Attempt and
+// a Decision; each Attempt's Done returns a Decision. Read a Decision so:
+// Stop ends the loop with Err (nil after a success); a Delay above 0 means
+// wait, then Admit again; Delay 0 from Admit means make the attempt now.
+// A loop that stops waiting calls Cancel.
+//
+//	s := r.NewSchedule(time.Now())
+//	for {
+//		a, d := s.Admit(time.Now())
+//		if !d.Stop && d.Delay == 0 { // admitted
+//			d = a.Done(call(ctx), time.Now())
+//		}
+//		if d.Stop {
+//			return d.Err
+//		}
+//		if err := wait(ctx, d.Delay); err != nil {
+//			s.Cancel(time.Now())
+//			return err
+//		}
+//	}
 //
 // # One vocabulary
 //

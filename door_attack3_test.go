@@ -89,8 +89,8 @@ func TestDoneTwiceCountsTwoFailures(t *testing.T) {
 	var h bk3Hooks
 	r := bk3Retrier(t, bk3Policy, rebound.WithObserver(h.hooks()))
 	s := r.NewSchedule(bk3T0)
-	a, d := s.Admit(bk3T0, rebound.FirstAttempt)
-	if d.Verdict != rebound.AttemptNow {
+	a, d := s.AdmitKind(bk3T0, rebound.FirstAttempt)
+	if d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("Admit = %+v", d)
 	}
 	a.Done(errBk3, bk3T0)
@@ -106,8 +106,8 @@ func TestDoneTwiceCountsTwoFailures(t *testing.T) {
 func TestStaleAttemptAfterResetCountsInNewRun(t *testing.T) {
 	r := bk3Retrier(t, bk3Policy)
 	s := r.NewSchedule(bk3T0)
-	old, d := s.Admit(bk3T0, rebound.FirstAttempt)
-	if d.Verdict != rebound.AttemptNow {
+	old, d := s.AdmitKind(bk3T0, rebound.FirstAttempt)
+	if d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("Admit = %+v", d)
 	}
 	s.Reset(bk3T0.Add(time.Second)) // a new run; the old attempt is abandoned
@@ -124,13 +124,13 @@ func TestStaleAttemptAfterResetCountsInNewRun(t *testing.T) {
 func TestStaleSuccessReopensEndedRun(t *testing.T) {
 	r := bk3Retrier(t, bk3Policy, rebound.WithMaxAttempts(1))
 	s := r.NewSchedule(bk3T0)
-	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	a, _ := s.AdmitKind(bk3T0, rebound.FirstAttempt)
 	d := a.Done(errBk3, bk3T0)
-	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
+	if d.Verdict() != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
 		t.Fatalf("Done = %+v, want Stop ErrExhausted", d)
 	}
 	a.Done(nil, bk3T0) // stale: the attempt was already reported
-	if _, d = s.Admit(bk3T0.Add(time.Second), rebound.RetryAttempt); d.Verdict != rebound.Stop {
+	if _, d = s.AdmitKind(bk3T0.Add(time.Second), rebound.RetryAttempt); d.Verdict() != rebound.Stop {
 		t.Fatalf("Admit after the run ended on MaxAttempts and a stale Done(nil) = %+v; want Stop (the run ended, no Reset)", d)
 	}
 }
@@ -143,10 +143,10 @@ func TestStaleDoneMisreportsBreakerAdmission(t *testing.T) {
 	var b bk3Breaker
 	r := bk3Retrier(t, bk3Policy, rebound.WithBreaker(&b))
 	s := r.NewSchedule(bk3T0)
-	a1, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	a1, _ := s.AdmitKind(bk3T0, rebound.FirstAttempt)
 	s.Cancel(bk3T0) // a1 will not be made: its admission goes back (context.Canceled)
-	a2, d := s.Admit(bk3T0, rebound.FirstAttempt)
-	if d.Verdict != rebound.AttemptNow {
+	a2, d := s.AdmitKind(bk3T0, rebound.FirstAttempt)
+	if d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("Admit = %+v", d)
 	}
 	a1.Done(errBk3, bk3T0) // a late report of the cancelled attempt
@@ -175,12 +175,12 @@ func TestBreakerRefusalsCountAsThrottleRequests(t *testing.T) {
 	s := r.NewSchedule(bk3T0)
 	now := bk3T0
 	for i := 0; i < 40; i++ {
-		_, d := s.Admit(now, rebound.RetryAttempt)
+		_, d := s.AdmitKind(now, rebound.RetryAttempt)
 		if errors.Is(d.Reason, rebound.ErrThrottled) {
 			t.Fatalf("Admit %d refused by the THROTTLE (probability %.3f) after %d refusals by the breaker and no request sent to the backend; want a deferral by the breaker: a refused attempt is no request",
 				i, th.Probability(now), i)
 		}
-		if d.Verdict != rebound.WaitFor || !errors.Is(d.Reason, rebound.ErrBreakerOpen) {
+		if d.Verdict() != rebound.WaitFor || !errors.Is(d.Reason, rebound.ErrBreakerOpen) {
 			t.Fatalf("Admit %d = %+v, want a deferral by the breaker", i, d)
 		}
 		now = now.Add(d.Delay)
@@ -207,15 +207,15 @@ func TestCancelThenAdmitChargesBudgetTwice(t *testing.T) {
 	r := bk3Retrier(t, bk3Policy, rebound.WithBudget(b), rebound.WithLimiter(lim),
 		rebound.WithRefusal(rebound.GateBudget, rebound.RefuseDefer))
 	s := r.NewSchedule(bk3T0)
-	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	a, _ := s.AdmitKind(bk3T0, rebound.FirstAttempt)
 	d := a.Done(errBk3, bk3T0)
 	now := bk3T0.Add(d.Delay)
 	before := b.Balance(now)
-	if _, d = s.Admit(now, rebound.RetryAttempt); d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited {
+	if _, d = s.AdmitKind(now, rebound.RetryAttempt); d.Verdict() != rebound.WaitFor || d.Reason != nil {
 		t.Fatalf("Admit = %+v, want a token wait", d)
 	}
 	s.Cancel(now) // the wait is abandoned; the run goes on
-	if _, d = s.Admit(now, rebound.RetryAttempt); d.Verdict != rebound.WaitFor || d.Reason != rebound.ErrLimited {
+	if _, d = s.AdmitKind(now, rebound.RetryAttempt); d.Verdict() != rebound.WaitFor || d.Reason != nil {
 		t.Fatalf("Admit after Cancel = %+v, want a token wait", d)
 	}
 	if got := before - b.Balance(now); got != 1 {
@@ -231,7 +231,7 @@ func TestResumePastMaxAttemptsAdmits(t *testing.T) {
 	r := bk3Retrier(t, bk3Policy, rebound.WithMaxAttempts(3))
 	s := r.NewSchedule(bk3T0)
 	s.Resume(5)
-	if _, d := s.Admit(bk3T0, rebound.RetryAttempt); d.Verdict == rebound.AttemptNow {
+	if _, d := s.AdmitKind(bk3T0, rebound.RetryAttempt); d.Verdict() == rebound.AttemptNow {
 		t.Fatalf("Admit after Resume(5) with MaxAttempts 3 = %+v (Attempts %d); want Stop ErrExhausted", d, s.Attempts())
 	}
 }
@@ -243,12 +243,12 @@ func TestResumePastMaxAttemptsAdmits(t *testing.T) {
 func TestPermanentNilErrIsRetried(t *testing.T) {
 	r := bk3Retrier(t, bk3Policy)
 	s := r.NewSchedule(bk3T0)
-	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	a, _ := s.AdmitKind(bk3T0, rebound.FirstAttempt)
 	perm := &backoff.PermanentError{}
 	if !rebound.IsPermanent(perm) {
 		t.Fatal("IsPermanent = false")
 	}
-	if d := a.Done(perm, bk3T0); d.Verdict != rebound.Stop && !(d.Verdict == rebound.WaitFor && d.Delay >= rebound.MinDelay) {
+	if d := a.Done(perm, bk3T0); d.Verdict() != rebound.Stop && !(d.Verdict() == rebound.WaitFor && d.Delay >= rebound.MinDelay) {
 		t.Fatalf("Done(a Permanent error) = %+v; want Stop", d)
 	}
 }
@@ -271,11 +271,11 @@ func TestLookupRefusalReportsGaveUp(t *testing.T) {
 		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle),
 		rebound.WithAdmission(rebound.FirstAttempt, 0))
 	s := r.NewSchedule(bk3T0)
-	if _, d := s.Admit(bk3T0, rebound.LookupAttempt); d.Verdict != rebound.Stop {
+	if _, d := s.AdmitKind(bk3T0, rebound.LookupAttempt); d.Verdict() != rebound.Stop {
 		t.Fatalf("lookup Admit = %+v, want Stop ErrThrottled", d)
 	}
-	a, d := s.Admit(bk3T0, rebound.FirstAttempt)
-	if d.Verdict != rebound.AttemptNow {
+	a, d := s.AdmitKind(bk3T0, rebound.FirstAttempt)
+	if d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("the run after a refused lookup: Admit = %+v", d)
 	}
 	a.Done(errBk3, bk3T0) // MaxAttempts 1: the run gives up
@@ -294,9 +294,9 @@ func TestRetryAfterBlamedForBackoffStop(t *testing.T) {
 	p := rebound.Policy{Initial: time.Minute, Max: time.Minute, Jitter: rebound.NoJitter, MaxRetryAfter: 10 * time.Second}
 	r := bk3Retrier(t, p, rebound.WithMaxElapsed(30*time.Second))
 	s := r.NewSchedule(bk3T0)
-	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	a, _ := s.AdmitKind(bk3T0, rebound.FirstAttempt)
 	d := a.Done(rebound.RetryAfter(2*time.Minute, errBk3), bk3T0)
-	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
+	if d.Verdict() != rebound.Stop || !errors.Is(d.Err, rebound.ErrExhausted) {
 		t.Fatalf("Done = %+v", d)
 	}
 	if msg := d.Err.Error(); strings.Contains(msg, "server asked to retry after 10s") {

@@ -39,7 +39,7 @@ func TestRefuseStopReportsThrottled(t *testing.T) {
 	r := mustRetrier(t, fixed, rebound.WithBreaker(b), rebound.WithRefusal(rebound.GateBreaker, rebound.RefuseStop), h.hooks())
 	s := newLoop(r, t0)
 	d := s.decide(t0, ready(rebound.FirstAttempt))
-	if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
+	if d.Verdict() != rebound.Stop || !errors.Is(d.Err, rebound.ErrBreakerOpen) {
 		t.Fatalf("Decide: %+v, want a stop on the breaker's refusal", d)
 	}
 	if h.throttled != 1 || h.gaveUp != 1 {

@@ -121,36 +121,37 @@ func ExampleRetrier() {
 	// rebound.WithLimiter: l has burst 0 at limit 10: it can never grant a token; the burst must be >= 1
 }
 
-// A Schedule drives one loop by hand: Admit, make the attempt, then Done.
-// Time is passed in: this one runs in made-up time, as a scheduler with a
-// heap of due times or a simulator would.
+// A Schedule drives one loop by hand: Admit, make the attempt, report it
+// with Done, and read each Decision. Time is passed in: this one runs in
+// made-up time, as a scheduler with a heap of due times or a simulator
+// would.
 func ExampleSchedule() {
 	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Second, Jitter: rebound.NoJitter}, rebound.WithMaxAttempts(5))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	deadline := now.Add(time.Hour) // the caller's
 	s := r.NewSchedule(now)
-	errs := []error{
-		errors.New("refused"),
-		rebound.RetryAfter(4294967295*time.Second, errors.New("503")), // clamped to MaxRetryAfter (5m)
-		errors.New("refused"),
-		errors.New("refused"),
-		errors.New("refused"),
-	}
-	kind := rebound.FirstAttempt
-	for _, err := range errs {
-		// The attempt is due: admission (limiter, budget, throttle, breaker;
-		// none here, so it is made now).
-		a, d := s.Admit(now, kind)
-		if d.Verdict != rebound.AttemptNow {
-			fmt.Println("not admitted:", d.Verdict)
-			break
+	call := func(n int) error { // fails five times
+		if n == 1 {
+			return rebound.RetryAfter(4294967295*time.Second, errors.New("503")) // clamped to MaxRetryAfter (5m)
 		}
-		d = a.Done(err, now) // it failed with err
-		if d.Verdict == rebound.Stop {
+		return errors.New("refused")
+	}
+	for n := 0; ; {
+		a, d := s.Admit(now)
+		if !d.Stop && d.Delay == 0 { // admitted: make the attempt now
+			d = a.Done(call(n), now)
+			n++
+		}
+		if d.Stop { // the run is over
 			fmt.Println("stop:", d.Err)
 			break
 		}
+		if now.Add(d.Delay).After(deadline) { // the caller gives up
+			s.Cancel(now) // what is held for the attempt goes back
+			break
+		}
 		fmt.Printf("attempt %d failed, next in %v\n", d.Attempt, d.Delay)
-		now, kind = now.Add(d.Delay), rebound.RetryAttempt
+		now = now.Add(d.Delay) // wait Delay, then Admit again
 	}
 	// Output:
 	// attempt 1 failed, next in 1s
@@ -161,41 +162,46 @@ func ExampleSchedule() {
 }
 
 func ExampleRetryBudget() {
-	// Retries at most 20% of the first attempts, no floor, over 10 s.
+	// Retries at most 20% of the first attempts, no floor, over 10 s,
+	// across every loop that shares it through WithBudget.
 	b, _ := rebound.NewRetryBudget(0.2, 0, 10*time.Second)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := 0; i < 10; i++ {
-		b.Deposit(now) // ten calls
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond}, rebound.WithBudget(b), rebound.WithMaxAttempts(2))
+	ctx := context.Background()
+	for i := 0; i < 10; i++ { // ten calls that succeed: two retries earned
+		_ = r.Do(ctx, func(ctx context.Context) error { return nil })
 	}
-	fmt.Println(b.TryWithdraw(now), b.TryWithdraw(now), b.TryWithdraw(now))
-
-	// Shared by loops through WithBudget: a refused retry says so.
-	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond}, rebound.WithBudget(b))
-	err := r.Do(context.Background(), func(ctx context.Context) error { return errors.New("refused") })
-	fmt.Println(errors.Is(err, rebound.ErrBudgetExhausted))
+	var err error
+	for i := 0; i < 3; i++ { // three calls that fail: each asks for a retry
+		err = r.Do(ctx, func(ctx context.Context) error { return errors.New("refused") })
+		fmt.Println(errors.Is(err, rebound.ErrBudgetExhausted))
+	}
 	fmt.Println(err)
 	// Output:
-	// true true false
+	// false
+	// false
 	// true
 	// rebound: gave up after 1 attempt: rebound: retry budget exhausted: too many retries for the requests sent recently: refused
 }
 
 func ExampleAdaptiveThrottle() {
 	th, _ := rebound.NewAdaptiveThrottle(2, 2*time.Minute, rand.NewPCG(1, 1)) // K = 2, 2 min window; seeded draws
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r, _ := rebound.NewRetrier(rebound.Policy{Initial: time.Millisecond}, rebound.WithThrottle(th), rebound.WithMaxAttempts(1))
+	ctx := context.Background()
 	sent := 0
 	for i := 0; i < 20; i++ { // 20 requests, half accepted: nothing is rejected locally
-		if th.Allow(now) {
+		_ = r.Do(ctx, func(ctx context.Context) error {
 			sent++
-		}
-		if i%2 == 0 {
-			th.Accepted(now)
-		}
+			if i%2 == 0 {
+				return nil
+			}
+			return errors.New("overloaded")
+		})
 	}
 	fmt.Println("sent", sent, "of 20")
 	rejected := 0
 	for i := 0; i < 20; i++ { // the backend rejects everything: some are rejected locally
-		if !th.Allow(now) {
+		err := r.Do(ctx, func(ctx context.Context) error { return errors.New("overloaded") })
+		if errors.Is(err, rebound.ErrThrottled) {
 			rejected++
 		}
 	}

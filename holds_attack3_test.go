@@ -16,7 +16,7 @@ func TestBackwardsTimeNegativeElapsed(t *testing.T) {
 		Retried: func(e rebound.Event) { got = append(got, e.Elapsed) },
 	}))
 	s := r.NewSchedule(bk3T0)
-	a, _ := s.Admit(bk3T0, rebound.FirstAttempt)
+	a, _ := s.AdmitKind(bk3T0, rebound.FirstAttempt)
 	a.Done(errBk3, bk3T0.Add(-time.Hour)) // the clock stepped back
 	if len(got) != 1 || got[0] < 0 {
 		t.Fatalf("Retried Elapsed = %v; want >= 0", got)

@@ -4,33 +4,6 @@ package rebound
 // passed by value to the functions compiled for its kind (fan), the meter's
 // (WithMeterProvider) first.
 
-// numLoopKinds bounds the kinds of events a retry loop emits (EventRetry
-// to EventThrottled), as an index of per-kind tables.
-const numLoopKinds = EventThrottled + 1
-
-// listeners is the function each kind of a retry loop's events calls, nil
-// for a kind nobody listens to: one WithObserver observer or the meter,
-// made once when the option is made.
-type listeners [numLoopKinds]func(Event)
-
-// listenersOf returns the functions that deliver each kind to o: an
-// ObserverFunc as such, another Observer's method value.
-func listenersOf(o Observer) *listeners {
-	l := &listeners{}
-	switch v := o.(type) {
-	case ObserverFunc:
-		for k := EventRetry; k < numLoopKinds; k++ {
-			l[k] = v
-		}
-	default:
-		f := o.Observe
-		for k := EventRetry; k < numLoopKinds; k++ {
-			l[k] = f
-		}
-	}
-	return l
-}
-
 // compileObservers builds c.fan from the meter and the observers, once,
 // when the options are compiled.
 func (c *config) compileObservers() {

@@ -23,21 +23,21 @@ func TestDecideLookupBesideAPendingRetry(t *testing.T) {
 	s.decide(t0, failed(errBoom))
 	t1 := t0.Add(time.Second)
 	before := b.Balance(t1)
-	if d := s.decide(t1, ready(rebound.RetryAttempt)); d.Verdict != rebound.WaitFor || d.Delay != time.Second {
+	if d := s.decide(t1, ready(rebound.RetryAttempt)); d.Verdict() != rebound.WaitFor || d.Delay != time.Second {
 		t.Fatalf("retry: %+v, want a wait of 1s for its token", d)
 	}
-	if d := s.decide(t1, ready(rebound.LookupAttempt)); d.Verdict != rebound.WaitFor || d.Delay != 2*time.Second {
+	if d := s.decide(t1, ready(rebound.LookupAttempt)); d.Verdict() != rebound.WaitFor || d.Delay != 2*time.Second {
 		t.Fatalf("lookup beside it: %+v, want a wait of 2s for a token of its own (the retry holds the one at +1s)", d)
 	}
 	t2 := t0.Add(2 * time.Second)
-	if d := s.decide(t2, ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t2, ready(rebound.RetryAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("retry when its token is due: %+v", d)
 	}
 	if got := b.Balance(t2); got != before-1 {
 		t.Errorf("budget balance %d after one retry, want %d (one withdrawal)", got, before-1)
 	}
 	t3 := t0.Add(3 * time.Second)
-	if d := s.decide(t3, ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(t3, ready(rebound.LookupAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("lookup when its token is due: %+v", d)
 	}
 	if w := lim.ReserveN(t3, 1).DelayFrom(t3); w != time.Second {
@@ -75,13 +75,13 @@ func TestDecideLookupRefusedLeavesTheRun(t *testing.T) {
 		rebound.WithAdmission(rebound.RetryAttempt, rebound.GateLimiter|rebound.GateBreaker),
 		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle)), now)
 	s.decide(now, failed(errBoom))
-	if d := s.decide(now, ready(rebound.RetryAttempt)); d.Verdict != rebound.AttemptNow {
+	if d := s.decide(now, ready(rebound.RetryAttempt)); d.Verdict() != rebound.AttemptNow {
 		t.Fatalf("retry: %+v", d)
 	}
 	refused := 0
 	for range 20 {
 		d := s.decide(now, ready(rebound.LookupAttempt))
-		if d.Verdict == rebound.WaitFor && d.Reason == rebound.ErrThrottled {
+		if d.Verdict() == rebound.WaitFor && d.Reason == rebound.ErrThrottled {
 			refused++
 		}
 	}
@@ -110,10 +110,10 @@ func TestDecideLookupOutcomeReachesTheThrottle(t *testing.T) {
 		rebound.WithAdmission(rebound.LookupAttempt, rebound.GateThrottle)), t0)
 	for i := range 200 {
 		now := t0.Add(time.Duration(i) * 100 * time.Millisecond)
-		if d := s.decide(now, ready(rebound.LookupAttempt)); d.Verdict != rebound.AttemptNow {
+		if d := s.decide(now, ready(rebound.LookupAttempt)); d.Verdict() != rebound.AttemptNow {
 			t.Fatalf("lookup %d: %+v: the throttle refuses lookups that all succeed", i, d)
 		}
-		if d := s.decide(now, lookedUp(nil)); d.Verdict != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
+		if d := s.decide(now, lookedUp(nil)); d.Verdict() != rebound.Stop || d.Err != nil || s.Attempts() != 0 {
 			t.Fatalf("LookedUp: %+v, attempts %d", d, s.Attempts())
 		}
 	}

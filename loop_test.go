@@ -50,8 +50,8 @@ func lookedUp(err error) step          { return step{op: opLookedUp, err: err} }
 func (l *loop) decide(now time.Time, st step) rebound.Decision {
 	switch st.op {
 	case opReady:
-		a, d := l.Admit(now, st.kind)
-		if d.Verdict == rebound.AttemptNow {
+		a, d := l.AdmitKind(now, st.kind)
+		if d.Verdict() == rebound.AttemptNow {
 			if st.kind == rebound.LookupAttempt {
 				l.look = a
 			} else {
@@ -61,11 +61,11 @@ func (l *loop) decide(now time.Time, st step) rebound.Decision {
 		if st.kind != rebound.LookupAttempt {
 			if !l.asked {
 				l.lw = 0
-				if d.Verdict == rebound.WaitFor && d.Reason == rebound.ErrLimited {
+				if d.Verdict() == rebound.WaitFor && d.Reason == nil {
 					l.lw = d.Delay
 				}
 			}
-			l.asked = d.Verdict == rebound.AttemptNow || (d.Verdict == rebound.WaitFor && d.Reason == rebound.ErrLimited)
+			l.asked = d.Verdict() == rebound.AttemptNow || (d.Verdict() == rebound.WaitFor && d.Reason == nil)
 		}
 		l.last = d
 		return d
@@ -88,7 +88,7 @@ func (l *loop) decide(now time.Time, st step) rebound.Decision {
 // of the run's outstanding attempt: the gates are not asked again.
 func (l *loop) attempt(now time.Time) rebound.Attempt {
 	if l.a == (rebound.Attempt{}) {
-		l.a, _ = l.Admit(now, rebound.FirstAttempt)
+		l.a, _ = l.AdmitKind(now, rebound.FirstAttempt)
 		return l.a
 	}
 	return rebound.Outstanding(l.Schedule)
@@ -114,14 +114,14 @@ func (l *loop) begin(now time.Time) (time.Duration, error) {
 
 // throttled reports whether the last admission was refused by a gate.
 func (l *loop) throttled() bool {
-	return l.last.Reason != nil && l.last.Reason != rebound.ErrLimited
+	return l.last.Reason != nil
 }
 
 // limiterWait is the wait the attempt due was given for its token.
 func (l *loop) limiterWait() time.Duration { return l.lw }
 
 func delayOrStop(d rebound.Decision) (time.Duration, error) {
-	switch d.Verdict {
+	switch d.Verdict() {
 	case rebound.WaitFor:
 		return d.Delay, nil
 	case rebound.Stop:

@@ -106,24 +106,12 @@ type ObserverFunc func(Event)
 // Observe calls f(e).
 func (f ObserverFunc) Observe(e Event) { f(e) }
 
-// WithObserver adds o as an observer of the loop's events.
-// Several add up, called in order after the meter; a nil o is ignored.
-// Observe runs on the loop's goroutine, and its panics are not recovered.
-func WithObserver(o Observer) Option {
-	if nilness.Is(o) {
-		return nil
-	}
-	return &observerOption{l: *listenersOf(o), o: o} // made once: Retry and NewRetrier use it as it is
-}
-
 // observerOption is WithObserver's option: o's listeners, and o for the
 // layers that deliver events of their own (internal/admit.Engine).
 type observerOption struct {
 	l listeners
 	o Observer
 }
-
-func (v *observerOption) apply(c *config) { c.observers = append(c.observers, &v.l) }
 
 // defaultQueueCapacity is the capacity NewQueue uses for 0.
 const defaultQueueCapacity = 4096
@@ -290,4 +278,31 @@ func (q *Queue) deliver(e Event) {
 		}
 	}()
 	q.o.Observe(e)
+}
+
+// numLoopKinds bounds the kinds of events a retry loop emits (EventRetry
+// to EventThrottled), as an index of per-kind tables.
+const numLoopKinds = EventThrottled + 1
+
+// listeners is the function each kind of a retry loop's events calls, nil
+// for a kind nobody listens to: one WithObserver observer or the meter,
+// made once when the option is made.
+type listeners [numLoopKinds]func(Event)
+
+// listenersOf returns the functions that deliver each kind to o: an
+// ObserverFunc as such, another Observer's method value.
+func listenersOf(o Observer) *listeners {
+	l := &listeners{}
+	switch v := o.(type) {
+	case ObserverFunc:
+		for k := EventRetry; k < numLoopKinds; k++ {
+			l[k] = v
+		}
+	default:
+		f := o.Observe
+		for k := EventRetry; k < numLoopKinds; k++ {
+			l[k] = f
+		}
+	}
+	return l
 }

@@ -4,7 +4,13 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+
+	"github.com/rebound-go/rebound/internal/nilness"
+	"github.com/rebound-go/rebound/internal/telemetry"
 )
 
 // An Option configures Retry and NewRetrier. A nil Option is ignored.
@@ -151,4 +157,172 @@ type timer interface {
 // isTransient reports whether the loop would retry err.
 func (c *config) isTransient(err error) bool {
 	return asPermanent(err) == nil
+}
+
+// WithBreaker makes every attempt of the loop ask b first.
+// A refused attempt is handled like one the throttle rejects (see WithThrottle).
+// b must be safe for concurrent use and not nil (docs/policy.md).
+func WithBreaker(b Breaker) Option {
+	return optionFunc(func(c *config) {
+		if b == nil {
+			c.bad("WithBreaker", "b", "must not be nil (omit the option for no breaker)")
+			return
+		}
+		if nilness.Is(b) {
+			c.bad("WithBreaker", "b", "is a nil pointer: pass a breaker, for example gobreaker.NewTwoStepCircuitBreaker")
+			return
+		}
+		c.breaker = b
+	})
+}
+
+// WithObserver adds o as an observer of the loop's events.
+// Several add up, called in order after the meter; a nil o is ignored.
+// Observe runs on the loop's goroutine, and its panics are not recovered.
+func WithObserver(o Observer) Option {
+	if nilness.Is(o) {
+		return nil
+	}
+	return &observerOption{l: *listenersOf(o), o: o} // made once: Retry and NewRetrier use it as it is
+}
+
+func (v *observerOption) apply(c *config) { c.observers = append(c.observers, &v.l) }
+
+// WithMeterProvider records the loop's OpenTelemetry metrics with mp, each with attrs.
+// A nil mp records nothing; if several are given, the last applies.
+// It creates the instruments when called: build the option once.
+func WithMeterProvider(mp metric.MeterProvider, attrs ...attribute.KeyValue) Option {
+	if mp == nil {
+		return nil
+	}
+	t, err := telemetry.NewRetry(mp, attrs...)
+	if err != nil {
+		return optionFunc(func(c *config) {
+			c.errs = append(c.errs, &ArgumentError{Func: "rebound.WithMeterProvider", Arg: "mp",
+				Reason: "could not create the instruments", Err: err})
+		})
+	}
+	m := newRetryMeter(t)
+	m.mp, m.attrs = mp, attrs
+	return m // made once: Retry and NewRetrier use it as it is
+}
+
+// apply makes m the loop's meter; if several are given, the last applies.
+func (m *retryMeter) apply(c *config) { c.meter = m }
+
+// WithTracerProvider makes every attempt of Retry and Retrier.Do a span of tp,
+// named by the tracer "github.com/rebound-go/rebound".
+// A nil tp, the default, traces nothing and costs nothing (docs/tracing.md).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	if tp == nil {
+		return nil
+	}
+	t := &tracer{tp.Tracer(telemetry.ScopeName)}
+	return optionFunc(func(c *config) { c.tracer = t })
+}
+
+func (n maxAttempts) apply(c *config) {
+	if n < 0 {
+		c.bad("WithMaxAttempts", "n", "must not be negative (0 means unlimited)")
+		return
+	}
+	c.maxAttempts = int(n)
+}
+
+func (d maxElapsed) apply(c *config) {
+	if d < 0 {
+		c.bad("WithMaxElapsed", "d", "must not be negative (0 means unlimited)")
+		return
+	}
+	c.maxElapsed = time.Duration(d)
+}
+
+// WithMaxAttempts stops a loop after n attempts, the first included.
+// 1 means no retry; 0, the default, means unlimited.
+// A negative n is an *ArgumentError.
+func WithMaxAttempts(n int) Option { return maxAttempts(n) }
+
+// WithMaxElapsed bounds the time from a loop's start to any attempt's start.
+// A loop stops rather than wait past it; 0, the default, means unlimited.
+// A negative d is an *ArgumentError.
+func WithMaxElapsed(d time.Duration) Option { return maxElapsed(d) }
+
+// withAdmission sets the gates an attempt of kind k passes before it is
+// made (defaults: defaultGates). A gate whose part is not configured (no
+// WithLimiter, no WithBudget...) admits every attempt. An unknown kind or
+// gate is an *ArgumentError.
+func withAdmission(k attemptKind, g gate) Option {
+	return optionFunc(func(c *config) {
+		switch {
+		case k >= numKinds:
+			c.bad("WithAdmission", "k", fmt.Sprintf("is %d: must be a first, retry or lookup attempt", k))
+		case k == kindLookup && g&(gateBudget|gateBreaker) != 0:
+			c.bad("WithAdmission", "g", "may hold only admit.Limiter and admit.Throttle for kindLookup: a lookup is not an attempt of the run, so it neither draws on the budget nor holds a breaker admission")
+		case g&^allGates != 0:
+			c.bad("WithAdmission", "g", fmt.Sprintf("has unknown bits %#x: must be a set of admit.Limiter, admit.Budget, admit.Throttle, admit.Breaker", uint8(g&^allGates)))
+		default:
+			c.gates[k] = g
+			c.gatesSet[k] = true
+		}
+	})
+}
+
+// withRefusal sets what a refusal by gate g (the budget, the throttle or
+// the breaker; the limiter never refuses, it makes the attempt wait) does.
+// Defaults: defaultRefusal. Anything else is an *ArgumentError.
+func withRefusal(g gate, r refusalRule) Option {
+	return optionFunc(func(c *config) {
+		i := refusalGate(g)
+		switch {
+		case i < 0:
+			c.bad("WithRefusal", "g", fmt.Sprintf("is %#x: must be one of admit.Budget, admit.Throttle, admit.Breaker", uint8(g)))
+		case r < refuseStop || r > refuseDrop:
+			c.bad("WithRefusal", "r", fmt.Sprintf("is %d: must be admit.Stop, admit.Defer or admit.Drop", r))
+		default:
+			c.refusal[i] = r
+		}
+	})
+}
+
+// gatesOf returns the admission of kind k.
+func (c *config) gatesOf(k attemptKind) gate {
+	if c.gatesSet[k] {
+		return c.gates[k]
+	}
+	return defaultGates[k]
+}
+
+// refusalOf returns the rule of the refusing gate g.
+func (c *config) refusalOf(g gate) refusalRule {
+	i := refusalGate(g)
+	if r := c.refusal[i]; r != refuseDefault {
+		return r
+	}
+	return defaultRefusal[i]
+}
+
+// budgetAtFailure reports whether a retry's withdrawal from the budget is
+// made when the failure is reported (Next): a refusal that stops the loop
+// is known then, so the loop does not wait a delay to learn it. Under the
+// other rules the withdrawal is made when the retry is due.
+func (c *config) budgetAtFailure() bool {
+	return c.budget != nil && c.gatesOf(kindRetry)&gateBudget != 0 && c.refusalOf(gateBudget) == refuseStop
+}
+
+// begin accounts for a run's first attempt at now: a deposit in the
+// budget, a request for the throttle. It reports whether the throttle lets
+// the attempt through (false: rejected locally, do not send it).
+func (c *config) begin(now time.Time) bool {
+	g := c.gatesOf(kindFirst)
+	if c.budget != nil && g&gateBudget != 0 {
+		c.budget.deposit(now) // the work arrived (see ready)
+	}
+	return c.throttle == nil || g&gateThrottle == 0 || c.throttle.allow(now)
+}
+
+// record gives the throttle an attempt's outcome.
+func (c *config) record(err error, now time.Time) {
+	if c.throttle != nil && (err == nil || !c.isTransient(err)) {
+		c.throttle.accepted(now)
+	}
 }

@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // The defaults of a Policy's zero fields.
@@ -128,10 +126,10 @@ func (p Policy) validFast() bool {
 		p.MaxRetryAfter >= 0
 }
 
-// Normalized returns the policy a loop runs.
+// normalized returns the policy a loop runs.
 // Each zero field takes its default and each bad field a safe value.
 // It never yields a busy-spin (docs/policy.md lists the rules).
-func (p Policy) Normalized() Policy {
+func (p Policy) normalized() Policy {
 	switch {
 	case p.Initial > 0 && p.Initial < minDelay:
 		p.Initial = minDelay
@@ -177,65 +175,6 @@ func (p Policy) ceiling(n int) time.Duration {
 		return p.Max
 	}
 	return time.Duration(f)
-}
-
-// NewBackOff returns a cenkalti/backoff BackOff that runs the Normalized policy.
-// Only WithMaxAttempts and WithMaxElapsed apply; a bad limit means none.
-// It ignores Retry-After and is not safe for concurrent use: build one per loop.
-func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
-	if len(opts) == 0 {
-		var c config // stays on the stack
-		return newPolicyBackOff(p, &c)
-	}
-	return newPolicyBackOff(p, newConfig(opts))
-}
-
-func newPolicyBackOff(p Policy, c *config) *policyBackOff {
-	b := &policyBackOff{clock: c.clock, maxAttempts: max(c.maxAttempts, 0), maxElapsed: max(c.maxElapsed, 0)}
-	b.d.init(p.Normalized(), c.seed, c.seeded)
-	b.Reset()
-	return b
-}
-
-// policyBackOff implements backoff.BackOff for a normalized Policy.
-type policyBackOff struct {
-	d           drawer
-	clock       backoff.Clock // nil: time.Now
-	n           int           // NextBackOff calls since Reset = failed attempts
-	start       time.Time
-	maxAttempts int
-	maxElapsed  time.Duration
-}
-
-func (b *policyBackOff) now() time.Time {
-	if b.clock != nil {
-		return b.clock.Now()
-	}
-	return time.Now()
-}
-
-// Reset restarts the sequence and the MaxElapsed clock.
-func (b *policyBackOff) Reset() {
-	b.n = 0
-	b.d.reset()
-	if b.maxElapsed > 0 {
-		b.start = b.now()
-	}
-}
-
-// NextBackOff returns the delay before the next attempt, or backoff.Stop.
-func (b *policyBackOff) NextBackOff() time.Duration {
-	b.n++
-	if b.maxAttempts > 0 && b.n >= b.maxAttempts {
-		return backoff.Stop
-	}
-	d := b.d.draw(b.n - 1)
-	// d > MaxElapsed-elapsed, not elapsed+d > MaxElapsed: the sum of a
-	// delay near Max and the elapsed time would overflow and wrap negative.
-	if b.maxElapsed > 0 && d > b.maxElapsed-max(b.now().Sub(b.start), 0) {
-		return backoff.Stop
-	}
-	return d
 }
 
 // drawer draws the delays of one loop from a normalized policy: the one

@@ -61,26 +61,26 @@ func TestDecideRefusalMatrix(t *testing.T) {
 						attempts = 1
 						if g.gate == rebound.GateBudget && rule == rebound.RefuseStop {
 							// known at the failure
-							if d.Verdict != rebound.Stop || !errors.Is(d.Err, rebound.ErrBudgetExhausted) || h.gaveUp != 1 || h.throttled != 0 {
+							if d.Verdict() != rebound.Stop || !errors.Is(d.Err, rebound.ErrBudgetExhausted) || h.gaveUp != 1 || h.throttled != 0 {
 								t.Fatalf("failure: %+v, GaveUp %d, Throttled %d; want a stop on the budget, GaveUp once", d, h.gaveUp, h.throttled)
 							}
 							return
 						}
-						if d.Verdict != rebound.WaitFor {
+						if d.Verdict() != rebound.WaitFor {
 							t.Fatalf("failure: %+v", d)
 						}
 						h = hookCount{}
 					}
 					d := s.decide(now, ready(k))
 					want := map[rebound.Refusal]rebound.Verdict{rebound.RefuseStop: rebound.Stop, rebound.RefuseDefer: rebound.WaitFor, rebound.RefuseDrop: rebound.Stop}[rule]
-					if d.Verdict != want {
+					if d.Verdict() != want {
 						t.Fatalf("Ready: %+v, want %v", d, want)
 					}
-					if d.Verdict == rebound.WaitFor && (!errors.Is(d.Reason, g.reason) || d.Delay <= 0) {
+					if d.Verdict() == rebound.WaitFor && (!errors.Is(d.Reason, g.reason) || d.Delay <= 0) {
 						t.Errorf("deferred: %+v, want a backoff with Reason %v", d, g.reason)
 					}
-					if d.Verdict != rebound.WaitFor && !errors.Is(d.Err, g.reason) {
-						t.Errorf("%v: Err %v, want %v", d.Verdict, d.Err, g.reason)
+					if d.Verdict() != rebound.WaitFor && !errors.Is(d.Err, g.reason) {
+						t.Errorf("%v: Err %v, want %v", d.Verdict(), d.Err, g.reason)
 					}
 					wantAttempts := attempts
 					if rule == rebound.RefuseDefer && k != rebound.LookupAttempt {

@@ -53,8 +53,8 @@ func (r *Retrier) init(fn string, p Policy, opts []Option) error {
 		return joinArgErrors(r.c.errs)
 	}
 	r.c.compileObservers()
-	r.p = p.Normalized()
-	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(FirstAttempt)&gateLimiter != 0)
+	r.p = p.normalized()
+	r.start = r.c.maxElapsed > 0 || r.c.budget != nil || r.c.throttle != nil || (r.c.limiter != nil && r.c.gatesOf(kindFirst)&gateLimiter != 0)
 	return nil
 }
 
@@ -121,7 +121,7 @@ func (r *Retrier) run(ctx context.Context, op func(ctx context.Context) error) e
 			return err
 		}
 	}
-	if b := r.c.breaker; b != nil && r.c.gatesOf(FirstAttempt)&gateBreaker != 0 {
+	if b := r.c.breaker; b != nil && r.c.gatesOf(kindFirst)&gateBreaker != 0 {
 		var berr error
 		if done, berr = b.Allow(); berr != nil {
 			if !r.start {
@@ -179,7 +179,7 @@ func (r *Retrier) refusedFirst(ctx context.Context, op func(context.Context) err
 // is given back.
 func (r *Retrier) firstToken(ctx context.Context, now time.Time) (*rate.Reservation, time.Duration, error) {
 	lim := r.c.limiter
-	if lim == nil || r.c.gatesOf(FirstAttempt)&gateLimiter == 0 {
+	if lim == nil || r.c.gatesOf(kindFirst)&gateLimiter == 0 {
 		return nil, 0, nil
 	}
 	res := lim.ReserveN(now, 1)
@@ -326,15 +326,15 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 			return nil
 		}
 		now := s.c.now()
-		dec := s.admission(RetryAttempt, now, false) // the delays it slept were checked against MaxElapsed
-		switch dec.Verdict {
-		case AttemptNow:
-			return nil
-		case Stop:
+		dec := s.admission(kindRetry, now, false) // the delays it slept were checked against MaxElapsed
+		switch {
+		case dec.Stop:
 			s.end(dec)
 			return dec.Err
+		case dec.Delay == 0:
+			return nil
 		}
-		if dec.Reason != ErrLimited { // refused locally: back off, then ask again
+		if dec.Reason != nil { // refused locally: back off, then ask again
 			d = dec.Delay
 			continue
 		}
@@ -348,7 +348,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 			return s.stop(err)
 		}
 		// The token is ours: the breaker is asked last, as the attempt starts.
-		if s.c.breaker == nil || s.c.gatesOf(RetryAttempt)&gateBreaker == 0 || s.done != nil {
+		if s.c.breaker == nil || s.c.gatesOf(kindRetry)&gateBreaker == 0 || s.done != nil {
 			s.send(&s.passed, s.c.now())
 			return nil
 		}
@@ -359,7 +359,7 @@ func (s *Schedule) wait(ctx context.Context, d time.Duration, t timer) error {
 			return nil
 		}
 		dec = s.refused(gateBreaker, &breakerError{Err: err}, s.c.now())
-		if dec.Verdict != WaitFor {
+		if dec.Stop {
 			s.end(dec)
 			return dec.Err
 		}
@@ -404,4 +404,18 @@ func sleep(ctx context.Context, d time.Duration, t timer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// do runs the loop, each attempt in a span when the loop is traced.
+func (r *Retrier) do(ctx context.Context, op func(ctx context.Context) error) error {
+	if r.c.tracer == nil {
+		return r.run(ctx, op)
+	}
+	a := &tracedRun{tr: r.c.tracer.tr, c: &r.c, op: op}
+	defer func() {
+		if a.span != nil { // the last attempt failed: the loop stopped, or a hook panicked
+			a.close("stop")
+		}
+	}()
+	return r.run(ctx, a.attempt)
 }

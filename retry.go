@@ -2,8 +2,9 @@ package rebound
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // Retry calls op until it succeeds, returns an error that is not retried,
@@ -108,6 +109,43 @@ func firstSucceeded(opts []Option, m *retryMeter) {
 	}
 }
 
-// joinArgErrors joins several option errors; errors.As finds the first
-// *ArgumentError.
-func joinArgErrors(errs []error) error { return errors.Join(errs...) }
+// The options of internal/admit, for rebound's own layers.
+func init() {
+	admit.First = func(g admit.Gate) any { return withAdmission(kindFirst, g) }
+	admit.Refuse = func(g admit.Gate, r admit.Refusal) any { return withRefusal(g, r) }
+	admit.Seed = func(seed uint64) any { return withSeed(seed) }
+	admit.Engine = engineOf
+	admit.Unobserved = func() any { return unobserved }
+	admit.Begin = func(r any, now time.Time) error { return r.(*Retrier).beginFirst(now) }
+	admit.Record = func(r any, err error, now time.Time) { r.(*Retrier).recordFirst(err, now) }
+	admit.FirstDelay = func(s any) time.Duration { return s.(*Schedule).firstDelay() }
+	admit.Attempts = func(s any) int { return s.(*Schedule).attempts }
+	admit.Normalized = func(p any) any { return p.(Policy).normalized() }
+	admit.Lookup = func(s any, now time.Time) (bool, time.Duration, error, error) {
+		_, d := s.(*Schedule).lookup(now)
+		return d.Stop, d.Delay, d.Reason, d.Err
+	}
+}
+
+// engineOf returns what opts, a []Option, set (admit.Engine).
+func engineOf(opts any) admit.Settings {
+	os, _ := opts.([]Option)
+	c := newConfig(os)
+	s := admit.Settings{Budget: c.budget != nil, Throttle: c.throttle != nil,
+		Limiter: c.limiter != nil, Breaker: c.breaker != nil}
+	if c.meter != nil {
+		s.MeterProvider, s.MeterAttrs = c.meter.mp, c.meter.attrs
+	}
+	if c.tracer != nil {
+		s.Tracer = c.tracer.tr
+	}
+	for _, o := range os {
+		if v, ok := o.(*observerOption); ok {
+			s.Observers = append(s.Observers, v.o)
+		}
+	}
+	return s
+}
+
+// unobserved drops the observers, meter and tracer set before it.
+var unobserved Option = optionFunc(func(c *config) { c.observers, c.meter, c.tracer = nil, nil, nil })

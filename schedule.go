@@ -11,19 +11,19 @@ import (
 // each admitted attempt with Attempt.Done. Make one per loop with
 // Retrier.NewSchedule; it is not safe for concurrent use.
 //
-//	a, d := s.Admit(now, rebound.FirstAttempt)
-//	for d.Verdict != rebound.Stop {
-//		if d.Verdict == rebound.AttemptNow {
-//			d = a.Done(call(), time.Now())
-//			continue
+//	for {
+//		a, d := s.Admit(time.Now())
+//		if d.Delay == 0 && !d.Stop { // admitted: make the attempt
+//			d = a.Done(call(ctx), time.Now())
+//		}
+//		if d.Stop {
+//			return d.Err // nil after a success
 //		}
 //		if err := wait(ctx, d.Delay); err != nil { // a timer and ctx.Done()
 //			s.Cancel(time.Now()) // a token held goes back
 //			return err
 //		}
-//		a, d = s.Admit(time.Now(), rebound.RetryAttempt)
 //	}
-//	return d.Err // nil after a success
 //
 // Time is passed in, so a Schedule runs in virtual time too. The rules
 // are in docs/engine.md.
@@ -40,6 +40,7 @@ type Schedule struct {
 	lpassed  gate              // the gates the lookup that is due has passed
 	ended    error             // the stop that ended the run, until Reset
 	gen      uint32            // the run's outstanding Attempt is the one admitted at this count
+	resumed  bool              // the run was restored (Resume): its next attempt is a retry
 
 	done func(error) // the Breaker's report for the admitted attempt
 }
@@ -65,6 +66,7 @@ func (s *Schedule) reset(now time.Time) {
 	s.limWait = 0
 	s.passed = 0
 	s.ended = nil
+	s.resumed = false
 	s.d.reset()
 	s.start = now
 }
@@ -98,10 +100,6 @@ func (s *Schedule) cancelLookup(now time.Time) {
 	s.lpassed = 0
 }
 
-// Attempts returns the failed attempts of the run, local refusals
-// included.
-func (s *Schedule) Attempts() int { return s.attempts }
-
 // elapsed is the time since the start of the run at now, for an Event:
 // 0 if the clock stepped back.
 func (s *Schedule) elapsed(now time.Time) time.Duration { return max(0, now.Sub(s.start)) }
@@ -119,10 +117,12 @@ func (s *Schedule) firstDelay() time.Duration {
 }
 
 // Resume continues a run that failed n times before (a call restored
-// after a restart). The delays move on as if drawn; no gate is asked.
-// It does nothing if n is not above Attempts. With n at or past
+// after a restart): its next attempt is a retry. The delays move on as
+// if drawn; no gate is asked. No delay moves if n is not above the
+// failed attempts of the run (Decision.Attempt). With n at or past
 // MaxAttempts, the next Admit of the run stops with ErrExhausted.
 func (s *Schedule) Resume(n int) {
+	s.resumed = true
 	// Of a long run only the last resumeDraws delays are drawn, so that
 	// a damaged record's huge n takes no time.
 	if n-s.attempts > resumeDraws {

@@ -60,7 +60,7 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 			}
 		}
 		d := l.s.decide(now, ready(l.kind))
-		switch d.Verdict {
+		switch d.Verdict() {
 		case rebound.AttemptNow:
 			grants = append(grants, now)
 			switch {
@@ -73,7 +73,7 @@ func TestSharedLimiterAcrossSchedules(t *testing.T) {
 				l.due = now.Add(time.Duration(rnd.IntN(200)) * time.Millisecond)
 			default:
 				f := l.s.decide(now, failed(errors.New("down")))
-				if f.Verdict != rebound.WaitFor {
+				if f.Verdict() != rebound.WaitFor {
 					t.Fatalf("failure: %+v", f)
 				}
 				l.kind = rebound.RetryAttempt
@@ -117,11 +117,11 @@ func TestDecideAndDoDoNotAllocate(t *testing.T) {
 	s := r.NewSchedule(t0)
 	fail := errors.New("down")
 	if n := testing.AllocsPerRun(100, func() {
-		a, _ := s.Admit(t0, rebound.FirstAttempt)
+		a, _ := s.AdmitKind(t0, rebound.FirstAttempt)
 		a.Done(fail, t0)
-		a, _ = s.Admit(t0, rebound.RetryAttempt)
+		a, _ = s.AdmitKind(t0, rebound.RetryAttempt)
 		a.Done(nil, t0)
-		s.Admit(t0, rebound.FirstAttempt)
+		s.AdmitKind(t0, rebound.FirstAttempt)
 		s.Cancel(t0)
 	}); n != 0 {
 		t.Errorf("Admit and Done: %v allocations per loop, want 0", n)

@@ -35,14 +35,14 @@ func TestDecideReadyAfterStop(t *testing.T) {
 			var h hookCount
 			s := newLoop(mustRetrier(t, p, append(tc.opts, h.hooks(), limit)...), t0)
 			first := tc.stop(s)
-			if first.Verdict != rebound.Stop {
+			if first.Verdict() != rebound.Stop {
 				t.Fatalf("%+v, want the loop ended", first)
 			}
 			gaveUp, attempts := h.gaveUp, s.Attempts()
 			for _, k := range []rebound.AttemptKind{rebound.RetryAttempt, rebound.FirstAttempt} {
 				d := s.decide(t0.Add(time.Minute), ready(k))
-				if d.Verdict != first.Verdict || d.Err != first.Err {
-					t.Errorf("Ready(%v) after the loop ended: %+v, want %v again with %v", k, d, first.Verdict, first.Err)
+				if d.Verdict() != first.Verdict() || d.Err != first.Err {
+					t.Errorf("Ready(%v) after the loop ended: %+v, want %v again with %v", k, d, first.Verdict(), first.Err)
 				}
 			}
 			if _, err := s.admit(t0.Add(time.Minute)); err != first.Err || s.throttled() {
@@ -53,7 +53,7 @@ func TestDecideReadyAfterStop(t *testing.T) {
 			}
 			s.Reset(t0.Add(time.Minute))
 			if tc.opts == nil {
-				if d := s.decide(t0.Add(time.Minute), ready(rebound.FirstAttempt)); d.Verdict != rebound.AttemptNow {
+				if d := s.decide(t0.Add(time.Minute), ready(rebound.FirstAttempt)); d.Verdict() != rebound.AttemptNow {
 					t.Errorf("after Reset: %+v, want a new run", d)
 				}
 			}
@@ -77,23 +77,20 @@ func TestScheduleBadInput(t *testing.T) {
 				t.Errorf("zero Schedule: panic %v", p)
 			}
 		}()
-		a, d := s.Admit(t0, rebound.FirstAttempt)
-		if d.Verdict != rebound.Stop || a != (rebound.Attempt{}) {
+		a, d := s.AdmitKind(t0, rebound.FirstAttempt)
+		if d.Verdict() != rebound.Stop || a != (rebound.Attempt{}) {
 			t.Errorf("Admit on a zero Schedule: %+v, want Stop", d)
 		}
 		check("Admit", d.Err)
-		_, d = s.Admit(t0, rebound.RetryAttempt)
+		_, d = s.AdmitKind(t0, rebound.RetryAttempt)
 		check("Admit(RetryAttempt)", d.Err)
-		_, d = s.Admit(t0, rebound.LookupAttempt)
+		_, d = s.AdmitKind(t0, rebound.LookupAttempt)
 		check("Admit(LookupAttempt)", d.Err)
 		check("Attempt{}.Done(err)", a.Done(errBoom, t0).Err)
 		check("Attempt{}.Done(nil)", a.Done(nil, t0).Err)
 		s.Reset(t0)
 		s.Cancel(t0)
 	}()
-	// A kind that is none of the three is an *ArgumentError too.
-	_, d := newLoop(mustRetrier(t, fixed), t0).Admit(t0, rebound.AttemptKind(7))
-	check("Admit(AttemptKind(7))", d.Err)
 }
 
 // A stop the blocking step decides (Retrier.Do's; a refusal under
@@ -110,7 +107,7 @@ func TestDecideStopHookPanics(t *testing.T) {
 		defer func() { _ = recover() }()
 		s.decide(t0, ready(rebound.FirstAttempt))
 	}()
-	if d := s.decide(t0, ready(rebound.RetryAttempt)); d.Verdict != rebound.Stop || b.asked != 1 {
+	if d := s.decide(t0, ready(rebound.RetryAttempt)); d.Verdict() != rebound.Stop || b.asked != 1 {
 		t.Errorf("Ready after the stop: %+v, breaker asked %d times; want the stop again, asked once", d, b.asked)
 	}
 }

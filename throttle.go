@@ -55,8 +55,8 @@ func NewAdaptiveThrottle(k float64, window time.Duration, src rand.Source) (*Ada
 	return &AdaptiveThrottle{w: newWindow(window, throttleSlots), k: k, window: window, src: src}, nil
 }
 
-// Allow counts a request at now and reports whether to send it.
-func (t *AdaptiveThrottle) Allow(now time.Time) bool {
+// allow counts a request at now and reports whether to send it.
+func (t *AdaptiveThrottle) allow(now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ok := t.drawLocked(now)
@@ -64,8 +64,8 @@ func (t *AdaptiveThrottle) Allow(now time.Time) bool {
 	return ok
 }
 
-// admit is Allow for an attempt that another gate (the budget) may still
-// refuse: a rejection is counted as a request at once, as by Allow, but
+// admit is allow for an attempt that another gate (the budget) may still
+// refuse: a rejection is counted as a request at once, as by allow, but
 // an admitted attempt only when it is sent (sent), so that an attempt a
 // later gate refuses is no request the backend failed to accept.
 func (t *AdaptiveThrottle) admit(now time.Time) bool {
@@ -102,9 +102,9 @@ func (t *AdaptiveThrottle) drawLocked(now time.Time) bool {
 	return u >= p
 }
 
-// Accepted counts a request the backend accepted at now.
+// accepted counts a request the backend accepted at now.
 // Any answer but an overload error is an accept.
-func (t *AdaptiveThrottle) Accepted(now time.Time) {
+func (t *AdaptiveThrottle) accepted(now time.Time) {
 	t.mu.Lock()
 	t.w.addB(now)
 	t.mu.Unlock()

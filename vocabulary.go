@@ -58,3 +58,7 @@ func IsTransient(err error) bool {
 	_, ok := errors.AsType[*transientError](err)
 	return ok
 }
+
+// joinArgErrors joins several option errors; errors.As finds the first
+// *ArgumentError.
+func joinArgErrors(errs []error) error { return errors.Join(errs...) }

@@ -42,7 +42,7 @@ func TestScheduleWaitDelayThenToken(t *testing.T) {
 		}
 		s := r.NewSchedule(time.Now())
 		start := time.Now()
-		a, _ := s.Admit(start, FirstAttempt)
+		a, _ := s.AdmitKind(start, FirstAttempt)
 		d := a.Done(errBoom, start).Delay
 		if err := s.wait(t.Context(), d, nil); err != nil {
 			t.Fatal(err)
@@ -52,7 +52,7 @@ func TestScheduleWaitDelayThenToken(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		go func() { time.Sleep(5 * time.Second); cancel() }()
-		a, _ = s.Admit(time.Now(), RetryAttempt)
+		a, _ = s.AdmitKind(time.Now(), RetryAttempt)
 		d = a.Done(errBoom, time.Now()).Delay
 		err = s.wait(ctx, d, nil)
 		if !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) {
@@ -89,7 +89,7 @@ func TestBlockingStopEndsTheRun(t *testing.T) {
 		t.Fatalf("wait: %v, want the breaker's refusal", err)
 	}
 	asked, g := b.asked, gaveUp
-	if _, d := s.Admit(time.Now(), RetryAttempt); d.Err != err || b.asked != asked || gaveUp != g {
+	if _, d := s.AdmitKind(time.Now(), RetryAttempt); d.Err != err || b.asked != asked || gaveUp != g {
 		t.Errorf("Admit after the blocking step stopped: %v (breaker asked %d more, GaveUp %d more), want the same stop, nothing asked or reported",
 			d.Err, b.asked-asked, gaveUp-g)
 	}

@@ -170,8 +170,9 @@ func TestRestartKeepsTheCountOfThrottledAttempts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		request := throttleRequests(t, th)
 		for range 100 { // a throttle that has seen only failures rejects most retries
-			th.Allow(time.Now())
+			request(time.Now(), false)
 		}
 		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), withThrottle(th), WithPolicy(pol, rebound.WithMaxAttempts(maxAttempts)), withSeed(1))
 		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
@@ -218,8 +219,9 @@ func TestThrottledRetriesDoNotSpendTheBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		request := throttleRequests(t, th)
 		for range 1000 { // a throttle that has seen only failures rejects almost every retry
-			th.Allow(time.Now())
+			request(time.Now(), false)
 		}
 		p := newProvider("a:1", alwaysFail(errRefused))
 		f := mustNew(t, cluster.NewStaticDirectory(p), withBudget(b), withThrottle(th), withSeed(1),

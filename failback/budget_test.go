@@ -202,7 +202,7 @@ func TestBudgetAskedWhenTheRetryIsDue(t *testing.T) {
 			if n.Add(1) == 1 {
 				// Another loop sharing the budget takes the retry the
 				// first attempt's deposit allowed.
-				if !budget.TryWithdraw(time.Now()) {
+				if !takeRetry(t, budget, time.Now()) {
 					t.Error("the first attempt's deposit allowed no retry")
 				}
 				return nil, errRefused

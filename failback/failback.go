@@ -236,7 +236,7 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 	seq := f.nextSeq.Add(1) - 1
 	now := f.now()
 	t.sched = f.retrier.NewSchedule(f.at(now))
-	t.att, _ = t.sched.Admit(f.at(now), rebound.FirstAttempt) // asks no gate: Invoke made it
+	t.att, _ = t.sched.Admit(f.at(now)) // a first attempt: asks no gate, Invoke made it
 	t.born = now
 	t.expires = math.MaxInt64
 	if ttl > 0 {
@@ -250,7 +250,7 @@ func (f *Invoker) firstFailure(ctx context.Context, inv *cluster.Invocation, tar
 		last = errStopping
 	}
 	dec := t.att.Done(last, f.at(now))
-	if t.attempts = counted(dec.Attempt); dec.Verdict != rebound.WaitFor {
+	if t.attempts = counted(dec.Attempt); dec.Stop {
 		return err // the policy allows no retry at all
 	}
 	return f.offer(t, dec.Delay, seq)

@@ -29,11 +29,9 @@ func TestLateWorkerThrottleBudgetAccounting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		request := throttleRequests(t, th)
 		for i := range 400 {
-			th.Allow(time.Now())
-			if i%4 == 0 {
-				th.Accepted(time.Now())
-			}
+			request(time.Now(), i%4 == 0)
 		}
 		p := newProvider("a:1", func(_ context.Context, c call) (any, error) {
 			var n int

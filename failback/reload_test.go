@@ -302,9 +302,10 @@ func TestStoppingIsNotAnAccept(t *testing.T) {
 	}
 	// No accept counted: the throttle now rejects with probability 20/21
 	// and more (with an accept per request, it would reject nothing).
+	request := throttleRequests(t, th)
 	rejected := 0
 	for range 10 {
-		if !th.Allow(time.Now()) {
+		if !request(time.Now(), false) {
 			rejected++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // The retry path of a queued call, in the order it runs: a worker takes a
@@ -60,8 +61,8 @@ func (f *Invoker) work() {
 		// The budget (rebound.WithBudget, under admit.Drop) and the
 		// throttle (rebound.WithThrottle, under admit.Defer) admit the
 		// retry, each once per attempt.
-		att, dec := t.sched.Admit(f.at(now), rebound.RetryAttempt)
-		if dec.Verdict != rebound.AttemptNow {
+		att, dec := t.sched.Admit(f.at(now))
+		if dec.Stop || dec.Delay > 0 {
 			f.refused(t, dec, now) // rescheduled, dropped or ended without an attempt
 			continue
 		}
@@ -135,7 +136,7 @@ func (f *Invoker) run(t *task, n int) {
 		dec := t.att.Done(err, f.at(now))
 		t.attempts, delay = counted(dec.Attempt), dec.Delay
 		switch due := satAdd(now, delay); {
-		case dec.Verdict != rebound.WaitFor:
+		case dec.Stop:
 			out, reason, delay = outGaveUp, stopReason(dec.Err), 0
 		case due > t.expires:
 			out, drop = outDropped, dropExpired
@@ -287,7 +288,7 @@ func (f *Invoker) breakerHold(t *task, err error, until time.Time, sent bool) bo
 	}
 	f.mu.Lock()
 	if sent {
-		t.attempts = counted(t.sched.Attempts()) // the refused attempt was not sent: the Schedule never counted it
+		t.attempts = counted(admit.Attempts(t.sched)) // the refused attempt was not sent: the Schedule never counted it
 		f.retried--
 	}
 	f.breakerWaits++
@@ -300,21 +301,21 @@ func (f *Invoker) breakerHold(t *task, err error, until time.Time, sent bool) bo
 // refused files t, whose retry its Schedule did not admit at now (dec);
 // t is no longer this worker's:
 //
-//   - the budget refused it (Verdict Stop, Reason ErrBudgetExhausted,
+//   - the budget refused it (Stop, Reason ErrBudgetExhausted,
 //     under admit.Drop): dropped with dropBudget;
 //   - the retry came due after MaxElapsed (Stop, no Reason): given up;
 //   - the throttle refused it: the retry counts as a failed attempt that
 //     was never sent (error rebound.ErrThrottled): t is requeued for the
 //     policy's next delay, reported (EventRetry) like a failed retry
 //     and counted in Stats.Throttled, or, when the policy allows no
-//     further attempt (Verdict Stop), ends in GaveUp (Reason
+//     further attempt (Stop), ends in GaveUp (Reason
 //     rebound.ErrExhausted, Last rebound.ErrThrottled); the TTL and Close
 //     apply as for a failed retry.
 //
 // The invoker's Retrier has no limiter and no breaker: a wait is always a
 // refusal's backoff.
 func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) {
-	if dec.Verdict == rebound.Stop {
+	if dec.Stop {
 		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under admit.Drop (retriers)
 			f.finish(t, outDropped, dropBudget, nil, nil, now)
 			return
@@ -331,7 +332,7 @@ func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) {
 	f.mu.Unlock()
 	out, drop, reason := outRequeued, dropReason(""), error(nil)
 	switch due := satAdd(now, dec.Delay); {
-	case dec.Verdict == rebound.Stop:
+	case dec.Stop:
 		out, reason = outGaveUp, stopReason(dec.Err)
 	case due > t.expires:
 		out, drop = outDropped, dropExpired

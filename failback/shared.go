@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // Claimer is a Store several Invokers share (package reboundpg): each
@@ -82,7 +85,7 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 	}
 	codec := f.cfg.durable.codecOrDefault()
 	now, wallNow := f.now(), time.Now()
-	pn := f.cfg.policy.Normalized()
+	pn := admit.Normalized(f.cfg.policy).(rebound.Policy)
 	maxWait := max(pn.Max, pn.MaxRetryAfter)
 	tasks := make([]*task, 0, len(calls))
 	for _, c := range calls {

@@ -15,7 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // Store keeps the calls an Invoker has queued on durable storage (WithStore).
@@ -343,7 +345,7 @@ func (f *Invoker) loadStored() error {
 	}
 	codec := f.cfg.durable.codecOrDefault()
 	now, wallNow := f.now(), time.Now()
-	pn := f.cfg.policy.Normalized()
+	pn := admit.Normalized(f.cfg.policy).(rebound.Policy)
 	maxWait := max(pn.Max, pn.MaxRetryAfter) // the longest wait the policy can ask for
 	var (
 		loaded  []*task

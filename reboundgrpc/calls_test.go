@@ -82,9 +82,9 @@ func TestClassifyPushbackEveryCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	a, _ := r.NewSchedule(now).Admit(now, rebound.FirstAttempt)
+	a, _ := r.NewSchedule(now).Admit(now)
 	dec := a.Done(reboundgrpc.Classify(status.Error(codes.Unavailable, "x"), md("86400001")), now)
-	if dec.Verdict != rebound.WaitFor || dec.Delay != 5*time.Minute {
+	if dec.Stop || dec.Delay != 5*time.Minute {
 		t.Fatalf("next delay %v, stop %v; want the %v cap", dec.Delay, dec.Err, 5*time.Minute)
 	}
 	if d, ok := reboundgrpc.Pushback(md("86400001")); !ok || d != 86400001*time.Millisecond {

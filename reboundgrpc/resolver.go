@@ -82,9 +82,9 @@ func (r *ccResolver) rejectedRun(sched *rebound.Schedule, att rebound.Attempt, e
 			// The first send was made without asking: its Schedule
 			// admits it now (the Retrier has no gates).
 			sched = r.b.retry.NewSchedule(now)
-			att, _ = sched.Admit(now, rebound.FirstAttempt)
+			att, _ = sched.Admit(now)
 		}
-		if dec := att.Done(err, now); dec.Verdict == rebound.WaitFor {
+		if dec := att.Done(err, now); !dec.Stop {
 			return sched, att, dec
 		}
 		// A stop (a permanent error, or an attempt no longer
@@ -137,8 +137,8 @@ func (r *ccResolver) run() {
 			// The resend is due: the engine admits it (or says how long
 			// to wait; nothing limits these sends today).
 			if sched != nil {
-				a, d := sched.Admit(time.Now(), rebound.RetryAttempt)
-				if d.Verdict == rebound.WaitFor {
+				a, d := sched.Admit(time.Now())
+				if !d.Stop && d.Delay > 0 {
 					retryC = resetTimer(&timer, d.Delay)
 					continue
 				}

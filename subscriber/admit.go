@@ -53,7 +53,7 @@ func (o *options) retriers() (retrier, starter *rebound.Retrier, err error) {
 	return retrier, starter, err
 }
 
-// admission is what the attempt due at the retry timer asks for.
+// admission is what the attempt due at the retry timer is.
 type admission uint8
 
 const (
@@ -62,22 +62,16 @@ const (
 	admitQueued                      // an admitted attempt waiting for its token: the time left on it
 )
 
-// kinds are the engine's kinds of the admissions. A queued attempt asks
-// as a first attempt: the gates it passed are not asked again, and a first
-// attempt's gates (budget, limiter) are a subset of a retry's, so it only
-// learns the time left on its token (a retry's throttle is not asked
-// again).
-var kinds = [...]rebound.AttemptKind{admitFirst: rebound.FirstAttempt, admitRetry: rebound.RetryAttempt, admitQueued: rebound.FirstAttempt}
-
-// admit asks the engine for the attempt of kind k due at now. It returns
+// admit asks the engine for the attempt due at now: a first attempt of a
+// new run, or a retry once the run failed (the Schedule knows). It returns
 // the event: evAdmitted (send it now), evTokenWait (a limiter token is
 // held for it, due after the duration returned) or evDeferred (refused
 // locally, with the reason: deferred to the next backoff step, or a first
 // delay for a limiter that can never grant a token).
-func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.Duration, error) {
-	a, d := r.schedule(m, now).Admit(now, kinds[k])
+func (r *runCtl) admit(m *Manager, now time.Time) (runEvent, time.Duration, error) {
+	a, d := r.schedule(m, now).Admit(now)
 	switch {
-	case d.Verdict == rebound.Stop:
+	case d.Stop:
 		// No MaxElapsed (WithPolicy) and the refusals defer: only a
 		// limiter that can never grant a token (its burst set to 0 after
 		// New) ends the run. Nothing may be sent past it, and a
@@ -85,10 +79,10 @@ func (r *runCtl) admit(m *Manager, k admission, now time.Time) (runEvent, time.D
 		// and a new one asks again after a first delay.
 		r.endRun(now, false)
 		return evDeferred, admit.FirstDelay(r.schedule(m, now)), d.Err
-	case d.Verdict != rebound.WaitFor:
+	case d.Delay == 0:
 		r.att = a
 		return evAdmitted, 0, nil
-	case d.Reason == rebound.ErrLimited:
+	case d.Reason == nil:
 		return evTokenWait, d.Delay, nil
 	default:
 		return evDeferred, d.Delay, d.Reason

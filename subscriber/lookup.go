@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 )
 
 // lookups are the reconciliation lookups of a subscription (Reconciler):
@@ -120,20 +121,20 @@ func (l *lookups) fire(s *Subscription, now time.Time) {
 	if l.sch == nil {
 		l.sch = s.m.retrier.NewSchedule(now)
 	}
-	_, d := l.sch.Admit(now, rebound.LookupAttempt)
-	if d.Verdict == rebound.Stop {
+	stop, delay, reason, _ := admit.Lookup(l.sch, now)
+	if stop {
 		// A limiter that can never grant a token (its burst set to 0
 		// after New): nothing is sent past it; the next period asks again.
 		l.refresh = false
 		l.schedule(s, now)
 		return
 	}
-	if d.Verdict == rebound.WaitFor {
+	if delay > 0 {
 		l.phase = lookToken
-		if d.Reason == rebound.ErrLimited {
-			s.setTokenTimer(timerReconcile, now.Add(d.Delay)) // sent when its token is due
+		if reason == nil {
+			s.setTokenTimer(timerReconcile, now.Add(delay)) // sent when its token is due
 		} else {
-			s.setTimer(timerReconcile, now.Add(d.Delay)) // refused by the throttle: asked again later
+			s.setTimer(timerReconcile, now.Add(delay)) // refused by the throttle: asked again later
 		}
 		return
 	}

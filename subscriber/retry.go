@@ -132,7 +132,7 @@ func (r *runCtl) step(s *Subscription, ev runEvent, in stepIn) (out stepOut) {
 // retryable after all, a classifier: stop like a permanent error).
 func (r *runCtl) backoff(s *Subscription, now time.Time, reason error) (time.Duration, error) {
 	d := r.att.Done(reason, now)
-	if d.Verdict == rebound.Stop {
+	if d.Stop {
 		return 0, d.Err
 	}
 	s.setTimer(timerRetry, now.Add(d.Delay))
@@ -143,7 +143,7 @@ func (r *runCtl) backoff(s *Subscription, now time.Time, reason error) (time.Dur
 // budget, no token (admit.go).
 func (r *runCtl) launchFirst(s *Subscription, now time.Time) {
 	r.sch = s.m.starter.NewSchedule(now)
-	r.att, _ = r.sch.Admit(now, rebound.FirstAttempt) // its gates (a deposit) admit every attempt
+	r.att, _ = r.sch.Admit(now) // a first attempt: its gates (a deposit) admit every attempt
 	r.launch(s, false)
 }
 
@@ -168,14 +168,13 @@ func (r *runCtl) schedule(m *Manager, now time.Time) *rebound.Schedule {
 // fire runs when the retry timer is due: the attempt due asks for
 // admission, and the answer is the event.
 func (r *runCtl) fire(s *Subscription, now time.Time) {
-	kind, ok := r.st.due()
-	if !ok {
+	if _, ok := r.st.due(); !ok {
 		return
 	}
 	if r.park(s, true); r.parked {
 		return // the connection went down after the timer was set
 	}
-	ev, d, why := r.admit(s.m, kind, now)
+	ev, d, why := r.admit(s.m, now)
 	r.step(s, ev, stepIn{now: now, reason: why, delay: d})
 }
 

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/rebound-go/rebound"
 )
 
 // nopRegistry acknowledges every Subscribe.
@@ -80,7 +78,7 @@ func TestRunCtlFollowsTable(t *testing.T) {
 						attemptCtx, s.run.cancel = context.WithCancel(context.Background())
 						// An attempt in flight is one the engine admitted.
 						s.run.sch = m.retrier.NewSchedule(now)
-						s.run.att, _ = s.run.sch.Admit(now, rebound.RetryAttempt)
+						s.run.att, _ = s.run.sch.Admit(now)
 					}
 					if st == rsStopped {
 						s.stopped = true

@@ -296,8 +296,8 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) 
 
 // policyText describes the Manager's policy.
 func policyText(cfg config) string {
-	p := cfg.policy().Normalized()
-	s := fmt.Sprintf("%s jitter, %v doubling to %v, unlimited attempts", jitterName(p.Jitter), p.Initial, p.Max)
+	p := cfg.policy() // Initial and Max 0: 1s and 30s, the Policy's defaults
+	s := fmt.Sprintf("%s jitter, 1s doubling to 30s, unlimited attempts", jitterName(p.Jitter))
 	if cfg.jitter == 0 {
 		s = "rebound's default (" + s + ")"
 	}

@@ -37,8 +37,8 @@ const (
 	// Defer counts the attempt as failed without sending it and waits the
 	// policy's next delay; the loop ends only when its policy runs out.
 	Defer
-	// Drop drops the work (Verdict Drop): for a queue whose callers learn
-	// of the drop, not of a give-up.
+	// Drop drops the work (a stop with no give-up event): for a queue
+	// whose callers learn of the drop, not of a give-up.
 	Drop
 )
 
@@ -84,4 +84,17 @@ var (
 	// FirstDelay draws a wait before the first attempt of s (a
 	// *rebound.Schedule), with the jitter of a first retry; it counts nothing.
 	FirstDelay func(s any) time.Duration
+	// Lookup asks s (a *rebound.Schedule), at now, for a read beside its
+	// run: the gates of a lookup (default: a limiter token), with a token
+	// of its own, and no attempt counted. It returns a rebound.Decision's
+	// fields: stop (with err), a wait of delay (reason: the throttle's
+	// refusal, or nil for a token), or, with neither, the read may start.
+	Lookup func(s any, now time.Time) (stop bool, delay time.Duration, reason, err error)
+	// Attempts returns the failed attempts of s's run (a
+	// *rebound.Schedule), local refusals included: Decision.Attempt of
+	// its last answer.
+	Attempts func(s any) int
+	// Normalized returns the policy a loop runs for p (a rebound.Policy):
+	// each zero field its default, each bad field a safe value.
+	Normalized func(p any) any
 )

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
@@ -170,7 +171,7 @@ func newRepairRetrier(p rebound.Policy, ttl int64) (*rebound.Retrier, error) {
 // so that the Schedule draws every wait, a Retry-After included.
 func repairPolicy(p rebound.Policy, ttl int64) rebound.Policy {
 	const minDelay = 500 * time.Microsecond // a Policy's floor of every delay
-	p = p.Normalized()
+	p = admit.Normalized(p).(rebound.Policy)
 	limit := max(sat.Mul(time.Duration(ttl)*time.Second, 1.0/3), minDelay)
 	p.Max = min(p.Max, limit)
 	p.Initial = min(p.Initial, p.Max)

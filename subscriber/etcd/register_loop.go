@@ -124,13 +124,9 @@ func (h *holder) kick() bool {
 func (h *holder) run() bool {
 	g := h.g
 	g.track.Set(subscriber.RegistrationRepairing, nil)
-	kind := rebound.RetryAttempt
-	if h.sched.Attempts() == 0 {
-		kind = rebound.FirstAttempt
-	}
-	a, dec := h.sched.Admit(time.Now(), kind)
+	a, dec := h.sched.Admit(time.Now())
 	var err error
-	if dec.Verdict == rebound.AttemptNow {
+	if !dec.Stop && dec.Delay == 0 {
 		start := time.Now()
 		err = h.repair()
 		g.track.Attempt(h.op, start, err)
@@ -144,7 +140,7 @@ func (h *holder) run() bool {
 		dec = a.Done(err, time.Now())
 	}
 	g.track.SetAttempts(dec.Attempt)
-	if dec.Verdict != rebound.WaitFor {
+	if dec.Stop {
 		if g.ctx.Err() == nil {
 			// Permanent: the client was closed, permission denied.
 			// Nothing more can be done; Shutdown and Close still

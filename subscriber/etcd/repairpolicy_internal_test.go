@@ -35,16 +35,14 @@ func TestRepairPolicyCapsEveryWaitAtAThirdOfTheTTL(t *testing.T) {
 			now := time.Unix(0, 0)
 			s := r.NewSchedule(now)
 			errs := []error{errors.New("unavailable"), rebound.RetryAfter(time.Hour, errors.New("too many requests"))}
-			kind := rebound.FirstAttempt
 			for i := range 20 {
-				a, dec := s.Admit(now, kind)
-				if dec.Verdict != rebound.AttemptNow {
-					t.Fatalf("attempt %d: not admitted: %v %v", i+1, dec.Verdict, dec.Err)
+				a, dec := s.Admit(now)
+				if dec.Stop || dec.Delay != 0 {
+					t.Fatalf("attempt %d: not admitted: %+v", i+1, dec)
 				}
-				kind = rebound.RetryAttempt
 				dec = a.Done(errs[i%2], now)
 				d := dec.Delay
-				if dec.Verdict != rebound.WaitFor {
+				if dec.Stop {
 					t.Fatalf("attempt %d: the loop stopped: %v", i+1, dec.Err)
 				}
 				if d <= 0 || d > tc.max {

@@ -88,7 +88,6 @@ type repairer struct {
 	need int8
 	up   bool
 	j    judgement
-	kind rebound.AttemptKind // the attempt the timer is the wait for
 	// timer is the wait for the periodic check while there is nothing
 	// to do (need is needNothing), else for the repair's next attempt.
 	timer regstate.Timer
@@ -109,7 +108,6 @@ func (r *repairer) begin(d time.Duration) {
 		r.s.Cancel(time.Now())
 	}
 	r.s = r.g.cfg.retrier.NewSchedule(time.Now())
-	r.kind = rebound.FirstAttempt
 	r.timer.Reset(max(d, time.Nanosecond))
 }
 
@@ -168,24 +166,21 @@ func (r *repairer) due() bool {
 	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
-	a, dec := r.s.Admit(time.Now(), r.kind)
+	a, dec := r.s.Admit(time.Now())
 	g.track.SetAttempts(dec.Attempt) // a local refusal counts
-	switch dec.Verdict {
-	case rebound.WaitFor:
-		if !errors.Is(dec.Reason, rebound.ErrLimited) {
-			r.kind = rebound.RetryAttempt
-		}
-		r.timer.Reset(dec.Delay)
-		return true
-	case rebound.Stop:
+	switch {
+	case dec.Stop:
 		// No limit applies and refusals defer: only a limiter that can
 		// never grant a token (its burst set to 0) stops an admission. A
 		// registration never stops on it: the retry asks again after a
 		// first delay, and nothing is sent until the limiter grants.
 		g.logger().Debug("registration repair paused", zap.Error(dec.Err))
 		r.s.Reset(time.Now())
-		r.kind = rebound.RetryAttempt
+		r.s.Resume(0) // the next attempt is a retry
 		r.timer.Reset(max(admit.FirstDelay(r.s), time.Nanosecond))
+		return true
+	case dec.Delay > 0:
+		r.timer.Reset(dec.Delay)
 		return true
 	}
 	return r.outcome(a, r.work())
@@ -248,7 +243,7 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	g.track.Set(subscriber.RegistrationRepairing, err)
 	dec := a.Done(err, now)
 	g.track.SetAttempts(dec.Attempt)
-	if dec.Verdict != rebound.WaitFor {
+	if dec.Stop {
 		g.logger().Error("registration stopped", zap.Error(dec.Err))
 		g.track.Set(subscriber.RegistrationStopped, dec.Err)
 		r.s = nil // ended by its own verdict: nothing to give back
@@ -257,7 +252,6 @@ func (r *repairer) outcome(a rebound.Attempt, err error) bool {
 	if g.debug() {
 		g.logger().Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
 	}
-	r.kind = rebound.RetryAttempt
 	r.timer.Reset(dec.Delay)
 	return true
 }

@@ -159,7 +159,7 @@ func (g *registration) deregister(ctx context.Context) error {
 	// WithRegisterPolicy's options, each deferring a refusal as in Register.
 	r := g.cfg.dereg
 	s := r.NewSchedule(time.Now())
-	a, _ := s.Admit(time.Now(), rebound.FirstAttempt)
+	a, _ := s.Admit(time.Now())
 	in := g.current()
 	var last error
 	var stillListed int // accepted requests in a row after which the lookup still listed the values
@@ -177,7 +177,7 @@ func (g *registration) deregister(ctx context.Context) error {
 		// The Schedule decides: the delay, then the retry's admission,
 		// waited until ctx is done.
 		dec := a.Done(err, time.Now())
-		if dec.Verdict != rebound.WaitFor {
+		if dec.Stop {
 			return dec.Err
 		}
 		for d := dec.Delay; ; {
@@ -186,14 +186,16 @@ func (g *registration) deregister(ctx context.Context) error {
 				s.Cancel(time.Now())
 				return errors.Join(werr, last)
 			}
-			if a, dec = s.Admit(time.Now(), rebound.RetryAttempt); dec.Verdict == rebound.AttemptNow {
-				break
+			if a, dec = s.Admit(time.Now()); !dec.Stop && dec.Delay == 0 {
+				break // admitted
 			}
 			d = dec.Delay
-			if dec.Verdict == rebound.Stop {
+			if dec.Stop {
 				// As in the repair loop: only a limiter that grants no
-				// token stops an admission; ask again after a first delay.
+				// token stops an admission; ask again, as a retry, after
+				// a first delay.
 				s.Reset(time.Now())
+				s.Resume(0)
 				d = admit.FirstDelay(s)
 			}
 		}

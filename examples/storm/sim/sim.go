@@ -408,7 +408,7 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 	// and schedules the next one; it reports false if the call ended.
 	failed := func(t time.Duration, c *task, err error) bool {
 		dec := c.att.Done(err, Epoch.Add(t))
-		if dec.Verdict == rebound.WaitFor {
+		if !dec.Stop {
 			q[0].at = t + dec.Delay
 			heap.Fix(&q, 0)
 			return true
@@ -438,9 +438,9 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 			// any), now, in time order; a wait puts it back in the queue
 			// with the token held (asked again then, it is admitted); a
 			// throttled attempt is not sent and backs off.
-			a, d := c.sched.Admit(now, rebound.RetryAttempt)
+			a, d := c.sched.Admit(now) // a retry
 			switch {
-			case d.Verdict == rebound.Stop:
+			case d.Stop:
 				res.GaveUp++
 				if d.Reason != nil {
 					res.Throttled++
@@ -449,13 +449,13 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 				c.sched = nil
 				heap.Pop(&q)
 				continue
-			case d.Verdict == rebound.WaitFor && d.Reason != rebound.ErrLimited:
+			case d.Delay > 0 && d.Reason != nil: // refused locally
 				res.Throttled++
 				c.attempts++
 				q[0].at = t + d.Delay
 				heap.Fix(&q, 0)
 				continue
-			case d.Verdict == rebound.WaitFor:
+			case d.Delay > 0: // a limiter token
 				res.LimiterWait += d.Delay
 				q[0].at = t + d.Delay
 				heap.Fix(&q, 0)
@@ -465,12 +465,12 @@ func Simulate(cfg Config, s Strategy) (Result, error) {
 		}
 		c.attempts++
 		if c.attempts == 1 {
-			a, d := c.sched.Admit(now, rebound.FirstAttempt)
-			if d.Verdict != rebound.AttemptNow {
+			a, d := c.sched.Admit(now) // the first attempt
+			if d.Stop || d.Delay > 0 {
 				// Rejected locally: not sent, it backs off as after a
 				// failure (or the policy allows no further attempt).
 				res.Throttled++
-				if d.Verdict != rebound.WaitFor {
+				if d.Stop {
 					res.GaveUp++
 					res.GaveUpThrottled++
 					c.sched = nil
