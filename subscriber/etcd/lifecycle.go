@@ -16,11 +16,14 @@ import (
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
 )
 
-// stop ends the loop, bounded by ctx.
+// stop ends the loop (its request in flight is cancelled), bounded by
+// ctx, and waits for the hub's goroutines that its end stopped.
 func (g *registration) stop(ctx context.Context) error {
 	g.cancel()
+	g.loop.Stop()
 	select {
-	case <-g.done:
+	case <-g.loop.Done():
+		g.leftOnce.Do(g.left)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -29,7 +32,7 @@ func (g *registration) stop(ctx context.Context) error {
 
 // Close stops the registration at once, without a request: the key stays
 // until its lease expires (at most the TTL). It implements io.Closer: it
-// is idempotent, waits for the Registration's goroutine and returns nil.
+// is idempotent, waits for the repair step in flight and returns nil.
 func (g *registration) Close() error {
 	if g.track.InObserver() { // Close would wait for the step calling the observer
 		go func() { _ = g.Close() }()
@@ -88,7 +91,7 @@ func (g *registration) Shutdown(ctx context.Context) error {
 	return g.revokeErr
 }
 
-// update is one Update request to the loop goroutine.
+// update is one Update request to the loop.
 type update struct {
 	ctx   context.Context
 	inst  subscriber.Instance
@@ -130,31 +133,38 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 	if prefix+id != g.key {
 		return argErr(fn, "inst", fmt.Sprintf("must keep the instance's key %q (another key is another instance: Register it); got %q", g.key, prefix+id))
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	u := update{ctx: ctx, inst: inst, value: string(value), done: make(chan error, 1)}
-	select {
-	case g.updates <- u:
-	case <-g.done:
-		return opErr("update", g.key, regstate.ErrStopped)
-	case <-ctx.Done():
-		return ctx.Err()
+	stopped := opErr("update", g.key, regstate.ErrStopped)
+	if !g.loop.Post(func() bool { u.done <- g.h.update(u); return true }) {
+		return stopped
 	}
 	select {
 	case err := <-u.done:
 		return err
+	case <-g.loop.Done():
+		select {
+		case err := <-u.done:
+			return err
+		default:
+			return stopped // the loop ended before it took the Update
+		}
 	case <-ctx.Done():
 		// The loop's request is bounded by ctx too: it ends soon.
 		return ctx.Err()
 	}
 }
 
-// update puts u's value on the current lease (in the loop goroutine) if
+// update puts u's value on the current lease (in a step of the loop) if
 // the lease holds the key or nothing does; it only records the value
 // while another lease holds the key.
 func (h *holder) update(u update) error {
 	g := h.g
 	ctx, cancel := context.WithTimeout(u.ctx, g.opts.timeout)
 	defer cancel()
-	stop := context.AfterFunc(h.ctx, cancel)
+	stop := context.AfterFunc(g.ctx, cancel)
 	defer stop()
 	start := time.Now()
 	put := clientv3.OpPut(g.key, u.value, clientv3.WithLease(h.lease))

@@ -1,0 +1,298 @@
+package etcd
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/internal/regstate"
+)
+
+// Work a repair attempt has to do.
+const (
+	probeLease = 1 << iota // no keep-alive answer for a TTL, or the lease is gone: does it live?
+	ensureKey              // the key changed, or the watch broke: put it back if it must
+)
+
+// holder is the state of a registration's loop, owned by its steps (one
+// at a time).
+type holder struct {
+	g       *registration
+	lease   clientv3.LeaseID
+	rev     int64  // the revision of this loop's last put: watch events up to it are old
+	started bool   // the first registration was made: watch events count
+	op      string // the kind of request of the last repair (for the observers)
+	yielded bool   // another lease holds the key
+
+	pending int               // the repair work due (probeLease, ensureKey)
+	failing bool              // the last attempt failed: timer is armed, or the connection is down
+	sched   *rebound.Schedule // the repairs' run
+	timer   *regstate.Timer   // the wait after a failed repair
+
+	kaOn   bool            // keeping the lease alive
+	kaLast time.Time       // the last answer (or the grant)
+	kaTTL  time.Duration   // the TTL it gave
+	kaT    *regstate.Timer // the next keep-alive request, or the TTL's end
+}
+
+// start joins the client's hub and makes the first registration in a
+// step of the loop, bounded by ctx; an error leaves nothing running.
+func (g *registration) start(ctx context.Context) error {
+	h := &g.h
+	h.g = g
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.loop = regstate.NewLoop(g.ended)
+	h.timer = sched.NewTimer(func(gen uint32) {
+		g.loop.Post(func() bool {
+			if !h.timer.Live(gen) {
+				return true
+			}
+			h.failing = false
+			return h.kick()
+		})
+	})
+	h.kaT = sched.NewTimer(func(gen uint32) {
+		// A short step, on the scheduler's goroutine when the loop is
+		// idle: only a send, which may block, gets a goroutine.
+		g.loop.Do(func() bool {
+			if h.kaT.Live(gen) {
+				h.kaDue()
+			}
+			return true
+		})
+	})
+	g.hub = joinHub(g.client, g)
+	res := make(chan error, 1)
+	g.loop.Post(func() bool {
+		err := h.first(ctx)
+		res <- err
+		return err == nil
+	})
+	err := <-res
+	if err != nil {
+		g.cancel()
+		<-g.loop.Done()
+		g.left()
+	}
+	return err
+}
+
+// first makes the first registration: a lease and the key on it.
+func (h *holder) first(ctx context.Context) error {
+	g := h.g
+	start := time.Now()
+	lease, rev, _, err := g.grantAndPut(ctx, true)
+	g.track.Attempt(regstate.OpRegister, start, err)
+	if err != nil {
+		return err
+	}
+	h.started, h.rev = true, rev
+	g.hub.joinWatch(g.prefix, g.key, g, rev)
+	h.setLease(lease)
+	g.track.Registered()
+	h.sched = g.retrier.NewSchedule(time.Now())
+	h.keepAlive(false)
+	return nil
+}
+
+// ended runs when the loop has ended: it stops the timers and leaves the
+// hub; left waits for the hub's goroutines that this stopped.
+func (g *registration) ended() {
+	g.h.timer.Stop()
+	g.h.kaT.Stop()
+	g.left = g.hub.leave(g, g.prefix, g.key, g.h.started)
+}
+
+// kick runs the repairs due, unless a failed one waits; false: stop for
+// good.
+func (h *holder) kick() bool {
+	for h.pending != 0 && !h.failing {
+		if !h.run() {
+			return false
+		}
+	}
+	return true
+}
+
+// run makes one repair attempt, as the Schedule decides (Admit, then
+// Done); false: stop for good.
+func (h *holder) run() bool {
+	g := h.g
+	g.track.Set(subscriber.RegistrationRepairing, nil)
+	a, dec := h.sched.Admit(time.Now())
+	var err error
+	if !dec.Stop && dec.Delay == 0 {
+		start := time.Now()
+		err = h.repair()
+		g.track.Attempt(h.op, start, err)
+		if err == nil {
+			a.Done(nil, time.Now())
+			if h.pending == 0 {
+				g.track.Set(subscriber.RegistrationRegistered, nil)
+			}
+			return true
+		}
+		dec = a.Done(err, time.Now())
+	}
+	g.track.SetAttempts(dec.Attempt)
+	if dec.Stop {
+		if g.ctx.Err() == nil {
+			// Permanent: the client was closed, permission denied.
+			// Nothing more can be done; Shutdown and Close still
+			// work.
+			g.log.Error("registration stopped", zap.Error(dec.Err))
+			g.track.Set(subscriber.RegistrationStopped, dec.Err)
+		}
+		return false
+	}
+	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
+	h.failing = true
+	if !g.hub.up.Load() {
+		// The connection is down: wait for it (ready), not for a timer,
+		// so that an outage costs nothing per registration.
+		return true
+	}
+	h.timer.Reset(dec.Delay)
+	return true
+}
+
+// ready runs when the client's connection is ready again: a failed
+// repair is tried at once, from the start of the policy.
+func (g *registration) ready() {
+	h := &g.h
+	g.loop.Do(func() bool {
+		if h.failing {
+			h.timer.Stop()
+			h.failing = false
+			h.sched.Reset(time.Now())
+			g.loop.Post(h.kick)
+		}
+		return true
+	})
+}
+
+// watched hands the loop the watch's events on the key; nil: the watch
+// broke, and changes may have been missed.
+func (g *registration) watched(events []*clientv3.Event) {
+	h := &g.h
+	g.loop.Do(func() bool {
+		if !h.started {
+			return true // older than the first put
+		}
+		need := events == nil
+		if !need {
+			var seen bool
+			need, seen = h.apply(events)
+			if !seen {
+				return true
+			}
+		}
+		if need {
+			h.pending |= ensureKey
+			g.loop.Post(h.kick)
+		} else {
+			h.pending &^= ensureKey
+		}
+		return true
+	})
+}
+
+// setLease binds the instance to lease.
+func (h *holder) setLease(lease clientv3.LeaseID) {
+	old := h.lease
+	h.lease = lease
+	h.g.lease.Store(int64(lease))
+	h.g.hub.keepAlive(h.g, old, lease)
+}
+
+// keepAlive starts keeping h.lease alive: at once (now), or a third of
+// the TTL after the grant.
+func (h *holder) keepAlive(now bool) {
+	h.kaOn = true
+	h.kaLast = time.Now()
+	h.kaTTL = time.Duration(h.g.ttl) * time.Second
+	if now {
+		h.kaT.Reset(0)
+		return
+	}
+	h.kaT.Reset(h.kaTTL / 3)
+}
+
+// kaDue has a keep-alive request sent, or probes the lease when none
+// was answered for a TTL. With no stream open it parks (no goroutine):
+// kaResume, or the TTL's end, wakes it.
+func (h *holder) kaDue() {
+	g := h.g
+	if !h.kaOn {
+		return
+	}
+	now := time.Now()
+	end := h.kaLast.Add(h.kaTTL)
+	switch {
+	case !now.Before(end):
+		h.kaOn = false
+		g.log.Warn("no keep-alive answer for a TTL (no leader, or unreachable); asking whether the lease lives",
+			zap.Int64("lease", int64(h.lease)))
+		h.pending |= probeLease
+		g.loop.Post(h.kick)
+	case g.hub.park(g):
+		h.kaT.Reset(end.Sub(now))
+	default:
+		g.loop.Post(h.kaSend)
+	}
+}
+
+// kaSend sends a keep-alive request (a step: Send may block).
+func (h *holder) kaSend() bool {
+	g := h.g
+	if !h.kaOn {
+		return true
+	}
+	sent := g.hub.send(g, h.lease)
+	now := time.Now()
+	end := h.kaLast.Add(h.kaTTL)
+	if sent {
+		h.kaT.Reset(min(h.kaTTL/3, end.Sub(now)))
+	} else {
+		h.kaT.Reset(end.Sub(now)) // parked: kaResume, or the TTL's end
+	}
+	return true
+}
+
+// kaAnswer hands the loop a keep-alive answer for lease id.
+func (g *registration) kaAnswer(id clientv3.LeaseID, ttl int64) {
+	h := &g.h
+	g.loop.Do(func() bool {
+		if id != h.lease || !h.kaOn {
+			return true
+		}
+		if ttl <= 0 {
+			h.kaOn = false
+			h.kaT.Stop()
+			g.log.Warn("the keep-alive answered that the lease is gone; asking whether it lives", zap.Int64("lease", int64(h.lease)))
+			h.pending |= probeLease
+			g.loop.Post(h.kick)
+			return true
+		}
+		h.kaLast, h.kaTTL = time.Now(), time.Duration(ttl)*time.Second
+		h.kaT.Reset(h.kaTTL / 3)
+		return true
+	})
+}
+
+// kaResume runs when a keep-alive stream answers again after g's request
+// found none: the request is sent soon (spread over up to a second).
+func (g *registration) kaResume() {
+	h := &g.h
+	g.loop.Do(func() bool {
+		if h.kaOn {
+			h.kaT.Reset(rand.N(min(time.Second, h.kaTTL/3)) + time.Nanosecond)
+		}
+		return true
+	})
+}
