@@ -3,6 +3,7 @@ package rebound_test
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -177,6 +178,44 @@ func TestBreakHandleInvariants(t *testing.T) {
 				}
 				balance("lookup")
 			}
+		}
+	}
+}
+
+// TestBreakResumeHugeCount shows that a run resumed with a huge count (a
+// damaged record: Resume is written to take one in no time) overflowed at
+// its next failure: Decision.Attempt and the hooks' Event.Attempt went
+// negative, and the next Admit took the run for a new one (a first
+// attempt). The count saturates instead: it never goes down within a run,
+// and the next attempt stays a retry.
+func TestBreakResumeHugeCount(t *testing.T) {
+	var events []rebound.Event
+	r := mustRetrier(t, fixed, rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		events = append(events, e)
+	})))
+	s := r.NewSchedule(t0)
+	s.Resume(math.MaxInt)
+	now := t0
+	for i := range 3 {
+		a, d := s.Admit(now)
+		if d.Stop || d.Delay != 0 {
+			t.Fatalf("Admit %d: %+v, want admitted", i, d)
+		}
+		if d.Attempt != math.MaxInt {
+			t.Errorf("Admit %d: Decision.Attempt %d, want %d", i, d.Attempt, math.MaxInt)
+		}
+		if k := s.Kind(); k != rebound.RetryAttempt {
+			t.Errorf("Admit %d: the attempt is kind %d, want a retry", i, k)
+		}
+		d = a.Done(errBoom, now)
+		if d.Stop || d.Attempt != math.MaxInt {
+			t.Errorf("Done %d: %+v, want a wait with Attempt %d", i, d, math.MaxInt)
+		}
+		now = now.Add(d.Delay)
+	}
+	for _, e := range events {
+		if e.Attempt <= 0 {
+			t.Errorf("%v event with Attempt %d", e.Kind, e.Attempt)
 		}
 	}
 }
