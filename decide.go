@@ -2,6 +2,7 @@ package rebound
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -133,7 +134,7 @@ var errStaleAttempt = &ArgumentError{Func: "rebound.Attempt.Done", Arg: "a",
 
 // succeeded reports a success at now and starts a new run.
 func (s *Schedule) succeeded(now time.Time) {
-	e := Event{Attempt: s.attempts + 1, LimiterWait: s.limWait, Elapsed: s.elapsed(now)}
+	e := Event{Attempt: s.nextCount(), LimiterWait: s.limWait, Elapsed: s.elapsed(now)}
 	// The breaker and the throttle hear the success before the hooks, so
 	// that a hook that panics leaves no admission held.
 	s.res = nil // the token was used by the attempt
@@ -158,7 +159,7 @@ func (s *Schedule) failed(err error, now time.Time) (time.Duration, error) {
 		}
 		return d, stop
 	}
-	attempt, lw := s.attempts+1, s.limWait
+	attempt, lw := s.nextCount(), s.limWait
 	d, stop := s.next(err, now)
 	if stop != nil {
 		s.ended = stop
@@ -176,7 +177,7 @@ func (s *Schedule) failed(err error, now time.Time) (time.Duration, error) {
 // next is the rule of a failure with err at now: the delay, or the stop.
 func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 	s.endAttempt(err)
-	s.attempts++
+	s.attempts = s.nextCount()
 	s.limWait = 0
 	s.passed = 0
 	s.res = nil // a token reserved for the attempt that just failed was used
@@ -214,6 +215,16 @@ func (s *Schedule) next(err error, now time.Time) (time.Duration, error) {
 	return d, nil
 }
 
+// nextCount is the run's failure count after one more failure. It stops
+// at math.MaxInt: a run resumed with a huge count (Resume) never wraps to
+// a negative count, which would read as a new run.
+func (s *Schedule) nextCount() int {
+	if s.attempts == math.MaxInt {
+		return s.attempts
+	}
+	return s.attempts + 1
+}
+
 // retryAfterBeyond is the reason of a stop caused by a Retry-After.
 func retryAfterBeyond(ra, maxElapsed time.Duration) error {
 	return fmt.Errorf("%w: server asked to retry after %v, beyond MaxElapsed %v", ErrExhausted, ra, maxElapsed)
@@ -225,7 +236,7 @@ func retryAfterBeyond(ra, maxElapsed time.Duration) error {
 func (s *Schedule) refuse(reason error, now time.Time) (time.Duration, error) {
 	s.cancel(now) // a token held for the refused attempt is not used
 	s.passed = 0
-	s.attempts++
+	s.attempts = s.nextCount()
 	s.last = reason
 	s.limWait = 0
 	l := &s.c.limits

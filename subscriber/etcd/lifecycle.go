@@ -138,6 +138,17 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 	}
 	u := update{ctx: ctx, inst: inst, value: string(value), done: make(chan error, 1)}
 	stopped := opErr("update", g.key, regstate.ErrStopped)
+	if g.track.InObserver() {
+		// From the Registration's observer: on the goroutine of the step
+		// calling it, which the loop waits for (a posted Update would
+		// never run), or of Close or Shutdown once the loop ended.
+		select {
+		case <-g.loop.Done():
+			return stopped
+		default:
+			return g.h.update(u)
+		}
+	}
 	if !g.loop.Post(func() bool { u.done <- g.h.update(u); return true }) {
 		return stopped
 	}
