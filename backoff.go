@@ -20,7 +20,7 @@ func (p Policy) NewBackOff(opts ...Option) backoff.BackOff {
 
 func newPolicyBackOff(p Policy, c *config) *policyBackOff {
 	b := &policyBackOff{clock: c.clock, maxAttempts: max(c.maxAttempts, 0), maxElapsed: max(c.maxElapsed, 0)}
-	b.d.init(p.normalized(), c.seed, c.seeded)
+	b.d.seedFrom(p.normalized(), c.seed, c.seeded)
 	b.Reset()
 	return b
 }

@@ -69,7 +69,7 @@ func (s *Schedule) lookup(now time.Time) (Attempt, Decision) { return s.admit(no
 func (s *Schedule) admit(now time.Time, k attemptKind) (Attempt, Decision) {
 	if s.c == nil {
 		return Attempt{}, Decision{Stop: true, Err: &ArgumentError{Func: "rebound.Schedule.Admit", Arg: "s",
-			Reason: "is a zero Schedule: make it with Retrier.NewSchedule"}}
+			Reason: "is a zero Schedule, which admits nothing"}}
 	}
 	if k != kindLookup && s.ended != nil {
 		return Attempt{}, s.endedDecision()

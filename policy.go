@@ -186,8 +186,8 @@ type drawer struct {
 	prev time.Duration // previous delay (DecorrelatedJitter)
 }
 
-// init seeds the drawer: with seed when seeded, else at random.
-func (d *drawer) init(p Policy, seed uint64, seeded bool) {
+// seedFrom seeds the drawer: with seed when seeded, else at random.
+func (d *drawer) seedFrom(p Policy, seed uint64, seeded bool) {
 	d.p = p
 	if seeded {
 		d.pcg.Seed(seed, seed^0x9e3779b97f4a7c15)

@@ -30,13 +30,13 @@ type Retrier struct {
 // (matching ErrInvalidArgument).
 func NewRetrier(p Policy, opts ...Option) (*Retrier, error) {
 	r := &Retrier{}
-	if err := r.init("rebound.NewRetrier", p, opts); err != nil {
+	if err := r.compile("rebound.NewRetrier", p, opts); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *Retrier) init(fn string, p Policy, opts []Option) error {
+func (r *Retrier) compile(fn string, p Policy, opts []Option) error {
 	if err := p.validate(); err != nil {
 		return &ArgumentError{Func: fn, Arg: "p", Reason: "breaks a Policy rule", Err: err}
 	}
@@ -68,7 +68,7 @@ func (r *Retrier) NewSchedule(now time.Time) *Schedule {
 
 func (r *Retrier) initSchedule(s *Schedule, now time.Time) {
 	k := r.seq.Add(1) - 1
-	s.init(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
+	s.prepare(&r.c, r.p, r.c.seed+k*0x9e3779b97f4a7c15, r.c.seeded, now)
 }
 
 // beginFirst counts, at now, a first attempt made without Do or a Schedule

@@ -32,7 +32,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	meter, me, only := observersOnly(opts)
 	if !only {
 		r := &Retrier{}
-		if err := r.init("rebound.Retry", p, opts); err != nil {
+		if err := r.compile("rebound.Retry", p, opts); err != nil {
 			return err
 		}
 		return r.do(ctx, op)
@@ -59,7 +59,7 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 		return nil
 	}
 	r := &Retrier{}
-	if ierr := r.init("rebound.Retry", p, opts); ierr != nil {
+	if ierr := r.compile("rebound.Retry", p, opts); ierr != nil {
 		return ierr // not reached: p is valid, and these options have no errors
 	}
 	if me == 0 {

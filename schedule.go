@@ -45,10 +45,10 @@ type Schedule struct {
 	done func(error) // the Breaker's report for the admitted attempt
 }
 
-// init prepares s for a loop starting at now.
-func (s *Schedule) init(c *config, p Policy, seed uint64, seeded bool, now time.Time) {
+// prepare prepares s for a loop starting at now.
+func (s *Schedule) prepare(c *config, p Policy, seed uint64, seeded bool, now time.Time) {
 	s.c = c
-	s.d.init(p, seed, seeded)
+	s.d.seedFrom(p, seed, seeded)
 	s.start = now
 }
 

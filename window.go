@@ -22,7 +22,7 @@ import (
 type window struct {
 	slot   time.Duration // length of one slot
 	epoch  time.Time     // the first time seen: slot 0
-	init   bool
+	begun  bool
 	cur    int64 // index of the current slot
 	a, b   []float64
 	ta, tb float64 // totals over the window
@@ -35,8 +35,8 @@ func newWindow(length time.Duration, slots int) window {
 
 // advance moves the window to now and returns the current slot's position.
 func (w *window) advance(now time.Time) int {
-	if !w.init {
-		w.init, w.epoch = true, now
+	if !w.begun {
+		w.begun, w.epoch = true, now
 	}
 	d := now.Sub(w.epoch)
 	idx := int64(d / w.slot)
