@@ -116,9 +116,12 @@ func WithMaxTasks(n int) Option {
 }
 
 // WithPolicy sets how long a call waits between attempts (p) and the
-// engine's options: limits (none means never stop), rebound.WithBudget,
-// WithThrottle, WithObserver, WithMeterProvider, WithTracerProvider.
-// Default: DefaultPolicy() and at most 4 attempts. A bad p or option,
+// engine's options: limits, rebound.WithBudget, WithThrottle,
+// WithObserver, WithMeterProvider, WithTracerProvider. Default:
+// DefaultPolicy() and at most 4 attempts. WithPolicy replaces both: with
+// no limit in opts a call retries until its TTL (WithTTL) or Close, and the zero Policy
+// paces as rebound.Policy's own defaults. To only observe, keep them:
+// WithPolicy(DefaultPolicy(), rebound.WithMaxAttempts(4), obs). A bad p or option,
 // or rebound.WithLimiter or WithBreaker, makes New fail; see
 // docs/failback.md for what each option does here.
 func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
