@@ -47,7 +47,8 @@ type Attempt struct {
 // Admit asks, at now, whether the run's next attempt may start. It is a
 // first attempt after NewSchedule, Reset or a success, else a retry
 // (after a failure, a local refusal or Resume).
-// When admitted, the Decision's Delay is 0 and the Attempt is not zero.
+// When admitted, the Decision's Delay is 0 and the returned Attempt is
+// not the zero Attempt (Decision.Attempt counts failures: 0 at first).
 // The gates, rules and hooks are in docs/engine.md.
 func (s *Schedule) Admit(now time.Time) (Attempt, Decision) {
 	return s.admit(now, s.kind())
