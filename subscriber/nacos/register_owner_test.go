@@ -26,6 +26,33 @@ func listedAddrs(srv *nacostest.Server, service string) []string {
 
 func addr(ip string, port uint64) string { return ip + ":" + strconv.FormatUint(port, 10) }
 
+// settledClient returns a client of srv whose connection event has been
+// handled. nacos-sdk-go handles a new connection's event on a goroutine
+// of its own, later, by re-sending every instance it has cached; a test
+// that replaces one instance by another on a fresh client could see that
+// redo re-send the replaced one. The client is started while srv refuses
+// connections, caches a sentinel instance, and is let in: once srv lists
+// the sentinel, the redo is over (it re-sends what it cached when the
+// event came, the sentinel alone). The sentinel is then deregistered.
+func settledClient(t *testing.T, srv *nacostest.Server) naming_client.INamingClient {
+	t.Helper()
+	srv.SetRefuseConnections(true)
+	c := newClient(t, srv)
+	sentinel := vo.RegisterInstanceParam{Ip: "10.255.0.1", Port: 1, Weight: 1, Enable: true, Healthy: true,
+		Ephemeral: true, ServiceName: "settle"}
+	// Refused: the SDK caches the instance for its redo and fails.
+	_, _ = c.RegisterInstance(sentinel)
+	srv.SetRefuseConnections(false)
+	eventually(t, e2eTimeout, "the client's redo of the sentinel after it connected", func() bool {
+		return listed(srv, "settle", sentinel.Ip, sentinel.Port)
+	})
+	if _, err := c.DeregisterInstance(vo.DeregisterInstanceParam{Ip: sentinel.Ip, Port: sentinel.Port,
+		Ephemeral: true, ServiceName: "settle"}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestShutdownAfterCloseSparesALaterClosedRegistration: A is closed, B
 // registers the same service on the same client and is closed in turn:
 // the connection holds B's instance. A's Shutdown must send nothing (its
@@ -33,7 +60,7 @@ func addr(ip string, port uint64) string { return ip + ":" + strconv.FormatUint(
 // the service's slot on the client was free again.
 func TestShutdownAfterCloseSparesALaterClosedRegistration(t *testing.T) {
 	srv := newServer(t)
-	c := newClient(t, srv)
+	c := settledClient(t, srv)
 	key := subscriber.Key{Service: "orders"}
 	a := mustRegisterNacos(t, c, key, inst("10.0.0.1", 8080), fastRegister...)
 	if err := a.Close(); err != nil {
@@ -61,7 +88,7 @@ func TestShutdownAfterCloseSparesALaterClosedRegistration(t *testing.T) {
 func TestRejectedRegisterSparesAClosedRegistration(t *testing.T) {
 	srv := newServer(t)
 	// One client for both: the connection is what they share.
-	c := rejectingClient(srv, newClient(t, srv), "10.0.0.2")
+	c := rejectingClient(srv, settledClient(t, srv), "10.0.0.2")
 	key := subscriber.Key{Service: "orders"}
 	a := mustRegisterNacos(t, c, key, inst("10.0.0.1", 8080), fastRegister...)
 	if err := a.Close(); err != nil {
