@@ -48,8 +48,8 @@ func TestBreakPolicyObserverCallsClose(t *testing.T) {
 	var closeErr error // written before returned is closed
 	obs := rebound.ObserverFunc(func(e rebound.Event) {
 		g := reg.Load()
-		if e.Kind != rebound.EventAttempt || g == nil {
-			return
+		if e.Kind != rebound.EventAttempt || e.Detail != nil || g == nil {
+			return // the engine's events only (the registration's have a Detail)
 		}
 		once.Do(func() {
 			close(entered)
