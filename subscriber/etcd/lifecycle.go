@@ -72,6 +72,10 @@ func (g *registration) Shutdown(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// The engine calls the observers in the revocation's requests:
+	// Close, Shutdown and Update called there do not wait for them.
+	in := g.track.Enter()
+	defer g.track.Leave(in)
 	g.track.Set(subscriber.RegistrationDeregistering, nil)
 	lease := g.currentLease()
 	g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
