@@ -227,16 +227,21 @@ func (g *registration) grantAndPut(parent context.Context, take bool) (lease cli
 	}
 	resp, err := txn.Then(put).Commit()
 	if err != nil {
-		g.revokeBestEffort(parent, lr.ID) // do not leave the lease behind
+		// The put may have been applied all the same: a failed answer,
+		// or ctx ended (Shutdown or Close cancelled the repair) after
+		// the request left. Nobody else knows the lease: revoked here,
+		// it takes such a key with it.
+		g.revokeBestEffort(parent, lr.ID)
 		return 0, 0, false, classify("put", g.key, err, g.closed())
 	}
 	return lr.ID, resp.Header.Revision, !resp.Succeeded, nil
 }
 
-// revokeBestEffort revokes a lease, bounded by ctx and the attempt
-// timeout: a lease it cannot revoke (ctx ended) expires with its TTL.
+// revokeBestEffort revokes a lease, bounded by the attempt timeout but
+// not by ctx's end: the lease of a put that ctx's end interrupted may
+// hold the key. A lease it cannot revoke expires with its TTL.
 func (g *registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.timeout)
 	defer cancel()
 	_, _ = g.client.Revoke(ctx, id)
 }
