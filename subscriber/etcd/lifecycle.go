@@ -237,11 +237,17 @@ func (g *registration) grantAndPut(parent context.Context, take bool) (lease cli
 	return lr.ID, resp.Header.Revision, !resp.Succeeded, nil
 }
 
-// revokeBestEffort revokes a lease, bounded by the attempt timeout but
-// not by ctx's end: the lease of a put that ctx's end interrupted may
-// hold the key. A lease it cannot revoke expires with its TTL.
+// revokeBestEffort revokes a lease, bounded by the attempt timeout, and
+// by revokeGrace after ctx's end: the lease of a put that ctx's end
+// interrupted may hold the key, and the caller returns soon after ctx's
+// end. A lease it cannot revoke expires with its TTL.
 func (g *registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.timeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.timeout)
 	defer cancel()
-	_, _ = g.client.Revoke(ctx, id)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(revokeGrace, cancel) })
+	defer stop()
+	_, _ = g.client.Revoke(rctx, id)
 }
+
+// revokeGrace is how long revokeBestEffort goes on after its ctx ended.
+const revokeGrace = time.Second
