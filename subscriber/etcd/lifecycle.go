@@ -72,6 +72,10 @@ func (g *registration) Shutdown(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	// The engine calls the observers in the revocation's requests:
+	// Close, Shutdown and Update called there do not wait for them.
+	in := g.track.Enter()
+	defer g.track.Leave(in)
 	g.track.Set(subscriber.RegistrationDeregistering, nil)
 	lease := g.currentLease()
 	g.revokeErr = g.retrier.Do(ctx, func(ctx context.Context) error {
@@ -223,16 +227,27 @@ func (g *registration) grantAndPut(parent context.Context, take bool) (lease cli
 	}
 	resp, err := txn.Then(put).Commit()
 	if err != nil {
-		g.revokeBestEffort(parent, lr.ID) // do not leave the lease behind
+		// The put may have been applied all the same: a failed answer,
+		// or ctx ended (Shutdown or Close cancelled the repair) after
+		// the request left. Nobody else knows the lease: revoked here,
+		// it takes such a key with it.
+		g.revokeBestEffort(parent, lr.ID)
 		return 0, 0, false, classify("put", g.key, err, g.closed())
 	}
 	return lr.ID, resp.Header.Revision, !resp.Succeeded, nil
 }
 
-// revokeBestEffort revokes a lease, bounded by ctx and the attempt
-// timeout: a lease it cannot revoke (ctx ended) expires with its TTL.
+// revokeBestEffort revokes a lease, bounded by the attempt timeout, and
+// by revokeGrace after ctx's end: the lease of a put that ctx's end
+// interrupted may hold the key, and the caller returns soon after ctx's
+// end. A lease it cannot revoke expires with its TTL.
 func (g *registration) revokeBestEffort(ctx context.Context, id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(ctx, g.opts.timeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.timeout)
 	defer cancel()
-	_, _ = g.client.Revoke(ctx, id)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(revokeGrace, cancel) })
+	defer stop()
+	_, _ = g.client.Revoke(rctx, id)
 }
+
+// revokeGrace is how long revokeBestEffort goes on after its ctx ended.
+const revokeGrace = time.Second

@@ -46,7 +46,7 @@ func (g *registration) start(ctx context.Context) error {
 	h := &g.h
 	h.g = g
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.loop = regstate.NewLoop(g.ended)
+	g.loop = regstate.NewLoop(g.ended, g.track)
 	h.timer = sched.NewTimer(func(gen uint32) {
 		g.loop.Post(func() bool {
 			if !h.timer.Live(gen) {

@@ -3,6 +3,10 @@ package nacos_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +18,91 @@ import (
 	"github.com/rebound-go/rebound/subscriber/nacos/nacostest"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
+
+// TestBreakPolicyObserverCallsClose: WithRegisterPolicy passes every
+// engine option to the repairs' Retrier, so a rebound.WithObserver given
+// there is called by the engine inside a step of the repair loop, where
+// WithRegistrationObserver's guard does not reach. Close called from it
+// waits for that step: it never returns. Correct: Close from any observer
+// of the Registration returns an error matching
+// rebound.ErrCalledFromCallback and the Registration stops (as for
+// WithRegistrationObserver's), or WithRegisterPolicy refuses the option.
+// The scenario runs in a process of its own: while the defect lasts it
+// leaves a goroutine that never ends.
+func TestBreakPolicyObserverCallsClose(t *testing.T) {
+	if os.Getenv("NACOS_BREAK1_CHILD") != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBreakPolicyObserverCallsClose$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "NACOS_BREAK1_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the scenario failed (%v):\n%s", err, out)
+		}
+		return
+	}
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var reg atomic.Pointer[subscriber.Registration]
+	entered, returned := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var closeErr error // written before returned is closed
+	obs := rebound.ObserverFunc(func(e rebound.Event) {
+		g := reg.Load()
+		if e.Kind != rebound.EventAttempt || e.Detail != nil || g == nil {
+			return // the engine's events only (the registration's have a Detail)
+		}
+		once.Do(func() {
+			close(entered)
+			closeErr = (*g).Close()
+			close(returned)
+		})
+	})
+	opts := append(fastRegister[:len(fastRegister):len(fastRegister)], nacos.WithCheckInterval(200*time.Millisecond),
+		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithObserver(obs)))
+	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
+	if err != nil {
+		if errors.Is(err, rebound.ErrInvalidArgument) {
+			return // refused: correct
+		}
+		t.Fatal(err)
+	}
+	reg.Store(&g)
+	t.Cleanup(func() {
+		select {
+		case <-returned:
+			_ = g.Close()
+		default: // Close would wait for the step that never ends
+		}
+	})
+	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
+		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
+	})
+	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
+		t.Fatalf("ForgetClientInstances = %d", n)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the engine's observer to see an attempt", func() bool {
+		select {
+		case <-entered:
+			return true
+		default:
+			return false
+		}
+	})
+	subscribertest.Eventually(t, e2eTimeout, "Close called from the observer to return", func() bool {
+		select {
+		case <-returned:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(closeErr, rebound.ErrCalledFromCallback) {
+		t.Fatalf("Close from the observer = %v, want an error matching rebound.ErrCalledFromCallback", closeErr)
+	}
+	subscribertest.Eventually(t, e2eTimeout, "the Registration to stop", func() bool {
+		return g.Status().State == subscriber.RegistrationStopped
+	})
+}
 
 // TestBreakLimiterBurstZeroStopsRegistration: a limiter shared through
 // WithRegisterPolicy whose burst is set to 0 for a while (a pause of

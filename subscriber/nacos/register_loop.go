@@ -35,7 +35,7 @@ var sched = regstate.NewSched()
 func (g *registration) startLoop() {
 	r := &g.rep
 	r.g, r.up = g, true
-	g.loop.Init(r.end)
+	g.loop.Init(r.end, &g.track)
 	sched.InitTimer(&r.timer, r.fire)
 	g.loop.Do(func() bool { r.armPeriodic(); return true })
 }
@@ -146,9 +146,13 @@ func (r *repairer) connection(up bool) {
 func (r *repairer) update(u regUpdate) {
 	sent, err := r.g.update(u)
 	u.done <- err
-	if !sent {
-		return
+	if sent {
+		r.updated()
 	}
+}
+
+// updated runs after the server took an Update's request.
+func (r *repairer) updated() {
 	r.j.news() // new values: a difference is news again
 	if r.up && r.need == needNothing {
 		r.need = needCheck
@@ -423,6 +427,22 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 	u := regUpdate{ctx: ctx, inst: toModel(inst), sub: inst, done: make(chan error, 1), state: new(atomic.Int32)}
 	stopped := opErr("update", g.Key(), regstate.ErrStopped)
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if g.track.InObserver() {
+		// From an observer of the Registration: on the goroutine of the
+		// step calling it, which a posted Update would wait for, or of
+		// Shutdown once the loop ended. The request is made here; the
+		// loop's follow-up (the check after the grace) is posted.
+		select {
+		case <-g.loop.Done():
+			return stopped
+		default:
+		}
+		sent, err := g.update(u)
+		if sent {
+			g.loop.Post(func() bool { g.rep.updated(); return true })
+		}
 		return err
 	}
 	if !g.loop.Post(func() bool { g.rep.update(u); return true }) {

@@ -97,6 +97,10 @@ func (g *registration) Shutdown(ctx context.Context) error {
 		return ctx.Err()
 	}
 	defer func() { <-shut }()
+	// The engine calls the observers in the deregistration's requests:
+	// Close, Shutdown and Update called there do not wait for them.
+	in := g.track.Enter()
+	defer g.track.Leave(in)
 	if g.shutDone {
 		return g.shutErr
 	}

@@ -6,9 +6,11 @@ import "sync"
 // event, a timer of a Sched, an Update. A step is posted by any
 // goroutine; a goroutine is started for the steps posted and ends when
 // none is left, so an idle registration costs no goroutine. It is safe
-// for concurrent use. The zero Loop is usable (with no onEnd).
+// for concurrent use. The zero Loop is usable (with no onEnd). Its
+// steps run marked as its Tracker's work (Tracker.Enter).
 type Loop struct {
 	onEnd func()
+	track *Tracker // nil: none
 
 	mu      sync.Mutex
 	queue   []func() bool
@@ -19,16 +21,16 @@ type Loop struct {
 }
 
 // NewLoop returns a Loop; onEnd runs once when it ends, with no step
-// running and none to come.
-func NewLoop(onEnd func()) *Loop {
+// running and none to come. Its steps are t's work (t may be nil).
+func NewLoop(onEnd func(), t *Tracker) *Loop {
 	l := new(Loop)
-	l.Init(onEnd)
+	l.Init(onEnd, t)
 	return l
 }
 
-// Init sets the zero l's onEnd, as NewLoop does, for a Loop held by
-// value. It must be called before any other method.
-func (l *Loop) Init(onEnd func()) { l.onEnd = onEnd }
+// Init sets the zero l's onEnd and Tracker, as NewLoop does, for a Loop
+// held by value. It must be called before any other method.
+func (l *Loop) Init(onEnd func(), t *Tracker) { l.onEnd, l.track = onEnd, t }
 
 // Post queues step; a step that returns false ends the loop (the steps
 // still queued are dropped). Post reports false when the loop has ended
@@ -68,7 +70,7 @@ func (l *Loop) Do(step func() bool) bool {
 	}
 	l.active = true
 	l.mu.Unlock()
-	ok := step()
+	ok := l.step(step)
 	l.mu.Lock()
 	if !ok {
 		l.stopped = true
@@ -153,10 +155,17 @@ func (l *Loop) run() {
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
 		l.mu.Unlock()
-		if !step() {
+		if !l.step(step) {
 			l.mu.Lock()
 			l.stopped = true
 			l.mu.Unlock()
 		}
 	}
+}
+
+// step runs f marked as the Tracker's work.
+func (l *Loop) step(f func() bool) bool {
+	in := l.track.Enter()
+	defer l.track.Leave(in)
+	return f()
 }

@@ -90,7 +90,7 @@ func TestTimerLive(t *testing.T) {
 func TestLoopRunsStepsOneAtATimeAndEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ends := 0
-		l := NewLoop(func() { ends++ })
+		l := NewLoop(func() { ends++ }, nil)
 		var got []int
 		for i := range 3 {
 			l.Post(func() bool { got = append(got, i); time.Sleep(time.Second); return true })
@@ -122,7 +122,7 @@ func TestLoopStopWaitsForTheStepRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		ended := false
-		l := NewLoop(func() { ended = true })
+		l := NewLoop(func() { ended = true }, nil)
 		l.Post(func() bool { <-release; return true })
 		synctest.Wait()
 		l.Stop()
@@ -145,7 +145,7 @@ func TestLoopStopWaitsForTheStepRunning(t *testing.T) {
 // steps queued during it to a goroutine of their own.
 func TestLoopDoRunsInlineWhenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := NewLoop(nil)
+		l := NewLoop(nil, nil)
 		var order []string
 		inline := false
 		l.Do(func() bool {

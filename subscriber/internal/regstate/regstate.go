@@ -38,17 +38,43 @@ type observers struct {
 	log    *zap.Logger
 	queue  []rebound.Event // under the Tracker's mu
 	caller atomic.Uint64   // the goroutine calling observers (goid), 0 when none (written under the Tracker's mu)
+	worker atomic.Uint64   // the goroutine running the registration's work (Enter), 0 when none
 }
 
-// InObserver reports whether the calling goroutine is running one of the
-// registration's observers. Close and Shutdown called there would wait
-// for the step that calls the observer: they stop in the background.
+// InObserver reports whether the calling goroutine may be running one of
+// the registration's observers: it calls them (the registration's
+// events), or it runs the registration's work (Enter), where the engine
+// calls them (its events). Close, Shutdown and Update called there would
+// wait for that work: they act without waiting for it.
 func (t *Tracker) InObserver() bool {
 	if t.obs == nil {
 		return false
 	}
-	id := t.obs.caller.Load()
-	return id != 0 && id == goid.ID()
+	c, w := t.obs.caller.Load(), t.obs.worker.Load()
+	if c == 0 && w == 0 {
+		return false
+	}
+	id := goid.ID()
+	return id == c || id == w
+}
+
+// Enter marks the calling goroutine as running the registration's work
+// (a step of its Loop, Shutdown's requests) until Leave, so that
+// InObserver tells an observer the engine calls there. It marks nothing
+// without observers, or while another goroutine is marked (a nil t too).
+// It reports whether it marked: pass that to Leave.
+func (t *Tracker) Enter() bool {
+	if t == nil || t.obs == nil {
+		return false
+	}
+	return t.obs.worker.CompareAndSwap(0, goid.ID())
+}
+
+// Leave ends the mark of Enter, if entered.
+func (t *Tracker) Leave(entered bool) {
+	if entered {
+		t.obs.worker.Store(0)
+	}
 }
 
 // StartMetrics reports the registration's rebound.registration.*
