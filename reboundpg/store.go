@@ -290,7 +290,14 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	calls = fresh
 	var next *int64
 	if err := res.QueryRow().Scan(&next); err != nil {
-		return calls, s.cfg.poll, s.fail("claiming calls", err)
+		if len(calls) > 0 {
+			// The calls are leased and held: they must reach the Invoker
+			// (which drops the calls of a failed Claim), or the lease
+			// renewal would keep them from everyone. Only when to claim
+			// again is unknown: the poll interval.
+			return calls, s.cfg.poll, nil
+		}
+		return nil, s.cfg.poll, s.fail("claiming calls", err)
 	}
 	wait := s.cfg.poll
 	switch {
