@@ -3,8 +3,6 @@ package nacos_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,14 +28,7 @@ import (
 // The scenario runs in a process of its own: while the defect lasts it
 // leaves a goroutine that never ends.
 func TestBreakPolicyObserverCallsClose(t *testing.T) {
-	if os.Getenv("NACOS_BREAK1_CHILD") != "1" {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBreakPolicyObserverCallsClose$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "NACOS_BREAK1_CHILD=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the scenario failed (%v):\n%s", err, out)
-		}
+	if !inChildProcess(t) {
 		return
 	}
 	srv := newServer(t)

@@ -3,12 +3,9 @@ package nacos_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
@@ -23,14 +20,7 @@ import (
 // the first Shutdown returns nil. The scenario runs in a process of its
 // own: while the defect lasts, it leaves goroutines that never end.
 func TestBreakShutdownFromEngineObserverInShutdown(t *testing.T) {
-	if os.Getenv("NACOS_BREAK_SHUT_CHILD") != "1" {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBreakShutdownFromEngineObserverInShutdown$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "NACOS_BREAK_SHUT_CHILD=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the scenario failed (%v):\n%s", err, out)
-		}
+	if !inChildProcess(t) {
 		return
 	}
 	srv := newServer(t)
