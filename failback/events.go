@@ -129,6 +129,31 @@ func (f *Invoker) logPanic(pe *cluster.PanicError, inv *cluster.Invocation) {
 		zap.Any("panic", pe.Value), zap.ByteString("stack", pe.Stack))
 }
 
+// retryReport reports a failed retry of t (or one not sent) that is
+// requeued for delay: a Debug line msg, then EventRetry. It returns the
+// panic of an observer, if any.
+func (f *Invoker) retryReport(t *task, msg string, delay time.Duration, err error, now int64) *cluster.PanicError {
+	if ce := f.log.Check(zapcore.DebugLevel, msg); ce != nil {
+		ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
+			zap.String("target", t.lastTarget), zap.Duration("delay", delay), zap.Error(err))
+	}
+	if f.observed() {
+		return f.emit(rebound.EventRetry, t, err, delay, now, nil)
+	}
+	return nil
+}
+
+// recoveredReport reports a task whose retry succeeded.
+func (f *Invoker) recoveredReport(t *task, now int64) {
+	if ce := f.log.Check(zapcore.DebugLevel, "failback: retry succeeded"); ce != nil {
+		ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
+			zap.String("target", t.lastTarget), zap.Duration("age", time.Duration(now-t.born)))
+	}
+	if f.observed() {
+		_ = f.emit(rebound.EventRecovered, t, nil, 0, now, nil)
+	}
+}
+
 // droppedReport reports a task that was accepted as dropped.
 func (f *Invoker) droppedReport(t *task, reason dropReason, now int64) {
 	if ce := f.log.Check(zapcore.WarnLevel, "failback: dropped queued call"); ce != nil {

@@ -306,7 +306,7 @@ func (f *Invoker) offer(t *task, d time.Duration, seq uint64) error {
 		f.gaveUp++
 		f.endLocked()
 		f.mu.Unlock()
-		f.storeEnded(t, "")
+		f.storeOutcome(t, outGaveUp, "")
 		f.gaveUpReport(t, errPanicked, pe, f.now())
 	case f.state == stateClosed:
 		f.dropped[dropIndex(dropClosed)]++
@@ -370,7 +370,8 @@ func (f *Invoker) accepted(now time.Time) {
 	admit.Record(f.acct, nil, now)
 }
 
-// at converts a time since epoch to a time.Time for the Schedule.
+// at converts a time since epoch to a time.Time, for the Schedule and the
+// Store.
 func (f *Invoker) at(now int64) time.Time { return f.epoch.Add(time.Duration(now)) }
 
 func satAdd(a int64, d time.Duration) int64 {

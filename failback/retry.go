@@ -7,18 +7,22 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/cluster"
 	"github.com/rebound-go/rebound/internal/admit"
 )
 
-// The retry path of a queued call, in the order it runs: a worker takes a
-// due task and its Schedule admits the retry (work), the retry is sent
-// (run), and the task is filed by the outcome (settle): requeued (stored,
-// reported, pushed) or finished. Circuit breakers are in docs/failback.md.
+// The retry path of a queued call, in the order it runs: a worker picks a
+// due task and its Schedule admits the retry (work); run selects a target
+// and sends the attempt, in its trace span and with the call's idempotency
+// key, and its Schedule hears the outcome (outcomeOf); settle records the
+// outcome (the Store, then the observers) and requeues the task or ends it
+// (end). Circuit breakers are in docs/failback.md.
 
 type outcome int
 
@@ -28,6 +32,16 @@ const (
 	outGaveUp
 	outDropped
 )
+
+// result is how a task's turn with a worker ended, as settle files it.
+type result struct {
+	out    outcome
+	drop   dropReason    // outDropped: why
+	delay  time.Duration // outRequeued: the wait before the next attempt
+	reason error         // outGaveUp: the Reason of the give-up
+	err    error         // the last attempt's error; nil after a success
+	msg    string        // outRequeued: the Debug line
+}
 
 // minBreakerWait is the shortest wait for a breaker, so that a clock that
 // disagrees with the breaker's by a little cannot make a retry spin.
@@ -55,7 +69,7 @@ func (f *Invoker) work() {
 		expired := now > t.expires
 		f.mu.Unlock()
 		if expired {
-			f.finish(t, outDropped, dropExpired, nil, nil, now)
+			f.settle(t, result{out: outDropped, drop: dropExpired}, now)
 			continue
 		}
 		// The budget (rebound.WithBudget, under admit.Drop) and the
@@ -63,7 +77,7 @@ func (f *Invoker) work() {
 		// retry, each once per attempt.
 		att, dec := t.sched.Admit(f.at(now))
 		if dec.Stop || dec.Delay > 0 {
-			f.refused(t, dec, now) // rescheduled, dropped or ended without an attempt
+			f.settle(t, f.refused(t, dec, now), now) // requeued, dropped or ended without an attempt
 			continue
 		}
 		t.att = att
@@ -75,24 +89,9 @@ func (f *Invoker) work() {
 // inflight, after n failed attempts) and files the task by its outcome.
 // If the selected target is at its concurrency bound, the task is parked
 // for it instead, without an attempt (see begin). A retry a breaker
-// refused waits for it (breakerHold). The attempt's context is cancelled
-// by Close, bounded by the attempt timeout, with the caller's values under
-// WithContextValues.
+// refused waits for it (breakerHold).
 func (f *Invoker) run(t *task, n int) {
-	ctx, cancel := f.baseCtx, context.CancelFunc(nil)
-	if t.values != nil {
-		ctx = t.values
-	}
-	if d := f.cfg.attemptTimeout; d > 0 {
-		ctx, cancel = context.WithTimeout(ctx, d)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	release := cancel
-	if t.values != nil {
-		stop := context.AfterFunc(f.baseCtx, cancel)
-		release = func() { stop(); cancel() }
-	}
+	ctx, release := f.attemptContext(t)
 	target, pe, err := f.safeSelect(ctx, t)
 	tg := targetOf(target)
 	// Held for a breaker List names, or parked: t is no longer this worker's.
@@ -102,8 +101,10 @@ func (f *Invoker) run(t *task, n int) {
 		return
 	}
 	t.attempts = counted(n) + 1       // the attempt about to be sent counts from now on
-	ctx, span := f.startRetry(ctx, t) // trace.go; a nil span without a tracer
+	ctx, span := f.startRetry(ctx, t) // a nil span without a tracer
 	if target != nil {
+		// t.inv carries its IdempotencyKey under WithStore (set by Invoke
+		// or loaded with the call): the same on every attempt.
 		pe, err = safeInvoke(ctx, target, t.inv)
 		f.endedOn(tg)
 	}
@@ -114,38 +115,7 @@ func (f *Invoker) run(t *task, n int) {
 	}
 	t.lastTarget = tg
 	now := f.now()
-	out, drop, delay, reason := outSucceeded, dropReason(""), time.Duration(0), error(nil)
-	switch {
-	case pe != nil:
-		f.logPanic(pe, t.inv)
-		out, reason = outGaveUp, errPanicked
-	case err == nil:
-		t.att.Done(nil, f.at(now)) // an accept for the throttle
-	case isStopping(err):
-		out, drop = outDropped, dropClosed // the transport is stopping: kept for the next process
-	case errors.Is(err, context.Canceled) && f.baseCtx.Err() != nil:
-		out, drop = outDropped, dropClosed // cancelled by Close: not the call's own outcome
-	case !f.retryable(err):
-		// Not retried: the engine hears of it as a permanent failure
-		// (the provider answered: an accept for the throttle).
-		out, reason = outGaveUp, errNotRetryable
-		t.att.Done(rebound.Permanent(err), f.at(now))
-	default:
-		// The Schedule gives the wait: the policy, a Retry-After capped by
-		// Policy.MaxRetryAfter, the limits.
-		dec := t.att.Done(err, f.at(now))
-		t.attempts, delay = counted(dec.Attempt), dec.Delay
-		switch due := satAdd(now, delay); {
-		case dec.Stop:
-			out, reason, delay = outGaveUp, stopReason(dec.Err), 0
-		case due > t.expires:
-			out, drop = outDropped, dropExpired
-		case f.baseCtx.Err() != nil:
-			out, drop = outDropped, dropClosed // would retry, but Close began
-		default:
-			out, t.due = outRequeued, due
-		}
-	}
+	r := f.outcomeOf(t, pe, err, now)
 	if err != nil && pe == nil {
 		t.lastErr = err
 		if target != nil && !slices.ContainsFunc(t.failed, func(iv cluster.Invoker) bool { return iv.Target() == tg }) {
@@ -154,9 +124,77 @@ func (f *Invoker) run(t *task, n int) {
 	}
 	if span != nil {
 		t.ended = now
-		f.endRetry(span, out, err)
+		f.endRetry(span, r.out, err)
 	}
-	f.settle(t, out, drop, delay, reason, err, now, "failback: retry failed")
+	f.settle(t, r, now)
+}
+
+// attemptContext returns the context of a retry attempt of t and the
+// function that frees it: cancelled by Close, bounded by the attempt
+// timeout, with the caller's values under WithContextValues.
+func (f *Invoker) attemptContext(t *task) (context.Context, context.CancelFunc) {
+	ctx, cancel := f.baseCtx, context.CancelFunc(nil)
+	if t.values != nil {
+		ctx = t.values
+	}
+	if d := f.cfg.attemptTimeout; d > 0 {
+		ctx, cancel = context.WithTimeout(ctx, d)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	if t.values == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(f.baseCtx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// outcomeOf classifies the outcome of t's attempt that ended at now with
+// err (pe: a panic it recovered, then logged) and tells t's Schedule,
+// which gives the wait before the next attempt.
+func (f *Invoker) outcomeOf(t *task, pe *cluster.PanicError, err error, now int64) result {
+	r := result{err: err, msg: "failback: retry failed"}
+	switch {
+	case pe != nil:
+		f.logPanic(pe, t.inv)
+		r.out, r.reason = outGaveUp, errPanicked
+	case err == nil:
+		t.att.Done(nil, f.at(now)) // an accept for the throttle
+	case isStopping(err):
+		r.out, r.drop = outDropped, dropClosed // the transport is stopping: kept for the next process
+	case errors.Is(err, context.Canceled) && f.baseCtx.Err() != nil:
+		r.out, r.drop = outDropped, dropClosed // cancelled by Close: not the call's own outcome
+	case !f.retryable(err):
+		// Not retried: the engine hears of it as a permanent failure
+		// (the provider answered: an accept for the throttle).
+		r.out, r.reason = outGaveUp, errNotRetryable
+		t.att.Done(rebound.Permanent(err), f.at(now))
+	default:
+		// The Schedule gives the wait: the policy, a Retry-After capped by
+		// Policy.MaxRetryAfter, the limits.
+		dec := t.att.Done(err, f.at(now))
+		t.attempts = counted(dec.Attempt)
+		r = f.next(t, dec, now, r)
+	}
+	return r
+}
+
+// next files r, a failed attempt of t (refused or sent), by the
+// Schedule's decision dec at now: given up when dec stops, dropped when
+// the next attempt would come due after the TTL or Close began, else
+// requeued for dec.Delay (t.due set).
+func (f *Invoker) next(t *task, dec rebound.Decision, now int64, r result) result {
+	switch due := satAdd(now, dec.Delay); {
+	case dec.Stop:
+		r.out, r.reason = outGaveUp, stopReason(dec.Err)
+	case due > t.expires:
+		r.out, r.drop = outDropped, dropExpired
+	case f.baseCtx.Err() != nil:
+		r.out, r.drop = outDropped, dropClosed // would retry, but Close began
+	default:
+		r.out, r.delay, t.due = outRequeued, dec.Delay, due
+	}
+	return r
 }
 
 // safeSelect lists and selects for one retry of t, with panics of the
@@ -219,6 +257,13 @@ func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invoca
 	return nil, err
 }
 
+func targetOf(iv cluster.Invoker) string {
+	if iv == nil {
+		return ""
+	}
+	return iv.Target()
+}
+
 // begin counts the retry of t on target, tg its Target, as started. If
 // tg is at its concurrency bound, it parks t for tg instead (t is then no
 // longer this worker's) and returns false; endedOn unparks it.
@@ -273,6 +318,51 @@ func (f *Invoker) endedOn(tg string) {
 	f.cond.Signal()
 }
 
+// startRetry starts the span of t's retry (t.attempts already counts it),
+// a new root linked to the trace that queued t. Without a tracer it
+// returns ctx and a nil span.
+func (f *Invoker) startRetry(ctx context.Context, t *task) (context.Context, trace.Span) {
+	if f.cfg.tracer == nil {
+		return ctx, nil
+	}
+	since := t.ended
+	if since == 0 {
+		since = t.born
+	}
+	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithAttributes(
+		attribute.Int("rebound.attempt", int(t.attempts)),
+		attribute.Float64("rebound.attempt.wait", max(time.Duration(f.now()-since), 0).Seconds()))}
+	if sc := queuedBy(t.inv); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	}
+	return f.cfg.tracer.Start(ctx, spanAttempt, opts...)
+}
+
+// queuedBy returns the span context kept in inv's Attachments, if any.
+func queuedBy(inv *cluster.Invocation) trace.SpanContext {
+	if inv.Attachments[traceContextKey] == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), attachmentCarrier(inv.Attachments))
+	return trace.SpanContextFromContext(ctx)
+}
+
+// endRetry ends the span of a retry by its outcome; a nil span is none.
+func (f *Invoker) endRetry(span trace.Span, out outcome, err error) {
+	if span == nil {
+		return
+	}
+	switch {
+	case out == outSucceeded:
+		span.SetAttributes(attribute.String("rebound.verdict", "success"))
+	case out == outRequeued:
+		f.failedSpan(span, err, "retry")
+	default:
+		f.failedSpan(span, err, "stop")
+	}
+	span.End()
+}
+
 // breakerHold requeues t, held by this worker, until the breaker that
 // refused its retry with err lets a probe through (until), and reports
 // whether it did: a wait that would end after t's TTL is not taken. sent reports
@@ -294,12 +384,12 @@ func (f *Invoker) breakerHold(t *task, err error, until time.Time, sent bool) bo
 	f.breakerWaits++
 	f.mu.Unlock()
 	t.due = due
-	f.settle(t, outRequeued, "", wait, nil, err, now, "failback: retry waits for a circuit breaker")
+	f.settle(t, result{out: outRequeued, delay: wait, err: err, msg: "failback: retry waits for a circuit breaker"}, now)
 	return true
 }
 
-// refused files t, whose retry its Schedule did not admit at now (dec);
-// t is no longer this worker's:
+// refused returns how t ends its turn when its Schedule did not admit its
+// retry at now (dec), without an attempt:
 //
 //   - the budget refused it (Stop, Reason ErrBudgetExhausted,
 //     under admit.Drop): dropped with dropBudget;
@@ -314,15 +404,13 @@ func (f *Invoker) breakerHold(t *task, err error, until time.Time, sent bool) bo
 //
 // The invoker's Retrier has no limiter and no breaker: a wait is always a
 // refusal's backoff.
-func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) {
+func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) result {
 	if dec.Stop {
 		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under admit.Drop (retriers)
-			f.finish(t, outDropped, dropBudget, nil, nil, now)
-			return
+			return result{out: outDropped, drop: dropBudget}
 		}
 		if dec.Reason == nil { // not a refusal: the retry came due after MaxElapsed
-			f.finish(t, outGaveUp, "", stopReason(dec.Err), t.lastErr, now)
-			return
+			return result{out: outGaveUp, reason: stopReason(dec.Err), err: t.lastErr}
 		}
 	}
 	t.attempts = counted(dec.Attempt) // the Schedule counted the refused attempt
@@ -330,18 +418,7 @@ func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) {
 	f.mu.Lock()
 	f.throttledN++
 	f.mu.Unlock()
-	out, drop, reason := outRequeued, dropReason(""), error(nil)
-	switch due := satAdd(now, dec.Delay); {
-	case dec.Stop:
-		out, reason = outGaveUp, stopReason(dec.Err)
-	case due > t.expires:
-		out, drop = outDropped, dropExpired
-	case f.baseCtx.Err() != nil:
-		out, drop = outDropped, dropClosed // would retry, but Close began
-	default:
-		t.due = due
-	}
-	f.settle(t, out, drop, dec.Delay, reason, rebound.ErrThrottled, now, "failback: retry rejected locally by the throttle")
+	return f.next(t, dec, now, result{err: rebound.ErrThrottled, msg: "failback: retry rejected locally by the throttle"})
 }
 
 // stopReason is the Reason of a Schedule's *rebound.RetryError stop.
@@ -352,76 +429,101 @@ func stopReason(stop error) error {
 	return stop
 }
 
-// settle files t, held by this worker, by the outcome of its attempt:
-// requeued (stored, logged with msg, reported (EventRetry), pushed) or
-// finished.
-func (f *Invoker) settle(t *task, out outcome, drop dropReason, delay time.Duration, reason, err error, now int64, msg string) {
-	if out == outRequeued && f.cfg.durable.store != nil && !f.storeRetried(t) {
-		out, drop = outDropped, dropClosed // held by another Invoker now: it stays stored
+// settle files t, held by this worker, by the outcome r of its turn at
+// now: recorded in the Store (storeOutcome), then requeued (reported,
+// EventRetry, then pushed) or ended (end).
+func (f *Invoker) settle(t *task, r result, now int64) {
+	if !f.storeOutcome(t, r.out, r.drop) {
+		r.out, r.drop = outDropped, dropClosed // held by another Invoker now: it stays stored
 	}
-	if out == outRequeued {
-		// Report before the task can run again, so that the hooks of one
-		// call never overlap.
-		if ce := f.log.Check(zapcore.DebugLevel, msg); ce != nil {
-			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-				zap.String("target", t.lastTarget), zap.Duration("delay", delay), zap.Error(err))
-		}
-		if f.observed() {
-			if pe := f.emit(rebound.EventRetry, t, err, delay, now, nil); pe != nil {
-				f.finish(t, outGaveUp, "", errPanicked, pe, now)
-				return
-			}
-		}
+	if r.out == outRequeued {
+		// Reported before the task can run again, so that the hooks of
+		// one call never overlap.
+		pe := f.retryReport(t, r.msg, r.delay, r.err, now)
 		f.mu.Lock()
-		if f.state != stateClosed {
+		if pe == nil && f.state != stateClosed {
 			f.inflight--
 			f.pushLocked(t)
 			f.mu.Unlock()
 			return
 		}
 		f.mu.Unlock()
-		out, drop = outDropped, dropClosed
+		r.out, r.drop = outDropped, dropClosed // Close began
+		if pe != nil {
+			// An observer panicked: the call gives up.
+			r = result{out: outGaveUp, reason: errPanicked, err: pe}
+			f.storeOutcome(t, r.out, "")
+		}
 	}
-	f.finish(t, out, drop, reason, err, now)
+	f.end(t, r, now)
 }
 
-// finish counts and reports the end of a task held by this worker.
-func (f *Invoker) finish(t *task, out outcome, drop dropReason, reason, err error, now int64) {
-	if f.cfg.durable.store != nil { // while the task still counts as pending
-		f.storeEnded(t, drop)
-	}
+// end counts and reports the end of a task held by this worker.
+func (f *Invoker) end(t *task, r result, now int64) {
 	f.mu.Lock()
 	f.inflight--
-	switch out {
+	switch r.out {
 	case outSucceeded:
 		f.succeeded++
 	case outGaveUp:
 		f.gaveUp++
 	case outDropped:
-		f.dropped[dropIndex(drop)]++
+		f.dropped[dropIndex(r.drop)]++
 	}
 	f.endLocked()
 	f.mu.Unlock()
-
-	switch out {
+	switch r.out {
 	case outSucceeded:
-		if ce := f.log.Check(zapcore.DebugLevel, "failback: retry succeeded"); ce != nil {
-			ce.Write(zap.String("method", t.inv.Method), zap.Int("attempts", int(t.attempts)),
-				zap.String("target", t.lastTarget), zap.Duration("age", time.Duration(now-t.born)))
-		}
-		if f.observed() {
-			_ = f.emit(rebound.EventRecovered, t, nil, 0, now, nil)
-		}
+		f.recoveredReport(t, now)
 	case outGaveUp:
-		f.gaveUpReport(t, reason, err, now)
+		f.gaveUpReport(t, r.reason, r.err, now)
 	case outDropped:
-		f.droppedReport(t, drop, now)
+		f.droppedReport(t, r.drop, now)
 	}
 }
 
-func targetOf(iv cluster.Invoker) string {
-	if iv == nil {
-		return ""
+// storeOutcome records the outcome of t's turn in the Store (WithStore),
+// in one call: a requeued call's attempts and due time (Update), else its
+// removal (Remove), except for a call dropped by Close (dropClosed), which
+// stays for the next Invoker. It returns false if a shared Store says
+// another Invoker holds t now (ErrLeaseLost). The Store's errors and
+// panics are logged: it runs on a retry worker.
+func (f *Invoker) storeOutcome(t *task, out outcome, drop dropReason) (kept bool) {
+	st, requeued := f.cfg.durable.store, out == outRequeued
+	if st == nil || t.sid == 0 || (!requeued && drop == dropClosed) {
+		return true
 	}
-	return iv.Target()
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				op := "failback.Store.Remove"
+				if requeued {
+					op = "failback.Store.Update"
+				}
+				err = recovered(op, r)
+			}
+		}()
+		if requeued {
+			err = st.Update(t.sid, int(t.attempts), f.at(t.due))
+		} else {
+			err = st.Remove(t.sid)
+		}
+	}()
+	switch {
+	case requeued && errors.Is(err, ErrLeaseLost):
+		f.log.Warn("failback: store: another invoker took the call over (its lease ended): handing it over",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+		return false
+	case requeued && err != nil:
+		f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+	case err != nil:
+		f.log.Warn("failback: store: could not remove an ended call (it will run again after a restart)",
+			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
+	}
+	if !requeued {
+		t.sid = 0
+	}
+	return true
 }

@@ -225,9 +225,6 @@ func withIdempotencyKey(inv *cluster.Invocation) *cluster.Invocation {
 	return &c
 }
 
-// wall converts a time on the Invoker's monotonic clock to wall-clock time.
-func (f *Invoker) wall(mono int64) time.Time { return f.epoch.Add(time.Duration(mono)) }
-
 // storeAdd puts t in the store (durably) and records its ID in t.
 func (f *Invoker) storeAdd(t *task) error {
 	st := f.cfg.durable.store
@@ -237,7 +234,7 @@ func (f *Invoker) storeAdd(t *task) error {
 	}
 	id, err := storeAddCall(st, StoredCall{
 		Method: t.inv.Method, Attachments: t.inv.Attachments, Args: args,
-		Attempts: int(t.attempts), Due: f.wall(t.due), Born: f.wall(t.born),
+		Attempts: int(t.attempts), Due: f.at(t.due), Born: f.at(t.born),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStore, err)
@@ -282,55 +279,6 @@ func storeAddCall(st Store, c StoredCall) (id uint64, err error) {
 		}
 	}()
 	return st.Add(c)
-}
-
-// storeRemove is st.Remove with a panic returned as an error.
-func storeRemove(st Store, id uint64) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = recovered("failback.Store.Remove", r)
-		}
-	}()
-	return st.Remove(id)
-}
-
-// storeRetried records t's attempts and next due time; it returns false
-// if a shared Store says another Invoker holds t now (ErrLeaseLost). A
-// panic of Update is an error (it runs on a retry worker).
-func (f *Invoker) storeRetried(t *task) (kept bool) {
-	if t.sid == 0 {
-		return true
-	}
-	var err error
-	defer func() {
-		if r := recover(); r != nil {
-			err = recovered("failback.Store.Update", r)
-		}
-		kept = !errors.Is(err, ErrLeaseLost)
-		switch {
-		case !kept:
-			f.log.Warn("failback: store: another invoker took the call over (its lease ended): handing it over",
-				zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
-		case err != nil:
-			f.log.Warn("failback: store: could not record a retry (the call may repeat attempts after a restart)",
-				zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
-		}
-	}()
-	err = f.cfg.durable.store.Update(t.sid, int(t.attempts), f.wall(t.due))
-	return true
-}
-
-// storeEnded removes t from the store, unless reason is dropClosed: a call
-// dropped by Close stays for the next Invoker.
-func (f *Invoker) storeEnded(t *task, reason dropReason) {
-	if f.cfg.durable.store == nil || t.sid == 0 || reason == dropClosed {
-		return
-	}
-	if err := storeRemove(f.cfg.durable.store, t.sid); err != nil {
-		f.log.Warn("failback: store: could not remove an ended call (it will run again after a restart)",
-			zap.String("method", t.inv.Method), zap.Uint64("id", t.sid), zap.Error(err))
-	}
-	t.sid = 0
 }
 
 // loadStored queues every call of the store; New calls it before starting

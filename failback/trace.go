@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -49,42 +48,6 @@ func (f *Invoker) invokeTraced(ctx context.Context, inv *cluster.Invocation) (an
 	return nil, ferr
 }
 
-// startRetry starts the span of t's retry (t.attempts already counts it),
-// a new root linked to the trace that queued t. Without a tracer it
-// returns ctx and a nil span.
-func (f *Invoker) startRetry(ctx context.Context, t *task) (context.Context, trace.Span) {
-	if f.cfg.tracer == nil {
-		return ctx, nil
-	}
-	since := t.ended
-	if since == 0 {
-		since = t.born
-	}
-	opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithAttributes(
-		attribute.Int("rebound.attempt", int(t.attempts)),
-		attribute.Float64("rebound.attempt.wait", max(time.Duration(f.now()-since), 0).Seconds()))}
-	if sc := queuedBy(t.inv); sc.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-	}
-	return f.cfg.tracer.Start(ctx, spanAttempt, opts...)
-}
-
-// endRetry ends the span of a retry by its outcome; a nil span is none.
-func (f *Invoker) endRetry(span trace.Span, out outcome, err error) {
-	if span == nil {
-		return
-	}
-	switch {
-	case out == outSucceeded:
-		span.SetAttributes(attribute.String("rebound.verdict", "success"))
-	case out == outRequeued:
-		f.failedSpan(span, err, "retry")
-	default:
-		f.failedSpan(span, err, "stop")
-	}
-	span.End()
-}
-
 func (f *Invoker) failedSpan(span trace.Span, err error, verdict string) {
 	class := "transient"
 	switch _, ra := rebound.RetryAfterDelay(err); {
@@ -97,15 +60,6 @@ func (f *Invoker) failedSpan(span trace.Span, err error, verdict string) {
 	}
 	span.SetAttributes(attribute.String("rebound.error.class", class), attribute.String("rebound.verdict", verdict))
 	span.SetStatus(codes.Error, err.Error())
-}
-
-// queuedBy returns the span context kept in inv's Attachments, if any.
-func queuedBy(inv *cluster.Invocation) trace.SpanContext {
-	if inv.Attachments[traceContextKey] == "" {
-		return trace.SpanContext{}
-	}
-	ctx := propagation.TraceContext{}.Extract(context.Background(), attachmentCarrier(inv.Attachments))
-	return trace.SpanContextFromContext(ctx)
 }
 
 // attachmentCarrier keeps the traceparent under traceContextKey, followed
