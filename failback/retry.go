@@ -85,6 +85,39 @@ func (f *Invoker) work() {
 	}
 }
 
+// refused returns how t ends its turn when its Schedule did not admit its
+// retry at now (dec), without an attempt:
+//
+//   - the budget refused it (Stop, Reason ErrBudgetExhausted,
+//     under admit.Drop): dropped with dropBudget;
+//   - the retry came due after MaxElapsed (Stop, no Reason): given up;
+//   - the throttle refused it: the retry counts as a failed attempt that
+//     was never sent (error rebound.ErrThrottled): t is requeued for the
+//     policy's next delay, reported (EventRetry) like a failed retry
+//     and counted in Stats.Throttled, or, when the policy allows no
+//     further attempt (Stop), ends in GaveUp (Reason
+//     rebound.ErrExhausted, Last rebound.ErrThrottled); the TTL and Close
+//     apply as for a failed retry.
+//
+// The invoker's Retrier has no limiter and no breaker: a wait is always a
+// refusal's backoff.
+func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) result {
+	if dec.Stop {
+		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under admit.Drop (retriers)
+			return result{out: outDropped, drop: dropBudget}
+		}
+		if dec.Reason == nil { // not a refusal: the retry came due after MaxElapsed
+			return result{out: outGaveUp, reason: stopReason(dec.Err), err: t.lastErr}
+		}
+	}
+	t.attempts = counted(dec.Attempt) // the Schedule counted the refused attempt
+	t.lastErr = rebound.ErrThrottled
+	f.mu.Lock()
+	f.throttledN++
+	f.mu.Unlock()
+	return f.afterFailure(t, dec, now, result{err: rebound.ErrThrottled, msg: "failback: retry rejected locally by the throttle"})
+}
+
 // run makes one retry attempt of t (held by this worker, counted in
 // inflight, after n failed attempts) and files the task by its outcome.
 // If the selected target is at its concurrency bound, the task is parked
@@ -149,54 +182,6 @@ func (f *Invoker) attemptContext(t *task) (context.Context, context.CancelFunc) 
 	return ctx, func() { stop(); cancel() }
 }
 
-// outcomeOf classifies the outcome of t's attempt that ended at now with
-// err (pe: a panic it recovered, then logged) and tells t's Schedule,
-// which gives the wait before the next attempt.
-func (f *Invoker) outcomeOf(t *task, pe *cluster.PanicError, err error, now int64) result {
-	r := result{err: err, msg: "failback: retry failed"}
-	switch {
-	case pe != nil:
-		f.logPanic(pe, t.inv)
-		r.out, r.reason = outGaveUp, errPanicked
-	case err == nil:
-		t.att.Done(nil, f.at(now)) // an accept for the throttle
-	case isStopping(err):
-		r.out, r.drop = outDropped, dropClosed // the transport is stopping: kept for the next process
-	case errors.Is(err, context.Canceled) && f.baseCtx.Err() != nil:
-		r.out, r.drop = outDropped, dropClosed // cancelled by Close: not the call's own outcome
-	case !f.retryable(err):
-		// Not retried: the engine hears of it as a permanent failure
-		// (the provider answered: an accept for the throttle).
-		r.out, r.reason = outGaveUp, errNotRetryable
-		t.att.Done(rebound.Permanent(err), f.at(now))
-	default:
-		// The Schedule gives the wait: the policy, a Retry-After capped by
-		// Policy.MaxRetryAfter, the limits.
-		dec := t.att.Done(err, f.at(now))
-		t.attempts = counted(dec.Attempt)
-		r = f.next(t, dec, now, r)
-	}
-	return r
-}
-
-// next files r, a failed attempt of t (refused or sent), by the
-// Schedule's decision dec at now: given up when dec stops, dropped when
-// the next attempt would come due after the TTL or Close began, else
-// requeued for dec.Delay (t.due set).
-func (f *Invoker) next(t *task, dec rebound.Decision, now int64, r result) result {
-	switch due := satAdd(now, dec.Delay); {
-	case dec.Stop:
-		r.out, r.reason = outGaveUp, stopReason(dec.Err)
-	case due > t.expires:
-		r.out, r.drop = outDropped, dropExpired
-	case f.baseCtx.Err() != nil:
-		r.out, r.drop = outDropped, dropClosed // would retry, but Close began
-	default:
-		r.out, r.delay, t.due = outRequeued, dec.Delay, due
-	}
-	return r
-}
-
 // safeSelect lists and selects for one retry of t, with panics of the
 // Directory and the LoadBalance recovered as a *cluster.PanicError. It avoids the
 // invokers that failed for t and, while another one is left, those whose
@@ -245,23 +230,36 @@ func (f *Invoker) busyTargets(invokers []cluster.Invoker) []cluster.Invoker {
 	return busy
 }
 
-// safeInvoke calls target, with a panic recovered as a *cluster.PanicError.
-func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invocation) (pe *cluster.PanicError, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			pe = &cluster.PanicError{Op: "cluster.Invoker.Invoke", Value: r, Stack: debug.Stack()}
-			err = pe
-		}
-	}()
-	_, err = target.Invoke(ctx, inv)
-	return nil, err
-}
-
 func targetOf(iv cluster.Invoker) string {
 	if iv == nil {
 		return ""
 	}
 	return iv.Target()
+}
+
+// breakerHold requeues t, held by this worker, until the breaker that
+// refused its retry with err lets a probe through (until), and reports
+// whether it did: a wait that would end after t's TTL is not taken. sent reports
+// that the attempt was counted as started (the refusal came from the
+// invoker, not from List): it is uncounted. docs/failback.md describes
+// the waits.
+func (f *Invoker) breakerHold(t *task, err error, until time.Time, sent bool) bool {
+	now := f.now()
+	wait := max(time.Until(until), minBreakerWait) // shadowcheck:allow the open time of a target's breaker in the Directory, not a backoff
+	due := satAdd(now, wait)
+	if due > t.expires {
+		return false
+	}
+	f.mu.Lock()
+	if sent {
+		t.attempts = counted(admit.Attempts(t.sched)) // the refused attempt was not sent: the Schedule never counted it
+		f.retried--
+	}
+	f.breakerWaits++
+	f.mu.Unlock()
+	t.due = due
+	f.settle(t, result{out: outRequeued, delay: wait, err: err, msg: "failback: retry waits for a circuit breaker"}, now)
+	return true
 }
 
 // begin counts the retry of t on target, tg its Target, as started. If
@@ -347,6 +345,18 @@ func queuedBy(inv *cluster.Invocation) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)
 }
 
+// safeInvoke calls target, with a panic recovered as a *cluster.PanicError.
+func safeInvoke(ctx context.Context, target cluster.Invoker, inv *cluster.Invocation) (pe *cluster.PanicError, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = &cluster.PanicError{Op: "cluster.Invoker.Invoke", Value: r, Stack: debug.Stack()}
+			err = pe
+		}
+	}()
+	_, err = target.Invoke(ctx, inv)
+	return nil, err
+}
+
 // endRetry ends the span of a retry by its outcome; a nil span is none.
 func (f *Invoker) endRetry(span trace.Span, out outcome, err error) {
 	if span == nil {
@@ -363,62 +373,52 @@ func (f *Invoker) endRetry(span trace.Span, out outcome, err error) {
 	span.End()
 }
 
-// breakerHold requeues t, held by this worker, until the breaker that
-// refused its retry with err lets a probe through (until), and reports
-// whether it did: a wait that would end after t's TTL is not taken. sent reports
-// that the attempt was counted as started (the refusal came from the
-// invoker, not from List): it is uncounted. docs/failback.md describes
-// the waits.
-func (f *Invoker) breakerHold(t *task, err error, until time.Time, sent bool) bool {
-	now := f.now()
-	wait := max(time.Until(until), minBreakerWait) // shadowcheck:allow the open time of a target's breaker in the Directory, not a backoff
-	due := satAdd(now, wait)
-	if due > t.expires {
-		return false
+// outcomeOf classifies the outcome of t's attempt that ended at now with
+// err (pe: a panic it recovered, then logged) and tells t's Schedule,
+// which gives the wait before the next attempt.
+func (f *Invoker) outcomeOf(t *task, pe *cluster.PanicError, err error, now int64) result {
+	r := result{err: err, msg: "failback: retry failed"}
+	switch {
+	case pe != nil:
+		f.logPanic(pe, t.inv)
+		r.out, r.reason = outGaveUp, errPanicked
+	case err == nil:
+		t.att.Done(nil, f.at(now)) // an accept for the throttle
+	case isStopping(err):
+		r.out, r.drop = outDropped, dropClosed // the transport is stopping: kept for the next process
+	case errors.Is(err, context.Canceled) && f.baseCtx.Err() != nil:
+		r.out, r.drop = outDropped, dropClosed // cancelled by Close: not the call's own outcome
+	case !f.retryable(err):
+		// Not retried: the engine hears of it as a permanent failure
+		// (the provider answered: an accept for the throttle).
+		r.out, r.reason = outGaveUp, errNotRetryable
+		t.att.Done(rebound.Permanent(err), f.at(now))
+	default:
+		// The Schedule gives the wait: the policy, a Retry-After capped by
+		// Policy.MaxRetryAfter, the limits.
+		dec := t.att.Done(err, f.at(now))
+		t.attempts = counted(dec.Attempt)
+		r = f.afterFailure(t, dec, now, r)
 	}
-	f.mu.Lock()
-	if sent {
-		t.attempts = counted(admit.Attempts(t.sched)) // the refused attempt was not sent: the Schedule never counted it
-		f.retried--
-	}
-	f.breakerWaits++
-	f.mu.Unlock()
-	t.due = due
-	f.settle(t, result{out: outRequeued, delay: wait, err: err, msg: "failback: retry waits for a circuit breaker"}, now)
-	return true
+	return r
 }
 
-// refused returns how t ends its turn when its Schedule did not admit its
-// retry at now (dec), without an attempt:
-//
-//   - the budget refused it (Stop, Reason ErrBudgetExhausted,
-//     under admit.Drop): dropped with dropBudget;
-//   - the retry came due after MaxElapsed (Stop, no Reason): given up;
-//   - the throttle refused it: the retry counts as a failed attempt that
-//     was never sent (error rebound.ErrThrottled): t is requeued for the
-//     policy's next delay, reported (EventRetry) like a failed retry
-//     and counted in Stats.Throttled, or, when the policy allows no
-//     further attempt (Stop), ends in GaveUp (Reason
-//     rebound.ErrExhausted, Last rebound.ErrThrottled); the TTL and Close
-//     apply as for a failed retry.
-//
-// The invoker's Retrier has no limiter and no breaker: a wait is always a
-// refusal's backoff.
-func (f *Invoker) refused(t *task, dec rebound.Decision, now int64) result {
-	if dec.Stop {
-		if errors.Is(dec.Reason, rebound.ErrBudgetExhausted) { // a refusal under admit.Drop (retriers)
-			return result{out: outDropped, drop: dropBudget}
-		}
-		if dec.Reason == nil { // not a refusal: the retry came due after MaxElapsed
-			return result{out: outGaveUp, reason: stopReason(dec.Err), err: t.lastErr}
-		}
+// afterFailure files r, a failed attempt of t (refused or sent), by the
+// Schedule's decision dec at now: given up when dec stops, dropped when
+// the next attempt would come due after the TTL or Close began, else
+// requeued for dec.Delay (t.due set).
+func (f *Invoker) afterFailure(t *task, dec rebound.Decision, now int64, r result) result {
+	switch due := satAdd(now, dec.Delay); {
+	case dec.Stop:
+		r.out, r.reason = outGaveUp, stopReason(dec.Err)
+	case due > t.expires:
+		r.out, r.drop = outDropped, dropExpired
+	case f.baseCtx.Err() != nil:
+		r.out, r.drop = outDropped, dropClosed // would retry, but Close began
+	default:
+		r.out, r.delay, t.due = outRequeued, dec.Delay, due
 	}
-	t.attempts = counted(dec.Attempt) // the Schedule counted the refused attempt
-	t.lastErr = rebound.ErrThrottled
-	f.mu.Lock()
-	f.throttledN++
-	f.mu.Unlock()
-	return f.next(t, dec, now, result{err: rebound.ErrThrottled, msg: "failback: retry rejected locally by the throttle"})
+	return r
 }
 
 // stopReason is the Reason of a Schedule's *rebound.RetryError stop.
@@ -456,30 +456,6 @@ func (f *Invoker) settle(t *task, r result, now int64) {
 		}
 	}
 	f.end(t, r, now)
-}
-
-// end counts and reports the end of a task held by this worker.
-func (f *Invoker) end(t *task, r result, now int64) {
-	f.mu.Lock()
-	f.inflight--
-	switch r.out {
-	case outSucceeded:
-		f.succeeded++
-	case outGaveUp:
-		f.gaveUp++
-	case outDropped:
-		f.dropped[dropIndex(r.drop)]++
-	}
-	f.endLocked()
-	f.mu.Unlock()
-	switch r.out {
-	case outSucceeded:
-		f.recoveredReport(t, now)
-	case outGaveUp:
-		f.gaveUpReport(t, r.reason, r.err, now)
-	case outDropped:
-		f.droppedReport(t, r.drop, now)
-	}
 }
 
 // storeOutcome records the outcome of t's turn in the Store (WithStore),
@@ -526,4 +502,28 @@ func (f *Invoker) storeOutcome(t *task, out outcome, drop dropReason) (kept bool
 		t.sid = 0
 	}
 	return true
+}
+
+// end counts and reports the end of a task held by this worker.
+func (f *Invoker) end(t *task, r result, now int64) {
+	f.mu.Lock()
+	f.inflight--
+	switch r.out {
+	case outSucceeded:
+		f.succeeded++
+	case outGaveUp:
+		f.gaveUp++
+	case outDropped:
+		f.dropped[dropIndex(r.drop)]++
+	}
+	f.endLocked()
+	f.mu.Unlock()
+	switch r.out {
+	case outSucceeded:
+		f.recoveredReport(t, now)
+	case outGaveUp:
+		f.gaveUpReport(t, r.reason, r.err, now)
+	case outDropped:
+		f.droppedReport(t, r.drop, now)
+	}
 }
