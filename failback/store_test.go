@@ -340,6 +340,33 @@ func TestStoreQueuedHookPanics(t *testing.T) {
 	})
 }
 
+// A panic in the Retried hook ends the call (GaveUp) after its retry was
+// recorded: the Store sees the update, then the removal.
+func TestStoreRetriedHookPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore()
+		p := newProvider("a:1", alwaysFail(errRefused))
+		rec := newRecorder()
+		hooks := rec.hooks()
+		hooks.Retried = func(Task) { panic("hook") }
+		f := mustNew(t, cluster.NewStaticDirectory(p), WithStore(st, nil), withObserver(hooks))
+		defer mustClose(t, f)
+		if _, err := f.Invoke(callerCtx(), &cluster.Invocation{Method: "m"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		calls, log := st.snapshot()
+		if len(calls) != 0 || !reflect.DeepEqual(log, []string{"add", "update", "remove"}) {
+			t.Errorf("after a panicking Retried: %d stored, log %v; want 0, [add update remove]", len(calls), log)
+		}
+		if g := rec.get("gaveup"); len(g) != 1 {
+			t.Errorf("gave up %+v; want the call given up once", g)
+		}
+		checkStats(t, f.Stats())
+	})
+}
+
 // A protocol buffers message is refused by JSONCodec when the call is
 // stored (it would come back as a map after a restart, which no gRPC call
 // can send): Invoke reports the call as not queued, naming protocodec,
