@@ -1,0 +1,94 @@
+package failback
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+)
+
+var errClaimBroke = errors.New("claim: the connection broke after the rows were read")
+
+// erringClaimer is a claimStore whose Claim also returns err (and next):
+// a Store that leased calls and then failed, for instance on its
+// connection.
+type erringClaimer struct {
+	*claimStore
+	mu     sync.Mutex
+	err    error
+	next   time.Duration
+	claims int
+}
+
+func (e *erringClaimer) Claim(ctx context.Context, n int) ([]StoredCall, time.Duration, error) {
+	calls, _, _ := e.claimStore.Claim(ctx, n)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.claims++
+	if e.claims > 1000 { // a loop that spins: stop it, the test fails on the count
+		return calls, time.Hour, e.err
+	}
+	return calls, e.next, e.err
+}
+
+// A Claim that returns calls and an error has leased those calls (the
+// Store holds and renews them): the Invoker runs them, else nobody does
+// until the Store closes.
+func TestClaimCallsWithError(t *testing.T) { synctest.Test(t, testClaimCallsWithError) }
+
+func testClaimCallsWithError(t *testing.T) {
+	st := &erringClaimer{claimStore: newClaimStore(), err: errClaimBroke, next: 20 * time.Millisecond}
+	p := newProvider("p", nil)
+	f, err := New(cluster.NewStaticDirectory(p), WithStore(st, nil), WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 3 {
+		if _, err := st.Add(StoredCall{Method: "m", Args: []byte("[]"), Born: time.Now(), Due: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // several claims: virtual time
+	synctest.Wait()
+	if s := f.Stats(); s.Offered != 3 || s.Succeeded != 3 {
+		t.Fatalf("stats %+v: want the 3 calls of the failed Claim offered and delivered", s)
+	}
+	st.memStore.mu.Lock()
+	defer st.memStore.mu.Unlock()
+	if len(st.memStore.calls) != 0 {
+		t.Errorf("%d calls left in the store, want 0", len(st.memStore.calls))
+	}
+}
+
+// A Claim that brings no call and names no wait (next 0, or negative),
+// failing or not, does not make the claim loop spin: it waits before it
+// asks again.
+func TestClaimErrorNoWait(t *testing.T) { synctest.Test(t, testClaimErrorNoWait) }
+
+func testClaimErrorNoWait(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		next time.Duration
+	}{{errClaimBroke, 0}, {errClaimBroke, -time.Second}, {nil, 0}} {
+		st := &erringClaimer{claimStore: newClaimStore(), err: c.err, next: c.next}
+		f, err := New(cluster.NewStaticDirectory(newProvider("p", nil)), WithStore(st, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		f.Close()
+		st.mu.Lock()
+		n := st.claims
+		st.mu.Unlock()
+		if n > 20 {
+			t.Errorf("err %v, next %v: %d claims in 1 s of a Store with nothing to give: the loop spins", c.err, c.next, n)
+		}
+	}
+}
