@@ -258,8 +258,12 @@ func (s *store) Load(fn func(failback.StoredCall) error) error {
 // Claim implements failback.Claimer: it leases up to min(n, 64)
 // due calls for WithLease, with FOR UPDATE SKIP LOCKED, on the database's
 // clock. next is 0 after a full batch, else the time until a call falls
-// due or a lease ends, at most WithPollInterval.
+// due or a lease ends, at most WithPollInterval. Calls returned with an
+// error are leased and held too. n must be > 0.
 func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
+	if n < 1 {
+		return nil, s.cfg.poll, &rebound.ArgumentError{Func: "reboundpg Claim", Arg: "n", Reason: fmt.Sprintf("(%d) must be > 0", n)}
+	}
 	n = min(n, s.cfg.batch)
 	b := &pgx.Batch{}
 	b.Queue(s.q.claim, n, s.owner, micros(s.cfg.lease))
@@ -289,15 +293,11 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	s.mu.Unlock()
 	calls = fresh
 	var next *int64
+	// From here on, the calls are leased and held: they reach the Invoker
+	// even with an error, or the lease renewal would keep them from
+	// everyone.
 	if err := res.QueryRow().Scan(&next); err != nil {
-		if len(calls) > 0 {
-			// The calls are leased and held: they must reach the Invoker
-			// (which drops the calls of a failed Claim), or the lease
-			// renewal would keep them from everyone. Only when to claim
-			// again is unknown: the poll interval.
-			return calls, s.cfg.poll, nil
-		}
-		return nil, s.cfg.poll, s.fail("claiming calls", err)
+		return calls, s.cfg.poll, s.fail("claiming calls", err) // when to claim again is unknown
 	}
 	wait := s.cfg.poll
 	switch {
@@ -307,7 +307,10 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 		// shadowcheck:allow the polling interval of the claim loop, not a retry delay
 		wait = min(wait, max(time.Duration(*next)*time.Microsecond, time.Millisecond))
 	}
-	return calls, wait, res.Close()
+	if err := res.Close(); err != nil {
+		return calls, wait, s.fail("claiming calls", err)
+	}
+	return calls, wait, nil
 }
 
 // Notify implements failback.Claimer: it receives on a NOTIFY of the
