@@ -1,14 +1,22 @@
 package reboundpg_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/reboundpg"
+	"github.com/rebound-go/rebound/reboundpg/pgtest"
 )
 
 // poisonNext adds a row whose due time is infinity: it is never claimed,
@@ -116,5 +124,106 @@ func TestReplicaKilledMidClaim(t *testing.T) {
 			t.Errorf("call %d handed out twice", c.ID)
 		}
 		seen[c.ID] = true
+	}
+}
+
+// replyCutProxy forwards TCP connections to a server and, once armed,
+// cuts the first connection whose answer contains mark: the client gets
+// the answer up to the end of mark, then the connection ends.
+type replyCutProxy struct {
+	l    net.Listener
+	to   string
+	mark atomic.Pointer[[]byte]
+	cuts atomic.Int32
+	wg   sync.WaitGroup
+}
+
+func newReplyCutProxy(t *testing.T, to string) *replyCutProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &replyCutProxy{l: l, to: to}
+	p.wg.Go(p.serve)
+	t.Cleanup(func() { _ = l.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *replyCutProxy) serve() {
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.to)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.wg.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
+		p.wg.Go(func() {
+			defer c.Close()
+			defer s.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := s.Read(buf)
+				if err != nil {
+					return
+				}
+				if m := p.mark.Load(); m != nil {
+					if i := bytes.Index(buf[:n], *m); i >= 0 && p.mark.CompareAndSwap(m, nil) {
+						_, _ = c.Write(buf[:i+len(*m)])
+						p.cuts.Add(1)
+						return
+					}
+				}
+				if _, err := c.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		})
+	}
+}
+
+// The connection of a claim breaks after the calls were read and leased
+// (the claim is held: its leases are renewed), before the claim's last
+// answer: the Invoker delivers those calls. Else they stay leased by a
+// live Store and nobody runs them: the loss a database restart during
+// delivery can cause.
+func TestClaimConnectionCutAfterRows(t *testing.T) {
+	for _, c := range []struct{ name, mark string }{
+		{"after the claimed rows", "UPDATE 3\x00"}, // the next-due query gets no answer
+		{"before ReadyForQuery", "SELECT 1\x00"},   // both answers in, the batch's end lost
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := pgtest.Shared(t)
+			cfg, err := pgxpool.ParseConfig(srv.DSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := newReplyCutProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+			host, port, _ := net.SplitHostPort(proxy.l.Addr().String())
+			cfg.ConnConfig.Host = host
+			fmt.Sscan(port, &cfg.ConnConfig.Port)
+			proxied, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(proxied.Close)
+			direct := newPool(t)
+			table := tableName(t)
+			// A lease of an hour: the keeper renews rarely (no UPDATE 3 of
+			// its own) and a held call cannot come back by its lease ending.
+			st := openStore(t, proxied, reboundpg.WithTable(table), reboundpg.WithLease(time.Hour), reboundpg.WithPollInterval(50*time.Millisecond))
+			keys := enqueue(t, direct, st, 3, false)
+			mark := []byte(c.mark)
+			proxy.mark.Store(&mark)
+			p := newProvider(nil)
+			newInvoker(t, st, p)
+			waitFor(t, "3 calls delivered", func() bool { k, _ := p.delivered(); return k == len(keys) })
+			if proxy.cuts.Load() != 1 {
+				t.Fatalf("%d connections cut, want 1 (the claim's)", proxy.cuts.Load())
+			}
+		})
 	}
 }
