@@ -227,3 +227,39 @@ func TestClaimConnectionCutAfterRows(t *testing.T) {
 		})
 	}
 }
+
+// A call due in a thousand years (put there by hand: the Store's own
+// times are at most a Duration away) does not overflow the wait a claim
+// names: the wait is the poll interval, not a millisecond.
+func TestClaimNextFarAway(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	st := openStore(t, pool, reboundpg.WithTable(table), reboundpg.WithPollInterval(time.Second))
+	if _, err := pool.Exec(context.Background(), fmt.Sprintf(`INSERT INTO %q (method, attachments, args, due) VALUES ('Later', '{}', '[]', now() + interval '1000 years')`, table)); err != nil {
+		t.Fatal(err)
+	}
+	calls, next, err := st.Claim(context.Background(), 10)
+	if err != nil || len(calls) != 0 || next != time.Second {
+		t.Fatalf("Claim: %d calls, next %v, %v; want none, the poll interval (1s)", len(calls), next, err)
+	}
+}
+
+// A closed Store claims nothing: its leases were released and its
+// Update, Remove and Quarantine fail with ErrClosed, so a call it leased
+// now could be run and never removed.
+func TestClaimAfterClose(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	st := openStore(t, pool, reboundpg.WithTable(table))
+	enqueue(t, pool, st, 2, false)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	calls, next, err := st.Claim(context.Background(), 10)
+	if len(calls) != 0 || next <= 0 || !errors.Is(err, rebound.ErrClosed) {
+		t.Errorf("Claim after Close: %d calls, next %v, %v; want none, a wait, ErrClosed", len(calls), next, err)
+	}
+	if n := count(t, pool, table, "owner IS NOT NULL"); n != 0 {
+		t.Errorf("%d calls leased by a closed Store", n)
+	}
+}

@@ -259,10 +259,14 @@ func (s *store) Load(fn func(failback.StoredCall) error) error {
 // due calls for WithLease, with FOR UPDATE SKIP LOCKED, on the database's
 // clock. next is 0 after a full batch, else the time until a call falls
 // due or a lease ends, at most WithPollInterval. Calls returned with an
-// error are leased and held too. n must be > 0.
+// error are leased and held too. n must be > 0; a closed Store claims
+// nothing (ErrClosed).
 func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
 	if n < 1 {
 		return nil, s.cfg.poll, &rebound.ArgumentError{Func: "reboundpg Claim", Arg: "n", Reason: fmt.Sprintf("(%d) must be > 0", n)}
+	}
+	if s.ctx.Err() != nil { // closed: its leases are released, Update and Remove fail
+		return nil, s.cfg.poll, s.fail("claiming calls", s.ctx.Err())
 	}
 	n = min(n, s.cfg.batch)
 	b := &pgx.Batch{}
@@ -303,9 +307,9 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	switch {
 	case len(calls) >= n:
 		wait = 0
-	case next != nil:
+	case next != nil && *next < micros(wait): // compared in µs: a far due time overflows in ns
 		// shadowcheck:allow the polling interval of the claim loop, not a retry delay
-		wait = min(wait, max(time.Duration(*next)*time.Microsecond, time.Millisecond))
+		wait = max(time.Duration(*next)*time.Microsecond, time.Millisecond)
 	}
 	if err := res.Close(); err != nil {
 		return calls, wait, s.fail("claiming calls", err)
