@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rebound-go/rebound"
+	"github.com/rebound-go/rebound/cluster"
+	"github.com/rebound-go/rebound/failback"
 	"github.com/rebound-go/rebound/reboundpg"
 	"github.com/rebound-go/rebound/reboundpg/pgtest"
 )
@@ -261,5 +264,58 @@ func TestClaimAfterClose(t *testing.T) {
 	}
 	if n := count(t, pool, table, "owner IS NOT NULL"); n != 0 {
 		t.Errorf("%d calls leased by a closed Store", n)
+	}
+}
+
+// Attachments come back from a claim byte for byte, or are refused: the
+// table keeps them as JSON, which would replace bytes that are not UTF-8
+// (a binary metadata value, a binary key) without a word.
+func TestAttachmentsRoundTrip(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	st := openStore(t, pool, reboundpg.WithTable(table))
+	ctx := context.Background()
+	good := map[string]string{"nul": "a\x00b", "unicode": "é✓𝄞", "": "empty key", failback.IdempotencyKey: "k1"}
+	if _, err := st.Add(failback.StoredCall{Method: "m", Attachments: good, Args: []byte("[]"), Due: time.Now(), Born: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	enqueued := maps.Clone(good)
+	enqueued[failback.IdempotencyKey] = "k2"
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Enqueue(ctx, tx, &cluster.Invocation{Method: "m", Attachments: enqueued}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls, _, err := st.Claim(ctx, 10) // the enqueued one (the added one is leased already)
+	if err != nil || len(calls) != 1 || !maps.Equal(calls[0].Attachments, enqueued) {
+		t.Fatalf("Claim: %v, %v; want the attachments %q as enqueued", calls, err, enqueued)
+	}
+	var loaded []map[string]string
+	if err := st.Load(func(c failback.StoredCall) error { loaded = append(loaded, c.Attachments); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded) != 2 || !maps.Equal(loaded[0], good) {
+		t.Fatalf("Load: %q; want the attachments %q as added first", loaded, good)
+	}
+	for _, bad := range []map[string]string{{"bin": "\xff\xfe"}, {"\xc3": "v"}} {
+		if _, err := st.Add(failback.StoredCall{Method: "m", Attachments: bad, Args: []byte("[]"), Due: time.Now(), Born: time.Now()}); err == nil {
+			t.Errorf("Add with attachments %q: no error (stored altered)", bad)
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Enqueue(ctx, tx, &cluster.Invocation{Method: "m", Attachments: bad}); err == nil {
+			t.Errorf("Enqueue with attachments %q: no error (stored altered)", bad)
+		}
+		_ = tx.Rollback(ctx)
+	}
+	if n := count(t, pool, table, "true"); n != 2 {
+		t.Errorf("%d rows, want the 2 good calls", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -181,7 +182,7 @@ func (s *store) exec(q string, args ...any) (tag pgconn.CommandTag, err error) {
 
 // Add implements failback.Store: the call is stored leased by this Store.
 func (s *store) Add(c failback.StoredCall) (uint64, error) {
-	att, err := json.Marshal(c.Attachments)
+	att, err := marshalAttachments(c.Attachments)
 	if err != nil {
 		return 0, fmt.Errorf("reboundpg: encoding the attachments of %q: %w", c.Method, err)
 	}
@@ -356,7 +357,7 @@ func (s *store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
 // Enqueue adds inv to the shared queue in the caller's transaction tx, so
 // that the call exists exactly when tx commits, due at once. It returns the
 // call's IdempotencyKey (inv's own, or a new one). WithCodec's Codec
-// encodes the arguments.
+// encodes the arguments; attachments must be valid UTF-8.
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
 	return s.s.enqueue(ctx, tx, inv)
 }
@@ -374,7 +375,7 @@ func (s *store) enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 	if att[failback.IdempotencyKey] == "" {
 		att[failback.IdempotencyKey] = rand.Text()
 	}
-	ab, err := json.Marshal(att)
+	ab, err := marshalAttachments(att)
 	if err != nil {
 		return "", fmt.Errorf("reboundpg: Enqueue: encoding the attachments of %q: %w", inv.Method, err)
 	}
@@ -387,6 +388,17 @@ func (s *store) enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 		return "", s.fail("enqueueing a call", err)
 	}
 	return att[failback.IdempotencyKey], nil
+}
+
+// marshalAttachments encodes att as JSON, which holds UTF-8 only: a key or
+// value that is not is refused, not stored altered.
+func marshalAttachments(att map[string]string) ([]byte, error) {
+	for k, v := range att {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("attachment %q is not valid UTF-8 (the table keeps attachments as JSON)", k)
+		}
+	}
+	return json.Marshal(att)
 }
 
 // fail wraps err with what the Store was doing and its table.
