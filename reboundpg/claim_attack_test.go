@@ -319,3 +319,52 @@ func TestAttachmentsRoundTrip(t *testing.T) {
 		t.Errorf("%d rows, want the 2 good calls", n)
 	}
 }
+
+// Three replicas race for one table with a short lease and slow attempts
+// (longer than the lease: the keeper must renew them) that fail two times
+// in three; one replica stops mid-way and the database restarts: every
+// committed call is delivered and the table ends empty.
+func TestReplicasRaceThroughStopAndRestart(t *testing.T) {
+	srv := pgtest.Shared(t)
+	pool := newPool(t)
+	table := tableName(t)
+	var n atomic.Int64
+	p := newProvider(func(ctx context.Context, _ *cluster.Invocation) error {
+		tm := time.NewTimer(300 * time.Millisecond) // longer than the lease
+		defer tm.Stop()
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if n.Add(1)%3 != 0 {
+			return errUnavailable
+		}
+		return nil
+	})
+	type replica struct {
+		st  *reboundpg.Store
+		inv interface{ Close() error }
+	}
+	var rs []replica
+	for range 3 {
+		st := openStore(t, pool, reboundpg.WithTable(table), reboundpg.WithLease(200*time.Millisecond), reboundpg.WithPollInterval(100*time.Millisecond))
+		rs = append(rs, replica{st, newInvoker(t, st, p)})
+	}
+	keys := enqueue(t, pool, rs[0].st, 30, false)
+	waitFor(t, "some calls delivered", func() bool { k, _ := p.delivered(); return k >= 5 })
+	if err := rs[2].inv.Close(); err != nil { // Invoker first, then its Store
+		t.Fatal(err)
+	}
+	if err := rs[2].st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Skipf("cannot restart the server: %v", err)
+	}
+	keys = append(keys, enqueue(t, newPool(t), rs[1].st, 10, false)...) // a fresh pool: see TestDatabaseRestartDuringDelivery
+	waitFor(t, "every call delivered", func() bool { k, _ := p.delivered(); return k == len(keys) })
+	waitFor(t, "an empty table", func() bool { return count(t, pool, table, "true") == 0 })
+	_, dups := p.delivered()
+	t.Logf("%d calls, 3 replicas, one stopped, a restart: 0 lost, %d delivered twice", len(keys), dups)
+}
