@@ -92,3 +92,47 @@ func testClaimErrorNoWait(t *testing.T) {
 		}
 	}
 }
+
+// blockingClaimer's Claim waits for its context (the Invoker's, which
+// Close cancels), then returns every stored call with the context's error.
+type blockingClaimer struct {
+	*claimStore
+	entered chan struct{}
+}
+
+func (b *blockingClaimer) Claim(ctx context.Context, n int) ([]StoredCall, time.Duration, error) {
+	close(b.entered)
+	<-ctx.Done()
+	calls, _, _ := b.claimStore.Claim(ctx, n)
+	return calls, time.Second, ctx.Err()
+}
+
+// Close during a Claim: the calls it returns after Close are neither run
+// nor removed (the Store keeps them for whoever claims next), and Close
+// returns.
+func TestClaimReturnsAfterClose(t *testing.T) { synctest.Test(t, testClaimReturnsAfterClose) }
+
+func testClaimReturnsAfterClose(t *testing.T) {
+	st := &blockingClaimer{claimStore: newClaimStore(), entered: make(chan struct{})}
+	if _, err := st.Add(StoredCall{Method: "m", Args: []byte("[]"), Born: time.Now(), Due: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider("p", nil)
+	f, err := New(cluster.NewStaticDirectory(p), WithStore(st, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-st.entered
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	if s := f.Stats(); s.Offered != 0 || len(p.snapshot()) != 0 {
+		t.Errorf("stats %+v, %d attempts: want nothing offered nor run after Close", s, len(p.snapshot()))
+	}
+	st.memStore.mu.Lock()
+	defer st.memStore.mu.Unlock()
+	if len(st.memStore.calls) != 1 {
+		t.Errorf("%d calls stored, want the 1 (kept for the next claim)", len(st.memStore.calls))
+	}
+}

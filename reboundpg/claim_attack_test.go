@@ -368,3 +368,23 @@ func TestReplicasRaceThroughStopAndRestart(t *testing.T) {
 	_, dups := p.delivered()
 	t.Logf("%d calls, 3 replicas, one stopped, a restart: 0 lost, %d delivered twice", len(keys), dups)
 }
+
+// A claim whose context is done leases nothing and says why.
+func TestClaimCancelled(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	st := openStore(t, pool, reboundpg.WithTable(table))
+	enqueue(t, pool, st, 2, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls, next, err := st.Claim(ctx, 10)
+	if len(calls) != 0 || next <= 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("Claim with a cancelled context: %d calls, next %v, %v; want none, a wait, context.Canceled", len(calls), next, err)
+	}
+	if n := count(t, pool, table, "owner IS NOT NULL"); n != 0 {
+		t.Errorf("%d calls leased by a cancelled claim", n)
+	}
+	if calls, _, err := st.Claim(context.Background(), 10); err != nil || len(calls) != 2 {
+		t.Errorf("the next claim: %d calls, %v; want 2", len(calls), err)
+	}
+}
