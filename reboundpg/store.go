@@ -482,11 +482,13 @@ func (s *store) listenOnce(ctx context.Context) error {
 	}
 }
 
-// keep renews this Store's leases and purges ended calls until Close.
+// keep renews this Store's leases and purges ended calls until Close. A
+// failing renewal logs one Warn, then Debug, and one Info once it works.
 func (s *store) keep() {
 	defer s.wg.Done()
 	tick := time.NewTicker(max(s.cfg.lease/3, time.Millisecond))
 	defer tick.Stop()
+	failing := false
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -499,9 +501,17 @@ func (s *store) keep() {
 			ids = append(ids, id)
 		}
 		s.mu.Unlock()
-		if _, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease), ids); err != nil && s.ctx.Err() == nil {
+		_, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease), ids)
+		switch {
+		case s.ctx.Err() != nil:
+		case err != nil && !failing:
 			s.cfg.log.Warn("reboundpg: renewing leases failed (they end within the lease unless renewed)", zap.String("table", s.cfg.table), zap.Error(err))
+		case err != nil:
+			s.cfg.log.Debug("reboundpg: renewing leases failed again", zap.String("table", s.cfg.table), zap.Error(err))
+		case failing:
+			s.cfg.log.Info("reboundpg: renewing leases again", zap.String("table", s.cfg.table))
 		}
+		failing = err != nil
 		if s.cfg.retention > 0 {
 			_, _ = s.pool.Exec(s.ctx, s.q.purge, micros(s.cfg.retention))
 		}
