@@ -28,9 +28,10 @@ type Claimer interface {
 // the call. The call is dropped with ErrClosed and stays in the Store.
 var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
 
-// claimRetry is how long the claim loop waits before it asks again when
-// the Invoker holds WithMaxTasks calls already, or when a Claim that
-// brought no call named no wait: never a busy-spin, whatever the Store.
+// claimRetry is how long the claim loop waits at least before it asks
+// again when the Invoker holds WithMaxTasks calls already, or after a
+// Claim that brought no call and failed or named no wait: never a
+// busy-spin, whatever the Store.
 const claimRetry = 100 * time.Millisecond
 
 // startClaimer starts the claim loop if the Store is a Claimer; New calls
@@ -82,7 +83,7 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 		return claimRetry, nil
 	}
 	calls, next, err := claimCalls(f.baseCtx, cl, room)
-	if len(calls) == 0 {
+	if len(calls) == 0 && (err != nil || next <= 0) {
 		next = max(next, claimRetry)
 	}
 	codec := f.cfg.durable.codecOrDefault()
