@@ -264,7 +264,7 @@ func (s *store) Load(fn func(failback.StoredCall) error) error {
 // nothing (ErrClosed).
 func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
 	if n < 1 {
-		return nil, s.cfg.poll, &rebound.ArgumentError{Func: "reboundpg Claim", Arg: "n", Reason: fmt.Sprintf("(%d) must be > 0", n)}
+		return nil, s.cfg.poll, &rebound.ArgumentError{Func: "reboundpg.Store.Failback().Claim", Arg: "n", Reason: fmt.Sprintf("(%d) must be > 0", n)}
 	}
 	if s.ctx.Err() != nil { // closed: its leases are released, Update and Remove fail
 		return nil, s.cfg.poll, s.fail("claiming calls", s.ctx.Err())
@@ -310,7 +310,7 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 		wait = 0
 	case next != nil && *next < micros(wait): // compared in µs: a far due time overflows in ns
 		// shadowcheck:allow the polling interval of the claim loop, not a retry delay
-		wait = max(time.Duration(*next)*time.Microsecond, time.Millisecond)
+		wait = min(wait, max(time.Duration(*next)*time.Microsecond, time.Millisecond))
 	}
 	if err := res.Close(); err != nil {
 		return calls, wait, s.fail("claiming calls", err)
@@ -503,7 +503,7 @@ func (s *store) keep() {
 		s.mu.Unlock()
 		_, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease), ids)
 		switch {
-		case s.ctx.Err() != nil:
+		case s.ctx.Err() != nil: // closing: nothing to say
 		case err != nil && !failing:
 			s.cfg.log.Warn("reboundpg: renewing leases failed (they end within the lease unless renewed)", zap.String("table", s.cfg.table), zap.Error(err))
 		case err != nil:
