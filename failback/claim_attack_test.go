@@ -136,3 +136,45 @@ func testClaimReturnsAfterClose(t *testing.T) {
 		t.Errorf("%d calls stored, want the 1 (kept for the next claim)", len(st.memStore.calls))
 	}
 }
+
+// closedNotifier is a claimStore whose Notify channel is closed (a Store
+// that closes it when it stops, say); past 1000 claims, Claim blocks until
+// the Invoker's Close so that a spinning loop ends.
+type closedNotifier struct {
+	*claimStore
+	mu     sync.Mutex
+	claims int
+}
+
+func (c *closedNotifier) Claim(ctx context.Context, n int) ([]StoredCall, time.Duration, error) {
+	c.mu.Lock()
+	c.claims++
+	spun := c.claims > 1000
+	c.mu.Unlock()
+	if spun {
+		<-ctx.Done()
+		return nil, time.Hour, ctx.Err()
+	}
+	return c.claimStore.Claim(ctx, n)
+}
+
+// A closed Notify channel is no signal: the claim loop claims when the
+// last claim said, not in a loop.
+func TestClaimNotifyClosed(t *testing.T) { synctest.Test(t, testClaimNotifyClosed) }
+
+func testClaimNotifyClosed(t *testing.T) {
+	st := &closedNotifier{claimStore: newClaimStore()}
+	close(st.wake)
+	f, err := New(cluster.NewStaticDirectory(newProvider("p", nil)), WithStore(st, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // claims every 20 ms: virtual time
+	synctest.Wait()
+	f.Close()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.claims > 60 {
+		t.Errorf("%d claims in 1 s with Notify closed and a next of 20 ms: the loop spins", st.claims)
+	}
+}

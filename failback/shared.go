@@ -20,7 +20,8 @@ type Claimer interface {
 	// error. Calls returned with an error are leased too: the Invoker
 	// runs them.
 	Claim(ctx context.Context, n int) (calls []StoredCall, next time.Duration, err error)
-	// Notify receives when calls may have been added (nil: no signal).
+	// Notify receives when calls may have been added (nil or closed: no
+	// signal).
 	Notify() <-chan struct{}
 }
 
@@ -49,13 +50,21 @@ func (f *Invoker) claimLoop(cl Claimer) {
 	defer f.exit()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	failing := false
+	failing, notifyClosed := false, false
 	for {
+		var notify <-chan struct{}
+		if !notifyClosed {
+			notify = cl.Notify()
+		}
 		select {
 		case <-f.done:
 			return
 		case <-timer.C:
-		case <-cl.Notify():
+		case _, ok := <-notify:
+			if !ok { // a closed channel is no signal: not a claim in a loop
+				notifyClosed = true
+				continue
+			}
 		}
 		next, err := f.claimOnce(cl)
 		switch {
