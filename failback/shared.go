@@ -17,9 +17,11 @@ type Claimer interface {
 	Store
 	// Claim leases up to n due calls no live lease holds, with times on
 	// this process's clock. next is when to claim again, also after an
-	// error.
+	// error. Calls returned with an error are leased too: the Invoker
+	// runs them.
 	Claim(ctx context.Context, n int) (calls []StoredCall, next time.Duration, err error)
-	// Notify receives when calls may have been added (nil: no signal).
+	// Notify receives when calls may have been added (nil or closed: no
+	// signal).
 	Notify() <-chan struct{}
 }
 
@@ -27,9 +29,11 @@ type Claimer interface {
 // the call. The call is dropped with ErrClosed and stays in the Store.
 var ErrLeaseLost = errors.New("failback: lease lost: another invoker claimed the call")
 
-// claimRetryFull is how long the claim loop waits before it asks again
-// when the Invoker holds WithMaxTasks calls already.
-const claimRetryFull = 100 * time.Millisecond
+// claimRetry is how long the claim loop waits at least before it asks
+// again when the Invoker holds WithMaxTasks calls already, or after a
+// Claim that brought no call and failed or named no wait: never a
+// busy-spin, whatever the Store.
+const claimRetry = 100 * time.Millisecond
 
 // startClaimer starts the claim loop if the Store is a Claimer; New calls
 // it with the other goroutines.
@@ -46,13 +50,21 @@ func (f *Invoker) claimLoop(cl Claimer) {
 	defer f.exit()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	failing := false
+	failing, notifyClosed := false, false
 	for {
+		var notify <-chan struct{}
+		if !notifyClosed {
+			notify = cl.Notify()
+		}
 		select {
 		case <-f.done:
 			return
 		case <-timer.C:
-		case <-cl.Notify():
+		case _, ok := <-notify:
+			if !ok { // a closed channel is no signal: not a claim in a loop
+				notifyClosed = true
+				continue
+			}
 		}
 		next, err := f.claimOnce(cl)
 		switch {
@@ -67,7 +79,7 @@ func (f *Invoker) claimLoop(cl Claimer) {
 }
 
 // claimOnce claims as many calls as the Invoker has room for and queues
-// them; it returns when to claim again.
+// them, even those of a Claim that failed; it returns when to claim again.
 func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 	f.mu.Lock()
 	room := f.cfg.maxTasks - f.pendingLocked() - f.reserved
@@ -77,11 +89,11 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 		return time.Hour, nil // Shutdown drains what it holds; Close ends the loop
 	}
 	if room <= 0 {
-		return claimRetryFull, nil
+		return claimRetry, nil
 	}
 	calls, next, err := claimCalls(f.baseCtx, cl, room)
-	if err != nil {
-		return next, err
+	if len(calls) == 0 && (err != nil || next <= 0) {
+		next = max(next, claimRetry)
 	}
 	codec := f.cfg.durable.codecOrDefault()
 	now, wallNow := f.now(), time.Now()
@@ -104,7 +116,7 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 		}
 	}
 	f.mu.Unlock()
-	return next, nil
+	return next, err
 }
 
 // claimedBad sets aside a claimed call that cannot be loaded

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -181,7 +182,7 @@ func (s *store) exec(q string, args ...any) (tag pgconn.CommandTag, err error) {
 
 // Add implements failback.Store: the call is stored leased by this Store.
 func (s *store) Add(c failback.StoredCall) (uint64, error) {
-	att, err := json.Marshal(c.Attachments)
+	att, err := marshalAttachments(c.Attachments)
 	if err != nil {
 		return 0, fmt.Errorf("reboundpg: encoding the attachments of %q: %w", c.Method, err)
 	}
@@ -258,8 +259,16 @@ func (s *store) Load(fn func(failback.StoredCall) error) error {
 // Claim implements failback.Claimer: it leases up to min(n, 64)
 // due calls for WithLease, with FOR UPDATE SKIP LOCKED, on the database's
 // clock. next is 0 after a full batch, else the time until a call falls
-// due or a lease ends, at most WithPollInterval.
+// due or a lease ends, at most WithPollInterval. Calls returned with an
+// error are leased and held too. n must be > 0; a closed Store claims
+// nothing (ErrClosed).
 func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
+	if n < 1 {
+		return nil, s.cfg.poll, &rebound.ArgumentError{Func: "reboundpg.Store.Failback().Claim", Arg: "n", Reason: fmt.Sprintf("(%d) must be > 0", n)}
+	}
+	if s.ctx.Err() != nil { // closed: its leases are released, Update and Remove fail
+		return nil, s.cfg.poll, s.fail("claiming calls", s.ctx.Err())
+	}
 	n = min(n, s.cfg.batch)
 	b := &pgx.Batch{}
 	b.Queue(s.q.claim, n, s.owner, micros(s.cfg.lease))
@@ -289,25 +298,24 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 	s.mu.Unlock()
 	calls = fresh
 	var next *int64
+	// From here on, the calls are leased and held: they reach the Invoker
+	// even with an error, or the lease renewal would keep them from
+	// everyone.
 	if err := res.QueryRow().Scan(&next); err != nil {
-		if len(calls) > 0 {
-			// The calls are leased and held: they must reach the Invoker
-			// (which drops the calls of a failed Claim), or the lease
-			// renewal would keep them from everyone. Only when to claim
-			// again is unknown: the poll interval.
-			return calls, s.cfg.poll, nil
-		}
-		return nil, s.cfg.poll, s.fail("claiming calls", err)
+		return calls, s.cfg.poll, s.fail("claiming calls", err) // when to claim again is unknown
 	}
 	wait := s.cfg.poll
 	switch {
 	case len(calls) >= n:
 		wait = 0
-	case next != nil:
+	case next != nil && *next < micros(wait): // compared in µs: a far due time overflows in ns
 		// shadowcheck:allow the polling interval of the claim loop, not a retry delay
 		wait = min(wait, max(time.Duration(*next)*time.Microsecond, time.Millisecond))
 	}
-	return calls, wait, res.Close()
+	if err := res.Close(); err != nil {
+		return calls, wait, s.fail("claiming calls", err)
+	}
+	return calls, wait, nil
 }
 
 // Notify implements failback.Claimer: it receives on a NOTIFY of the
@@ -349,7 +357,7 @@ func (s *store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
 // Enqueue adds inv to the shared queue in the caller's transaction tx, so
 // that the call exists exactly when tx commits, due at once. It returns the
 // call's IdempotencyKey (inv's own, or a new one). WithCodec's Codec
-// encodes the arguments.
+// encodes the arguments; attachments must be valid UTF-8.
 func (s *Store) Enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation) (key string, err error) {
 	return s.s.enqueue(ctx, tx, inv)
 }
@@ -367,7 +375,7 @@ func (s *store) enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 	if att[failback.IdempotencyKey] == "" {
 		att[failback.IdempotencyKey] = rand.Text()
 	}
-	ab, err := json.Marshal(att)
+	ab, err := marshalAttachments(att)
 	if err != nil {
 		return "", fmt.Errorf("reboundpg: Enqueue: encoding the attachments of %q: %w", inv.Method, err)
 	}
@@ -380,6 +388,17 @@ func (s *store) enqueue(ctx context.Context, tx pgx.Tx, inv *cluster.Invocation)
 		return "", s.fail("enqueueing a call", err)
 	}
 	return att[failback.IdempotencyKey], nil
+}
+
+// marshalAttachments encodes att as JSON, which holds UTF-8 only: a key or
+// value that is not is refused, not stored altered.
+func marshalAttachments(att map[string]string) ([]byte, error) {
+	for k, v := range att {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("attachment %q is not valid UTF-8 (the table keeps attachments as JSON)", k)
+		}
+	}
+	return json.Marshal(att)
 }
 
 // fail wraps err with what the Store was doing and its table.
@@ -463,11 +482,13 @@ func (s *store) listenOnce(ctx context.Context) error {
 	}
 }
 
-// keep renews this Store's leases and purges ended calls until Close.
+// keep renews this Store's leases and purges ended calls until Close. A
+// failing renewal logs one Warn, then Debug, and one Info once it works.
 func (s *store) keep() {
 	defer s.wg.Done()
 	tick := time.NewTicker(max(s.cfg.lease/3, time.Millisecond))
 	defer tick.Stop()
+	failing := false
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -480,9 +501,17 @@ func (s *store) keep() {
 			ids = append(ids, id)
 		}
 		s.mu.Unlock()
-		if _, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease), ids); err != nil && s.ctx.Err() == nil {
+		_, err := s.pool.Exec(s.ctx, s.q.renew, s.owner, micros(s.cfg.lease), ids)
+		switch {
+		case s.ctx.Err() != nil: // closing: nothing to say
+		case err != nil && !failing:
 			s.cfg.log.Warn("reboundpg: renewing leases failed (they end within the lease unless renewed)", zap.String("table", s.cfg.table), zap.Error(err))
+		case err != nil:
+			s.cfg.log.Debug("reboundpg: renewing leases failed again", zap.String("table", s.cfg.table), zap.Error(err))
+		case failing:
+			s.cfg.log.Info("reboundpg: renewing leases again", zap.String("table", s.cfg.table))
 		}
+		failing = err != nil
 		if s.cfg.retention > 0 {
 			_, _ = s.pool.Exec(s.ctx, s.q.purge, micros(s.cfg.retention))
 		}
