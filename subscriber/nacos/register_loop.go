@@ -11,9 +11,9 @@ import (
 
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
@@ -35,18 +35,9 @@ var sched = regstate.NewSched()
 func (g *registration) startLoop() {
 	r := &g.rep
 	r.g, r.up = g, true
-	g.loop.Init(r.end, &g.track)
-	sched.InitTimer(&r.timer, r.fire)
+	g.loop.Init(r.run.End, &g.track)
+	r.run.Init(sched, r.fire)
 	g.loop.Do(func() bool { r.armPeriodic(); return true })
-}
-
-// end runs when the loop ends.
-func (r *repairer) end() {
-	r.timer.Stop()
-	if r.s != nil {
-		r.s.Cancel(time.Now())
-		r.s = nil
-	}
 }
 
 // fire runs on the scheduler's goroutine when the timer is due: it posts
@@ -54,7 +45,7 @@ func (r *repairer) end() {
 func (r *repairer) fire(gen uint32) {
 	r.g.loop.Post(func() bool {
 		switch {
-		case !r.timer.Live(gen):
+		case !r.run.Fired(gen):
 			return true
 		case r.need == needNothing:
 			if r.up {
@@ -81,35 +72,31 @@ func (g *registration) connection(up bool) {
 	})
 }
 
-// repairer is the loop's state (owned by the loop's steps).
+// repairer is the loop's state (owned by the loop's steps): the shared
+// repair state machine, and what nacos adds to it (the work due, the
+// judgement of the checks). It is the machine's regstate.Work.
 type repairer struct {
 	g    *registration
-	s    *rebound.Schedule // the current repair run; nil when none
 	need int8
 	up   bool
 	j    judgement
-	// timer is the wait for the periodic check while there is nothing
-	// to do (need is needNothing), else for the repair's next attempt.
-	timer regstate.Timer
+	// run is the repair run; while there is nothing to do (need is
+	// needNothing), its timer waits for the periodic check.
+	run regstate.Repair
 }
 
+// armPeriodic waits for the periodic check, if any.
 func (r *repairer) armPeriodic() {
-	r.timer.Stop()
+	var d time.Duration
 	if r.g.cfg.check > 0 {
-		r.timer.Reset(jitter(r.g.cfg.check, 0.75, 1.25))
+		d = jitter(r.g.cfg.check, 0.75, 1.25)
 	}
+	r.run.Idle(d)
 }
 
 // begin starts a repair run whose first attempt is due after d (a grace,
 // not a backoff): the Schedule admits it when it is due.
-func (r *repairer) begin(d time.Duration) {
-	r.timer.Stop()
-	if r.s != nil {
-		r.s.Cancel(time.Now())
-	}
-	r.s = r.g.cfg.retrier.NewSchedule(time.Now())
-	r.timer.Reset(max(d, time.Nanosecond))
-}
+func (r *repairer) begin(d time.Duration) { r.run.Begin(r.g.cfg.retrier, d) }
 
 // connection handles a connection transition.
 func (r *repairer) connection(up bool) {
@@ -118,7 +105,7 @@ func (r *repairer) connection(up bool) {
 		r.need = needCheck
 	}
 	if !up {
-		r.timer.Stop()
+		r.run.Down() // the check, or the repair, waits for the connection
 		set := func() bool {
 			r.g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
 			return true
@@ -162,36 +149,25 @@ func (r *repairer) updated() {
 
 // due runs when the timer fires; false: stop for good.
 func (r *repairer) due() bool {
-	g := r.g
-	if r.s == nil || !r.up || r.need == needNothing {
+	if !r.run.Running() || !r.up || r.need == needNothing {
 		return true // nothing to do (attempt would do nothing either)
 	}
 	// The attempt is due: the Schedule admits it (the gates of its kind:
 	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
-	a, dec := r.s.Admit(time.Now())
-	g.track.SetAttempts(dec.Attempt) // a local refusal counts
-	switch {
-	case dec.Stop:
-		// No limit applies and refusals defer: only a limiter that can
-		// never grant a token (its burst set to 0) stops an admission. A
-		// registration never stops on it: the retry asks again after a
-		// first delay, and nothing is sent until the limiter grants.
-		g.logger().Debug("registration repair paused", zap.Error(dec.Err))
-		r.s.Reset(time.Now())
-		r.s.Resume(0) // the next attempt is a retry
-		r.timer.Reset(max(admit.FirstDelay(r.s), time.Nanosecond))
-		return true
-	case dec.Delay > 0:
-		r.timer.Reset(dec.Delay)
-		return true
+	if !r.run.Due(r) {
+		return false
 	}
-	return r.outcome(a, r.work())
+	if !r.run.Running() {
+		r.armPeriodic() // registered: the run is over
+	}
+	return true
 }
 
-// work does the pending work: a check, a registration, or both.
-func (r *repairer) work() error {
+// Attempt does the pending work: a check, a registration, or both
+// (regstate.Work).
+func (r *repairer) Attempt() error {
 	g := r.g
 	in := g.current()
 	var err error
@@ -221,43 +197,27 @@ func (r *repairer) work() error {
 	return err
 }
 
-// outcome tells the Schedule how the attempt a went and waits for the
-// next one if it failed; false: stop for good.
-func (r *repairer) outcome(a rebound.Attempt, err error) bool {
-	g := r.g
-	now := time.Now()
-	if err == nil {
-		a.Done(nil, now)
-		r.s = nil
-		g.track.Set(subscriber.RegistrationRegistered, nil)
-		r.armPeriodic()
-		return true
+// The rest of regstate.Work. A closed client, or a server that cannot
+// list instances, stops the registration at once. No limit applies and
+// refusals defer (compileRegisterRetrier): only a limiter that can never
+// grant a token (its burst set to 0) stops an admission, and a
+// registration never stops on it: the run pauses (nothing is sent until
+// the limiter grants). While disconnected, the run waits for the
+// connection (connection stops its timer and starts it again).
+
+func (r *repairer) Tracker() *regstate.Tracker { return &r.g.track }
+func (r *repairer) Logger(lvl zapcore.Level) *zap.Logger {
+	if !r.g.cfg.log.Core().Enabled(lvl) {
+		return nil
 	}
-	if errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported) {
-		if r.s != nil {
-			// The admitted attempt's token and breaker admission go
-			// back: the loop ends without its outcome.
-			r.s.Cancel(now)
-			r.s = nil
-		}
-		g.logger().Error("registration stopped", zap.Error(err))
-		g.track.Set(subscriber.RegistrationStopped, err)
-		return false
-	}
-	g.track.Set(subscriber.RegistrationRepairing, err)
-	dec := a.Done(err, now)
-	g.track.SetAttempts(dec.Attempt)
-	if dec.Stop {
-		g.logger().Error("registration stopped", zap.Error(dec.Err))
-		g.track.Set(subscriber.RegistrationStopped, dec.Err)
-		r.s = nil // ended by its own verdict: nothing to give back
-		return false
-	}
-	if g.debug() {
-		g.logger().Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
-	}
-	r.timer.Reset(dec.Delay)
-	return true
+	return r.g.logger()
+}
+func (r *repairer) Retrier() *rebound.Retrier { return r.g.cfg.retrier }
+func (r *repairer) Up() bool                  { return r.up }
+func (r *repairer) Stopping() bool            { return false }
+func (r *repairer) Pause() bool               { return true }
+func (r *repairer) Final(err error) bool {
+	return errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported)
 }
 
 // judgement is what the loop learned from its checks, so that it does
