@@ -33,28 +33,28 @@ var sched = regstate.NewSched()
 // and steps on a regstate.Loop, so that a waiting Registration costs no
 // goroutine.
 func (g *registration) startLoop() {
-	r := &g.rep
-	r.g, r.up = g, true
-	g.loop.Init(r.run.End, &g.track)
-	r.run.Init(sched, r.fire)
-	g.loop.Do(func() bool { r.armPeriodic(); return true })
+	g.rep.up = true
+	g.loop.Init(g.rep.run.End, &g.track)
+	g.rep.run.Init(sched, g.fire)
+	g.loop.Do(func() bool { g.armPeriodic(); return true })
 }
 
 // fire runs on the scheduler's goroutine when the timer is due: it posts
 // the periodic check, or the repair's attempt.
-func (r *repairer) fire(gen uint32) {
-	r.g.loop.Post(func() bool {
+func (g *registration) fire(gen uint32) {
+	g.loop.Post(func() bool {
+		r := &g.rep
 		switch {
 		case !r.run.Fired(gen):
 			return true
 		case r.need == needNothing:
 			if r.up {
 				r.need = needCheck
-				r.begin(0)
+				g.begin(0)
 			}
 			return true
 		}
-		return r.due()
+		return g.due()
 	})
 }
 
@@ -67,16 +67,15 @@ func (g *registration) connection(up bool) {
 	}
 	g.loop.Do(func() bool {
 		g.connNew.Store(false)
-		g.rep.connection(g.connUp.Load())
+		g.connected(g.connUp.Load())
 		return true
 	})
 }
 
 // repairer is the loop's state (owned by the loop's steps): the shared
 // repair state machine, and what nacos adds to it (the work due, the
-// judgement of the checks). It is the machine's regstate.Work.
+// judgement of the checks).
 type repairer struct {
-	g    *registration
 	need int8
 	up   bool
 	j    judgement
@@ -86,20 +85,21 @@ type repairer struct {
 }
 
 // armPeriodic waits for the periodic check, if any.
-func (r *repairer) armPeriodic() {
+func (g *registration) armPeriodic() {
 	var d time.Duration
-	if r.g.cfg.check > 0 {
-		d = jitter(r.g.cfg.check, 0.75, 1.25)
+	if g.cfg.check > 0 {
+		d = jitter(g.cfg.check, 0.75, 1.25)
 	}
-	r.run.Idle(d)
+	g.rep.run.Idle(d)
 }
 
 // begin starts a repair run whose first attempt is due after d (a grace,
 // not a backoff): the Schedule admits it when it is due.
-func (r *repairer) begin(d time.Duration) { r.run.Begin(r.g.cfg.retrier, d) }
+func (g *registration) begin(d time.Duration) { g.rep.run.Begin(g.cfg.retrier, d) }
 
-// connection handles a connection transition.
-func (r *repairer) connection(up bool) {
+// connected handles a connection transition.
+func (g *registration) connected(up bool) {
+	r := &g.rep
 	r.up = up
 	if r.need == needNothing {
 		r.need = needCheck
@@ -107,48 +107,50 @@ func (r *repairer) connection(up bool) {
 	if !up {
 		r.run.Down() // the check, or the repair, waits for the connection
 		set := func() bool {
-			r.g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
+			g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
 			return true
 		}
-		if len(r.g.cfg.obs) == 0 {
+		if len(g.cfg.obs) == 0 {
 			set()
 			return
 		}
 		// The observers hear of it on a step's goroutine: this one may be
 		// the monitor's, which a slow observer would keep from the
 		// client's other Registrations.
-		r.g.loop.Post(set)
+		g.loop.Post(set)
 		return
 	}
 	// Give the SDK's redo time to register the instance, then look for
 	// the evidence.
-	r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+	g.begin(jitter(g.cfg.grace, 1, 1.5))
 }
 
-// update sends u and, if the server took it, checks after the grace: a
-// re-send by the SDK's redo that raced the update (its copy taken before)
-// would put the old values back, and an Update abandoned by its caller
-// left its values with the server (the check registers the registered
-// instance again).
-func (r *repairer) update(u regUpdate) {
-	sent, err := r.g.update(u)
+// updateStep sends u and, if the server took it, checks after the grace:
+// a re-send by the SDK's redo that raced the update (its copy taken
+// before) would put the old values back, and an Update abandoned by its
+// caller left its values with the server (the check registers the
+// registered instance again).
+func (g *registration) updateStep(u regUpdate) {
+	sent, err := g.update(u)
 	u.done <- err
 	if sent {
-		r.updated()
+		g.updated()
 	}
 }
 
 // updated runs after the server took an Update's request.
-func (r *repairer) updated() {
+func (g *registration) updated() {
+	r := &g.rep
 	r.j.news() // new values: a difference is news again
 	if r.up && r.need == needNothing {
 		r.need = needCheck
-		r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+		g.begin(jitter(g.cfg.grace, 1, 1.5))
 	}
 }
 
 // due runs when the timer fires; false: stop for good.
-func (r *repairer) due() bool {
+func (g *registration) due() bool {
+	r := &g.rep
 	if !r.run.Running() || !r.up || r.need == needNothing {
 		return true // nothing to do (attempt would do nothing either)
 	}
@@ -156,19 +158,23 @@ func (r *repairer) due() bool {
 	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
-	if !r.run.Due(r) {
+	if !r.run.Due((*work)(g)) {
 		return false
 	}
 	if !r.run.Running() {
-		r.armPeriodic() // registered: the run is over
+		g.armPeriodic() // registered: the run is over
 	}
 	return true
 }
 
-// Attempt does the pending work: a check, a registration, or both
-// (regstate.Work).
-func (r *repairer) Attempt() error {
-	g := r.g
+// work is a registration as the repair state machine's regstate.Work
+// (its methods are not the Registration's).
+type work registration
+
+// Attempt does the pending work: a check, a registration, or both.
+func (w *work) Attempt() error {
+	g := (*registration)(w)
+	r := &g.rep
 	in := g.current()
 	var err error
 	if r.need == needCheck {
@@ -203,20 +209,20 @@ func (r *repairer) Attempt() error {
 // grant a token (its burst set to 0) stops an admission, and a
 // registration never stops on it: the run pauses (nothing is sent until
 // the limiter grants). While disconnected, the run waits for the
-// connection (connection stops its timer and starts it again).
+// connection (connected stops its timer and starts it again).
 
-func (r *repairer) Tracker() *regstate.Tracker { return &r.g.track }
-func (r *repairer) Logger(lvl zapcore.Level) *zap.Logger {
-	if !r.g.cfg.log.Core().Enabled(lvl) {
+func (w *work) Tracker() *regstate.Tracker { return &w.track }
+func (w *work) Logger(lvl zapcore.Level) *zap.Logger {
+	if !w.cfg.log.Core().Enabled(lvl) {
 		return nil
 	}
-	return r.g.logger()
+	return (*registration)(w).logger()
 }
-func (r *repairer) Retrier() *rebound.Retrier { return r.g.cfg.retrier }
-func (r *repairer) Up() bool                  { return r.up }
-func (r *repairer) Stopping() bool            { return false }
-func (r *repairer) Pause() bool               { return true }
-func (r *repairer) Final(err error) bool {
+func (w *work) Retrier() *rebound.Retrier { return w.cfg.retrier }
+func (w *work) Up() bool                  { return w.rep.up }
+func (w *work) Stopping() bool            { return false }
+func (w *work) Pause() bool               { return true }
+func (w *work) Final(err error) bool {
 	return errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported)
 }
 
@@ -401,11 +407,11 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 		}
 		sent, err := g.update(u)
 		if sent {
-			g.loop.Post(func() bool { g.rep.updated(); return true })
+			g.loop.Post(func() bool { g.updated(); return true })
 		}
 		return err
 	}
-	if !g.loop.Post(func() bool { g.rep.update(u); return true }) {
+	if !g.loop.Post(func() bool { g.updateStep(u); return true }) {
 		return stopped
 	}
 	select {

@@ -17,6 +17,14 @@ import (
 // connection's return while it is down (no timer then). Its methods run
 // in the steps of the registration's Loop, one at a time. The zero Repair
 // is not usable: Init it. It is held by value in a registration.
+//
+// A Repair is idle (no run: its Timer is the adapter's), due (Begin's
+// grace or a wait is over, or the adapter has work now: Due), or waiting
+// (for its Timer, or for Up). Due admits the attempt, or waits (a limiter
+// token, a local refusal), or stops (Pause: waits a first delay). The
+// attempt succeeds (registered; idle), or fails: repairing, then waiting
+// for the backoff, or stopped (Final; the Schedule's stop). Down makes
+// the run wait for Up; Up makes it due, from the start of the policy.
 type Repair struct {
 	timer Timer             // the wait for the run's next attempt; the adapter's own while no run
 	s     *rebound.Schedule // the current run; nil when none
