@@ -8,7 +8,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
 )
@@ -29,10 +28,8 @@ type holder struct {
 	op      string // the kind of request of the last repair (for the observers)
 	yielded bool   // another lease holds the key
 
-	pending int               // the repair work due (probeLease, ensureKey)
-	failing bool              // the last attempt failed: timer is armed, or the connection is down
-	sched   *rebound.Schedule // the repairs' run
-	timer   *regstate.Timer   // the wait after a failed repair
+	pending int             // the repair work due (probeLease, ensureKey)
+	run     regstate.Repair // the repairs' run (h is its regstate.Work)
 
 	kaOn   bool            // keeping the lease alive
 	kaLast time.Time       // the last answer (or the grant)
@@ -47,12 +44,11 @@ func (g *registration) start(ctx context.Context) error {
 	h.g = g
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.loop = regstate.NewLoop(g.ended, g.track)
-	h.timer = sched.NewTimer(func(gen uint32) {
+	h.run.Init(sched, func(gen uint32) {
 		g.loop.Post(func() bool {
-			if !h.timer.Live(gen) {
+			if !h.run.Fired(gen) {
 				return true
 			}
-			h.failing = false
 			return h.kick()
 		})
 	})
@@ -95,15 +91,15 @@ func (h *holder) first(ctx context.Context) error {
 	g.hub.joinWatch(g.prefix, g.key, g, rev)
 	h.setLease(lease)
 	g.track.Registered()
-	h.sched = g.retrier.NewSchedule(time.Now())
 	h.keepAlive(false)
 	return nil
 }
 
-// ended runs when the loop has ended: it stops the timers and leaves the
-// hub; left waits for the hub's goroutines that this stopped.
+// ended runs when the loop has ended: it stops the timers (a repair run
+// gives back what it holds) and leaves the hub; left waits for the hub's
+// goroutines that this stopped.
 func (g *registration) ended() {
-	g.h.timer.Stop()
+	g.h.run.End()
 	g.h.kaT.Stop()
 	g.left = g.hub.leave(g, g.h.lease, g.prefix, g.key, g.h.started)
 }
@@ -111,53 +107,12 @@ func (g *registration) ended() {
 // kick runs the repairs due, unless a failed one waits; false: stop for
 // good.
 func (h *holder) kick() bool {
-	for h.pending != 0 && !h.failing {
-		if !h.run() {
+	for h.pending != 0 && !h.run.Waiting() {
+		h.g.track.Set(subscriber.RegistrationRepairing, nil)
+		if !h.run.Due(h) {
 			return false
 		}
 	}
-	return true
-}
-
-// run makes one repair attempt, as the Schedule decides (Admit, then
-// Done); false: stop for good.
-func (h *holder) run() bool {
-	g := h.g
-	g.track.Set(subscriber.RegistrationRepairing, nil)
-	a, dec := h.sched.Admit(time.Now())
-	var err error
-	if !dec.Stop && dec.Delay == 0 {
-		start := time.Now()
-		err = h.repair()
-		g.track.Attempt(h.op, start, err)
-		if err == nil {
-			a.Done(nil, time.Now())
-			if h.pending == 0 {
-				g.track.Set(subscriber.RegistrationRegistered, nil)
-			}
-			return true
-		}
-		dec = a.Done(err, time.Now())
-	}
-	g.track.SetAttempts(dec.Attempt)
-	if dec.Stop {
-		if g.ctx.Err() == nil {
-			// Permanent: the client was closed, permission denied.
-			// Nothing more can be done; Shutdown and Close still
-			// work.
-			g.log.Error("registration stopped", zap.Error(dec.Err))
-			g.track.Set(subscriber.RegistrationStopped, dec.Err)
-		}
-		return false
-	}
-	g.log.Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
-	h.failing = true
-	if !g.hub.up.Load() {
-		// The connection is down: wait for it (ready), not for a timer,
-		// so that an outage costs nothing per registration.
-		return true
-	}
-	h.timer.Reset(dec.Delay)
 	return true
 }
 
@@ -166,10 +121,7 @@ func (h *holder) run() bool {
 func (g *registration) ready() {
 	h := &g.h
 	g.loop.Do(func() bool {
-		if h.failing {
-			h.timer.Stop()
-			h.failing = false
-			h.sched.Reset(time.Now())
+		if h.run.Up() {
 			g.loop.Post(h.kick)
 		}
 		return true

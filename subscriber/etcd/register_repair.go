@@ -3,12 +3,15 @@ package etcd
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
+	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
 )
 
@@ -40,6 +43,31 @@ func (h *holder) apply(events []*clientv3.Event) (need, seen bool) {
 	}
 	return need, seen
 }
+
+// Attempt makes one repair attempt, recording its request (regstate.Work).
+func (h *holder) Attempt() error {
+	start := time.Now()
+	err := h.repair()
+	h.g.track.Attempt(h.op, start, err)
+	return err
+}
+
+// The rest of regstate.Work: a closed client's error is permanent (the
+// run stops with it, see permanentIfClosed), and a run that ends while
+// the registration stops is not reported.
+
+func (h *holder) Tracker() *regstate.Tracker { return h.g.track }
+func (h *holder) Logger(lvl zapcore.Level) *zap.Logger {
+	if !h.g.log.Core().Enabled(lvl) {
+		return nil
+	}
+	return h.g.log
+}
+func (h *holder) Retrier() *rebound.Retrier { return h.g.retrier }
+func (h *holder) Up() bool                  { return h.g.hub.up.Load() }
+func (h *holder) Final(error) bool          { return false }
+func (h *holder) Stopping() bool            { return h.g.ctx.Err() != nil }
+func (h *holder) Pause() bool               { return false }
 
 // repair makes one attempt at the pending work, bounded by the attempt
 // timeout, and clears what it did.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/rebound-go/rebound"
-	"github.com/rebound-go/rebound/internal/admit"
 	"github.com/rebound-go/rebound/internal/sat"
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/internal/regstate"
@@ -33,37 +33,28 @@ var sched = regstate.NewSched()
 // and steps on a regstate.Loop, so that a waiting Registration costs no
 // goroutine.
 func (g *registration) startLoop() {
-	r := &g.rep
-	r.g, r.up = g, true
-	g.loop.Init(r.end, &g.track)
-	sched.InitTimer(&r.timer, r.fire)
-	g.loop.Do(func() bool { r.armPeriodic(); return true })
-}
-
-// end runs when the loop ends.
-func (r *repairer) end() {
-	r.timer.Stop()
-	if r.s != nil {
-		r.s.Cancel(time.Now())
-		r.s = nil
-	}
+	g.rep.up = true
+	g.loop.Init(g.rep.run.End, &g.track)
+	g.rep.run.Init(sched, g.fire)
+	g.loop.Do(func() bool { g.armPeriodic(); return true })
 }
 
 // fire runs on the scheduler's goroutine when the timer is due: it posts
 // the periodic check, or the repair's attempt.
-func (r *repairer) fire(gen uint32) {
-	r.g.loop.Post(func() bool {
+func (g *registration) fire(gen uint32) {
+	g.loop.Post(func() bool {
+		r := &g.rep
 		switch {
-		case !r.timer.Live(gen):
+		case !r.run.Fired(gen):
 			return true
 		case r.need == needNothing:
 			if r.up {
 				r.need = needCheck
-				r.begin(0)
+				g.begin(0)
 			}
 			return true
 		}
-		return r.due()
+		return g.due()
 	})
 }
 
@@ -76,123 +67,114 @@ func (g *registration) connection(up bool) {
 	}
 	g.loop.Do(func() bool {
 		g.connNew.Store(false)
-		g.rep.connection(g.connUp.Load())
+		g.connected(g.connUp.Load())
 		return true
 	})
 }
 
-// repairer is the loop's state (owned by the loop's steps).
+// repairer is the loop's state (owned by the loop's steps): the shared
+// repair state machine, and what nacos adds to it (the work due, the
+// judgement of the checks).
 type repairer struct {
-	g    *registration
-	s    *rebound.Schedule // the current repair run; nil when none
 	need int8
 	up   bool
 	j    judgement
-	// timer is the wait for the periodic check while there is nothing
-	// to do (need is needNothing), else for the repair's next attempt.
-	timer regstate.Timer
+	// run is the repair run; while there is nothing to do (need is
+	// needNothing), its timer waits for the periodic check.
+	run regstate.Repair
 }
 
-func (r *repairer) armPeriodic() {
-	r.timer.Stop()
-	if r.g.cfg.check > 0 {
-		r.timer.Reset(jitter(r.g.cfg.check, 0.75, 1.25))
+// armPeriodic waits for the periodic check, if any.
+func (g *registration) armPeriodic() {
+	var d time.Duration
+	if g.cfg.check > 0 {
+		d = jitter(g.cfg.check, 0.75, 1.25)
 	}
+	g.rep.run.Idle(d)
 }
 
 // begin starts a repair run whose first attempt is due after d (a grace,
 // not a backoff): the Schedule admits it when it is due.
-func (r *repairer) begin(d time.Duration) {
-	r.timer.Stop()
-	if r.s != nil {
-		r.s.Cancel(time.Now())
-	}
-	r.s = r.g.cfg.retrier.NewSchedule(time.Now())
-	r.timer.Reset(max(d, time.Nanosecond))
-}
+func (g *registration) begin(d time.Duration) { g.rep.run.Begin(g.cfg.retrier, d) }
 
-// connection handles a connection transition.
-func (r *repairer) connection(up bool) {
+// connected handles a connection transition.
+func (g *registration) connected(up bool) {
+	r := &g.rep
 	r.up = up
 	if r.need == needNothing {
 		r.need = needCheck
 	}
 	if !up {
-		r.timer.Stop()
+		r.run.Down() // the check, or the repair, waits for the connection
 		set := func() bool {
-			r.g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
+			g.track.Set(subscriber.RegistrationRepairing, errNotConnected)
 			return true
 		}
-		if len(r.g.cfg.obs) == 0 {
+		if len(g.cfg.obs) == 0 {
 			set()
 			return
 		}
 		// The observers hear of it on a step's goroutine: this one may be
 		// the monitor's, which a slow observer would keep from the
 		// client's other Registrations.
-		r.g.loop.Post(set)
+		g.loop.Post(set)
 		return
 	}
 	// Give the SDK's redo time to register the instance, then look for
 	// the evidence.
-	r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+	g.begin(jitter(g.cfg.grace, 1, 1.5))
 }
 
-// update sends u and, if the server took it, checks after the grace: a
-// re-send by the SDK's redo that raced the update (its copy taken before)
-// would put the old values back, and an Update abandoned by its caller
-// left its values with the server (the check registers the registered
-// instance again).
-func (r *repairer) update(u regUpdate) {
-	sent, err := r.g.update(u)
+// updateStep sends u and, if the server took it, checks after the grace:
+// a re-send by the SDK's redo that raced the update (its copy taken
+// before) would put the old values back, and an Update abandoned by its
+// caller left its values with the server (the check registers the
+// registered instance again).
+func (g *registration) updateStep(u regUpdate) {
+	sent, err := g.update(u)
 	u.done <- err
 	if sent {
-		r.updated()
+		g.updated()
 	}
 }
 
 // updated runs after the server took an Update's request.
-func (r *repairer) updated() {
+func (g *registration) updated() {
+	r := &g.rep
 	r.j.news() // new values: a difference is news again
 	if r.up && r.need == needNothing {
 		r.need = needCheck
-		r.begin(jitter(r.g.cfg.grace, 1, 1.5))
+		g.begin(jitter(g.cfg.grace, 1, 1.5))
 	}
 }
 
 // due runs when the timer fires; false: stop for good.
-func (r *repairer) due() bool {
-	g := r.g
-	if r.s == nil || !r.up || r.need == needNothing {
+func (g *registration) due() bool {
+	r := &g.rep
+	if !r.run.Running() || !r.up || r.need == needNothing {
 		return true // nothing to do (attempt would do nothing either)
 	}
 	// The attempt is due: the Schedule admits it (the gates of its kind:
 	// WithRegisterPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
-	a, dec := r.s.Admit(time.Now())
-	g.track.SetAttempts(dec.Attempt) // a local refusal counts
-	switch {
-	case dec.Stop:
-		// No limit applies and refusals defer: only a limiter that can
-		// never grant a token (its burst set to 0) stops an admission. A
-		// registration never stops on it: the retry asks again after a
-		// first delay, and nothing is sent until the limiter grants.
-		g.logger().Debug("registration repair paused", zap.Error(dec.Err))
-		r.s.Reset(time.Now())
-		r.s.Resume(0) // the next attempt is a retry
-		r.timer.Reset(max(admit.FirstDelay(r.s), time.Nanosecond))
-		return true
-	case dec.Delay > 0:
-		r.timer.Reset(dec.Delay)
-		return true
+	if !r.run.Due((*work)(g)) {
+		return false
 	}
-	return r.outcome(a, r.work())
+	if !r.run.Running() {
+		g.armPeriodic() // registered: the run is over
+	}
+	return true
 }
 
-// work does the pending work: a check, a registration, or both.
-func (r *repairer) work() error {
-	g := r.g
+// work is a registration as the repair state machine's regstate.Work
+// (its methods are not the Registration's).
+type work registration
+
+// Attempt does the pending work: a check, a registration, or both.
+func (w *work) Attempt() error {
+	g := (*registration)(w)
+	r := &g.rep
 	in := g.current()
 	var err error
 	if r.need == needCheck {
@@ -221,43 +203,27 @@ func (r *repairer) work() error {
 	return err
 }
 
-// outcome tells the Schedule how the attempt a went and waits for the
-// next one if it failed; false: stop for good.
-func (r *repairer) outcome(a rebound.Attempt, err error) bool {
-	g := r.g
-	now := time.Now()
-	if err == nil {
-		a.Done(nil, now)
-		r.s = nil
-		g.track.Set(subscriber.RegistrationRegistered, nil)
-		r.armPeriodic()
-		return true
+// The rest of regstate.Work. A closed client, or a server that cannot
+// list instances, stops the registration at once. No limit applies and
+// refusals defer (compileRegisterRetrier): only a limiter that can never
+// grant a token (its burst set to 0) stops an admission, and a
+// registration never stops on it: the run pauses (nothing is sent until
+// the limiter grants). While disconnected, the run waits for the
+// connection (connected stops its timer and starts it again).
+
+func (w *work) Tracker() *regstate.Tracker { return &w.track }
+func (w *work) Logger(lvl zapcore.Level) *zap.Logger {
+	if !w.cfg.log.Core().Enabled(lvl) {
+		return nil
 	}
-	if errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported) {
-		if r.s != nil {
-			// The admitted attempt's token and breaker admission go
-			// back: the loop ends without its outcome.
-			r.s.Cancel(now)
-			r.s = nil
-		}
-		g.logger().Error("registration stopped", zap.Error(err))
-		g.track.Set(subscriber.RegistrationStopped, err)
-		return false
-	}
-	g.track.Set(subscriber.RegistrationRepairing, err)
-	dec := a.Done(err, now)
-	g.track.SetAttempts(dec.Attempt)
-	if dec.Stop {
-		g.logger().Error("registration stopped", zap.Error(dec.Err))
-		g.track.Set(subscriber.RegistrationStopped, dec.Err)
-		r.s = nil // ended by its own verdict: nothing to give back
-		return false
-	}
-	if g.debug() {
-		g.logger().Debug("registration repair failed", zap.Int("attempt", dec.Attempt), zap.Duration("next", dec.Delay), zap.Error(err))
-	}
-	r.timer.Reset(dec.Delay)
-	return true
+	return (*registration)(w).logger()
+}
+func (w *work) Retrier() *rebound.Retrier { return w.cfg.retrier }
+func (w *work) Up() bool                  { return w.rep.up }
+func (w *work) Stopping() bool            { return false }
+func (w *work) Pause() bool               { return true }
+func (w *work) Final(err error) bool {
+	return errors.Is(err, errClosed) || errors.Is(err, errLookupUnsupported)
 }
 
 // judgement is what the loop learned from its checks, so that it does
@@ -441,11 +407,11 @@ func (g *registration) Update(ctx context.Context, inst subscriber.Instance) err
 		}
 		sent, err := g.update(u)
 		if sent {
-			g.loop.Post(func() bool { g.rep.updated(); return true })
+			g.loop.Post(func() bool { g.updated(); return true })
 		}
 		return err
 	}
-	if !g.loop.Post(func() bool { g.rep.update(u); return true }) {
+	if !g.loop.Post(func() bool { g.updateStep(u); return true }) {
 		return stopped
 	}
 	select {
