@@ -39,6 +39,11 @@ var hubs = struct {
 // clientv3's: one request per lease every third of its TTL, on a stream
 // that requires a leader, and a lease that has not been answered for a
 // TTL is probed (TimeToLive), as when clientv3 closes its channel.
+//
+// While the stream is down, a keep-alive waits for an answer on a new one
+// (parked), or for its TTL's end. Once a new stream fails too, the hub
+// parks every lease at once (hold): an outage then costs no wake-up per
+// keep-alive falling due, only the probe at each TTL's end.
 type hub struct {
 	client *clientv3.Client
 	ctx    context.Context
@@ -56,6 +61,7 @@ type hub struct {
 	stream pb.Lease_LeaseKeepAliveClient // nil: none open
 	leases map[clientv3.LeaseID]*registration
 	parked map[*registration]struct{} // a send failed: waits for an answer on a stream
+	held   bool                       // every lease of leases is parked too (hold)
 }
 
 // joinHub adds g to client's hub (started with the first Registration).
@@ -206,7 +212,9 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 // keepAliveStream keeps the keep-alive stream open until the hub stops:
 // it reads the answers and, when a stream broke, opens another one after
 // hubRetry. A new stream is tried with one parked lease; its answer
-// wakes the others, so an outage costs one request per hubRetry.
+// wakes the others, so an outage costs one request per hubRetry. A
+// stream that failed before any answer (the one opened after a break, or
+// the first) holds every lease.
 func (h *hub) keepAliveStream() {
 	defer h.wg.Done()
 	lc := clientv3.RetryLeaseClient(h.client)
@@ -214,22 +222,18 @@ func (h *hub) keepAliveStream() {
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(h.ctx))
+		answered := false
 		if s, err := lc.LeaseKeepAlive(sctx); err == nil {
 			h.lmu.Lock()
 			h.stream = s
-			var probe clientv3.LeaseID
-			for g := range h.parked {
-				if probe = g.currentLease(); probe != 0 {
-					break
-				}
-			}
+			probe := h.probeLocked()
 			h.lmu.Unlock()
 			if probe != 0 {
 				h.smu.Lock()
 				_ = s.Send(&pb.LeaseKeepAliveRequest{ID: int64(probe)})
 				h.smu.Unlock()
 			}
-			h.recv(s)
+			answered = h.recv(s)
 			h.lmu.Lock()
 			if h.stream == s {
 				h.stream = nil
@@ -237,6 +241,9 @@ func (h *hub) keepAliveStream() {
 			h.lmu.Unlock()
 		}
 		cancel()
+		if !answered && h.ctx.Err() == nil {
+			h.hold()
+		}
 		t.Reset(hubRetry)
 		select {
 		case <-h.ctx.Done():
@@ -246,19 +253,72 @@ func (h *hub) keepAliveStream() {
 	}
 }
 
-// recv hands the stream's answers to their Registrations until it breaks.
-func (h *hub) recv(s pb.Lease_LeaseKeepAliveClient) {
+// probeLocked returns a parked lease to try a new stream with (0: none).
+func (h *hub) probeLocked() clientv3.LeaseID {
+	for g := range h.parked {
+		if id := g.currentLease(); id != 0 {
+			return id
+		}
+	}
+	if h.held {
+		for id := range h.leases {
+			return id
+		}
+	}
+	return 0
+}
+
+// hold parks every lease at once (no stream works): their keep-alives
+// wait for an answer on a new stream, or for their TTL's end, without
+// each waking at its due time to park. A lease bound later parks when
+// due, as before.
+func (h *hub) hold() {
+	h.lmu.Lock()
+	if h.held || len(h.leases) == 0 {
+		h.lmu.Unlock()
+		return
+	}
+	h.held = true
+	regs := make([]*registration, 0, len(h.leases))
+	for _, g := range h.leases {
+		regs = append(regs, g)
+	}
+	h.lmu.Unlock()
+	for _, g := range regs {
+		g.kaHold()
+	}
+}
+
+// holding reports whether hold's parking is on (no answer since).
+func (h *hub) holding() bool {
+	h.lmu.Lock()
+	defer h.lmu.Unlock()
+	return h.held
+}
+
+// recv hands the stream's answers to their Registrations until it
+// breaks; it reports whether any came.
+func (h *hub) recv(s pb.Lease_LeaseKeepAliveClient) (answered bool) {
 	for {
 		resp, err := s.Recv()
 		if err != nil {
-			return
+			return answered
 		}
+		answered = true
 		id := clientv3.LeaseID(resp.ID)
 		h.lmu.Lock()
 		g := h.leases[id]
 		var woken []*registration
 		for p := range h.parked {
 			woken = append(woken, p)
+		}
+		if h.held {
+			h.held = false
+			for _, p := range h.leases {
+				if _, dup := h.parked[p]; !dup {
+					woken = append(woken, p)
+				}
+			}
 		}
 		clear(h.parked)
 		h.lmu.Unlock()
