@@ -15,11 +15,12 @@ import (
 )
 
 // TestHubHoldsLeasesWhileTheStreamIsDown: with the member stopped, the
-// hub's new keep-alive stream fails and the hub holds every lease (their
-// keep-alives wait for a stream, not each for its due time). When the
-// member is back before the TTL's end, a stream answers, the hold ends,
-// and every Registration is answered again on its own lease: none waited
-// for its TTL's end to probe the lease, none registered again.
+// hub's new keep-alive stream fails, and the first keep-alive falling due
+// has the hub hold every lease (their keep-alives wait for a stream, not
+// each for its due time). When the member is back before the TTL's end, a
+// stream answers, the hold ends, and every Registration is answered again
+// on its own lease: none waited for its TTL's end to probe the lease, none
+// registered again.
 func TestHubHoldsLeasesWhileTheStreamIsDown(t *testing.T) {
 	c, err := etcdtest.NewCluster(1, etcdtest.WithDir(t.TempDir()))
 	if err != nil {
@@ -38,7 +39,7 @@ func TestHubHoldsLeasesWhileTheStreamIsDown(t *testing.T) {
 	for i := range 3 {
 		g, err := Register(ctx, cli, subscriber.Key{Service: "orders"},
 			subscriber.Instance{IP: fmt.Sprintf("10.0.3.%d", i+1), Port: 80, Weight: 1, Enabled: true, Healthy: true},
-			WithTTL(10*time.Second), WithLogger(zap.New(core)))
+			WithTTL(15*time.Second), WithLogger(zap.New(core)))
 		if err != nil {
 			t.Fatal(err)
 		}

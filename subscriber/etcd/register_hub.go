@@ -41,9 +41,10 @@ var hubs = struct {
 // TTL is probed (TimeToLive), as when clientv3 closes its channel.
 //
 // While the stream is down, a keep-alive waits for an answer on a new one
-// (parked), or for its TTL's end. Once a new stream fails too, the hub
-// parks every lease at once (hold): an outage then costs no wake-up per
-// keep-alive falling due, only the probe at each TTL's end.
+// (parked), or for its TTL's end. Once a new stream failed too, the first
+// keep-alive that parks has the hub park every lease at once (hold): an
+// outage then costs no wake-up per keep-alive falling due, only the probe
+// at each TTL's end; one that ends before any falls due costs nothing.
 type hub struct {
 	client *clientv3.Client
 	ctx    context.Context
@@ -61,7 +62,9 @@ type hub struct {
 	stream pb.Lease_LeaseKeepAliveClient // nil: none open
 	leases map[clientv3.LeaseID]*registration
 	parked map[*registration]struct{} // a send failed: waits for an answer on a stream
+	down   bool                       // a stream failed before any answer, none answered since
 	held   bool                       // every lease of leases is parked too (hold)
+	holdc  chan struct{}              // hold is due: for keepAliveStream
 }
 
 // joinHub adds g to client's hub (started with the first Registration).
@@ -73,7 +76,8 @@ func joinHub(client *clientv3.Client, g *registration) *hub {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &hub{client: client, ctx: ctx, cancel: cancel,
 			regs: map[*registration]struct{}{}, watches: map[string]*prefixWatch{},
-			leases: map[clientv3.LeaseID]*registration{}, parked: map[*registration]struct{}{}}
+			leases: map[clientv3.LeaseID]*registration{}, parked: map[*registration]struct{}{},
+			holdc: make(chan struct{}, 1)}
 		h.up.Store(true)
 		hubs.m[client] = h
 		h.wg.Add(2)
@@ -179,8 +183,21 @@ func (h *hub) park(g *registration) bool {
 	if h.stream != nil {
 		return false
 	}
-	h.parked[g] = struct{}{}
+	h.parkLocked(g)
 	return true
+}
+
+// parkLocked parks g; the first to park while the stream is down has
+// keepAliveStream hold every lease.
+func (h *hub) parkLocked(g *registration) {
+	h.parked[g] = struct{}{}
+	if h.down && !h.held {
+		h.held = true
+		select {
+		case h.holdc <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // send sends a keep-alive request for g's lease id. false: no stream
@@ -190,7 +207,7 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 		h.lmu.Lock()
 		s := h.stream
 		if s == nil {
-			h.parked[g] = struct{}{}
+			h.parkLocked(g)
 			h.lmu.Unlock()
 			return false
 		}
@@ -214,7 +231,7 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 // hubRetry. A new stream is tried with one parked lease; its answer
 // wakes the others, so an outage costs one request per hubRetry. A
 // stream that failed before any answer (the one opened after a break, or
-// the first) holds every lease.
+// the first) marks the hub down.
 func (h *hub) keepAliveStream() {
 	defer h.wg.Done()
 	lc := clientv3.RetryLeaseClient(h.client)
@@ -241,14 +258,29 @@ func (h *hub) keepAliveStream() {
 			h.lmu.Unlock()
 		}
 		cancel()
-		if !answered && h.ctx.Err() == nil {
-			h.hold()
+		if !answered {
+			h.lmu.Lock()
+			h.down = true
+			h.lmu.Unlock()
 		}
 		t.Reset(hubRetry)
+		if !h.wait(t) {
+			return
+		}
+	}
+}
+
+// wait waits for t, holding the leases when a keep-alive parks; false:
+// the hub stopped.
+func (h *hub) wait(t *time.Timer) bool {
+	for {
 		select {
 		case <-h.ctx.Done():
-			return
+			return false
+		case <-h.holdc:
+			h.hold()
 		case <-t.C:
+			return true
 		}
 	}
 }
@@ -274,11 +306,10 @@ func (h *hub) probeLocked() clientv3.LeaseID {
 // due, as before.
 func (h *hub) hold() {
 	h.lmu.Lock()
-	if h.held || len(h.leases) == 0 {
+	if !h.held {
 		h.lmu.Unlock()
-		return
+		return // a stream answered meanwhile
 	}
-	h.held = true
 	regs := make([]*registration, 0, len(h.leases))
 	for _, g := range h.leases {
 		regs = append(regs, g)
@@ -312,6 +343,7 @@ func (h *hub) recv(s pb.Lease_LeaseKeepAliveClient) (answered bool) {
 		for p := range h.parked {
 			woken = append(woken, p)
 		}
+		h.down = false
 		if h.held {
 			h.held = false
 			for _, p := range h.leases {
