@@ -39,6 +39,12 @@ var hubs = struct {
 // clientv3's: one request per lease every third of its TTL, on a stream
 // that requires a leader, and a lease that has not been answered for a
 // TTL is probed (TimeToLive), as when clientv3 closes its channel.
+//
+// While the stream is down, a keep-alive waits for an answer on a new one
+// (parked), or for its TTL's end. Once a new stream failed too, the first
+// keep-alive that parks has the hub park every lease at once (hold): an
+// outage then costs no wake-up per keep-alive falling due, only the probe
+// at each TTL's end; one that ends before any falls due costs nothing.
 type hub struct {
 	client *clientv3.Client
 	ctx    context.Context
@@ -56,6 +62,9 @@ type hub struct {
 	stream pb.Lease_LeaseKeepAliveClient // nil: none open
 	leases map[clientv3.LeaseID]*registration
 	parked map[*registration]struct{} // a send failed: waits for an answer on a stream
+	down   bool                       // a stream failed before any answer, none answered since
+	held   bool                       // every lease of leases is parked too (hold)
+	holdc  chan struct{}              // hold is due: for keepAliveStream
 }
 
 // joinHub adds g to client's hub (started with the first Registration).
@@ -67,7 +76,8 @@ func joinHub(client *clientv3.Client, g *registration) *hub {
 		ctx, cancel := context.WithCancel(context.Background())
 		h = &hub{client: client, ctx: ctx, cancel: cancel,
 			regs: map[*registration]struct{}{}, watches: map[string]*prefixWatch{},
-			leases: map[clientv3.LeaseID]*registration{}, parked: map[*registration]struct{}{}}
+			leases: map[clientv3.LeaseID]*registration{}, parked: map[*registration]struct{}{},
+			holdc: make(chan struct{}, 1)}
 		h.up.Store(true)
 		hubs.m[client] = h
 		h.wg.Add(2)
@@ -173,8 +183,21 @@ func (h *hub) park(g *registration) bool {
 	if h.stream != nil {
 		return false
 	}
-	h.parked[g] = struct{}{}
+	h.parkLocked(g)
 	return true
+}
+
+// parkLocked parks g; the first to park while the stream is down has
+// keepAliveStream hold every lease.
+func (h *hub) parkLocked(g *registration) {
+	h.parked[g] = struct{}{}
+	if h.down && !h.held {
+		h.held = true
+		select {
+		case h.holdc <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // send sends a keep-alive request for g's lease id. false: no stream
@@ -184,7 +207,7 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 		h.lmu.Lock()
 		s := h.stream
 		if s == nil {
-			h.parked[g] = struct{}{}
+			h.parkLocked(g)
 			h.lmu.Unlock()
 			return false
 		}
@@ -206,7 +229,9 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 // keepAliveStream keeps the keep-alive stream open until the hub stops:
 // it reads the answers and, when a stream broke, opens another one after
 // hubRetry. A new stream is tried with one parked lease; its answer
-// wakes the others, so an outage costs one request per hubRetry.
+// wakes the others, so an outage costs one request per hubRetry. A
+// stream that failed before any answer (the one opened after a break, or
+// the first) marks the hub down.
 func (h *hub) keepAliveStream() {
 	defer h.wg.Done()
 	lc := clientv3.RetryLeaseClient(h.client)
@@ -214,22 +239,18 @@ func (h *hub) keepAliveStream() {
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(h.ctx))
+		answered := false
 		if s, err := lc.LeaseKeepAlive(sctx); err == nil {
 			h.lmu.Lock()
 			h.stream = s
-			var probe clientv3.LeaseID
-			for g := range h.parked {
-				if probe = g.currentLease(); probe != 0 {
-					break
-				}
-			}
+			probe := h.probeLocked()
 			h.lmu.Unlock()
 			if probe != 0 {
 				h.smu.Lock()
 				_ = s.Send(&pb.LeaseKeepAliveRequest{ID: int64(probe)})
 				h.smu.Unlock()
 			}
-			h.recv(s)
+			answered = h.recv(s)
 			h.lmu.Lock()
 			if h.stream == s {
 				h.stream = nil
@@ -237,28 +258,99 @@ func (h *hub) keepAliveStream() {
 			h.lmu.Unlock()
 		}
 		cancel()
+		if !answered {
+			h.lmu.Lock()
+			h.down = true
+			h.lmu.Unlock()
+		}
 		t.Reset(hubRetry)
-		select {
-		case <-h.ctx.Done():
+		if !h.wait(t) {
 			return
-		case <-t.C:
 		}
 	}
 }
 
-// recv hands the stream's answers to their Registrations until it breaks.
-func (h *hub) recv(s pb.Lease_LeaseKeepAliveClient) {
+// wait waits for t, holding the leases when a keep-alive parks; false:
+// the hub stopped.
+func (h *hub) wait(t *time.Timer) bool {
+	for {
+		select {
+		case <-h.ctx.Done():
+			return false
+		case <-h.holdc:
+			h.hold()
+		case <-t.C:
+			return true
+		}
+	}
+}
+
+// probeLocked returns a parked lease to try a new stream with (0: none).
+func (h *hub) probeLocked() clientv3.LeaseID {
+	for g := range h.parked {
+		if id := g.currentLease(); id != 0 {
+			return id
+		}
+	}
+	if h.held {
+		for id := range h.leases {
+			return id
+		}
+	}
+	return 0
+}
+
+// hold parks every lease at once (no stream works): their keep-alives
+// wait for an answer on a new stream, or for their TTL's end, without
+// each waking at its due time to park. A lease bound later parks when
+// due, as before.
+func (h *hub) hold() {
+	h.lmu.Lock()
+	if !h.held {
+		h.lmu.Unlock()
+		return // a stream answered meanwhile
+	}
+	regs := make([]*registration, 0, len(h.leases))
+	for _, g := range h.leases {
+		regs = append(regs, g)
+	}
+	h.lmu.Unlock()
+	for _, g := range regs {
+		g.kaHold()
+	}
+}
+
+// holding reports whether hold's parking is on (no answer since).
+func (h *hub) holding() bool {
+	h.lmu.Lock()
+	defer h.lmu.Unlock()
+	return h.held
+}
+
+// recv hands the stream's answers to their Registrations until it
+// breaks; it reports whether any came.
+func (h *hub) recv(s pb.Lease_LeaseKeepAliveClient) (answered bool) {
 	for {
 		resp, err := s.Recv()
 		if err != nil {
-			return
+			return answered
 		}
+		answered = true
 		id := clientv3.LeaseID(resp.ID)
 		h.lmu.Lock()
 		g := h.leases[id]
 		var woken []*registration
 		for p := range h.parked {
 			woken = append(woken, p)
+		}
+		h.down = false
+		if h.held {
+			h.held = false
+			for _, p := range h.leases {
+				if _, dup := h.parked[p]; !dup {
+					woken = append(woken, p)
+				}
+			}
 		}
 		clear(h.parked)
 		h.lmu.Unlock()

@@ -34,6 +34,7 @@ type holder struct {
 	kaOn   bool            // keeping the lease alive
 	kaLast time.Time       // the last answer (or the grant)
 	kaTTL  time.Duration   // the TTL it gave
+	kaNext time.Time       // when the next request is due (kaT, unless parked)
 	kaT    *regstate.Timer // the next keep-alive request, or the TTL's end
 }
 
@@ -169,10 +170,16 @@ func (h *holder) keepAlive(now bool) {
 	h.kaLast = time.Now()
 	h.kaTTL = time.Duration(h.g.ttl) * time.Second
 	if now {
-		h.kaT.Reset(0)
+		h.kaAt(0)
 		return
 	}
-	h.kaT.Reset(h.kaTTL / 3)
+	h.kaAt(h.kaTTL / 3)
+}
+
+// kaAt arms the next keep-alive request, d from now.
+func (h *holder) kaAt(d time.Duration) {
+	h.kaNext = time.Now().Add(d)
+	h.kaT.Reset(d)
 }
 
 // kaDue has a keep-alive request sent, or probes the lease when none
@@ -209,7 +216,7 @@ func (h *holder) kaSend() bool {
 	now := time.Now()
 	end := h.kaLast.Add(h.kaTTL)
 	if sent {
-		h.kaT.Reset(min(h.kaTTL/3, end.Sub(now)))
+		h.kaAt(min(h.kaTTL/3, end.Sub(now)))
 	} else {
 		h.kaT.Reset(end.Sub(now)) // parked: kaResume, or the TTL's end
 	}
@@ -232,18 +239,32 @@ func (g *registration) kaAnswer(id clientv3.LeaseID, ttl int64) {
 			return true
 		}
 		h.kaLast, h.kaTTL = time.Now(), time.Duration(ttl)*time.Second
-		h.kaT.Reset(h.kaTTL / 3)
+		h.kaAt(h.kaTTL / 3)
+		return true
+	})
+}
+
+// kaHold parks g's keep-alive while the hub holds every lease (no stream
+// works): it waits for the TTL's end, unless kaResume wakes it before.
+func (g *registration) kaHold() {
+	h := &g.h
+	g.loop.Do(func() bool {
+		if h.kaOn && g.hub.holding() {
+			h.kaT.Reset(time.Until(h.kaLast.Add(h.kaTTL)))
+		}
 		return true
 	})
 }
 
 // kaResume runs when a keep-alive stream answers again after g's request
-// found none: the request is sent soon (spread over up to a second).
+// found none, or while the hub held it: a request due is sent soon
+// (spread over up to a second), one not due yet at its time.
 func (g *registration) kaResume() {
 	h := &g.h
 	g.loop.Do(func() bool {
 		if h.kaOn {
-			h.kaT.Reset(rand.N(min(time.Second, h.kaTTL/3)) + time.Nanosecond)
+			spread := rand.N(min(time.Second, h.kaTTL/3)) + time.Nanosecond
+			h.kaAt(max(spread, time.Until(h.kaNext)))
 		}
 		return true
 	})
