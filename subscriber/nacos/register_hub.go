@@ -210,12 +210,20 @@ func (h *hub) release(g *registration) {
 	}
 }
 
-// monitor polls the client's ServerHealthy (every 100 ms while connected,
-// every second while not: the SDK then tries HTTP) and tells the
-// Registrations of every transition.
+// downPollCap is the longest wait between two ServerHealthy calls of a
+// hub's monitor while the client is disconnected.
+const downPollCap = 4 * time.Second
+
+// monitor polls the client's ServerHealthy and tells the Registrations of
+// every transition. While connected it polls every 100 ms (an atomic load
+// in the SDK). While not, each call makes the SDK send HTTP requests that
+// fail and log: it polls 1 s after the disconnection, then at intervals
+// doubling up to downPollCap, so that a long outage costs one call every
+// 4 s and a reconnect is seen up to 4 s after it (docs/providers.md).
 func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	up := h.client.ServerHealthy()
+	down := defaultDownPollInterval // the next wait while disconnected
 	t := time.NewTimer(defaultPollInterval)
 	defer t.Stop()
 	for {
@@ -227,12 +235,14 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 		now := h.client.ServerHealthy()
 		if now != up {
 			up = now
+			down = defaultDownPollInterval
 			h.broadcast(up)
 		}
 		if up {
 			t.Reset(defaultPollInterval)
 		} else {
-			t.Reset(defaultDownPollInterval)
+			t.Reset(down)
+			down = min(2*down, downPollCap)
 		}
 	}
 }
