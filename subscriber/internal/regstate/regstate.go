@@ -29,8 +29,8 @@ import (
 // thousands): the key and the instance field by field, the times as
 // wall-clock nanoseconds (Status returns them without a monotonic
 // reading), the counts in 32 bits (saturated), the registry's name, the
-// metrics and what the adapters seldom set (a namespace, clusters, an
-// instance ID) behind pointers.
+// metrics, the instance's ID and what the adapters seldom set (a
+// namespace, clusters) behind pointers.
 type Tracker struct {
 	obs *observers      // nil without observers; set by Init
 	met *trackerMetrics // nil until StartMetrics with a provider
@@ -38,6 +38,7 @@ type Tracker struct {
 	mu        sync.Mutex
 	registry  *string      // registryRef's
 	rare      *trackedRare // nil: none of its fields set
+	id        *string      // the instance's ID; nil: empty
 	group     string       // the key's
 	service   string
 	ip        string // the instance's
@@ -70,30 +71,18 @@ func registryRef(name string) *string {
 }
 
 // trackedRare is what the adapters seldom set: the key's namespace and
-// clusters, the instance's ID. Replaced, never modified.
+// clusters.
 type trackedRare struct {
 	namespace string
 	clusters  []string
-	id        string
 }
 
 // setKeyLocked records k (its clusters copied).
 func (t *Tracker) setKeyLocked(k subscriber.Key) {
-	t.group, t.service = k.Group, k.Service
-	id := ""
-	if t.rare != nil {
-		id = t.rare.id
+	t.group, t.service, t.rare = k.Group, k.Service, nil
+	if k.Namespace != "" || k.Clusters != nil {
+		t.rare = &trackedRare{namespace: k.Namespace, clusters: cloneKey(k).Clusters}
 	}
-	t.setRareLocked(k.Namespace, cloneKey(k).Clusters, id)
-}
-
-// setRareLocked replaces rare (nil when all are empty).
-func (t *Tracker) setRareLocked(namespace string, clusters []string, id string) {
-	if namespace == "" && clusters == nil && id == "" {
-		t.rare = nil
-		return
-	}
-	t.rare = &trackedRare{namespace: namespace, clusters: clusters, id: id}
 }
 
 // keyLocked returns the key; its Clusters slice is the Tracker's.
@@ -110,16 +99,19 @@ func (t *Tracker) setInstLocked(inst subscriber.Instance) {
 	t.ip, t.cluster, t.port, t.weight, t.metadata = inst.IP, inst.Cluster, inst.Port, inst.Weight, inst.Metadata
 	t.healthy, t.enabled, t.ephemeral = inst.Healthy, inst.Enabled, inst.Ephemeral
 	if id := t.instIDLocked(); id != inst.ID {
-		k := t.keyLocked()
-		t.setRareLocked(k.Namespace, k.Clusters, inst.ID)
+		t.id = nil
+		if inst.ID != "" {
+			id := inst.ID
+			t.id = &id
+		}
 	}
 }
 
 func (t *Tracker) instIDLocked() string {
-	if t.rare == nil {
+	if t.id == nil {
 		return ""
 	}
-	return t.rare.id
+	return *t.id
 }
 
 // instLocked returns the instance with the Tracker's Metadata map.
