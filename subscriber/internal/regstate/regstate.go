@@ -370,6 +370,10 @@ func (t *Tracker) set(to subscriber.RegistrationState, reason error, fromStopped
 		t.met.reg = nil
 		defer func() { _ = m.Close() }() // after the lock is released
 	}
+	if t.obs == nil {
+		t.mu.Unlock() // no event to make (its Detail is an allocation)
+		return
+	}
 	t.enqueueLocked(rebound.Event{Kind: rebound.EventStateChanged, Err: reason, Detail: subscriber.RegistrationEvent{
 		Registry: t.registryLocked(), Key: t.keyLocked(), From: from, To: to, At: now}})
 }
@@ -403,6 +407,10 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	}
 	if i := opIndex(op); i >= 0 && t.met != nil {
 		t.met.requests[i][res]++
+	}
+	if t.obs == nil {
+		t.mu.Unlock()
+		return
 	}
 	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationEvent{
 		Registry: t.registryLocked(), Key: t.keyLocked(), Op: op, Duration: now.Sub(start), At: now}})
