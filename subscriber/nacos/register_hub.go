@@ -38,29 +38,65 @@ type hub struct {
 }
 
 // owners records, per client and service, the Registration whose
-// instance the client's connection holds: the last one to send a register
-// request for the service on that client. Nacos keeps one instance per
-// service per connection and deregisters it whatever address a request
-// names, so only the owner may deregister. Close keeps the record (the
-// instance stays); a deregistration clears it. By client, then by slot
-// (one map per client: its keys are the slots' strings). Under hubs.mu.
+// instance the client's connection holds when it is not the one holding
+// the service's slot (by far the common case, which costs no record):
+// the last one to send a register request for the service on that
+// client. Nacos keeps one instance per service per connection and
+// deregisters it whatever address a request names, so only the owner may
+// deregister. Close keeps the record (the instance stays); a
+// deregistration clears it (a nil record while the slot is held). By
+// client, then by slot (one map per client: its keys are the slots'
+// strings). Under hubs.mu; read and written through ownerLocked,
+// setOwnerLocked and setHolderLocked.
 var owners = map[naming_client.INamingClient]map[string]*registration{}
+
+// holderLocked returns the Registration holding slot on client's hub
+// (nil if none).
+func holderLocked(client naming_client.INamingClient, slot string) *registration {
+	if h := hubs.m[client]; h != nil {
+		return h.slots[slot]
+	}
+	return nil
+}
+
+// ownerLocked returns the owner of slot on client (nil if none).
+func ownerLocked(client naming_client.INamingClient, slot string) *registration {
+	if g, ok := owners[client][slot]; ok {
+		return g
+	}
+	return holderLocked(client, slot)
+}
 
 // setOwnerLocked records g as the owner of slot on client; a nil g
 // clears the record.
 func setOwnerLocked(client naming_client.INamingClient, slot string, g *registration) {
 	m := owners[client]
-	switch {
-	case g != nil && m == nil:
-		owners[client] = map[string]*registration{slot: g}
-	case g != nil:
-		m[slot] = g
-	case m != nil:
-		delete(m, slot)
-		if len(m) == 0 {
-			delete(owners, client)
+	if g == holderLocked(client, slot) {
+		if m != nil {
+			delete(m, slot)
+			if len(m) == 0 {
+				delete(owners, client)
+			}
 		}
+		return
 	}
+	if m == nil {
+		m = map[string]*registration{}
+		owners[client] = m
+	}
+	m[slot] = g
+}
+
+// setHolderLocked makes g hold slot on h, its client's hub (a nil g
+// gives the slot back), keeping the slot's owner.
+func setHolderLocked(h *hub, slot string, g *registration) {
+	owner := ownerLocked(h.client, slot)
+	if g == nil {
+		delete(h.slots, slot)
+	} else {
+		h.slots[slot] = g
+	}
+	setOwnerLocked(h.client, slot, owner)
 }
 
 // acquireHub takes the service's slot on client's hub for g and makes g
@@ -81,8 +117,8 @@ func acquireHub(client naming_client.INamingClient, g *registration) (h *hub, pr
 			Reason: fmt.Sprintf("must not name a service the client already registers (%s): Nacos keeps one instance per service per connection", g.slot),
 			Err:    errConflict}
 	}
+	prev = ownerLocked(client, g.slot)
 	h.slots[g.slot] = g
-	prev = owners[client][g.slot]
 	setOwnerLocked(client, g.slot, g)
 	return h, prev, nil
 }
@@ -101,7 +137,7 @@ func setOwner(client naming_client.INamingClient, slot string, g *registration) 
 func disown(client naming_client.INamingClient, g *registration) {
 	hubs.mu.Lock()
 	defer hubs.mu.Unlock()
-	if owners[client][g.slot] == g {
+	if ownerLocked(client, g.slot) == g {
 		setOwnerLocked(client, g.slot, nil)
 	}
 }
@@ -129,13 +165,13 @@ func reclaimHub(client naming_client.INamingClient, g *registration) (h *hub, ho
 		}
 		return nil, other, hubs.settling
 	}
-	if owners[client][g.slot] != g {
+	if ownerLocked(client, g.slot) != g {
 		if len(h.slots) == 0 {
 			delete(hubs.m, client)
 		}
 		return nil, nil, nil
 	}
-	h.slots[g.slot] = g
+	setHolderLocked(h, g.slot, g)
 	return h, nil, nil
 }
 
@@ -191,7 +227,7 @@ func (h *hub) detach(g *registration) {
 func (h *hub) release(g *registration) {
 	hubs.mu.Lock()
 	if h.slots[g.slot] == g {
-		delete(h.slots, g.slot)
+		setHolderLocked(h, g.slot, nil)
 	}
 	last := len(h.slots) == 0
 	if last && hubs.m[h.client] == h {
@@ -210,12 +246,20 @@ func (h *hub) release(g *registration) {
 	}
 }
 
-// monitor polls the client's ServerHealthy (every 100 ms while connected,
-// every second while not: the SDK then tries HTTP) and tells the
-// Registrations of every transition.
+// downPollCap is the longest wait between two ServerHealthy calls of a
+// hub's monitor while the client is disconnected.
+const downPollCap = 4 * time.Second
+
+// monitor polls the client's ServerHealthy and tells the Registrations of
+// every transition. While connected it polls every 100 ms (an atomic load
+// in the SDK). While not, each call makes the SDK send HTTP requests that
+// fail and log: it polls 1 s after the disconnection, then at intervals
+// doubling up to downPollCap, so that a long outage costs one call every
+// 4 s and a reconnect is seen up to 4 s after it (docs/providers.md).
 func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	up := h.client.ServerHealthy()
+	down := defaultDownPollInterval // the next wait while disconnected
 	t := time.NewTimer(defaultPollInterval)
 	defer t.Stop()
 	for {
@@ -227,12 +271,14 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 		now := h.client.ServerHealthy()
 		if now != up {
 			up = now
+			down = defaultDownPollInterval
 			h.broadcast(up)
 		}
 		if up {
 			t.Reset(defaultPollInterval)
 		} else {
-			t.Reset(defaultDownPollInterval)
+			t.Reset(down)
+			down = min(2*down, downPollCap)
 		}
 	}
 }

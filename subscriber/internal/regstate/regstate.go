@@ -5,6 +5,7 @@ package regstate
 
 import (
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,13 +23,125 @@ import (
 // concurrent use; observers are called outside its lock, one at a time,
 // in the order of the events, by the goroutine that recorded an event
 // while no other goroutine was calling observers.
+//
+// It keeps the status in fewer bytes than a subscriber.RegistrationStatus
+// (a Registration holds one by value, a process may hold tens of
+// thousands): the key and the instance field by field, the times as
+// wall-clock nanoseconds (Status returns them without a monotonic
+// reading), the counts in 32 bits (saturated), the registry's name, the
+// metrics, the instance's ID and what the adapters seldom set (a
+// namespace, clusters) behind pointers.
 type Tracker struct {
-	obs *observers // nil without observers; set by Init
+	obs *observers      // nil without observers; set by Init
+	met *trackerMetrics // nil until StartMetrics with a provider
 
-	mu       sync.Mutex
-	st       subscriber.RegistrationStatus
-	requests *[4][2]int64 // by op (telemetry.RegistrationOpNames), success/failure; counted from StartMetrics
-	metrics  *telemetry.Registration
+	mu        sync.Mutex
+	registry  *string      // registryRef's
+	rare      *trackedRare // nil: none of its fields set
+	id        *string      // the instance's ID; nil: empty
+	group     string       // the key's
+	service   string
+	ip        string // the instance's
+	cluster   string
+	port      uint64
+	weight    float64
+	metadata  map[string]string
+	lastErr   error
+	since     int64 // time.Time.UnixNano; 0: never set
+	lastErrAt int64 // the same; 0 with no error
+	regs      int32 // Registrations
+	repairs   int32
+	attempts  int32
+	state     int8 // a subscriber.RegistrationState
+	healthy   bool // the instance's
+	enabled   bool
+	ephemeral bool
+}
+
+// registries are the adapters' names: a Tracker points at them.
+var registries = [...]string{"nacos", "etcd"}
+
+func registryRef(name string) *string {
+	for i := range registries {
+		if registries[i] == name {
+			return &registries[i]
+		}
+	}
+	return &name
+}
+
+// trackedRare is what the adapters seldom set: the key's namespace and
+// clusters.
+type trackedRare struct {
+	namespace string
+	clusters  []string
+}
+
+// setKeyLocked records k (its clusters copied).
+func (t *Tracker) setKeyLocked(k subscriber.Key) {
+	t.group, t.service, t.rare = k.Group, k.Service, nil
+	if k.Namespace != "" || k.Clusters != nil {
+		t.rare = &trackedRare{namespace: k.Namespace, clusters: cloneKey(k).Clusters}
+	}
+}
+
+// keyLocked returns the key; its Clusters slice is the Tracker's.
+func (t *Tracker) keyLocked() subscriber.Key {
+	k := subscriber.Key{Group: t.group, Service: t.service}
+	if t.rare != nil {
+		k.Namespace, k.Clusters = t.rare.namespace, t.rare.clusters
+	}
+	return k
+}
+
+// setInstLocked records inst, keeping its Metadata map.
+func (t *Tracker) setInstLocked(inst subscriber.Instance) {
+	t.ip, t.cluster, t.port, t.weight, t.metadata = inst.IP, inst.Cluster, inst.Port, inst.Weight, inst.Metadata
+	t.healthy, t.enabled, t.ephemeral = inst.Healthy, inst.Enabled, inst.Ephemeral
+	if id := t.instIDLocked(); id != inst.ID {
+		t.id = nil
+		if inst.ID != "" {
+			id := inst.ID
+			t.id = &id
+		}
+	}
+}
+
+func (t *Tracker) instIDLocked() string {
+	if t.id == nil {
+		return ""
+	}
+	return *t.id
+}
+
+// instLocked returns the instance with the Tracker's Metadata map.
+func (t *Tracker) instLocked() subscriber.Instance {
+	return subscriber.Instance{ID: t.instIDLocked(), IP: t.ip, Port: t.port, Weight: t.weight,
+		Healthy: t.healthy, Enabled: t.enabled, Ephemeral: t.ephemeral, Cluster: t.cluster, Metadata: t.metadata}
+}
+
+// trackerMetrics is what a Tracker with metrics keeps for them.
+type trackerMetrics struct {
+	reg      *telemetry.Registration // nil once stopped
+	requests [4][2]int64             // by op (telemetry.RegistrationOpNames), success/failure; counted from StartMetrics
+}
+
+// unixNano and fromUnixNano convert the Tracker's times.
+func unixNano(t time.Time) int64 { return t.UnixNano() }
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// add32 returns n+1, saturated.
+func add32(n int32) int32 {
+	if n == math.MaxInt32 {
+		return n
+	}
+	return n + 1
 }
 
 // observers is what a Tracker with observers keeps for them (apart, so
@@ -80,29 +193,45 @@ func (t *Tracker) Leave(entered bool) {
 // StartMetrics reports the registration's rebound.registration.*
 // instruments on mp (nothing for a nil mp) until it stops.
 func (t *Tracker) StartMetrics(mp metric.MeterProvider) error {
-	m, err := telemetry.NewRegistration(mp, t.st.Registry, t.stats)
+	m, err := telemetry.NewRegistration(mp, t.registryName(), t.stats)
 	if err != nil || m == nil {
 		return err
 	}
 	t.mu.Lock()
-	if t.st.State == subscriber.RegistrationStopped {
+	if t.stateLocked() == subscriber.RegistrationStopped {
 		t.mu.Unlock()
 		return m.Close()
 	}
-	t.metrics = m
-	t.requests = new([4][2]int64)
+	t.met = &trackerMetrics{reg: m}
 	t.mu.Unlock()
 	return nil
+}
+
+func (t *Tracker) registryName() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.registryLocked()
+}
+
+func (t *Tracker) registryLocked() string {
+	if t.registry == nil {
+		return ""
+	}
+	return *t.registry
+}
+
+func (t *Tracker) stateLocked() subscriber.RegistrationState {
+	return subscriber.RegistrationState(t.state)
 }
 
 func (t *Tracker) stats() telemetry.RegistrationStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := telemetry.RegistrationStats{State: int(t.st.State) - 1, Repairs: int64(t.st.Repairs)}
-	if t.requests != nil {
-		st.Requests = *t.requests
+	st := telemetry.RegistrationStats{State: int(t.state) - 1, Repairs: int64(t.repairs)}
+	if t.met != nil {
+		st.Requests = t.met.requests
 	}
-	if t.st.State == subscriber.RegistrationStopped {
+	if t.stateLocked() == subscriber.RegistrationStopped {
 		st.State = -1
 	}
 	return st
@@ -134,7 +263,11 @@ func (t *Tracker) Init(registry string, key subscriber.Key, inst subscriber.Inst
 	if len(obs) > 0 {
 		t.obs = &observers{list: obs, log: log}
 	}
-	t.st = subscriber.RegistrationStatus{Registry: registry, Key: cloneKey(key), Instance: inst}
+	t.mu.Lock()
+	t.registry = registryRef(registry)
+	t.setKeyLocked(key)
+	t.setInstLocked(inst)
+	t.mu.Unlock()
 	t.Set(subscriber.RegistrationRegistering, nil)
 }
 
@@ -157,14 +290,14 @@ func cloneKey(k subscriber.Key) subscriber.Key {
 func (t *Tracker) Key() subscriber.Key {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return cloneKey(t.st.Key)
+	return cloneKey(t.keyLocked())
 }
 
 // Instance returns the registered instance (a copy).
 func (t *Tracker) Instance() subscriber.Instance {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return CloneInstance(t.st.Instance)
+	return CloneInstance(t.instLocked())
 }
 
 // SetInstance records the registered instance.
@@ -174,7 +307,7 @@ func (t *Tracker) SetInstance(inst subscriber.Instance) { t.ShareInstance(CloneI
 // map, which nobody may modify from then on.
 func (t *Tracker) ShareInstance(inst subscriber.Instance) {
 	t.mu.Lock()
-	t.st.Instance = inst
+	t.setInstLocked(inst)
 	t.mu.Unlock()
 }
 
@@ -183,24 +316,32 @@ func (t *Tracker) ShareInstance(inst subscriber.Instance) {
 func (t *Tracker) SharedInstance() subscriber.Instance {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.st.Instance
+	return t.instLocked()
 }
 
 // Status returns a snapshot.
 func (t *Tracker) Status() subscriber.RegistrationStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st := t.st
-	st.Key = cloneKey(st.Key)
-	st.Instance = CloneInstance(st.Instance)
-	return st
+	return subscriber.RegistrationStatus{
+		Registry:      t.registryLocked(),
+		Key:           cloneKey(t.keyLocked()),
+		Instance:      CloneInstance(t.instLocked()),
+		State:         t.stateLocked(),
+		Since:         fromUnixNano(t.since),
+		Registrations: int(t.regs),
+		Repairs:       int(t.repairs),
+		Attempts:      int(t.attempts),
+		LastErr:       t.lastErr,
+		LastErrAt:     fromUnixNano(t.lastErrAt),
+	}
 }
 
 // State returns the current state.
 func (t *Tracker) State() subscriber.RegistrationState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.st.State
+	return t.stateLocked()
 }
 
 // Set moves to state to (a no-op if already there, or once stopped);
@@ -214,30 +355,34 @@ func (t *Tracker) Deregistering() { t.set(subscriber.RegistrationDeregistering, 
 
 func (t *Tracker) set(to subscriber.RegistrationState, reason error, fromStopped bool) {
 	t.mu.Lock()
-	from := t.st.State
+	from := t.stateLocked()
 	if from == to || (from == subscriber.RegistrationStopped && !fromStopped) {
 		t.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	t.st.State, t.st.Since = to, now
+	t.state, t.since = int8(to), unixNano(now)
 	if to == subscriber.RegistrationRegistered || to == subscriber.RegistrationDeregistering {
-		t.st.Attempts = 0 // registered, or a new run: the deregistration's
+		t.attempts = 0 // registered, or a new run: the deregistration's
 	}
-	if to == subscriber.RegistrationStopped && t.metrics != nil {
-		m := t.metrics
-		t.metrics = nil
+	if to == subscriber.RegistrationStopped && t.met != nil && t.met.reg != nil {
+		m := t.met.reg
+		t.met.reg = nil
 		defer func() { _ = m.Close() }() // after the lock is released
 	}
+	if t.obs == nil {
+		t.mu.Unlock() // no event to make (its Detail is an allocation)
+		return
+	}
 	t.enqueueLocked(rebound.Event{Kind: rebound.EventStateChanged, Err: reason, Detail: subscriber.RegistrationEvent{
-		Registry: t.st.Registry, Key: t.st.Key, From: from, To: to, At: now}})
+		Registry: t.registryLocked(), Key: t.keyLocked(), From: from, To: to, At: now}})
 }
 
 // Registered records an accepted registration (the first or a new one)
 // and moves to registered.
 func (t *Tracker) Registered() {
 	t.mu.Lock()
-	t.st.Registrations++
+	t.regs = add32(t.regs)
 	t.mu.Unlock()
 	t.Set(subscriber.RegistrationRegistered, nil)
 }
@@ -245,7 +390,7 @@ func (t *Tracker) Registered() {
 // Repaired records a repair and moves to registered.
 func (t *Tracker) Repaired() {
 	t.mu.Lock()
-	t.st.Repairs++
+	t.repairs = add32(t.repairs)
 	t.mu.Unlock()
 	t.Set(subscriber.RegistrationRegistered, nil)
 }
@@ -257,14 +402,18 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 	now := time.Now()
 	res := 0
 	if err != nil {
-		t.st.LastErr, t.st.LastErrAt = err, now
+		t.lastErr, t.lastErrAt = err, unixNano(now)
 		res = 1
 	}
-	if i := opIndex(op); i >= 0 && t.requests != nil {
-		t.requests[i][res]++
+	if i := opIndex(op); i >= 0 && t.met != nil {
+		t.met.requests[i][res]++
+	}
+	if t.obs == nil {
+		t.mu.Unlock()
+		return
 	}
 	t.enqueueLocked(rebound.Event{Kind: rebound.EventAttempt, Err: err, Detail: subscriber.RegistrationEvent{
-		Registry: t.st.Registry, Key: t.st.Key, Op: op, Duration: now.Sub(start), At: now}})
+		Registry: t.registryLocked(), Key: t.keyLocked(), Op: op, Duration: now.Sub(start), At: now}})
 }
 
 // SetAttempts records the failed attempts of the current repair (or
@@ -276,8 +425,8 @@ func (t *Tracker) Attempt(op string, start time.Time, err error) {
 // finds the instance listed leaves the state as it is).
 func (t *Tracker) SetAttempts(n int) {
 	t.mu.Lock()
-	if t.st.State != subscriber.RegistrationRegistered {
-		t.st.Attempts = n
+	if t.stateLocked() != subscriber.RegistrationRegistered {
+		t.attempts = int32(min(n, math.MaxInt32))
 	}
 	t.mu.Unlock()
 }
@@ -319,7 +468,7 @@ func (t *Tracker) call(ev rebound.Event) {
 func (t *Tracker) observe(o rebound.Observer, ev rebound.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.obs.log.Error("registration observer panicked", zap.Stringer("registration", t.st.Key), zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
+			t.obs.log.Error("registration observer panicked", zap.Stringer("registration", t.Key()), zap.Stringer("kind", ev.Kind), zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
 	o.Observe(ev)
