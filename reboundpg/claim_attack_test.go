@@ -1,14 +1,11 @@
 package reboundpg_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,64 +127,6 @@ func TestReplicaKilledMidClaim(t *testing.T) {
 	}
 }
 
-// replyCutProxy forwards TCP connections to a server and, once armed,
-// cuts the first connection whose answer contains mark: the client gets
-// the answer up to the end of mark, then the connection ends.
-type replyCutProxy struct {
-	l    net.Listener
-	to   string
-	mark atomic.Pointer[[]byte]
-	cuts atomic.Int32
-	wg   sync.WaitGroup
-}
-
-func newReplyCutProxy(t *testing.T, to string) *replyCutProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &replyCutProxy{l: l, to: to}
-	p.wg.Go(p.serve)
-	t.Cleanup(func() { _ = l.Close(); p.wg.Wait() })
-	return p
-}
-
-func (p *replyCutProxy) serve() {
-	for {
-		c, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.to)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.wg.Go(func() { _, _ = io.Copy(s, c); _ = s.Close() })
-		p.wg.Go(func() {
-			defer c.Close()
-			defer s.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := s.Read(buf)
-				if err != nil {
-					return
-				}
-				if m := p.mark.Load(); m != nil {
-					if i := bytes.Index(buf[:n], *m); i >= 0 && p.mark.CompareAndSwap(m, nil) {
-						_, _ = c.Write(buf[:i+len(*m)])
-						p.cuts.Add(1)
-						return
-					}
-				}
-				if _, err := c.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-		})
-	}
-}
-
 // The connection of a claim breaks after the calls were read and leased
 // (the claim is held: its leases are renewed), before the claim's last
 // answer: the Invoker delivers those calls. Else they stay leased by a
@@ -204,7 +143,7 @@ func TestClaimConnectionCutAfterRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy := newReplyCutProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+			proxy := newCutProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
 			host, port, _ := net.SplitHostPort(proxy.l.Addr().String())
 			cfg.ConnConfig.Host = host
 			fmt.Sscan(port, &cfg.ConnConfig.Port)
@@ -220,7 +159,7 @@ func TestClaimConnectionCutAfterRows(t *testing.T) {
 			st := openStore(t, proxied, reboundpg.WithTable(table), reboundpg.WithLease(time.Hour), reboundpg.WithPollInterval(50*time.Millisecond))
 			keys := enqueue(t, direct, st, 3, false)
 			mark := []byte(c.mark)
-			proxy.mark.Store(&mark)
+			proxy.reply.Store(&mark)
 			p := newProvider(nil)
 			newInvoker(t, st, p)
 			waitFor(t, "3 calls delivered", func() bool { k, _ := p.delivered(); return k == len(keys) })

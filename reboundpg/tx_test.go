@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -22,14 +21,18 @@ import (
 	"github.com/rebound-go/rebound/reboundpg/pgtest"
 )
 
-// cutProxy forwards TCP connections to a server and cuts a connection
-// when the client sends a message containing cut: before forwarding it,
-// or (after) once it is forwarded, before any answer.
+// cutProxy forwards TCP connections to a server and, once armed, cuts
+// one connection: when the client sends a message containing cut (before
+// forwarding it, or, with after, once it is forwarded, before any
+// answer), or when the server's answer contains reply (the client gets
+// the answer up to the end of reply, then the connection ends).
 type cutProxy struct {
 	l     net.Listener
 	to    string
 	cut   atomic.Pointer[[]byte]
 	after atomic.Bool
+	reply atomic.Pointer[[]byte]
+	cuts  atomic.Int32 // connections cut on a reply
 	wg    sync.WaitGroup
 }
 
@@ -55,29 +58,55 @@ func (p *cutProxy) serve() {
 			_ = c.Close()
 			continue
 		}
-		p.wg.Go(func() { _, _ = io.Copy(c, s); _ = c.Close() })
-		p.wg.Go(func() {
-			defer s.Close()
-			defer c.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if err != nil {
-					return
-				}
-				if cut := p.cut.Load(); cut != nil && bytes.Contains(bytes.ToLower(buf[:n]), *cut) {
-					p.cut.Store(nil) // once
-					_ = c.Close()    // no answer reaches the client
-					if p.after.Load() {
-						_, _ = s.Write(buf[:n])
-					}
-					return
-				}
-				if _, err := s.Write(buf[:n]); err != nil {
-					return
-				}
+		p.wg.Go(func() { p.up(c, s) })
+		p.wg.Go(func() { p.down(c, s) })
+	}
+}
+
+// up forwards the client's messages to the server.
+func (p *cutProxy) up(c, s net.Conn) {
+	defer s.Close()
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		if cut := p.cut.Load(); cut != nil && bytes.Contains(bytes.ToLower(buf[:n]), *cut) {
+			p.cut.Store(nil) // once
+			_ = c.Close()    // no answer reaches the client
+			if p.after.Load() {
+				_, _ = s.Write(buf[:n])
 			}
-		})
+			return
+		}
+		if _, err := s.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// down forwards the server's answers to the client.
+func (p *cutProxy) down(c, s net.Conn) {
+	defer c.Close()
+	defer s.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if err != nil {
+			return
+		}
+		if m := p.reply.Load(); m != nil {
+			if i := bytes.Index(buf[:n], *m); i >= 0 && p.reply.CompareAndSwap(m, nil) {
+				_, _ = c.Write(buf[:i+len(*m)])
+				p.cuts.Add(1)
+				return
+			}
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return
+		}
 	}
 }
 
