@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -61,7 +62,7 @@ func TestClaimBadCount(t *testing.T) {
 	table := tableName(t)
 	st := openStore(t, pool, reboundpg.WithTable(table))
 	enqueue(t, pool, st, 2, false)
-	for _, n := range []int{0, -1, -1 << 62} {
+	for _, n := range []int{0, -1, math.MinInt} {
 		calls, next, err := st.Claim(context.Background(), n)
 		if len(calls) != 0 || next <= 0 || !errors.Is(err, rebound.ErrInvalidArgument) {
 			t.Errorf("Claim(%d): %d calls, next %v, %v; want none, a wait > 0, ErrInvalidArgument", n, len(calls), next, err)
