@@ -52,7 +52,7 @@ func (e *nacosEnv) registrar(t testing.TB) *reboundkratos.Registrar {
 	r, err := reboundkratos.NewRegistrar(reboundkratos.FormatNacos,
 		func(ctx context.Context, key subscriber.Key, inst subscriber.Instance) (subscriber.Registration, error) {
 			return nacos.Register(ctx, client, key, inst,
-				nacos.WithRegisterPolicy(fastPolicy))
+				nacos.WithPolicy(fastPolicy))
 		}, reboundkratos.WithDrainDelay(testDrain), reboundkratos.WithPolicy(fastPolicy))
 	if err != nil {
 		t.Fatal(err)

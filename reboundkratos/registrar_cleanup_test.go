@@ -28,7 +28,7 @@ func TestRegisterFailureCleanupOutlivesCtx(t *testing.T) {
 			if key.Service == "helloworld.http" {
 				return nil, errDown
 			}
-			return nacos.Register(ctx, client, key, inst, nacos.WithRegisterPolicy(fastPolicy))
+			return nacos.Register(ctx, client, key, inst, nacos.WithPolicy(fastPolicy))
 		}, reboundkratos.WithDrainDelay(0), reboundkratos.WithPolicy(fastPolicy))
 	if err != nil {
 		t.Fatal(err)

@@ -17,14 +17,14 @@ import (
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
 )
 
-// TestBreakPolicyObserverCallsClose: WithRegisterPolicy passes every
+// TestBreakPolicyObserverCallsClose: WithPolicy passes every
 // engine option to the repairs' Retrier, so a rebound.WithObserver given
 // there is called by the engine inside a step of the repair loop, where
 // WithRegistrationObserver's guard does not reach. Close called from it
 // waits for that step: it never returns. Correct: Close from any observer
 // of the Registration returns an error matching
 // rebound.ErrCalledFromCallback and the Registration stops (as for
-// WithRegistrationObserver's), or WithRegisterPolicy refuses the option.
+// WithRegistrationObserver's), or WithPolicy refuses the option.
 // The scenario runs in a process of its own: while the defect lasts it
 // leaves a goroutine that never ends.
 func TestBreakPolicyObserverCallsClose(t *testing.T) {
@@ -49,7 +49,7 @@ func TestBreakPolicyObserverCallsClose(t *testing.T) {
 		})
 	})
 	opts := append(fastRegister[:len(fastRegister):len(fastRegister)], nacos.WithCheckInterval(200*time.Millisecond),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithObserver(obs)))
+		nacos.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithObserver(obs)))
 	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
 	if err != nil {
 		if errors.Is(err, rebound.ErrInvalidArgument) {
@@ -96,7 +96,7 @@ func TestBreakPolicyObserverCallsClose(t *testing.T) {
 }
 
 // TestBreakLimiterBurstZeroStopsRegistration: a limiter shared through
-// WithRegisterPolicy whose burst is set to 0 for a while (a pause of
+// WithPolicy whose burst is set to 0 for a while (a pause of
 // every repair) makes the engine stop the run ("can never grant a
 // token"), and the registration stops for good: state stopped, never
 // repaired once the burst is back. The docs say a registration never
@@ -108,7 +108,7 @@ func TestBreakLimiterBurstZeroStopsRegistration(t *testing.T) {
 	c := newClient(t, srv)
 	lim := rate.NewLimiter(1000, 10)
 	opts := append(fastRegister[:len(fastRegister):len(fastRegister)], nacos.WithCheckInterval(200*time.Millisecond),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+		nacos.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
 	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestBreakLimiterBurstZeroStopsRegistration(t *testing.T) {
 
 // TestBreakLimiterBurstZeroEndsShutdown: Shutdown retries the deregister
 // "until ctx is done (it then returns ctx's error, or the last
-// attempt's)". With a limiter shared through WithRegisterPolicy whose
+// attempt's)". With a limiter shared through WithPolicy whose
 // burst is 0 (repairs paused), the first retry's admission stops the run
 // and Shutdown returns at once, long before ctx ends, with the limiter's
 // error. Correct: the paused retry waits, and Shutdown returns ctx's
@@ -153,7 +153,7 @@ func TestBreakLimiterBurstZeroEndsShutdown(t *testing.T) {
 	c := newClient(t, srv)
 	lim := rate.NewLimiter(1000, 10)
 	opts := append(fastRegister[:len(fastRegister):len(fastRegister)],
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+		nacos.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
 	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestBreakLimiterBurstZeroEndsShutdown(t *testing.T) {
 }
 
 // TestBreakShutdownRecompilesPolicyOptions: Shutdown compiles
-// WithRegisterPolicy's options again, at the time of the Shutdown. A
+// WithPolicy's options again, at the time of the Shutdown. A
 // limiter shared there whose burst is 0 at that moment (repairs paused)
 // fails that check, and Shutdown returns the *rebound.ArgumentError of
 // rebound.WithLimiter without sending the deregister, though its first
@@ -183,7 +183,7 @@ func TestBreakShutdownRecompilesPolicyOptions(t *testing.T) {
 	c := newClient(t, srv)
 	lim := rate.NewLimiter(1000, 10)
 	opts := append(fastRegister[:len(fastRegister):len(fastRegister)],
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
+		nacos.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, rebound.WithLimiter(lim)))
 	g, err := nacos.Register(context.Background(), c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080), opts...)
 	if err != nil {
 		t.Fatal(err)

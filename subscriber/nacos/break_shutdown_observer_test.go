@@ -13,7 +13,7 @@ import (
 )
 
 // TestBreakShutdownFromEngineObserverInShutdown: the engine calls the
-// observers of WithRegisterPolicy in Shutdown's deregistration too, on
+// observers of WithPolicy in Shutdown's deregistration too, on
 // Shutdown's goroutine. A Shutdown called there waited for the first one
 // to end, which waited for the observer: neither returned. Correct: it
 // returns at once an error matching rebound.ErrCalledFromCallback, and

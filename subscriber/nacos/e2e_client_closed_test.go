@@ -52,7 +52,7 @@ func TestStoppedLoopReportsItsBreakerAdmission(t *testing.T) {
 	c := newClient(t, srv)
 	br := &countingBreaker{}
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br)),
+		nacos.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br)),
 		nacos.WithCheckInterval(50*time.Millisecond))
 	subscribertest.Eventually(t, e2eTimeout, "a check admitted by the breaker", func() bool { return br.admitted.Load() > 0 })
 	c.CloseClient()

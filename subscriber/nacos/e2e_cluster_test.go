@@ -177,7 +177,7 @@ func TestE2EClusterNodeCrash(t *testing.T) {
 		want = append(want, ip+":8080")
 		for _, svc := range crashServices {
 			last := new(atomic.Int64)
-			hooks := nacos.WithRegisterPolicy(rebound.Policy{}, rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
+			hooks := nacos.WithPolicy(rebound.Policy{}, rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
 				if a.Err == nil && (a.Op == "check" || a.Op == "register") {
 					last.Store(time.Now().UnixNano())
 				}

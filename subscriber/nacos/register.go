@@ -62,7 +62,7 @@ func (c *regConfig) bad(fn, arg, reason string) {
 	c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos." + fn, Arg: arg, Reason: reason})
 }
 
-// WithRegisterPolicy sets the backoff of a registration's repairs and
+// WithPolicy sets the backoff of a registration's repairs and
 // the options of their rebound.Retrier (Register only): share a limiter,
 // budget or throttle among many registrations there. Default: the zero
 // rebound.Policy, no options. p must be valid; a registration never
@@ -70,11 +70,11 @@ func (c *regConfig) bad(fn, arg, reason string) {
 // rebound.WithObserver observes the registration's events (a
 // RegistrationEvent) and the Retrier's (nil Detail: repairs and refusals);
 // WithMeterProvider records the registration's metrics too.
-// A later WithRegisterPolicy replaces p and adds its options to these.
-func WithRegisterPolicy(p rebound.Policy, opts ...rebound.Option) Option {
-	return regOption{"WithRegisterPolicy", func(c *regConfig) {
+// A later WithPolicy replaces p and adds its options to these.
+func WithPolicy(p rebound.Policy, opts ...rebound.Option) Option {
+	return regOption{"WithPolicy", func(c *regConfig) {
 		if _, err := rebound.NewRetrier(p); err != nil {
-			c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "p", Reason: "must be valid", Err: err})
+			c.errs = append(c.errs, &rebound.ArgumentError{Func: "nacos.WithPolicy", Arg: "p", Reason: "must be valid", Err: err})
 			return
 		}
 		c.policy = p
@@ -343,7 +343,7 @@ func (g *registration) first(key subscriber.Key, inst subscriber.Instance, prev 
 	if err := g.track.StartMetrics(g.cfg.meter); err != nil {
 		setOwner(g.h.client, g.slot, prev)
 		g.h.release(g)
-		return &rebound.ArgumentError{Func: "nacos.WithRegisterPolicy", Arg: "opts", Reason: "could not create the instruments", Err: err}
+		return &rebound.ArgumentError{Func: "nacos.WithPolicy", Arg: "opts", Reason: "could not create the instruments", Err: err}
 	}
 	if err := g.register(regstate.OpRegister, toModel(inst)); err != nil {
 		g.undoFirst(prev)

@@ -30,7 +30,7 @@ func (c *refusingDeregister) DeregisterInstance(vo.DeregisterInstanceParam) (boo
 
 // TestShutdownRetriesAreAdmittedByTheSchedule: Shutdown's deregistration
 // retries are admitted by the registration's Schedule like its repairs,
-// so the gates of WithRegisterPolicy's options apply to them: with a shared
+// so the gates of WithPolicy's options apply to them: with a shared
 // limiter holding one token (the next in an hour), Shutdown sends its
 // first request and one retry, then waits for a token until ctx ends.
 // (Waiting only the backoff, it sent a retry every millisecond.)
@@ -39,7 +39,7 @@ func TestShutdownRetriesAreAdmittedByTheSchedule(t *testing.T) {
 	c := &refusingDeregister{INamingClient: newClient(t, srv)}
 	lim := rate.NewLimiter(rate.Every(time.Hour), 1)
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, rebound.WithLimiter(lim)))
+		nacos.WithPolicy(rebound.Policy{Initial: time.Millisecond, Max: time.Millisecond}, rebound.WithLimiter(lim)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := g.Shutdown(ctx)

@@ -43,7 +43,7 @@ func TestRegisteredShowsNoAttempts(t *testing.T) {
 	var checks atomic.Int64
 	in := inst("10.0.0.1", 8080)
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br),
+		nacos.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br),
 			rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
 				if a.Op == "check" && a.Err == nil {
 					checks.Add(1)
@@ -120,7 +120,7 @@ func (c *failingDeregister) DeregisterInstance(p vo.DeregisterInstanceParam) (bo
 }
 
 // TestShutdownReportsEveryBreakerAdmission: the breaker of
-// WithRegisterPolicy's options hears the outcome of every attempt it
+// WithPolicy's options hears the outcome of every attempt it
 // admitted, the deregistration's successful retry included. (Shutdown
 // returned on that success without telling the Schedule, so the
 // breaker's admission was never reported: a half-open breaker shared
@@ -136,7 +136,7 @@ func TestShutdownReportsEveryBreakerAdmission(t *testing.T) {
 			c := &failingDeregister{NamingClient: newClient(t, srv).(*naming_client.NamingClient), srv: srv, redoRace: redoRace}
 			br := &countingBreaker{}
 			g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-				nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br)))
+				nacos.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBreaker(br)))
 			ctx, cancel := context.WithTimeout(context.Background(), e2eTimeout)
 			defer cancel()
 			if err := g.Shutdown(ctx); err != nil {

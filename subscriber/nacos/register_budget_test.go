@@ -16,7 +16,7 @@ import (
 )
 
 // TestShutdownRetriesDeferOnAnEmptyBudget: a retry budget shared through
-// WithRegisterPolicy's options paces the deregistration's retries; it does
+// WithPolicy's options paces the deregistration's retries; it does
 // not end them. With a budget that holds no retry (no floor, no traffic),
 // Shutdown keeps asking (each refusal waits a backoff step) until ctx
 // ends, and returns ctx's error joined with the last refusal, as without
@@ -32,7 +32,7 @@ func TestShutdownRetriesDeferOnAnEmptyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBudget(budget)))
+		nacos.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}, rebound.WithBudget(budget)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err = g.Shutdown(ctx)
@@ -61,7 +61,7 @@ func TestRepairDefersOnAnEmptyBudget(t *testing.T) {
 	}
 	var refused atomic.Int64
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithBudget(budget), rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
+		nacos.WithPolicy(rebound.Policy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}, rebound.WithBudget(budget), rebound.WithObserver(rebound.ObserverFunc(func(e rebound.Event) {
 			if e.Kind == rebound.EventThrottled && errors.Is(e.Err, rebound.ErrBudgetExhausted) {
 				refused.Add(1)
 			}

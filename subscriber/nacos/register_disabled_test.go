@@ -25,7 +25,7 @@ import (
 // allows, as a repair that failed, not at every check.
 func TestDisabledInstanceIsNotRepairedAtEveryCheck(t *testing.T) {
 	policy := func(opts ...rebound.Option) nacos.Option {
-		return nacos.WithRegisterPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond}, opts...)
+		return nacos.WithPolicy(rebound.Policy{Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond}, opts...)
 	}
 	for _, tc := range []struct {
 		name    string

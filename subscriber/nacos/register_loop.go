@@ -155,7 +155,7 @@ func (g *registration) due() bool {
 		return true // nothing to do (attempt would do nothing either)
 	}
 	// The attempt is due: the Schedule admits it (the gates of its kind:
-	// WithRegisterPolicy's options), or says how long to wait (a limiter
+	// WithPolicy's options), or says how long to wait (a limiter
 	// token: the same attempt; a local refusal's backoff: then a retry),
 	// or stops the loop.
 	if !r.run.Due((*work)(g)) {

@@ -84,7 +84,7 @@ func TestHugeCheckIntervalChecksNothing(t *testing.T) {
 	in := inst("10.0.0.1", 8080)
 	g := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, in,
 		nacos.WithCheckInterval(math.MaxInt64), nacos.WithRedoGrace(10*time.Millisecond),
-		nacos.WithRegisterPolicy(rebound.Policy{}, rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
+		nacos.WithPolicy(rebound.Policy{}, rebound.WithObserver(registrationHooks{Attempted: func(a regAttempt) {
 			if a.Op == "check" {
 				checks.Add(1)
 			}

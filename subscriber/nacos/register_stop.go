@@ -160,7 +160,7 @@ func (g *registration) reclaim(ctx context.Context) (bool, error) {
 func (g *registration) deregister(ctx context.Context) error {
 	g.track.Deregistering()
 	// The first request asks no gate; the retries pass the gates of
-	// WithRegisterPolicy's options, each deferring a refusal as in Register.
+	// WithPolicy's options, each deferring a refusal as in Register.
 	r := g.cfg.dereg
 	s := r.NewSchedule(time.Now())
 	a, _ := s.Admit(time.Now())

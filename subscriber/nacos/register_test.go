@@ -22,10 +22,10 @@ import (
 var fastRegister = fastRegisterWith()
 
 // fastRegisterWith is fastRegister with opts (the registration's
-// observers) in its WithRegisterPolicy.
+// observers) in its WithPolicy.
 func fastRegisterWith(opts ...rebound.Option) []nacos.Option {
 	return []nacos.Option{
-		nacos.WithRegisterPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, opts...),
+		nacos.WithPolicy(rebound.Policy{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}, opts...),
 		nacos.WithRedoGrace(300 * time.Millisecond),
 	}
 }
@@ -252,7 +252,7 @@ func TestRegisterBadInput(t *testing.T) {
 		{"port 0", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 0 }), nil, "inst.Port"},
 		{"port 65536", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Port = 65536 }), nil, "inst.Port"},
 		{"NaN weight", context.Background(), c, subscriber.Key{Service: "s"}, with(func(i *subscriber.Instance) { i.Weight = math.NaN() }), nil, "inst.Weight"},
-		{"bad policy", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRegisterPolicy(rebound.Policy{Multiplier: 0.5})}, "p"},
+		{"bad policy", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithPolicy(rebound.Policy{Multiplier: 0.5})}, "p"},
 		{"bad grace", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithRedoGrace(0)}, "d"},
 		{"bad check", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithCheckInterval(-time.Second)}, "d"},
 		{"option of New", context.Background(), c, subscriber.Key{Service: "s"}, ok, []nacos.Option{nacos.WithPollInterval(time.Second, time.Second)}, "opts"},

@@ -100,7 +100,7 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 		{nacos.WithEvidenceWindow(time.Second, 0), "nacos.WithEvidenceWindow: total must be positive"},
 		{nacos.WithEvidenceWindow(2*time.Second, time.Second), "nacos.WithEvidenceWindow: window must not exceed total"},
 		{nacos.WithRedoGrace(time.Second), "nacos.New: opts must not hold nacos.WithRedoGrace, which configures Register only"},
-		{nacos.WithRegisterPolicy(rebound.Policy{}), "nacos.New: opts must not hold nacos.WithRegisterPolicy, which configures Register only"},
+		{nacos.WithPolicy(rebound.Policy{}), "nacos.New: opts must not hold nacos.WithPolicy, which configures Register only"},
 	} {
 		_, err := nacos.New(newFakeSDK(), tc.opt)
 		if !errors.Is(err, rebound.ErrInvalidArgument) || err.Error() != tc.want {
