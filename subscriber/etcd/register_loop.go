@@ -150,9 +150,20 @@ func (g *registration) watched(events []*clientv3.Event) {
 			g.loop.Post(h.kick)
 		} else {
 			h.pending &^= ensureKey
+			h.settle()
 		}
 		return true
 	})
+}
+
+// settle ends a repair run left with nothing to do (the watch showed the
+// key fine, or on another lease, while a failed attempt waited): the
+// Registration is registered, not repairing until its next repair.
+func (h *holder) settle() {
+	if h.pending == 0 && h.run.Running() {
+		h.run.End()
+		h.g.track.Set(subscriber.RegistrationRegistered, nil)
+	}
 }
 
 // setLease binds the instance to lease.

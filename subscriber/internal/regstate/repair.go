@@ -128,10 +128,13 @@ func (r *Repair) Up() bool {
 	return true
 }
 
-// End ends r with its registration's Loop: the Timer stops, and a run
-// that ends without an outcome gives back what its attempt holds.
+// End ends r with its registration's Loop, or a run whose work the
+// adapter found done otherwise: the Timer stops, and a run that ends
+// without an outcome gives back what its attempt holds. A later Due or
+// Begin starts a new run.
 func (r *Repair) End() {
 	r.timer.Stop()
+	r.waiting = false
 	if r.s != nil {
 		r.s.Cancel(time.Now())
 		r.s = nil

@@ -303,3 +303,32 @@ func TestRepairStopAtAdmission(t *testing.T) {
 		}
 	})
 }
+
+// TestRepairEndedWhileWaitingStartsAnew: a failed run that the adapter
+// ends (its work was done otherwise) while it waits neither fires nor
+// keeps waiting: no run is under way, and the next Due starts a run that
+// makes its attempt at once.
+func TestRepairEndedWhileWaitingStartsAnew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newRepairRig(t)
+		g.w.queue(errRepair)
+		g.due(t)
+		g.do(g.r.End)
+		if running, waiting := g.run(); running || waiting {
+			t.Fatalf("after End: running %v, waiting %v; want no run", running, waiting)
+		}
+		time.Sleep(2 * time.Second) // past the ended run's delay
+		synctest.Wait()
+		if n := g.w.count(); n != 1 {
+			t.Fatalf("attempts after End = %d, want 1 (the ended run's retry must not fire)", n)
+		}
+		if !g.due(t) {
+			t.Fatal("Due stopped")
+		}
+		if running, waiting := g.run(); g.w.count() != 2 || running || waiting {
+			t.Fatalf("after a new Due: %d attempts, running %v, waiting %v; want 2, no run (registered)", g.w.count(), running, waiting)
+		}
+		g.loop.Stop()
+		<-g.loop.Done()
+	})
+}
