@@ -93,7 +93,8 @@ type RegistrationStatus struct {
 	Key      Key
 	Instance Instance
 	State    RegistrationState
-	// Since is when the registration entered State.
+	// Since is when the registration entered State, a wall-clock time
+	// (no monotonic reading).
 	Since time.Time
 	// Registrations counts the registrations the registry accepted, the
 	// first included (for etcd: the leases granted with the key put on
@@ -109,7 +110,7 @@ type RegistrationStatus struct {
 	// registered).
 	Attempts int
 	// LastErr is the error of the last failed attempt, kept after a
-	// success for inspection; LastErrAt is when it happened.
+	// success for inspection; LastErrAt is when it happened (wall clock).
 	LastErr   error
 	LastErrAt time.Time
 }
