@@ -9,7 +9,6 @@ import (
 
 	"github.com/rebound-go/rebound"
 	"github.com/rebound-go/rebound/subscriber"
-	"github.com/rebound-go/rebound/subscriber/etcd/etcdtest"
 )
 
 // TestRepairMadeNeedlessByAnotherLeaseEnds: the key is deleted, the
@@ -20,16 +19,7 @@ import (
 // repairing until it is closed. When that lease goes, the key comes back
 // on the Registration's own lease.
 func TestRepairMadeNeedlessByAnotherLeaseEnds(t *testing.T) {
-	c, err := etcdtest.NewCluster(1, etcdtest.WithDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cli, err := clientv3.New(ClientConfig(nil, c.Endpoints()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	_, cli := newMember(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// A backoff longer than the test's waits: only the watch can end
@@ -44,15 +34,7 @@ func TestRepairMadeNeedlessByAnotherLeaseEnds(t *testing.T) {
 	g := reg.(*registration)
 	until := func(what string, cond func() bool) {
 		t.Helper()
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for !cond() {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%s: not within a minute; status %+v", what, g.Status())
-			case <-tick.C:
-			}
-		}
+		waitUntil(t, ctx, what, cond, func() any { return g.Status() })
 	}
 	step := func(f func()) {
 		t.Helper()
