@@ -58,41 +58,7 @@ func TestBreakPolicyObserverCallsClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Store(&g)
-	t.Cleanup(func() {
-		select {
-		case <-returned:
-			_ = g.Close()
-		default: // Close would wait for the step that never ends
-		}
-	})
-	subscribertest.Eventually(t, e2eTimeout, "a first check", func() bool {
-		return srv.Stats().Requests[nacostest.RequestServiceQuery] > 0
-	})
-	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
-		t.Fatalf("ForgetClientInstances = %d", n)
-	}
-	subscribertest.Eventually(t, e2eTimeout, "the engine's observer to see an attempt", func() bool {
-		select {
-		case <-entered:
-			return true
-		default:
-			return false
-		}
-	})
-	subscribertest.Eventually(t, e2eTimeout, "Close called from the observer to return", func() bool {
-		select {
-		case <-returned:
-			return true
-		default:
-			return false
-		}
-	})
-	if !errors.Is(closeErr, rebound.ErrCalledFromCallback) {
-		t.Fatalf("Close from the observer = %v, want an error matching rebound.ErrCalledFromCallback", closeErr)
-	}
-	subscribertest.Eventually(t, e2eTimeout, "the Registration to stop", func() bool {
-		return g.Status().State == subscriber.RegistrationStopped
-	})
+	closedFromObserver(t, srv, g, "the engine's observer to see an attempt", entered, returned, &closeErr)
 }
 
 // TestBreakLimiterBurstZeroStopsRegistration: a limiter shared through

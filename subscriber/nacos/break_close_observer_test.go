@@ -52,6 +52,16 @@ func TestBreakCloseFromObserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.Store(&g)
+	closedFromObserver(t, srv, g, "the observer to see repairing", entered, returned, &closeErr)
+}
+
+// closedFromObserver checks a Close called from an observer of g: once g
+// made its first check, its instance is dropped from srv; the repair's
+// event reaches the observer (entered, named what), whose Close returns
+// (returned, then closeErr) an error matching rebound.ErrCalledFromCallback
+// without waiting for itself, and g stops.
+func closedFromObserver(t *testing.T, srv *nacostest.Server, g subscriber.Registration, what string, entered, returned <-chan struct{}, closeErr *error) {
+	t.Helper()
 	t.Cleanup(func() {
 		select {
 		case <-returned:
@@ -65,24 +75,21 @@ func TestBreakCloseFromObserver(t *testing.T) {
 	if n := srv.ForgetClientInstances("", "", "orders", "10.0.0.1", 8080); n != 1 {
 		t.Fatalf("ForgetClientInstances = %d", n)
 	}
-	subscribertest.Eventually(t, e2eTimeout, "the observer to see repairing", func() bool {
-		select {
-		case <-entered:
-			return true
-		default:
-			return false
-		}
-	})
-	subscribertest.Eventually(t, e2eTimeout, "Close called from the observer to return", func() bool {
-		select {
-		case <-returned:
-			return true
-		default:
-			return false
-		}
-	})
-	if !errors.Is(closeErr, rebound.ErrCalledFromCallback) {
-		t.Fatalf("Close from the observer = %v, want an error matching rebound.ErrCalledFromCallback", closeErr)
+	for _, w := range []struct {
+		what string
+		ch   <-chan struct{}
+	}{{what, entered}, {"Close called from the observer to return", returned}} {
+		subscribertest.Eventually(t, e2eTimeout, w.what, func() bool {
+			select {
+			case <-w.ch:
+				return true
+			default:
+				return false
+			}
+		})
+	}
+	if !errors.Is(*closeErr, rebound.ErrCalledFromCallback) {
+		t.Fatalf("Close from the observer = %v, want an error matching rebound.ErrCalledFromCallback", *closeErr)
 	}
 	subscribertest.Eventually(t, e2eTimeout, "the Registration to stop", func() bool {
 		return g.Status().State == subscriber.RegistrationStopped
