@@ -10,6 +10,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 
@@ -147,5 +148,61 @@ func TestE2ERejectedRegisterKeepsTheClosedOnesRedo(t *testing.T) {
 	})
 	if listed(srv, "orders", "10.0.0.2", 8080) {
 		t.Fatal("the instance whose Register failed came back after a reconnect")
+	}
+}
+
+// TestE2ERegisterOutageQuiet: while the client is disconnected, a
+// Registration without observers or meters is not told (an outage costs
+// no work per Registration) yet reports repairing since the
+// disconnection, makes no attempt although its periodic check falls due
+// many times, and checks and reports registered again once the client is
+// back; one with an observer is told at once, as before.
+func TestE2ERegisterOutageQuiet(t *testing.T) {
+	srv := newServer(t)
+	c := newClient(t, srv)
+	var checks atomic.Int64
+	told := mustRegisterNacos(t, c, subscriber.Key{Service: "billing"}, inst("10.0.0.1", 9090),
+		append(fastRegisterWith(countChecks(&checks)), nacos.WithCheckInterval(10*time.Millisecond))...)
+	// quiet's check may fail before the client's monitor sees the
+	// disconnection; idle, with no periodic check, makes no attempt: only
+	// the disconnection tells it is repairing.
+	quiet := mustRegisterNacos(t, c, subscriber.Key{Service: "orders"}, inst("10.0.0.1", 8080),
+		append(fastRegister, nacos.WithCheckInterval(10*time.Millisecond))...)
+	idle := mustRegisterNacos(t, c, subscriber.Key{Service: "audit"}, inst("10.0.0.1", 7070),
+		append(fastRegister, nacos.WithCheckInterval(0))...)
+	all := []subscriber.Registration{told, quiet, idle}
+	state := func(want subscriber.RegistrationState) bool {
+		for _, g := range all {
+			if g.Status().State != want {
+				return false
+			}
+		}
+		return true
+	}
+	subscribertest.Eventually(t, e2eTimeout, "a periodic check", func() bool { return checks.Load() >= 2 })
+	stopped := time.Now()
+	srv.Stop()
+	subscribertest.Eventually(t, e2eTimeout, "all to report repairing", func() bool { return state(subscriber.RegistrationRepairing) })
+	// Many of quiet's periodic checks fall due meanwhile: none is
+	// attempted. One may have been under way when the monitor saw the
+	// disconnection; then it waits for the connection, not a backoff.
+	time.Sleep(300 * time.Millisecond)
+	if st := quiet.Status(); st.State != subscriber.RegistrationRepairing || st.Attempts > 1 {
+		t.Fatalf("quiet's Status while disconnected = %+v, want repairing, at most 1 attempt", st)
+	}
+	if st := idle.Status(); st.Since.Before(stopped) || st.Since.After(time.Now()) || st.Attempts != 0 || st.LastErr != nil {
+		t.Fatalf("idle's Status while disconnected = %+v, want repairing since the disconnection (after %v), no attempt", st, stopped)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	subscribertest.Eventually(t, e2eTimeout, "all to be registered again", func() bool { return state(subscriber.RegistrationRegistered) })
+	for _, g := range all[1:] {
+		k := g.Key().Service
+		if st := g.Status(); st.Since.Before(started) || !listed(srv, k, "10.0.0.1", g.Instance().Port) {
+			t.Fatalf("%s's Status after the return = %+v (listed: %v), want registered since the return (after %v), listed",
+				k, st, listed(srv, k, "10.0.0.1", g.Instance().Port), started)
+		}
 	}
 }

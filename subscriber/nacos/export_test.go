@@ -1,5 +1,7 @@
 package nacos
 
+import "github.com/rebound-go/rebound/subscriber"
+
 // Unexported names the external tests use.
 var (
 	ErrClosed            = errClosed
@@ -18,3 +20,12 @@ var (
 	WithCheckInterval  = withCheckInterval
 	WithEvidenceWindow = withEvidenceWindow
 )
+
+// QueryOpen reports whether the hub of g (a Registration of Register)
+// holds its query connection open.
+func QueryOpen(g interface{ Key() subscriber.Key }) bool {
+	h := g.(*registration).h
+	h.qmu.Lock()
+	defer h.qmu.Unlock()
+	return h.query != nil
+}

@@ -124,6 +124,7 @@ func withCheckInterval(d time.Duration) Option {
 // the bytes.
 type registration struct {
 	h     *hub       // its client is the registration's
+	conn  *connState // h's from Register on, not changed by a reclaim
 	slot  string     // the hub's key of the service: group@@service
 	cfg   *regConfig // not modified once Register made it
 	track regstate.Tracker
@@ -199,7 +200,7 @@ func Register(ctx context.Context, client naming_client.INamingClient, key subsc
 	if err != nil {
 		return nil, err
 	}
-	g.h = h
+	g.h, g.conn = h, &h.conn
 	defer settle(g)
 	if err := g.first(key, inst, prev); err != nil {
 		return nil, err
@@ -496,4 +497,13 @@ func (g *registration) Key() subscriber.Key { return g.track.Key() }
 func (g *registration) Instance() subscriber.Instance { return g.track.Instance() }
 
 // Status returns a snapshot of the registration.
-func (g *registration) Status() subscriber.RegistrationStatus { return g.track.Status() }
+func (g *registration) Status() subscriber.RegistrationStatus {
+	st := g.track.Status()
+	if st.State == subscriber.RegistrationRegistered && g.conn.down.Load() && !g.eager() {
+		// Not told of the disconnection (hub.broadcast): repairing since.
+		if at := time.Unix(0, g.conn.downAt.Load()); st.Since.Before(at) {
+			st.State, st.Since = subscriber.RegistrationRepairing, at
+		}
+	}
+	return st
+}

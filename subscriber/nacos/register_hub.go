@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -28,13 +29,29 @@ type hub struct {
 	// Under hubs.mu.
 	slots    map[string]*registration // held from Register to Shutdown/Close
 	attached int                      // the slots' Registrations with attached set
-	stopM    context.CancelFunc
-	doneM    chan struct{}
+	// told: the attached Registrations with observers or meters, told of
+	// a disconnection at once (the others learn of it lazily: down).
+	told  map[*registration]struct{}
+	stopM context.CancelFunc
+	doneM chan struct{}
+
+	conn connState
 
 	qmu    sync.Mutex
 	query  *naming_grpc.NamingGrpcProxy
 	qclose context.CancelFunc
 	qdone  bool // released: no query connection is opened again
+}
+
+// connState is what a hub's monitor saw of its client's connection:
+// down, since downAt (Unix nanoseconds, wall clock), until it has told
+// every Registration of its return. A Registration that was not told of
+// the disconnection (not in told) is repairing while down is set and it
+// is registered (Status). A Registration keeps its hub's from Register
+// on (the hub a Shutdown reclaims after Close may be another).
+type connState struct {
+	down   atomic.Bool
+	downAt atomic.Int64
 }
 
 // owners records, per client and service, the Registration whose
@@ -195,6 +212,12 @@ func (h *hub) attach(g *registration) {
 	if !g.attached {
 		g.attached = true
 		h.attached++
+		if g.eager() {
+			if h.told == nil {
+				h.told = map[*registration]struct{}{}
+			}
+			h.told[g] = struct{}{}
+		}
 	}
 	if h.stopM == nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -211,6 +234,7 @@ func (h *hub) detach(g *registration) {
 	if g.attached {
 		g.attached = false
 		h.attached--
+		delete(h.told, g)
 	}
 	if h.attached == 0 && h.stopM != nil {
 		stop, done = h.stopM, h.doneM
@@ -259,6 +283,9 @@ const downPollCap = 4 * time.Second
 func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	up := h.client.ServerHealthy()
+	if up && h.conn.down.Load() {
+		h.broadcast(true) // came back while no monitor ran
+	}
 	down := defaultDownPollInterval // the next wait while disconnected
 	t := time.NewTimer(defaultPollInterval)
 	defer t.Stop()
@@ -283,15 +310,44 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
+// broadcast tells the Registrations of a transition. A disconnection
+// is told at once only to those with observers or meters (told), whose
+// events and instruments show it; the others are not touched, so that an
+// outage costs O(1) however many there are: their Status derives the
+// state from down, the periodic check's timer falling due is dropped
+// (fire), and a failed attempt waits for the connection (work.Up). The
+// return is told to every one: each checks after the grace, as after a
+// disconnection it was told of, repairing since downAt.
 func (h *hub) broadcast(up bool) {
+	if !up {
+		h.conn.downAt.Store(time.Now().UnixNano())
+		h.conn.down.Store(true)
+	}
 	hubs.mu.Lock()
-	regs := make([]*registration, 0, h.attached)
-	for _, g := range h.slots {
-		if g.attached {
+	var regs []*registration
+	if up {
+		regs = make([]*registration, 0, h.attached)
+		for _, g := range h.slots {
+			if g.attached {
+				regs = append(regs, g)
+			}
+		}
+	} else {
+		regs = make([]*registration, 0, len(h.told))
+		for g := range h.told {
 			regs = append(regs, g)
 		}
 	}
 	hubs.mu.Unlock()
+	if up && h.conn.down.Load() {
+		at := time.Unix(0, h.conn.downAt.Load())
+		for _, g := range regs {
+			if !g.eager() {
+				g.track.Lapse(at)
+			}
+		}
+		h.conn.down.Store(false)
+	}
 	for _, g := range regs {
 		g.connection(up)
 	}

@@ -40,8 +40,15 @@ func (g *registration) startLoop() {
 }
 
 // fire runs on the scheduler's goroutine when the timer is due: it posts
-// the periodic check, or the repair's attempt.
+// the periodic check, or the repair's attempt. While the client is
+// disconnected it drops the call: a Registration is not told of a
+// disconnection (hub.broadcast), or keeps its periodic check's timer
+// armed through it (Repair.Down), and the connection's return begins a
+// check after the grace (connected), which arms the timer again.
 func (g *registration) fire(gen uint32) {
+	if g.conn.down.Load() {
+		return
+	}
 	g.loop.Post(func() bool {
 		r := &g.rep
 		switch {
@@ -96,6 +103,10 @@ func (g *registration) armPeriodic() {
 // begin starts a repair run whose first attempt is due after d (a grace,
 // not a backoff): the Schedule admits it when it is due.
 func (g *registration) begin(d time.Duration) { g.rep.run.Begin(g.cfg.retrier, d) }
+
+// eager reports whether g is told of a disconnection at once (its
+// observers and meters show it), not lazily (hub.broadcast).
+func (g *registration) eager() bool { return len(g.cfg.obs) > 0 || g.cfg.meter != nil }
 
 // connected handles a connection transition.
 func (g *registration) connected(up bool) {
@@ -219,7 +230,7 @@ func (w *work) Logger(lvl zapcore.Level) *zap.Logger {
 	return (*registration)(w).logger()
 }
 func (w *work) Retrier() *rebound.Retrier { return w.cfg.retrier }
-func (w *work) Up() bool                  { return w.rep.up }
+func (w *work) Up() bool                  { return w.rep.up && !w.conn.down.Load() }
 func (w *work) Stopping() bool            { return false }
 func (w *work) Pause() bool               { return true }
 func (w *work) Final(err error) bool {

@@ -348,6 +348,18 @@ func (t *Tracker) State() subscriber.RegistrationState {
 // reason is why.
 func (t *Tracker) Set(to subscriber.RegistrationState, reason error) { t.set(to, reason, false) }
 
+// Lapse moves from registered to repairing as of at, an earlier time,
+// when registered since before at: a disconnection the registration
+// learns of late. It makes no event, and does nothing for a Tracker with
+// observers (they are told at once: Set).
+func (t *Tracker) Lapse(at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stateLocked() == subscriber.RegistrationRegistered && t.since < unixNano(at) && t.obs == nil {
+		t.state, t.since = int8(subscriber.RegistrationRepairing), unixNano(at)
+	}
+}
+
 // Deregistering moves to deregistering, from stopped too: a Shutdown
 // that follows Close deregisters after the registration stopped. The
 // metrics stopped with Close stay stopped.

@@ -171,3 +171,37 @@ func TestDeregisteringStartsItsOwnCount(t *testing.T) {
 		t.Fatalf("stopped after a first deregister that succeeded: Attempts %d, want 0", got)
 	}
 }
+
+// TestLapse: a disconnection learnt of late moves a registration
+// registered before it to repairing as of its time; one registered
+// since, in another state, or with observers (told at once) is left.
+func TestLapse(t *testing.T) {
+	newTracker := func(obs []rebound.Observer) *Tracker {
+		tr := New("nacos", subscriber.Key{Service: "s"}, subscriber.Instance{IP: "10.0.0.1", Port: 1}, obs, nil)
+		tr.Registered()
+		return tr
+	}
+	tr := newTracker(nil)
+	since := tr.Status().Since
+	tr.Lapse(since.Add(-time.Second)) // registered since: left
+	if st := tr.Status(); st.State != subscriber.RegistrationRegistered || !st.Since.Equal(since) {
+		t.Fatalf("after a lapse before the registration: %+v, want registered since %v", st, since)
+	}
+	at := since.Add(time.Second)
+	tr.Lapse(at)
+	if st := tr.Status(); st.State != subscriber.RegistrationRepairing || !st.Since.Equal(at) {
+		t.Fatalf("after a lapse: %+v, want repairing since %v", st, at)
+	}
+	tr.Set(subscriber.RegistrationDeregistering, nil)
+	tr.Lapse(at.Add(time.Hour))
+	if st := tr.Status(); st.State != subscriber.RegistrationDeregistering {
+		t.Fatalf("after a lapse while deregistering: %+v, want deregistering", st)
+	}
+	var events int
+	tr = newTracker([]rebound.Observer{rebound.ObserverFunc(func(rebound.Event) { events++ })})
+	before := events
+	tr.Lapse(time.Now().Add(time.Hour))
+	if st := tr.Status(); st.State != subscriber.RegistrationRegistered || events != before {
+		t.Fatalf("a Tracker with observers after a lapse: %+v, %d events, want registered, no event", st, events-before)
+	}
+}

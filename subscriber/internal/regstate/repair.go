@@ -82,16 +82,16 @@ func (r *Repair) Fired(gen uint32) bool {
 // Idle arms the Timer for the adapter's own use while no run is under
 // way (a periodic check), after d; 0 disarms it.
 func (r *Repair) Idle(d time.Duration) {
-	r.timer.Stop()
 	if d > 0 {
-		r.timer.Reset(d)
+		r.timer.Reset(d) // in place if armed: one change to the heap
+		return
 	}
+	r.timer.Stop()
 }
 
 // Begin starts a run (again, from the start of the policy, if one is
 // under way) whose first attempt is due after d: a grace, not a backoff.
 func (r *Repair) Begin(rt *rebound.Retrier, d time.Duration) {
-	r.timer.Stop()
 	r.restart(rt)
 	r.waiting = true
 	r.timer.Reset(max(d, time.Nanosecond))
@@ -107,10 +107,14 @@ func (r *Repair) restart(rt *rebound.Retrier) {
 }
 
 // Down tells r that the connection is down: the run's next attempt, if
-// any, waits for Up, not for the Timer.
+// any, waits for Up, not for the Timer. With no run, the Timer is the
+// adapter's and stays armed: an outage then costs no change to the
+// Sched's heap, and the adapter drops a call that comes while down.
 func (r *Repair) Down() {
-	r.timer.Stop()
 	r.waiting = r.s != nil
+	if r.waiting {
+		r.timer.Stop()
+	}
 }
 
 // Up tells r that the connection is up again and reports whether a run
