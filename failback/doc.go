@@ -30,7 +30,11 @@
 //	after Shutdown or Close began           ErrClosed (no attempt)
 //
 // WithStore keeps the queued calls in a Store (failback/boltstore), so the
-// next process retries them. Stop the producers of calls first, then the
-// invoker, then its Directory. docs/failback.md describes goroutines,
-// stores, logging, breakers and teardown.
+// next process retries them. A stored call that cannot be decoded (its
+// record, or its arguments by the Codec) is never run: it fails New, or is
+// set aside with WithQuarantine; one a shared Store (Claimer) hands out is
+// set aside with WithQuarantine, else logged at Error and released, to be
+// claimed again when its lease ends. Stop the producers of calls first,
+// then the invoker, then its Directory. docs/failback.md describes
+// goroutines, stores, logging, breakers and teardown.
 package failback

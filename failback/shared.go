@@ -23,6 +23,9 @@ type Claimer interface {
 	// Notify receives when calls may have been added (nil or closed: no
 	// signal).
 	Notify() <-chan struct{}
+	// Release stops renewing the lease of claimed call id, which the
+	// Invoker will not run: it is claimed again when the lease ends.
+	Release(id uint64)
 }
 
 // ErrLeaseLost is wrapped by a Claimer's Update when another Invoker took
@@ -120,16 +123,18 @@ func (f *Invoker) claimOnce(cl Claimer) (time.Duration, error) {
 }
 
 // claimedBad sets aside a claimed call that cannot be loaded
-// (WithQuarantine), or logs it; without quarantine it stays in the Store
-// and is claimed again when its lease ends.
+// (WithQuarantine), or logs it and releases it: without quarantine it
+// stays in the Store and is claimed again when its lease ends.
 func (f *Invoker) claimedBad(cl Claimer, b *badRecordError) {
 	if !f.cfg.durable.quarantine {
-		f.log.Error("failback: claimed call cannot be loaded (failback.WithQuarantine sets it aside)",
+		f.releaseClaimed(cl, b.ID)
+		f.log.Error("failback: claimed call cannot be loaded (failback.WithQuarantine sets it aside); it is claimed again when its lease ends",
 			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(b.Err))
 		return
 	}
 	if err := cl.Quarantine(b.ID, b); err != nil {
-		f.log.Error("failback: claimed call cannot be loaded nor quarantined",
+		f.releaseClaimed(cl, b.ID)
+		f.log.Error("failback: claimed call cannot be loaded nor quarantined; it is claimed again when its lease ends",
 			zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(errors.Join(b, err)))
 		return
 	}
@@ -138,6 +143,18 @@ func (f *Invoker) claimedBad(cl Claimer, b *badRecordError) {
 	f.mu.Unlock()
 	f.log.Error("failback: stored call set aside: it cannot be loaded (quarantined in the store)",
 		zap.Uint64("id", b.ID), zap.String("method", b.Method), zap.Error(b.Err))
+}
+
+// releaseClaimed is cl.Release with a panic logged: the call is left to
+// its lease either way.
+func (f *Invoker) releaseClaimed(cl Claimer, id uint64) {
+	defer func() {
+		if r := recover(); r != nil {
+			f.log.Error("failback: store: releasing a claimed call failed",
+				zap.Uint64("id", id), zap.Error(recovered("failback.Claimer.Release", r)))
+		}
+	}()
+	cl.Release(id)
 }
 
 // claimCalls is cl.Claim with a panic returned as an error.

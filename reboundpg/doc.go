@@ -20,8 +20,9 @@
 // failback's rules. A dead replica's calls move on when its lease ends. A
 // commit wakes the replicas through LISTEN/NOTIFY; a claim every second is
 // the fallback. A record that cannot be decoded is quarantined in the
-// table. Open creates the table; docs/postgres.md has its SQL, the faults
-// and the measurements.
+// table under failback.WithQuarantine; without it, its lease is not renewed
+// and any replica claims it again when the lease ends. Open creates the
+// table; docs/postgres.md has its SQL, the faults and the measurements.
 //
 // # Transactions and deduplication
 //

@@ -16,6 +16,7 @@ func (s *Store) Remove(id uint64) error                        { return s.s.Remo
 func (s *Store) Quarantine(id uint64, reason error) error      { return s.s.Quarantine(id, reason) }
 func (s *Store) Load(fn func(failback.StoredCall) error) error { return s.s.Load(fn) }
 func (s *Store) Notify() <-chan struct{}                       { return s.s.Notify() }
+func (s *Store) Release(id uint64)                             { s.s.Release(id) }
 func (s *Store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.Duration, error) {
 	return s.s.Claim(ctx, n)
 }

@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rebound-go/rebound/failback"
 	"github.com/rebound-go/rebound/reboundpg"
@@ -93,5 +98,49 @@ func TestQuarantineReasonNotText(t *testing.T) {
 	}
 	if n := count(t, pool, table, "quarantined IS NOT NULL"); n != 1 {
 		t.Fatalf("%d calls quarantined, want 1", n)
+	}
+}
+
+// refusingCodec is the JSON codec of a replica that cannot decode any
+// call's arguments (an older version that lacks their types, say).
+type refusingCodec struct{ failback.Codec }
+
+func (refusingCodec) Unmarshal(method string, _ []byte) ([]any, error) {
+	return nil, fmt.Errorf("no types for %q in this version", method)
+}
+
+// A call whose arguments the Invoker's Codec cannot decode, without
+// WithQuarantine, is logged at Error and left for its lease to end: its
+// Store stops renewing the lease, so the call is claimed again when it
+// ends, by the same Invoker (which logs it again) or by a replica whose
+// Codec decodes it and delivers it. It is never run by the first one.
+func TestUndecodableCallLeaseEnds(t *testing.T) {
+	pool := newPool(t)
+	table := tableName(t)
+	opts := []reboundpg.Option{reboundpg.WithTable(table), reboundpg.WithLease(200 * time.Millisecond),
+		reboundpg.WithPollInterval(50 * time.Millisecond)}
+	a := openStore(t, pool, opts...)
+	keys := enqueue(t, pool, a, 1, false)
+	core, logs := observer.New(zapcore.ErrorLevel)
+	pa := newProvider(nil)
+	newInvoker(t, a, pa, failback.WithStore(a.Failback(), refusingCodec{failback.JSONCodec(nil)}),
+		failback.WithLogger(zap.New(core)))
+	reported := func() int {
+		return logs.FilterMessageSnippet("cannot be loaded").Len()
+	}
+	waitFor(t, "the undecodable call reported twice (claimed again after its lease ended)", func() bool { return reported() >= 2 })
+	b := openStore(t, pool, opts...)
+	pb := newProvider(nil)
+	newInvoker(t, b, pb)
+	waitFor(t, "the call delivered by the replica that decodes it", func() bool {
+		pb.mu.Lock()
+		defer pb.mu.Unlock()
+		return pb.seen[keys[0]] == 1
+	})
+	pa.mu.Lock()
+	tries := pa.tries
+	pa.mu.Unlock()
+	if tries != 0 {
+		t.Errorf("the replica that cannot decode the call made %d attempts, want 0", tries)
 	}
 }

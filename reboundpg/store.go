@@ -323,6 +323,11 @@ func (s *store) Claim(ctx context.Context, n int) ([]failback.StoredCall, time.D
 // (re)connects.
 func (s *store) Notify() <-chan struct{} { return s.notify }
 
+// Release implements failback.Claimer: the Store stops renewing the
+// call's lease, which ends within about WithLease; any Store claims it
+// then.
+func (s *store) Release(id uint64) { s.hold(int64(id), false) }
+
 // scan reads rows of the cols columns; a record that cannot be decoded
 // comes back with Err set.
 func (s *store) scan(rows pgx.Rows) ([]failback.StoredCall, error) {
