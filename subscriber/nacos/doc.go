@@ -29,6 +29,15 @@
 //     from the service on the server. When one of several subscriptions of
 //     the same key stops, the adapter asks the others to resubscribe
 //     (Sink.Resubscribe). The adapter serializes its SDK calls per key.
+//   - Older lists. The SDK stores a reply or a push without a lock, so a
+//     reply taken before a newer push (its start-up redo's, a re-query's)
+//     can be stored after it and run the callbacks with the older list.
+//     The callback reads the cache (unless an SDK call of the adapter for
+//     the key is in flight) and does not pass on a list stored before the
+//     one passed on last, or whose LastRefTime is not newer. The SDK's
+//     cache may keep the older list until the next change, and a change
+//     back to that list is then not reported (subscriber.WithReconcile
+//     repairs it).
 //   - Closed client. The SDK reports a closed client as "client not
 //     connected, current status:SHUTDOWN"; the adapter maps that (and its
 //     own Close) to an error matching rebound.ErrClosed, which stops the

@@ -305,6 +305,28 @@ func ourGoroutinesNow() []string {
 	return out
 }
 
+// connectHandled waits until nacos-sdk-go has handled the connect event of
+// its start (RpcClient.Start sends it to a goroutine that runs the
+// listeners): a redo that starts after a Subscribe re-sends it, and its
+// reply and push deliver a change the test meant to lose. That goroutine
+// is back in its select (not runnable: the event is taken) and no
+// goroutine is in notifyConnectionEvent.
+func connectHandled(t *testing.T) {
+	t.Helper()
+	const loop = "common/remote/rpc.(*RpcClient).Start.func1("
+	eventually(t, e2eTimeout, "the SDK to handle its connect event", func() bool {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "(*RpcClient).notifyConnectionEvent(") ||
+				strings.Contains(g, loop) && !strings.Contains(g, " [select") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestE2EReconcileRepairsSilentLoss: without any connection change, the
 // registry loses a push, then forgets the subscriber. Periodic
 // reconciliation (WithReconcile over the adapter's Lookup) delivers the
@@ -317,6 +339,7 @@ func TestE2EReconcileRepairsSilentLoss(t *testing.T) {
 	srv := newServer(t, nacostest.WithCacheMillis(time.Hour))
 	client := newClient(t, srv)
 	eventually(t, e2eTimeout, "the client to connect", client.ServerHealthy)
+	connectHandled(t)
 	m, _ := newManager(t, client, subscriber.WithReconcile(time.Second))
 	var got lists
 	if err := srv.RegisterInstance("", "", "orders", provider("10.0.0.1", 8080)); err != nil {

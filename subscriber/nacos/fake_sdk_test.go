@@ -161,7 +161,7 @@ func (f *fakeSDK) process(k string, svc model.Service) {
 	f.mu.Unlock()
 	if changed {
 		for _, cb := range cbs {
-			(*cb)(slices.Clone(svc.Hosts), nil)
+			(*cb)(svc.Hosts, nil) // the slice it stored, as the SDK does
 		}
 	}
 }
@@ -320,4 +320,41 @@ func (f *fakeSDK) held(k string) bool {
 func host(ip string) model.Instance {
 	return model.Instance{Ip: ip, Port: 8080, Weight: 1, Healthy: true, Enable: true, Ephemeral: true,
 		ClusterName: "DEFAULT", Metadata: map[string]string{"v": "1"}}
+}
+
+// processLate is ProcessService for a reply that loses a race: like
+// nacos-sdk-go v2.3.2 it loads the cached service, compares, stores and
+// runs the callbacks without a lock, so a reply (a redo's, a re-query's)
+// that read the cache before a newer push was processed in full
+// (beforeStore) is stored over it, or, stored before the push read the
+// cache, runs the callbacks after it (beforeCallbacks). The callbacks run
+// if the reply's list differs from what it read.
+func (f *fakeSDK) processLate(k string, svc model.Service, beforeStore, beforeCallbacks func()) {
+	f.mu.Lock()
+	old, ok := f.cache[k]
+	f.mu.Unlock()
+	beforeStore()
+	if ok && old.LastRefTime >= svc.LastRefTime {
+		return
+	}
+	f.mu.Lock()
+	f.cache[k] = svc
+	changed := !ok || !slices.EqualFunc(old.Hosts, svc.Hosts, func(a, b model.Instance) bool { return a.Ip == b.Ip && a.Port == b.Port })
+	cbs := slices.Clone(f.callbacks[k])
+	f.mu.Unlock()
+	beforeCallbacks()
+	if changed {
+		for _, cb := range cbs {
+			(*cb)(svc.Hosts, nil) // the slice it stored, as the SDK does
+		}
+	}
+}
+
+// reply is the server's answer to a request for k now (a redo or a
+// query), without sending it: pass it to processLate.
+func (f *fakeSDK) reply(k string) model.Service {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ref++
+	return model.Service{Name: strings.Split(k, "@@")[1], Hosts: slices.Clone(f.server[k]), LastRefTime: f.ref}
 }

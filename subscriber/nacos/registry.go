@@ -112,6 +112,11 @@ type group struct {
 	cached atomic.Bool
 	// lastRef is the LastRefTime last read from the SDK's cache.
 	lastRef atomic.Uint64
+	// epoch counts our SDK Unsubscribes of the key (under mu): each may
+	// delete the SDK's cache entry, after which LastRefTime starts afresh.
+	epoch uint64
+	// client is the Registry's, for the callbacks' reads of the cache.
+	client naming_client.INamingClient
 	// baseline is lastRef when the disconnection was seen (written by the
 	// monitor goroutine).
 	baseline atomic.Uint64
@@ -144,6 +149,11 @@ type sub struct {
 	// sink owns the slice it gets (it sorts it), hence a copy.
 	last    []subscriber.Instance
 	hasLast bool
+	// ref and epoch (under mu) are the LastRefTime of the list last passed
+	// to sink and g.epoch then, when known (ref 0: unknown). The SDK's
+	// unlocked ProcessService can also store an older reply over a newer
+	// push and run the callbacks with the older list: see passLocked.
+	ref, epoch uint64
 }
 
 // updateLocked passes list to the sink unless it equals the list passed
@@ -310,6 +320,7 @@ func (r *Registry) subscribeLocked(s *sub) error {
 		// Subscribe would send nothing. Unsubscribe (which removes exactly
 		// our callback, the list and the redo entry) so that it does.
 		g.cached.Store(false)
+		g.epoch++
 		uerr := r.client.Unsubscribe(s.param)
 		s.registered = false
 		if isShutdown(uerr) {
@@ -373,7 +384,7 @@ func (r *Registry) verifyLocked(s *sub, before uint64) error {
 	defer s.mu.Unlock()
 	// A callback that ran meanwhile delivered a list at least as new.
 	if s.calls == before && s.active.Load() {
-		s.updateLocked(list)
+		s.passLocked(list, svc.LastRefTime, g.epoch, true)
 	}
 	return nil
 }
@@ -464,6 +475,7 @@ func (r *Registry) Unsubscribe(ctx context.Context, key subscriber.Key, sink sub
 		err = errClosed
 	case s.registered:
 		s.g.cached.Store(false)
+		s.g.epoch++
 		err = r.client.Unsubscribe(s.param)
 		s.registered = false
 	}
@@ -509,8 +521,9 @@ func (r *Registry) acquire(key subscriber.Key, sink subscriber.Sink) (*sub, erro
 	g, ok := r.groups[s.gkey]
 	if !ok {
 		g = &group{
-			subs: make(map[*sub]struct{}),
-			get:  vo.GetServiceParam{ServiceName: param.ServiceName, GroupName: param.GroupName, Clusters: param.Clusters},
+			client: r.client,
+			subs:   make(map[*sub]struct{}),
+			get:    vo.GetServiceParam{ServiceName: param.ServiceName, GroupName: param.GroupName, Clusters: param.Clusters},
 		}
 		r.groups[s.gkey] = g
 	}
