@@ -42,7 +42,8 @@ var hubs = struct {
 //
 // While the stream is down, a keep-alive waits for an answer on a new one
 // (parked), or for its TTL's end. Once a new stream failed too, the first
-// keep-alive that parks has the hub park every lease at once (hold): an
+// keep-alive that parks has the hub park every lease at once (hold: one
+// pass moving each keep-alive's timer to its TTL's end): an
 // outage then costs no wake-up per keep-alive falling due, only the probe
 // at each TTL's end; one that ends before any falls due costs nothing.
 type hub struct {
@@ -99,6 +100,7 @@ func (h *hub) leave(g *registration, lease clientv3.LeaseID, prefix, key string,
 		delete(h.leases, lease)
 	}
 	delete(h.parked, g)
+	g.h.kaT.Stop() // again: a hold may have moved it since the loop stopped it
 	h.lmu.Unlock()
 	var stopped []*prefixWatch
 	hubs.mu.Lock()
@@ -302,21 +304,19 @@ func (h *hub) probeLocked() clientv3.LeaseID {
 
 // hold parks every lease at once (no stream works): their keep-alives
 // wait for an answer on a new stream, or for their TTL's end, without
-// each waking at its due time to park. A lease bound later parks when
+// each waking at its due time to park. It moves each one's timer
+// (kaHold) under lmu, so that no answer ends the hold midway, and runs
+// no step: a lease costs one timer move. A lease bound later parks when
 // due, as before.
 func (h *hub) hold() {
 	h.lmu.Lock()
+	defer h.lmu.Unlock()
 	if !h.held {
-		h.lmu.Unlock()
 		return // a stream answered meanwhile
 	}
-	regs := make([]*registration, 0, len(h.leases))
+	now := int64(time.Since(kaClock))
 	for _, g := range h.leases {
-		regs = append(regs, g)
-	}
-	h.lmu.Unlock()
-	for _, g := range regs {
-		g.kaHold()
+		g.h.kaHold(now)
 	}
 }
 
