@@ -41,9 +41,10 @@ var hubs = struct {
 // TTL is probed (TimeToLive), as when clientv3 closes its channel.
 //
 // While the stream is down, a keep-alive waits for an answer on a new one
-// (parked), or for its TTL's end. Once a new stream failed too, the first
-// keep-alive that parks has the hub park every lease at once (hold: one
-// pass moving each keep-alive's timer to its TTL's end): an
+// (parked), or for its TTL's end. Once the hub knows no stream can
+// answer (the connection left Ready, or a new stream failed too), the
+// first keep-alive that parks has the hub park every lease at once
+// (hold: one pass moving each keep-alive's timer to its TTL's end): an
 // outage then costs no wake-up per keep-alive falling due, only the probe
 // at each TTL's end; one that ends before any falls due costs nothing.
 type hub struct {
@@ -63,7 +64,7 @@ type hub struct {
 	stream pb.Lease_LeaseKeepAliveClient // nil: none open
 	leases map[clientv3.LeaseID]*registration
 	parked map[*registration]struct{} // a send failed: waits for an answer on a stream
-	down   bool                       // a stream failed before any answer, none answered since
+	down   bool                       // no stream can answer (see markDown), none answered since
 	held   bool                       // every lease of leases is parked too (hold)
 	holdc  chan struct{}              // hold is due: for keepAliveStream
 }
@@ -153,6 +154,9 @@ func (h *hub) watchConn() {
 		was := s
 		s = conn.GetState()
 		h.up.Store(s == connectivity.Ready || s == connectivity.Idle)
+		if was == connectivity.Ready && s != connectivity.Ready {
+			h.markDown() // the stream went with the transport
+		}
 		if s == connectivity.Ready && was != connectivity.Ready {
 			hubs.mu.Lock()
 			regs := make([]*registration, 0, len(h.regs))
@@ -261,15 +265,22 @@ func (h *hub) keepAliveStream() {
 		}
 		cancel()
 		if !answered {
-			h.lmu.Lock()
-			h.down = true
-			h.lmu.Unlock()
+			h.markDown()
 		}
 		t.Reset(hubRetry)
 		if !h.wait(t) {
 			return
 		}
 	}
+}
+
+// markDown records that no stream can answer until one does: the
+// connection left Ready, or a stream failed before any answer. The next
+// keep-alive that parks has the hub hold every lease.
+func (h *hub) markDown() {
+	h.lmu.Lock()
+	h.down = true
+	h.lmu.Unlock()
 }
 
 // wait waits for t, holding the leases when a keep-alive parks; false:
