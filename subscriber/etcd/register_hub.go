@@ -237,13 +237,23 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 // hubRetry. A new stream is tried with one parked lease; its answer
 // wakes the others, so an outage costs one request per hubRetry. A
 // stream that failed before any answer (the one opened after a break, or
-// the first) marks the hub down.
+// the first) marks the hub down. While the connection is neither Ready
+// nor Idle no stream is tried (it would fail at once, or wait for the
+// connection): the hub is down.
 func (h *hub) keepAliveStream() {
 	defer h.wg.Done()
 	lc := clientv3.RetryLeaseClient(h.client)
 	t := time.NewTimer(hubRetry)
 	defer t.Stop()
 	for {
+		if !h.up.Load() {
+			h.markDown()
+			t.Reset(hubRetry)
+			if !h.wait(t) {
+				return
+			}
+			continue
+		}
 		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(h.ctx))
 		answered := false
 		if s, err := lc.LeaseKeepAlive(sctx); err == nil {
