@@ -191,3 +191,42 @@ func TestHoldThroughAFlappingMember(t *testing.T) {
 		}
 	}
 }
+
+// TestHubDownWhenTheConnectionLeavesReady: the hub learns of the outage
+// from the client's connection, not only from a new keep-alive stream
+// failing: a hub that runs only its connection watcher (no stream of its
+// own) is down once the member stops, and a keep-alive that then parks
+// has it hold every lease.
+func TestHubDownWhenTheConnectionLeavesReady(t *testing.T) {
+	c, cli := newMember(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cli.Get(ctx, "warm-up"); err != nil { // the connection is Ready
+		t.Fatal(err)
+	}
+	hctx, hcancel := context.WithCancel(context.Background())
+	h := &hub{client: cli, ctx: hctx, cancel: hcancel,
+		leases: map[clientv3.LeaseID]*registration{}, parked: map[*registration]struct{}{},
+		holdc: make(chan struct{}, 1)}
+	h.up.Store(true)
+	h.wg.Add(1)
+	go h.watchConn()
+	defer func() { hcancel(); h.wg.Wait() }()
+	isDown := func() bool { h.lmu.Lock(); defer h.lmu.Unlock(); return h.down }
+	if isDown() {
+		t.Fatal("down before the member stopped")
+	}
+	c.Stop()
+	waitUntil(t, ctx, "the hub is down", isDown, nil)
+	if !h.park(&registration{}) {
+		t.Fatal("a keep-alive did not park with no stream open")
+	}
+	if !h.holding() {
+		t.Fatal("the hub does not hold the leases after a keep-alive parked while down")
+	}
+	select {
+	case <-h.holdc:
+	default:
+		t.Fatal("the hold was not handed to the stream's goroutine")
+	}
+}

@@ -41,8 +41,10 @@ var hubs = struct {
 // TTL is probed (TimeToLive), as when clientv3 closes its channel.
 //
 // While the stream is down, a keep-alive waits for an answer on a new one
-// (parked), or for its TTL's end. Once a new stream failed too, the first
-// keep-alive that parks has the hub park every lease at once (hold): an
+// (parked), or for its TTL's end. Once the hub knows no stream can
+// answer (the connection left Ready, or a new stream failed too), the
+// first keep-alive that parks has the hub park every lease at once
+// (hold: one pass moving each keep-alive's timer to its TTL's end): an
 // outage then costs no wake-up per keep-alive falling due, only the probe
 // at each TTL's end; one that ends before any falls due costs nothing.
 type hub struct {
@@ -62,7 +64,7 @@ type hub struct {
 	stream pb.Lease_LeaseKeepAliveClient // nil: none open
 	leases map[clientv3.LeaseID]*registration
 	parked map[*registration]struct{} // a send failed: waits for an answer on a stream
-	down   bool                       // a stream failed before any answer, none answered since
+	down   bool                       // no stream can answer (see markDown), none answered since
 	held   bool                       // every lease of leases is parked too (hold)
 	holdc  chan struct{}              // hold is due: for keepAliveStream
 }
@@ -99,6 +101,7 @@ func (h *hub) leave(g *registration, lease clientv3.LeaseID, prefix, key string,
 		delete(h.leases, lease)
 	}
 	delete(h.parked, g)
+	g.h.kaT.Stop() // again: a hold may have moved it since the loop stopped it
 	h.lmu.Unlock()
 	var stopped []*prefixWatch
 	hubs.mu.Lock()
@@ -151,6 +154,9 @@ func (h *hub) watchConn() {
 		was := s
 		s = conn.GetState()
 		h.up.Store(s == connectivity.Ready || s == connectivity.Idle)
+		if was == connectivity.Ready && s != connectivity.Ready {
+			h.markDown() // the stream went with the transport
+		}
 		if s == connectivity.Ready && was != connectivity.Ready {
 			hubs.mu.Lock()
 			regs := make([]*registration, 0, len(h.regs))
@@ -231,13 +237,23 @@ func (h *hub) send(g *registration, id clientv3.LeaseID) bool {
 // hubRetry. A new stream is tried with one parked lease; its answer
 // wakes the others, so an outage costs one request per hubRetry. A
 // stream that failed before any answer (the one opened after a break, or
-// the first) marks the hub down.
+// the first) marks the hub down. While the connection is neither Ready
+// nor Idle no stream is tried (it would fail at once, or wait for the
+// connection): the hub is down.
 func (h *hub) keepAliveStream() {
 	defer h.wg.Done()
 	lc := clientv3.RetryLeaseClient(h.client)
 	t := time.NewTimer(hubRetry)
 	defer t.Stop()
 	for {
+		if !h.up.Load() {
+			h.markDown()
+			t.Reset(hubRetry)
+			if !h.wait(t) {
+				return
+			}
+			continue
+		}
 		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(h.ctx))
 		answered := false
 		if s, err := lc.LeaseKeepAlive(sctx); err == nil {
@@ -259,15 +275,22 @@ func (h *hub) keepAliveStream() {
 		}
 		cancel()
 		if !answered {
-			h.lmu.Lock()
-			h.down = true
-			h.lmu.Unlock()
+			h.markDown()
 		}
 		t.Reset(hubRetry)
 		if !h.wait(t) {
 			return
 		}
 	}
+}
+
+// markDown records that no stream can answer until one does: the
+// connection left Ready, or a stream failed before any answer. The next
+// keep-alive that parks has the hub hold every lease.
+func (h *hub) markDown() {
+	h.lmu.Lock()
+	h.down = true
+	h.lmu.Unlock()
 }
 
 // wait waits for t, holding the leases when a keep-alive parks; false:
@@ -302,21 +325,19 @@ func (h *hub) probeLocked() clientv3.LeaseID {
 
 // hold parks every lease at once (no stream works): their keep-alives
 // wait for an answer on a new stream, or for their TTL's end, without
-// each waking at its due time to park. A lease bound later parks when
+// each waking at its due time to park. It moves each one's timer
+// (kaHold) under lmu, so that no answer ends the hold midway, and runs
+// no step: a lease costs one timer move. A lease bound later parks when
 // due, as before.
 func (h *hub) hold() {
 	h.lmu.Lock()
+	defer h.lmu.Unlock()
 	if !h.held {
-		h.lmu.Unlock()
 		return // a stream answered meanwhile
 	}
-	regs := make([]*registration, 0, len(h.leases))
+	now := int64(time.Since(kaClock))
 	for _, g := range h.leases {
-		regs = append(regs, g)
-	}
-	h.lmu.Unlock()
-	for _, g := range regs {
-		g.kaHold()
+		g.h.kaHold(now)
 	}
 }
 

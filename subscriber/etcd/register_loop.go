@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -36,7 +37,11 @@ type holder struct {
 	kaTTL  time.Duration   // the TTL it gave
 	kaNext time.Time       // when the next request is due (kaT, unless parked)
 	kaT    *regstate.Timer // the next keep-alive request, or the TTL's end
+	kaEnd  atomic.Int64    // kaLast+kaTTL on kaClock while kaOn, else 0: read by the hub's hold
 }
+
+// kaClock is the origin of kaEnd (monotonic).
+var kaClock = time.Now()
 
 // start joins the client's hub and makes the first registration in a
 // step of the loop, bounded by ctx; an error leaves nothing running.
@@ -180,6 +185,7 @@ func (h *holder) keepAlive(now bool) {
 	h.kaOn = true
 	h.kaLast = time.Now()
 	h.kaTTL = time.Duration(h.g.ttl) * time.Second
+	h.kaMark()
 	if now {
 		h.kaAt(0)
 		return
@@ -206,6 +212,7 @@ func (h *holder) kaDue() {
 	switch {
 	case !now.Before(end):
 		h.kaOn = false
+		h.kaMark()
 		g.log.Warn("no keep-alive answer for a TTL (no leader, or unreachable); asking whether the lease lives",
 			zap.Int64("lease", int64(h.lease)))
 		h.pending |= probeLease
@@ -243,6 +250,7 @@ func (g *registration) kaAnswer(id clientv3.LeaseID, ttl int64) {
 		}
 		if ttl <= 0 {
 			h.kaOn = false
+			h.kaMark()
 			h.kaT.Stop()
 			g.log.Warn("the keep-alive answered that the lease is gone; asking whether it lives", zap.Int64("lease", int64(h.lease)))
 			h.pending |= probeLease
@@ -250,21 +258,40 @@ func (g *registration) kaAnswer(id clientv3.LeaseID, ttl int64) {
 			return true
 		}
 		h.kaLast, h.kaTTL = time.Now(), time.Duration(ttl)*time.Second
+		h.kaMark()
 		h.kaAt(h.kaTTL / 3)
 		return true
 	})
 }
 
-// kaHold parks g's keep-alive while the hub holds every lease (no stream
-// works): it waits for the TTL's end, unless kaResume wakes it before.
-func (g *registration) kaHold() {
-	h := &g.h
-	g.loop.Do(func() bool {
-		if h.kaOn && g.hub.holding() {
-			h.kaT.Reset(time.Until(h.kaLast.Add(h.kaTTL)))
+// kaMark publishes the TTL's end for the hub's hold (kaEnd); a step
+// changing kaOn, kaLast or kaTTL calls it, and arms kaT after it when
+// the lease is still kept alive.
+func (h *holder) kaMark() {
+	if !h.kaOn {
+		h.kaEnd.Store(0)
+		return
+	}
+	h.kaEnd.Store(int64(h.kaLast.Add(h.kaTTL).Sub(kaClock)))
+}
+
+// kaHold parks the keep-alive while the hub holds every lease (no stream
+// works): its timer waits for the TTL's end (now is kaClock's reading),
+// unless kaResume wakes it before. It runs on the hub's goroutine under
+// the hub's lock, not in a step: a step that sets a new end arms kaT
+// after it, so the last arming is the step's, or this one at the
+// current end (it reads kaEnd again after arming). A lease not kept
+// alive (kaEnd 0) is left alone; one that stopped meanwhile may fire
+// once at its old end, and kaDue ignores it.
+func (h *holder) kaHold(now int64) {
+	for end := h.kaEnd.Load(); end != 0; {
+		h.kaT.Reset(time.Duration(end - now))
+		again := h.kaEnd.Load()
+		if again == end {
+			return
 		}
-		return true
-	})
+		end = again
+	}
 }
 
 // kaResume runs when a keep-alive stream answers again after g's request
