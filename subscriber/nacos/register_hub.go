@@ -3,12 +3,15 @@ package nacos
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 
 	"github.com/rebound-go/rebound"
@@ -279,7 +282,8 @@ const downPollCap = 4 * time.Second
 // in the SDK). While not, each call makes the SDK send HTTP requests that
 // fail and log: it polls 1 s after the disconnection, then at intervals
 // doubling up to downPollCap, so that a long outage costs one call every
-// 4 s and a reconnect is seen up to 4 s after it (docs/providers.md).
+// 4 s and a reconnect is seen up to 4 s after it (docs/providers.md); and
+// it calls only once a server accepts a TCP connection (reachable).
 func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	up := h.client.ServerHealthy()
@@ -295,7 +299,7 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		now := h.client.ServerHealthy()
+		now := (up || h.reachable()) && h.client.ServerHealthy()
 		if now != up {
 			up = now
 			down = defaultDownPollInterval
@@ -309,6 +313,39 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 		}
 	}
 }
+
+// reachable reports whether one of the client's servers accepts a TCP
+// connection on its gRPC port, or true when it cannot tell (a client
+// without static server addresses). While disconnected the monitor asks
+// it before ServerHealthy: a refused dial costs microseconds, where
+// ServerHealthy has the SDK send HTTP requests that fail and log.
+func (h *hub) reachable() bool {
+	sc, ok := h.client.(interface {
+		GetServerConfig() ([]constant.ServerConfig, error)
+	})
+	if !ok {
+		return true
+	}
+	servers, err := sc.GetServerConfig()
+	if err != nil || len(servers) == 0 {
+		return true
+	}
+	for _, s := range servers {
+		port := s.GrpcPort
+		if port == 0 {
+			port = s.Port + constant.RpcPortOffset
+		}
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(s.IpAddr, strconv.FormatUint(port, 10)), probeTimeout)
+		if err == nil {
+			_ = c.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// probeTimeout bounds reachable's dial of one server.
+const probeTimeout = 200 * time.Millisecond
 
 // broadcast tells the Registrations of a transition. A disconnection
 // is told at once only to those with observers or meters (told), whose

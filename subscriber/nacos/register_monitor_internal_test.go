@@ -2,12 +2,14 @@ package nacos
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 )
 
 // healthClient is a client whose ServerHealthy is set by the test and
@@ -73,4 +75,66 @@ func TestHubMonitorBacksOffWhileDown(t *testing.T) {
 			t.Fatalf("disconnected again: %d calls in 1.1 s, want 2 (the one that sees it, then 1 s later)", n)
 		}
 	})
+}
+
+// addrClient is a healthClient with static server addresses.
+type addrClient struct {
+	healthClient
+	servers []constant.ServerConfig
+}
+
+func (c *addrClient) GetServerConfig() ([]constant.ServerConfig, error) { return c.servers, nil }
+
+// TestReachableProbesTheGRPCPort: while disconnected the monitor asks
+// ServerHealthy (HTTP requests in the SDK) only once a server accepts a
+// TCP connection on its gRPC port (GrpcPort, else Port + 1000); a client
+// without addresses is always asked.
+func TestReachableProbesTheGRPCPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := uint64(l.Addr().(*net.TCPAddr).Port)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shut := uint64(closed.Addr().(*net.TCPAddr).Port)
+	_ = closed.Close()
+	defer l.Close()
+	for _, tc := range []struct {
+		name    string
+		client  naming_client.INamingClient
+		reached bool
+	}{
+		{"no addresses", &healthClient{}, true},
+		{"closed gRPC port", &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}}}, false},
+		{"open gRPC port", &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}, {IpAddr: "127.0.0.1", Port: 1, GrpcPort: open}}}, true},
+		{"open at Port + 1000", &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: open - 1000}}}, true},
+	} {
+		if got := (&hub{client: tc.client}).reachable(); got != tc.reached {
+			t.Errorf("%s: reachable = %v, want %v", tc.name, got, tc.reached)
+		}
+	}
+	// The monitor of a disconnected client whose server refuses never
+	// calls ServerHealthy after the call that saw the disconnection.
+	c := &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}}}
+	c.up.Store(true)
+	h := &hub{client: c, slots: map[string]*registration{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go h.monitor(ctx, done)
+	defer func() { cancel(); <-done }()
+	for c.calls.Load() == 0 { // its first call, connected
+		time.Sleep(time.Millisecond)
+	}
+	c.up.Store(false)
+	for !h.conn.down.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := c.calls.Load()
+	time.Sleep(1500 * time.Millisecond) // past the monitor's call 1 s after the disconnection
+	if got := c.calls.Load() - n; got != 0 {
+		t.Fatalf("%d ServerHealthy calls while the server refuses, want 0", got)
+	}
 }
