@@ -1,0 +1,88 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/http_agent"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+
+	"github.com/rebound-go/rebound/subscriber"
+	"github.com/rebound-go/rebound/subscriber/subscribertest"
+)
+
+// outageClient is a healthClient whose register requests succeed and
+// whose checks fail: the query connection cannot be made (its
+// configuration fails), after waiting for release while hold is set.
+type outageClient struct {
+	healthClient
+	hold    atomic.Bool
+	release chan struct{}
+	once    sync.Once
+	queries atomic.Int64 // checks that asked for the query connection
+}
+
+// open ends the hold: the checks waiting fail, and the next ones at once.
+func (c *outageClient) open() {
+	c.once.Do(func() {
+		c.hold.Store(false)
+		close(c.release)
+	})
+}
+
+func newOutageClient() *outageClient {
+	c := &outageClient{release: make(chan struct{})}
+	c.up.Store(true)
+	return c
+}
+
+func (c *outageClient) RegisterInstance(vo.RegisterInstanceParam) (bool, error) { return true, nil }
+func (c *outageClient) GetServerConfig() ([]constant.ServerConfig, error)       { return nil, nil }
+func (c *outageClient) GetHttpAgent() (http_agent.IHttpAgent, error)            { return nil, nil }
+func (c *outageClient) GetClientConfig() (constant.ClientConfig, error) {
+	c.queries.Add(1)
+	if c.hold.Load() {
+		<-c.release
+	}
+	return constant.ClientConfig{}, errors.New("no query connection")
+}
+
+// TestOutageFailedCheckKeepsSince: a Registration without observers is
+// not told of a disconnection; its Status reports repairing since it. A
+// check that was under way when the client disconnected and fails after
+// the monitor saw it does not move Since: the Registration has been
+// repairing since the disconnection, as its Status said (one with
+// observers, told at once, keeps it too).
+func TestOutageFailedCheckKeepsSince(t *testing.T) {
+	c := newOutageClient()
+	c.hold.Store(true)
+	gi, err := Register(context.Background(), c, subscriber.Key{Service: "outage-since"},
+		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Enabled: true, Healthy: true},
+		withCheckInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gi.Close()
+	defer c.open() // before Close, which waits for the check under way
+	g := gi.(*registration)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor's first call", func() bool { return c.calls.Load() >= 1 })
+	subscribertest.Eventually(t, 10*time.Second, "a periodic check to be under way", func() bool { return c.queries.Load() >= 1 })
+	c.up.Store(false)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor to see the disconnection", g.conn.down.Load)
+	before := g.Status()
+	if before.State != subscriber.RegistrationRepairing {
+		t.Fatalf("Status while disconnected = %+v, want repairing", before)
+	}
+	c.open() // the check fails now
+	// Attempts is recorded once the failure's outcome is (not while registered).
+	subscribertest.Eventually(t, 10*time.Second, "the check's failure to be recorded", func() bool { return g.Status().Attempts >= 1 })
+	if after := g.Status(); after.State != subscriber.RegistrationRepairing || !after.Since.Equal(before.Since) {
+		t.Fatalf("Status after the failed check = %v since %v, want repairing since %v (the disconnection, as reported before)",
+			after.State, after.Since, before.Since)
+	}
+}
