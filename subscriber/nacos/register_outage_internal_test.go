@@ -86,3 +86,24 @@ func TestOutageFailedCheckKeepsSince(t *testing.T) {
 			after.State, after.Since, before.Since)
 	}
 }
+
+// TestOutageSeenByAStartingMonitor: a client that disconnects between a
+// Register's request and the first call of the monitor that Register
+// starts (the first Registration of the client) is disconnected for its
+// Registrations: Status reports repairing, not registered, while it is.
+func TestOutageSeenByAStartingMonitor(t *testing.T) {
+	c := newOutageClient()
+	c.up.Store(false) // the request succeeded; the connection is gone since
+	gi, err := Register(context.Background(), c, subscriber.Key{Service: "outage-start"},
+		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Enabled: true, Healthy: true},
+		withCheckInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gi.Close()
+	// The monitor's second call follows what its first one saw.
+	subscribertest.Eventually(t, 10*time.Second, "the monitor to call ServerHealthy twice", func() bool { return c.calls.Load() >= 2 })
+	if st := gi.Status(); st.State != subscriber.RegistrationRepairing {
+		t.Fatalf("Status while the client is disconnected = %v since %v, want repairing", st.State, st.Since)
+	}
+}
