@@ -107,3 +107,54 @@ func TestOutageSeenByAStartingMonitor(t *testing.T) {
 		t.Fatalf("Status while the client is disconnected = %v since %v, want repairing", st.State, st.Since)
 	}
 }
+
+// TestOutageStatusDuringTransitions: Status read while the client
+// disconnects and comes back, again and again, races with nothing and
+// reports registered or repairing, never since a time to come.
+func TestOutageStatusDuringTransitions(t *testing.T) {
+	c := newOutageClient()
+	gi, err := Register(context.Background(), c, subscriber.Key{Service: "outage-race"},
+		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Enabled: true, Healthy: true},
+		withCheckInterval(0), withRedoGrace(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gi.Close()
+	g := gi.(*registration)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor's first call", func() bool { return c.calls.Load() >= 1 })
+	stop := make(chan struct{})
+	bad := make(chan subscriber.RegistrationStatus, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Microsecond) // a reader's pace, not a spin
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			st := gi.Status()
+			if (st.State != subscriber.RegistrationRegistered && st.State != subscriber.RegistrationRepairing) || st.Since.After(time.Now()) {
+				select {
+				case bad <- st:
+				default:
+				}
+			}
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		c.up.Store(false)
+		subscribertest.Eventually(t, 10*time.Second, "the disconnection to be seen", g.conn.down.Load)
+		c.up.Store(true)
+		subscribertest.Eventually(t, 10*time.Second, "the return to be seen", func() bool { return !g.conn.down.Load() })
+	}
+	close(stop)
+	<-done
+	select {
+	case st := <-bad:
+		t.Fatalf("Status during the transitions = %+v", st)
+	default:
+	}
+}
