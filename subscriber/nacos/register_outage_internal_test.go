@@ -158,3 +158,41 @@ func TestOutageStatusDuringTransitions(t *testing.T) {
 	default:
 	}
 }
+
+// TestOutageRegisteredDuringIt: a Registration made while the client's
+// monitor holds it disconnected (the SDK reconnected first: its request
+// went through) has its periodic check dropped until the monitor sees
+// the return, and then checks.
+func TestOutageRegisteredDuringIt(t *testing.T) {
+	c := newOutageClient()
+	key := func(s string) subscriber.Key { return subscriber.Key{Service: s} }
+	in := subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Enabled: true, Healthy: true}
+	first, err := Register(context.Background(), c, key("outage-first"), in, withCheckInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	h := first.(*registration).h
+	subscribertest.Eventually(t, 10*time.Second, "the monitor's first call", func() bool { return c.calls.Load() >= 1 })
+	c.up.Store(false)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor to see the disconnection", h.conn.down.Load)
+	g, err := Register(context.Background(), c, key("outage-during"), in, withCheckInterval(5*time.Millisecond), withRedoGrace(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if st := g.Status(); st.State != subscriber.RegistrationRegistered {
+		t.Fatalf("Status of the Registration just made = %+v, want registered (its request went through)", st)
+	}
+	n := c.queries.Load()
+	// Its periodic check falls due many times in the monitor's next
+	// second (its next call): none is made.
+	calls := c.calls.Load()
+	subscribertest.Eventually(t, 10*time.Second, "the monitor's next call", func() bool { return c.calls.Load() > calls })
+	if got := c.queries.Load() - n; got != 0 {
+		t.Fatalf("%d checks while the monitor held the client disconnected, want 0", got)
+	}
+	c.up.Store(true)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor to see the return", func() bool { return !h.conn.down.Load() })
+	subscribertest.Eventually(t, 10*time.Second, "a check after the return", func() bool { return c.queries.Load() > n })
+}
