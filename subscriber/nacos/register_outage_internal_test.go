@@ -11,6 +11,9 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/http_agent"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/rebound-go/rebound"
 
 	"github.com/rebound-go/rebound/subscriber"
 	"github.com/rebound-go/rebound/subscriber/subscribertest"
@@ -195,4 +198,26 @@ func TestOutageRegisteredDuringIt(t *testing.T) {
 	c.up.Store(true)
 	subscribertest.Eventually(t, 10*time.Second, "the monitor to see the return", func() bool { return !h.conn.down.Load() })
 	subscribertest.Eventually(t, 10*time.Second, "a check after the return", func() bool { return c.queries.Load() > n })
+}
+
+// TestOutageMeterOnlyIsTold: a Registration whose only observation is a
+// MeterProvider given to WithPolicy (no observer) is told of a
+// disconnection at once: its own state, which its instruments report,
+// is repairing while the client is down.
+func TestOutageMeterOnlyIsTold(t *testing.T) {
+	c := newOutageClient()
+	gi, err := Register(context.Background(), c, subscriber.Key{Service: "outage-meter"},
+		subscriber.Instance{IP: "10.0.0.1", Port: 8080, Weight: 1, Enabled: true, Healthy: true},
+		withCheckInterval(0), WithPolicy(rebound.Policy{}, rebound.WithMeterProvider(noop.NewMeterProvider())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gi.Close()
+	g := gi.(*registration)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor's first call", func() bool { return c.calls.Load() >= 1 })
+	c.up.Store(false)
+	subscribertest.Eventually(t, 10*time.Second, "the monitor to see the disconnection", g.conn.down.Load)
+	subscribertest.Eventually(t, 10*time.Second, "its own state to be repairing", func() bool {
+		return g.track.State() == subscriber.RegistrationRepairing
+	})
 }
