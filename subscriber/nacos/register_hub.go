@@ -287,8 +287,11 @@ const downPollCap = 4 * time.Second
 func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	up := h.client.ServerHealthy()
-	if up && h.conn.down.Load() {
+	switch down := h.conn.down.Load(); {
+	case up && down:
 		h.broadcast(true) // came back while no monitor ran
+	case !up && !down:
+		h.broadcast(false) // gone since the request of the Register that started it
 	}
 	down := defaultDownPollInterval // the next wait while disconnected
 	t := time.NewTimer(defaultPollInterval)

@@ -211,7 +211,20 @@ func (w *work) Attempt() error {
 			r.need = needCheck // the Schedule's backoff, then look again
 		}
 	}
+	if err != nil {
+		g.lapse() // before the outcome moves it to repairing
+	}
 	return err
+}
+
+// lapse moves g, not told of the disconnection the client is in (no
+// observers or meters), to repairing as of the disconnection if it is
+// registered since before it, as its Status reports it: a failed attempt
+// then does not move Since to the failure.
+func (g *registration) lapse() {
+	if g.conn.down.Load() && !g.eager() {
+		g.track.Lapse(time.Unix(0, g.conn.downAt.Load()))
+	}
 }
 
 // The rest of regstate.Work. A closed client, or a server that cannot
