@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -302,7 +304,7 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-t.C:
 		}
-		now := (up || h.reachable()) && h.client.ServerHealthy()
+		now := (up || h.reachable(ctx)) && h.client.ServerHealthy()
 		if now != up {
 			up = now
 			down = defaultDownPollInterval
@@ -318,11 +320,13 @@ func (h *hub) monitor(ctx context.Context, done chan<- struct{}) {
 }
 
 // reachable reports whether one of the client's servers accepts a TCP
-// connection on its gRPC port, or true when it cannot tell (a client
-// without static server addresses). While disconnected the monitor asks
+// connection on its gRPC port, or true when it cannot tell: a client
+// without static server addresses, or a server that the SDK's gRPC
+// connection reaches through a proxy (grpc-go's HTTPS_PROXY and
+// NO_PROXY, as net/http reads them). While disconnected the monitor asks
 // it before ServerHealthy: a refused dial costs microseconds, where
 // ServerHealthy has the SDK send HTTP requests that fail and log.
-func (h *hub) reachable() bool {
+func (h *hub) reachable(ctx context.Context) bool {
 	sc, ok := h.client.(interface {
 		GetServerConfig() ([]constant.ServerConfig, error)
 	})
@@ -338,7 +342,13 @@ func (h *hub) reachable() bool {
 		if port == 0 {
 			port = s.Port + constant.RpcPortOffset
 		}
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(s.IpAddr, strconv.FormatUint(port, 10)), probeTimeout)
+		addr := net.JoinHostPort(s.IpAddr, strconv.FormatUint(port, 10))
+		if p, err := http.ProxyFromEnvironment(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}}); p != nil || err != nil {
+			return true
+		}
+		dctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		c, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+		cancel()
 		if err == nil {
 			_ = c.Close()
 			return true

@@ -3,6 +3,8 @@ package nacos
 import (
 	"context"
 	"net"
+	"os"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -25,6 +27,14 @@ func (c *healthClient) ServerHealthy() bool {
 	return c.up.Load()
 }
 
+// startMonitor runs h's monitor until the returned func stops it.
+func startMonitor(h *hub) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go h.monitor(ctx, done)
+	return func() { cancel(); <-done }
+}
+
 // TestHubMonitorBacksOffWhileDown: while the client is disconnected the
 // registrations' monitor calls ServerHealthy (HTTP requests in the SDK)
 // 1 s after the disconnection, then at intervals doubling to 4 s; it
@@ -35,10 +45,7 @@ func TestHubMonitorBacksOffWhileDown(t *testing.T) {
 		c := &healthClient{}
 		c.up.Store(true)
 		h := &hub{client: c, slots: map[string]*registration{}}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go h.monitor(ctx, done)
-		defer func() { cancel(); <-done }()
+		defer startMonitor(h)()
 		synctest.Wait() // its first call, at the start
 		calls := func(d time.Duration) int64 {
 			t.Helper()
@@ -112,7 +119,7 @@ func TestReachableProbesTheGRPCPort(t *testing.T) {
 		{"open gRPC port", &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}, {IpAddr: "127.0.0.1", Port: 1, GrpcPort: open}}}, true},
 		{"open at Port + 1000", &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: open - 1000}}}, true},
 	} {
-		if got := (&hub{client: tc.client}).reachable(); got != tc.reached {
+		if got := (&hub{client: tc.client}).reachable(context.Background()); got != tc.reached {
 			t.Errorf("%s: reachable = %v, want %v", tc.name, got, tc.reached)
 		}
 	}
@@ -121,10 +128,7 @@ func TestReachableProbesTheGRPCPort(t *testing.T) {
 	c := &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}}}
 	c.up.Store(true)
 	h := &hub{client: c, slots: map[string]*registration{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go h.monitor(ctx, done)
-	defer func() { cancel(); <-done }()
+	defer startMonitor(h)()
 	for c.calls.Load() == 0 { // its first call, connected
 		time.Sleep(time.Millisecond)
 	}
@@ -136,5 +140,26 @@ func TestReachableProbesTheGRPCPort(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // past the monitor's call 1 s after the disconnection
 	if got := c.calls.Load() - n; got != 0 {
 		t.Fatalf("%d ServerHealthy calls while the server refuses, want 0", got)
+	}
+}
+
+// TestReachableBehindAProxy: a server the SDK's gRPC connection reaches
+// through a proxy (HTTPS_PROXY, which net/http reads once per process:
+// hence a child process) is not dialled: reachable cannot tell, and the
+// monitor asks ServerHealthy as before.
+func TestReachableBehindAProxy(t *testing.T) {
+	if os.Getenv("REBOUND_TEST_PROXY_CHILD") == "1" {
+		// 10.255.255.1 is not dialled: a dial would fail after the probe's
+		// timeout.
+		c := &addrClient{servers: []constant.ServerConfig{{IpAddr: "10.255.255.1", Port: 8848}}}
+		if !(&hub{client: c}).reachable(context.Background()) {
+			t.Fatal("reachable = false behind a proxy, want true (cannot tell)")
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReachableBehindAProxy$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "REBOUND_TEST_PROXY_CHILD=1", "HTTPS_PROXY=http://127.0.0.1:9", "https_proxy=", "NO_PROXY=", "no_proxy=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
