@@ -124,23 +124,27 @@ func TestReachableProbesTheGRPCPort(t *testing.T) {
 		}
 	}
 	// The monitor of a disconnected client whose server refuses never
-	// calls ServerHealthy after the call that saw the disconnection.
-	c := &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}}}
-	c.up.Store(true)
-	h := &hub{client: c, slots: map[string]*registration{}}
-	defer startMonitor(h)()
-	for c.calls.Load() == 0 { // its first call, connected
-		time.Sleep(time.Millisecond)
-	}
-	c.up.Store(false)
-	for !h.conn.down.Load() {
-		time.Sleep(10 * time.Millisecond)
-	}
-	n := c.calls.Load()
-	time.Sleep(1500 * time.Millisecond) // past the monitor's call 1 s after the disconnection
-	if got := c.calls.Load() - n; got != 0 {
-		t.Fatalf("%d ServerHealthy calls while the server refuses, want 0", got)
-	}
+	// calls ServerHealthy after the call that saw the disconnection (its
+	// later calls 1, 3, 7 and 11 s after it are dialled and refused).
+	synctest.Test(t, func(t *testing.T) {
+		c := &addrClient{servers: []constant.ServerConfig{{IpAddr: "127.0.0.1", Port: 1, GrpcPort: shut}}}
+		c.up.Store(true)
+		h := &hub{client: c, slots: map[string]*registration{}}
+		defer startMonitor(h)()
+		synctest.Wait() // its first call, connected
+		c.up.Store(false)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if !h.conn.down.Load() {
+			t.Fatal("the monitor did not see the disconnection at its next call")
+		}
+		n := c.calls.Load()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		if got := c.calls.Load() - n; got != 0 {
+			t.Fatalf("%d ServerHealthy calls in 15 s while the server refuses, want 0", got)
+		}
+	})
 }
 
 // TestReachableBehindAProxy: a server the SDK's gRPC connection reaches
