@@ -80,6 +80,41 @@ func answeredSince(t *testing.T, g *registration, t0 time.Time) bool {
 	return (<-last).After(t0)
 }
 
+// holdScene is what the hold tests start from: a member and its client,
+// Registrations of orders (10.0.<net>.x) with ttl, their first leases,
+// their hub, and the warnings they log; ctx ends at the test's end or
+// after timeout.
+type holdScene struct {
+	t      *testing.T
+	c      *etcdtest.Cluster
+	cli    *clientv3.Client
+	ctx    context.Context
+	regs   []*registration
+	leases []clientv3.LeaseID
+	hub    *hub
+	logs   *observer.ObservedLogs
+}
+
+func newHoldScene(t *testing.T, timeout time.Duration, net int, ttl time.Duration) *holdScene {
+	t.Helper()
+	s := &holdScene{t: t}
+	s.c, s.cli = newMember(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	s.ctx = ctx
+	core, logs := observer.New(zap.WarnLevel)
+	s.logs = logs
+	s.regs, s.leases = registerOrders(t, ctx, s.cli, net, WithTTL(ttl), WithLogger(zap.New(core)))
+	s.hub = s.regs[0].hub
+	return s
+}
+
+// until waits for cond (what: for the failure's message).
+func (s *holdScene) until(what string, cond func() bool) {
+	s.t.Helper()
+	waitUntil(s.t, s.ctx, what, cond, nil)
+}
+
 // TestHubHoldsLeasesWhileTheStreamIsDown: with the member stopped, the
 // hub's new keep-alive stream fails, and the first keep-alive falling due
 // has the hub hold every lease (their keep-alives wait for a stream, not
@@ -88,29 +123,23 @@ func answeredSince(t *testing.T, g *registration, t0 time.Time) bool {
 // on its own lease: none waited for its TTL's end to probe the lease, none
 // registered again.
 func TestHubHoldsLeasesWhileTheStreamIsDown(t *testing.T) {
-	c, cli := newMember(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	core, logs := observer.New(zap.WarnLevel)
-	regs, leases := registerOrders(t, ctx, cli, 3, WithTTL(15*time.Second), WithLogger(zap.New(core)))
-	hub := regs[0].hub
-	until := func(what string, cond func() bool) { t.Helper(); waitUntil(t, ctx, what, cond, nil) }
-	c.Stop()
-	until("the hub holds the leases", hub.holding)
+	s := newHoldScene(t, time.Minute, 3, 15*time.Second)
+	s.c.Stop()
+	s.until("the hub holds the leases", s.hub.holding)
 	back := time.Now()
-	if err := c.Start(); err != nil {
+	if err := s.c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	until("the hold ends", func() bool { return !hub.holding() })
-	for _, g := range regs {
-		until("an answer after the member is back", func() bool { return answeredSince(t, g, back) })
+	s.until("the hold ends", func() bool { return !s.hub.holding() })
+	for _, g := range s.regs {
+		s.until("an answer after the member is back", func() bool { return answeredSince(t, g, back) })
 	}
-	if n := logs.FilterMessageSnippet("no keep-alive answer for a TTL").Len(); n > 0 {
+	if n := s.logs.FilterMessageSnippet("no keep-alive answer for a TTL").Len(); n > 0 {
 		t.Fatalf("%d Registrations waited for their TTL's end to probe the lease; want none (the hold ends with the stream's answer)", n)
 	}
-	for i, g := range regs {
-		if st := g.Status(); g.currentLease() != leases[i] || st.Registrations != 1 {
-			t.Fatalf("Registration %d: lease %x (was %x), %d registrations; want the same lease, one", i, g.currentLease(), leases[i], st.Registrations)
+	for i, g := range s.regs {
+		if st := g.Status(); g.currentLease() != s.leases[i] || st.Registrations != 1 {
+			t.Fatalf("Registration %d: lease %x (was %x), %d registrations; want the same lease, one", i, g.currentLease(), s.leases[i], st.Registrations)
 		}
 	}
 }
@@ -121,36 +150,30 @@ func TestHubHoldsLeasesWhileTheStreamIsDown(t *testing.T) {
 // hold ends, the others keep their leases, and the one whose lease went
 // registers again on a new one, without any waiting for a TTL's end.
 func TestHoldEndsWithALeaseGone(t *testing.T) {
-	c, cli := newMember(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	core, logs := observer.New(zap.WarnLevel)
-	regs, leases := registerOrders(t, ctx, cli, 5, WithTTL(15*time.Second), WithLogger(zap.New(core)))
-	hub := regs[0].hub
-	until := func(what string, cond func() bool) { t.Helper(); waitUntil(t, ctx, what, cond, nil) }
-	c.Stop()
-	until("the hub holds the leases", hub.holding)
-	if err := c.Start(); err != nil {
+	s := newHoldScene(t, time.Minute, 5, 15*time.Second)
+	s.c.Stop()
+	s.until("the hub holds the leases", s.hub.holding)
+	if err := s.c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Revoke(ctx, leases[0]); err != nil {
+	if _, err := s.cli.Revoke(s.ctx, s.leases[0]); err != nil {
 		t.Fatal(err)
 	}
-	until("the hold ends", func() bool { return !hub.holding() })
-	until("registered again on a new lease", func() bool {
-		st := regs[0].Status()
-		if st.State != subscriber.RegistrationRegistered || st.Registrations != 2 || regs[0].currentLease() == leases[0] {
+	s.until("the hold ends", func() bool { return !s.hub.holding() })
+	s.until("registered again on a new lease", func() bool {
+		st := s.regs[0].Status()
+		if st.State != subscriber.RegistrationRegistered || st.Registrations != 2 || s.regs[0].currentLease() == s.leases[0] {
 			return false
 		}
-		resp, err := cli.Get(ctx, regs[0].key)
-		return err == nil && len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == regs[0].currentLease()
+		resp, err := s.cli.Get(s.ctx, s.regs[0].key)
+		return err == nil && len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == s.regs[0].currentLease()
 	})
-	for i, g := range regs[1:] {
-		if st := g.Status(); g.currentLease() != leases[i+1] || st.Registrations != 1 || st.State != subscriber.RegistrationRegistered {
-			t.Fatalf("Registration %d: lease %x (was %x), %+v; want the same lease, registered once", i+1, g.currentLease(), leases[i+1], st)
+	for i, g := range s.regs[1:] {
+		if st := g.Status(); g.currentLease() != s.leases[i+1] || st.Registrations != 1 || st.State != subscriber.RegistrationRegistered {
+			t.Fatalf("Registration %d: lease %x (was %x), %+v; want the same lease, registered once", i+1, g.currentLease(), s.leases[i+1], st)
 		}
 	}
-	if n := logs.FilterMessageSnippet("no keep-alive answer for a TTL").Len(); n > 0 {
+	if n := s.logs.FilterMessageSnippet("no keep-alive answer for a TTL").Len(); n > 0 {
 		t.Fatalf("%d Registrations waited for their TTL's end; want none", n)
 	}
 }
@@ -160,34 +183,29 @@ func TestHoldEndsWithALeaseGone(t *testing.T) {
 // well within the TTL. Every Registration ends answered on its own lease,
 // registered once; the hub neither stays holding nor loses a lease.
 func TestHoldThroughAFlappingMember(t *testing.T) {
-	c, cli := newMember(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	regs, leases := registerOrders(t, ctx, cli, 6, WithTTL(60*time.Second))
-	hub := regs[0].hub
-	until := func(what string, cond func() bool) { t.Helper(); waitUntil(t, ctx, what, cond, nil) }
-	c.Stop()
-	until("the hub holds the leases", hub.holding)
-	if err := c.Start(); err != nil {
+	s := newHoldScene(t, 2*time.Minute, 6, 60*time.Second)
+	s.c.Stop()
+	s.until("the hub holds the leases", s.hub.holding)
+	if err := s.c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c.Stop()
-	if err := c.Start(); err != nil {
+	s.c.Stop()
+	if err := s.c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	until("the hold ends", func() bool { return !hub.holding() })
-	for _, g := range regs {
-		until("an answer after the member is back", func() bool { return answeredSince(t, g, back) })
+	s.until("the hold ends", func() bool { return !s.hub.holding() })
+	for _, g := range s.regs {
+		s.until("an answer after the member is back", func() bool { return answeredSince(t, g, back) })
 	}
-	for i, g := range regs {
+	for i, g := range s.regs {
 		st := g.Status()
-		if g.currentLease() != leases[i] || st.Registrations != 1 || st.State != subscriber.RegistrationRegistered {
-			t.Fatalf("Registration %d: lease %x (was %x), %+v; want the same lease, registered once", i, g.currentLease(), leases[i], st)
+		if g.currentLease() != s.leases[i] || st.Registrations != 1 || st.State != subscriber.RegistrationRegistered {
+			t.Fatalf("Registration %d: lease %x (was %x), %+v; want the same lease, registered once", i, g.currentLease(), s.leases[i], st)
 		}
-		resp, err := cli.Get(ctx, g.key)
-		if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != leases[i] {
-			t.Fatalf("Registration %d: key %v (%v); want it on lease %x", i, resp, err, leases[i])
+		resp, err := s.cli.Get(s.ctx, g.key)
+		if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != s.leases[i] {
+			t.Fatalf("Registration %d: key %v (%v); want it on lease %x", i, resp, err, s.leases[i])
 		}
 	}
 }
