@@ -33,8 +33,9 @@
 //     reply taken before a newer push (its start-up redo's, a re-query's)
 //     can be stored after it and run the callbacks with the older list.
 //     The callback reads the cache (unless an SDK call of the adapter for
-//     the key is in flight) and does not pass on a list stored before the
-//     one passed on last, or whose LastRefTime is not newer. The SDK's
+//     the key is in flight) and passes on the list it holds (the
+//     callback's or one stored after it) unless its LastRefTime is not
+//     newer than the one passed on last. The SDK's
 //     cache may keep the older list until the next change, and a change
 //     back to that list is then not reported (subscriber.WithReconcile
 //     repairs it).

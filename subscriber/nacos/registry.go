@@ -384,7 +384,7 @@ func (r *Registry) verifyLocked(s *sub, before uint64) error {
 	defer s.mu.Unlock()
 	// A callback that ran meanwhile delivered a list at least as new.
 	if s.calls == before && s.active.Load() {
-		s.passLocked(list, svc.LastRefTime, g.epoch, true)
+		s.passLocked(list, svc.LastRefTime, g.epoch)
 	}
 	return nil
 }

@@ -16,18 +16,18 @@ func (s *sub) callback(hosts []model.Instance, err error) {
 	if err != nil || !s.active.Load() {
 		return
 	}
-	// When the server built the list the cache holds, and whether it is
-	// this one (own) or one stored after it: the SDK stores without a
-	// lock, so an older reply can be stored over a newer push, or run the
-	// callbacks after it. Read only while no SDK call of ours for the key
-	// is in flight (one may be running this callback) and the key is
-	// cached, so that GetService cannot send a request.
+	// The cache holds this list or one stored after it: the SDK stores
+	// without a lock, so an older reply can be stored over a newer push
+	// (before or after the push's callbacks run), or run the callbacks
+	// after it. Pass on what the cache holds, with the LastRefTime the
+	// server gave it. Read only while no SDK call of ours for the key is
+	// in flight (one may be running this callback) and the key is cached,
+	// so that GetService cannot send a request.
 	g := s.g
 	var ref, epoch uint64
-	own := true
 	if g.cached.Load() && g.mu.TryLock() {
-		if svc, err := g.client.GetService(g.get); err == nil {
-			ref, epoch, own = svc.LastRefTime, g.epoch, sameSlice(svc.Hosts, hosts)
+		if svc, err := g.client.GetService(g.get); err == nil && svc.LastRefTime != 0 {
+			hosts, ref, epoch = svc.Hosts, svc.LastRefTime, g.epoch
 		}
 		g.mu.Unlock()
 	}
@@ -37,31 +37,21 @@ func (s *sub) callback(hosts []model.Instance, err error) {
 	defer s.mu.Unlock()
 	s.calls++
 	if s.active.Load() {
-		s.passLocked(list, ref, epoch, own)
+		s.passLocked(list, ref, epoch)
 	}
 }
 
-// passLocked passes list to the sink unless it equals the list passed
-// last or is older. The SDK's cache holds, with LastRefTime ref in epoch
-// (ref 0: unknown), list (own) or a list stored after it. s.mu must be
-// held.
-func (s *sub) passLocked(list []subscriber.Instance, ref, epoch uint64, own bool) {
-	known := ref != 0 && s.ref != 0 && epoch == s.epoch
-	switch {
-	case known && own && ref <= s.ref:
-		return // older than the list passed last
-	case known && !own && ref == s.ref:
-		return // the list passed last was stored after this one
-	case ref != 0 && own:
+// passLocked passes list, which the SDK's cache holds with LastRefTime
+// ref in epoch (ref 0: unknown), to the sink unless it equals the list
+// passed last or is not newer. s.mu must be held.
+func (s *sub) passLocked(list []subscriber.Instance, ref, epoch uint64) {
+	if ref != 0 && s.ref != 0 && epoch == s.epoch && ref <= s.ref {
+		return // not newer than the list passed last
+	}
+	if ref != 0 {
 		s.ref, s.epoch = ref, epoch
 	}
 	s.updateLocked(list)
-}
-
-// sameSlice reports whether a and b are the same slice (the SDK passes
-// the callbacks the slice it stored), two empty ones included.
-func sameSlice(a, b []model.Instance) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // convert copies the SDK's instances (which stay in its cache).

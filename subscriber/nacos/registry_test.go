@@ -560,8 +560,15 @@ func TestSameListTwiceFromTheSDKIsPassedOnce(t *testing.T) {
 		t.Fatalf("SDK holds %d callbacks, want 1", len(cbs))
 	}
 	both := []model.Instance{host("10.0.0.2"), host("10.0.0.1")}
-	(*cbs[0])(slices.Clone(both), nil)
-	(*cbs[0])([]model.Instance{both[1], both[0]}, nil) // the same list, in another order
+	// Each as the SDK runs it: stored in its cache (with a newer
+	// lastRefTime) first.
+	for _, hosts := range [][]model.Instance{slices.Clone(both), {both[1], both[0]}} { // the same list, in another order
+		f.mu.Lock()
+		f.ref++
+		f.cache[ordersKey] = model.Service{Name: "orders", Hosts: hosts, LastRefTime: f.ref}
+		f.mu.Unlock()
+		(*cbs[0])(hosts, nil)
+	}
 	if got, want := s.ips(), [][]string{{"10.0.0.1"}, {"10.0.0.2", "10.0.0.1"}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("updates %v, want %v (the repeated list passed once)", got, want)
 	}
